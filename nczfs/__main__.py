@@ -1,0 +1,3 @@
+from nczfs.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,234 @@
+"""Command line: ``nczfs mount SOURCE MOUNTPOINT``, ``nczfs umount MOUNTPOINT``.
+
+Exit codes: 0 success, 1 failure at run time, 2 bad arguments (SOURCE, MOUNTPOINT, options).
+No FS logic lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import logging.handlers
+import os
+import subprocess
+import sys
+import time
+
+import nczfs
+from nczfs.config import MountConfig, parse_options
+from nczfs.errors import SourceError
+from nczfs.source import parse_source
+
+log = logging.getLogger("nczfs")
+
+XATTR_PID = "user.nczfs.pid"
+XATTR_SYNC = "user.nczfs.sync"
+
+
+class UsageError(Exception):
+    """A one-line message for the user; exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nczfs", description="Mount NCZarr/Zarr stores as a directory tree.")
+    p.add_argument("--version", action="version", version=f"nczfs {nczfs.__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("mount", help="mount SOURCE on MOUNTPOINT")
+    m.add_argument("source", help="a directory, a file:// URL (with #mode=...), ...")
+    m.add_argument("mountpoint")
+    m.add_argument("-f", "--foreground", action="store_true", help="stay attached; log to stderr")
+    m.add_argument("-r", "--read-only", action="store_true", help="refuse every write with EROFS")
+    m.add_argument("-d", "--debug", action="store_true", help="log every request")
+    m.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
+                   help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=")
+    m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS")
+    m.add_argument("--log-file", default=None)
+
+    u = sub.add_parser("umount", help="flush pending writes and unmount")
+    u.add_argument("mountpoint")
+    u.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the daemon to exit")
+    return p
+
+
+def _check_mountpoint(path: str) -> str:
+    path = os.path.abspath(path)
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOTCONN:
+            raise UsageError(
+                f"{path}: stale mount (transport endpoint is not connected); run 'nczfs umount {path}' first"
+            ) from None
+        raise UsageError(f"{path}: {exc.strerror}") from None
+    if not os.path.isdir(path):
+        raise UsageError(f"{path}: not a directory")
+    if os.path.ismount(path) and _is_fuse_mount(path):
+        raise UsageError(f"{path}: already a FUSE mount point")
+    return path
+
+
+def _is_fuse_mount(path: str) -> bool:
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 2 and fields[1] == path and fields[2].startswith("fuse"):
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def build_config(args: argparse.Namespace) -> MountConfig:
+    try:
+        source = parse_source(args.source)
+        values = parse_options(args.options)
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
+    if args.read_only:
+        values["read_only"] = True
+    if args.debug:
+        values["debug"] = True
+    if args.metadata_ttl is not None:
+        if args.metadata_ttl < 0:
+            raise UsageError("--metadata-ttl must not be negative")
+        values["metadata_ttl"] = args.metadata_ttl
+    if args.log_file:
+        values["log_file"] = os.path.abspath(args.log_file)
+    if source.backend == "directory" and not os.path.isdir(source.location):
+        raise UsageError(f"{args.source}: {source.location} is not a directory")
+    mountpoint = _check_mountpoint(args.mountpoint)
+    if source.backend == "directory" and (
+        mountpoint == source.location or mountpoint.startswith(source.location.rstrip("/") + "/")
+    ):
+        raise UsageError(f"{mountpoint}: the mount point must not lie inside the source directory")
+    return MountConfig(source=source, mountpoint=mountpoint, foreground=args.foreground, **values)  # type: ignore[arg-type]
+
+
+def setup_logging(config: MountConfig, daemon: bool) -> None:
+    level = logging.DEBUG if config.debug else logging.INFO
+    root = logging.getLogger()
+    root.handlers.clear()
+    handler: logging.Handler
+    if config.log_file:
+        handler = logging.FileHandler(config.log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    elif not daemon:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    elif os.path.exists("/dev/log"):
+        handler = logging.handlers.SysLogHandler(address="/dev/log")
+        handler.setFormatter(logging.Formatter("nczfs[%(process)d]: %(levelname)s %(name)s: %(message)s"))
+    else:
+        handler = logging.NullHandler()
+    root.addHandler(handler)
+    root.setLevel(level)
+    if not config.debug:
+        for noisy in ("pyfuse3", "trio"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    config = build_config(args)
+    from nczfs.mount import serve
+
+    if config.foreground:
+        setup_logging(config, daemon=False)
+
+        def ready(err: str | None) -> None:
+            if err:
+                print(f"nczfs: {err}", file=sys.stderr)
+
+        return serve(config, ready)
+
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the daemon
+        os.close(rfd)
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        setup_logging(config, daemon=True)
+        status = 1
+        try:
+            def ready(err: str | None) -> None:
+                os.write(wfd, b"ok\n" if err is None else f"error {err}\n".encode())
+                os.close(wfd)
+
+            status = serve(config, ready)
+        except BaseException:
+            log.exception("daemon failed")
+        finally:
+            os._exit(status)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as r:
+        msg = r.read().decode(errors="replace").strip()
+    if msg == "ok":
+        return 0
+    if msg.startswith("error "):
+        print(f"nczfs: {msg[6:]}", file=sys.stderr)
+        _, status = os.waitpid(pid, 0)
+        return 2 if os.waitstatus_to_exitcode(status) == 2 else 1
+    os.waitpid(pid, 0)
+    print("nczfs: the daemon exited before the mount was ready (see the log)", file=sys.stderr)
+    return 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    mnt = os.path.abspath(args.mountpoint)
+    pid = None
+    try:
+        pid = int(os.getxattr(mnt, XATTR_PID))
+    except OSError as exc:
+        if exc.errno == errno.ENOTCONN:
+            subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
+            print(f"nczfs: {mnt}: removed a stale mount (its daemon had died)", file=sys.stderr)
+            return 0
+        if not _is_fuse_mount(mnt):
+            raise UsageError(f"{mnt}: not an nczfs mount point") from None
+    except ValueError:
+        pass
+    try:
+        os.setxattr(mnt, XATTR_SYNC, b"1")
+    except OSError as exc:
+        if pid is not None:
+            print(f"nczfs: {mnt}: pending writes could not be stored ({exc.strerror}); not unmounted", file=sys.stderr)
+            return 1
+    res = subprocess.run(["fusermount3", "-u", mnt], capture_output=True, text=True)
+    if res.returncode != 0:
+        print(f"nczfs: {res.stderr.strip() or 'fusermount3 -u failed'}", file=sys.stderr)
+        return 1
+    if pid is not None:
+        deadline = time.monotonic() + args.timeout
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                print(f"nczfs: daemon {pid} still running after {args.timeout}s", file=sys.stderr)
+                return 1
+            time.sleep(0.05)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "mount":
+            return cmd_mount(args)
+        if args.command == "umount":
+            return cmd_umount(args)
+    except UsageError as exc:
+        print(f"nczfs: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 2

@@ -1,0 +1,82 @@
+"""Mount options: one frozen dataclass, built from CLI flags and ``-o key[=value],...``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+from nczfs.errors import SourceError
+from nczfs.source import Source
+
+#: options mount(8) and fstab add that mean nothing to nczfs
+IGNORED_OPTIONS = frozenset(
+    {"rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto", "noauto", "nofail",
+     "_netdev", "user", "nouser", "users", "defaults", "atime", "noatime", "relatime", "async"}
+)
+
+
+@dataclass(frozen=True)
+class MountConfig:
+    source: Source
+    mountpoint: str
+    read_only: bool = False
+    foreground: bool = False
+    debug: bool = False
+    allow_other: bool = False
+    uid: int = dataclasses.field(default_factory=os.getuid)
+    gid: int = dataclasses.field(default_factory=os.getgid)
+    umask: int = 0o022
+    #: seconds the kernel and nczfs may reuse attributes and entries
+    metadata_ttl: float = 1.0
+    #: bytes of a file's pending writes kept in memory before spilling to a temp file
+    spill_threshold: int = 64 * 1024 * 1024
+    log_file: str | None = None
+
+
+def _int(key: str, value: str, base: int = 10) -> int:
+    try:
+        return int(value, base)
+    except ValueError:
+        raise SourceError(f"-o {key}={value}: not a number") from None
+
+
+def _float(key: str, value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise SourceError(f"-o {key}={value}: not a number") from None
+    if v < 0:
+        raise SourceError(f"-o {key}={value}: must not be negative")
+    return v
+
+
+def parse_options(opts: list[str]) -> dict[str, object]:
+    """``-o`` strings (each a comma list) to MountConfig field values; unknown keys are an error."""
+    out: dict[str, object] = {}
+    for chunk in opts:
+        for item in chunk.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            key, eq, value = item.partition("=")
+            key = key.strip().replace("-", "_")
+            if key in IGNORED_OPTIONS or key.startswith("x_systemd.") or key.startswith("x-systemd."):
+                continue
+            if key in ("ro", "read_only"):
+                out["read_only"] = True
+            elif key == "allow_other":
+                out["allow_other"] = True
+            elif key == "debug":
+                out["debug"] = True
+            elif key in ("uid", "gid") and eq:
+                out[key] = _int(key, value)
+            elif key == "umask" and eq:
+                out["umask"] = _int(key, value, 8)
+            elif key == "metadata_ttl" and eq:
+                out["metadata_ttl"] = _float(key, value)
+            elif key == "log_file" and eq:
+                out["log_file"] = os.path.abspath(value)
+            else:
+                raise SourceError(f"-o {item}: unknown mount option")
+    return out

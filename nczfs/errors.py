@@ -1,0 +1,92 @@
+"""The nczfs exception hierarchy and the one errno table.
+
+Backends raise these (with the original exception chained); the FUSE adapter turns
+them into errno values with :func:`to_errno` and nothing else.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+
+
+class NczfsError(Exception):
+    """Base of every error nczfs raises on purpose."""
+
+    errno = _errno.EIO
+
+
+class KeyNotFound(NczfsError):
+    errno = _errno.ENOENT
+
+    def __init__(self, key: str, reason: str = "no such key"):
+        super().__init__(f"{key!r}: {reason}")
+        self.key = key
+
+
+class ReadOnly(NczfsError):
+    errno = _errno.EROFS
+
+
+class Exists(NczfsError):
+    errno = _errno.EEXIST
+
+
+class NotADirectory(NczfsError):
+    errno = _errno.ENOTDIR
+
+
+class IsADirectory(NczfsError):
+    errno = _errno.EISDIR
+
+
+class DirectoryNotEmpty(NczfsError):
+    errno = _errno.ENOTEMPTY
+
+
+class InvalidKey(NczfsError):
+    errno = _errno.EINVAL
+
+
+class NameTooLong(NczfsError):
+    errno = _errno.ENAMETOOLONG
+
+
+class InvalidArgument(NczfsError):
+    errno = _errno.EINVAL
+
+
+class InvalidMetadata(NczfsError):
+    errno = _errno.EINVAL
+
+
+class PermissionDenied(NczfsError):
+    errno = _errno.EACCES
+
+
+class NotSupported(NczfsError):
+    errno = _errno.ENOTSUP
+
+
+class Stale(NczfsError):
+    errno = _errno.ESTALE
+
+
+class BackendError(NczfsError):
+    """The medium failed (I/O error, server error after retries)."""
+
+    errno = _errno.EIO
+
+
+class SourceError(NczfsError):
+    """SOURCE or MOUNTPOINT given to the CLI is unusable; the message is shown to the user."""
+
+    errno = _errno.EINVAL
+
+
+def to_errno(exc: BaseException) -> int:
+    """The errno a failed request answers with: NczfsError and OSError carry their own, else EIO."""
+    if isinstance(exc, NczfsError):
+        return exc.errno
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    return _errno.EIO

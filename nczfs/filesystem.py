@@ -1,0 +1,596 @@
+"""Filesystem logic over a Store: every FUSE operation, with plain dataclasses in and out.
+
+Nothing here imports pyfuse3; ``fuse_ops.Operations`` is a thin adapter. Errors are nczfs
+exceptions and reach the kernel through ``errors.to_errno``.
+
+State kept in memory for the mount's life (the store keeps only objects and, for some
+backends, directories): files being written (``Node.content``) until they are uploaded at
+flush/fsync/close, files created but not uploaded yet (``Node.pending``), directories made
+with mkdir on stores that cannot hold empty ones (``local_dirs``), and chmod/chown/utimens
+results (``InodeTable.overrides``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import trio
+
+from nczfs.errors import (
+    DirectoryNotEmpty,
+    Exists,
+    InvalidArgument,
+    IsADirectory,
+    KeyNotFound,
+    NczfsError,
+    NotADirectory,
+    ReadOnly,
+    Stale,
+)
+from nczfs.handles import Content
+from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
+from nczfs.store.base import ByteRange, DirEntry, FsStats, Store, check_key, join, parent_of
+
+log = logging.getLogger(__name__)
+
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+DEFAULT_FILE_MODE = 0o644
+DEFAULT_DIR_MODE = 0o755
+
+
+@dataclass
+class Attr:
+    ino: int
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+    size: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+
+
+@dataclass
+class SetattrRequest:
+    """Fields a setattr call changes; None means unchanged."""
+
+    size: int | None = None
+    mode: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+    atime_ns: int | None = None
+    mtime_ns: int | None = None
+
+
+@dataclass
+class FsOptions:
+    uid: int = 0
+    gid: int = 0
+    read_only: bool = False
+    metadata_ttl: float = 1.0
+    spill_threshold: int = 64 * 1024 * 1024
+    spill_dir: str | None = None
+
+
+@dataclass
+class _Handle:
+    node: Node
+    writable: bool
+
+
+@dataclass
+class _DirHandle:
+    node: Node
+    snapshot: list[DirEntry] | None = None
+
+
+#: ``add(name, attr, next_id) -> bool``: False once the kernel's buffer is full
+AddEntry = Callable[[str, Attr, int], bool]
+
+
+class Filesystem:
+    def __init__(self, store: Store, options: FsOptions | None = None):
+        self.store = store
+        self.opts = options or FsOptions()
+        self.table = InodeTable()
+        #: directories made by mkdir (or left empty by unlink/rename) on stores without directories
+        self.local_dirs: set[str] = set()
+        self._handles: dict[int, _Handle | _DirHandle] = {}
+        self._next_fh = 1
+        self._locks: dict[int, trio.Lock] = {}
+        self._started_ns = time.time_ns()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _writable(self, what: str) -> None:
+        if self.opts.read_only or self.store.read_only:
+            raise ReadOnly(f"{what!r}: mounted read-only")
+
+    def _now(self) -> float:
+        return time.monotonic()
+
+    def _fresh(self, node: Node) -> bool:
+        return node.fetched >= 0 and self._now() - node.fetched < self.opts.metadata_ttl
+
+    def _child_path(self, parent: Node, name: str) -> str:
+        if not parent.is_dir:
+            raise NotADirectory(f"{parent.path!r}: not a directory")
+        path = join(parent.path, name)
+        check_key(path)
+        return path
+
+    def _lock(self, node: Node) -> trio.Lock:
+        lock = self._locks.get(node.ino)
+        if lock is None:
+            lock = self._locks[node.ino] = trio.Lock()
+        return lock
+
+    def _new_fh(self, handle: _Handle | _DirHandle) -> int:
+        fh = self._next_fh
+        self._next_fh += 1
+        self._handles[fh] = handle
+        return fh
+
+    def _handle(self, fh: int) -> _Handle:
+        h = self._handles.get(fh)
+        if not isinstance(h, _Handle):
+            raise InvalidArgument(f"bad file handle {fh}")
+        return h
+
+    def _dir_has_local_children(self, path: str) -> bool:
+        start = path + "/" if path else ""
+        return any(d.startswith(start) for d in self.local_dirs) or any(
+            n.pending and not n.detached for n in self.table.under(path)
+        )
+
+    def _keep_parent(self, path: str) -> None:
+        """On stores without directories, a directory emptied through the mount stays (as POSIX)."""
+        parent = parent_of(path)
+        if parent and not self.store.stores_directories:
+            self.local_dirs.add(parent)
+
+    async def _find(self, path: str) -> Node | None:
+        """The node at ``path`` if it exists (locally or in the store), else None."""
+        if path == "":
+            return self.table[ROOT_INO]
+        node = self.table.at(path)
+        if node is not None and not node.is_dir and (node.pending or node.content is not None):
+            return node
+        if node is not None and self._fresh(node):
+            return node
+        if path in self.local_dirs:
+            node = self.table.node_for(path, True)
+            node.fetched = self._now()
+            return node
+        try:
+            info = await self.store.stat(path)
+        except KeyNotFound:
+            pass
+        else:
+            node = self.table.node_for(path, False)
+            node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
+            return node
+        if await self.store.dir_exists(path):
+            node = self.table.node_for(path, True)
+            node.fetched = self._now()
+            return node
+        return None
+
+    async def _children(self, path: str) -> dict[str, DirEntry]:
+        entries: dict[str, DirEntry] = {}
+        try:
+            for e in await self.store.list_dir(path):
+                if e.is_dir or e.name not in entries:
+                    entries[e.name] = e
+        except KeyNotFound:
+            pass
+        start = path + "/" if path else ""
+        for d in self.local_dirs:
+            if d.startswith(start) and "/" not in d[len(start) :]:
+                entries[d[len(start) :]] = DirEntry(d[len(start) :], True)
+        for n in self.table.under(path):
+            rest = n.path[len(start) :]
+            if n.pending and not n.detached and "/" not in rest and rest not in entries:
+                entries[rest] = DirEntry(rest, False)
+        return entries
+
+    def attr(self, node: Node) -> Attr:
+        ov = self.table.overrides.get(node.path) if not node.detached else None
+        ov = ov or Overrides()
+        if node.is_dir:
+            mode = stat.S_IFDIR | (ov.mode if ov.mode is not None else DEFAULT_DIR_MODE)
+            size, mtime, nlink = 0, self._started_ns, 2
+        else:
+            mode = stat.S_IFREG | (ov.mode if ov.mode is not None else DEFAULT_FILE_MODE)
+            size = node.content.size if node.content is not None else node.size
+            mtime, nlink = node.mtime_ns, 1
+        if ov.mtime_ns is not None:
+            mtime = ov.mtime_ns
+        return Attr(
+            ino=node.ino,
+            mode=mode,
+            nlink=nlink,
+            uid=ov.uid if ov.uid is not None else self.opts.uid,
+            gid=ov.gid if ov.gid is not None else self.opts.gid,
+            size=size,
+            atime_ns=ov.atime_ns if ov.atime_ns is not None else mtime,
+            mtime_ns=mtime,
+            ctime_ns=mtime,
+        )
+
+    # ------------------------------------------------------------------ lookups
+
+    async def lookup(self, parent_ino: int, name: str) -> Attr:
+        parent = self.table[parent_ino]
+        if name == ".":
+            node: Node | None = parent
+        elif name == "..":
+            node = self.table.at(parent_of(parent.path)) or self.table[ROOT_INO]
+        else:
+            node = await self._find(self._child_path(parent, name))
+        if node is None:
+            raise KeyNotFound(join(parent.path, name))
+        node.lookups += 1
+        return self.attr(node)
+
+    async def getattr(self, ino: int) -> Attr:
+        node = self.table[ino]
+        if node.is_dir or node.detached or node.pending or node.content is not None or self._fresh(node):
+            return self.attr(node)
+        try:
+            info = await self.store.stat(node.path)
+        except KeyNotFound:
+            raise Stale(f"{node.path!r}: gone from the store") from None
+        node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
+        return self.attr(node)
+
+    def forget(self, items: list[tuple[int, int]]) -> None:
+        for ino, n in items:
+            self.table.forget(ino, n)
+            if ino not in self.table.by_ino:
+                self._locks.pop(ino, None)
+
+    # ------------------------------------------------------------------ attributes
+
+    async def setattr(self, ino: int, req: SetattrRequest, fh: int | None = None) -> Attr:
+        node = self.table[ino]
+        if any(v is not None for v in vars(req).values()):
+            self._writable(node.path)
+        if req.size is not None:
+            if node.is_dir:
+                raise IsADirectory(f"{node.path!r}: is a directory")
+            await self._truncate(node, req.size)
+        if any(v is not None for v in (req.mode, req.uid, req.gid, req.atime_ns, req.mtime_ns)):
+            ov = self.table.overrides.setdefault(node.path, Overrides())
+            if req.mode is not None:
+                ov.mode = stat.S_IMODE(req.mode)
+            if req.uid is not None:
+                ov.uid = req.uid
+            if req.gid is not None:
+                ov.gid = req.gid
+            if req.atime_ns is not None:
+                ov.atime_ns = req.atime_ns
+            if req.mtime_ns is not None:
+                ov.mtime_ns = req.mtime_ns
+        return self.attr(node)
+
+    async def _truncate(self, node: Node, size: int) -> None:
+        if size < 0:
+            raise InvalidArgument(f"{node.path!r}: negative size")
+        if node.open_count > 0 or node.content is not None:
+            if node.content is None and size == 0:
+                node.content = self._make_content(b"", dirty=True)
+            content = await self._content(node)
+            await content.truncate(size)
+            self._touched(node)
+            return
+        # not open: change the object in the store right away
+        data = b"" if size == 0 else await self.store.get(node.path)
+        data = data[:size] + bytes(max(0, size - len(data)))
+        info = await self.store.set(node.path, data)
+        node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
+        self._clear_mtime(node)
+
+    def _touched(self, node: Node) -> None:
+        node.mtime_ns = time.time_ns()
+        self._clear_mtime(node)
+
+    def _clear_mtime(self, node: Node) -> None:
+        ov = self.table.overrides.get(node.path)
+        if ov is not None:
+            ov.mtime_ns = None
+
+    # ------------------------------------------------------------------ directories
+
+    async def opendir(self, ino: int) -> int:
+        node = self.table[ino]
+        if not node.is_dir:
+            raise NotADirectory(f"{node.path!r}: not a directory")
+        return self._new_fh(_DirHandle(node))
+
+    async def readdir(self, fh: int, start_id: int, add: AddEntry) -> None:
+        h = self._handles.get(fh)
+        if not isinstance(h, _DirHandle):
+            raise InvalidArgument(f"bad directory handle {fh}")
+        if start_id == 0 or h.snapshot is None:
+            h.snapshot = sorted((await self._children(h.node.path)).values(), key=lambda e: e.name)
+        for i in range(start_id, len(h.snapshot)):
+            e = h.snapshot[i]
+            node = self.table.node_for(join(h.node.path, e.name), e.is_dir)
+            if e.info is not None and node.content is None and not node.pending:
+                node.size, node.mtime_ns, node.fetched = e.info.size, e.info.mtime_ns, self._now()
+            if not add(e.name, self.attr(node), i + 1):
+                self.table.release(node)
+                return
+            node.lookups += 1
+
+    async def releasedir(self, fh: int) -> None:
+        self._handles.pop(fh, None)
+
+    async def mkdir(self, parent_ino: int, name: str, mode: int) -> Attr:
+        parent = self.table[parent_ino]
+        path = self._child_path(parent, name)
+        self._writable(path)
+        if await self._find(path) is not None:
+            raise Exists(f"{path!r}: exists")
+        if self.store.stores_directories:
+            await self.store.mkdir(path)
+        else:
+            self.local_dirs.add(path)
+        node = self.table.node_for(path, True)
+        node.fetched = self._now()
+        self.table.overrides.pop(path, None)
+        if stat.S_IMODE(mode) not in (0, DEFAULT_DIR_MODE):
+            self.table.overrides[path] = Overrides(mode=stat.S_IMODE(mode))
+        node.lookups += 1
+        return self.attr(node)
+
+    async def rmdir(self, parent_ino: int, name: str) -> None:
+        parent = self.table[parent_ino]
+        path = self._child_path(parent, name)
+        self._writable(path)
+        node = await self._find(path)
+        if node is None:
+            raise KeyNotFound(path)
+        if not node.is_dir:
+            raise NotADirectory(f"{path!r}: not a directory")
+        if await self._children(path):
+            raise DirectoryNotEmpty(f"{path!r}: directory not empty")
+        if self.store.stores_directories:
+            await self.store.rmdir(path)
+        self.local_dirs.discard(path)
+        self._keep_parent(path)
+        self.table.overrides.pop(path, None)
+        self.table.detach(node)
+
+    # ------------------------------------------------------------------ files
+
+    def _make_content(self, data: bytes, dirty: bool) -> Content:
+        return Content(data, dirty=dirty, spill_threshold=self.opts.spill_threshold, spill_dir=self.opts.spill_dir)
+
+    async def _content(self, node: Node) -> Content:
+        """The node's writable content, loading the object on first use (O_RDWR rewrites)."""
+        if node.content is None:
+            data = b"" if node.pending else await self.store.get(node.path)
+            if node.content is None:
+                node.content = self._make_content(data, dirty=False)
+        return node.content
+
+    async def open(self, ino: int, flags: int) -> int:
+        node = self.table[ino]
+        if node.is_dir:
+            raise IsADirectory(f"{node.path!r}: is a directory")
+        writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        if writable:
+            self._writable(node.path)
+        if not node.pending and node.content is None and not node.detached:
+            if not self._fresh(node):
+                await self.getattr(ino)  # fail now if the object vanished
+        node.open_count += 1
+        return self._new_fh(_Handle(node, writable))
+
+    async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Attr]:
+        parent = self.table[parent_ino]
+        path = self._child_path(parent, name)
+        self._writable(path)
+        existing = await self._find(path)
+        if existing is not None:
+            if flags & os.O_EXCL:
+                raise Exists(f"{path!r}: exists")
+            if existing.is_dir:
+                raise IsADirectory(f"{path!r}: is a directory")
+            fh = await self.open(existing.ino, flags)
+            if flags & os.O_TRUNC:
+                await self._truncate(existing, 0)
+            existing.lookups += 1
+            return fh, self.attr(existing)
+        node = self.table.node_for(path, False)
+        node.pending = True
+        node.detached = False
+        node.content = self._make_content(b"", dirty=True)
+        node.size, node.mtime_ns, node.fetched = 0, time.time_ns(), self._now()
+        self.table.overrides.pop(path, None)
+        if stat.S_IMODE(mode) not in (0, DEFAULT_FILE_MODE):
+            self.table.overrides[path] = Overrides(mode=stat.S_IMODE(mode))
+        node.lookups += 1
+        node.open_count += 1
+        return self._new_fh(_Handle(node, True)), self.attr(node)
+
+    async def read(self, fh: int, offset: int, size: int) -> bytes:
+        node = self._handle(fh).node
+        if node.content is not None:
+            return await node.content.read(offset, size)
+        if node.pending or size == 0:
+            return b""
+        return await self.store.get(node.path, ByteRange(offset, offset + size))
+
+    async def write(self, fh: int, offset: int, data: bytes) -> int:
+        h = self._handle(fh)
+        if not h.writable:
+            raise InvalidArgument(f"{h.node.path!r}: not open for writing")
+        content = await self._content(h.node)
+        await content.write(offset, data)
+        self._touched(h.node)
+        return len(data)
+
+    async def _upload(self, node: Node) -> None:
+        """Send a node's pending content to the store as one object; errors propagate."""
+        async with self._lock(node):
+            content = node.content
+            if content is None or not content.dirty or node.detached:
+                return
+            version = content.version
+            data = await content.getvalue()
+            try:
+                info = await self.store.set(node.path, data)
+            except NczfsError as exc:
+                log.error("write of %r failed: %s", node.path, exc)
+                raise
+            except Exception as exc:
+                log.error("write of %r failed: %r", node.path, exc)
+                raise
+            content.uploaded_version = version
+            node.pending = False
+            node.size, node.fetched = info.size, self._now()
+            if node.mtime_ns < info.mtime_ns:
+                node.mtime_ns = info.mtime_ns
+
+    async def flush(self, fh: int) -> None:
+        await self._upload(self._handle(fh).node)
+
+    async def fsync(self, fh: int) -> None:
+        await self._upload(self._handle(fh).node)
+
+    async def release(self, fh: int) -> None:
+        h = self._handles.pop(fh, None)
+        if not isinstance(h, _Handle):
+            return
+        node = h.node
+        node.open_count -= 1
+        failed = False
+        if node.content is not None and node.content.dirty and not node.detached:
+            try:
+                await self._upload(node)
+            except Exception:
+                failed = True
+                log.error("%r: data written through the mount was not stored and is lost", node.path)
+        if node.open_count == 0 and node.content is not None:
+            node.content.close()
+            node.content = None
+            node.fetched = -1.0
+            if failed and node.pending:
+                node.pending = False
+                self.table.detach(node)
+        self.table.release(node)
+
+    async def unlink(self, parent_ino: int, name: str) -> None:
+        parent = self.table[parent_ino]
+        path = self._child_path(parent, name)
+        self._writable(path)
+        node = await self._find(path)
+        if node is None:
+            raise KeyNotFound(path)
+        if node.is_dir:
+            raise IsADirectory(f"{path!r}: is a directory")
+        if not node.pending:
+            await self.store.delete(path)
+        self._keep_parent(path)
+        self.table.overrides.pop(path, None)
+        self.table.detach(node)
+
+    async def link(self, ino: int, new_parent_ino: int, new_name: str) -> Attr:
+        node = self.table[ino]
+        parent = self.table[new_parent_ino]
+        path = self._child_path(parent, new_name)
+        self._writable(path)
+        if node.is_dir:
+            raise InvalidArgument(f"{node.path!r}: cannot link a directory")
+        if await self._find(path) is not None:
+            raise Exists(f"{path!r}: exists")
+        if node.content is not None:
+            await self._upload(node)
+        if node.content is not None:
+            info = await self.store.set(path, await node.content.getvalue())
+        else:
+            info = await self.store.copy(node.path, path)
+        new = self.table.node_for(path, False)
+        new.size, new.mtime_ns, new.fetched = info.size, info.mtime_ns, self._now()
+        new.lookups += 1
+        return self.attr(new)
+
+    async def rename(self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int = 0) -> None:
+        src_path = self._child_path(self.table[old_parent], old_name)
+        dst_path = self._child_path(self.table[new_parent], new_name)
+        self._writable(src_path)
+        if flags & RENAME_EXCHANGE:
+            raise InvalidArgument(f"{src_path!r}: RENAME_EXCHANGE is not supported")
+        src = await self._find(src_path)
+        if src is None:
+            raise KeyNotFound(src_path)
+        if src_path == dst_path:
+            return
+        dst = await self._find(dst_path)
+        if dst is not None and flags & RENAME_NOREPLACE:
+            raise Exists(f"{dst_path!r}: exists")
+        if src.is_dir:
+            if dst_path.startswith(src_path + "/"):
+                raise InvalidArgument(f"{src_path!r}: cannot move a directory into itself")
+            if dst is not None:
+                if not dst.is_dir:
+                    raise NotADirectory(f"{dst_path!r}: not a directory")
+                if await self._children(dst_path):
+                    raise DirectoryNotEmpty(f"{dst_path!r}: directory not empty")
+                if self.store.stores_directories:
+                    await self.store.rmdir(dst_path)
+                self.local_dirs.discard(dst_path)
+                self.table.detach(dst)
+            if self.store.stores_directories or await self.store.list_prefix(src_path):
+                await self.store.rename_dir(src_path, dst_path)
+            start = src_path + "/"
+            moved = {d for d in self.local_dirs if d == src_path or d.startswith(start)}
+            self.local_dirs -= moved
+            self.local_dirs |= {dst_path + d[len(src_path) :] for d in moved}
+            if not self.store.stores_directories and src_path not in moved:
+                self.local_dirs.add(dst_path)  # keep the directory even if it holds only pending files
+        else:
+            if dst is not None and dst.is_dir:
+                raise IsADirectory(f"{dst_path!r}: is a directory")
+            if src.pending:
+                if dst is not None and not dst.pending:
+                    await self.store.delete(dst_path)
+            else:
+                await self.store.rename(src_path, dst_path)
+            if dst is not None:
+                self.table.detach(dst)
+        self.table.overrides.pop(dst_path, None)
+        self.table.move(src_path, dst_path)
+        self._keep_parent(src_path)
+        src.fetched = -1.0 if not src.pending else src.fetched
+
+    # ------------------------------------------------------------------ whole mount
+
+    async def statfs(self) -> FsStats:
+        st = await self.store.statfs()
+        if st is None:
+            big = 1 << 50
+            st = FsStats(big, big, 1 << 32, 1 << 32)
+        return st
+
+    async def flush_all(self) -> list[str]:
+        """Upload every file with pending writes; returns the keys that could not be stored."""
+        failed = []
+        for node in list(self.table.by_ino.values()):
+            if node.content is not None and node.content.dirty and not node.detached:
+                try:
+                    await self._upload(node)
+                except Exception:
+                    failed.append(node.path)
+        return failed

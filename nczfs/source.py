@@ -1,0 +1,120 @@
+"""Parse a SOURCE: a path, a ``file://`` URL, or another netCDF-C URL, with ``#mode=...``.
+
+Fragment rules follow netCDF-C (NCZARR_FORMATS.md section 6): ``#k=v&k2&...``, keys
+matched case-insensitively, the first occurrence wins; the old ``[k=v]url`` prefix form is
+accepted too. Unlike netCDF-C, unknown ``mode`` words are an error, not silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+from nczfs.errors import SourceError
+
+#: mode words netCDF-C knows (dinfermodel.c, zarr.c)
+KNOWN_MODES = frozenset(
+    {"nczarr", "zarr", "xarray", "noxarray", "file", "zip", "s3", "gs3", "consolidated", "bytes"}
+)
+#: fragment keys that mean something to us or to netCDF-C
+KNOWN_KEYS = frozenset({"mode", "aws.profile", "awsprofile", "aws.region", "log", "show"})
+#: which backend a mode word selects
+MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3"}
+
+
+@dataclass(frozen=True)
+class Source:
+    backend: str  # "directory", "memory", "zip" or "s3"
+    location: str  # an absolute path, a memory store name, or "bucket/prefix"
+    modes: frozenset[str] = frozenset()
+    params: dict[str, str] = field(default_factory=dict)
+    text: str = ""
+
+
+def parse_fragment(fragment: str) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for part in fragment.split("&"):
+        if not part:
+            continue
+        key, _, value = part.partition("=")
+        key = unquote(key).strip().lower()
+        if key and key not in params:
+            params[key] = unquote(value)
+    return params
+
+
+def _split_bracket_prefix(text: str) -> tuple[str, dict[str, str]]:
+    params: dict[str, str] = {}
+    while text.startswith("["):
+        m = re.match(r"\[([^\]]*)\]", text)
+        if not m:
+            raise SourceError(f"{text}: unclosed '[' in URL prefix")
+        for k, v in parse_fragment(m.group(1)).items():
+            params.setdefault(k, v)
+        text = text[m.end() :]
+    return text, params
+
+
+def _modes(params: dict[str, str], text: str) -> frozenset[str]:
+    words = [w.strip().lower() for w in params.get("mode", "").split(",") if w.strip()]
+    unknown = sorted(set(words) - KNOWN_MODES)
+    if unknown:
+        raise SourceError(
+            f"{text}: unknown mode word(s) {', '.join(unknown)}; known: {', '.join(sorted(KNOWN_MODES))}"
+        )
+    return frozenset(words)
+
+
+def _map_from_modes(modes: frozenset[str], text: str) -> str | None:
+    maps = {MAP_MODES[m] for m in modes if m in MAP_MODES}
+    if len(maps) > 1:
+        raise SourceError(f"{text}: mode names more than one storage map ({', '.join(sorted(maps))})")
+    return maps.pop() if maps else None
+
+
+def parse_source(text: str, cwd: str | None = None) -> Source:
+    """Turn the SOURCE argument into a :class:`Source`, or raise SourceError with a one-line reason."""
+    if not text or not text.strip():
+        raise SourceError("empty SOURCE")
+    cwd = cwd or os.getcwd()
+    body, params = _split_bracket_prefix(text.strip())
+    scheme = body.split(":", 1)[0].lower() if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", body) else ""
+
+    if scheme:
+        parts = urlsplit(body)
+        for k, v in parse_fragment(parts.fragment).items():
+            params.setdefault(k, v)
+    elif "#" in body and not os.path.exists(body):
+        body, _, frag = body.partition("#")
+        for k, v in parse_fragment(frag).items():
+            params.setdefault(k, v)
+    modes = _modes(params, text)
+    chosen = _map_from_modes(modes, text)
+
+    if scheme == "memory":
+        if chosen not in (None,):
+            raise SourceError(f"{text}: mode {', '.join(sorted(modes & set(MAP_MODES)))} does not fit memory://")
+        return Source("memory", parts.netloc + parts.path, modes, params, text)
+    if scheme in ("s3", "gs3", "http", "https"):
+        backend = "s3"
+        if scheme in ("http", "https") and chosen not in (None, "s3"):
+            raise SourceError(f"{text}: {scheme} URLs are S3 sources; mode names {chosen}")
+        return Source(backend, parts.netloc + parts.path, modes, params, text)
+    if scheme and scheme != "file":
+        raise SourceError(f"{text}: unsupported URL scheme {scheme!r} (use a path, file://, s3:// or https://)")
+
+    if scheme == "file":
+        path = unquote(parts.path)
+        if parts.netloc and parts.netloc != "localhost":
+            path = parts.netloc + path  # file://relative/path
+    else:
+        path = body
+    if not path:
+        raise SourceError(f"{text}: no path")
+    path = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+    backend = chosen or ("zip" if path.lower().endswith(".zip") else "directory")
+    if backend == "s3":
+        raise SourceError(f"{text}: mode s3 needs an s3:// or https:// URL, not a local path")
+    return Source(backend, path, modes, params, text)

@@ -1,0 +1,228 @@
+"""The store ("zmap") interface every backend implements.
+
+Keys are ``/``-separated UTF-8 strings without a leading slash (``g/v/.zarray``). A
+directory is nothing but the first segments under a prefix; ``list_dir`` returns the
+immediate children of a prefix, objects and implied directories alike, as netCDF-C's
+``zmap search`` does. A missing key raises :class:`~nczfs.errors.KeyNotFound`.
+
+Backends are written as synchronous classes (:class:`SyncStore`) and lifted to the async
+:class:`Store` used by the filesystem in one place, ``nczfs.threads.ThreadedStore``.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+from nczfs.errors import InvalidKey, NameTooLong, NotSupported, ReadOnly
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """Bytes ``start`` up to (not including) ``end``; ``end=None`` reads to the end.
+
+    Ranges are clipped at the end of the object: reading past it returns fewer bytes.
+    """
+
+    start: int
+    end: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.start < 0 or (self.end is not None and self.end < self.start):
+            raise ValueError(f"bad byte range {self.start}..{self.end}")
+
+    def slice(self, data: bytes | bytearray | memoryview) -> bytes:
+        return bytes(data[self.start : self.end])
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What ``stat`` knows about an object: size in bytes, mtime in ns, and a version tag."""
+
+    key: str
+    size: int
+    mtime_ns: int
+    etag: str
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    """One child of a prefix: an object (with its info) or an implied directory."""
+
+    name: str
+    is_dir: bool
+    info: ObjectInfo | None = None
+
+
+@dataclass(frozen=True)
+class FsStats:
+    """Capacity figures for statfs, in bytes and objects."""
+
+    total_bytes: int
+    free_bytes: int
+    total_files: int
+    free_files: int
+
+
+MAX_SEGMENT_BYTES = 255
+
+
+def check_key(key: str) -> str:
+    """Refuse keys that could escape a prefix or that no medium can hold."""
+    if not isinstance(key, str) or not key:
+        raise InvalidKey(repr(key), "empty key")
+    if key.startswith("/") or key.endswith("/"):
+        raise InvalidKey(key, "keys have no leading or trailing '/'")
+    if "\x00" in key:
+        raise InvalidKey(key, "NUL in key")
+    for seg in key.split("/"):
+        if seg in ("", ".", ".."):
+            raise InvalidKey(key, f"bad path segment {seg!r}")
+        if len(seg.encode("utf-8", "surrogateescape")) > MAX_SEGMENT_BYTES:
+            raise NameTooLong(f"{key!r}: a segment is longer than {MAX_SEGMENT_BYTES} bytes")
+    return key
+
+
+def check_prefix(prefix: str) -> str:
+    """A prefix is ``""`` (the root) or a valid key naming a directory."""
+    return prefix if prefix == "" else check_key(prefix)
+
+
+def join(prefix: str, name: str) -> str:
+    return f"{prefix}/{name}" if prefix else name
+
+
+def parent_of(key: str) -> str:
+    return key.rpartition("/")[0]
+
+
+class SyncStore(abc.ABC):
+    """A blocking backend. Every method may block; none is ever called on the trio thread."""
+
+    #: the medium accepts writes at all (a read-only mount sets ``read_only`` instead)
+    supports_writes: bool = True
+    #: empty directories persist in the medium (a directory tree), instead of being implied by keys
+    stores_directories: bool = False
+    #: the medium is written whole at commit points (zip); informational
+    write_once: bool = False
+    #: calls may run inline on the event loop because they never block (memory)
+    non_blocking: bool = False
+
+    read_only: bool = False
+
+    @abc.abstractmethod
+    def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...
+
+    @abc.abstractmethod
+    def stat(self, key: str) -> ObjectInfo: ...
+
+    @abc.abstractmethod
+    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo: ...
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove an object; removing a missing key is not an error."""
+
+    @abc.abstractmethod
+    def list_dir(self, prefix: str) -> list[DirEntry]:
+        """Immediate children of ``prefix`` (objects and implied directories), sorted by name."""
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        """Every object key below ``prefix`` (all depths), sorted."""
+        out: list[str] = []
+        for entry in self.list_dir(prefix):
+            key = join(prefix, entry.name)
+            if entry.is_dir:
+                out.extend(self.list_prefix(key))
+            else:
+                out.append(key)
+        return sorted(out)
+
+    def dir_exists(self, prefix: str) -> bool:
+        """True if ``prefix`` is a directory: the root, a stored directory, or a key prefix."""
+        return prefix == "" or bool(self.list_dir(prefix))
+
+    def copy(self, src: str, dst: str) -> ObjectInfo:
+        return self.set(dst, self.get(src))
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move one object, replacing ``dst``. Never loses ``src`` if the copy fails."""
+        self.copy(src, dst)
+        self.delete(src)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Move every key under ``src`` to ``dst``; ``dst`` holds no keys (checked by the caller)."""
+        for key in self.list_prefix(src):
+            self.rename(key, dst + key[len(src) :])
+
+    def mkdir(self, prefix: str) -> None:
+        raise NotSupported(f"{prefix!r}: this store keeps no empty directories")
+
+    def rmdir(self, prefix: str) -> None:
+        raise NotSupported(f"{prefix!r}: this store keeps no empty directories")
+
+    def statfs(self) -> FsStats | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def check_writable(self, key: str) -> None:
+        if self.read_only or not self.supports_writes:
+            raise ReadOnly(f"{key!r}: the store is read-only")
+
+
+class Store(abc.ABC):
+    """The async face of a store, used by the filesystem and by wrappers (cache, NCZarr)."""
+
+    supports_writes: bool
+    stores_directories: bool
+    read_only: bool
+
+    @abc.abstractmethod
+    async def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...
+
+    @abc.abstractmethod
+    async def stat(self, key: str) -> ObjectInfo: ...
+
+    @abc.abstractmethod
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo: ...
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> None: ...
+
+    @abc.abstractmethod
+    async def list_dir(self, prefix: str) -> list[DirEntry]: ...
+
+    @abc.abstractmethod
+    async def list_prefix(self, prefix: str) -> list[str]: ...
+
+    @abc.abstractmethod
+    async def dir_exists(self, prefix: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def copy(self, src: str, dst: str) -> ObjectInfo: ...
+
+    @abc.abstractmethod
+    async def rename(self, src: str, dst: str) -> None: ...
+
+    @abc.abstractmethod
+    async def rename_dir(self, src: str, dst: str) -> None: ...
+
+    @abc.abstractmethod
+    async def mkdir(self, prefix: str) -> None: ...
+
+    @abc.abstractmethod
+    async def rmdir(self, prefix: str) -> None: ...
+
+    @abc.abstractmethod
+    async def statfs(self) -> FsStats | None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def describe(self) -> str: ...

@@ -1,0 +1,80 @@
+"""Blocking backends lifted to async: every call of a SyncStore runs in a worker thread.
+
+One :class:`trio.CapacityLimiter` per store bounds how many calls run at once (for S3 it
+matches the connection pool). Stores that never block (memory) are called inline.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, TypeVar
+
+import trio
+
+from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Store, SyncStore
+
+T = TypeVar("T")
+
+
+async def run_blocking(fn: Callable[..., T], *args: Any, limiter: trio.CapacityLimiter | None = None) -> T:
+    """Run a blocking call off the trio thread (the only sanctioned way to do so)."""
+    return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=limiter)
+
+
+class ThreadedStore(Store):
+    def __init__(self, impl: SyncStore, max_threads: int = 8):
+        self.impl = impl
+        self._limiter = trio.CapacityLimiter(max_threads)
+        self.supports_writes = impl.supports_writes
+        self.stores_directories = impl.stores_directories
+        self.read_only = impl.read_only
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.impl.non_blocking:
+            return fn(*args)
+        return await run_blocking(fn, *args, limiter=self._limiter)
+
+    async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        return await self._call(self.impl.get, key, rng)
+
+    async def stat(self, key: str) -> ObjectInfo:
+        return await self._call(self.impl.stat, key)
+
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        return await self._call(self.impl.set, key, data)
+
+    async def delete(self, key: str) -> None:
+        await self._call(self.impl.delete, key)
+
+    async def list_dir(self, prefix: str) -> list[DirEntry]:
+        return await self._call(self.impl.list_dir, prefix)
+
+    async def list_prefix(self, prefix: str) -> list[str]:
+        return await self._call(self.impl.list_prefix, prefix)
+
+    async def dir_exists(self, prefix: str) -> bool:
+        return await self._call(self.impl.dir_exists, prefix)
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        return await self._call(self.impl.copy, src, dst)
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self._call(self.impl.rename, src, dst)
+
+    async def rename_dir(self, src: str, dst: str) -> None:
+        await self._call(self.impl.rename_dir, src, dst)
+
+    async def mkdir(self, prefix: str) -> None:
+        await self._call(self.impl.mkdir, prefix)
+
+    async def rmdir(self, prefix: str) -> None:
+        await self._call(self.impl.rmdir, prefix)
+
+    async def statfs(self) -> FsStats | None:
+        return await self._call(self.impl.statfs)
+
+    async def close(self) -> None:
+        await self._call(self.impl.close)
+
+    def describe(self) -> str:
+        return self.impl.describe()
