@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     u = sub.add_parser("umount", help="flush pending writes and unmount")
     u.add_argument("mountpoint")
     u.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the daemon to exit")
+
+    sub.add_parser("demo", help="mount the bundled sample dataset, show it, unmount")
     return p
 
 
@@ -64,7 +66,14 @@ def _check_mountpoint(path: str) -> str:
         raise UsageError(f"{path}: {exc.strerror}") from None
     if not os.path.isdir(path):
         raise UsageError(f"{path}: not a directory")
-    if os.path.ismount(path) and _is_fuse_mount(path):
+    if _is_fuse_mount(path):
+        try:
+            os.statvfs(path)  # not answered from the kernel's attribute cache
+        except OSError as exc:
+            if exc.errno == errno.ENOTCONN:
+                raise UsageError(
+                    f"{path}: stale mount (transport endpoint is not connected); run 'nczfs umount {path}' first"
+                ) from None
         raise UsageError(f"{path}: already a FUSE mount point")
     return path
 
@@ -226,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_mount(args)
         if args.command == "umount":
             return cmd_umount(args)
+        if args.command == "demo":
+            from nczfs.demo import main as demo
+
+            return demo()
     except UsageError as exc:
         print(f"nczfs: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install nczfs into ./.venv on Debian, as root. Every system and Python dependency is here.
+#   bash scripts/install.sh          runtime + the demo's netCDF4 wheel
+#   bash scripts/install.sh --test   runtime + everything the test suite needs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extra=demo
+apt_pkgs=(fuse3 libfuse3-dev pkg-config gcc python3 python3-venv python3-dev)
+if [ "${1:-}" = "--test" ]; then
+    extra=test
+    apt_pkgs+=(rsync netcdf-bin tar diffutils findutils)
+fi
+
+missing=()
+for p in "${apt_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing Debian packages: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extra]" >.venv/pip.log 2>&1; then
+    cat .venv/pip.log
+    echo "pip install failed" >&2
+    exit 1
+fi
+.venv/bin/python -c "import nczfs, pyfuse3, trio" 
+echo "nczfs installed in $(pwd)/.venv ($(.venv/bin/nczfs --version))"

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Install the test dependencies and run the whole test suite (what CI runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh --test
+exec .venv/bin/python -m pytest -p no:cacheprovider -q -ra "$@"

@@ -1,0 +1,94 @@
+"""Shared helpers for real-mount tests: start ``nczfs mount`` as a user would, always unmount.
+
+A *backend* is where the bytes live (a directory now; zip and S3 later). Each offers
+``source`` (the SOURCE argument) and backdoor access to the medium (``read``, ``keys``),
+so tests check what reached the store, not just what the mount says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+NCZFS = [sys.executable, "-m", "nczfs"]
+
+
+def run_nczfs(*args: str, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run([*NCZFS, *args], capture_output=True, text=True, timeout=timeout, check=check)
+
+
+def is_mounted(path: str | os.PathLike) -> bool:
+    path = os.path.abspath(path)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == path for line in f if len(line.split()) > 2)
+
+
+@dataclass
+class DirectoryBackend:
+    """The bytes live in a local directory."""
+
+    root: Path
+    name: str = "directory"
+
+    @property
+    def source(self) -> str:
+        return str(self.root)
+
+    def read(self, key: str) -> bytes:
+        return (self.root / key).read_bytes()
+
+    def exists(self, key: str) -> bool:
+        return (self.root / key).is_file()
+
+    def keys(self, prefix: str = "") -> list[str]:
+        base = self.root / prefix if prefix else self.root
+        return sorted(str(p.relative_to(self.root)) for p in base.rglob("*") if p.is_file())
+
+    def put(self, key: str, data: bytes) -> None:
+        p = self.root / key
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+
+@dataclass
+class Mount:
+    path: Path
+    backend: DirectoryBackend
+    log: Path
+    extra_args: list[str] = field(default_factory=list)
+
+    def log_text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+
+@contextlib.contextmanager
+def mounted(backend, mnt: Path, *args: str, log: Path | None = None, source: str | None = None) -> Iterator[Mount]:
+    """Mount ``backend`` on ``mnt`` with ``nczfs mount`` (daemonised), unmount on exit, even on failure."""
+    mnt.mkdir(parents=True, exist_ok=True)
+    log = log or mnt.parent / f"{mnt.name}.log"
+    res = run_nczfs("mount", source or backend.source, str(mnt), "--log-file", str(log), *args)
+    assert res.returncode == 0, f"mount failed ({res.returncode}): {res.stderr}\nlog:\n{log.read_text() if log.exists() else ''}"
+    assert is_mounted(mnt), "nczfs mount returned 0 but nothing is mounted"
+    m = Mount(mnt, backend, log, list(args))
+    try:
+        yield m
+    finally:
+        unmount(mnt)
+
+
+def unmount(mnt: Path) -> None:
+    if not is_mounted(mnt):
+        return
+    res = run_nczfs("umount", str(mnt))
+    if res.returncode != 0 or is_mounted(mnt):
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+        deadline = time.monotonic() + 10
+        while is_mounted(mnt) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        raise AssertionError(f"nczfs umount failed ({res.returncode}): {res.stderr}")

@@ -1,0 +1,192 @@
+"""The command line as a user meets it: exit codes, one-line errors, daemon life cycle."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import NCZFS, DirectoryBackend, is_mounted, mounted, run_nczfs
+
+
+def _one_line_error(res):
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nczfs: "), res.stderr
+    assert "Traceback" not in res.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    return src, mnt
+
+
+def test_missing_source_directory(dirs, tmp_path):
+    _, mnt = dirs
+    line = _one_line_error(run_nczfs("mount", str(tmp_path / "nope"), str(mnt)))
+    assert "nope" in line and not is_mounted(mnt)
+
+
+def test_unknown_mode_word(dirs):
+    src, mnt = dirs
+    line = _one_line_error(run_nczfs("mount", f"file://{src}#mode=nczarr,wat", str(mnt)))
+    assert "wat" in line
+
+
+def test_missing_mountpoint(dirs, tmp_path):
+    src, _ = dirs
+    assert "missing" in _one_line_error(run_nczfs("mount", str(src), str(tmp_path / "missing")))
+
+
+def test_mountpoint_is_a_file(dirs, tmp_path):
+    src, _ = dirs
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert "not a directory" in _one_line_error(run_nczfs("mount", str(src), str(f)))
+
+
+def test_unknown_mount_option(dirs):
+    src, mnt = dirs
+    assert "frobnicate" in _one_line_error(run_nczfs("mount", str(src), str(mnt), "-o", "ro,frobnicate=1"))
+
+
+def test_mountpoint_inside_source(dirs):
+    src, _ = dirs
+    (src / "m").mkdir()
+    _one_line_error(run_nczfs("mount", str(src), str(src / "m")))
+
+
+def test_backend_not_yet_available(dirs, tmp_path):
+    _, mnt = dirs
+    z = tmp_path / "x.zip"
+    z.write_bytes(b"")
+    line = _one_line_error(run_nczfs("mount", str(z), str(mnt)))
+    assert "zip" in line and not is_mounted(mnt)
+
+
+def test_umount_of_something_not_mounted(dirs):
+    _, mnt = dirs
+    _one_line_error(run_nczfs("umount", str(mnt)))
+
+
+@pytest.mark.fuse
+def test_file_url_source_and_double_mount_refused(dirs):
+    src, mnt = dirs
+    (src / "x.file").mkdir()
+    (src / "x.file" / ".zgroup").write_text('{"zarr_format": 2}')
+    with mounted(DirectoryBackend(src), mnt, source=f"file://{src}#mode=nczarr,file"):
+        assert (mnt / "x.file" / ".zgroup").read_text() == '{"zarr_format": 2}'
+        assert "already" in _one_line_error(run_nczfs("mount", str(src), str(mnt)))
+    assert not is_mounted(mnt)
+
+
+def _daemon_pid(mnt) -> int:
+    return int(os.getxattr(mnt, "user.nczfs.pid"))
+
+
+def _wait_gone(pid, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_flushes_open_file_and_unmounts(dirs, sig):
+    src, mnt = dirs
+    res = run_nczfs("mount", str(src), str(mnt))
+    assert res.returncode == 0, res.stderr
+    pid = _daemon_pid(mnt)
+    fd = os.open(mnt / "pending.bin", os.O_CREAT | os.O_WRONLY)
+    try:
+        os.write(fd, b"x" * 100_000)
+        assert not (src / "pending.bin").exists()  # buffered until close/fsync
+        os.kill(pid, sig)
+        assert _wait_gone(pid), "daemon did not exit after the signal"
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    assert not is_mounted(mnt)
+    assert (src / "pending.bin").read_bytes() == b"x" * 100_000
+
+
+@pytest.mark.fuse
+def test_fusermount_unmount_stops_daemon(dirs):
+    src, mnt = dirs
+    assert run_nczfs("mount", str(src), str(mnt)).returncode == 0
+    pid = _daemon_pid(mnt)
+    (mnt / "f").write_bytes(b"data")
+    subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+    assert _wait_gone(pid)
+    assert (src / "f").read_bytes() == b"data"
+
+
+@pytest.mark.fuse
+def test_foreground_mode_stays_attached(dirs, tmp_path):
+    src, mnt = dirs
+    proc = subprocess.Popen([*NCZFS, "mount", "-f", str(src), str(mnt)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not is_mounted(mnt) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.05)
+        assert is_mounted(mnt)
+        (mnt / "g").write_text("hi")
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        err = proc.stderr.read()
+        assert "mounted" in err and "unmounted" in err  # logs go to stderr in the foreground
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+    assert (src / "g").read_text() == "hi"
+
+
+@pytest.mark.fuse
+def test_stale_mount_detected_and_cleaned(dirs):
+    src, mnt = dirs
+    assert run_nczfs("mount", str(src), str(mnt)).returncode == 0
+    pid = _daemon_pid(mnt)
+    os.kill(pid, signal.SIGKILL)
+    assert _wait_gone(pid)
+    try:
+        line = _one_line_error(run_nczfs("mount", str(src), str(mnt)))
+        assert "nczfs umount" in line
+        res = run_nczfs("umount", str(mnt))
+        assert res.returncode == 0, res.stderr
+        assert not is_mounted(mnt)
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+
+
+@pytest.mark.fuse
+def test_version_and_start_are_logged(dirs, tmp_path):
+    src, mnt = dirs
+    log = tmp_path / "log"
+    with mounted(DirectoryBackend(src), mnt, log=log):
+        pass
+    text = log.read_text()
+    assert "nczfs 0.1.0: mounting" in text and str(mnt) in text
+
+
+def test_python_dash_m_entry_point():
+    res = subprocess.run([sys.executable, "-m", "nczfs", "--version"], capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.startswith("nczfs ")
