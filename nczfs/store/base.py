@@ -147,6 +147,9 @@ class SyncStore(abc.ABC):
 
     def rename(self, src: str, dst: str) -> None:
         """Move one object, replacing ``dst``. Never loses ``src`` if the copy fails."""
+        if src == dst:  # copy-then-delete would delete the only copy
+            self.stat(src)
+            return
         self.copy(src, dst)
         self.delete(src)
 

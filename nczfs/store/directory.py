@@ -87,6 +87,8 @@ class DirectoryStore(SyncStore):
                 return os.pread(f.fileno(), max(0, end - rng.start), rng.start)
         except IsADirectoryError:
             raise KeyNotFound(key, "is a directory") from None
+        except NotADirectoryError:
+            raise KeyNotFound(key, "a parent is a file") from None
         except OSError as exc:
             raise _translate(key, exc) from exc
 
@@ -94,6 +96,8 @@ class DirectoryStore(SyncStore):
         check_key(key)
         try:
             st = os.stat(self._path(key))
+        except NotADirectoryError:
+            raise KeyNotFound(key, "a parent is a file") from None
         except OSError as exc:
             raise _translate(key, exc) from exc
         if not stat_mod.S_ISREG(st.st_mode):
@@ -127,8 +131,8 @@ class DirectoryStore(SyncStore):
         self.check_writable(key)
         try:
             os.unlink(self._path(key))
-        except FileNotFoundError:
-            pass
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            pass  # no object of that name (a parent is a file, or it is a directory)
         except OSError as exc:
             raise _translate(key, exc) from exc
 
@@ -176,10 +180,17 @@ class DirectoryStore(SyncStore):
         check_key(src)
         check_key(dst)
         self.check_writable(dst)
+        if not os.path.isfile(self._path(src)):  # a directory is not an object either
+            raise KeyNotFound(src)
         if os.path.isdir(self._path(dst)):
             raise IsADirectory(f"{dst!r}: is a directory")
         try:
             os.makedirs(os.path.dirname(self._path(dst)), exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise NotADirectory(f"{dst!r}: a parent is a file") from exc
+        except OSError as exc:
+            raise _translate(dst, exc) from exc
+        try:
             os.replace(self._path(src), self._path(dst))
         except OSError as exc:
             raise _translate(src, exc) from exc

@@ -1,0 +1,233 @@
+"""Stores that wrap another store: the base that forwards everything, and failure injection.
+
+A wrapper is itself an async :class:`~nczfs.store.base.Store`, so wrappers stack (cache over
+NCZarr validation over a backend). :class:`WrapperStore` forwards every call unchanged;
+subclasses override what they change. :class:`FaultyStore` makes chosen operations fail
+(or slow down) on demand, for tests of what the filesystem does when the medium fails.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Callable
+
+import trio
+
+from nczfs.errors import BackendError
+from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Store
+
+
+class WrapperStore(Store):
+    """Forwards every call to ``inner``; capabilities are the inner store's."""
+
+    def __init__(self, inner: Store):
+        self.inner = inner
+
+    @property  # type: ignore[override]
+    def supports_writes(self) -> bool:
+        return self.inner.supports_writes
+
+    @property  # type: ignore[override]
+    def stores_directories(self) -> bool:
+        return self.inner.stores_directories
+
+    @property  # type: ignore[override]
+    def read_only(self) -> bool:
+        return self.inner.read_only
+
+    async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        return await self.inner.get(key, rng)
+
+    async def stat(self, key: str) -> ObjectInfo:
+        return await self.inner.stat(key)
+
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        return await self.inner.set(key, data)
+
+    async def delete(self, key: str) -> None:
+        await self.inner.delete(key)
+
+    async def list_dir(self, prefix: str) -> list[DirEntry]:
+        return await self.inner.list_dir(prefix)
+
+    async def list_prefix(self, prefix: str) -> list[str]:
+        return await self.inner.list_prefix(prefix)
+
+    async def dir_exists(self, prefix: str) -> bool:
+        return await self.inner.dir_exists(prefix)
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        return await self.inner.copy(src, dst)
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self.inner.rename(src, dst)
+
+    async def rename_dir(self, src: str, dst: str) -> None:
+        await self.inner.rename_dir(src, dst)
+
+    async def mkdir(self, prefix: str) -> None:
+        await self.inner.mkdir(prefix)
+
+    async def rmdir(self, prefix: str) -> None:
+        await self.inner.rmdir(prefix)
+
+    async def statfs(self) -> FsStats | None:
+        return await self.inner.statfs()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+
+@dataclass
+class Fault:
+    """One armed failure: operation name, which keys, what to raise, how often."""
+
+    op: str
+    exc: Callable[[str], BaseException]
+    keys: Callable[[str], bool]
+    #: failures left; None = until healed
+    times: int | None
+    #: run the inner call first, then fail (the medium changed but the caller sees an error)
+    after: bool
+
+
+def _default_exc(key: str) -> BaseException:
+    return BackendError(f"{key!r}: injected failure")  # errno EIO
+
+
+class FaultyStore(WrapperStore):
+    """Fail or delay chosen operations on demand.
+
+    ``fail("set", key="a/b", times=1)`` makes the next ``set`` of ``a/b`` raise an EIO
+    :class:`~nczfs.errors.BackendError` without touching the medium (``after=True``: after
+    the inner call succeeded). ``heal()`` disarms everything. ``calls`` counts every call by
+    operation name, failed or not; ``latency`` seconds are slept before each call.
+    """
+
+    def __init__(self, inner: Store, latency: float = 0.0):
+        super().__init__(inner)
+        self.latency = latency
+        self.faults: list[Fault] = []
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def fail(
+        self,
+        op: str,
+        exc: BaseException | Callable[[str], BaseException] | None = None,
+        *,
+        key: str | Callable[[str], bool] | None = None,
+        times: int | None = None,
+        after: bool = False,
+    ) -> None:
+        if not hasattr(Store, op):
+            raise ValueError(f"{op!r} is not a store operation")
+        if exc is None:
+            make = _default_exc
+        elif isinstance(exc, BaseException):
+            make = lambda _key, exc=exc: exc  # noqa: E731
+        else:
+            make = exc
+        if key is None:
+            match: Callable[[str], bool] = lambda _k: True  # noqa: E731
+        elif isinstance(key, str):
+            match = lambda k, key=key: k == key  # noqa: E731
+        else:
+            match = key
+        self.faults.append(Fault(op, make, match, times, after))
+
+    def heal(self, op: str | None = None) -> None:
+        self.faults = [f for f in self.faults if op is not None and f.op != op]
+
+    def _take(self, op: str, key: str, after: bool) -> BaseException | None:
+        for f in self.faults:
+            if f.op == op and f.after == after and f.keys(key):
+                if f.times is not None:
+                    f.times -= 1
+                    if f.times <= 0:
+                        self.faults.remove(f)
+                return f.exc(key)
+        return None
+
+    async def _before(self, op: str, key: str) -> None:
+        self.calls[op] += 1
+        if self.latency:
+            await trio.sleep(self.latency)
+        exc = self._take(op, key, after=False)
+        if exc is not None:
+            raise exc
+
+    def _after(self, op: str, key: str) -> None:
+        exc = self._take(op, key, after=True)
+        if exc is not None:
+            raise exc
+
+    async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        await self._before("get", key)
+        out = await self.inner.get(key, rng)
+        self._after("get", key)
+        return out
+
+    async def stat(self, key: str) -> ObjectInfo:
+        await self._before("stat", key)
+        out = await self.inner.stat(key)
+        self._after("stat", key)
+        return out
+
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        await self._before("set", key)
+        out = await self.inner.set(key, data)
+        self._after("set", key)
+        return out
+
+    async def delete(self, key: str) -> None:
+        await self._before("delete", key)
+        await self.inner.delete(key)
+        self._after("delete", key)
+
+    async def list_dir(self, prefix: str) -> list[DirEntry]:
+        await self._before("list_dir", prefix)
+        out = await self.inner.list_dir(prefix)
+        self._after("list_dir", prefix)
+        return out
+
+    async def list_prefix(self, prefix: str) -> list[str]:
+        await self._before("list_prefix", prefix)
+        out = await self.inner.list_prefix(prefix)
+        self._after("list_prefix", prefix)
+        return out
+
+    async def dir_exists(self, prefix: str) -> bool:
+        await self._before("dir_exists", prefix)
+        out = await self.inner.dir_exists(prefix)
+        self._after("dir_exists", prefix)
+        return out
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        await self._before("copy", src)
+        out = await self.inner.copy(src, dst)
+        self._after("copy", src)
+        return out
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self._before("rename", src)
+        await self.inner.rename(src, dst)
+        self._after("rename", src)
+
+    async def rename_dir(self, src: str, dst: str) -> None:
+        await self._before("rename_dir", src)
+        await self.inner.rename_dir(src, dst)
+        self._after("rename_dir", src)
+
+    async def mkdir(self, prefix: str) -> None:
+        await self._before("mkdir", prefix)
+        await self.inner.mkdir(prefix)
+        self._after("mkdir", prefix)
+
+    async def rmdir(self, prefix: str) -> None:
+        await self._before("rmdir", prefix)
+        await self.inner.rmdir(prefix)
+        self._after("rmdir", prefix)

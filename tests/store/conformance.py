@@ -1,0 +1,504 @@
+"""One body of store tests, run against every backend.
+
+A backend's test module subclasses :class:`StoreConformance` and provides:
+
+- ``sync_store`` (fixture): a fresh, writable :class:`SyncStore` over an empty medium;
+- ``read_only_store()``: a read-only store over the *same* medium;
+- ``put_raw(key, data)`` / ``get_raw(key)``: touch the medium directly, bypassing the store
+  (``get_raw`` returns None for a missing key).
+
+The ``store`` fixture lifts ``sync_store`` to async with :class:`ThreadedStore`, as the mount
+does. Behaviour that depends on a capability (``stores_directories``) is checked in both of
+its forms (e.g. mkdir answers NotSupported on a store without directories) instead of skipping.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+
+import pytest
+import trio
+
+from nczfs.errors import (
+    DirectoryNotEmpty,
+    Exists,
+    InvalidKey,
+    IsADirectory,
+    KeyNotFound,
+    NameTooLong,
+    NotADirectory,
+    NotSupported,
+    ReadOnly,
+    to_errno,
+)
+from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, SyncStore
+from nczfs.threads import ThreadedStore
+
+BAD_KEYS = [
+    pytest.param("/a", id="leading-slash"),
+    pytest.param("a/", id="trailing-slash"),
+    pytest.param("a/../b", id="dotdot"),
+    pytest.param("..", id="bare-dotdot"),
+    pytest.param("a/./b", id="dot"),
+    pytest.param(".", id="bare-dot"),
+    pytest.param("a//b", id="empty-segment"),
+    pytest.param("a\x00b", id="nul"),
+    pytest.param("/", id="slash"),
+]
+
+BINARY = bytes(range(256)) * 4 + b"\x00\xff\r\n\x1a"
+BIG = random.Random(1234).randbytes(5 * 1024 * 1024 + 17)
+
+
+def names(entries: list[DirEntry]) -> list[str]:
+    return [e.name for e in entries]
+
+
+class StoreConformance:
+    # ------------------------------------------------------------------ backend hooks
+
+    @pytest.fixture
+    def sync_store(self) -> SyncStore:  # pragma: no cover - always overridden
+        raise NotImplementedError
+
+    def read_only_store(self) -> SyncStore:  # pragma: no cover
+        raise NotImplementedError
+
+    def put_raw(self, key: str, data: bytes) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def get_raw(self, key: str) -> bytes | None:  # pragma: no cover
+        raise NotImplementedError
+
+    @pytest.fixture
+    async def store(self, sync_store: SyncStore):
+        s = ThreadedStore(sync_store)
+        yield s
+        await s.close()
+
+    # ------------------------------------------------------------------ get / set
+
+    async def test_get_missing_raises_key_not_found(self, store):
+        with pytest.raises(KeyNotFound) as info:
+            await store.get("nope")
+        assert to_errno(info.value) == errno.ENOENT
+        with pytest.raises(KeyNotFound):
+            await store.get("no/such/deep/key")
+        with pytest.raises(KeyNotFound):
+            await store.stat("nope")
+
+    async def test_get_below_an_object_is_key_not_found(self, store):
+        await store.set("f", b"x")
+        with pytest.raises(KeyNotFound):
+            await store.get("f/g")
+        with pytest.raises(KeyNotFound):
+            await store.stat("f/g")
+
+    async def test_get_of_a_directory_is_key_not_found(self, store):
+        await store.set("d/x", b"x")
+        with pytest.raises(KeyNotFound):
+            await store.get("d")
+        with pytest.raises(KeyNotFound):
+            await store.stat("d")
+
+    @pytest.mark.parametrize("data", [b"", b"hello", BINARY], ids=["empty", "short", "binary"])
+    async def test_set_get_round_trip(self, store, data):
+        info = await store.set("g/v/obj", data)
+        assert isinstance(info, ObjectInfo)
+        assert (info.key, info.size) == ("g/v/obj", len(data))
+        assert await store.get("g/v/obj") == data
+        st = await store.stat("g/v/obj")
+        assert (st.key, st.size, st.etag) == ("g/v/obj", len(data), info.etag)
+        assert st.mtime_ns > 0
+
+    async def test_big_object_round_trip(self, store):
+        await store.set("big", BIG)
+        assert (await store.stat("big")).size == len(BIG)
+        got = await store.get("big")
+        assert len(got) == len(BIG) and got == BIG
+        assert await store.get("big", ByteRange(4 * 1024 * 1024, 4 * 1024 * 1024 + 10)) == BIG[4 << 20 : (4 << 20) + 10]
+
+    async def test_set_accepts_bytearray_and_memoryview(self, store):
+        await store.set("ba", bytearray(b"abc"))
+        await store.set("mv", memoryview(b"xyzw")[1:3])
+        assert await store.get("ba") == b"abc"
+        assert await store.get("mv") == b"yz"
+
+    async def test_unicode_keys(self, store):
+        keys = ["grüße/数据/ø.bin", "ünï/çødé", "emoji/🐟", "space in/name .txt"]
+        for i, k in enumerate(keys):
+            await store.set(k, f"v{i}".encode())
+        for i, k in enumerate(keys):
+            assert await store.get(k) == f"v{i}".encode()
+        assert await store.list_prefix("") == sorted(keys)
+        assert names(await store.list_dir("grüße")) == ["数据"]
+        assert names(await store.list_dir("grüße/数据")) == ["ø.bin"]
+
+    async def test_overwrite_changes_size_and_etag(self, store):
+        a = await store.set("k", b"first")
+        b = await store.set("k", b"second!")
+        assert (await store.get("k")) == b"second!"
+        st = await store.stat("k")
+        assert st.size == 7 and st.etag == b.etag and st.etag != a.etag
+        # same length, other bytes: the etag must still change (caches key on it)
+        c = await store.set("k", b"SECOND!")
+        assert (await store.stat("k")).etag == c.etag != b.etag
+        assert await store.get("k") == b"SECOND!"
+
+    # ------------------------------------------------------------------ ranges
+
+    async def test_ranged_get(self, store):
+        data = bytes(range(100))
+        await store.set("r", data)
+        assert await store.get("r", ByteRange(10, 20)) == data[10:20]
+        assert await store.get("r", ByteRange(0, 1)) == data[:1]
+        assert await store.get("r", ByteRange(90, 150)) == data[90:]  # clipped at the end
+        assert await store.get("r", ByteRange(40)) == data[40:]  # open end
+        assert await store.get("r", ByteRange(100, 110)) == b""  # start at the end
+        assert await store.get("r", ByteRange(500, 600)) == b""  # start past the end
+        assert await store.get("r", ByteRange(500)) == b""
+        assert await store.get("r", ByteRange(7, 7)) == b""
+
+    async def test_ranged_get_missing_key(self, store):
+        with pytest.raises(KeyNotFound):
+            await store.get("missing", ByteRange(0, 10))
+
+    def test_byte_range_rejects_bad_bounds(self):
+        with pytest.raises(ValueError):
+            ByteRange(-1, 3)
+        with pytest.raises(ValueError):
+            ByteRange(5, 4)
+
+    # ------------------------------------------------------------------ delete
+
+    async def test_delete_is_idempotent(self, store):
+        await store.set("d/x", b"1")
+        await store.set("d/y", b"2")
+        await store.delete("d/x")
+        with pytest.raises(KeyNotFound):
+            await store.get("d/x")
+        await store.delete("d/x")  # again
+        await store.delete("never/was")
+        await store.set("f", b"file")
+        await store.delete("f/below")  # below an object: missing as well
+        assert await store.get("d/y") == b"2"
+        assert await store.get("f") == b"file"
+        assert await store.list_prefix("") == ["d/y", "f"]
+
+    async def test_delete_of_a_directory_key_removes_nothing(self, store):
+        await store.set("dd/x", b"1")
+        await store.delete("dd")
+        assert await store.list_prefix("") == ["dd/x"]
+
+    async def test_empty_directory_after_delete(self, store):
+        await store.set("p/q/x", b"1")
+        await store.delete("p/q/x")
+        assert await store.list_prefix("") == []
+        # a directory tree keeps the emptied directories; a key store has nothing left
+        assert await store.dir_exists("p/q") is store.stores_directories
+        assert names(await store.list_dir("")) == (["p"] if store.stores_directories else [])
+
+    # ------------------------------------------------------------------ listing
+
+    async def _tree(self, store):
+        for key in ["a/x", "a/y/z", "a/y/w", "ab/q", "b", "c/d/e/f", "a/0"]:
+            await store.set(key, key.encode())
+
+    async def test_list_dir_root(self, store):
+        await self._tree(store)
+        entries = await store.list_dir("")
+        assert names(entries) == ["a", "ab", "b", "c"]
+        by = {e.name: e for e in entries}
+        assert by["a"].is_dir and by["a"].info is None
+        assert by["c"].is_dir
+        assert not by["b"].is_dir
+        assert by["b"].info is not None and by["b"].info.size == 1 and by["b"].info.key == "b"
+
+    async def test_list_dir_immediate_children_only(self, store):
+        await self._tree(store)
+        entries = await store.list_dir("a")
+        assert [(e.name, e.is_dir) for e in entries] == [("0", False), ("x", False), ("y", True)]
+        # deduplicated: two objects below a/y give one entry
+        assert names(entries).count("y") == 1
+        x = entries[1]
+        assert x.info is not None and (x.info.key, x.info.size) == ("a/x", 3)
+        assert names(await store.list_dir("a/y")) == ["w", "z"]
+        assert names(await store.list_dir("c")) == ["d"]
+        assert names(await store.list_dir("c/d/e")) == ["f"]
+        # the prefix is never part of a name; a sibling sharing its spelling is not included
+        for e in entries:
+            assert "/" not in e.name and not e.name.startswith("a")
+
+    async def test_list_dir_missing_or_object(self, store):
+        await self._tree(store)
+        assert await store.list_dir("nope") == []
+        assert await store.list_dir("b") == []  # an object, not a directory
+        assert await store.list_dir("a/x") == []
+
+    async def test_list_dir_sorted(self, store):
+        keys = ["s/b", "s/a", "s/C", "s/_", "s/é", "s/10", "s/9", "s/a.b/c"]
+        for k in reversed(keys):
+            await store.set(k, b"")
+        got = names(await store.list_dir("s"))
+        assert got == sorted(got)
+        assert set(got) == {"b", "a", "C", "_", "é", "10", "9", "a.b"}
+
+    async def test_list_dir_empty_store(self, store):
+        assert await store.list_dir("") == []
+        assert await store.list_prefix("") == []
+
+    async def test_list_prefix(self, store):
+        await self._tree(store)
+        assert await store.list_prefix("a") == ["a/0", "a/x", "a/y/w", "a/y/z"]
+        assert await store.list_prefix("a/y") == ["a/y/w", "a/y/z"]
+        assert await store.list_prefix("c") == ["c/d/e/f"]
+        assert await store.list_prefix("") == ["a/0", "a/x", "a/y/w", "a/y/z", "ab/q", "b", "c/d/e/f"]
+        assert await store.list_prefix("nope") == []
+        assert await store.list_prefix("b") == []  # an object has nothing below it
+
+    async def test_dir_exists(self, store):
+        await self._tree(store)
+        assert await store.dir_exists("")
+        assert await store.dir_exists("a")
+        assert await store.dir_exists("a/y")
+        assert await store.dir_exists("c/d/e")
+        assert not await store.dir_exists("b")  # an object
+        assert not await store.dir_exists("a/x")
+        assert not await store.dir_exists("nope")
+        assert not await store.dir_exists("a/y/z/deeper")
+
+    # ------------------------------------------------------------------ object vs directory
+
+    async def test_object_cannot_shadow_a_directory(self, store):
+        await store.set("n/x", b"1")
+        with pytest.raises(IsADirectory) as info:
+            await store.set("n", b"2")
+        assert to_errno(info.value) == errno.EISDIR
+        assert await store.list_prefix("") == ["n/x"]
+
+    async def test_no_object_below_an_object(self, store):
+        await store.set("o", b"1")
+        with pytest.raises(NotADirectory) as info:
+            await store.set("o/x", b"2")
+        assert to_errno(info.value) == errno.ENOTDIR
+        with pytest.raises(NotADirectory):
+            await store.set("o/x/y", b"2")
+        assert await store.get("o") == b"1"
+        assert await store.list_prefix("") == ["o"]
+
+    # ------------------------------------------------------------------ copy / rename
+
+    async def test_copy(self, store):
+        await store.set("src", b"payload")
+        info = await store.copy("src", "dir/dst")
+        assert (info.key, info.size) == ("dir/dst", 7)
+        assert await store.get("src") == b"payload"
+        assert await store.get("dir/dst") == b"payload"
+        await store.set("src", b"changed")  # the copy is independent
+        assert await store.get("dir/dst") == b"payload"
+        with pytest.raises(KeyNotFound):
+            await store.copy("missing", "x")
+
+    async def test_rename(self, store):
+        await store.set("r/src", b"moving")
+        await store.rename("r/src", "s/t/dst")
+        assert await store.get("s/t/dst") == b"moving"
+        with pytest.raises(KeyNotFound):
+            await store.get("r/src")
+        assert "r/src" not in await store.list_prefix("")
+
+    async def test_rename_replaces_destination(self, store):
+        await store.set("one", b"1")
+        await store.set("two", b"22")
+        await store.rename("one", "two")
+        assert await store.get("two") == b"1"
+        assert (await store.stat("two")).size == 1
+        assert await store.list_prefix("") == ["two"]
+
+    async def test_rename_missing_source(self, store):
+        await store.set("there", b"x")
+        with pytest.raises(KeyNotFound):
+            await store.rename("missing", "there")
+        assert await store.get("there") == b"x"
+        with pytest.raises(KeyNotFound):
+            await store.rename("missing", "q/new")
+        assert await store.list_prefix("") == ["there"]
+        assert not await store.dir_exists("q")  # a failed rename leaves nothing behind
+
+    async def test_rename_onto_itself_keeps_the_object(self, store):
+        await store.set("same", b"keep me")
+        await store.rename("same", "same")
+        assert await store.get("same") == b"keep me"
+
+    async def test_rename_onto_a_directory(self, store):
+        await store.set("f", b"f")
+        await store.set("d/x", b"x")
+        with pytest.raises(IsADirectory):
+            await store.rename("f", "d")
+        with pytest.raises(NotADirectory):
+            await store.rename("d/x", "f/x")
+        assert await store.list_prefix("") == ["d/x", "f"]
+
+    async def test_rename_of_a_directory_key_is_key_not_found(self, store):
+        await store.set("d/x", b"x")
+        with pytest.raises(KeyNotFound):
+            await store.rename("d", "e")
+        assert await store.list_prefix("") == ["d/x"]
+
+    async def test_rename_dir(self, store):
+        await self._tree(store)
+        await store.rename_dir("a", "m/n")
+        assert await store.list_prefix("m/n") == ["m/n/0", "m/n/x", "m/n/y/w", "m/n/y/z"]
+        assert await store.get("m/n/y/z") == b"a/y/z"
+        assert await store.list_prefix("a") == []
+        assert not await store.dir_exists("a")
+        assert await store.list_prefix("ab") == ["ab/q"]  # the sibling with a shared spelling stays
+        assert await store.list_prefix("") == ["ab/q", "b", "c/d/e/f", "m/n/0", "m/n/x", "m/n/y/w", "m/n/y/z"]
+
+    # ------------------------------------------------------------------ directories
+
+    async def test_mkdir_rmdir(self, store):
+        if not store.stores_directories:
+            for call in (store.mkdir, store.rmdir):
+                with pytest.raises(NotSupported) as info:
+                    await call("e")
+                assert to_errno(info.value) == errno.ENOTSUP
+            return
+        await store.mkdir("e/f")
+        assert await store.dir_exists("e/f")
+        assert [(e.name, e.is_dir) for e in await store.list_dir("e")] == [("f", True)]
+        assert await store.list_prefix("e") == []
+        with pytest.raises(Exists):
+            await store.mkdir("e/f")
+        await store.set("e/f/x", b"1")
+        with pytest.raises(DirectoryNotEmpty) as info:
+            await store.rmdir("e/f")
+        assert to_errno(info.value) == errno.ENOTEMPTY
+        await store.delete("e/f/x")
+        await store.rmdir("e/f")
+        assert not await store.dir_exists("e/f")
+        assert await store.dir_exists("e")
+        with pytest.raises(KeyNotFound):
+            await store.rmdir("e/f")
+
+    async def test_rename_dir_moves_subdirectories(self, store):
+        if store.stores_directories:
+            await store.mkdir("t/empty")  # kept, and moved, only where directories are stored
+        await store.set("t/x", b"1")
+        await store.set("t/sub/y", b"2")
+        await store.rename_dir("t", "u")
+        assert await store.dir_exists("u/empty") is store.stores_directories
+        assert await store.dir_exists("u/sub")
+        assert await store.list_prefix("u") == ["u/sub/y", "u/x"]
+        assert not await store.dir_exists("t")
+        assert not await store.dir_exists("t/sub")
+        assert await store.list_dir("t") == []
+
+    # ------------------------------------------------------------------ keys
+
+    @pytest.mark.parametrize("key", BAD_KEYS)
+    async def test_invalid_keys_rejected(self, store, key):
+        calls = [
+            lambda: store.get(key),
+            lambda: store.stat(key),
+            lambda: store.set(key, b"x"),
+            lambda: store.delete(key),
+            lambda: store.list_dir(key),
+            lambda: store.list_prefix(key),
+            lambda: store.copy("ok", key),
+            lambda: store.rename("ok", key),
+            lambda: store.rename(key, "ok2"),
+        ]
+        await store.set("ok", b"fine")
+        for call in calls:
+            with pytest.raises(InvalidKey) as info:
+                await call()
+            assert to_errno(info.value) == errno.EINVAL
+        assert await store.list_prefix("") == ["ok"]
+        assert await store.get("ok") == b"fine"
+
+    async def test_empty_key_rejected(self, store):
+        for call in (lambda: store.get(""), lambda: store.set("", b"x"), lambda: store.delete("")):
+            with pytest.raises(InvalidKey):
+                await call()
+
+    async def test_segment_too_long(self, store):
+        with pytest.raises(NameTooLong) as info:
+            await store.set("d/" + "x" * 256, b"1")
+        assert to_errno(info.value) == errno.ENAMETOOLONG
+        await store.set("d/" + "x" * 255, b"1")  # the longest allowed
+        assert await store.get("d/" + "x" * 255) == b"1"
+
+    # ------------------------------------------------------------------ read-only
+
+    async def test_read_only_store_refuses_writes(self, store):
+        await store.set("keep/a", b"A")
+        await store.set("keep/b", b"B")
+        if store.stores_directories:
+            await store.mkdir("keep/empty")
+        ro = ThreadedStore(self.read_only_store())
+        assert ro.read_only
+        attempts = [
+            lambda: ro.set("keep/a", b"changed"),
+            lambda: ro.set("new", b"x"),
+            lambda: ro.delete("keep/a"),
+            lambda: ro.rename("keep/a", "moved"),
+            lambda: ro.copy("keep/a", "copied"),
+            lambda: ro.rename_dir("keep", "gone"),
+        ]
+        if ro.stores_directories:
+            attempts += [lambda: ro.mkdir("newdir"), lambda: ro.rmdir("keep/empty")]
+        for attempt in attempts:
+            with pytest.raises(ReadOnly) as info:
+                await attempt()
+            assert to_errno(info.value) == errno.EROFS
+        # nothing changed, and reading still works
+        assert await ro.get("keep/a") == b"A"
+        assert await ro.list_prefix("") == ["keep/a", "keep/b"]
+        assert self.get_raw("keep/a") == b"A"
+        assert self.get_raw("moved") is None and self.get_raw("copied") is None
+        assert names(await ro.list_dir("")) == ["keep"]
+        assert await ro.dir_exists("keep/empty") is ro.stores_directories
+
+    # ------------------------------------------------------------------ backdoor
+
+    async def test_writes_reach_the_medium(self, store):
+        await store.set("w/one", b"through the store")
+        assert self.get_raw("w/one") == b"through the store"
+        await store.rename("w/one", "w/two")
+        assert self.get_raw("w/one") is None
+        assert self.get_raw("w/two") == b"through the store"
+        await store.delete("w/two")
+        assert self.get_raw("w/two") is None
+
+    async def test_medium_writes_reach_the_store(self, store):
+        self.put_raw("bd/x", b"from the backdoor")
+        self.put_raw("bd/sub/y", b"yy")
+        assert await store.get("bd/x") == b"from the backdoor"
+        assert (await store.stat("bd/x")).size == 17
+        assert [(e.name, e.is_dir) for e in await store.list_dir("bd")] == [("sub", True), ("x", False)]
+        assert await store.list_prefix("") == ["bd/sub/y", "bd/x"]
+        self.put_raw("bd/x", b"changed")
+        assert await store.get("bd/x") == b"changed"
+
+    # ------------------------------------------------------------------ concurrency, statfs
+
+    async def test_concurrent_writes(self, store):
+        async def put(i: int) -> None:
+            await store.set(f"c/{i % 5}/k{i}", str(i).encode() * 100)
+
+        async with trio.open_nursery() as nursery:
+            for i in range(40):
+                nursery.start_soon(put, i)
+        keys = await store.list_prefix("c")
+        assert len(keys) == 40
+        for i in range(40):
+            assert await store.get(f"c/{i % 5}/k{i}") == str(i).encode() * 100
+
+    async def test_statfs(self, store):
+        st = await store.statfs()
+        assert st is None or (isinstance(st, FsStats) and 0 <= st.free_bytes <= st.total_bytes)
+
+    async def test_describe(self, store):
+        assert isinstance(store.describe(), str) and store.describe()

@@ -1,0 +1,26 @@
+import time
+
+import pytest
+
+from nczfs.store.base import ObjectInfo
+from nczfs.store.memory import MemoryStore
+from tests.store.conformance import StoreConformance
+
+
+class TestMemoryStore(StoreConformance):
+    @pytest.fixture
+    def sync_store(self) -> MemoryStore:
+        self.medium = MemoryStore("conformance")
+        return self.medium
+
+    def read_only_store(self) -> MemoryStore:
+        ro = MemoryStore("conformance", read_only=True)
+        ro._objects = self.medium._objects  # the same medium, seen read-only
+        return ro
+
+    def put_raw(self, key: str, data: bytes) -> None:
+        self.medium._objects[key] = (bytes(data), ObjectInfo(key, len(data), time.time_ns(), f"raw-{time.time_ns()}"))
+
+    def get_raw(self, key: str) -> bytes | None:
+        item = self.medium._objects.get(key)
+        return None if item is None else item[0]
