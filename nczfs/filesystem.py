@@ -166,7 +166,7 @@ class Filesystem:
             return node
         if node is not None and self._fresh(node):
             return node
-        if path in self.local_dirs:
+        if path in self.local_dirs or any(d.startswith(path + "/") for d in self.local_dirs):
             node = self.table.node_for(path, True)
             node.fetched = self._now()
             return node
@@ -193,9 +193,10 @@ class Filesystem:
         except KeyNotFound:
             pass
         start = path + "/" if path else ""
-        for d in self.local_dirs:
-            if d.startswith(start) and "/" not in d[len(start) :]:
-                entries[d[len(start) :]] = DirEntry(d[len(start) :], True)
+        for d in self.local_dirs:  # a kept directory implies its parents, as a key does
+            if d.startswith(start):
+                name = d[len(start) :].partition("/")[0]
+                entries[name] = DirEntry(name, True)
         for n in self.table.under(path):
             rest = n.path[len(start) :]
             if n.pending and not n.detached and "/" not in rest and rest not in entries:
@@ -233,7 +234,7 @@ class Filesystem:
         if name == ".":
             node: Node | None = parent
         elif name == "..":
-            node = self.table.at(parent_of(parent.path)) or self.table[ROOT_INO]
+            node = self.table.at(parent_of(parent.path)) or await self._find(parent_of(parent.path))
         else:
             node = await self._find(self._child_path(parent, name))
         if node is None:
@@ -384,18 +385,30 @@ class Filesystem:
                 node.content = self._make_content(data, dirty=False)
         return node.content
 
+    async def _keep_open_content(self, node: Node) -> None:
+        """Before a file's object is deleted or replaced: open descriptors keep its bytes (POSIX)."""
+        if node.open_count > 0 and not node.is_dir:
+            await self._content(node)
+
     async def open(self, ino: int, flags: int) -> int:
         node = self.table[ino]
         if node.is_dir:
             raise IsADirectory(f"{node.path!r}: is a directory")
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
-        if writable:
+        if writable or flags & os.O_TRUNC:
             self._writable(node.path)
         if not node.pending and node.content is None and not node.detached:
             if not self._fresh(node):
                 await self.getattr(ino)  # fail now if the object vanished
         node.open_count += 1
-        return self._new_fh(_Handle(node, writable))
+        fh = self._new_fh(_Handle(node, writable))
+        if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: the kernel sends no setattr
+            try:
+                await self._truncate(node, 0)
+            except BaseException:
+                await self.release(fh)
+                raise
+        return fh
 
     async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Attr]:
         parent = self.table[parent_ino]
@@ -407,9 +420,7 @@ class Filesystem:
                 raise Exists(f"{path!r}: exists")
             if existing.is_dir:
                 raise IsADirectory(f"{path!r}: is a directory")
-            fh = await self.open(existing.ino, flags)
-            if flags & os.O_TRUNC:
-                await self._truncate(existing, 0)
+            fh = await self.open(existing.ino, flags)  # open() handles O_TRUNC
             existing.lookups += 1
             return fh, self.attr(existing)
         node = self.table.node_for(path, False)
@@ -500,6 +511,7 @@ class Filesystem:
             raise KeyNotFound(path)
         if node.is_dir:
             raise IsADirectory(f"{path!r}: is a directory")
+        await self._keep_open_content(node)
         if not node.pending:
             await self.store.delete(path)
         self._keep_parent(path)
@@ -563,6 +575,8 @@ class Filesystem:
         else:
             if dst is not None and dst.is_dir:
                 raise IsADirectory(f"{dst_path!r}: is a directory")
+            if dst is not None:
+                await self._keep_open_content(dst)
             if src.pending:
                 if dst is not None and not dst.pending:
                     await self.store.delete(dst_path)
