@@ -211,7 +211,8 @@ def cmd_umount(args: argparse.Namespace) -> int:
     try:
         os.setxattr(mnt, XATTR_SYNC, b"1")
     except OSError as exc:
-        if pid is not None:
+        # EROFS: the kernel refuses setxattr on a read-only mount, which has no pending writes
+        if pid is not None and exc.errno != errno.EROFS:
             print(f"nczfs: {mnt}: pending writes could not be stored ({exc.strerror}); not unmounted", file=sys.stderr)
             return 1
     res = subprocess.run(["fusermount3", "-u", mnt], capture_output=True, text=True)

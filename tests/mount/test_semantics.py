@@ -1,0 +1,787 @@
+"""One test per claim of docs/SEMANTICS.md, through a real mount with plain ``os.*`` calls.
+
+Where bytes should (or should not yet) have reached the store, the backend is read through
+its backdoor. Keep the claims in docs/SEMANTICS.md and these tests in step: every claim there
+names the test here that backs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import mmap
+import os
+import shlex
+import stat
+import subprocess
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import mounted
+from tests.mount.trees import DIR, backend_snapshot, keeps_directories
+
+pytestmark = pytest.mark.fuse
+
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def renameat2(src: os.PathLike, dst: os.PathLike, flags: int) -> None:
+    at_fdcwd = -100
+    if _libc.renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), str(src))
+
+
+def err(fn, *args, **kwargs) -> int | None:
+    """The errno ``fn`` fails with, or None if it succeeds (its result is discarded)."""
+    try:
+        fn(*args, **kwargs)
+    except OSError as exc:
+        return exc.errno
+    return None
+
+
+def write_file(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def checked_mount(backend, mnt: Path, *args: str):
+    """A second or special mount of ``backend`` (the ``mount`` fixture's log check included)."""
+    with mounted(backend, mnt, *args) as m:
+        yield m
+    text = m.log_text()
+    assert "Traceback" not in text and " ERROR " not in text, f"daemon log has errors:\n{text}"
+
+
+# ---------------------------------------------------------------------- open / create
+
+
+def test_create_is_visible_at_once_and_stored_at_close(mount):
+    p = mount.path / "new"
+    fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        st = os.stat(p)
+        assert stat.S_ISREG(st.st_mode) and st.st_size == 0
+        assert os.listdir(mount.path) == ["new"]
+        assert not mount.backend.exists("new")
+    finally:
+        os.close(fd)
+    assert mount.backend.read("new") == b""
+
+
+def test_create_excl_on_existing_fails_with_eexist(mount):
+    mount.backend.put("f", b"stored")
+    os.mkdir(mount.path / "d")
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY
+    assert err(os.open, mount.path / "f", flags) == errno.EEXIST
+    assert err(os.open, mount.path / "d", flags) == errno.EEXIST
+    fd = os.open(mount.path / "g", flags)
+    os.close(fd)
+    assert err(os.open, mount.path / "g", flags) == errno.EEXIST
+    assert mount.backend.read("f") == b"stored"
+    assert mount.backend.read("g") == b""
+
+
+def test_open_errors(mount):
+    mount.backend.put("f", b"x")
+    os.mkdir(mount.path / "d")
+    assert err(os.open, mount.path / "missing", os.O_RDONLY) == errno.ENOENT
+    assert err(os.open, mount.path / "nodir/f", os.O_CREAT | os.O_WRONLY) == errno.ENOENT
+    assert err(os.open, mount.path / "f/below", os.O_CREAT | os.O_WRONLY) == errno.ENOTDIR
+    assert err(os.open, mount.path / "d", os.O_WRONLY) == errno.EISDIR
+    assert err(os.open, mount.path / "d", os.O_RDWR) == errno.EISDIR
+    assert err(os.open, mount.path / ("n" * 256), os.O_CREAT | os.O_WRONLY) == errno.ENAMETOOLONG
+    write_file(mount.path / ("n" * 255), b"ok")
+    assert mount.backend.read("n" * 255) == b"ok"
+    assert sorted(mount.backend.keys()) == sorted(["f", "n" * 255])
+
+
+def test_open_trunc_empties_an_existing_file(mount):
+    mount.backend.put("f", b"0123456789")
+    fd = os.open(mount.path / "f", os.O_WRONLY | os.O_TRUNC)
+    try:
+        assert os.fstat(fd).st_size == 0
+        os.write(fd, b"ab")
+    finally:
+        os.close(fd)
+    assert mount.backend.read("f") == b"ab"
+    assert (mount.path / "f").read_bytes() == b"ab"
+
+
+def test_new_files_and_dirs_get_default_or_requested_modes(mount):
+    write_file(mount.path / "plain", b"")
+    os.close(os.open(mount.path / "private", os.O_CREAT | os.O_WRONLY, 0o600))
+    os.mkdir(mount.path / "d")
+    os.mkdir(mount.path / "dprivate", 0o700)
+    assert stat.S_IMODE(os.stat(mount.path / "plain").st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(mount.path / "private").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(mount.path / "d").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(mount.path / "dprivate").st_mode) == 0o700
+    st = os.stat(mount.path / "plain")
+    assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
+
+
+# ---------------------------------------------------------------------- read
+
+
+def test_read_ranges_of_a_stored_object(mount):
+    data = bytes(range(256)) * 4096 + b"tail"  # 1 MiB + 4
+    mount.backend.put("big", data)
+    fd = os.open(mount.path / "big", os.O_RDONLY)
+    try:
+        assert os.fstat(fd).st_size == len(data)
+        assert os.pread(fd, 10, 0) == data[:10]
+        assert os.pread(fd, 100_000, 500_000) == data[500_000:600_000]
+        assert os.pread(fd, 100, len(data) - 4) == b"tail"
+        assert os.pread(fd, 100, len(data)) == b""
+        assert os.pread(fd, 100, len(data) + 1000) == b""
+    finally:
+        os.close(fd)
+    assert (mount.path / "big").read_bytes() == data
+    st = os.stat(mount.path / "big")
+    assert st.st_atime_ns == st.st_mtime_ns == st.st_ctime_ns  # reading does not touch atime
+
+
+def test_mmap_reads_and_shared_writes(mount):
+    mount.backend.put("f", b"0123456789abcdef")
+    fd = os.open(mount.path / "f", os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 0) as m:
+            assert m[:10] == b"0123456789"
+            m[0:4] = b"WXYZ"
+            assert mount.backend.read("f") == b"0123456789abcdef"
+            m.flush()  # msync -> fsync: stored
+            assert mount.backend.read("f") == b"WXYZ456789abcdef"
+    finally:
+        os.close(fd)
+    assert (mount.path / "f").read_bytes() == b"WXYZ456789abcdef"
+
+
+def test_names_may_hold_any_bytes_but_slash_and_nul(mount):
+    names = [b"with space", "\u00fcn\u00ef \u20ac".encode(), b"new\nline", b"\xff\xfenot-utf8", b"-dash", b".hidden", b"a\\b*?"]
+    for name in names:
+        with open(os.path.join(os.fsencode(mount.path), name), "wb") as f:
+            f.write(name)
+    assert sorted(os.listdir(os.fsencode(mount.path))) == sorted(names)
+    for name in names:
+        assert mount.backend.read(os.fsdecode(name)) == name
+
+
+# ---------------------------------------------------------------------- write
+
+
+def test_write_at_random_offsets_fills_holes_with_zeros(mount):
+    p = mount.path / "sparse"
+    fd = os.open(p, os.O_CREAT | os.O_RDWR)
+    try:
+        assert os.pwrite(fd, b"end", 100_000) == 3
+        assert os.pwrite(fd, b"mid", 5_000) == 3
+        assert os.pwrite(fd, b"start", 0) == 5
+        assert os.fstat(fd).st_size == 100_003
+        assert os.pread(fd, 10, 4_998) == b"\0\0mid\0\0\0\0\0"
+    finally:
+        os.close(fd)
+    want = bytearray(100_003)
+    want[0:5], want[5_000:5_003], want[100_000:] = b"start", b"mid", b"end"
+    assert mount.backend.read("sparse") == bytes(want)
+    assert p.read_bytes() == bytes(want)
+
+
+def test_rdwr_rewrite_without_trunc_keeps_the_rest(mount):
+    data = bytes(range(256)) * 1000
+    mount.backend.put("d/f", data)
+    fd = os.open(mount.path / "d/f", os.O_RDWR)
+    try:
+        os.pwrite(fd, b"XYZ", 1000)
+        assert os.pread(fd, 5, 999) == data[999:1000] + b"XYZ" + data[1003:1004]
+    finally:
+        os.close(fd)
+    want = data[:1000] + b"XYZ" + data[1003:]
+    assert mount.backend.read("d/f") == want
+    assert (mount.path / "d/f").read_bytes() == want
+
+
+def test_o_append_writes_at_the_end(mount):
+    mount.backend.put("log", b"line1\n")
+    fd = os.open(mount.path / "log", os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, b"line2\n")
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, b"line3\n")
+    finally:
+        os.close(fd)
+    with open(mount.path / "log", "ab") as f:
+        f.write(b"line4\n")
+    assert mount.backend.read("log") == b"line1\nline2\nline3\nline4\n"
+
+
+def test_write_on_read_only_descriptor_fails_with_ebadf(mount):
+    mount.backend.put("f", b"data")
+    fd = os.open(mount.path / "f", os.O_RDONLY)
+    try:
+        assert err(os.write, fd, b"x") == errno.EBADF
+    finally:
+        os.close(fd)
+    assert mount.backend.read("f") == b"data"
+
+
+# ---------------------------------------------------------------------- truncate
+
+
+def test_truncate_of_a_closed_file_changes_the_store_at_once(mount):
+    mount.backend.put("f", b"0123456789")
+    os.truncate(mount.path / "f", 4)
+    assert mount.backend.read("f") == b"0123"
+    os.truncate(mount.path / "f", 6)
+    assert mount.backend.read("f") == b"0123\0\0"
+    assert os.stat(mount.path / "f").st_size == 6
+    os.truncate(mount.path / "f", 0)
+    assert mount.backend.read("f") == b""
+    assert err(os.truncate, mount.path / "missing", 0) == errno.ENOENT
+    os.mkdir(mount.path / "d")
+    assert err(os.truncate, mount.path / "d", 0) == errno.EISDIR
+
+
+def test_ftruncate_of_an_open_file_is_stored_at_close(mount):
+    mount.backend.put("f", b"0123456789")
+    fd = os.open(mount.path / "f", os.O_RDWR)
+    try:
+        os.ftruncate(fd, 3)
+        assert os.fstat(fd).st_size == 3
+        assert os.stat(mount.path / "f").st_size == 3
+        assert mount.backend.read("f") == b"0123456789"
+        os.ftruncate(fd, 5)
+        assert os.pread(fd, 10, 0) == b"012\0\0"
+    finally:
+        os.close(fd)
+    assert mount.backend.read("f") == b"012\0\0"
+
+
+# ---------------------------------------------------------------------- close / flush / fsync
+
+
+def test_data_reaches_the_store_at_close_not_before(mount):
+    mount.backend.put("f", b"old")
+    fd = os.open(mount.path / "f", os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"new!", 0)
+        assert mount.backend.read("f") == b"old"
+        assert (mount.path / "f").read_bytes() == b"new!"  # the mount shows the buffer
+    finally:
+        os.close(fd)
+    assert mount.backend.read("f") == b"new!"
+
+
+def test_fsync_uploads_while_open(mount):
+    fd = os.open(mount.path / "f", os.O_CREAT | os.O_WRONLY)
+    try:
+        os.write(fd, b"first")
+        os.fsync(fd)
+        assert mount.backend.read("f") == b"first"
+        os.write(fd, b"+second")
+        assert mount.backend.read("f") == b"first"
+        os.fdatasync(fd)
+        assert mount.backend.read("f") == b"first+second"
+    finally:
+        os.close(fd)
+    assert mount.backend.read("f") == b"first+second"
+
+
+def test_fsync_of_a_directory_uploads_every_pending_file(mount):
+    os.mkdir(mount.path / "d")
+    fds = [os.open(mount.path / "d" / f"f{i}", os.O_CREAT | os.O_WRONLY) for i in range(3)]
+    try:
+        for i, fd in enumerate(fds):
+            os.write(fd, f"data{i}".encode())
+        assert mount.backend.keys() == []
+        dfd = os.open(mount.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        assert [mount.backend.read(f"d/f{i}") for i in range(3)] == [b"data0", b"data1", b"data2"]
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_every_close_uploads_the_whole_file(mount):
+    fd1 = os.open(mount.path / "f", os.O_CREAT | os.O_RDWR)
+    fd2 = os.open(mount.path / "f", os.O_RDWR)
+    try:
+        os.pwrite(fd1, b"aaaa", 0)
+        os.pwrite(fd2, b"bb", 4)
+        os.close(fd1)
+        assert mount.backend.read("f") == b"aaaabb"
+        os.pwrite(fd2, b"cc", 6)
+        assert mount.backend.read("f") == b"aaaabb"
+    finally:
+        os.close(fd2)
+    assert mount.backend.read("f") == b"aaaabbcc"
+
+
+# ---------------------------------------------------------------------- unlink
+
+
+def test_unlink_removes_the_object(mount):
+    mount.backend.put("d/f", b"x")
+    os.unlink(mount.path / "d/f")
+    assert not mount.backend.exists("d/f")
+    assert os.listdir(mount.path / "d") == []
+    assert err(os.stat, mount.path / "d/f") == errno.ENOENT
+    assert err(os.unlink, mount.path / "d/f") == errno.ENOENT
+    assert err(os.unlink, mount.path / "d") == errno.EISDIR
+
+
+def test_unlink_of_an_open_file_keeps_its_content_for_the_descriptor(mount):
+    mount.backend.put("f", b"0123456789")
+    fd = os.open(mount.path / "f", os.O_RDWR)
+    try:
+        os.unlink(mount.path / "f")
+        assert not mount.backend.exists("f")
+        assert os.listdir(mount.path) == []
+        assert os.pread(fd, 100, 0) == b"0123456789"
+        os.pwrite(fd, b"XY", 2)
+        assert os.pread(fd, 100, 0) == b"01XY456789"
+        assert os.fstat(fd).st_size == 10
+    finally:
+        os.close(fd)
+    assert mount.backend.keys() == []
+    assert os.listdir(mount.path) == []
+
+
+def test_unlink_of_a_file_never_closed_never_stores_it(mount):
+    fd = os.open(mount.path / "f", os.O_CREAT | os.O_RDWR)
+    try:
+        os.write(fd, b"pending")
+        os.unlink(mount.path / "f")
+        os.write(fd, b"+more")
+        assert os.pread(fd, 100, 0) == b"pending+more"
+    finally:
+        os.close(fd)
+    assert mount.backend.keys() == []
+    assert os.listdir(mount.path) == []
+
+
+# ---------------------------------------------------------------------- directories
+
+
+def test_mkdir_and_rmdir(mount):
+    os.mkdir(mount.path / "d")
+    assert stat.S_ISDIR(os.stat(mount.path / "d").st_mode)
+    if keeps_directories(mount.backend):
+        assert (mount.backend.root / "d").is_dir()
+    assert err(os.mkdir, mount.path / "d") == errno.EEXIST
+    mount.backend.put("f", b"")
+    assert err(os.mkdir, mount.path / "f") == errno.EEXIST
+    assert err(os.mkdir, mount.path / "f/sub") == errno.ENOTDIR
+    assert err(os.mkdir, mount.path / "nodir/sub") == errno.ENOENT
+    os.rmdir(mount.path / "d")
+    assert err(os.stat, mount.path / "d") == errno.ENOENT
+    if keeps_directories(mount.backend):
+        assert not (mount.backend.root / "d").exists()
+    assert err(os.rmdir, mount.path / "d") == errno.ENOENT
+    assert err(os.rmdir, mount.path / "f") == errno.ENOTDIR
+
+
+def test_rmdir_of_a_non_empty_directory_fails_with_enotempty(mount):
+    mount.backend.put("d/f", b"x")
+    os.makedirs(mount.path / "e/sub")
+    assert err(os.rmdir, mount.path / "d") == errno.ENOTEMPTY
+    assert err(os.rmdir, mount.path / "e") == errno.ENOTEMPTY
+    # a file created and not yet closed already counts
+    fd = os.open(mount.path / "e/sub/pending", os.O_CREAT | os.O_WRONLY)
+    try:
+        assert err(os.rmdir, mount.path / "e/sub") == errno.ENOTEMPTY
+    finally:
+        os.close(fd)
+    assert err(os.rmdir, mount.path / "e/sub") == errno.ENOTEMPTY
+    assert mount.backend.read("d/f") == b"x"
+    assert mount.backend.read("e/sub/pending") == b""
+
+
+def test_empty_directories_persist_across_remount(backend, tmp_path):
+    with checked_mount(backend, tmp_path / "m1") as m:
+        os.makedirs(m.path / "a/b/c")
+        os.mkdir(m.path / "e")
+        write_file(m.path / "a/f", b"x")
+        os.unlink(m.path / "a/f")  # the directory emptied by unlink stays
+        assert sorted(os.listdir(m.path)) == ["a", "e"]
+        assert os.listdir(m.path / "a") == ["b"]
+    if not keeps_directories(backend):
+        pytest.skip("empty directories live in memory only on this backend")
+    with checked_mount(backend, tmp_path / "m2") as m:
+        assert sorted(os.listdir(m.path)) == ["a", "e"]
+        assert os.listdir(m.path / "a/b") == ["c"]
+        assert os.listdir(m.path / "a/b/c") == []
+    assert backend_snapshot(backend) == {"a": DIR, "a/b": DIR, "a/b/c": DIR, "e": DIR}
+
+
+def test_directory_attributes(mount):
+    os.makedirs(mount.path / "d/sub1")
+    os.mkdir(mount.path / "d/sub2")
+    st = os.stat(mount.path / "d")
+    assert stat.S_ISDIR(st.st_mode)
+    assert st.st_size == 0
+    assert st.st_nlink == 2  # not 2 + subdirectories
+    # readdir returns no "." and ".." entries
+    out = subprocess.run(["ls", "-f", str(mount.path / "d")], capture_output=True, text=True, check=True)
+    assert sorted(out.stdout.split()) == ["sub1", "sub2"]
+
+
+def test_readdir_of_a_large_directory_sees_every_entry_once(mount):
+    n_store, n_mount = 4500, 500
+    names = {f"file{i:05d}" for i in range(n_store + n_mount)}
+    for i in range(n_store):
+        mount.backend.put(f"big/file{i:05d}", b"")
+    for i in range(n_store, n_store + n_mount):
+        fd = os.open(mount.path / f"big/file{i:05d}", os.O_CREAT | os.O_WRONLY)
+        os.close(fd)
+    listed = os.listdir(mount.path / "big")
+    assert len(listed) == len(names) and set(listed) == names
+    with os.scandir(mount.path / "big") as it:
+        entries = [(e.name, e.is_file(follow_symlinks=False)) for e in it]
+    counts = Counter(name for name, _ in entries)
+    assert set(counts) == names and max(counts.values()) == 1
+    assert all(is_file for _, is_file in entries)
+    out = subprocess.run(f"ls -f {shlex.quote(str(mount.path / 'big'))} | wc -l", shell=True, capture_output=True, text=True, check=True)
+    assert int(out.stdout) == len(names)
+    assert len(mount.backend.keys("big")) == len(names)
+
+
+# ---------------------------------------------------------------------- rename
+
+
+def test_rename_file_over_file(mount):
+    mount.backend.put("a", b"A")
+    mount.backend.put("b", b"B")
+    os.rename(mount.path / "a", mount.path / "b")
+    assert os.listdir(mount.path) == ["b"]
+    assert (mount.path / "b").read_bytes() == b"A"
+    assert backend_snapshot(mount.backend) == {"b": b"A"}
+
+
+def test_rename_file_between_directories(mount):
+    mount.backend.put("d1/f", b"F")
+    os.mkdir(mount.path / "d2")
+    os.rename(mount.path / "d1/f", mount.path / "d2/g")
+    assert os.listdir(mount.path / "d1") == []
+    assert os.listdir(mount.path / "d2") == ["g"]
+    assert mount.backend.read("d2/g") == b"F"
+    assert not mount.backend.exists("d1/f")
+    assert err(os.rename, mount.path / "d2/g", mount.path / "nodir/g") == errno.ENOENT
+    assert err(os.rename, mount.path / "missing", mount.path / "x") == errno.ENOENT
+
+
+def test_rename_directory_with_contents(mount):
+    for key in ("d/a", "d/sub/b", "d/sub/deeper/c"):
+        mount.backend.put(key, key.encode())
+    os.makedirs(mount.path / "d/empty")
+    os.mkdir(mount.path / "target")
+    os.rename(mount.path / "d", mount.path / "target/moved")
+    assert os.listdir(mount.path) == ["target"]
+    assert sorted(os.listdir(mount.path / "target/moved")) == ["a", "empty", "sub"]
+    assert (mount.path / "target/moved/sub/deeper/c").read_bytes() == b"d/sub/deeper/c"
+    assert mount.backend.keys() == ["target/moved/a", "target/moved/sub/b", "target/moved/sub/deeper/c"]
+    assert mount.backend.read("target/moved/sub/b") == b"d/sub/b"
+
+
+def test_rename_directory_over_directory(mount):
+    mount.backend.put("src/f", b"f")
+    os.mkdir(mount.path / "empty")
+    mount.backend.put("full/g", b"g")
+    assert err(os.rename, mount.path / "src", mount.path / "full") == errno.ENOTEMPTY
+    os.rename(mount.path / "src", mount.path / "empty")
+    assert sorted(os.listdir(mount.path)) == ["empty", "full"]
+    assert os.listdir(mount.path / "empty") == ["f"]
+    assert backend_snapshot(mount.backend) == {"empty": DIR, "empty/f": b"f", "full": DIR, "full/g": b"g"}
+
+
+def test_rename_errors_follow_rename_2(mount):
+    mount.backend.put("f", b"f")
+    mount.backend.put("d/x", b"x")
+    os.makedirs(mount.path / "e")
+    assert err(os.rename, mount.path / "d", mount.path / "f") == errno.ENOTDIR
+    assert err(os.rename, mount.path / "f", mount.path / "e") == errno.EISDIR
+    assert err(os.rename, mount.path / "d", mount.path / "d/inside") == errno.EINVAL
+    os.rename(mount.path / "f", mount.path / "f")  # same name: no-op
+    assert backend_snapshot(mount.backend) == {"f": b"f", "d": DIR, "d/x": b"x", "e": DIR}
+
+
+def test_rename_noreplace_and_exchange(mount):
+    mount.backend.put("a", b"A")
+    mount.backend.put("b", b"B")
+    assert err(renameat2, mount.path / "a", mount.path / "b", RENAME_NOREPLACE) == errno.EEXIST
+    assert err(renameat2, mount.path / "a", mount.path / "b", RENAME_EXCHANGE) == errno.EINVAL
+    assert backend_snapshot(mount.backend) == {"a": b"A", "b": b"B"}
+    renameat2(mount.path / "a", mount.path / "c", RENAME_NOREPLACE)
+    assert backend_snapshot(mount.backend) == {"b": b"B", "c": b"A"}
+
+
+def test_rename_of_an_open_file_then_write(mount):
+    fd = os.open(mount.path / "old", os.O_CREAT | os.O_WRONLY)
+    try:
+        os.write(fd, b"before ")
+        os.rename(mount.path / "old", mount.path / "new")
+        os.write(fd, b"after")
+    finally:
+        os.close(fd)
+    assert backend_snapshot(mount.backend) == {"new": b"before after"}
+
+
+def test_rename_over_an_open_file_keeps_its_content_for_the_descriptor(mount):
+    mount.backend.put("target", b"old content")
+    mount.backend.put("src", b"new content")
+    fd = os.open(mount.path / "target", os.O_RDONLY)
+    try:
+        os.rename(mount.path / "src", mount.path / "target")
+        assert os.pread(fd, 100, 0) == b"old content"
+        assert (mount.path / "target").read_bytes() == b"new content"
+    finally:
+        os.close(fd)
+    assert backend_snapshot(mount.backend) == {"target": b"new content"}
+
+
+# ---------------------------------------------------------------------- link, symlink, special files
+
+
+def test_link_makes_an_independent_copy(mount):
+    mount.backend.put("a", b"original")
+    os.link(mount.path / "a", mount.path / "b")
+    sa, sb = os.stat(mount.path / "a"), os.stat(mount.path / "b")
+    assert (sa.st_nlink, sb.st_nlink) == (1, 1)
+    assert sa.st_ino != sb.st_ino
+    with open(mount.path / "a", "r+b") as f:
+        f.write(b"CHANGED")
+    assert (mount.path / "b").read_bytes() == b"original"
+    assert backend_snapshot(mount.backend) == {"a": b"CHANGEDl", "b": b"original"}
+    assert err(os.link, mount.path / "a", mount.path / "b") == errno.EEXIST
+    os.mkdir(mount.path / "d")
+    assert err(os.link, mount.path / "d", mount.path / "d2") == errno.EPERM
+
+
+def test_link_of_an_open_file_copies_its_buffered_content(mount):
+    fd = os.open(mount.path / "a", os.O_CREAT | os.O_WRONLY)
+    try:
+        os.write(fd, b"buffered")
+        os.link(mount.path / "a", mount.path / "b")
+        assert mount.backend.read("b") == b"buffered"
+        os.write(fd, b"+later")
+    finally:
+        os.close(fd)
+    assert backend_snapshot(mount.backend) == {"a": b"buffered+later", "b": b"buffered"}
+
+
+def test_symlink_and_special_files_are_not_supported(mount):
+    mount.backend.put("f", b"x")
+    assert err(os.symlink, "f", mount.path / "link") == errno.ENOSYS
+    assert err(os.symlink, "f", mount.path / "link") == errno.ENOSYS
+    assert err(os.mkfifo, mount.path / "fifo") == errno.ENOSYS
+    assert err(os.mknod, mount.path / "node", 0o600 | stat.S_IFREG) == errno.ENOSYS
+    assert os.listdir(mount.path) == ["f"]
+    assert mount.backend.keys() == ["f"]
+
+
+# ---------------------------------------------------------------------- attributes
+
+
+def test_chmod_chown_utime_are_kept_in_memory_until_unmount(backend, tmp_path):
+    backend.put("f", b"data")
+    with checked_mount(backend, tmp_path / "m1") as m:
+        os.mkdir(m.path / "d")
+        os.chmod(m.path / "f", 0o600)
+        os.chmod(m.path / "d", 0o700)
+        os.chown(m.path / "f", 1234, 5678)
+        os.utime(m.path / "f", ns=(1_000_000_000, 2_000_000_000))
+        st = os.stat(m.path / "f")
+        assert stat.S_IMODE(st.st_mode) == 0o600
+        assert (st.st_uid, st.st_gid) == (1234, 5678)
+        assert (st.st_atime_ns, st.st_mtime_ns) == (1_000_000_000, 2_000_000_000)
+        assert stat.S_IMODE(os.stat(m.path / "d").st_mode) == 0o700
+        # they follow a rename
+        os.rename(m.path / "f", m.path / "g")
+        st = os.stat(m.path / "g")
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_mtime_ns) == (0o600, 1234, 2_000_000_000)
+        if keeps_directories(backend):
+            assert stat.S_IMODE((backend.root / "g").stat().st_mode) != 0o600
+            assert (backend.root / "g").stat().st_mtime_ns != 2_000_000_000
+    with checked_mount(backend, tmp_path / "m2") as m:
+        st = os.stat(m.path / "g")
+        assert stat.S_IMODE(st.st_mode) == 0o644
+        assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
+        assert st.st_mtime_ns != 2_000_000_000
+        assert stat.S_IMODE(os.stat(m.path / "d").st_mode) == 0o755
+    assert backend.read("g") == b"data"
+
+
+def test_a_write_replaces_an_mtime_set_by_utime(mount):
+    mount.backend.put("f", b"data")
+    os.utime(mount.path / "f", ns=(1_000_000_000, 1_000_000_000))
+    assert os.stat(mount.path / "f").st_mtime_ns == 1_000_000_000
+    with open(mount.path / "f", "r+b") as f:
+        f.write(b"D")
+    assert os.stat(mount.path / "f").st_mtime_ns > 1_000_000_000
+
+
+def test_statfs_reports_the_backing_filesystem(mount):
+    st = os.statvfs(mount.path)
+    assert st.f_bsize == 4096 and st.f_frsize == 4096
+    assert st.f_namemax == 255
+    assert not st.f_flag & os.ST_RDONLY
+    if keeps_directories(mount.backend):
+        real = os.statvfs(mount.backend.root)
+        assert st.f_blocks == real.f_blocks * real.f_frsize // 4096
+        assert st.f_files == real.f_files
+
+
+# ---------------------------------------------------------------------- xattrs
+
+
+def test_xattrs_are_not_supported(mount):
+    mount.backend.put("f", b"x")
+    f = mount.path / "f"
+    assert os.listxattr(f) == []
+    assert os.listxattr(mount.path) == []
+    assert err(os.getxattr, f, "user.test") == errno.ENODATA
+    assert err(os.setxattr, f, "user.test", b"1") == errno.ENOTSUP
+    assert err(os.removexattr, f, "user.test") == errno.ENODATA
+    assert os.listxattr(f) == []
+
+
+# ---------------------------------------------------------------------- concurrency
+
+
+def test_readers_see_writes_of_other_descriptors_before_close(mount):
+    mount.backend.put("f", b"0123456789")
+    reader = os.open(mount.path / "f", os.O_RDONLY)
+    writer = os.open(mount.path / "f", os.O_WRONLY)
+    try:
+        assert os.pread(reader, 100, 0) == b"0123456789"
+        os.pwrite(writer, b"AB", 3)
+        assert os.pread(reader, 100, 0) == b"012AB56789"
+        second = os.open(mount.path / "f", os.O_RDONLY)
+        assert os.pread(second, 100, 0) == b"012AB56789"
+        assert mount.backend.read("f") == b"0123456789"
+        # closing any descriptor of the file, even a read-only one, uploads its pending writes
+        os.close(second)
+        assert mount.backend.read("f") == b"012AB56789"
+        os.pwrite(writer, b"CD", 8)
+        assert os.pread(reader, 100, 0) == b"012AB567CD"
+    finally:
+        os.close(writer)
+        os.close(reader)
+    assert mount.backend.read("f") == b"012AB567CD"
+
+
+def test_concurrent_writers_of_one_file_share_one_buffer(mount):
+    n, chunk, piece = 8, 64 * 1024, 4096
+    p = mount.path / "shared"
+    os.close(os.open(p, os.O_CREAT | os.O_WRONLY))
+    errors: list[BaseException] = []
+    reads: list[int] = []
+
+    def writer(i: int) -> None:
+        try:
+            fd = os.open(p, os.O_RDWR)
+            try:
+                for off in range(0, chunk, piece):
+                    os.pwrite(fd, bytes([65 + i]) * piece, i * chunk + off)
+            finally:
+                os.close(fd)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                for _ in range(20):
+                    data = os.pread(fd, n * chunk, 0)
+                    # each byte is either not written yet (0) or its writer's letter
+                    assert all(b in (0, 65 + pos * piece // chunk) for pos, b in enumerate(data[::piece]))
+                    reads.append(len(data))
+            finally:
+                os.close(fd)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(n)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert len(reads) == 40
+    want = b"".join(bytes([65 + i]) * chunk for i in range(n))
+    assert p.read_bytes() == want
+    assert mount.backend.read("shared") == want
+
+
+def test_advisory_locks_are_local_to_this_machine(mount):
+    mount.backend.put("f", b"x")
+    fd1 = os.open(mount.path / "f", os.O_RDONLY)
+    fd2 = os.open(mount.path / "f", os.O_RDONLY)
+    try:
+        fcntl.flock(fd1, fcntl.LOCK_EX)
+        assert err(fcntl.flock, fd2, fcntl.LOCK_EX | fcntl.LOCK_NB) == errno.EWOULDBLOCK
+        fcntl.flock(fd1, fcntl.LOCK_UN)
+        fcntl.flock(fd2, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd1)
+        os.close(fd2)
+
+
+# ---------------------------------------------------------------------- read-only mounts
+
+
+def test_read_only_mount_refuses_every_write_with_erofs(backend, tmp_path):
+    backend.put("d/f", b"content")
+    backend.put("g", b"other")
+    if keeps_directories(backend):
+        (backend.root / "empty").mkdir()
+    before = backend_snapshot(backend)
+    with checked_mount(backend, tmp_path / "ro", "--read-only") as m:
+        p = m.path
+        # reads work
+        assert (p / "d/f").read_bytes() == b"content"
+        assert sorted(os.listdir(p)) == sorted(["d", "g"] + (["empty"] if keeps_directories(backend) else []))
+        assert os.stat(p / "g").st_size == 5
+        assert os.statvfs(p).f_flag & os.ST_RDONLY
+        fd = os.open(p / "d/f", os.O_RDONLY)
+        assert os.pread(fd, 3, 2) == b"nte"
+        os.close(fd)
+        # every write fails with EROFS
+        attempts = {
+            "create": lambda: os.open(p / "new", os.O_CREAT | os.O_WRONLY),
+            "open O_WRONLY": lambda: os.open(p / "g", os.O_WRONLY),
+            "open O_RDWR": lambda: os.open(p / "g", os.O_RDWR),
+            "open O_TRUNC": lambda: os.open(p / "g", os.O_WRONLY | os.O_TRUNC),
+            "open O_APPEND": lambda: os.open(p / "g", os.O_WRONLY | os.O_APPEND),
+            "truncate": lambda: os.truncate(p / "g", 0),
+            "mkdir": lambda: os.mkdir(p / "newdir"),
+            "rmdir": lambda: os.rmdir(p / "empty" if keeps_directories(backend) else p / "d"),
+            "unlink": lambda: os.unlink(p / "g"),
+            "rename": lambda: os.rename(p / "g", p / "h"),
+            "rename dir": lambda: os.rename(p / "d", p / "e"),
+            "link": lambda: os.link(p / "g", p / "h"),
+            "symlink": lambda: os.symlink("g", p / "h"),
+            "chmod": lambda: os.chmod(p / "g", 0o600),
+            "chown": lambda: os.chown(p / "g", 1, 1),
+            "utime": lambda: os.utime(p / "g", (1, 1)),
+            "setxattr": lambda: os.setxattr(p / "g", "user.x", b"1"),
+        }
+        got = {name: err(fn) for name, fn in attempts.items()}
+        assert got == {name: errno.EROFS for name in attempts}
+        assert (p / "g").read_bytes() == b"other"
+    assert backend_snapshot(backend) == before

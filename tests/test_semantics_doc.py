@@ -1,0 +1,35 @@
+"""docs/SEMANTICS.md and the tests it cites stay in step (no mount needed)."""
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "SEMANTICS.md"
+DEFAULT_MODULE = "tests/mount/test_semantics.py"
+
+
+def cited() -> set[tuple[str, str]]:
+    """(module path, test name) for every test named in the document."""
+    out = set()
+    for ref in re.findall(r"`((?:tests/[\w/]+\.py::)?test_\w+)`", DOC.read_text()):
+        module, _, name = ref.rpartition("::")
+        out.add((module or DEFAULT_MODULE, name))
+    return out
+
+
+def defined(module: str) -> set[str]:
+    tree = ast.parse((ROOT / module).read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+
+
+def test_every_cited_test_exists():
+    refs = cited()
+    assert len(refs) > 40
+    missing = sorted(f"{m}::{n}" for m, n in refs if not (ROOT / m).is_file() or n not in defined(m))
+    assert missing == []
+
+
+def test_every_semantics_test_is_cited():
+    names = {n for m, n in cited() if m == DEFAULT_MODULE}
+    assert sorted(defined(DEFAULT_MODULE) - names) == []
