@@ -32,6 +32,8 @@ class MountConfig:
     #: bytes of a file's pending writes kept in memory before spilling to a temp file
     spill_threshold: int = 64 * 1024 * 1024
     log_file: str | None = None
+    #: kernel readahead for the mount, in KiB (see mount.set_read_ahead)
+    read_ahead_kb: int = 4096
 
 
 def _int(key: str, value: str, base: int = 10) -> int:
@@ -75,6 +77,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["umask"] = _int(key, value, 8)
             elif key == "metadata_ttl" and eq:
                 out["metadata_ttl"] = _float(key, value)
+            elif key == "read_ahead_kb" and eq:
+                out["read_ahead_kb"] = _int(key, value)
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
             else:

@@ -1,0 +1,145 @@
+"""Directory backend: read/write a Zarr array through an nczfs mount vs the local directory directly.
+
+    .venv/bin/python bench/bench_directory.py [--mib 256] [--runs 3]
+
+Cold runs: unmount (nczfs) and drop the page cache (`echo 3 > /proc/sys/vm/drop_caches`,
+needs root) before each measured run; one warm-up run first; medians of --runs.
+Prints a table of seconds and the ratio nczfs/direct (lower is better for times).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+NCZFS = [sys.executable, "-m", "nczfs"]
+
+
+def drop_caches() -> None:
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        print("warning: cannot drop caches (not root?): runs are warm", file=sys.stderr)
+
+
+def mount(src: Path, mnt: Path) -> None:
+    subprocess.run([*NCZFS, "mount", str(src), str(mnt)], check=True)
+
+
+def umount(mnt: Path) -> None:
+    subprocess.run([*NCZFS, "umount", str(mnt)], check=True)
+
+
+def read_array(root: Path) -> float:
+    t = time.perf_counter()
+    a = zarr.open_array(zarr.storage.LocalStore(root / "big.zarr"), mode="r")
+    total = float(a[:].sum(dtype="f8"))
+    assert total >= 0
+    return time.perf_counter() - t
+
+
+def read_small(root: Path) -> float:
+    t = time.perf_counter()
+    a = zarr.open_array(zarr.storage.LocalStore(root / "small.zarr"), mode="r")
+    a[:]
+    return time.perf_counter() - t
+
+
+def walk(root: Path) -> float:
+    t = time.perf_counter()
+    n = sum(len(files) for _, _, files in os.walk(root / "small.zarr"))
+    assert n > 0
+    return time.perf_counter() - t
+
+
+def write_array(root: Path, mib: int) -> float:
+    target = root / "written.zarr"
+    shutil.rmtree(target, ignore_errors=True)
+    data = np.random.default_rng(1).random(mib * 1024 * 1024 // 4, dtype="f4")
+    t = time.perf_counter()
+    a = zarr.create_array(zarr.storage.LocalStore(target), shape=data.shape, chunks=(2 * 1024 * 1024,),
+                          dtype="f4", compressors=None, zarr_format=2)
+    a[:] = data
+    os.sync()
+    dt = time.perf_counter() - t
+    shutil.rmtree(target)
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="nczfs-bench-"))
+    src, mnt = work / "src", work / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    n = args.mib * 1024 * 1024 // 4
+    big = zarr.create_array(zarr.storage.LocalStore(src / "big.zarr"), shape=(n,), chunks=(2 * 1024 * 1024,),
+                            dtype="f4", compressors=None, zarr_format=2)
+    big[:] = np.arange(n, dtype="f4")
+    small = zarr.create_array(zarr.storage.LocalStore(src / "small.zarr"), shape=(2000 * 1024,),
+                              chunks=(1024,), dtype="f4", compressors=None, zarr_format=2)
+    small[:] = 1.0
+
+    cases = {
+        f"read {args.mib} MiB array (8 MiB chunks)": read_array,
+        "read 2,000 chunks of 4 KiB": read_small,
+        "walk 2,000 chunk files (os.walk)": walk,
+    }
+    results: dict[str, dict[str, list[float]]] = {}
+    try:
+        for name, fn in cases.items():
+            for label in ("direct", "nczfs"):
+                times = []
+                for i in range(args.runs + 1):
+                    drop_caches()
+                    if label == "nczfs":
+                        mount(src, mnt)
+                    try:
+                        dt = fn(mnt if label == "nczfs" else src)
+                    finally:
+                        if label == "nczfs":
+                            umount(mnt)
+                    if i:  # the first run is a warm-up
+                        times.append(dt)
+                results.setdefault(name, {})[label] = times
+        name = f"write {args.mib // 2} MiB array (8 MiB chunks), durable"
+        for label in ("direct", "nczfs"):
+            times = []
+            for i in range(args.runs + 1):
+                if label == "nczfs":
+                    mount(src, mnt)
+                try:
+                    dt = write_array(mnt if label == "nczfs" else src, args.mib // 2)
+                finally:
+                    if label == "nczfs":
+                        umount(mnt)
+                if i:
+                    times.append(dt)
+            results.setdefault(name, {})[label] = times
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\n| workload (directory backend, median of {args.runs} cold runs) | direct s | nczfs s | nczfs/direct time |")
+    print("|---|---:|---:|---:|")
+    for name, r in results.items():
+        d, z = statistics.median(r["direct"]), statistics.median(r["nczfs"])
+        print(f"| {name} | {d:.3f} | {z:.3f} | {z / d:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
