@@ -170,19 +170,14 @@ class Filesystem:
             node = self.table.node_for(path, True)
             node.fetched = self._now()
             return node
-        try:
-            info = await self.store.stat(path)
-        except KeyNotFound:
-            pass
-        else:
-            node = self.table.node_for(path, False)
-            node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
-            return node
-        if await self.store.dir_exists(path):
-            node = self.table.node_for(path, True)
-            node.fetched = self._now()
-            return node
-        return None
+        found = await self.store.entry(path)
+        if found is None:
+            return None
+        node = self.table.node_for(path, found.is_dir)
+        if found.info is not None:
+            node.size, node.mtime_ns = found.info.size, found.info.mtime_ns
+        node.fetched = self._now()
+        return node
 
     async def _children(self, path: str) -> dict[str, DirEntry]:
         entries: dict[str, DirEntry] = {}

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import pyfuse3
 
-from nczfs.errors import NczfsError, to_errno
+from nczfs.errors import KeyNotFound, NczfsError, to_errno
 from nczfs.filesystem import Attr, Filesystem, SetattrRequest
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,15 @@ class Operations(pyfuse3.Operations):
 
     @_translate
     async def lookup(self, parent_inode, name, ctx=None):
-        return self._entry(await self.fs.lookup(parent_inode, _name(name)))
+        try:
+            return self._entry(await self.fs.lookup(parent_inode, _name(name)))
+        except KeyNotFound:
+            # a negative entry: the kernel answers ENOENT itself for the TTL (zarr probes many
+            # missing keys); changes made through the mount update the kernel's entries anyway
+            e = pyfuse3.EntryAttributes()
+            e.st_ino = 0
+            e.entry_timeout = self.ttl
+            return e
 
     async def forget(self, inode_list):
         try:

@@ -55,6 +55,9 @@ class ThreadedStore(Store):
     async def dir_exists(self, prefix: str) -> bool:
         return await self._call(self.impl.dir_exists, prefix)
 
+    async def entry(self, key: str) -> DirEntry | None:
+        return await self._call(self.impl.entry, key)
+
     async def copy(self, src: str, dst: str) -> ObjectInfo:
         return await self._call(self.impl.copy, src, dst)
 

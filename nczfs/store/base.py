@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 
-from nczfs.errors import InvalidKey, NameTooLong, NotSupported, ReadOnly
+from nczfs.errors import InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,18 @@ class SyncStore(abc.ABC):
         """True if ``prefix`` is a directory: the root, a stored directory, or a key prefix."""
         return prefix == "" or bool(self.list_dir(prefix))
 
+    def entry(self, key: str) -> DirEntry | None:
+        """What ``key`` names: an object (with its info), a directory, or nothing (None).
+
+        One call answers a lookup; backends override it to ask the medium once.
+        """
+        name = key.rpartition("/")[2]
+        try:
+            return DirEntry(name, False, self.stat(key))
+        except KeyNotFound:
+            pass
+        return DirEntry(name, True) if self.dir_exists(key) else None
+
     def copy(self, src: str, dst: str) -> ObjectInfo:
         return self.set(dst, self.get(src))
 
@@ -205,6 +217,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def dir_exists(self, prefix: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def entry(self, key: str) -> DirEntry | None: ...
 
     @abc.abstractmethod
     async def copy(self, src: str, dst: str) -> ObjectInfo: ...

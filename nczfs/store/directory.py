@@ -176,6 +176,21 @@ class DirectoryStore(SyncStore):
         check_prefix(prefix)
         return os.path.isdir(self._path(prefix))
 
+    def entry(self, key: str) -> DirEntry | None:
+        check_key(key)
+        try:
+            st = os.stat(self._path(key))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise _translate(key, exc) from exc
+        name = key.rpartition("/")[2]
+        if stat_mod.S_ISDIR(st.st_mode):
+            return DirEntry(name, True)
+        if stat_mod.S_ISREG(st.st_mode):
+            return DirEntry(name, False, _info(key, st))
+        return None
+
     def rename(self, src: str, dst: str) -> None:
         check_key(src)
         check_key(dst)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable, TypeVar
 
 import trio
 
 from nczfs.errors import BackendError
 from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Store
+
+T = TypeVar("T")
 
 
 class WrapperStore(Store):
@@ -56,6 +58,9 @@ class WrapperStore(Store):
 
     async def dir_exists(self, prefix: str) -> bool:
         return await self.inner.dir_exists(prefix)
+
+    async def entry(self, key: str) -> DirEntry | None:
+        return await self.inner.entry(key)
 
     async def copy(self, src: str, dst: str) -> ObjectInfo:
         return await self.inner.copy(src, dst)
@@ -165,69 +170,47 @@ class FaultyStore(WrapperStore):
         if exc is not None:
             raise exc
 
-    async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        await self._before("get", key)
-        out = await self.inner.get(key, rng)
-        self._after("get", key)
+    async def _call(self, op: str, key: str, fn: Callable[..., Awaitable[T]], *args: object) -> T:
+        await self._before(op, key)
+        out = await fn(*args)
+        self._after(op, key)
         return out
+
+    async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        return await self._call("get", key, self.inner.get, key, rng)
 
     async def stat(self, key: str) -> ObjectInfo:
-        await self._before("stat", key)
-        out = await self.inner.stat(key)
-        self._after("stat", key)
-        return out
+        return await self._call("stat", key, self.inner.stat, key)
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        await self._before("set", key)
-        out = await self.inner.set(key, data)
-        self._after("set", key)
-        return out
+        return await self._call("set", key, self.inner.set, key, data)
 
     async def delete(self, key: str) -> None:
-        await self._before("delete", key)
-        await self.inner.delete(key)
-        self._after("delete", key)
+        await self._call("delete", key, self.inner.delete, key)
 
     async def list_dir(self, prefix: str) -> list[DirEntry]:
-        await self._before("list_dir", prefix)
-        out = await self.inner.list_dir(prefix)
-        self._after("list_dir", prefix)
-        return out
+        return await self._call("list_dir", prefix, self.inner.list_dir, prefix)
 
     async def list_prefix(self, prefix: str) -> list[str]:
-        await self._before("list_prefix", prefix)
-        out = await self.inner.list_prefix(prefix)
-        self._after("list_prefix", prefix)
-        return out
+        return await self._call("list_prefix", prefix, self.inner.list_prefix, prefix)
 
     async def dir_exists(self, prefix: str) -> bool:
-        await self._before("dir_exists", prefix)
-        out = await self.inner.dir_exists(prefix)
-        self._after("dir_exists", prefix)
-        return out
+        return await self._call("dir_exists", prefix, self.inner.dir_exists, prefix)
+
+    async def entry(self, key: str) -> DirEntry | None:
+        return await self._call("entry", key, self.inner.entry, key)
 
     async def copy(self, src: str, dst: str) -> ObjectInfo:
-        await self._before("copy", src)
-        out = await self.inner.copy(src, dst)
-        self._after("copy", src)
-        return out
+        return await self._call("copy", src, self.inner.copy, src, dst)
 
     async def rename(self, src: str, dst: str) -> None:
-        await self._before("rename", src)
-        await self.inner.rename(src, dst)
-        self._after("rename", src)
+        await self._call("rename", src, self.inner.rename, src, dst)
 
     async def rename_dir(self, src: str, dst: str) -> None:
-        await self._before("rename_dir", src)
-        await self.inner.rename_dir(src, dst)
-        self._after("rename_dir", src)
+        await self._call("rename_dir", src, self.inner.rename_dir, src, dst)
 
     async def mkdir(self, prefix: str) -> None:
-        await self._before("mkdir", prefix)
-        await self.inner.mkdir(prefix)
-        self._after("mkdir", prefix)
+        await self._call("mkdir", prefix, self.inner.mkdir, prefix)
 
     async def rmdir(self, prefix: str) -> None:
-        await self._before("rmdir", prefix)
-        await self.inner.rmdir(prefix)
-        self._after("rmdir", prefix)
+        await self._call("rmdir", prefix, self.inner.rmdir, prefix)

@@ -785,3 +785,29 @@ def test_read_only_mount_refuses_every_write_with_erofs(backend, tmp_path):
         assert got == {name: errno.EROFS for name in attempts}
         assert (p / "g").read_bytes() == b"other"
     assert backend_snapshot(backend) == before
+
+
+# ---------------------------------------------------------------------- changes behind the mount
+
+
+def test_changes_behind_the_mount_follow_the_metadata_ttl(backend, tmp_path):
+    with checked_mount(backend, tmp_path / "m0", "--metadata-ttl", "0") as m:
+        p = m.path / "late"
+        assert err(os.stat, p) == errno.ENOENT
+        backend.put("late", b"12345")
+        assert os.stat(p).st_size == 5  # no negative entry kept with TTL 0
+        backend.put("late", b"1234567")
+        assert os.stat(p).st_size == 7 and p.read_bytes() == b"1234567"
+        backend.put("sub/x", b"x")
+        assert os.listdir(m.path / "sub") == ["x"]
+    with checked_mount(backend, tmp_path / "m60", "--metadata-ttl", "60") as m:
+        p = m.path / "later"
+        assert err(os.stat, p) == errno.ENOENT
+        backend.put("later", b"abc")
+        assert err(os.stat, p) == errno.ENOENT  # the negative entry holds for the TTL
+        q = m.path / "mine"
+        assert err(os.stat, q) == errno.ENOENT
+        q.write_bytes(b"through the mount")  # changes through the mount are seen at once
+        assert os.stat(q).st_size == len(b"through the mount")
+        os.unlink(q)
+        assert err(os.stat, q) == errno.ENOENT
