@@ -41,8 +41,6 @@ log = logging.getLogger(__name__)
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 
-DEFAULT_FILE_MODE = 0o644
-DEFAULT_DIR_MODE = 0o755
 
 
 @dataclass
@@ -74,6 +72,8 @@ class SetattrRequest:
 class FsOptions:
     uid: int = 0
     gid: int = 0
+    #: permission bits of objects and directories are 0o666/0o777 less this (-o umask=)
+    umask: int = 0o022
     read_only: bool = False
     metadata_ttl: float = 1.0
     spill_threshold: int = 64 * 1024 * 1024
@@ -107,6 +107,8 @@ class Filesystem:
         self._next_fh = 1
         self._locks: dict[int, trio.Lock] = {}
         self._started_ns = time.time_ns()
+        self.file_mode = 0o666 & ~self.opts.umask
+        self.dir_mode = 0o777 & ~self.opts.umask
 
     # ------------------------------------------------------------------ helpers
 
@@ -144,12 +146,6 @@ class Filesystem:
         if not isinstance(h, _Handle):
             raise InvalidArgument(f"bad file handle {fh}")
         return h
-
-    def _dir_has_local_children(self, path: str) -> bool:
-        start = path + "/" if path else ""
-        return any(d.startswith(start) for d in self.local_dirs) or any(
-            n.pending and not n.detached for n in self.table.under(path)
-        )
 
     def _keep_parent(self, path: str) -> None:
         """On stores without directories, a directory emptied through the mount stays (as POSIX)."""
@@ -202,10 +198,10 @@ class Filesystem:
         ov = self.table.overrides.get(node.path) if not node.detached else None
         ov = ov or Overrides()
         if node.is_dir:
-            mode = stat.S_IFDIR | (ov.mode if ov.mode is not None else DEFAULT_DIR_MODE)
+            mode = stat.S_IFDIR | (ov.mode if ov.mode is not None else self.dir_mode)
             size, mtime, nlink = 0, self._started_ns, 2
         else:
-            mode = stat.S_IFREG | (ov.mode if ov.mode is not None else DEFAULT_FILE_MODE)
+            mode = stat.S_IFREG | (ov.mode if ov.mode is not None else self.file_mode)
             size = node.content.size if node.content is not None else node.size
             mtime, nlink = node.mtime_ns, 1
         if ov.mtime_ns is not None:
@@ -344,7 +340,7 @@ class Filesystem:
         node = self.table.node_for(path, True)
         node.fetched = self._now()
         self.table.overrides.pop(path, None)
-        if stat.S_IMODE(mode) not in (0, DEFAULT_DIR_MODE):
+        if stat.S_IMODE(mode) not in (0, self.dir_mode):
             self.table.overrides[path] = Overrides(mode=stat.S_IMODE(mode))
         node.lookups += 1
         return self.attr(node)
@@ -424,7 +420,7 @@ class Filesystem:
         node.content = self._make_content(b"", dirty=True)
         node.size, node.mtime_ns, node.fetched = 0, time.time_ns(), self._now()
         self.table.overrides.pop(path, None)
-        if stat.S_IMODE(mode) not in (0, DEFAULT_FILE_MODE):
+        if stat.S_IMODE(mode) not in (0, self.file_mode):
             self.table.overrides[path] = Overrides(mode=stat.S_IMODE(mode))
         node.lookups += 1
         node.open_count += 1

@@ -56,6 +56,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
         FsOptions(
             uid=config.uid,
             gid=config.gid,
+            umask=config.umask,
             read_only=config.read_only,
             metadata_ttl=config.metadata_ttl,
             spill_threshold=config.spill_threshold,

@@ -130,6 +130,16 @@ def test_new_files_and_dirs_get_default_or_requested_modes(mount):
     assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
 
 
+def test_uid_gid_umask_options_set_presented_ownership_and_modes(backend, tmp_path):
+    backend.put("stored", b"x")
+    backend.put("dir/inner", b"y")
+    with checked_mount(backend, tmp_path / "m", "-o", "uid=1234,gid=5678,umask=027") as m:
+        for rel, mode in (("stored", 0o640), ("dir", 0o750), ("dir/inner", 0o640)):
+            st = os.stat(m.path / rel)
+            assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (mode, 1234, 5678), rel
+        assert {(e.name, e.stat().st_uid) for e in os.scandir(m.path)} == {("stored", 1234), ("dir", 1234)}
+
+
 # ---------------------------------------------------------------------- read
 
 
