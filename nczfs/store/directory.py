@@ -53,7 +53,9 @@ def _translate(key: str, exc: OSError) -> Exception:
     if exc.errno == errno.EEXIST:
         return Exists(f"{key!r}: exists")
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return PermissionDenied(f"{key!r}: {exc.strerror}")
+        denied = PermissionDenied(f"{key!r}: {exc.strerror}")
+        denied.errno = exc.errno  # keep EPERM apart from EACCES
+        return denied
     err = BackendError(f"{key!r}: {exc.strerror or exc}")
     err.errno = exc.errno or errno.EIO
     return err

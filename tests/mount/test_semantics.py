@@ -7,6 +7,7 @@ names the test here that backs it.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import errno
@@ -337,6 +338,61 @@ def test_every_close_uploads_the_whole_file(mount):
     finally:
         os.close(fd2)
     assert mount.backend.read("f") == b"aaaabbcc"
+
+
+
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL = 0x80086601, 0x40086602, 0x10
+
+
+def _set_immutable(path: Path, on: bool) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        flags = array.array("i", [0])
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, flags, True)
+        flags[0] = flags[0] | FS_IMMUTABLE_FL if on else flags[0] & ~FS_IMMUTABLE_FL
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, flags)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def immutable(path: Path):
+    """Make a backing directory refuse new entries, even to root (``chattr +i``), without forking:
+    a fork+exec would close a copy of the test's open descriptor, and that close uploads the file."""
+    _set_immutable(path, True)
+    try:
+        yield
+    finally:
+        _set_immutable(path, False)
+
+
+def test_failed_upload_fails_fsync_and_close_and_keeps_the_old_object(backend, tmp_path):
+    if backend.name != "directory":
+        pytest.skip("the failure is injected with chattr on the backing directory")
+    backend.put("d/x", b"old contents")
+    with mounted(backend, tmp_path / "m") as m:
+        p = m.path / "d" / "x"
+        fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+        closed = False
+        try:
+            os.write(fd, b"new contents that cannot be stored")
+            with immutable(backend.root / "d"):
+                assert err(os.fsync, fd) == errno.EPERM
+                assert backend.read("d/x") == b"old contents"
+                with pytest.raises(OSError) as close_err:
+                    closed = True
+                    os.close(fd)
+                assert close_err.value.errno == errno.EPERM
+            assert backend.read("d/x") == b"old contents"
+            assert backend.keys() == ["d/x"]  # no temporary left behind
+        finally:
+            if not closed:
+                os.close(fd)
+        # the daemon is alive and the file writable again once the medium is
+        p.write_bytes(b"stored now")
+        assert backend.read("d/x") == b"stored now"
+    log = m.log_text()
+    assert "write of 'd/x' failed" in log  # one line naming the key and the reason
 
 
 # ---------------------------------------------------------------------- unlink
