@@ -16,7 +16,7 @@ import logging
 import os
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable
 
 import trio
@@ -57,15 +57,10 @@ class Attr:
 
 
 @dataclass
-class SetattrRequest:
-    """Fields a setattr call changes; None means unchanged."""
+class SetattrRequest(Overrides):
+    """Fields a setattr call changes (None: unchanged): the overridable ones, and the size."""
 
     size: int | None = None
-    mode: int | None = None
-    uid: int | None = None
-    gid: int | None = None
-    atime_ns: int | None = None
-    mtime_ns: int | None = None
 
 
 @dataclass
@@ -260,18 +255,13 @@ class Filesystem:
             if node.is_dir:
                 raise IsADirectory(f"{node.path!r}: is a directory")
             await self._truncate(node, req.size)
-        if any(v is not None for v in (req.mode, req.uid, req.gid, req.atime_ns, req.mtime_ns)):
+        changed = {f.name: getattr(req, f.name) for f in fields(Overrides) if getattr(req, f.name) is not None}
+        if changed:
+            if "mode" in changed:
+                changed["mode"] = stat.S_IMODE(changed["mode"])
             ov = self.table.overrides.setdefault(node.path, Overrides())
-            if req.mode is not None:
-                ov.mode = stat.S_IMODE(req.mode)
-            if req.uid is not None:
-                ov.uid = req.uid
-            if req.gid is not None:
-                ov.gid = req.gid
-            if req.atime_ns is not None:
-                ov.atime_ns = req.atime_ns
-            if req.mtime_ns is not None:
-                ov.mtime_ns = req.mtime_ns
+            for name, value in changed.items():
+                setattr(ov, name, value)
         return self.attr(node)
 
     async def _truncate(self, node: Node, size: int) -> None:
@@ -345,13 +335,17 @@ class Filesystem:
         node.lookups += 1
         return self.attr(node)
 
-    async def rmdir(self, parent_ino: int, name: str) -> None:
-        parent = self.table[parent_ino]
-        path = self._child_path(parent, name)
+    async def _existing_child(self, parent_ino: int, name: str) -> tuple[str, Node]:
+        """Path and node of an existing entry that is about to be changed (EROFS, ENOENT first)."""
+        path = self._child_path(self.table[parent_ino], name)
         self._writable(path)
         node = await self._find(path)
         if node is None:
             raise KeyNotFound(path)
+        return path, node
+
+    async def rmdir(self, parent_ino: int, name: str) -> None:
+        path, node = await self._existing_child(parent_ino, name)
         if not node.is_dir:
             raise NotADirectory(f"{path!r}: not a directory")
         if await self._children(path):
@@ -494,12 +488,7 @@ class Filesystem:
         self.table.release(node)
 
     async def unlink(self, parent_ino: int, name: str) -> None:
-        parent = self.table[parent_ino]
-        path = self._child_path(parent, name)
-        self._writable(path)
-        node = await self._find(path)
-        if node is None:
-            raise KeyNotFound(path)
+        path, node = await self._existing_child(parent_ino, name)
         if node.is_dir:
             raise IsADirectory(f"{path!r}: is a directory")
         await self._keep_open_content(node)
