@@ -90,14 +90,19 @@ def _daemon_pid(mnt) -> int:
     return int(os.getxattr(mnt, "user.nczfs.pid"))
 
 
+def _gone(pid) -> bool:
+    """The process has exited (no /proc entry, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
 def _wait_gone(pid, timeout=20.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
-                    return True
-        except OSError:
+        if _gone(pid):
             return True
         time.sleep(0.05)
     return False
@@ -190,3 +195,16 @@ def test_version_and_start_are_logged(dirs, tmp_path):
 def test_python_dash_m_entry_point():
     res = subprocess.run([sys.executable, "-m", "nczfs", "--version"], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.startswith("nczfs ")
+
+
+@pytest.mark.fuse
+def test_umount_stores_pending_writes_and_returns_after_the_daemon_exited(dirs):
+    src, mnt = dirs
+    assert run_nczfs("mount", str(src), str(mnt)).returncode == 0
+    pid = _daemon_pid(mnt)
+    (mnt / "f").write_bytes(b"data")
+    res = run_nczfs("umount", str(mnt))
+    assert res.returncode == 0, res.stderr
+    assert not is_mounted(mnt)
+    assert _gone(pid)  # at once: umount waits for the daemon
+    assert (src / "f").read_bytes() == b"data"
