@@ -16,14 +16,11 @@ import sys
 import time
 
 import nczfs
-from nczfs.config import MountConfig, parse_options
+from nczfs.config import XATTR_PID, XATTR_SYNC, MountConfig, parse_options
 from nczfs.errors import SourceError
 from nczfs.source import parse_source
 
 log = logging.getLogger("nczfs")
-
-XATTR_PID = "user.nczfs.pid"
-XATTR_SYNC = "user.nczfs.sync"
 
 
 class UsageError(Exception):
@@ -57,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
 def _check_mountpoint(path: str) -> str:
     path = os.path.abspath(path)
     try:
-        os.stat(path)
+        # statvfs reaches the filesystem (stat may be answered from the kernel's cache), so a
+        # mount whose daemon died answers ENOTCONN here
+        os.statvfs(path)
     except OSError as exc:
         if exc.errno == errno.ENOTCONN:
             raise UsageError(
@@ -67,13 +66,6 @@ def _check_mountpoint(path: str) -> str:
     if not os.path.isdir(path):
         raise UsageError(f"{path}: not a directory")
     if _is_fuse_mount(path):
-        try:
-            os.statvfs(path)  # not answered from the kernel's attribute cache
-        except OSError as exc:
-            if exc.errno == errno.ENOTCONN:
-                raise UsageError(
-                    f"{path}: stale mount (transport endpoint is not connected); run 'nczfs umount {path}' first"
-                ) from None
         raise UsageError(f"{path}: already a FUSE mount point")
     return path
 

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from nczfs.errors import SourceError
 from nczfs.source import Source
 
+#: control attributes on the mount root, the protocol between ``nczfs umount`` and the daemon
+XATTR_PID = "user.nczfs.pid"
+XATTR_SYNC = "user.nczfs.sync"
+
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(
     {"rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto", "noauto", "nofail",

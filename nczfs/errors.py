@@ -55,10 +55,6 @@ class InvalidArgument(NczfsError):
     errno = _errno.EINVAL
 
 
-class InvalidMetadata(NczfsError):
-    errno = _errno.EINVAL
-
-
 class PermissionDenied(NczfsError):
     errno = _errno.EACCES
 

@@ -27,14 +27,13 @@ from nczfs.errors import (
     InvalidArgument,
     IsADirectory,
     KeyNotFound,
-    NczfsError,
     NotADirectory,
     ReadOnly,
     Stale,
 )
 from nczfs.handles import Content
 from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
-from nczfs.store.base import ByteRange, DirEntry, FsStats, Store, check_key, join, parent_of
+from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Store, check_key, join, parent_of
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +116,16 @@ class Filesystem:
     def _fresh(self, node: Node) -> bool:
         return node.fetched >= 0 and self._now() - node.fetched < self.opts.metadata_ttl
 
+    def _record(self, node: Node, info: ObjectInfo) -> None:
+        """What the store just said of a node's object; trusted for ``metadata_ttl``."""
+        node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
+
+    def _initial_mode(self, path: str, mode: int, default: int) -> None:
+        """A new entry's permission bits, kept as an override only when not the default."""
+        self.table.overrides.pop(path, None)
+        if stat.S_IMODE(mode) not in (0, default):
+            self.table.overrides[path] = Overrides(mode=stat.S_IMODE(mode))
+
     def _child_path(self, parent: Node, name: str) -> str:
         if not parent.is_dir:
             raise NotADirectory(f"{parent.path!r}: not a directory")
@@ -166,7 +175,7 @@ class Filesystem:
             return None
         node = self.table.node_for(path, found.is_dir)
         if found.info is not None:
-            node.size, node.mtime_ns = found.info.size, found.info.mtime_ns
+            self._record(node, found.info)
         node.fetched = self._now()
         return node
 
@@ -236,7 +245,7 @@ class Filesystem:
             info = await self.store.stat(node.path)
         except KeyNotFound:
             raise Stale(f"{node.path!r}: gone from the store") from None
-        node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
+        self._record(node, info)
         return self.attr(node)
 
     def forget(self, items: list[tuple[int, int]]) -> None:
@@ -277,8 +286,7 @@ class Filesystem:
         # not open: change the object in the store right away
         data = b"" if size == 0 else await self.store.get(node.path)
         data = data[:size] + bytes(max(0, size - len(data)))
-        info = await self.store.set(node.path, data)
-        node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
+        self._record(node, await self.store.set(node.path, data))
         self._clear_mtime(node)
 
     def _touched(self, node: Node) -> None:
@@ -308,7 +316,7 @@ class Filesystem:
             e = h.snapshot[i]
             node = self.table.node_for(join(h.node.path, e.name), e.is_dir)
             if e.info is not None and node.content is None and not node.pending:
-                node.size, node.mtime_ns, node.fetched = e.info.size, e.info.mtime_ns, self._now()
+                self._record(node, e.info)
             if not add(e.name, self.attr(node), i + 1):
                 self.table.release(node)
                 return
@@ -329,9 +337,7 @@ class Filesystem:
             self.local_dirs.add(path)
         node = self.table.node_for(path, True)
         node.fetched = self._now()
-        self.table.overrides.pop(path, None)
-        if stat.S_IMODE(mode) not in (0, self.dir_mode):
-            self.table.overrides[path] = Overrides(mode=stat.S_IMODE(mode))
+        self._initial_mode(path, mode, self.dir_mode)
         node.lookups += 1
         return self.attr(node)
 
@@ -413,9 +419,7 @@ class Filesystem:
         node.detached = False
         node.content = self._make_content(b"", dirty=True)
         node.size, node.mtime_ns, node.fetched = 0, time.time_ns(), self._now()
-        self.table.overrides.pop(path, None)
-        if stat.S_IMODE(mode) not in (0, self.file_mode):
-            self.table.overrides[path] = Overrides(mode=stat.S_IMODE(mode))
+        self._initial_mode(path, mode, self.file_mode)
         node.lookups += 1
         node.open_count += 1
         return self._new_fh(_Handle(node, True)), self.attr(node)
@@ -447,11 +451,8 @@ class Filesystem:
             data = await content.getvalue()
             try:
                 info = await self.store.set(node.path, data)
-            except NczfsError as exc:
-                log.error("write of %r failed: %s", node.path, exc)
-                raise
             except Exception as exc:
-                log.error("write of %r failed: %r", node.path, exc)
+                log.error("write of %r failed: %s", node.path, str(exc) or repr(exc))
                 raise
             content.uploaded_version = version
             node.pending = False
@@ -514,7 +515,7 @@ class Filesystem:
         else:
             info = await self.store.copy(node.path, path)
         new = self.table.node_for(path, False)
-        new.size, new.mtime_ns, new.fetched = info.size, info.mtime_ns, self._now()
+        self._record(new, info)
         new.lookups += 1
         return self.attr(new)
 
@@ -565,7 +566,7 @@ class Filesystem:
             if dst is not None:
                 self.table.detach(dst)
         self.table.overrides.pop(dst_path, None)
-        self.table.move(src_path, dst_path)
+        self.table.move(src_path, dst_path, subtree=src.is_dir)
         self._keep_parent(src_path)
         src.fetched = -1.0 if not src.pending else src.fetched
 

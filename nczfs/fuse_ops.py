@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import pyfuse3
 
+from nczfs import config
 from nczfs.errors import KeyNotFound, NczfsError, to_errno
 from nczfs.filesystem import Attr, Filesystem, SetattrRequest
 
@@ -22,9 +23,9 @@ log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
-#: control attributes on the mount root, used by ``nczfs umount`` (not listed by listxattr)
-XATTR_PID = b"user.nczfs.pid"
-XATTR_SYNC = b"user.nczfs.sync"
+#: control attributes on the mount root (config.py), never listed by listxattr
+XATTR_PID = config.XATTR_PID.encode()
+XATTR_SYNC = config.XATTR_SYNC.encode()
 
 
 def _translate(fn: F) -> F:

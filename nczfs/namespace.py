@@ -104,20 +104,20 @@ class InodeTable:
         if self.by_path.get(node.path) is node:
             del self.by_path[node.path]
 
-    def move(self, old: str, new: str) -> None:
-        """Re-key the node at ``old`` and everything below it (paths and overrides) to ``new``."""
-        def moved(p: str) -> str | None:
-            if p == old:
-                return new
-            if p.startswith(old + "/"):
-                return new + p[len(old) :]
-            return None
+    def move(self, old: str, new: str, *, subtree: bool) -> None:
+        """Re-key ``old`` (with ``subtree``, also everything below it) to ``new``: nodes and overrides.
 
+        A file rename touches one entry per table (zarr renames every chunk it writes); only a
+        directory rename scans the tables.
+        """
         for table in (self.by_path, self.overrides):
-            for p in [p for p in table if moved(p) is not None]:
+            if subtree:
+                keys = [p for p in table if p == old or p.startswith(old + "/")]
+            else:
+                keys = [old] if old in table else []
+            for p in keys:
                 item = table.pop(p)
-                np = moved(p)
-                assert np is not None
+                np = new + p[len(old) :]
                 if isinstance(item, Node):
                     item.path = np
                 table[np] = item  # type: ignore[index]

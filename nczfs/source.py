@@ -18,8 +18,6 @@ from nczfs.errors import SourceError
 KNOWN_MODES = frozenset(
     {"nczarr", "zarr", "xarray", "noxarray", "file", "zip", "s3", "gs3", "consolidated", "bytes"}
 )
-#: fragment keys that mean something to us or to netCDF-C
-KNOWN_KEYS = frozenset({"mode", "aws.profile", "awsprofile", "aws.region", "log", "show"})
 #: which backend a mode word selects
 MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3"}
 

@@ -131,17 +131,6 @@ def test_signal_flushes_open_file_and_unmounts(dirs, sig):
 
 
 @pytest.mark.fuse
-def test_fusermount_unmount_stops_daemon(dirs):
-    src, mnt = dirs
-    assert run_nczfs("mount", str(src), str(mnt)).returncode == 0
-    pid = _daemon_pid(mnt)
-    (mnt / "f").write_bytes(b"data")
-    subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
-    assert _wait_gone(pid)
-    assert (src / "f").read_bytes() == b"data"
-
-
-@pytest.mark.fuse
 def test_foreground_mode_stays_attached(dirs, tmp_path):
     src, mnt = dirs
     proc = subprocess.Popen([*NCZFS, "mount", "-f", str(src), str(mnt)], stderr=subprocess.PIPE, text=True)
@@ -198,13 +187,32 @@ def test_python_dash_m_entry_point():
 
 
 @pytest.mark.fuse
-def test_umount_stores_pending_writes_and_returns_after_the_daemon_exited(dirs):
+@pytest.mark.parametrize("how", ["nczfs umount", "fusermount3 -u"])
+def test_unmount_stores_written_data_and_stops_the_daemon(dirs, how):
     src, mnt = dirs
     assert run_nczfs("mount", str(src), str(mnt)).returncode == 0
-    pid = _daemon_pid(mnt)
-    (mnt / "f").write_bytes(b"data")
-    res = run_nczfs("umount", str(mnt))
-    assert res.returncode == 0, res.stderr
+    try:
+        pid = _daemon_pid(mnt)
+        (mnt / "f").write_bytes(b"data")
+        if how == "nczfs umount":
+            res = run_nczfs("umount", str(mnt))
+            assert res.returncode == 0, res.stderr
+            assert _gone(pid)  # at once: nczfs umount waits for the daemon
+        else:
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+            assert _wait_gone(pid)
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
     assert not is_mounted(mnt)
-    assert _gone(pid)  # at once: umount waits for the daemon
     assert (src / "f").read_bytes() == b"data"
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("opts, kib", [((), 4096), (("-o", "read_ahead_kb=512"), 512)])
+def test_mount_sets_kernel_readahead(dirs, opts, kib):
+    src, mnt = dirs
+    with mounted(DirectoryBackend(src), mnt, *opts):
+        dev = os.stat(mnt).st_dev
+        path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+        with open(path) as f:
+            assert int(f.read()) == kib

@@ -103,8 +103,6 @@ class SyncStore(abc.ABC):
     supports_writes: bool = True
     #: empty directories persist in the medium (a directory tree), instead of being implied by keys
     stores_directories: bool = False
-    #: the medium is written whole at commit points (zip); informational
-    write_once: bool = False
     #: calls may run inline on the event loop because they never block (memory)
     non_blocking: bool = False
 

@@ -1,0 +1,33 @@
+import pytest
+
+from nczfs.config import parse_options
+from nczfs.errors import SourceError
+
+
+def test_every_known_option_maps_to_a_config_field():
+    opts = parse_options(["ro,allow_other,debug", "uid=12,gid=34,umask=027",
+                          "metadata_ttl=2.5,read_ahead_kb=512,log_file=/tmp/x.log"])
+    assert opts == {"read_only": True, "allow_other": True, "debug": True, "uid": 12, "gid": 34,
+                    "umask": 0o027, "metadata_ttl": 2.5, "read_ahead_kb": 512, "log_file": "/tmp/x.log"}
+
+
+def test_mount8_generic_options_are_ignored():
+    assert parse_options(["rw,nofail,_netdev,noauto,x-systemd.automount,defaults,nosuid,nodev"]) == {}
+
+
+@pytest.mark.parametrize("bad", ["frobnicate", "uid=abc", "metadata_ttl=-1", "umask=9", "uid"])
+def test_bad_options_are_refused_naming_them(bad):
+    with pytest.raises(SourceError, match=bad.split("=")[0]):
+        parse_options([bad])
+
+
+def test_fuse_options_follow_the_config(tmp_path):
+    from nczfs.config import MountConfig
+    from nczfs.mount import fuse_options
+    from nczfs.source import parse_source
+
+    src = parse_source(str(tmp_path))
+    plain = fuse_options(MountConfig(source=src, mountpoint="/mnt"))
+    assert "allow_other" not in plain and "ro" not in plain and f"fsname={tmp_path}" in plain
+    both = fuse_options(MountConfig(source=src, mountpoint="/mnt", allow_other=True, read_only=True))
+    assert {"allow_other", "ro", "default_permissions"} <= both
