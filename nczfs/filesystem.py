@@ -452,6 +452,7 @@ class Filesystem:
             try:
                 info = await self.store.set(node.path, data)
             except Exception as exc:
+                content.failed_version = version
                 log.error("write of %r failed: %s", node.path, str(exc) or repr(exc))
                 raise
             content.uploaded_version = version
@@ -473,11 +474,18 @@ class Filesystem:
         node = h.node
         node.open_count -= 1
         failed = False
-        if node.content is not None and node.content.dirty and not node.detached:
-            try:
-                await self._upload(node)
-            except Exception:
+        content = node.content
+        if content is not None and content.dirty and not node.detached:
+            # the close() before this release already tried and reported a failure: retrying
+            # here could store data its writer was told was not stored, at a random later time
+            if content.failed_version == content.version:
                 failed = True
+            else:
+                try:
+                    await self._upload(node)
+                except Exception:
+                    failed = True
+            if failed:
                 log.error("%r: data written through the mount was not stored and is lost", node.path)
         if node.open_count == 0 and node.content is not None:
             node.content.close()

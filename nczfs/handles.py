@@ -30,6 +30,8 @@ class Content:
         #: bumped on every change; the flusher compares it to what it uploaded
         self.version = 0
         self.uploaded_version = -1 if dirty else 0
+        #: the version whose upload last failed (that failure was already reported to a caller)
+        self.failed_version: int | None = None
 
     @property
     def size(self) -> int:

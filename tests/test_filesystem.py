@@ -804,14 +804,26 @@ async def test_failed_upload_at_release_does_not_raise(fs, raw, faulty):
 async def test_failed_upload_of_new_file(fs, raw, faulty):
     fh, attr = await fs.create(ROOT_INO, "new", 0o644, WRITE_NEW)
     await fs.write(fh, 0, b"data")
-    faulty.fail("set", times=2)
+    faulty.fail("set", times=1)
     await fails(errno.EIO, fs.flush, fh)
-    await fs.release(fh)
+    await fs.release(fh)  # no retry of what flush (close) already reported as not stored
+    assert faulty.calls["set"] == 1
     assert raw.list_prefix("") == []
     await fails(errno.ENOENT, fs.lookup, ROOT_INO, "new")  # not stored, so not there
     await write_file(fs, "new", b"second try")
     assert raw.get("new") == b"second try"
 
+
+async def test_release_uploads_writes_made_after_a_reported_failure(fs, raw, faulty):
+    raw.set("v", b"old")
+    fh = await fs.open(await ino_of(fs, "v"), os.O_RDWR)
+    await fs.write(fh, 0, b"one")
+    faulty.fail("set", times=1)
+    await fails(errno.EIO, fs.fsync, fh)
+    await fs.write(fh, 3, b"two")  # newer than the failure: still to be stored
+    await fs.release(fh)
+    assert faulty.calls["set"] == 2
+    assert raw.get("v") == b"onetwo"
 
 async def test_failed_store_listing_is_eio(fs, raw, faulty):
     raw.set("d/x", b"x")
