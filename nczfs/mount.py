@@ -46,7 +46,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
         nczfs.__version__, config.source.text, config.mountpoint, config.read_only, config.metadata_ttl,
     )
     try:
-        sync_store = open_store(config.source, read_only=config.read_only)
+        sync_store = open_store(config)
     except NczfsError as exc:
         ready(str(exc))
         return 2

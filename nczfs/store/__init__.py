@@ -1,13 +1,22 @@
-"""Open the store a :class:`~nczfs.source.Source` names."""
+"""Open the store a mount's :class:`~nczfs.source.Source` names.
+
+Each backend gets one branch here; it reads what it needs from the whole :class:`MountConfig`
+(the source, ``read_only`` and its own options).
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nczfs.errors import SourceError
-from nczfs.source import Source
 from nczfs.store.base import SyncStore
 
+if TYPE_CHECKING:
+    from nczfs.config import MountConfig
 
-def open_store(source: Source, read_only: bool = False) -> SyncStore:
+
+def open_store(config: MountConfig) -> SyncStore:
+    source, read_only = config.source, config.read_only
     if source.backend == "directory":
         from nczfs.store.directory import DirectoryStore
 
