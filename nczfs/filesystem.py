@@ -466,6 +466,7 @@ class Filesystem:
 
     async def fsync(self, fh: int) -> None:
         await self._upload(self._handle(fh).node)
+        await self.store.sync()
 
     async def release(self, fh: int) -> None:
         h = self._handles.pop(fh, None)
@@ -596,4 +597,9 @@ class Filesystem:
                     await self._upload(node)
                 except Exception:
                     failed.append(node.path)
+        try:
+            await self.store.sync()
+        except Exception as exc:
+            log.error("%s: %s", self.store.describe(), str(exc) or repr(exc))
+            failed.append(self.store.describe())
         return failed

@@ -76,6 +76,9 @@ class ThreadedStore(Store):
     async def statfs(self) -> FsStats | None:
         return await self._call(self.impl.statfs)
 
+    async def sync(self) -> None:
+        await self._call(self.impl.sync)
+
     async def close(self) -> None:
         await self._call(self.impl.close)
 

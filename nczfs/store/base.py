@@ -177,6 +177,9 @@ class SyncStore(abc.ABC):
     def statfs(self) -> FsStats | None:
         return None
 
+    def sync(self) -> None:
+        """Make every accepted write part of the medium (zip: commit the staged changes)."""
+
     def close(self) -> None:
         pass
 
@@ -236,6 +239,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def statfs(self) -> FsStats | None: ...
+
+    async def sync(self) -> None:
+        """Make every accepted write part of the medium; most stores have nothing to do."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...

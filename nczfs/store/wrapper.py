@@ -80,6 +80,9 @@ class WrapperStore(Store):
     async def statfs(self) -> FsStats | None:
         return await self.inner.statfs()
 
+    async def sync(self) -> None:
+        await self.inner.sync()
+
     async def close(self) -> None:
         await self.inner.close()
 
