@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the daemon to exit")
 
     sub.add_parser("demo", help="mount the bundled sample dataset, show it, unmount")
+    from nczfs.nczarr.commands import add_parsers
+
+    add_parsers(sub)  # inspect, validate
     return p
 
 
@@ -232,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
             from nczfs.demo import main as demo
 
             return demo()
+        if args.command in ("inspect", "validate"):
+            from nczfs.nczarr.commands import run
+
+            return run(args)
     except UsageError as exc:
         print(f"nczfs: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,1 @@
+"""The NCZarr layer: a dataset model read from every metadata flavor, CDL text, validation."""

@@ -1,0 +1,123 @@
+"""``nczfs inspect SOURCE`` and ``nczfs validate SOURCE``: read a store without mounting it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from nczfs.config import MountConfig
+from nczfs.errors import NczfsError
+from nczfs.nczarr.cdl import to_cdl
+from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.validate import check_object, is_metadata_key
+from nczfs.source import Source
+from nczfs.store import open_store
+from nczfs.store.base import SyncStore
+
+
+def dataset_name(source: Source) -> str:
+    base = os.path.basename(source.location.rstrip("/")) or "dataset"
+    return base.split(".")[0] or "dataset"
+
+
+def open_read_only(source: Source) -> SyncStore:
+    return open_store(MountConfig(source=source, mountpoint="", read_only=True))
+
+
+def inspect(source: Source) -> str:
+    """The CDL header of the dataset, then its flavor (and problems) as CDL comments."""
+    store = open_read_only(source)
+    try:
+        ds = read_dataset(StoreObjects(store))
+    finally:
+        store.close()
+    lines = [to_cdl(ds, dataset_name(source)).rstrip("\n")]
+    lines.append(f"// flavor: {ds.flavor}{' (consolidated .zmetadata)' if ds.consolidated else ''}")
+    lines.extend(f"// problem: {p}" for p in ds.problems)
+    return "\n".join(lines) + "\n"
+
+
+def store_problems(store: SyncStore) -> list[str]:
+    """Every problem of a whole store: each metadata object alone, then the dataset as a whole."""
+    problems: list[str] = []
+    keys = store.list_prefix("")
+    for key in keys:
+        if is_metadata_key(key):
+            problems.extend(f"{key}: {reason}" for reason in check_object(key, store.get(key)))
+    try:
+        ds = read_dataset(StoreObjects(store))
+    except NczfsError as exc:
+        return problems + [str(exc)]
+    problems.extend(p for p in ds.problems if p not in problems)
+    if ".zmetadata" in keys:
+        problems.extend(stale_consolidated(store, keys))
+    return problems
+
+
+def stale_consolidated(store: SyncStore, keys: list[str]) -> list[str]:
+    try:
+        meta = json.loads(store.get(".zmetadata")).get("metadata")
+    except (ValueError, AttributeError):
+        return []
+    if not isinstance(meta, dict):
+        return []
+    out = []
+    for key in keys:
+        name = key.rpartition("/")[2]
+        if name not in (".zgroup", ".zarray", ".zattrs"):
+            continue
+        try:
+            stored = json.loads(store.get(key))
+        except ValueError:
+            continue
+        if key not in meta:
+            out.append(f".zmetadata: has no entry for {key}")
+        elif meta[key] != stored:
+            out.append(f".zmetadata: the entry for {key} differs from the stored object (stale)")
+    out.extend(f".zmetadata: entry {k} names no stored object" for k in meta if k not in keys)
+    return out
+
+
+def validate(source: Source) -> list[str]:
+    store = open_read_only(source)
+    try:
+        return store_problems(store)
+    finally:
+        store.close()
+
+
+def add_parsers(sub) -> None:
+    """The ``inspect`` and ``validate`` subcommands (registered by nczfs.cli)."""
+    i = sub.add_parser("inspect", help="print a store's dataset as a CDL header, and its NCZarr flavor")
+    i.add_argument("source")
+    v = sub.add_parser("validate", help="check every metadata object of a store; exit 1 listing each problem")
+    v.add_argument("source")
+
+
+def run(args) -> int:
+    """Exit status: 0 fine, 1 problems found (validate) or unreadable, 2 bad SOURCE."""
+    import sys
+
+    from nczfs.source import parse_source
+
+    try:
+        source = parse_source(args.source)
+        if source.backend == "directory" and not os.path.isdir(source.location):
+            raise NczfsError(f"{args.source}: {source.location} is not a directory")
+        store = open_read_only(source)
+        store.close()
+    except NczfsError as exc:
+        print(f"nczfs: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "inspect":
+            sys.stdout.write(inspect(source))
+            return 0
+        problems = validate(source)
+    except NczfsError as exc:
+        print(f"nczfs: {args.source}: {exc}", file=sys.stderr)
+        return 1
+    for p in problems:
+        print(p)
+    print(f"{len(problems)} problem(s) in {args.source}", file=sys.stderr)
+    return 1 if problems else 0
