@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("source", help="a directory, a file:// URL (with #mode=...), ...")
     m.add_argument("mountpoint")
     m.add_argument("-f", "--foreground", action="store_true", help="stay attached; log to stderr")
+    m.add_argument("--systemd", action="store_true",
+                   help="for a Type=notify unit: stay attached, report readiness over $NOTIFY_SOCKET, "
+                        "log to stderr with journal priority prefixes")
     m.add_argument("-r", "--read-only", action="store_true", help="refuse every write with EROFS")
     m.add_argument("-d", "--debug", action="store_true", help="log every request")
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
@@ -46,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     u = sub.add_parser("umount", help="flush pending writes and unmount")
     u.add_argument("mountpoint")
     u.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the daemon to exit")
+    u.add_argument("--stale-only", action="store_true",
+                   help="only remove a mount whose daemon has died; otherwise do nothing (exit 0)")
 
     sub.add_parser("demo", help="mount the bundled sample dataset, show it, unmount")
     from nczfs.nczarr.commands import add_parsers
@@ -108,10 +113,25 @@ def build_config(args: argparse.Namespace) -> MountConfig:
         mountpoint == source.location or mountpoint.startswith(source.location.rstrip("/") + "/")
     ):
         raise UsageError(f"{mountpoint}: the mount point must not lie inside the source directory")
-    return MountConfig(source=source, mountpoint=mountpoint, foreground=args.foreground, **values)  # type: ignore[arg-type]
+    foreground = args.foreground or args.systemd
+    return MountConfig(source=source, mountpoint=mountpoint, foreground=foreground, **values)  # type: ignore[arg-type]
 
 
-def setup_logging(config: MountConfig, daemon: bool) -> None:
+class JournalFormatter(logging.Formatter):
+    """``<N>`` syslog priority prefixes, which journald reads from a service's stderr."""
+
+    PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
+
+    def format(self, record: logging.LogRecord) -> str:
+        prio = self.PRIORITY.get(record.levelno, 6)
+        return "\n".join(f"<{prio}>{line}" for line in super().format(record).splitlines())
+
+
+#: where a daemon without --log-file logs (journald and syslog daemons listen here)
+SYSLOG_ADDRESS = "/dev/log"
+
+
+def setup_logging(config: MountConfig, daemon: bool, journal: bool = False) -> None:
     level = logging.DEBUG if config.debug else logging.INFO
     root = logging.getLogger()
     root.handlers.clear()
@@ -119,11 +139,14 @@ def setup_logging(config: MountConfig, daemon: bool) -> None:
     if config.log_file:
         handler = logging.FileHandler(config.log_file)
         handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    elif journal:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JournalFormatter("%(levelname)s %(name)s: %(message)s"))
     elif not daemon:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    elif os.path.exists("/dev/log"):
-        handler = logging.handlers.SysLogHandler(address="/dev/log")
+    elif os.path.exists(SYSLOG_ADDRESS):
+        handler = logging.handlers.SysLogHandler(address=SYSLOG_ADDRESS)
         handler.setFormatter(logging.Formatter("nczfs[%(process)d]: %(levelname)s %(name)s: %(message)s"))
     else:
         handler = logging.NullHandler()
@@ -139,7 +162,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from nczfs.mount import serve
 
     if config.foreground:
-        setup_logging(config, daemon=False)
+        setup_logging(config, daemon=False, journal=args.systemd)
 
         def ready(err: str | None) -> None:
             if err:
@@ -152,6 +175,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     if pid == 0:  # the daemon
         os.close(rfd)
         os.setsid()
+        os.environ.pop("NOTIFY_SOCKET", None)  # a forked daemon is not the process systemd watches
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -199,10 +223,14 @@ def cmd_umount(args: argparse.Namespace) -> int:
             subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
             print(f"nczfs: {mnt}: removed a stale mount (its daemon had died)", file=sys.stderr)
             return 0
+        if args.stale_only:
+            return 0
         if not _is_fuse_mount(mnt):
             raise UsageError(f"{mnt}: not an nczfs mount point") from None
     except ValueError:
         pass
+    if args.stale_only:
+        return 0
     try:
         os.setxattr(mnt, XATTR_SYNC, b"1")
     except OSError as exc:
@@ -224,8 +252,18 @@ def cmd_umount(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMANDS = ("mount", "umount", "demo")
+
+
+def _helper_form(argv: list[str]) -> list[str]:
+    """mount(8) runs ``nczfs SOURCE MOUNTPOINT -o OPTS`` (through mount.fuse3): that is ``nczfs mount``."""
+    if len(argv) >= 2 and argv[0] not in COMMANDS and not argv[0].startswith("-"):
+        return ["mount", *argv]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_helper_form(sys.argv[1:] if argv is None else list(argv)))
     try:
         if args.command == "mount":
             return cmd_mount(args)

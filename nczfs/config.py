@@ -16,7 +16,8 @@ XATTR_SYNC = "user.nczfs.sync"
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(
     {"rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto", "noauto", "nofail",
-     "_netdev", "user", "nouser", "users", "defaults", "atime", "noatime", "relatime", "async"}
+     "_netdev", "user", "nouser", "users", "defaults", "atime", "noatime", "relatime", "async",
+     "diratime", "nodiratime", "strictatime", "lazytime", "nolazytime", "comment"}
 )
 
 
@@ -67,7 +68,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 continue
             key, eq, value = item.partition("=")
             key = key.strip().replace("-", "_")
-            if key in IGNORED_OPTIONS or key.startswith("x_systemd.") or key.startswith("x-systemd."):
+            # and userspace options (x-systemd.*, x-gvfs-*: libmount's "x-" convention)
+            if key in IGNORED_OPTIONS or key.startswith("x_"):
                 continue
             if key in ("ro", "read_only"):
                 out["read_only"] = True

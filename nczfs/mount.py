@@ -7,8 +7,10 @@ error message if it could not be set up.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import re
 import signal
 from typing import Callable
 
@@ -20,6 +22,7 @@ from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions
 from nczfs.fuse_ops import Operations
+from nczfs.notify import notify, status
 from nczfs.store import open_store
 from nczfs.threads import ThreadedStore
 
@@ -42,12 +45,13 @@ def fuse_options(config: MountConfig) -> set[str]:
 def serve(config: MountConfig, ready: Ready) -> int:
     """Mount, serve until unmounted or signalled, flush, unmount. Returns the exit status."""
     log.info(
-        "nczfs %s: mounting %s on %s (read_only=%s, metadata_ttl=%ss)",
-        nczfs.__version__, config.source.text, config.mountpoint, config.read_only, config.metadata_ttl,
+        "nczfs %s: mounting %s on %s (%s)",
+        nczfs.__version__, loggable_source(config.source.text), config.mountpoint, effective_options(config),
     )
     try:
         sync_store = open_store(config)
     except NczfsError as exc:
+        notify(status(f"failed: {exc}"))
         ready(str(exc))
         return 2
     store = ThreadedStore(sync_store)
@@ -66,6 +70,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
     try:
         pyfuse3.init(ops, config.mountpoint, fuse_options(config))
     except RuntimeError as exc:
+        notify(status(f"failed: cannot mount {config.mountpoint}"))
         ready(f"{config.mountpoint}: cannot mount ({exc}); see the log for libfuse's reason")
         return 1
     failed: list[str] = []
@@ -87,6 +92,7 @@ async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]
         nursery.start_soon(_announce_ready, config, ready)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
+    notify("STOPPING=1", status("unmounted; storing pending writes"))
     return await fs.flush_all()
 
 
@@ -96,6 +102,7 @@ async def _announce_ready(config: MountConfig, ready: Ready) -> None:
     await trio.to_thread.run_sync(set_read_ahead, st.st_dev, config.read_ahead_kb)
     log.info("mounted %s", config.mountpoint)
     ready(None)
+    notify("READY=1", status(f"serving {loggable_source(config.source.text)} on {config.mountpoint}"))
 
 
 def set_read_ahead(dev: int, kib: int) -> None:
@@ -113,15 +120,36 @@ def set_read_ahead(dev: int, kib: int) -> None:
 
 
 async def _on_signals(fs: Filesystem) -> None:
+    """First SIGTERM/SIGINT/SIGHUP: store pending writes, then unmount. A second one exits at once.
+
+    The flush runs in its own task so that a second signal is seen while it is still running.
+    """
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        count = 0
-        async for signum in signals:
-            count += 1
-            if count > 1:
-                log.error("second signal %s: exiting without waiting for pending writes", signum)
-                os._exit(1)
-            log.info("signal %s: flushing pending writes, then unmounting", signum)
-            failed = await fs.flush_all()
-            if failed:
-                log.error("writes not stored: %s", ", ".join(failed))
-            pyfuse3.terminate()
+        async with trio.open_nursery() as nursery:
+            async for signum in signals:
+                if nursery.child_tasks:
+                    log.error("second signal %s: exiting without waiting for pending writes", signum)
+                    os._exit(1)
+                log.info("signal %s: flushing pending writes, then unmounting", signum)
+                notify("STOPPING=1", status(f"signal {signum}: storing pending writes, then unmounting"))
+                nursery.start_soon(_flush_and_terminate, fs)
+
+
+async def _flush_and_terminate(fs: Filesystem) -> None:
+    failed = await fs.flush_all()
+    if failed:
+        log.error("writes not stored: %s", ", ".join(failed))
+    pyfuse3.terminate()
+    await trio.sleep_forever()  # stay a child task: a later signal is a second signal
+
+
+def effective_options(config: MountConfig) -> str:
+    """Every mount option with its value, for the start-up log line."""
+    shown = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    del shown["source"], shown["mountpoint"]
+    return ", ".join(f"{k}={v:03o}" if k == "umask" else f"{k}={v!r}" for k, v in shown.items())
+
+
+def loggable_source(text: str) -> str:
+    """SOURCE for logs and STATUS=: values of secret-looking ``#k=v`` / ``[k=v]`` parameters masked."""
+    return re.sub(r"((?:secret|token|password)[^=&\]]*)=([^&\]]*)", r"\1=***", text, flags=re.IGNORECASE)

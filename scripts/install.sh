@@ -10,6 +10,7 @@ apt_pkgs=(fuse3 libfuse3-dev pkg-config gcc python3 python3-venv python3-dev)
 if [ "${1:-}" = "--test" ]; then
     extra=test
     apt_pkgs+=(rsync netcdf-bin tar diffutils findutils)
+    apt_pkgs+=(systemd util-linux passwd)  # systemd-analyze verify; mount -T, setpriv; useradd
 fi
 
 missing=()
@@ -31,4 +32,6 @@ if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extra
     exit 1
 fi
 .venv/bin/python -c "import nczfs, pyfuse3, trio" 
+# mount(8) / fstab / systemd find the program as `nczfs` on the system PATH (via mount.fuse3)
+ln -sfn "$(pwd)/.venv/bin/nczfs" /usr/local/bin/nczfs
 echo "nczfs installed in $(pwd)/.venv ($(.venv/bin/nczfs --version))"
