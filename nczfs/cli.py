@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=")
     m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS")
     m.add_argument("--log-file", default=None)
+    m.add_argument("--allow-root", dest="allow_roots", action="append", default=[], metavar="DIR",
+                   help="reference sets: local targets may lie below DIR (repeatable; default: the JSON's directory)")
 
     u = sub.add_parser("umount", help="flush pending writes and unmount")
     u.add_argument("mountpoint")
@@ -106,6 +108,8 @@ def build_config(args: argparse.Namespace) -> MountConfig:
         values["metadata_ttl"] = args.metadata_ttl
     if args.log_file:
         values["log_file"] = os.path.abspath(args.log_file)
+    if args.allow_roots:
+        values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]
     if source.backend == "directory" and not os.path.isdir(source.location):
         raise UsageError(f"{args.source}: {source.location} is not a directory")
     mountpoint = _check_mountpoint(args.mountpoint)

@@ -39,6 +39,8 @@ class MountConfig:
     log_file: str | None = None
     #: kernel readahead for the mount, in KiB (see mount.set_read_ahead)
     read_ahead_kb: int = 4096
+    #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
+    allow_roots: tuple[str, ...] = ()
 
 
 def _int(key: str, value: str, base: int = 10) -> int:
@@ -85,6 +87,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["metadata_ttl"] = _float(key, value)
             elif key == "read_ahead_kb" and eq:
                 out["read_ahead_kb"] = _int(key, value)
+            elif key == "allow_root" and eq and value:
+                out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))  # type: ignore[misc]
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
             else:

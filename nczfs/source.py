@@ -17,14 +17,14 @@ from nczfs.errors import SourceError
 #: mode words netCDF-C knows (dinfermodel.c, zarr.c)
 KNOWN_MODES = frozenset(
     {"nczarr", "zarr", "xarray", "noxarray", "file", "zip", "s3", "gs3", "consolidated", "bytes"}
-)
+) | {"refs"}  # nczfs's own word: the file is a kerchunk reference set
 #: which backend a mode word selects
-MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3"}
+MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3", "refs": "reference"}
 
 
 @dataclass(frozen=True)
 class Source:
-    backend: str  # "directory", "memory", "zip" or "s3"
+    backend: str  # "directory", "memory", "zip", "s3" or "reference"
     location: str  # an absolute path, a memory store name, or "bucket/prefix"
     modes: frozenset[str] = frozenset()
     params: dict[str, str] = field(default_factory=dict)
@@ -100,10 +100,14 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
         if scheme in ("http", "https") and chosen not in (None, "s3"):
             raise SourceError(f"{text}: {scheme} URLs are S3 sources; mode names {chosen}")
         return Source(backend, parts.netloc + parts.path, modes, params, text)
-    if scheme and scheme != "file":
+    if scheme == "reference":  # reference://path/refs.json
+        if chosen not in (None, "reference"):
+            raise SourceError(f"{text}: reference:// URLs name a reference set; mode names {chosen}")
+        chosen = "reference"
+    elif scheme and scheme != "file":
         raise SourceError(f"{text}: unsupported URL scheme {scheme!r} (use a path, file://, s3:// or https://)")
 
-    if scheme == "file":
+    if scheme in ("file", "reference"):
         path = unquote(parts.path)
         if parts.netloc and parts.netloc != "localhost":
             path = parts.netloc + path  # file://relative/path
@@ -112,7 +116,8 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     if not path:
         raise SourceError(f"{text}: no path")
     path = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
-    backend = chosen or ("zip" if path.lower().endswith(".zip") else "directory")
+    suffix_backend = {".zip": "zip", ".json": "reference"}.get(os.path.splitext(path)[1].lower(), "directory")
+    backend = chosen or suffix_backend
     if backend == "s3":
         raise SourceError(f"{text}: mode s3 needs an s3:// or https:// URL, not a local path")
     return Source(backend, path, modes, params, text)

@@ -25,4 +25,8 @@ def open_store(config: MountConfig) -> SyncStore:
         from nczfs.store.memory import MemoryStore
 
         return MemoryStore(source.location, read_only=read_only)
+    if source.backend == "reference":
+        from nczfs.store.reference import ReferenceStore
+
+        return ReferenceStore(source.location, allow_roots=config.allow_roots)
     raise SourceError(f"{source.text}: the {source.backend} backend is not available in this version")

@@ -1,0 +1,197 @@
+"""A kerchunk/fsspec reference set as a read-only store.
+
+The JSON is parsed once (:mod:`nczfs.store.refspec`) into ``{key: bytes | Ref}`` and the
+directory tree implied by the keys is built from it. Inline values are served from memory;
+references are read from their targets (:mod:`nczfs.store.reftargets`). Sizes are exact: a
+range's length, or for a whole-target reference the target's size, found by stat/HEAD on
+first use and then kept. A range that reaches past the end of its target is refused with
+EIO (and a log line) on every read of that key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+
+from nczfs.errors import BackendError, KeyNotFound, NczfsError, SourceError
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join
+from nczfs.store.refspec import Ref, Value, load_references
+from nczfs.store.reftargets import Targets
+
+log = logging.getLogger(__name__)
+
+
+class ReferenceStore(SyncStore):
+    supports_writes = False
+    read_only = True
+
+    def __init__(self, path: str, allow_roots: list[str] | tuple[str, ...] = ()):
+        self.path = os.path.abspath(path)
+        try:
+            self.mtime_ns = os.stat(self.path).st_mtime_ns
+        except OSError as exc:
+            raise SourceError(f"{self.path}: cannot read the reference set ({exc.strerror})") from None
+        self.refs: dict[str, Value] = load_references(self.path)
+        self.dirs = _tree(self.refs)
+        self.targets = Targets(list(allow_roots) or [os.path.dirname(self.path)])
+        self._sizes: dict[str, int] = {}  # target url -> size
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        return f"reference://{self.path}"
+
+    # ------------------------------------------------------------------ reading
+
+    def _value(self, key: str) -> Value:
+        check_key(key)
+        try:
+            return self.refs[key]
+        except KeyError:
+            raise KeyNotFound(key) from None
+
+    def _target_size(self, key: str, url: str) -> int:
+        with self._lock:
+            size = self._sizes.get(url)
+        if size is None:
+            size = self._logged(key, url, lambda: self.targets.reader(url).size(url))
+            with self._lock:
+                self._sizes[url] = size
+        return size
+
+    def _logged(self, key, url, call):  # type: ignore[no-untyped-def]
+        """Run a target call; failures are logged with the key and URL and re-raised as nczfs errors."""
+        try:
+            return call()
+        except NczfsError as exc:
+            log.warning("key %r: %s", key, exc)  # the message names the target
+            raise
+        except Exception as exc:  # a reader's unexpected failure must not kill the daemon
+            log.warning("key %r -> %s: %s: %s", key, url, type(exc).__name__, exc)
+            raise BackendError(f"{key!r}: reading {url} failed ({exc})") from exc
+
+    def _size(self, key: str, value: Value) -> int:
+        if isinstance(value, bytes):
+            return len(value)
+        if value.length is None:
+            return max(0, self._target_size(key, value.url) - value.offset)
+        return value.length
+
+    def _checked_range(self, key: str, ref: Ref) -> int:
+        """The reference's length, after checking its range lies inside the target."""
+        size = self._target_size(key, ref.url)
+        length = size - ref.offset if ref.length is None else ref.length
+        if ref.offset + length > size or length < 0:
+            log.warning(
+                "key %r -> %s: bytes %d..%d lie past the end of the target (%d bytes)",
+                key, ref.url, ref.offset, ref.offset + max(length, 0), size,
+            )
+            raise BackendError(f"{key!r}: its range lies past the end of {ref.url}")
+        return length
+
+    def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        value = self._value(key)
+        if isinstance(value, bytes):
+            return value if rng is None else rng.slice(value)
+        length = self._checked_range(key, value)
+        start = 0 if rng is None else min(rng.start, length)
+        end = length if rng is None or rng.end is None else min(rng.end, length)
+        if end <= start:
+            return b""
+        url = value.url
+        data = self._logged(key, url, lambda: self.targets.reader(url).read(url, value.offset + start, value.offset + end))
+        if len(data) != end - start:
+            log.warning("key %r -> %s: short read (%d of %d bytes)", key, url, len(data), end - start)
+            raise BackendError(f"{key!r}: short read from {url}")
+        return data
+
+    def stat(self, key: str) -> ObjectInfo:
+        value = self._value(key)
+        return ObjectInfo(key, self._size(key, value), self.mtime_ns, _etag(value))
+
+    # ------------------------------------------------------------------ the tree
+
+    def list_dir(self, prefix: str) -> list[DirEntry]:
+        check_prefix(prefix)
+        out = []
+        for name in self.dirs.get(prefix, ()):
+            key = join(prefix, name)
+            if key in self.dirs:
+                out.append(DirEntry(name, True))
+                continue
+            try:
+                info: ObjectInfo | None = self.stat(key)
+            except NczfsError:  # an unreachable whole target: listed, and its own lookup fails
+                info = None
+            out.append(DirEntry(name, False, info))
+        return out
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        check_prefix(prefix)
+        start = prefix + "/" if prefix else ""
+        return sorted(k for k in self.refs if k.startswith(start))
+
+    def dir_exists(self, prefix: str) -> bool:
+        check_prefix(prefix)
+        return prefix in self.dirs
+
+    def entry(self, key: str) -> DirEntry | None:
+        check_key(key)
+        name = key.rpartition("/")[2]
+        if key in self.dirs:
+            return DirEntry(name, True)
+        if key in self.refs:
+            return DirEntry(name, False, self.stat(key))
+        return None
+
+    # ------------------------------------------------------------------ writes: never
+
+    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        check_key(key)
+        self.check_writable(key)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def delete(self, key: str) -> None:
+        check_key(key)
+        self.check_writable(key)
+
+    def copy(self, src: str, dst: str) -> ObjectInfo:
+        check_key(dst)
+        self.check_writable(dst)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def rename(self, src: str, dst: str) -> None:
+        check_key(dst)
+        self.check_writable(dst)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        check_key(dst)
+        self.check_writable(dst)
+
+    def close(self) -> None:
+        self.targets.close()
+
+
+def _tree(refs: dict[str, Value]) -> dict[str, list[str]]:
+    """Every directory implied by the keys (``""`` is the root) -> its sorted child names."""
+    children: dict[str, set[str]] = {"": set()}
+    for key in refs:
+        parent, _, name = key.rpartition("/")
+        while True:
+            kids = children.get(parent)
+            known = kids is not None
+            if kids is None:
+                kids = children[parent] = set()
+            kids.add(name)
+            if known or not parent:
+                break  # a known directory's ancestors were linked when it was first seen
+            parent, _, name = parent.rpartition("/")
+    return {d: sorted(names) for d, names in children.items()}
+
+
+def _etag(value: Value) -> str:
+    if isinstance(value, bytes):
+        return "i" + hashlib.blake2b(value, digest_size=8).hexdigest()
+    text = f"{value.url}\0{value.offset}\0{value.length}".encode("utf-8", "surrogatepass")
+    return "r" + hashlib.blake2b(text, digest_size=8).hexdigest()

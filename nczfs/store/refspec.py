@@ -1,0 +1,277 @@
+"""Parse a kerchunk/fsspec reference set (JSON, version 0 or 1) into ``{key: bytes | Ref}``.
+
+Version 0 is ``{key: value}``; version 1 is ``{"version": 1, "templates": {...}, "gen":
+[...], "refs": {...}}``. A value is inline data (a string, ``base64:``-prefixed for bytes,
+or a JSON object stored as its text), ``[url]`` (a whole target) or ``[url, offset,
+length]`` (a byte range). ``{{ ... }}`` in URLs and in ``gen`` fields is rendered with
+Jinja2's sandbox (never ``eval``); a template whose value holds ``{{`` becomes a callable,
+as in fsspec (``{{f(c='text')}}``). Unlike fsspec's default, ``gen`` is expanded, and
+undefined names are an error rather than an empty string.
+
+Everything wrong with a reference set is found here, once, and reported as a
+:class:`SourceError` naming the key and the reason, so the mount is refused with one line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import unquote, urlsplit
+
+import jinja2
+import jinja2.sandbox
+
+from nczfs.errors import NczfsError, SourceError
+from nczfs.store.base import check_key
+
+#: the most keys a reference set may generate with ``gen`` (a guard against a runaway product)
+MAX_GENERATED_KEYS = 2_000_000
+
+#: URL schemes a reference may point at; anything else is refused at mount time
+TARGET_SCHEMES = frozenset({"", "file", "http", "https", "s3"})
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """Bytes ``offset`` .. ``offset + length`` of ``url``; ``length`` None means the whole target.
+
+    ``url`` is an absolute local path, or a URL with a scheme (``http(s)://``, ``s3://``).
+    """
+
+    url: str
+    offset: int = 0
+    length: int | None = None
+
+
+Value = bytes | Ref
+
+
+def load_references(path: str) -> dict[str, Value]:
+    """Read and parse the reference JSON at ``path`` (an absolute path)."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read the reference set ({exc.strerror})") from exc
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise SourceError(f"{path}: not valid JSON ({exc})") from None
+    try:
+        return parse_references(doc, os.path.dirname(path))
+    except SourceError as exc:
+        raise SourceError(f"{path}: {exc}") from exc
+
+
+def parse_references(doc: Any, base_dir: str) -> dict[str, Value]:
+    """``doc`` (parsed JSON) to ``{key: bytes | Ref}``; relative local URLs resolve against ``base_dir``."""
+    if not isinstance(doc, dict):
+        raise SourceError(f"a reference set is a JSON object, not {type(doc).__name__}")
+    version = doc.get("version")
+    if version is None:
+        raw = doc
+        render = None  # version 0 has no templates: URLs are taken as they are
+        generated: dict[str, Value] = {}
+    elif version == 1 and not isinstance(version, bool):
+        raw = doc.get("refs", {})
+        if not isinstance(raw, dict):
+            raise SourceError("'refs' must be a JSON object")
+        render = _Renderer(_templates(doc.get("templates", {})))
+        generated = {}
+        gens = doc.get("gen", [])
+        if not isinstance(gens, list):
+            raise SourceError("'gen' must be a list")
+        budget = [MAX_GENERATED_KEYS]
+        for i, gen in enumerate(gens):
+            generated.update(_expand_gen(i, gen, render, base_dir, budget))
+    else:
+        raise SourceError(f"unknown reference version {version!r} (nczfs reads versions 0 and 1)")
+    refs: dict[str, Value] = {}
+    for key, value in raw.items():
+        refs[_key(key)] = _value(key, value, render, base_dir)
+    for key, value in generated.items():
+        refs[_key(key)] = value
+    _check_tree(refs)
+    return refs
+
+
+# ---------------------------------------------------------------------- values
+
+
+def _key(key: str) -> str:
+    try:
+        return check_key(key)
+    except NczfsError as exc:
+        raise SourceError(f"key {key!r}: not a usable key ({exc})") from None
+
+
+def _value(key: str, value: Any, render: "_Renderer | None", base_dir: str) -> Value:
+    if isinstance(value, str):
+        if value.startswith("base64:"):
+            try:
+                return base64.b64decode(value[7:], validate=True)
+            except binascii.Error as exc:
+                raise SourceError(f"key {key!r}: bad base64 data ({exc})") from None
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, dict):
+        return json.dumps(value).encode()
+    if isinstance(value, list) and len(value) in (1, 3):
+        url = value[0]
+        if not isinstance(url, str) or not url:
+            raise SourceError(f"key {key!r}: the target URL must be a non-empty string, not {url!r}")
+        url = resolve_url(key, render(key, url) if render and "{{" in url else url, base_dir)
+        if len(value) == 1:
+            return Ref(url)
+        return Ref(url, _count(key, "offset", value[1]), _count(key, "length", value[2]))
+    raise SourceError(f"key {key!r}: a value is a string, [url] or [url, offset, length], not {json.dumps(value)[:80]}")
+
+
+def _count(key: str, what: str, n: Any) -> int:
+    if isinstance(n, str):  # gen renders offsets and lengths as text
+        try:
+            n = int(n.strip())
+        except ValueError:
+            raise SourceError(f"key {key!r}: {what} {n!r} is not a whole number") from None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise SourceError(f"key {key!r}: {what} must be a whole number >= 0, not {n!r}")
+    return n
+
+
+def resolve_url(key: str, url: str, base_dir: str) -> str:
+    """A target URL as the readers want it: an absolute local path, or a URL with a scheme."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else ""  # "C:" is no scheme
+    if scheme not in TARGET_SCHEMES:
+        raise SourceError(f"key {key!r}: target {url!r} has an unsupported scheme {scheme!r} (use a path, file://, http(s):// or s3://)")
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise SourceError(f"key {key!r}: target {url!r} names a remote host")
+        url = unquote(parts.path)
+    elif scheme:
+        return url
+    if "\x00" in url:
+        raise SourceError(f"key {key!r}: NUL in target path")
+    return os.path.normpath(os.path.join(base_dir, url))
+
+
+# ---------------------------------------------------------------------- templates and gen
+
+_ENV = jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+def _compile(where: str, text: str) -> jinja2.Template:
+    try:
+        return _ENV.from_string(text)
+    except jinja2.TemplateError as exc:
+        raise SourceError(f"{where}: bad template {text!r} ({exc})") from None
+
+
+def _render(where: str, template: jinja2.Template, names: dict[str, Any]) -> str:
+    try:
+        return template.render(**names)
+    except jinja2.TemplateError as exc:  # undefined names, sandbox violations
+        raise SourceError(f"{where}: template failed ({exc})") from None
+    except (ArithmeticError, TypeError, ValueError, RecursionError) as exc:
+        raise SourceError(f"{where}: template failed ({type(exc).__name__}: {exc})") from None
+
+
+def _templates(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise SourceError("'templates' must be a JSON object")
+    out: dict[str, Any] = {}
+    for name, text in raw.items():
+        if not isinstance(text, str):
+            raise SourceError(f"template {name!r}: must be a string")
+        if "{{" in text:
+            out[name] = _macro(f"template {name!r}", _compile(f"template {name!r}", text))
+        else:
+            out[name] = text
+    return out
+
+
+def _macro(where: str, template: jinja2.Template) -> Callable[..., str]:
+    def call(**kwargs: Any) -> str:
+        return _render(where, template, kwargs)
+
+    return call
+
+
+class _Renderer:
+    """Render ``{{ }}`` in a URL with the reference set's templates (compiled once per text)."""
+
+    def __init__(self, templates: dict[str, Any]):
+        self.templates = templates
+        self._cache: dict[str, jinja2.Template] = {}
+
+    def __call__(self, key: str, text: str, extra: dict[str, Any] | None = None) -> str:
+        template = self._cache.get(text)
+        if template is None:
+            template = self._cache[text] = _compile(f"key {key!r}", text)
+        return _render(f"key {key!r}", template, {**self.templates, **(extra or {})})
+
+
+def _dimension(where: str, name: str, spec: Any) -> list[Any] | range:
+    if isinstance(spec, list):
+        return spec
+    if isinstance(spec, dict) and "stop" in spec:
+        try:
+            args = [spec.get("start", 0), spec["stop"], spec.get("step", 1)]
+            if not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+                raise TypeError("start, stop and step must be integers")
+            return range(*args)
+        except (TypeError, ValueError) as exc:
+            raise SourceError(f"{where}: dimension {name!r}: {exc}") from None
+    raise SourceError(f"{where}: dimension {name!r} must be a list or {{\"start\", \"stop\", \"step\"}}")
+
+
+def _expand_gen(i: int, gen: Any, render: _Renderer, base_dir: str, budget: list[int]) -> dict[str, Value]:
+    where = f"gen[{i}]"
+    if not isinstance(gen, dict):
+        raise SourceError(f"{where}: must be a JSON object")
+    for field in ("key", "url", "dimensions"):
+        if field not in gen:
+            raise SourceError(f"{where}: '{field}' is missing")
+    if ("offset" in gen) != ("length" in gen):
+        raise SourceError(f"{where}: 'offset' and 'length' go together")
+    fields = ["key", "url"] + (["offset", "length"] if "offset" in gen else [])
+    for field in fields:
+        if not isinstance(gen[field], (str, int)) or isinstance(gen[field], bool):
+            raise SourceError(f"{where}: '{field}' must be a string")
+    if not isinstance(gen["dimensions"], dict) or not gen["dimensions"]:
+        raise SourceError(f"{where}: 'dimensions' must be a non-empty JSON object")
+    dims = {name: _dimension(where, name, spec) for name, spec in gen["dimensions"].items()}
+    count = math.prod(len(d) for d in dims.values())
+    budget[0] -= count
+    if budget[0] < 0:
+        raise SourceError(f"{where}: generates {count} keys; at most {MAX_GENERATED_KEYS} in all are allowed")
+    compiled = {f: _compile(f"{where} {f}", str(gen[f])) for f in fields}
+    out: dict[str, Value] = {}
+    for combo in itertools.product(*dims.values()):
+        names = {**render.templates, **dict(zip(dims, combo))}
+        text = {f: _render(f"{where} {f}", t, names) for f, t in compiled.items()}
+        key = text["key"]
+        url = resolve_url(key, text["url"], base_dir)
+        if "offset" in text:
+            out[key] = Ref(url, _count(key, "offset", text["offset"]), _count(key, "length", text["length"]))
+        else:
+            out[key] = Ref(url)
+    return out
+
+
+# ---------------------------------------------------------------------- shape
+
+
+def _check_tree(refs: dict[str, Value]) -> None:
+    """No key may also be a directory (``a`` and ``a/b``): a tree cannot show both."""
+    for key in refs:
+        parent = key
+        while "/" in parent:
+            parent = parent.rpartition("/")[0]
+            if parent in refs:
+                raise SourceError(f"key {parent!r} is both an object and the directory of {key!r}")
