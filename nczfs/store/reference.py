@@ -10,7 +10,6 @@ EIO (and a log line) on every read of that key.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -30,7 +29,9 @@ class ReferenceStore(SyncStore):
     def __init__(self, path: str, allow_roots: list[str] | tuple[str, ...] = ()):
         self.path = os.path.abspath(path)
         try:
-            self.mtime_ns = os.stat(self.path).st_mtime_ns
+            st = os.stat(self.path)
+            self.mtime_ns = st.st_mtime_ns
+            self.etag = f"refs-{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
         except OSError as exc:
             raise SourceError(f"{self.path}: cannot read the reference set ({exc.strerror})") from None
         self.refs: dict[str, Value] = load_references(self.path)
@@ -107,8 +108,11 @@ class ReferenceStore(SyncStore):
         return data
 
     def stat(self, key: str) -> ObjectInfo:
-        value = self._value(key)
-        return ObjectInfo(key, self._size(key, value), self.mtime_ns, _etag(value))
+        return self._info(key, self._value(key))
+
+    def _info(self, key: str, value: Value) -> ObjectInfo:
+        # a key's value is fixed for one version of the JSON: its mtime tags the object
+        return ObjectInfo(key, self._size(key, value), self.mtime_ns, self.etag)
 
     # ------------------------------------------------------------------ the tree
 
@@ -117,11 +121,12 @@ class ReferenceStore(SyncStore):
         out = []
         for name in self.dirs.get(prefix, ()):
             key = join(prefix, name)
-            if key in self.dirs:
+            value = self.refs.get(key)
+            if value is None:
                 out.append(DirEntry(name, True))
                 continue
             try:
-                info: ObjectInfo | None = self.stat(key)
+                info: ObjectInfo | None = self._info(key, value)
             except NczfsError:  # an unreachable whole target: listed, and its own lookup fails
                 info = None
             out.append(DirEntry(name, False, info))
@@ -141,9 +146,8 @@ class ReferenceStore(SyncStore):
         name = key.rpartition("/")[2]
         if key in self.dirs:
             return DirEntry(name, True)
-        if key in self.refs:
-            return DirEntry(name, False, self.stat(key))
-        return None
+        value = self.refs.get(key)
+        return None if value is None else DirEntry(name, False, self._info(key, value))
 
     # ------------------------------------------------------------------ writes: never
 
@@ -188,10 +192,3 @@ def _tree(refs: dict[str, Value]) -> dict[str, list[str]]:
                 break  # a known directory's ancestors were linked when it was first seen
             parent, _, name = parent.rpartition("/")
     return {d: sorted(names) for d, names in children.items()}
-
-
-def _etag(value: Value) -> str:
-    if isinstance(value, bytes):
-        return "i" + hashlib.blake2b(value, digest_size=8).hexdigest()
-    text = f"{value.url}\0{value.offset}\0{value.length}".encode("utf-8", "surrogatepass")
-    return "r" + hashlib.blake2b(text, digest_size=8).hexdigest()

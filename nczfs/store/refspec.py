@@ -74,6 +74,7 @@ def parse_references(doc: Any, base_dir: str) -> dict[str, Value]:
     if not isinstance(doc, dict):
         raise SourceError(f"a reference set is a JSON object, not {type(doc).__name__}")
     version = doc.get("version")
+    urls = _Urls(base_dir)
     if version is None:
         raw = doc
         render = None  # version 0 has no templates: URLs are taken as they are
@@ -89,12 +90,12 @@ def parse_references(doc: Any, base_dir: str) -> dict[str, Value]:
             raise SourceError("'gen' must be a list")
         budget = [MAX_GENERATED_KEYS]
         for i, gen in enumerate(gens):
-            generated.update(_expand_gen(i, gen, render, base_dir, budget))
+            generated.update(_expand_gen(i, gen, render, urls, budget))
     else:
         raise SourceError(f"unknown reference version {version!r} (nczfs reads versions 0 and 1)")
     refs: dict[str, Value] = {}
     for key, value in raw.items():
-        refs[_key(key)] = _value(key, value, render, base_dir)
+        refs[_key(key)] = _value(key, value, render, urls)
     for key, value in generated.items():
         refs[_key(key)] = value
     _check_tree(refs)
@@ -111,7 +112,7 @@ def _key(key: str) -> str:
         raise SourceError(f"key {key!r}: not a usable key ({exc})") from None
 
 
-def _value(key: str, value: Any, render: "_Renderer | None", base_dir: str) -> Value:
+def _value(key: str, value: Any, render: "_Renderer | None", urls: "_Urls") -> Value:
     if isinstance(value, str):
         if value.startswith("base64:"):
             try:
@@ -125,7 +126,7 @@ def _value(key: str, value: Any, render: "_Renderer | None", base_dir: str) -> V
         url = value[0]
         if not isinstance(url, str) or not url:
             raise SourceError(f"key {key!r}: the target URL must be a non-empty string, not {url!r}")
-        url = resolve_url(key, render(key, url) if render and "{{" in url else url, base_dir)
+        url = urls(key, render(key, url) if render and "{{" in url else url)
         if len(value) == 1:
             return Ref(url)
         return Ref(url, _count(key, "offset", value[1]), _count(key, "length", value[2]))
@@ -133,6 +134,8 @@ def _value(key: str, value: Any, render: "_Renderer | None", base_dir: str) -> V
 
 
 def _count(key: str, what: str, n: Any) -> int:
+    if type(n) is int and n >= 0:
+        return n
     if isinstance(n, str):  # gen renders offsets and lengths as text
         try:
             n = int(n.strip())
@@ -141,6 +144,20 @@ def _count(key: str, what: str, n: Any) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise SourceError(f"key {key!r}: {what} must be a whole number >= 0, not {n!r}")
     return n
+
+
+class _Urls:
+    """:func:`resolve_url`, once per distinct URL (a reference set names few targets, many times)."""
+
+    def __init__(self, base_dir: str):
+        self.base_dir = base_dir
+        self._seen: dict[str, str] = {}
+
+    def __call__(self, key: str, url: str) -> str:
+        resolved = self._seen.get(url)
+        if resolved is None:
+            resolved = self._seen[url] = resolve_url(key, url, self.base_dir)
+        return resolved
 
 
 def resolve_url(key: str, url: str, base_dir: str) -> str:
@@ -230,7 +247,7 @@ def _dimension(where: str, name: str, spec: Any) -> list[Any] | range:
     raise SourceError(f"{where}: dimension {name!r} must be a list or {{\"start\", \"stop\", \"step\"}}")
 
 
-def _expand_gen(i: int, gen: Any, render: _Renderer, base_dir: str, budget: list[int]) -> dict[str, Value]:
+def _expand_gen(i: int, gen: Any, render: _Renderer, urls: _Urls, budget: list[int]) -> dict[str, Value]:
     where = f"gen[{i}]"
     if not isinstance(gen, dict):
         raise SourceError(f"{where}: must be a JSON object")
@@ -256,7 +273,7 @@ def _expand_gen(i: int, gen: Any, render: _Renderer, base_dir: str, budget: list
         names = {**render.templates, **dict(zip(dims, combo))}
         text = {f: _render(f"{where} {f}", t, names) for f, t in compiled.items()}
         key = text["key"]
-        url = resolve_url(key, text["url"], base_dir)
+        url = urls(key, text["url"])
         if "offset" in text:
             out[key] = Ref(url, _count(key, "offset", text["offset"]), _count(key, "length", text["length"]))
         else:
