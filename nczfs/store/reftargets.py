@@ -117,16 +117,16 @@ class HttpFiles:
         self.pool = urllib3.PoolManager(
             num_pools=32,
             maxsize=max_connections,
-            timeout=urllib3.Timeout(connect=10.0, read=60.0),
+            timeout=urllib3.Timeout(connect=10.0, read=30.0),
             retries=urllib3.Retry(
-                total=3, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504),
+                total=2, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504),
                 allowed_methods=frozenset({"GET", "HEAD"}), raise_on_status=False,
             ),
         )
 
-    def _request(self, method: str, url: str, headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    def _request(self, method: str, url: str, headers: dict[str, str] | None = None, preload: bool = True):  # type: ignore[no-untyped-def]
         try:
-            return self.pool.request(method, url, headers=headers, preload_content=True)
+            return self.pool.request(method, url, headers=headers, preload_content=preload)
         except self._urllib3.exceptions.HTTPError as exc:
             raise BackendError(f"{url}: {method} failed ({exc})") from exc
 
@@ -146,14 +146,22 @@ class HttpFiles:
     def read(self, url: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        r = self._request("GET", url, {"Range": f"bytes={start}-{end - 1}"})
-        if r.status == 206:
-            return r.data
-        if r.status == 200:  # the server ignored Range: it sent the whole target
-            return r.data[start:end]
-        if r.status == 416:
-            return b""  # wholly past the end; the caller reports the short read
-        raise BackendError(f"{url}: GET bytes {start}-{end - 1} failed (HTTP {r.status})")
+        r = self._request("GET", url, {"Range": f"bytes={start}-{end - 1}"}, preload=False)
+        try:
+            if r.status == 206:
+                return r.read(end - start)
+            if r.status == 200:  # the server ignored Range: read no further than needed
+                return r.read(end)[start:]
+            if r.status == 416:
+                return b""  # wholly past the end; the caller reports the short read
+            raise BackendError(f"{url}: GET bytes {start}-{end - 1} failed (HTTP {r.status})")
+        except self._urllib3.exceptions.HTTPError as exc:
+            raise BackendError(f"{url}: GET bytes {start}-{end - 1} failed ({exc})") from exc
+        finally:
+            if r.length_remaining != 0:  # body left unread (or of unknown length): drop the connection
+                r.close()
+            else:
+                r.release_conn()
 
     def close(self) -> None:
         self.pool.clear()

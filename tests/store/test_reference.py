@@ -283,3 +283,27 @@ def test_http_errors_are_eio(refdir, server, caplog):
         assert errno_of(info) == errno.EIO
         assert f"key '{key}'" in caplog.text
     s.close()
+
+
+def test_http_server_ignoring_range_still_gives_the_right_bytes(refdir, server, monkeypatch):
+    """A server that answers 200 with the whole target: the reader takes the bytes it asked for."""
+    doc = {"k": [server.url + "/blob.bin", 30, 10], "whole": [server.url + "/blob.bin"]}
+    s = ReferenceStore(write_refs(refdir / "r.json", doc))
+    from nczfs.store import reftargets
+
+    real_request = reftargets.HttpFiles._request
+
+    def no_range(self, method, url, headers=None, preload=True):
+        return real_request(self, method, url, None if method == "GET" else headers, preload)
+
+    monkeypatch.setattr(reftargets.HttpFiles, "_request", no_range)
+    try:
+        assert s.get("k") == BLOB[30:40]
+        assert s.get("whole", ByteRange(9_990, 20_000)) == BLOB[9_990:]
+        assert s.get("k", ByteRange(2, 4)) == BLOB[32:34]
+        assert [r for m, _, r in server.requests if m == "GET"] == [None, None, None]
+        # the first and last GETs leave most of the body unread: their connection is dropped, not
+        # reused; the HEAD and the GET of the whole target (read to its end) share one connection
+        assert server.connections == 2
+    finally:
+        s.close()
