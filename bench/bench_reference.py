@@ -54,7 +54,8 @@ def make(d: Path, mib: int) -> tuple[Path, dict]:
         rng = np.random.default_rng(1)
         for i in range(n):
             v[i] = rng.normal(0, 1, (512, 512)).astype("f4").round(2)
-    refs = SingleHdf5ToZarr(str(nc), "big.nc", inline_threshold=0).translate()
+    with open(nc, "rb") as f:
+        refs = SingleHdf5ToZarr(f, "big.nc", inline_threshold=0).translate()
     return nc, refs
 
 

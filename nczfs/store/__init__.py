@@ -28,5 +28,5 @@ def open_store(config: MountConfig) -> SyncStore:
     if source.backend == "reference":
         from nczfs.store.reference import ReferenceStore
 
-        return ReferenceStore(source.location, allow_roots=config.allow_roots)
+        return ReferenceStore(source.location, allow_roots=config.allow_roots, config=config)
     raise SourceError(f"{source.text}: the {source.backend} backend is not available in this version")

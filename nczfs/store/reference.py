@@ -13,11 +13,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from typing import TYPE_CHECKING
 
 from nczfs.errors import BackendError, KeyNotFound, NczfsError, SourceError
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join
 from nczfs.store.refspec import Ref, Value, load_references
 from nczfs.store.reftargets import Targets
+
+if TYPE_CHECKING:
+    from nczfs.config import MountConfig
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +30,7 @@ class ReferenceStore(SyncStore):
     supports_writes = False
     read_only = True
 
-    def __init__(self, path: str, allow_roots: list[str] | tuple[str, ...] = ()):
+    def __init__(self, path: str, allow_roots: list[str] | tuple[str, ...] = (), config: MountConfig | None = None):
         self.path = os.path.abspath(path)
         try:
             st = os.stat(self.path)
@@ -36,7 +40,8 @@ class ReferenceStore(SyncStore):
             raise SourceError(f"{self.path}: cannot read the reference set ({exc.strerror})") from None
         self.refs: dict[str, Value] = load_references(self.path)
         self.dirs = _tree(self.refs)
-        self.targets = Targets(list(allow_roots) or [os.path.dirname(self.path)])
+        # the mount's config carries the S3 options s3:// targets are read with
+        self.targets = Targets(list(allow_roots) or [os.path.dirname(self.path)], config)
         self._sizes: dict[str, int] = {}  # target url -> size
         self._lock = threading.Lock()
 

@@ -10,7 +10,8 @@ symlink (even one swapped in between) reaches a file outside. Only regular files
 and they are opened with ``O_NONBLOCK`` so a FIFO cannot hang a worker. Descriptors are kept
 open for the mount's life (the first :data:`MAX_OPEN_FILES` targets) and read with ``pread``.
 
-HTTP uses one urllib3 pool manager (connections kept alive per host) with ranged GETs.
+HTTP uses one urllib3 pool manager (connections kept alive per host) with ranged GETs; S3
+uses the S3 backend's client (one per mount, made on first use) and its ranged GETs.
 """
 
 from __future__ import annotations
@@ -20,9 +21,14 @@ import os
 import re
 import stat as stat_mod
 import threading
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from nczfs.errors import BackendError, NczfsError, PermissionDenied
+from nczfs.errors import BackendError, KeyNotFound, NczfsError, PermissionDenied
+from nczfs.store.base import ByteRange
+
+if TYPE_CHECKING:
+    from nczfs.config import MountConfig
 
 log = logging.getLogger(__name__)
 
@@ -167,21 +173,72 @@ class HttpFiles:
         self.pool.clear()
 
 
-def s3_reader() -> object:
-    """The reader for ``s3://`` targets: the S3 backend's client, once that backend exists.
+class S3Files:
+    """``s3://bucket/key`` targets through the S3 backend: its client, built from the mount's S3
+    options (``--endpoint-url``, ``--profile``, ``--region``, ...), and its ranged GETs."""
 
-    This is the one place s3 targets are wired to ``nczfs.store.s3``.
-    """
-    raise BackendError("s3 targets need the S3 backend (nczfs.store.s3), which this version does not have")
+    def __init__(self, config: MountConfig, first_url: str):
+        from nczfs.s3url import parse_s3_url
+        from nczfs.store import s3
+
+        self._s3, self._parse = s3, parse_s3_url
+        try:
+            self.client = s3.make_client(config, parse_s3_url(first_url))
+        except NczfsError as exc:
+            raise BackendError(f"{first_url}: no S3 client for reference targets ({exc})") from exc
+        self._stores: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def _object(self, url: str):  # type: ignore[no-untyped-def]
+        try:
+            loc = self._parse(url)
+        except NczfsError as exc:
+            raise BackendError(f"{url}: not a usable S3 URL ({exc})") from exc
+        if not loc.prefix:
+            raise BackendError(f"{url}: names a bucket, not an object")
+        with self._lock:
+            store = self._stores.get(loc.bucket)
+            if store is None:
+                store = self._stores[loc.bucket] = self._s3.S3Store(self.client, loc.bucket, "", read_only=True)
+        return store, loc.prefix
+
+    def size(self, url: str) -> int:
+        store, key = self._object(url)
+        try:
+            return store.stat(key).size
+        except KeyNotFound as exc:
+            raise BackendError(f"{url}: no such S3 object") from exc
+
+    def read(self, url: str, start: int, end: int) -> bytes:
+        store, key = self._object(url)
+        try:
+            return store.get(key, ByteRange(start, end))
+        except KeyNotFound as exc:
+            raise BackendError(f"{url}: no such S3 object") from exc
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def s3_reader(config: MountConfig | None, url: str) -> S3Files:
+    """The reader for ``s3://`` targets: the one place they are wired to ``nczfs.store.s3``."""
+    try:
+        import nczfs.store.s3  # noqa: F401
+    except ImportError as exc:
+        raise BackendError("s3 targets need the S3 backend (nczfs.store.s3), which this version does not have") from exc
+    if config is None:
+        raise BackendError(f"{url}: s3 targets need the mount's S3 options")
+    return S3Files(config, url)
 
 
 class Targets:
     """Dispatch by URL scheme; readers are made on first use."""
 
-    def __init__(self, allow_roots: list[str]):
+    def __init__(self, allow_roots: list[str], config: MountConfig | None = None):
+        self.config = config
         self.local = LocalFiles(allow_roots)
         self._http: HttpFiles | None = None
-        self._s3: object | None = None
+        self._s3: S3Files | None = None
         self._lock = threading.Lock()
 
     def reader(self, url: str):  # type: ignore[no-untyped-def]
@@ -195,7 +252,7 @@ class Targets:
                 return self._http
             if scheme == "s3":
                 if self._s3 is None:
-                    self._s3 = s3_reader()
+                    self._s3 = s3_reader(self.config, url)
                 return self._s3
         raise BackendError(f"{url}: unsupported target scheme {scheme!r}")
 
@@ -203,9 +260,5 @@ class Targets:
         self.local.close()
         if self._http is not None:
             self._http.close()
-        close = getattr(self._s3, "close", None)
-        if close is not None:
-            try:
-                close()
-            except NczfsError:
-                pass
+        if self._s3 is not None:
+            self._s3.close()

@@ -73,8 +73,11 @@ def nc_refs(tmp_path) -> tuple[Path, Path, dict]:
     d.mkdir()
     nc = d / "data.nc"
     write_netcdf4(nc)
-    # a small inline threshold: some chunks are inlined (base64), most are byte ranges
-    refs = SingleHdf5ToZarr(str(nc), "data.nc", inline_threshold=64).translate()
+    # a small inline threshold: some chunks are inlined (base64), most are byte ranges; given an
+    # open file, kerchunk writes the URL it is told (here relative to the JSON's directory)
+    with open(nc, "rb") as f:
+        refs = SingleHdf5ToZarr(f, "data.nc", inline_threshold=64).translate()
+    assert {v[0] for v in refs["refs"].values() if isinstance(v, list)} == {"data.nc"}
     (d / "data.json").write_text(json.dumps(refs))
     return nc, d / "data.json", refs
 
