@@ -43,6 +43,7 @@ class ReferenceStore(SyncStore):
         # the mount's config carries the S3 options s3:// targets are read with
         self.targets = Targets(list(allow_roots) or [os.path.dirname(self.path)], config)
         self._sizes: dict[str, int] = {}  # target url -> size
+        self._sizing: dict[str, threading.Lock] = {}  # target url -> held while it is being sized
         self._lock = threading.Lock()
 
     def describe(self) -> str:
@@ -58,12 +59,19 @@ class ReferenceStore(SyncStore):
             raise KeyNotFound(key) from None
 
     def _target_size(self, key: str, url: str) -> int:
+        """The target's size, asked once per URL (concurrent first askers wait for one answer)."""
         with self._lock:
             size = self._sizes.get(url)
-        if size is None:
-            size = self._logged(key, url, lambda: self.targets.reader(url).size(url))
-            with self._lock:
-                self._sizes[url] = size
+            if size is not None:
+                return size
+            sizing = self._sizing.setdefault(url, threading.Lock())
+        with sizing:
+            size = self._sizes.get(url)
+            if size is None:
+                size = self._logged(key, url, lambda: self.targets.reader(url).size(url))
+                with self._lock:
+                    self._sizes[url] = size
+                    self._sizing.pop(url, None)
         return size
 
     def _logged(self, key, url, call):  # type: ignore[no-untyped-def]

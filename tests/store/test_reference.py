@@ -308,3 +308,18 @@ def test_http_server_ignoring_range_still_gives_the_right_bytes(refdir, server, 
         assert server.connections == 2
     finally:
         s.close()
+
+
+def test_a_target_is_sized_once_even_when_asked_concurrently(refdir, server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = server.url + "/blob.bin"
+    s = ReferenceStore(write_refs(refdir / "r.json", {f"k{i}": [url, i * 100, 100] for i in range(40)}))
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda i: s.get(f"k{i}"), range(40)))
+        assert got == [BLOB[i * 100 : (i + 1) * 100] for i in range(40)]
+        assert [m for m, _, _ in server.requests].count("HEAD") == 1
+        assert server.connections <= 8
+    finally:
+        s.close()
