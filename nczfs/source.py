@@ -116,7 +116,9 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     if not path:
         raise SourceError(f"{text}: no path")
     path = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
-    suffix_backend = {".zip": "zip", ".json": "reference"}.get(os.path.splitext(path)[1].lower(), "directory")
+    suffix_backend = {".zip": "zip", ".json": "reference", ".parq": "reference", ".parquet": "reference"}.get(
+        os.path.splitext(path)[1].lower(), "directory"
+    )
     backend = chosen or suffix_backend
     if backend == "s3":
         raise SourceError(f"{text}: mode s3 needs an s3:// or https:// URL, not a local path")

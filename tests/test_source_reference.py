@@ -20,12 +20,14 @@ from nczfs.source import parse_source
         "file:///data/refs.json#mode=zarr",
         "file:///data/refs.txt#mode=zarr,refs",
         "reference:///data/refs.txt#mode=nczarr",
+        "/data/refs.parq",
+        "/data/refs.parquet",
     ],
 )
 def test_reference_source_spellings(text):
     s = parse_source(text)
     assert s.backend == "reference"
-    assert s.location.lower() in ("/data/refs.json", "/data/refs.txt")
+    assert s.location.lower() in ("/data/refs.json", "/data/refs.txt", "/data/refs.parq", "/data/refs.parquet")
 
 
 def test_relative_reference_paths(tmp_path):

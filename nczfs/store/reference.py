@@ -1,6 +1,7 @@
 """A kerchunk/fsspec reference set as a read-only store.
 
-The JSON is parsed once (:mod:`nczfs.store.refspec`) into ``{key: bytes | Ref}`` and the
+The JSON (or kerchunk's parquet directory) is parsed once (:mod:`nczfs.store.refspec`,
+:mod:`nczfs.store.refparquet`) into ``{key: bytes | Ref}`` and the
 directory tree implied by the keys is built from it. Inline values are served from memory;
 references are read from their targets (:mod:`nczfs.store.reftargets`). Sizes are exact: a
 range's length, or for a whole-target reference the target's size, found by stat/HEAD on
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from nczfs.errors import BackendError, KeyNotFound, NczfsError, SourceError
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join
+from nczfs.store.refparquet import is_parquet_references, load_parquet_references
 from nczfs.store.refspec import Ref, Value, load_references
 from nczfs.store.reftargets import Targets
 
@@ -38,7 +40,10 @@ class ReferenceStore(SyncStore):
             self.etag = f"refs-{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
         except OSError as exc:
             raise SourceError(f"{self.path}: cannot read the reference set ({exc.strerror})") from None
-        self.refs: dict[str, Value] = load_references(self.path)
+        if is_parquet_references(self.path):
+            self.refs: dict[str, Value] = load_parquet_references(self.path)
+        else:
+            self.refs = load_references(self.path)
         self.dirs = _tree(self.refs)
         # the mount's config carries the S3 options s3:// targets are read with
         self.targets = Targets(list(allow_roots) or [os.path.dirname(self.path)], config)

@@ -74,7 +74,7 @@ def parse_references(doc: Any, base_dir: str) -> dict[str, Value]:
     if not isinstance(doc, dict):
         raise SourceError(f"a reference set is a JSON object, not {type(doc).__name__}")
     version = doc.get("version")
-    urls = _Urls(base_dir)
+    urls = UrlResolver(base_dir)
     if version is None:
         raw = doc
         render = None  # version 0 has no templates: URLs are taken as they are
@@ -95,24 +95,24 @@ def parse_references(doc: Any, base_dir: str) -> dict[str, Value]:
         raise SourceError(f"unknown reference version {version!r} (nczfs reads versions 0 and 1)")
     refs: dict[str, Value] = {}
     for key, value in raw.items():
-        refs[_key(key)] = _value(key, value, render, urls)
+        refs[checked_key(key)] = parse_value(key, value, render, urls)
     for key, value in generated.items():
-        refs[_key(key)] = value
-    _check_tree(refs)
+        refs[checked_key(key)] = value
+    check_tree(refs)
     return refs
 
 
 # ---------------------------------------------------------------------- values
 
 
-def _key(key: str) -> str:
+def checked_key(key: str) -> str:
     try:
         return check_key(key)
     except NczfsError as exc:
         raise SourceError(f"key {key!r}: not a usable key ({exc})") from None
 
 
-def _value(key: str, value: Any, render: "_Renderer | None", urls: "_Urls") -> Value:
+def parse_value(key: str, value: Any, render: "_Renderer | None", urls: "UrlResolver") -> Value:
     if isinstance(value, str):
         if value.startswith("base64:"):
             try:
@@ -146,7 +146,7 @@ def _count(key: str, what: str, n: Any) -> int:
     return n
 
 
-class _Urls:
+class UrlResolver:
     """:func:`resolve_url`, once per distinct URL (a reference set names few targets, many times)."""
 
     def __init__(self, base_dir: str):
@@ -247,7 +247,7 @@ def _dimension(where: str, name: str, spec: Any) -> list[Any] | range:
     raise SourceError(f"{where}: dimension {name!r} must be a list or {{\"start\", \"stop\", \"step\"}}")
 
 
-def _expand_gen(i: int, gen: Any, render: _Renderer, urls: _Urls, budget: list[int]) -> dict[str, Value]:
+def _expand_gen(i: int, gen: Any, render: _Renderer, urls: UrlResolver, budget: list[int]) -> dict[str, Value]:
     where = f"gen[{i}]"
     if not isinstance(gen, dict):
         raise SourceError(f"{where}: must be a JSON object")
@@ -284,7 +284,7 @@ def _expand_gen(i: int, gen: Any, render: _Renderer, urls: _Urls, budget: list[i
 # ---------------------------------------------------------------------- shape
 
 
-def _check_tree(refs: dict[str, Value]) -> None:
+def check_tree(refs: dict[str, Value]) -> None:
     """No key may also be a directory (``a`` and ``a/b``): a tree cannot show both."""
     for key in refs:
         parent = key

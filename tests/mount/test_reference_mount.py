@@ -147,6 +147,21 @@ def test_kerchunk_refs_of_a_netcdf4_file_read_by_zarr_and_xarray(nc_refs, tmp_pa
     assert "Traceback" not in m.log_text()
 
 
+@pytest.mark.filterwarnings("ignore:.*fastparquet.*", "ignore:.*infer_string.*")  # kerchunk's writer, pandas 3
+def test_parquet_references_read_by_xarray(nc_refs, tmp_path):
+    from kerchunk.df import refs_to_dataframe
+
+    nc, json_path, refs = nc_refs
+    parq = json_path.parent / "data.parq"
+    refs_to_dataframe(refs, str(parq), record_size=3)
+    with mounted(RefsBackend(parq), tmp_path / "mnt") as m:
+        seen = sorted(str(p.relative_to(m.path)) for p in m.path.rglob("*") if p.is_file())
+        assert seen == sorted(refs["refs"])
+        with xr.open_dataset(nc, engine="netcdf4") as want, xr.open_zarr(m.path, consolidated=False, zarr_format=2) as got:
+            for name in want.variables:
+                np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+
+
 def test_v1_templates_gen_inline_and_http_targets(tmp_path):
     d = tmp_path / "refs"
     d.mkdir()
