@@ -98,7 +98,8 @@ def main() -> None:
         def fsspec_read() -> float:
             import fsspec
 
-            fs = fsspec.filesystem("reference", fo=str(d / "local.json"), remote_protocol="file")
+            absolute = {k: ([str(nc), *v[1:]] if isinstance(v, list) else v) for k, v in refs["refs"].items()}
+            fs = fsspec.filesystem("reference", fo={"version": 1, "refs": absolute}, remote_protocol="file")
             return timed(lambda: read_zarr(zarr.storage.FsspecStore(fs, read_only=True, path="")))
 
         def netcdf_read() -> float:
