@@ -3,10 +3,10 @@
 Version 0 is ``{key: value}``; version 1 is ``{"version": 1, "templates": {...}, "gen":
 [...], "refs": {...}}``. A value is inline data (a string, ``base64:``-prefixed for bytes,
 or a JSON object stored as its text), ``[url]`` (a whole target) or ``[url, offset,
-length]`` (a byte range). ``{{ ... }}`` in URLs and in ``gen`` fields is rendered with
-Jinja2's sandbox (never ``eval``); a template whose value holds ``{{`` becomes a callable,
-as in fsspec (``{{f(c='text')}}``). Unlike fsspec's default, ``gen`` is expanded, and
-undefined names are an error rather than an empty string.
+length]`` (a byte range). ``{{ ... }}`` in URLs and in ``gen`` fields is rendered by
+:mod:`nczfs.store.reftemplates` (Jinja2's sandbox, cut down; never ``eval``); a template
+whose value holds ``{{`` becomes a callable, as in fsspec (``{{f(c='text')}}``). Unlike
+fsspec's default, ``gen`` is expanded, and undefined names are an error, not "".
 
 Everything wrong with a reference set is found here, once, and reported as a
 :class:`SourceError` naming the key and the reason, so the mount is refused with one line.
@@ -21,14 +21,13 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import jinja2
-import jinja2.sandbox
-
 from nczfs.errors import NczfsError, SourceError
+from nczfs.store import reftemplates
 from nczfs.store.base import check_key
+from nczfs.store.reftemplates import Renderer, has_template, load_templates
 
 #: the most keys a reference set may generate with ``gen`` (a guard against a runaway product)
 MAX_GENERATED_KEYS = 2_000_000
@@ -83,7 +82,7 @@ def parse_references(doc: Any, base_dir: str) -> dict[str, Value]:
         raw = doc.get("refs", {})
         if not isinstance(raw, dict):
             raise SourceError("'refs' must be a JSON object")
-        render = _Renderer(_templates(doc.get("templates", {})))
+        render = Renderer(load_templates(doc.get("templates", {})))
         generated = {}
         gens = doc.get("gen", [])
         if not isinstance(gens, list):
@@ -112,7 +111,7 @@ def checked_key(key: str) -> str:
         raise SourceError(f"key {key!r}: not a usable key ({exc})") from None
 
 
-def parse_value(key: str, value: Any, render: "_Renderer | None", urls: "UrlResolver") -> Value:
+def parse_value(key: str, value: Any, render: Renderer | None, urls: "UrlResolver") -> Value:
     if isinstance(value, str):
         if value.startswith("base64:"):
             try:
@@ -126,7 +125,7 @@ def parse_value(key: str, value: Any, render: "_Renderer | None", urls: "UrlReso
         url = value[0]
         if not isinstance(url, str) or not url:
             raise SourceError(f"key {key!r}: the target URL must be a non-empty string, not {url!r}")
-        url = urls(key, render(key, url) if render and "{{" in url else url)
+        url = urls(key, render(f"key {key!r}", url) if render and has_template(url) else url)
         if len(value) == 1:
             return Ref(url)
         return Ref(url, _count(key, "offset", value[1]), _count(key, "length", value[2]))
@@ -179,60 +178,6 @@ def resolve_url(key: str, url: str, base_dir: str) -> str:
 
 # ---------------------------------------------------------------------- templates and gen
 
-_ENV = jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
-
-
-def _compile(where: str, text: str) -> jinja2.Template:
-    try:
-        return _ENV.from_string(text)
-    except jinja2.TemplateError as exc:
-        raise SourceError(f"{where}: bad template {text!r} ({exc})") from None
-
-
-def _render(where: str, template: jinja2.Template, names: dict[str, Any]) -> str:
-    try:
-        return template.render(**names)
-    except jinja2.TemplateError as exc:  # undefined names, sandbox violations
-        raise SourceError(f"{where}: template failed ({exc})") from None
-    except (ArithmeticError, TypeError, ValueError, RecursionError) as exc:
-        raise SourceError(f"{where}: template failed ({type(exc).__name__}: {exc})") from None
-
-
-def _templates(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise SourceError("'templates' must be a JSON object")
-    out: dict[str, Any] = {}
-    for name, text in raw.items():
-        if not isinstance(text, str):
-            raise SourceError(f"template {name!r}: must be a string")
-        if "{{" in text:
-            out[name] = _macro(f"template {name!r}", _compile(f"template {name!r}", text))
-        else:
-            out[name] = text
-    return out
-
-
-def _macro(where: str, template: jinja2.Template) -> Callable[..., str]:
-    def call(**kwargs: Any) -> str:
-        return _render(where, template, kwargs)
-
-    return call
-
-
-class _Renderer:
-    """Render ``{{ }}`` in a URL with the reference set's templates (compiled once per text)."""
-
-    def __init__(self, templates: dict[str, Any]):
-        self.templates = templates
-        self._cache: dict[str, jinja2.Template] = {}
-
-    def __call__(self, key: str, text: str, extra: dict[str, Any] | None = None) -> str:
-        template = self._cache.get(text)
-        if template is None:
-            template = self._cache[text] = _compile(f"key {key!r}", text)
-        return _render(f"key {key!r}", template, {**self.templates, **(extra or {})})
-
-
 def _dimension(where: str, name: str, spec: Any) -> list[Any] | range:
     if isinstance(spec, list):
         return spec
@@ -247,7 +192,7 @@ def _dimension(where: str, name: str, spec: Any) -> list[Any] | range:
     raise SourceError(f"{where}: dimension {name!r} must be a list or {{\"start\", \"stop\", \"step\"}}")
 
 
-def _expand_gen(i: int, gen: Any, render: _Renderer, urls: UrlResolver, budget: list[int]) -> dict[str, Value]:
+def _expand_gen(i: int, gen: Any, render: Renderer, urls: UrlResolver, budget: list[int]) -> dict[str, Value]:
     where = f"gen[{i}]"
     if not isinstance(gen, dict):
         raise SourceError(f"{where}: must be a JSON object")
@@ -267,11 +212,11 @@ def _expand_gen(i: int, gen: Any, render: _Renderer, urls: UrlResolver, budget: 
     budget[0] -= count
     if budget[0] < 0:
         raise SourceError(f"{where}: generates {count} keys; at most {MAX_GENERATED_KEYS} in all are allowed")
-    compiled = {f: _compile(f"{where} {f}", str(gen[f])) for f in fields}
+    compiled = {f: render.compiled(f"{where} {f}", str(gen[f])) for f in fields}
     out: dict[str, Value] = {}
     for combo in itertools.product(*dims.values()):
         names = {**render.templates, **dict(zip(dims, combo))}
-        text = {f: _render(f"{where} {f}", t, names) for f, t in compiled.items()}
+        text = {f: reftemplates.render(f"{where} {f}", t, names) for f, t in compiled.items()}
         key = text["key"]
         url = urls(key, text["url"])
         if "offset" in text:

@@ -1,0 +1,143 @@
+"""``{{ ... }}`` in reference sets: Jinja2's sandbox, cut down to what URLs and ``gen`` need.
+
+A reference set is untrusted input, and Jinja2's sandbox stops attribute tricks but not
+work: ``{{ 10 ** 10 ** 10 }}``, ``{{ 'x' * 10 ** 12 }}``, loops, ``lipsum``/``range`` or
+templates calling each other to double a string forty times would hang or exhaust the
+daemon at mount time. So a template may only hold text, names, constants, arithmetic,
+comparisons, ``~``/``+`` concatenation, conditionals, indexing, a few harmless filters and
+calls of the set's own templates (``{{f(c='text')}}``); no statements but ``if``, no
+attributes, no globals. Numbers stay below :data:`MAX_INT_BITS` bits, and every rendered
+string (a template's result included) below :data:`MAX_TEXT`. Undefined names are errors.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import jinja2
+import jinja2.nodes as nodes
+import jinja2.sandbox
+
+from nczfs.errors import SourceError
+
+MAX_TEXT = 64 * 1024
+MAX_INT_BITS = 4096
+
+ALLOWED_NODES = (
+    nodes.Template, nodes.Output, nodes.TemplateData, nodes.If, nodes.Name, nodes.Const,
+    nodes.Call, nodes.Keyword, nodes.BinExpr, nodes.UnaryExpr, nodes.Concat, nodes.CondExpr,
+    nodes.Compare, nodes.Operand, nodes.Getitem, nodes.Slice, nodes.Tuple, nodes.List,
+    nodes.Filter, nodes.Test,
+)
+ALLOWED_FILTERS = frozenset(
+    {"int", "float", "string", "lower", "upper", "trim", "abs", "round", "default", "d", "length", "first", "last"}
+)
+#: a width or precision in a ``%`` format
+_FORMAT_NUMBER = re.compile(r"%[-#0 +]*(\d*)(?:\.(\d+))?")
+
+
+class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
+    intercepted_binops = frozenset({"*", "**", "%"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and _is_int(left) and _is_int(right):
+            if right > 0 and abs(left) > 1 and abs(left).bit_length() * right > MAX_INT_BITS:
+                raise jinja2.sandbox.SecurityError(f"{left} ** {right} is too large")
+        elif operator == "*":
+            if _is_int(left) and _is_int(right) and left.bit_length() + right.bit_length() > MAX_INT_BITS:
+                raise jinja2.sandbox.SecurityError("product too large")
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and _is_int(n) and len(seq) * n > MAX_TEXT:
+                    raise jinja2.sandbox.SecurityError(f"repeating a sequence {n} times is too much")
+        elif operator == "%" and isinstance(left, str):
+            for width, precision in _FORMAT_NUMBER.findall(left):
+                if int(width or 0) > 1000 or int(precision or 0) > 1000:
+                    raise jinja2.sandbox.SecurityError("format width too large")
+        return super().call_binop(context, operator, left, right)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+_ENV = _Sandbox(undefined=jinja2.StrictUndefined, autoescape=False)
+_ENV.globals.clear()  # no range, lipsum, cycler, joiner, namespace, dict
+
+
+def _check(where: str, text: str, tree: nodes.Node) -> None:
+    for node in tree.find_all(nodes.Node):
+        if not isinstance(node, ALLOWED_NODES):
+            raise SourceError(f"{where}: template {text!r} uses {type(node).__name__}, which reference templates may not")
+        if isinstance(node, nodes.Call) and (
+            not isinstance(node.node, nodes.Name) or node.dyn_args is not None or node.dyn_kwargs is not None
+        ):
+            raise SourceError(f"{where}: template {text!r} may only call templates by name")
+        if isinstance(node, nodes.Filter) and node.name not in ALLOWED_FILTERS:
+            raise SourceError(f"{where}: template {text!r} uses the filter {node.name!r}, which reference templates may not")
+
+
+def compile_template(where: str, text: str) -> jinja2.Template:
+    try:
+        _check(where, text, _ENV.parse(text))
+        return _ENV.from_string(text)
+    except jinja2.TemplateError as exc:
+        raise SourceError(f"{where}: bad template {text!r} ({exc})") from None
+
+
+def render(where: str, template: jinja2.Template, names: dict[str, Any]) -> str:
+    try:
+        out = template.render(**names)
+    except jinja2.TemplateError as exc:  # undefined names, sandbox violations
+        raise SourceError(f"{where}: template failed ({exc})") from None
+    except (ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
+        raise SourceError(f"{where}: template failed ({type(exc).__name__}: {exc})") from None
+    if len(out) > MAX_TEXT:
+        raise SourceError(f"{where}: template renders {len(out)} characters; at most {MAX_TEXT}")
+    return out
+
+
+def has_template(text: str) -> bool:
+    return "{{" in text or "{%" in text
+
+
+def load_templates(raw: Any) -> dict[str, Any]:
+    """A version 1 ``templates`` object: plain strings, and callables for those holding ``{{``."""
+    if not isinstance(raw, dict):
+        raise SourceError("'templates' must be a JSON object")
+    out: dict[str, Any] = {}
+    for name, text in raw.items():
+        if not isinstance(text, str):
+            raise SourceError(f"template {name!r}: must be a string")
+        if has_template(text):
+            out[name] = _macro(f"template {name!r}", compile_template(f"template {name!r}", text))
+        else:
+            out[name] = text
+    return out
+
+
+def _macro(where: str, template: jinja2.Template) -> Callable[..., str]:
+    def call(**kwargs: Any) -> str:
+        try:
+            return render(where, template, kwargs)
+        except SourceError as exc:  # raised inside an outer render: keep the reason
+            raise jinja2.sandbox.SecurityError(str(exc)) from None
+
+    return call
+
+
+class Renderer:
+    """Render ``{{ }}`` with the reference set's templates (each text compiled once)."""
+
+    def __init__(self, templates: dict[str, Any]):
+        self.templates = templates
+        self._cache: dict[str, jinja2.Template] = {}
+
+    def compiled(self, where: str, text: str) -> jinja2.Template:
+        template = self._cache.get(text)
+        if template is None:
+            template = self._cache[text] = compile_template(where, text)
+        return template
+
+    def __call__(self, where: str, text: str, extra: dict[str, Any] | None = None) -> str:
+        return render(where, self.compiled(where, text), {**self.templates, **(extra or {})})
