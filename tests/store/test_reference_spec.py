@@ -112,6 +112,7 @@ def test_gen_cartesian_product_lists_steps_and_whole_urls():
         pytest.param({"version": 1, "gen": [{"key": "k{{i}}", "url": "u", "dimensions": {"i": {"start": 1}}}]}, "dimension 'i' must be", id="gen-no-stop"),
         pytest.param({"version": 1, "gen": [{"key": "k{{i}}", "url": "u", "offset": "{{i-5}}", "length": "1", "dimensions": {"i": [1]}}]}, "offset must be a whole number >= 0", id="gen-negative-offset"),
         pytest.param({"version": 1, "gen": [{"key": "k{{i}}", "url": "u", "offset": "{{1/0}}", "length": "1", "dimensions": {"i": [1]}}]}, "ZeroDivisionError", id="gen-zero-division"),
+        pytest.param({"version": 1, "gen": [{"key": "k\x1f{{i}}", "url": "u", "dimensions": {"i": [1]}}]}, "U+001F", id="gen-field-separator"),
     ],
 )
 def test_bad_reference_sets_are_refused_with_the_reason(doc, reason):
