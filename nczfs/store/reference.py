@@ -45,6 +45,12 @@ class ReferenceStore(SyncStore):
         else:
             self.refs = load_references(self.path)
         self.dirs = _tree(self.refs)
+        refs = [v for v in self.refs.values() if isinstance(v, Ref)]
+        log.info(
+            "reference set %s: %d keys (%d inline), %d targets, local targets below %s",
+            self.path, len(self.refs), len(self.refs) - len(refs), len({r.url for r in refs}),
+            ", ".join(allow_roots) or os.path.dirname(self.path),
+        )
         # the mount's config carries the S3 options s3:// targets are read with
         self.targets = Targets(list(allow_roots) or [os.path.dirname(self.path)], config)
         self._sizes: dict[str, int] = {}  # target url -> size
