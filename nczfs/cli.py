@@ -16,7 +16,7 @@ import sys
 import time
 
 import nczfs
-from nczfs.config import XATTR_PID, XATTR_SYNC, MountConfig, parse_options
+from nczfs.config import XATTR_PID, XATTR_SYNC, MountConfig, parse_options, validate_mode
 from nczfs.errors import SourceError
 from nczfs.source import parse_source
 
@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=")
     m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS")
     m.add_argument("--log-file", default=None)
+    m.add_argument("--validate", default=None, metavar="off|warn|strict",
+                   help="check metadata objects written through the mount (default strict: invalid -> EINVAL)")
     m.add_argument("--allow-root", dest="allow_roots", action="append", default=[], metavar="DIR",
                    help="reference sets: local targets may lie below DIR (repeatable; default: the JSON's directory)")
 
@@ -108,6 +110,11 @@ def build_config(args: argparse.Namespace) -> MountConfig:
         values["metadata_ttl"] = args.metadata_ttl
     if args.log_file:
         values["log_file"] = os.path.abspath(args.log_file)
+    if args.validate is not None:
+        try:
+            values["validate"] = validate_mode(args.validate)
+        except SourceError as exc:
+            raise UsageError(str(exc)) from None
     if args.allow_roots:
         values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]
     if source.backend == "directory" and not os.path.isdir(source.location):
@@ -256,7 +263,7 @@ def cmd_umount(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = ("mount", "umount", "demo")
+COMMANDS = ("mount", "umount", "demo", "inspect", "validate")
 
 
 def _helper_form(argv: list[str]) -> list[str]:

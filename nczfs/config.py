@@ -39,6 +39,8 @@ class MountConfig:
     log_file: str | None = None
     #: kernel readahead for the mount, in KiB (see mount.set_read_ahead)
     read_ahead_kb: int = 4096
+    #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
+    validate: str = "strict"
     #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
     allow_roots: tuple[str, ...] = ()
 
@@ -89,8 +91,18 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["read_ahead_kb"] = _int(key, value)
             elif key == "allow_root" and eq and value:
                 out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))  # type: ignore[misc]
+            elif key == "validate" and eq:
+                out["validate"] = validate_mode(value)
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
             else:
                 raise SourceError(f"-o {item}: unknown mount option")
     return out
+
+
+def validate_mode(value: str) -> str:
+    """``-o validate=`` / ``--validate``: off, warn, strict (``on`` = strict)."""
+    mode = {"on": "strict"}.get(value, value)
+    if mode not in ("off", "warn", "strict"):
+        raise SourceError(f"validate={value}: must be off, warn or strict")
+    return mode

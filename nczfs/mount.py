@@ -22,6 +22,7 @@ from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions
 from nczfs.fuse_ops import Operations
+from nczfs.nczarr.layer import nczarr_layer
 from nczfs.notify import notify, status
 from nczfs.store import open_store
 from nczfs.threads import ThreadedStore
@@ -54,7 +55,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
         notify(status(f"failed: {exc}"))
         ready(str(exc))
         return 2
-    store = ThreadedStore(sync_store)
+    store = nczarr_layer(ThreadedStore(sync_store), config)
     fs = Filesystem(
         store,
         FsOptions(

@@ -59,6 +59,24 @@ def parse(data: bytes) -> tuple[Any, list[str]]:
         return None, [f"not valid JSON ({exc})"]
 
 
+def stale_tail_prefix(data: bytes, previous: bytes | None) -> bytes | None:
+    """The JSON text at the start of ``data`` if the rest is the previous object's old tail.
+
+    netCDF-C (4.10.1 at least) rewrites a shorter object by opening it O_RDWR without O_TRUNC,
+    on local disk too: the file is then the new JSON followed by the end of the old one.
+    netCDF-C's own reader ignores that tail, so such a file is what netCDF-C meant to write.
+    """
+    if previous is None or len(previous) != len(data):
+        return None
+    try:
+        text = bytes(data).decode("utf-8")
+        _, end = json.JSONDecoder().raw_decode(text)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    cut = len(text[:end].encode("utf-8"))
+    return bytes(data[:cut]) if cut < len(data) and data[cut:] == previous[cut:] else None
+
+
 def check_object(key: str, data: bytes) -> list[str]:
     """Reasons why ``data`` is not valid content for metadata object ``key`` ([] if valid)."""
     value, errors = parse(data)

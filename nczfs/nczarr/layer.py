@@ -1,0 +1,18 @@
+"""The NCZarr wrappers a mount stacks over its store, as its options ask."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nczfs.nczarr.validating import ValidatingStore
+from nczfs.store.base import Store
+
+if TYPE_CHECKING:
+    from nczfs.config import MountConfig
+
+
+def nczarr_layer(store: Store, config: MountConfig) -> Store:
+    """``store`` wrapped for ``-o validate=`` (default strict): the filesystem's store."""
+    if config.validate != "off" and not config.read_only:
+        store = ValidatingStore(store, config.validate)
+    return store

@@ -1,0 +1,141 @@
+"""ValidatingStore: check metadata objects before they reach the store.
+
+Every ``set`` of a metadata object (``.zgroup``, ``.zarray``, ``.zattrs``, ``.zmetadata``,
+``zarr.json``, the NCZarr V1 objects), and every ``rename``/``copy`` onto such a name, is
+checked first: the object alone (:func:`nczfs.nczarr.validate.check_object`), then its
+dimension references against the dimensions its groups declare in the store. Other names
+(chunks, ``*.partial``, editor swap files) pass unchecked; a temporary file is checked when
+it is renamed onto a metadata name.
+
+``strict``: invalid content raises :class:`~nczfs.errors.InvalidArgument` (EINVAL at
+close/fsync/rename) naming the key and every reason, and the store is not touched.
+``warn``: the reasons are logged and the object is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, BinaryIO
+
+from nczfs.errors import InvalidArgument, KeyNotFound
+from nczfs.nczarr.read import nczarr_key
+from nczfs.nczarr.validate import check_object, dimension_refs, group_dims, is_metadata_key, stale_tail_prefix
+from nczfs.store.base import ObjectInfo, Store, join, parent_of
+from nczfs.store.wrapper import WrapperStore
+from nczfs.threads import run_blocking
+
+log = logging.getLogger(__name__)
+
+MODES = ("off", "warn", "strict")
+
+
+class ValidatingStore(WrapperStore):
+    def __init__(self, inner: Store, mode: str = "strict"):
+        if mode not in ("warn", "strict"):
+            raise ValueError(f"validation mode {mode!r}")
+        super().__init__(inner)
+        self.mode = mode
+
+    async def _json(self, key: str) -> Any:
+        try:
+            return json.loads(await self.inner.get(key))
+        except (KeyNotFound, ValueError, UnicodeDecodeError):
+            return None
+
+    async def reasons(self, key: str, data: bytes) -> list[str]:
+        """Why ``data`` may not be stored under ``key`` ([] if it may)."""
+        errors = check_object(key, data)
+        if errors and data.lstrip()[:1] == b"{":
+            try:
+                previous = await self.inner.get(key)
+            except KeyNotFound:
+                previous = None
+            head = stale_tail_prefix(data, previous)
+            if head is not None:
+                log.info("%r: JSON followed by the old object's tail (a rewrite without O_TRUNC): "
+                         "checked the JSON, stored every byte as written", key)
+                data, errors = head, check_object(key, head)
+        if errors:
+            return errors
+        return await self.dimension_errors(key, json.loads(bytes(data)))
+
+    async def dimension_errors(self, key: str, value: Any) -> list[str]:
+        """Dimension references of an array must name declared dimensions of matching size.
+
+        Only what the store already declares is checked: a group whose NCZarr metadata is not
+        written yet does not make a reference invalid (writers store objects in any order).
+        """
+        prefix, name = parent_of(key), key.rpartition("/")[2]
+        refs = dimension_refs(value)
+        if name == ".zarray":
+            shape = value.get("shape")
+            for other in (".zattrs", ".nczarray", ".nczvar"):
+                if refs is None:
+                    refs = dimension_refs(await self._json(join(prefix, other)))
+        else:
+            zarray = await self._json(join(prefix, ".zarray")) if refs else None
+            shape = zarray.get("shape") if isinstance(zarray, dict) else None
+        if not refs or not isinstance(shape, list):
+            return []
+        if len(refs) != len(shape):
+            return [f"{len(refs)} dimension references for an array of rank {len(shape)}"]
+        root = await self.dataset_root(prefix)
+        if root is None:
+            return []
+        errors = []
+        for ref, size in zip(refs, shape):
+            gpath, _, dim = ref.rpartition("/")
+            gprefix = join(root, gpath.lstrip("/")) if gpath.lstrip("/") else root
+            dims = group_dims(*[await self._json(join(gprefix, n)) for n in (".zattrs", ".zgroup", ".nczgroup")])
+            if dims is None:
+                continue
+            if dim not in dims:
+                errors.append(f"dimension reference {ref} names no dimension declared in group {gpath or '/'}")
+            elif dims[dim][0] != size and not dims[dim][1]:
+                errors.append(f"dimension {ref} has size {dims[dim][0]}, the array {size} (axis of shape {shape})")
+        return errors
+
+    async def dataset_root(self, prefix: str) -> str | None:
+        """The nearest folder at or above ``prefix`` holding an NCZarr superblock (None if none yet).
+
+        Dimension references are relative to it: a mount may hold several datasets.
+        """
+        parts = prefix.split("/") if prefix else []
+        for i in range(len(parts), -1, -1):
+            folder = "/".join(parts[:i])
+            objects = [await self._json(join(folder, n)) for n in (".zattrs", ".zgroup")]
+            if nczarr_key("_nczarr_superblock", *objects) is not None or await self._json(join(folder, ".nczarr")):
+                return folder
+        return None
+
+    async def check(self, key: str, data: bytes) -> None:
+        if not is_metadata_key(key):
+            return
+        errors = await self.reasons(key, data)
+        if not errors:
+            return
+        message = f"{key!r}: invalid metadata: {'; '.join(errors)}"
+        if self.mode == "strict":
+            log.warning("refused %s", message)
+            raise InvalidArgument(message)
+        log.warning("stored anyway (validate=warn) %s", message)
+
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        await self.check(key, bytes(data))
+        return await self.inner.set(key, data)
+
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        if not is_metadata_key(key):
+            return await self.inner.set_file(key, f, size)  # type: ignore[attr-defined]
+        return await self.set(key, await run_blocking(f.read, size))
+
+    async def rename(self, src: str, dst: str) -> None:
+        if is_metadata_key(dst):
+            await self.check(dst, await self.inner.get(src))
+        await self.inner.rename(src, dst)
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        if is_metadata_key(dst):
+            await self.check(dst, await self.inner.get(src))
+        return await self.inner.copy(src, dst)
