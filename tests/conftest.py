@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import DirectoryBackend, mounted
+from tests.helpers import DirectoryBackend, ZipBackend, mounted
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 
@@ -25,13 +25,15 @@ def corpus() -> Path:
     return CORPUS
 
 
-@pytest.fixture(params=["directory"])
+@pytest.fixture(params=["directory", "zip"])
 def backend(request, tmp_path):
-    """Every backend real-mount tests run against (zip and S3 join later)."""
+    """Every backend real-mount tests run against (S3 joins later)."""
     if request.param == "directory":
         root = tmp_path / "backing"
         root.mkdir()
         return DirectoryBackend(root)
+    if request.param == "zip":
+        return ZipBackend(tmp_path / "backing.zip")
     raise AssertionError(request.param)
 
 

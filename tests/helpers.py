@@ -55,6 +55,65 @@ class DirectoryBackend:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
 
+    def put_many(self, items: dict[str, bytes]) -> None:
+        for key, data in items.items():
+            self.put(key, data)
+
+    def mkdir(self, key: str) -> None:
+        (self.root / key).mkdir(parents=True)
+
+
+@dataclass
+class ZipBackend:
+    """The bytes live in a zip archive plus, while mounted, its staging directory (read both)."""
+
+    archive: Path
+    layout: str = "netcdf"
+    name: str = "zip"
+
+    @property
+    def source(self) -> str:
+        return str(self.archive)
+
+    def _members(self) -> dict[str, bytes]:
+        from tests.ziputil import medium_tree
+
+        return medium_tree(self.archive, self.layout)[0]
+
+    @property
+    def staging_dir(self) -> Path:
+        return self.archive.parent / f".{self.archive.name}.nczfs"
+
+    def dirs(self) -> set[str]:
+        from tests.ziputil import medium_tree
+
+        return medium_tree(self.archive, self.layout)[1]
+
+    def read(self, key: str) -> bytes:
+        return self._members()[key]
+
+    def exists(self, key: str) -> bool:
+        return key in self._members()
+
+    def keys(self, prefix: str = "") -> list[str]:
+        start = prefix + "/" if prefix else ""
+        return sorted(k for k in self._members() if k.startswith(start))
+
+    def put(self, key: str, data: bytes) -> None:
+        from tests.ziputil import rewrite_zip
+
+        rewrite_zip(self.archive, {key: data}, default_layout=self.layout)
+
+    def put_many(self, items: dict[str, bytes]) -> None:
+        from tests.ziputil import rewrite_zip
+
+        rewrite_zip(self.archive, items, default_layout=self.layout)
+
+    def mkdir(self, key: str) -> None:
+        from tests.ziputil import rewrite_zip
+
+        rewrite_zip(self.archive, mkdirs={key}, default_layout=self.layout)
+
 
 @dataclass
 class Mount:

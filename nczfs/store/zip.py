@@ -31,6 +31,7 @@ import time
 import zipfile
 import zlib
 from dataclasses import dataclass
+from typing import BinaryIO, Iterable
 
 from nczfs.errors import (
     BackendError,
@@ -127,6 +128,18 @@ def bad_member_name(name: str) -> str | None:
     return None
 
 
+def check_member_key(key: str) -> str:
+    """A key that can be a member name: valid, UTF-8, and not one zip-slip checks would refuse."""
+    check_key(key)
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidKey(key, "zip member names must be valid UTF-8") from None
+    if "\\" in key:
+        raise InvalidKey(key, "a backslash in a zip member name is refused (zip-slip)")
+    return key
+
+
 def top_name(path: str) -> str:
     """netCDF-C's dataset directory for an archive: its base name minus the last extension."""
     return os.path.splitext(os.path.basename(path))[0]
@@ -165,7 +178,6 @@ class ZipStore(SyncStore):
         self._zf: zipfile.ZipFile | None = None
         self._cache: collections.OrderedDict[str, bytes] = collections.OrderedDict()
         self._cache_bytes = 0
-        self._warned_external = False
         self._load()
         self.staging: Staging | None = None
         if read_only:
@@ -277,18 +289,23 @@ class ZipStore(SyncStore):
             self._fd = None
 
     def _check_archive(self) -> None:
-        """Reload the index if the archive was replaced behind the mount and nothing is staged."""
-        ident = self._archive_ident()
-        if ident == self._ident:
+        """If another program replaced the archive: reload its index, staged changes on top."""
+        if self._archive_ident() == self._ident:
             return
-        if self.staging is not None and self.staging.dirty:
-            if not self._warned_external:
-                self._warned_external = True
-                log.warning("%s: the archive changed behind the mount while writes are staged; "
-                            "the next commit replaces it", self.path)
-            return
-        log.info("%s: the archive changed behind the mount; reloading its index", self.path)
+        records = list(self.staging.records) if self.staging is not None else []
+        log.info("%s: the archive changed behind the mount; reloading its index (%d staged changes "
+                 "replayed on top)", self.path, len(records))
         self._load()
+        if self.staging is None:
+            return
+        try:
+            for record in records:
+                self._apply(record)
+        except (NczfsError, KeyError) as exc:
+            self.staging.orphan(f"they conflict with the archive's new contents: {exc}")
+            self._load()
+            return
+        self.staging.rebase(self._ident)
 
     # ------------------------------------------------------------------ the tree (no I/O)
 
@@ -369,8 +386,11 @@ class ZipStore(SyncStore):
     def _record(self, rec: dict) -> None:
         """Apply a change and journal it; then drop staged data no key refers to any more."""
         assert self.staging is not None
+        try:
+            self.staging.append(rec)
+        except OSError as exc:
+            raise _medium_error(rec.get("key") or rec["dst"], exc) from exc
         self._apply(rec)
-        self.staging.append(rec)
         dead = {f for f, n in self._refs.items() if n <= 0}
         if dead:
             self.staging.release(dead)
@@ -386,7 +406,7 @@ class ZipStore(SyncStore):
         return ObjectInfo(key, src.size, src.mtime_ns, src.etag)
 
     def _source(self, key: str) -> Source:
-        check_key(key)
+        check_member_key(key)
         self._check_archive()
         src = self._files.get(key)
         if src is None:
@@ -398,7 +418,7 @@ class ZipStore(SyncStore):
             return self._info(key, self._source(key))
 
     def entry(self, key: str) -> DirEntry | None:
-        check_key(key)
+        check_member_key(key)
         with self._lock:
             self._check_archive()
             name = key.rpartition("/")[2]
@@ -507,10 +527,7 @@ class ZipStore(SyncStore):
         return self.staging
 
     def _check_new_file(self, key: str) -> None:
-        try:
-            key.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidKey(key, "zip member names must be valid UTF-8") from None
+        check_member_key(key)
         if key in self._dirs:
             raise IsADirectory(f"{key!r}: is a directory")
         parts = key.split("/")
@@ -519,12 +536,24 @@ class ZipStore(SyncStore):
                 raise NotADirectory(f"{key!r}: a parent is a file")
 
     def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        return self._stage(key, [data], len(data))
+
+    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        return self._stage(key, iter(lambda: f.read(_COPY_CHUNK), b""), size)
+
+    def _stage(self, key: str, chunks: Iterable[bytes | bytearray | memoryview], size: int) -> ObjectInfo:
         check_key(key)
         with self._lock:
             staging = self._writable(key)
             self._check_new_file(key)
-            name = staging.store(data)
-            self._record({"op": "set", "key": key, "file": name, "size": len(data), "mtime": time.time_ns()})
+            try:
+                name, written = staging.store(chunks)
+            except OSError as exc:
+                raise _medium_error(key, exc) from exc
+            if written != size:
+                staging.release({name})
+                raise BackendError(f"{key!r}: {written} bytes arrived, {size} expected")
+            self._record({"op": "set", "key": key, "file": name, "size": size, "mtime": time.time_ns()})
             return self._info(key, self._files[key])
 
     def delete(self, key: str) -> None:
@@ -612,7 +641,6 @@ class ZipStore(SyncStore):
                 if key in mtimes:
                     src.mtime_ns = mtimes[key]  # zip times have 2 s resolution: keep what was shown
             self.staging.committed(self._ident)
-            self._warned_external = False
             log.info("%s: committed (%d objects)", self.path, len(self._files))
 
     def _write_archive(self, tmp: str) -> None:
@@ -683,6 +711,13 @@ class ZipStore(SyncStore):
                 self.staging.close()
                 self.staging = None
             self._close_archive()
+
+
+def _medium_error(key: str, exc: OSError) -> BackendError:
+    """A failed write to the staging directory, with the medium's errno (EPERM, ENOSPC, ...)."""
+    err = BackendError(f"{key!r}: cannot stage the write ({exc.strerror or exc})")
+    err.errno = exc.errno or errno.EIO
+    return err
 
 
 def _copy_range(src: int | None, dst: int, src_off: int, dst_off: int, count: int) -> None:

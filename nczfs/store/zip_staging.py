@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import time
-from typing import BinaryIO
+from typing import BinaryIO, Iterable
 
 from nczfs.errors import SourceError
 
@@ -55,8 +55,8 @@ class Staging:
         self._lock_fd = lock_fd
         self._journal: int | None = None
         self._next = 1
-        #: changes recorded since the last commit
-        self.dirty = False
+        #: the journal's records: changes made since the last commit
+        self.records: list[dict] = []
 
     # ------------------------------------------------------------------ opening, recovery
 
@@ -127,16 +127,20 @@ class Staging:
             if name.startswith("obj-"):
                 self._next = max(self._next, int(name[4:]) + 1)
         self._journal = os.open(journal, os.O_WRONLY | os.O_APPEND)
-        self.dirty = bool(records)
+        self.records = records
         return records
 
     def orphan(self, why: str) -> None:
         """Move staged writes that cannot be applied aside, and say so."""
         dest = f"{self.dir}-orphaned-{time.strftime('%Y%m%dT%H%M%S')}"
         os.makedirs(dest, exist_ok=True)
+        if self._journal is not None:
+            os.close(self._journal)
+            self._journal = None
         for name in os.listdir(self.dir):
             if name != "lock":
                 os.rename(self._path(name), os.path.join(dest, name))
+        self.records = []
         log.error("%s: staged writes of an interrupted mount were NOT applied (%s); kept in %s",
                   self.archive, why, dest)
 
@@ -151,12 +155,19 @@ class Staging:
     def files(self) -> set[str]:
         return {n for n in os.listdir(self.dir) if n.startswith("obj-")}
 
-    def store(self, data: bytes | bytearray | memoryview) -> str:
+    def store(self, chunks: Iterable[bytes | bytearray | memoryview]) -> tuple[str, int]:
+        """Write an object's bytes to a new staged file: (its name, bytes written)."""
         name = f"obj-{self._next}"
         self._next += 1
-        with open(self._path(name), "wb") as f:
-            f.write(data)
-        return name
+        written = 0
+        try:
+            with open(self._path(name), "wb") as f:
+                for chunk in chunks:
+                    written += f.write(chunk)
+        except BaseException:
+            self.release({name})
+            raise
+        return name, written
 
     def read(self, name: str, start: int, size: int) -> bytes:
         with open(self._path(name), "rb") as f:
@@ -178,7 +189,25 @@ class Staging:
             self._journal = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
             self._write({"nczfs_journal": 1, "archive": self.archive, "base": self._base})
         self._write(record)
-        self.dirty = True
+        self.records.append(record)
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.records)
+
+    def rebase(self, base: Ident) -> None:
+        """The archive was replaced by another program: the staged changes now apply to ``base``."""
+        self._base = base
+        if not self.records:
+            return
+        if self._journal is not None:
+            os.close(self._journal)
+        tmp = self._path("journal.new")
+        self._journal = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
+        self._write({"nczfs_journal": 1, "archive": self.archive, "base": base})
+        for record in self.records:
+            self._write(record)
+        os.replace(tmp, self._path("journal"))
 
     def _write(self, obj: dict) -> None:
         assert self._journal is not None
@@ -221,7 +250,7 @@ class Staging:
             if name != "lock":
                 path = self._path(name)
                 shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
-        self.dirty = False
+        self.records = []
 
     def close(self) -> None:
         """End of the mount: remove the staging directory unless it still holds changes."""

@@ -37,16 +37,21 @@ def snapshot(root: str | os.PathLike) -> Snapshot:
 
 def keeps_directories(backend) -> bool:
     """True if empty directories persist in the backend's medium (a directory tree does; S3 won't)."""
-    return backend.name == "directory"
+    return backend.name in ("directory", "zip")
+
+
+def backend_dirs(backend) -> set[str]:
+    """The directories the medium holds (backends that keep them)."""
+    if backend.name == "zip":
+        return backend.dirs()
+    return {str(p.relative_to(backend.root)) for p in Path(backend.root).rglob("*") if p.is_dir()}
 
 
 def backend_snapshot(backend) -> Snapshot:
     """What the medium holds: objects read through the backdoor, plus its directories."""
     out: Snapshot = {key: backend.read(key) for key in backend.keys()}
     if keeps_directories(backend):
-        for p in Path(backend.root).rglob("*"):
-            if p.is_dir():
-                out[str(p.relative_to(backend.root))] = DIR
+        out.update({d: DIR for d in backend_dirs(backend)})
     else:
         for key in list(out):
             parts = key.split("/")[:-1]
