@@ -28,16 +28,39 @@ XATTR_PID = config.XATTR_PID.encode()
 XATTR_SYNC = config.XATTR_SYNC.encode()
 
 
+#: operations whose medium failures the filesystem logs itself (uploads name the key there)
+_LOGGED_BY_FILESYSTEM = frozenset({"flush", "fsync", "release", "setxattr"})
+
+
+def _brief(args: tuple[Any, ...]) -> str:
+    """Request arguments for --debug: numbers and short names as they are, data as its length."""
+    shown = []
+    for a in args:
+        if isinstance(a, (int, float, str)) or (isinstance(a, bytes) and len(a) <= 64):
+            shown.append(repr(a))
+        elif isinstance(a, (bytes, bytearray, memoryview)):
+            shown.append(f"<{len(a)} bytes>")
+        else:
+            shown.append(type(a).__name__)
+    return "(" + ", ".join(shown) + ")"
+
+
 def _translate(fn: F) -> F:
     @functools.wraps(fn)
     async def wrapper(self: "Operations", *args: Any) -> Any:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("request %s%s", fn.__name__, _brief(args))
         try:
             return await fn(self, *args)
         except pyfuse3.FUSEError:
             raise
         except (NczfsError, OSError) as exc:
-            log.debug("%s%r: %s", fn.__name__, args[:2], exc)
-            raise pyfuse3.FUSEError(to_errno(exc)) from None
+            code = to_errno(exc)
+            if code == errno.EIO and fn.__name__ not in _LOGGED_BY_FILESYSTEM:
+                log.warning("%s failed: %s", fn.__name__, exc)  # the medium failed: one line, key and cause
+            else:
+                log.debug("%s%r: %s", fn.__name__, args[:2], exc)
+            raise pyfuse3.FUSEError(code) from None
         except Exception:
             log.exception("%s%r failed unexpectedly", fn.__name__, args[:2])
             raise pyfuse3.FUSEError(errno.EIO) from None

@@ -1,0 +1,110 @@
+"""What the daemon logs, and where: start line, --debug requests, medium failures, syslog."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pyfuse3
+import pytest
+
+from nczfs.filesystem import ROOT_INO, Filesystem, FsOptions
+from nczfs.fuse_ops import Operations
+from nczfs.store.memory import MemoryStore
+from nczfs.store.wrapper import FaultyStore
+from nczfs.threads import ThreadedStore
+from tests.helpers import DirectoryBackend, is_mounted, mounted, run_nczfs
+
+
+@pytest.fixture
+def src(tmp_path):
+    d = tmp_path / "src"
+    (d / "d").mkdir(parents=True)
+    (d / "d" / "a").write_bytes(b"abc")
+    return d
+
+
+@pytest.mark.fuse
+def test_start_line_names_version_source_mountpoint_and_effective_options(src, tmp_path):
+    log = tmp_path / "log"
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", "--read-only", "-o", "umask=027,metadata_ttl=2.5",
+                 log=log) as m:
+        pass
+    start = [line for line in log.read_text().splitlines() if "mounting" in line]
+    assert len(start) == 1, log.read_text()
+    line = start[0]
+    assert f"nczfs 0.1.0: mounting {src} on {m.path} (" in line
+    for option in ("read_only=True", "umask=027", "metadata_ttl=2.5", "allow_other=False", "read_ahead_kb=4096"):
+        assert option in line, line
+
+
+@pytest.mark.fuse
+def test_debug_logs_every_request(src, tmp_path):
+    log = tmp_path / "log"
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", "--debug", log=log) as m:
+        assert (m.path / "d" / "a").read_bytes() == b"abc"
+        (m.path / "d" / "b").write_bytes(b"x" * 100_000)
+    text = log.read_text()
+    for request in ("request lookup(1, b'd'", "request open(", "request read(", "request create(",
+                    "request write(", "<", "bytes>)", "request flush(", "request release("):
+        assert request in text, request
+    quiet = tmp_path / "quiet.log"
+    with mounted(DirectoryBackend(src), tmp_path / "mnt2", log=quiet) as m:
+        (m.path / "d" / "a").read_bytes()
+    assert "request " not in quiet.read_text()  # without --debug: none of that
+
+
+async def test_a_medium_failure_is_one_log_line_naming_the_key_and_the_cause(caplog):
+    raw = MemoryStore("log-test")
+    raw.set("d/a", b"abc")
+    store = FaultyStore(ThreadedStore(raw))
+    ops = Operations(Filesystem(store, FsOptions(uid=0, gid=0, metadata_ttl=0)), 0)
+    d = await ops.lookup(ROOT_INO, b"d")
+    a = await ops.lookup(d.st_ino, b"a")
+    fi = await ops.open(a.st_ino, os.O_RDONLY, None)
+    store.fail("get", key="d/a")
+    caplog.set_level(logging.INFO, logger="nczfs")
+    with pytest.raises(pyfuse3.FUSEError) as err:
+        await ops.read(fi.fh, 0, 3)
+    assert err.value.errno == errno.EIO
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and "'d/a'" in lines[0].getMessage() and "injected failure" in lines[0].getMessage()
+    caplog.clear()
+    with pytest.raises(pyfuse3.FUSEError):
+        await ops.unlink(d.st_ino, b"missing", None)  # an ordinary ENOENT is no news
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.fuse
+def test_daemon_without_log_file_logs_to_syslog(src, tmp_path):
+    """Daemonised with no --log-file, lines go to the syslog socket (journald's /dev/log)."""
+    sock_path = tmp_path / "syslog.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(sock_path))
+    sock.settimeout(30)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    script = textwrap.dedent(f"""
+        import sys
+        import nczfs.cli as cli
+        cli.SYSLOG_ADDRESS = {str(sock_path)!r}
+        sys.exit(cli.main(["mount", {str(src)!r}, {str(mnt)!r}]))
+    """)
+    try:
+        res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0 and is_mounted(mnt), res.stderr
+        messages = []
+        while not any("mounted " in m for m in messages):
+            messages.append(sock.recv(65536).decode())
+        start = next(m for m in messages if "mounting" in m)
+        assert "nczfs[" in start and "INFO nczfs.mount: nczfs 0.1.0: mounting" in start and str(src) in start
+        assert start.startswith("<14>")  # facility user, priority info
+    finally:
+        if is_mounted(mnt):
+            assert run_nczfs("umount", str(mnt)).returncode == 0
+        sock.close()
