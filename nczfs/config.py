@@ -39,6 +39,8 @@ class MountConfig:
     log_file: str | None = None
     #: kernel readahead for the mount, in KiB (see mount.set_read_ahead)
     read_ahead_kb: int = 4096
+    #: layout of a zip archive the mount creates: "netcdf" (default) or "flat" (zarr-python's)
+    zip_layout: str | None = None
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
     validate: str = "strict"
     #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
@@ -93,6 +95,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))  # type: ignore[misc]
             elif key == "validate" and eq:
                 out["validate"] = validate_mode(value)
+            elif key == "zip_layout" and value in ("flat", "netcdf"):
+                out["zip_layout"] = value
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
             else:

@@ -62,12 +62,13 @@ def test_mountpoint_inside_source(dirs):
     _one_line_error(run_nczfs("mount", str(src), str(src / "m")))
 
 
-def test_backend_not_yet_available(dirs, tmp_path):
+def test_a_file_that_is_no_zip_archive_is_refused(dirs, tmp_path):
     _, mnt = dirs
     z = tmp_path / "x.zip"
     z.write_bytes(b"")
     line = _one_line_error(run_nczfs("mount", str(z), str(mnt)))
-    assert "zip" in line and not is_mounted(mnt)
+    assert "x.zip: not a readable zip archive" in line and not is_mounted(mnt)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt", "src", "x.zip"]  # no staging left
 
 
 def test_umount_of_something_not_mounted(dirs):

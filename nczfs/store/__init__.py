@@ -29,4 +29,8 @@ def open_store(config: MountConfig) -> SyncStore:
         from nczfs.store.reference import ReferenceStore
 
         return ReferenceStore(source.location, allow_roots=config.allow_roots, config=config)
+    if source.backend == "zip":
+        from nczfs.store.zip import ZipStore
+
+        return ZipStore(source.location, read_only=read_only, layout=config.zip_layout)
     raise SourceError(f"{source.text}: the {source.backend} backend is not available in this version")
