@@ -45,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=")
     m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS")
     m.add_argument("--log-file", default=None)
+    m.add_argument("--endpoint-url", default=None, metavar="URL", help="S3: the server's endpoint URL")
+    m.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
+    m.add_argument("--region", default=None, help="S3: the bucket's region")
+    m.add_argument("--no-sign-request", action="store_true", help="S3: anonymous (unsigned) requests")
     m.add_argument("--validate", default=None, metavar="off|warn|strict",
                    help="check metadata objects written through the mount (default strict: invalid -> EINVAL)")
     m.add_argument("--allow-root", dest="allow_roots", action="append", default=[], metavar="DIR",
@@ -55,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the daemon to exit")
     u.add_argument("--stale-only", action="store_true",
                    help="only remove a mount whose daemon has died; otherwise do nothing (exit 0)")
+
+    y = sub.add_parser("sync", help="store pending writes now (zip: commit them into the archive)")
+    y.add_argument("mountpoint")
 
     sub.add_parser("demo", help="mount the bundled sample dataset, show it, unmount")
     from nczfs.nczarr.commands import add_parsers
@@ -115,6 +122,11 @@ def build_config(args: argparse.Namespace) -> MountConfig:
             values["validate"] = validate_mode(args.validate)
         except SourceError as exc:
             raise UsageError(str(exc)) from None
+    for key in ("endpoint_url", "profile", "region"):
+        if getattr(args, key, None):
+            values[key] = getattr(args, key)
+    if getattr(args, "no_sign_request", False):
+        values["no_sign_request"] = True
     if args.allow_roots:
         values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]
     if source.backend == "directory" and not os.path.isdir(source.location):
@@ -263,7 +275,22 @@ def cmd_umount(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = ("mount", "umount", "demo", "inspect", "validate")
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Ask the daemon to store every pending write (the same request umount makes first)."""
+    mnt = os.path.abspath(args.mountpoint)
+    if not _is_fuse_mount(mnt):
+        raise UsageError(f"{mnt}: not an nczfs mount point")
+    try:
+        os.setxattr(mnt, XATTR_SYNC, b"1")
+    except OSError as exc:
+        if exc.errno == errno.EROFS:  # a read-only mount has nothing to store
+            return 0
+        print(f"nczfs: {mnt}: pending writes could not be stored ({exc.strerror}); see the log", file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS = ("mount", "umount", "sync", "demo", "inspect", "validate")
 
 
 def _helper_form(argv: list[str]) -> list[str]:
@@ -280,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_mount(args)
         if args.command == "umount":
             return cmd_umount(args)
+        if args.command == "sync":
+            return cmd_sync(args)
         if args.command == "demo":
             from nczfs.demo import main as demo
 

@@ -39,10 +39,16 @@ class MountConfig:
     log_file: str | None = None
     #: kernel readahead for the mount, in KiB (see mount.set_read_ahead)
     read_ahead_kb: int = 4096
-    #: layout of a zip archive the mount creates: "netcdf" (default) or "flat" (zarr-python's)
-    zip_layout: str | None = None
+    #: S3: endpoint URL (else the URL's host, AWS_ENDPOINT_URL or AWS), AWS profile and region
+    endpoint_url: str | None = None
+    profile: str | None = None
+    region: str | None = None
+    #: S3: send unsigned (anonymous) requests
+    no_sign_request: bool = False
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
     validate: str = "strict"
+    #: layout of a zip archive the mount creates: "netcdf" (default) or "flat" (zarr-python's)
+    zip_layout: str | None = None
     #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
     allow_roots: tuple[str, ...] = ()
 
@@ -93,10 +99,14 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["read_ahead_kb"] = _int(key, value)
             elif key == "allow_root" and eq and value:
                 out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))  # type: ignore[misc]
-            elif key == "validate" and eq:
-                out["validate"] = validate_mode(value)
+            elif key in ("endpoint_url", "profile", "region") and eq and value:
+                out[key] = value
+            elif key == "no_sign_request" and not eq:
+                out["no_sign_request"] = True
             elif key == "zip_layout" and value in ("flat", "netcdf"):
                 out["zip_layout"] = value
+            elif key == "validate" and eq:
+                out["validate"] = validate_mode(value)
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
             else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass, fields
@@ -78,6 +79,17 @@ class FsOptions:
 class _Handle:
     node: Node
     writable: bool
+    #: the object version this handle reads ("" = whatever is current)
+    etag: str = ""
+
+
+#: names clients write and then rename onto the real name: zarr-python's ``<key>.<uuid>.partial``
+#: and rsync's ``.<name>.XXXXXX``. Their upload waits for the rename (one PUT under the final key)
+TEMP_NAME = re.compile(r"(\.partial$)|(^\.[^/]+\.[A-Za-z0-9]{6}$)")
+
+
+def is_temp_name(path: str) -> bool:
+    return TEMP_NAME.search(path.rpartition("/")[2]) is not None
 
 
 @dataclass
@@ -119,6 +131,7 @@ class Filesystem:
     def _record(self, node: Node, info: ObjectInfo) -> None:
         """What the store just said of a node's object; trusted for ``metadata_ttl``."""
         node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
+        node.etag = info.etag
 
     def _initial_mode(self, path: str, mode: int, default: int) -> None:
         """A new entry's permission bits, kept as an override only when not the default."""
@@ -358,6 +371,8 @@ class Filesystem:
             raise DirectoryNotEmpty(f"{path!r}: directory not empty")
         if self.store.stores_directories:
             await self.store.rmdir(path)
+        elif path not in self.local_dirs:
+            await self.store.forget_dir(path)
         self.local_dirs.discard(path)
         self._keep_parent(path)
         self.table.overrides.pop(path, None)
@@ -392,7 +407,7 @@ class Filesystem:
             if not self._fresh(node):
                 await self.getattr(ino)  # fail now if the object vanished
         node.open_count += 1
-        fh = self._new_fh(_Handle(node, writable))
+        fh = self._new_fh(_Handle(node, writable, "" if node.pending else node.etag))
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: the kernel sends no setattr
             try:
                 await self._truncate(node, 0)
@@ -425,12 +440,14 @@ class Filesystem:
         return self._new_fh(_Handle(node, True)), self.attr(node)
 
     async def read(self, fh: int, offset: int, size: int) -> bytes:
-        node = self._handle(fh).node
+        h = self._handle(fh)
+        node = h.node
         if node.content is not None:
             return await node.content.read(offset, size)
         if node.pending or size == 0:
             return b""
-        return await self.store.get(node.path, ByteRange(offset, offset + size))
+        # pinned to the version seen at open: a remote rewrite gives ESTALE, never a mix of two
+        return await self.store.get_version(node.path, ByteRange(offset, offset + size), h.etag or None)
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         h = self._handle(fh)
@@ -448,21 +465,57 @@ class Filesystem:
             if content is None or not content.dirty or node.detached:
                 return
             version = content.version
-            data = await content.getvalue()
             try:
-                info = await self.store.set(node.path, data)
+                if content.spilled:  # big: streamed from the spill file (S3: multipart upload)
+                    with await content.open_reader() as f:
+                        info = await self.store.set_file(node.path, f, content.size)
+                else:
+                    info = await self.store.set(node.path, await content.getvalue())
             except Exception as exc:
                 content.failed_version = version
                 log.error("write of %r failed: %s", node.path, str(exc) or repr(exc))
                 raise
             content.uploaded_version = version
             node.pending = False
-            node.size, node.fetched = info.size, self._now()
+            node.size, node.fetched, node.etag = info.size, self._now(), info.etag
+            self._repin(node)
             if node.mtime_ns < info.mtime_ns:
                 node.mtime_ns = info.mtime_ns
 
+    async def _store_as(self, node: Node, key: str) -> None:
+        """Upload a closed, never-stored file under ``key`` (its rename target); errors fail the rename."""
+        async with self._lock(node):
+            content = node.content
+            assert content is not None
+            try:
+                info = await self.store.set(key, await content.getvalue())
+            except Exception as exc:
+                log.error("write of %r (renamed from %r) failed: %s", key, node.path, str(exc) or repr(exc))
+                raise
+            node.pending = False
+            node.size, node.mtime_ns, node.etag, node.fetched = info.size, max(node.mtime_ns, info.mtime_ns), info.etag, self._now()
+            content.close()
+            node.content = None
+
+    def _repin(self, node: Node) -> None:
+        """The mount itself replaced a node's object: its open handles read the new version."""
+        for h in self._handles.values():
+            if isinstance(h, _Handle) and h.node is node:
+                h.etag = node.etag
+
+    def _deferred(self, node: Node) -> bool:
+        """A never-stored temp file (zarr's ``.partial``) waits for its rename to be uploaded once."""
+        return (
+            node.pending
+            and node.content is not None
+            and not node.content.spilled
+            and is_temp_name(node.path)
+        )
+
     async def flush(self, fh: int) -> None:
-        await self._upload(self._handle(fh).node)
+        node = self._handle(fh).node
+        if not self._deferred(node):
+            await self._upload(node)
 
     async def fsync(self, fh: int) -> None:
         await self._upload(self._handle(fh).node)
@@ -476,7 +529,7 @@ class Filesystem:
         node.open_count -= 1
         failed = False
         content = node.content
-        if content is not None and content.dirty and not node.detached:
+        if content is not None and content.dirty and not node.detached and not self._deferred(node):
             # the close() before this release already tried and reported a failure: retrying
             # here could store data its writer was told was not stored, at a random later time
             if content.failed_version == content.version:
@@ -488,7 +541,7 @@ class Filesystem:
                     failed = True
             if failed:
                 log.error("%r: data written through the mount was not stored and is lost", node.path)
-        if node.open_count == 0 and node.content is not None:
+        if node.open_count == 0 and node.content is not None and not (self._deferred(node) and not node.detached):
             node.content.close()
             node.content = None
             node.fetched = -1.0
@@ -567,8 +620,12 @@ class Filesystem:
                 raise IsADirectory(f"{dst_path!r}: is a directory")
             if dst is not None:
                 await self._keep_open_content(dst)
+            stored_now = False
             if src.pending:
-                if dst is not None and not dst.pending:
+                if self._deferred(src) and src.open_count == 0 and not is_temp_name(dst_path):
+                    await self._store_as(src, dst_path)  # the temp file's one upload, under its final key
+                    stored_now = True
+                elif dst is not None and not dst.pending:
                     await self.store.delete(dst_path)
             else:
                 await self.store.rename(src_path, dst_path)
@@ -577,7 +634,8 @@ class Filesystem:
         self.table.overrides.pop(dst_path, None)
         self.table.move(src_path, dst_path, subtree=src.is_dir)
         self._keep_parent(src_path)
-        src.fetched = -1.0 if not src.pending else src.fetched
+        if not (src.is_dir or src.pending or stored_now):
+            src.fetched = -1.0
 
     # ------------------------------------------------------------------ whole mount
 

@@ -83,6 +83,15 @@ class Content:
         self._size = size
         self.version += 1
 
+    @property
+    def spilled(self) -> bool:
+        return self._file is not None
+
+    async def open_reader(self) -> BinaryIO:
+        """A private read-only file object on the spilled content (own file offset), for streaming uploads."""
+        assert self._file is not None
+        return await run_blocking(open, f"/proc/self/fd/{self._file.fileno()}", "rb")
+
     async def getvalue(self) -> bytes:
         if self._mem is not None:
             return bytes(self._mem)

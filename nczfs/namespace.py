@@ -31,6 +31,8 @@ class Node:
     size: int = 0
     mtime_ns: int = 0
     fetched: float = -1.0
+    #: the object's version tag as last seen (reads through a handle are pinned to it)
+    etag: str = ""
 
 
 @dataclass

@@ -99,7 +99,10 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
         backend = "s3"
         if scheme in ("http", "https") and chosen not in (None, "s3"):
             raise SourceError(f"{text}: {scheme} URLs are S3 sources; mode names {chosen}")
-        return Source(backend, parts.netloc + parts.path, modes, params, text)
+        from nczfs.s3url import parse_s3_url
+
+        loc = parse_s3_url(text)
+        return Source(backend, f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text)
     if scheme == "reference":  # reference://path/refs.json
         if chosen not in (None, "reference"):
             raise SourceError(f"{text}: reference:// URLs name a reference set; mode names {chosen}")

@@ -7,7 +7,7 @@ matches the connection pool). Stores that never block (memory) are called inline
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+from typing import Any, BinaryIO, Callable, TypeVar
 
 import trio
 
@@ -22,11 +22,13 @@ async def run_blocking(fn: Callable[..., T], *args: Any, limiter: trio.CapacityL
 
 
 class ThreadedStore(Store):
-    def __init__(self, impl: SyncStore, max_threads: int = 8):
+    def __init__(self, impl: SyncStore, max_threads: int | None = None):
         self.impl = impl
-        self._limiter = trio.CapacityLimiter(max_threads)
+        # sized to the backend's connection pool where it has one (S3)
+        self._limiter = trio.CapacityLimiter(max_threads or getattr(impl, "max_concurrency", 8))
         self.supports_writes = impl.supports_writes
         self.stores_directories = impl.stores_directories
+        self.keys_form_a_tree = impl.keys_form_a_tree
         self.read_only = impl.read_only
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -37,8 +39,20 @@ class ThreadedStore(Store):
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         return await self._call(self.impl.get, key, rng)
 
+    async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        return await self._call(self.impl.get_version, key, rng, etag)
+
     async def stat(self, key: str) -> ObjectInfo:
         return await self._call(self.impl.stat, key)
+
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        return await self._call(self.impl.set_file, key, f, size)
+
+    async def forget_dir(self, prefix: str) -> None:
+        await self._call(self.impl.forget_dir, prefix)
+
+    def counters(self) -> dict[str, int]:
+        return self.impl.counters()
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         return await self._call(self.impl.set, key, data)

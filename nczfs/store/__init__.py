@@ -33,4 +33,8 @@ def open_store(config: MountConfig) -> SyncStore:
         from nczfs.store.zip import ZipStore
 
         return ZipStore(source.location, read_only=read_only, layout=config.zip_layout)
+    if source.backend == "s3":
+        from nczfs.store.s3 import open_s3
+
+        return open_s3(config)
     raise SourceError(f"{source.text}: the {source.backend} backend is not available in this version")

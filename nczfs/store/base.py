@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from nczfs.errors import InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
 
@@ -105,17 +106,32 @@ class SyncStore(abc.ABC):
     stores_directories: bool = False
     #: calls may run inline on the event loop because they never block (memory)
     non_blocking: bool = False
+    #: the medium refuses an object named like a directory and objects below an object (a
+    #: file tree); S3 does not: there "n" and "n/x" may both exist, and listings show "n" as
+    #: a directory (the filesystem never creates such pairs itself)
+    keys_form_a_tree: bool = True
 
     read_only: bool = False
 
     @abc.abstractmethod
     def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...
 
+    def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        """``get``, but raise :class:`~nczfs.errors.Stale` if the object is no longer version ``etag``.
+
+        Stores that cannot tell versions apart cheaply read the current bytes.
+        """
+        return self.get(key, rng)
+
     @abc.abstractmethod
     def stat(self, key: str) -> ObjectInfo: ...
 
     @abc.abstractmethod
     def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo: ...
+
+    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        """Store ``size`` bytes read from ``f`` (a private file object); S3 streams them in parts."""
+        return self.set(key, f.read(size))
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:
@@ -174,6 +190,9 @@ class SyncStore(abc.ABC):
     def rmdir(self, prefix: str) -> None:
         raise NotSupported(f"{prefix!r}: this store keeps no empty directories")
 
+    def forget_dir(self, prefix: str) -> None:
+        """An empty directory was removed on a store that keeps none: drop any trace of it (S3 markers)."""
+
     def statfs(self) -> FsStats | None:
         return None
 
@@ -182,6 +201,10 @@ class SyncStore(abc.ABC):
 
     def close(self) -> None:
         pass
+
+    def counters(self) -> dict[str, int]:
+        """Request counts by kind, for ``nczfs stats`` (stores that count nothing say so with {})."""
+        return {}
 
     def describe(self) -> str:
         return type(self).__name__
@@ -197,12 +220,25 @@ class Store(abc.ABC):
     supports_writes: bool
     stores_directories: bool
     read_only: bool
+    keys_form_a_tree: bool = True
 
     @abc.abstractmethod
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...
 
+    async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        return await self.get(key, rng)
+
     @abc.abstractmethod
     async def stat(self, key: str) -> ObjectInfo: ...
+
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        return await self.set(key, f.read(size))
+
+    async def forget_dir(self, prefix: str) -> None:
+        pass
+
+    def counters(self) -> dict[str, int]:
+        return {}
 
     @abc.abstractmethod
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo: ...

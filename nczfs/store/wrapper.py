@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import Awaitable, Callable, TypeVar
+from typing import Awaitable, BinaryIO, Callable, TypeVar
 
 import trio
 
@@ -38,11 +38,27 @@ class WrapperStore(Store):
     def read_only(self) -> bool:
         return self.inner.read_only
 
+    @property  # type: ignore[override]
+    def keys_form_a_tree(self) -> bool:
+        return self.inner.keys_form_a_tree
+
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         return await self.inner.get(key, rng)
 
+    async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        return await self.inner.get_version(key, rng, etag)
+
     async def stat(self, key: str) -> ObjectInfo:
         return await self.inner.stat(key)
+
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        return await self.inner.set_file(key, f, size)
+
+    async def forget_dir(self, prefix: str) -> None:
+        await self.inner.forget_dir(prefix)
+
+    def counters(self) -> dict[str, int]:
+        return self.inner.counters()
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         return await self.inner.set(key, data)
@@ -182,8 +198,14 @@ class FaultyStore(WrapperStore):
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         return await self._call("get", key, self.inner.get, key, rng)
 
+    async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        return await self._call("get", key, self.inner.get_version, key, rng, etag)
+
     async def stat(self, key: str) -> ObjectInfo:
         return await self._call("stat", key, self.inner.stat, key)
+
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        return await self._call("set", key, self.inner.set_file, key, f, size)
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         return await self._call("set", key, self.inner.set, key, data)

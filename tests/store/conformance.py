@@ -197,7 +197,11 @@ class StoreConformance:
         assert await store.list_prefix("") == []
         # a directory tree keeps the emptied directories; a key store has nothing left
         assert await store.dir_exists("p/q") is store.stores_directories
-        assert names(await store.list_dir("")) == (["p"] if store.stores_directories else [])
+        listed = names(await store.list_dir(""))
+        if getattr(getattr(store, "impl", store), "emptied_dirs_may_linger", False):
+            assert listed in (["p"], [])  # some S3 servers (SeaweedFS) keep an emptied folder a while
+        else:
+            assert listed == (["p"] if store.stores_directories else [])
 
     # ------------------------------------------------------------------ listing
 
@@ -272,6 +276,12 @@ class StoreConformance:
 
     async def test_object_cannot_shadow_a_directory(self, store):
         await store.set("n/x", b"1")
+        if not store.keys_form_a_tree:  # S3: both keys exist; the listing shows the directory
+            await store.set("n", b"2")
+            assert await store.list_prefix("") == ["n", "n/x"]
+            assert [(e.name, e.is_dir) for e in await store.list_dir("")] == [("n", True)]
+            assert (await store.entry("n")).is_dir
+            return
         with pytest.raises(IsADirectory) as info:
             await store.set("n", b"2")
         assert to_errno(info.value) == errno.EISDIR
@@ -279,6 +289,10 @@ class StoreConformance:
 
     async def test_no_object_below_an_object(self, store):
         await store.set("o", b"1")
+        if not store.keys_form_a_tree:  # S3: keys are independent of each other
+            await store.set("o/x", b"2")
+            assert await store.get("o") == b"1" and await store.get("o/x") == b"2"
+            return
         with pytest.raises(NotADirectory) as info:
             await store.set("o/x", b"2")
         assert to_errno(info.value) == errno.ENOTDIR
@@ -334,6 +348,8 @@ class StoreConformance:
     async def test_rename_onto_a_directory(self, store):
         await store.set("f", b"f")
         await store.set("d/x", b"x")
+        if not store.keys_form_a_tree:  # the filesystem checks this before it asks the store
+            return
         with pytest.raises(IsADirectory):
             await store.rename("f", "d")
         with pytest.raises(NotADirectory):

