@@ -21,4 +21,4 @@ def test_inspect_and_validate_read_a_kerchunk_reference_set(tmp_path):
                  "float pres(t, x) ;", ':title = "kerchunk through nczfs" ;'):
         assert line in res.stdout, (line, res.stdout)
     res = run_nczfs("validate", str(tmp_path / "data.json"))
-    assert res.returncode == 0 and "0 problem(s)" in res.stdout, res.stdout + res.stderr
+    assert res.returncode == 0 and "0 problem(s)" in res.stdout + res.stderr, res.stdout + res.stderr
