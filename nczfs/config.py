@@ -109,9 +109,17 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["validate"] = validate_mode(value)
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
+            elif _is_option_key(key):
+                raise SourceError(f"-o {item}: not a valid value for {key}" if eq else f"-o {key}: needs a value")
             else:
                 raise SourceError(f"-o {item}: unknown mount option")
     return out
+
+
+def _is_option_key(key: str) -> bool:
+    """A key that names a mount option (a MountConfig field, or one item of a tuple field)."""
+    fields = {f.name for f in dataclasses.fields(MountConfig)} - {"source", "mountpoint", "foreground", "spill_threshold"}
+    return key in fields or key + "s" in fields
 
 
 def validate_mode(value: str) -> str:

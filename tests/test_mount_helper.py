@@ -191,3 +191,12 @@ def test_every_mount_option_has_an_o_key():
 )
 def test_generic_mount8_options_are_ignored(generic):
     assert parse_options([generic]) == {}
+
+
+@pytest.mark.parametrize("item, message", [("metadata_ttl", "-o metadata_ttl: needs a value"),
+                                           ("read_ahead_kb=", "not a number"),
+                                           ("frobnicate", "-o frobnicate: unknown mount option")])
+def test_a_known_key_with_a_bad_value_is_not_called_unknown(item, message):
+    with pytest.raises(SourceError) as err:
+        parse_options([item])
+    assert message in str(err.value)
