@@ -198,6 +198,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     if pid == 0:  # the daemon
         os.close(rfd)
         os.setsid()
+        os.chdir("/")  # keep no directory busy (paths in the config are absolute)
         os.environ.pop("NOTIFY_SOCKET", None)  # a forked daemon is not the process systemd watches
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):

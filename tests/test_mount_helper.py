@@ -26,9 +26,9 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NOT_OPTIONS = {"source", "mountpoint", "foreground", "spill_threshold"}
 
 
-def _mount_cmd(*args: str) -> subprocess.CompletedProcess:
+def _mount_cmd(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
-    return subprocess.run(list(args), capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(list(args), capture_output=True, text=True, env=env, timeout=60, cwd=cwd)
 
 
 def _mount_line(mnt) -> list[str]:
@@ -93,7 +93,7 @@ def test_mount_t_fuse_nczfs_with_options_then_umount(dirs, tmp_path):
     log = tmp_path / "daemon.log"
     # generic mount(8)/fstab options mixed with nczfs ones; mount.fuse3 adds dev,suid
     opts = f"rw,allow_other,_netdev,nofail,noatime,x-systemd.automount,metadata_ttl=0,umask=027,log_file={log}"
-    res = _mount_cmd("mount", "-t", "fuse.nczfs", str(src), str(mnt), "-o", opts)
+    res = _mount_cmd("mount", "-t", "fuse.nczfs", str(src), str(mnt), "-o", opts, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     fields = _mount_line(mnt)
     assert fields[0] == str(src) and fields[2] == "fuse.nczfs"
@@ -101,6 +101,8 @@ def test_mount_t_fuse_nczfs_with_options_then_umount(dirs, tmp_path):
     assert (os.stat(mnt / "d" / "a").st_mode & 0o777) == 0o640  # umask=027 reached the daemon
     _use_mount(src, mnt)
     assert "metadata_ttl=0.0" in log.read_text()
+    # the daemon keeps no directory busy: mount ran in the test's directory, the daemon is in /
+    assert os.readlink(f"/proc/{int(os.getxattr(mnt, 'user.nczfs.pid'))}/cwd") == "/"
     _umount_and_wait(mnt)
 
 
