@@ -188,7 +188,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
         setup_logging(config, daemon=False, journal=args.systemd)
 
         def ready(err: str | None) -> None:
-            if err:
+            if err and args.systemd:
+                log.error("%s", err)  # with the journal's error priority
+            elif err:
                 print(f"nczfs: {err}", file=sys.stderr)
 
         return serve(config, ready)

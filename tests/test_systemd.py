@@ -78,14 +78,14 @@ class NotifySocket:
             self.env = str(path)
         self.messages: list[str] = []
 
-    def wait_for(self, line: str, timeout: float = 30.0) -> list[str]:
-        """Read messages until one holds ``line``; returns that message's lines."""
+    def wait_for(self, start: str, timeout: float = 30.0) -> list[str]:
+        """Read messages until one has a line beginning with ``start``; returns that message's lines."""
         self.sock.settimeout(timeout)
         while True:
             msg = self.sock.recv(65536).decode()
             self.messages.append(msg)
             lines = msg.split("\n")
-            if line in lines:
+            if any(line.startswith(start) for line in lines):
                 return lines
 
     def close(self) -> None:
@@ -99,6 +99,13 @@ def notify_socket(request, tmp_path):
     ns.close()
 
 
+def _dirs(tmp_path: Path) -> tuple[Path, Path]:
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    return src, mnt
+
+
 def _stop(proc: subprocess.Popen, mnt: Path) -> None:
     if proc.poll() is None:
         proc.kill()
@@ -109,9 +116,7 @@ def _stop(proc: subprocess.Popen, mnt: Path) -> None:
 
 @pytest.mark.fuse
 def test_readiness_status_and_stopping_over_notify_socket(notify_socket, tmp_path):
-    src, mnt = tmp_path / "src", tmp_path / "mnt"
-    src.mkdir()
-    mnt.mkdir()
+    src, mnt = _dirs(tmp_path)
     (src / "a").write_bytes(b"in the store")
     env = {**os.environ, "NOTIFY_SOCKET": notify_socket.env}
     proc = subprocess.Popen([*NCZFS, "mount", "--systemd", str(src), str(mnt)], env=env,
@@ -148,14 +153,25 @@ def test_failed_start_reports_status_and_no_readiness(tmp_path):
     ns = NotifySocket(tmp_path, abstract=False)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
+    bad_zip = tmp_path / "bad.zip"
+    bad_zip.write_bytes(b"not a zip archive")
+    env = {**os.environ, "NOTIFY_SOCKET": ns.env}
     try:
-        env = {**os.environ, "NOTIFY_SOCKET": ns.env}
-        res = subprocess.run([*NCZFS, "mount", "--systemd", f"file://{tmp_path}/missing#mode=nczarr,file", str(mnt)],
+        # the store cannot be opened: STATUS= says why, an error line goes to the journal, exit 2
+        res = subprocess.run([*NCZFS, "mount", "--systemd", str(bad_zip), str(mnt)],
+                             env=env, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2
+        assert any(line.startswith("<3>") and str(bad_zip) in line for line in res.stderr.splitlines()), res.stderr
+        status = ns.wait_for(f"STATUS=failed: {bad_zip}: ")
+        assert "READY=1" not in status
+        # a bad argument fails before anything is set up: nothing is sent at all
+        res = subprocess.run([*NCZFS, "mount", "--systemd", str(tmp_path / "missing"), str(mnt)],
                              env=env, capture_output=True, text=True, timeout=60)
         assert res.returncode == 2 and "missing" in res.stderr
         ns.sock.setblocking(False)
         with pytest.raises(BlockingIOError):
-            ns.sock.recv(65536)  # nothing was sent: no READY=1
+            ns.sock.recv(65536)
+        assert not any("READY=1" in m for m in ns.messages)
     finally:
         ns.close()
     assert not is_mounted(mnt)
@@ -195,9 +211,7 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 def test_unit_start_and_stop_commands_store_pending_writes(tmp_path):
     """ExecStartPre, ExecStart (Type=notify) and ExecStop from the unit, with a NAME.conf."""
     unit = _unit(SERVICE)["Service"]
-    src, mnt = tmp_path / "src", tmp_path / "mnt"
-    src.mkdir()
-    mnt.mkdir()
+    src, mnt = _dirs(tmp_path)
     (src / "stored").write_bytes(b"s")
     conf = tmp_path / "test.conf"
     conf.write_text(f"SOURCE={src}\nMOUNTPOINT={mnt}\nOPTIONS=metadata_ttl=0,umask=027\n")
@@ -233,9 +247,7 @@ def test_unit_start_and_stop_commands_store_pending_writes(tmp_path):
 @pytest.mark.fuse
 def test_unit_stop_of_an_idle_mount_needs_no_signal(tmp_path):
     unit = _unit(SERVICE)["Service"]
-    src, mnt = tmp_path / "src", tmp_path / "mnt"
-    src.mkdir()
-    mnt.mkdir()
+    src, mnt = _dirs(tmp_path)
     env = {"SOURCE": str(src), "MOUNTPOINT": str(mnt), "OPTIONS": ""}
     ns = NotifySocket(tmp_path, abstract=False)
     proc = subprocess.Popen(_expand(unit["ExecStart"], env), env={**os.environ, "NOTIFY_SOCKET": ns.env},
