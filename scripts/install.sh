@@ -9,7 +9,7 @@ extra=demo
 apt_pkgs=(fuse3 libfuse3-dev pkg-config gcc python3 python3-venv python3-dev)
 if [ "${1:-}" = "--test" ]; then
     extra=test
-    apt_pkgs+=(rsync netcdf-bin tar diffutils findutils)
+    apt_pkgs+=(rsync netcdf-bin tar diffutils findutils zip unzip)
     apt_pkgs+=(systemd util-linux passwd)  # systemd-analyze verify; mount -T, setpriv; useradd
 fi
 

@@ -241,10 +241,11 @@ class ZipStore(SyncStore):
             if why is not None:
                 self._close_archive()
                 raise SourceError(f"{self.path}: member {info.orig_filename!r} refused: {why}")
-            if info.header_offset + info.compress_size > zf.start_dir:
+            if info.header_offset < 0 or info.header_offset + info.compress_size > zf.start_dir:
                 self._close_archive()
                 raise SourceError(f"{self.path}: member {info.filename!r} runs past the central "
                                   "directory (truncated or corrupt archive)")
+        _check_no_overlap(self.path, infos)
         found = detect_layout(infos, self.path)
         if found is None:
             self.layout = self._requested_layout or "netcdf"
@@ -711,6 +712,15 @@ class ZipStore(SyncStore):
                 self.staging.close()
                 self.staging = None
             self._close_archive()
+
+
+def _check_no_overlap(path: str, infos: list[zipfile.ZipInfo]) -> None:
+    """Members whose data would overlap the next member: bytes are missing (a cut archive)."""
+    ordered = sorted(infos, key=lambda i: i.header_offset)
+    for a, b in zip(ordered, ordered[1:]):
+        name = a.orig_filename.encode("utf-8" if a.flag_bits & 0x800 else "cp437", "replace")
+        if a.header_offset + _LOCAL_HEADER.size + len(name) + a.compress_size > b.header_offset:
+            raise SourceError(f"{path}: member {a.filename!r} overlaps the next one (truncated or corrupt archive)")
 
 
 def _medium_error(key: str, exc: OSError) -> BackendError:

@@ -1,8 +1,15 @@
+import os
+import struct
 import zipfile
 
 import pytest
 
+from nczfs.store.base import ByteRange
+from nczfs.errors import SourceError
+from nczfs.store import zip as zip_mod
+from nczfs.store import zip_staging
 from nczfs.store.zip import ZipStore
+from nczfs.store.zip_staging import staging_dir
 from tests.store.conformance import StoreConformance
 from tests.ziputil import rewrite_zip, zip_members
 
@@ -45,3 +52,167 @@ class TestZipNetcdfLayout(ZipConformance):
 
 class TestZipFlatLayout(ZipConformance):
     layout = "flat"
+
+
+# ---------------------------------------------------------------------- zip-only: commits and crashes
+
+
+def make_zip(path, members: dict[str, bytes], top: str | None = "ds") -> None:
+    with zipfile.ZipFile(path, "w") as zf:
+        if top:
+            zf.mkdir(top + "/")
+        for k, v in members.items():
+            zf.writestr(f"{top}/{k}" if top else k, v)
+
+
+def die(store: ZipStore) -> None:
+    """What a kill -9 leaves: nothing closed or cleaned up, only the lock released (by the kernel)."""
+    os.close(store.staging._lock_fd)
+
+
+def test_second_writable_store_on_one_archive_is_refused(tmp_path):
+    a = ZipStore(str(tmp_path / "x.zip"))
+    try:
+        with pytest.raises(SourceError, match="already mounted read/write"):
+            ZipStore(str(tmp_path / "x.zip"))
+    finally:
+        a.close()
+
+
+@pytest.mark.parametrize("dies", ["before-rename", "after-rename", "no-commit"])
+def test_staged_writes_survive_a_crash_at_any_point_of_a_commit(tmp_path, monkeypatch, dies):
+    archive = tmp_path / "ds.zip"
+    make_zip(archive, {"old": b"old", "gone": b"x"})
+    s = ZipStore(str(archive))
+    s.set("new/a", b"A")
+    s.delete("gone")
+    s.rename("old", "moved")
+    if dies == "before-rename":  # new.zip written and fsynced, the marker too, no rename yet
+        monkeypatch.setattr(zip_staging.os, "replace", lambda src, dst: (_ for _ in ()).throw(SystemExit))
+    elif dies == "after-rename":  # the new archive is in place, the staging area not yet cleaned
+        monkeypatch.setattr(zip_mod.Staging, "committed", lambda self, ident: (_ for _ in ()).throw(SystemExit))
+    if dies != "no-commit":
+        with pytest.raises(SystemExit):
+            s.sync()
+    monkeypatch.undo()
+    left = set(os.listdir(staging_dir(str(archive))))
+    assert {"before-rename": {"new.zip", "committing"}, "after-rename": {"committing"}, "no-commit": set()}[dies] <= left
+    die(s)
+    with zipfile.ZipFile(archive) as zf:
+        assert zf.testzip() is None
+    want = {"new/a": b"A", "moved": b"old"}
+    assert zip_members(archive) in (want, {"old": b"old", "gone": b"x"})
+    s2 = ZipStore(str(archive))  # recovers
+    assert {k: s2.get(k) for k in s2.list_prefix("")} == want
+    s2.close()
+    assert zip_members(archive) == want
+    assert not os.path.exists(staging_dir(str(archive)))
+
+
+def test_a_journal_made_on_another_archive_is_set_aside_not_applied(tmp_path, caplog):
+    archive = tmp_path / "ds.zip"
+    make_zip(archive, {"a": b"1"})
+    s = ZipStore(str(archive))
+    s.set("b", b"2")
+    die(s)
+    make_zip(archive, {"a": b"changed by someone else"})
+    s2 = ZipStore(str(archive))
+    assert s2.list_prefix("") == ["a"] and s2.get("a") == b"changed by someone else"
+    s2.close()
+    orphans = [p for p in tmp_path.iterdir() if "orphaned" in p.name]
+    assert len(orphans) == 1 and (orphans[0] / "journal").exists()
+    assert "NOT applied" in caplog.text
+
+
+def test_a_torn_last_journal_line_is_ignored(tmp_path):
+    archive = tmp_path / "ds.zip"
+    s = ZipStore(str(archive))
+    s.set("a", b"1")
+    s.set("b", b"2")
+    die(s)
+    journal = os.path.join(staging_dir(str(archive)), "journal")
+    with open(journal, "rb+") as f:
+        f.truncate(os.path.getsize(journal) - 5)
+    s2 = ZipStore(str(archive))
+    assert s2.list_prefix("") == ["a"]
+    s2.close()
+
+
+def test_archive_replaced_behind_the_store_keeps_staged_changes_on_top(tmp_path):
+    archive = tmp_path / "ds.zip"
+    make_zip(archive, {"a": b"1", "b": b"2"})
+    s = ZipStore(str(archive))
+    s.set("mine", b"staged")
+    rewrite_zip(archive, {"theirs": b"new", "a": b"1 changed"})
+    assert s.list_prefix("") == ["a", "b", "mine", "theirs"]
+    assert s.get("a") == b"1 changed" and s.get("mine") == b"staged"
+    s.close()
+    assert zip_members(archive) == {"a": b"1 changed", "b": b"2", "mine": b"staged", "theirs": b"new"}
+
+
+def test_read_only_store_reports_staged_writes_left_by_a_crash(tmp_path, caplog):
+    archive = tmp_path / "ds.zip"
+    make_zip(archive, {"a": b"1"})
+    s = ZipStore(str(archive))
+    s.set("b", b"2")
+    die(s)
+    ro = ZipStore(str(archive), read_only=True)
+    assert ro.list_prefix("") == ["a"]
+    ro.close()
+    assert "holds staged writes of an interrupted mount" in caplog.text
+
+
+def test_unchanged_members_are_copied_raw_not_recompressed(tmp_path):
+    archive = tmp_path / "ds.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        zf.mkdir("ds/")
+        zf.writestr("ds/text", b"abc" * 10000)
+    raw_before = _raw_member(archive, "ds/text")
+    s = ZipStore(str(archive))
+    assert s.get("text") == b"abc" * 10000
+    s.set("other", b"x")
+    s.sync()
+    assert _raw_member(archive, "ds/text") == raw_before  # the same deflate bytes (level 1, not default)
+    info = zipfile.ZipFile(archive).getinfo("ds/other")
+    assert info.compress_type == zipfile.ZIP_STORED
+    s.close()
+
+
+def _raw_member(archive, name) -> bytes:
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo(name)
+    data = archive.read_bytes()
+    n, m = struct.unpack("<HH", data[info.header_offset + 26: info.header_offset + 30])
+    start = info.header_offset + 30 + n + m
+    return data[start: start + info.compress_size]
+
+
+def test_zip64_more_than_65535_members(tmp_path):
+    archive = tmp_path / "many.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for i in range(70_000):
+            zf.writestr(f"c/{i}", b"")
+        zf.writestr("c/last", b"end")
+    s = ZipStore(str(archive))
+    assert s.layout == "flat" and len(s.list_dir("c")) == 70_001
+    assert s.get("c/last") == b"end"
+    s.set("c/new", b"new")
+    s.sync()
+    s.close()
+    with zipfile.ZipFile(archive) as zf:
+        assert len(zf.infolist()) == 70_002 and zf.read("c/new") == b"new" and zf.read("c/last") == b"end"
+
+
+def test_members_beyond_4_gib_are_read_by_offset(tmp_path):
+    """ZIP64 offsets: members placed after a 5 GiB hole (a sparse file, no disk used)."""
+    archive = tmp_path / "far.zip"
+    with open(archive, "wb") as f:
+        f.seek(5 << 30)
+        with zipfile.ZipFile(f, "w") as zf:
+            zf.writestr("far/x", b"beyond four gibibytes")
+            zf.writestr("far/y", b"y" * 1000, compress_type=zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(archive) as zf:
+        assert zf.getinfo("far/x").header_offset > 0xFFFFFFFF
+    s = ZipStore(str(archive), read_only=True)
+    assert s.get("x", ByteRange(7, 11)) == b"four" and s.get("y") == b"y" * 1000
+    s.close()
