@@ -16,7 +16,7 @@ import sys
 import time
 
 import nczfs
-from nczfs.config import XATTR_PID, XATTR_SYNC, MountConfig, parse_options, validate_mode
+from nczfs.config import XATTR_PID, XATTR_SYNC, MountConfig, parse_options, present_view, validate_mode
 from nczfs.errors import SourceError
 from nczfs.source import parse_source
 
@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--no-sign-request", action="store_true", help="S3: anonymous (unsigned) requests")
     m.add_argument("--validate", default=None, metavar="off|warn|strict",
                    help="check metadata objects written through the mount (default strict: invalid -> EINVAL)")
+    m.add_argument("--present", default=None, metavar="VIEW",
+                   help="show datasets as: as-stored (default), netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray")
     m.add_argument("--allow-root", dest="allow_roots", action="append", default=[], metavar="DIR",
                    help="reference sets: local targets may lie below DIR (repeatable; default: the JSON's directory)")
 
@@ -120,6 +122,11 @@ def build_config(args: argparse.Namespace) -> MountConfig:
     if args.validate is not None:
         try:
             values["validate"] = validate_mode(args.validate)
+        except SourceError as exc:
+            raise UsageError(str(exc)) from None
+    if args.present is not None:
+        try:
+            values["present"] = present_view(args.present)
         except SourceError as exc:
             raise UsageError(str(exc)) from None
     for key in ("endpoint_url", "profile", "region"):

@@ -47,6 +47,8 @@ class MountConfig:
     no_sign_request: bool = False
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
     validate: str = "strict"
+    #: metadata flavor shown: "as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1" or "xarray"
+    present: str = "as-stored"
     #: layout of a zip archive the mount creates: "netcdf" (default) or "flat" (zarr-python's)
     zip_layout: str | None = None
     #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
@@ -107,6 +109,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["zip_layout"] = value
             elif key == "validate" and eq:
                 out["validate"] = validate_mode(value)
+            elif key == "present" and eq:
+                out["present"] = present_view(value)
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
             elif _is_option_key(key):
@@ -128,3 +132,13 @@ def validate_mode(value: str) -> str:
     if mode not in ("off", "warn", "strict"):
         raise SourceError(f"validate={value}: must be off, warn or strict")
     return mode
+
+
+PRESENT_VIEWS = ("as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1", "xarray")
+
+
+def present_view(value: str) -> str:
+    """``-o present=`` / ``--present``: which metadata flavor the mount shows."""
+    if value not in PRESENT_VIEWS:
+        raise SourceError(f"present={value}: must be one of {', '.join(PRESENT_VIEWS)}")
+    return value

@@ -10,7 +10,7 @@ apt_pkgs=(fuse3 libfuse3-dev pkg-config gcc python3 python3-venv python3-dev)
 if [ "${1:-}" = "--test" ]; then
     extra=test
     apt_pkgs+=(rsync netcdf-bin tar diffutils findutils zip unzip)
-    apt_pkgs+=(systemd util-linux passwd)  # systemd-analyze verify; mount -T, setpriv; useradd
+    apt_pkgs+=(systemd mount util-linux passwd)  # systemd-analyze verify; mount -T; setpriv; useradd
 fi
 
 missing=()

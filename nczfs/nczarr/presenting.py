@@ -1,0 +1,339 @@
+"""PresentingStore: show every dataset of the store in one metadata flavor (``--present``).
+
+A dataset is the topmost folder holding ``.zgroup``, ``zarr.json``, ``.nczarr`` or
+``.zmetadata``. Its metadata objects are read into the model (:mod:`nczfs.nczarr.read`) and
+written out in the view's flavor (:mod:`nczfs.nczarr.emit`); the stored metadata objects are
+replaced by those, arrays the view's reader cannot handle are hidden (one log line each), and
+chunk keys pass through untouched, except Zarr v3 chunks, shown without their ``c/`` (or
+``c.``) prefix. A view is rebuilt when it is older than ``ttl`` seconds or after a write
+through the mount; rebuilding an unchanged dataset gives the same bytes, so sizes are stable.
+
+Writes: chunk writes pass through (v3 keys mapped back). Metadata writes pass through when the
+dataset is stored in the view's own flavor (or is not a dataset yet); otherwise they are
+refused with EROFS, because storing them would mix two flavors in one dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, ReadOnly
+from nczfs.nczarr.emit import emit, v3_chunk_prefix
+from nczfs.nczarr.read import DictObjects, read_dataset
+from nczfs.nczarr.validate import METADATA_NAMES
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
+from nczfs.store.wrapper import WrapperStore
+
+log = logging.getLogger(__name__)
+
+#: the stored flavor each view writes; datasets stored so take metadata writes through the view
+VIEW_FLAVOR = {"netcdf-4.10": "V2-ZA", "netcdf-4.9": "V2-UC", "netcdf-4.9.1": "V2-LC", "xarray": "zarr-v2"}
+ROOT_MARKERS = (".zgroup", "zarr.json", ".nczarr", ".zmetadata")
+GROUP_META = (".zgroup", ".zattrs", ".zmetadata", ".nczarr", ".nczgroup", ".nczattr", ".nczattrs", "zarr.json")
+
+
+@dataclass
+class DatasetView:
+    root: str
+    flavor: str
+    built: float
+    #: full keys of the view's metadata objects -> bytes
+    objects: dict[str, bytes] = field(default_factory=dict)
+    hidden: set[str] = field(default_factory=set)
+    #: full array prefix -> where its chunks live below it in the store (Zarr v3: "c/" or "c.")
+    v3: dict[str, str] = field(default_factory=dict)
+    mtime_ns: int = 0
+    #: no arrays, groups or attributes yet (a dataset being created): any flavor may be written
+    empty: bool = False
+
+    def info(self, key: str) -> ObjectInfo:
+        data = self.objects[key]
+        return ObjectInfo(key, len(data), self.mtime_ns, hashlib.md5(data).hexdigest())
+
+    def array_of(self, key: str) -> str | None:
+        """The hidden or v3 array ``key`` lies in (or is), if any."""
+        k = key
+        while k:
+            if k in self.hidden or k in self.v3:
+                return k
+            k = parent_of(k)
+        return None
+
+    def to_store(self, key: str) -> str | None:
+        """The store key behind view key ``key`` (None: not in the view, or synthesised)."""
+        if key in self.objects:
+            return None
+        array = self.array_of(key)
+        if array is not None:
+            if array in self.hidden:
+                return None
+            if key == array:
+                return key
+            rest = key[len(array) + 1:]
+            return None if rest.rpartition("/")[2] in METADATA_NAMES else f"{array}/{self.v3[array]}{rest}"
+        return None if key.rpartition("/")[2] in METADATA_NAMES else key
+
+
+class PresentingStore(WrapperStore):
+    def __init__(self, inner: Store, view: str, ttl: float = 1.0):
+        super().__init__(inner)
+        self.view = view
+        self.ttl = ttl
+        self._roots: dict[str, tuple[float, bool]] = {}
+        self._views: dict[str, DatasetView] = {}
+        self._logged: set[tuple[str, str]] = set()
+
+    # -- finding and building views --------------------------------------------------------------
+
+    async def _is_root(self, folder: str) -> bool:
+        now = time.monotonic()
+        cached = self._roots.get(folder)
+        if cached and now - cached[0] < self.ttl:
+            return cached[1]
+        found = False
+        for name in ROOT_MARKERS:
+            try:
+                if await self.inner.entry(join(folder, name)) is not None:
+                    found = True
+                    break
+            except NczfsError:
+                break
+        self._roots[folder] = (now, found)
+        return found
+
+    async def view_for(self, key: str) -> DatasetView | None:
+        parts = key.split("/") if key else []
+        for i in range(len(parts) + 1):
+            folder = "/".join(parts[:i])
+            if await self._is_root(folder):
+                return await self._view(folder)
+        return None
+
+    async def _view(self, root: str) -> DatasetView | None:
+        v = self._views.get(root)
+        if v is not None and time.monotonic() - v.built < self.ttl:
+            return v
+        objects: dict[str, bytes] = {}
+        await self._collect(root, "", objects)
+        try:
+            ds = read_dataset(DictObjects(objects))
+        except NczfsError as exc:
+            log.warning("%r: not shown as %s: %s", root or "/", self.view, exc)
+            return None
+        v = DatasetView(root, ds.flavor, time.monotonic(), mtime_ns=time.time_ns(),
+                        empty=not (ds.root.variables or ds.root.groups or ds.root.attributes or ds.root.dims))
+        for g in ds.root.walk():
+            for var in g.variables:
+                if ds.flavor == "zarr-v3":
+                    node = json.loads(objects[join(join(g.path.strip("/"), var.name), "zarr.json")])
+                    name = (node.get("chunk_key_encoding") or {}).get("name", "default")
+                    v.v3[join(root, join(g.path.strip("/"), var.name))] = v3_chunk_prefix(var, name)
+        synth, hidden = emit(ds, self.view)
+        v.objects = {join(root, k): b for k, b in synth.items()}
+        for path, reason in hidden:
+            full = join(root, path)
+            if ":" not in path:
+                v.hidden.add(full)
+                v.v3.pop(full, None)
+            if (full, reason) not in self._logged:
+                self._logged.add((full, reason))
+                log.info("view %s hides %r: %s", self.view, full, reason)
+        self._views[root] = v
+        return v
+
+    async def _collect(self, root: str, rel: str, out: dict[str, bytes]) -> None:
+        """Every metadata object of the dataset at ``root`` (keys relative to it), without
+        listing array folders (they may hold many chunks)."""
+        folder = join(root, rel) if rel else root
+        names = {e.name: e.is_dir for e in await self.inner.list_dir(folder)}
+        for name in GROUP_META:
+            if names.get(name) is False:
+                out[join(rel, name)] = await self.inner.get(join(folder, name))
+        for child, is_dir in names.items():
+            if not is_dir or child.startswith("."):
+                continue
+            crel = join(rel, child)
+            for name in (".zarray", "zarr.json", ".nczvar", ".nczarray"):
+                try:
+                    out[join(crel, name)] = await self.inner.get(join(folder, join(child, name)))
+                except NczfsError:
+                    pass
+            v3 = out.get(join(crel, "zarr.json"))
+            if join(crel, ".zarray") in out or (v3 is not None and b'"array"' in v3):
+                for name in (".zattrs", ".nczattr", ".nczattrs"):
+                    try:
+                        out[join(crel, name)] = await self.inner.get(join(folder, join(child, name)))
+                    except NczfsError:
+                        pass
+            else:  # a group (or a plain folder that may hold groups)
+                out.pop(join(crel, "zarr.json"), None)
+                await self._collect(root, crel, out)
+
+    def _forget(self, key: str) -> None:
+        """A write changed the store under ``key``: rebuild what depends on it."""
+        for folder in list(self._roots):
+            if key == folder or key.startswith(folder + "/") or folder == "":
+                self._roots.pop(folder, None)
+        for root in list(self._views):
+            if root == "" or key == root or key.startswith(root + "/"):
+                self._views.pop(root, None)
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        v = await self.view_for(key)
+        if v is None:
+            return await self.inner.get(key, rng)
+        if key in v.objects:
+            data = v.objects[key]
+            return rng.slice(data) if rng else data
+        target = v.to_store(key)
+        if target is None:
+            raise KeyNotFound(key)
+        return await self.inner.get(target, rng)
+
+    async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        v = await self.view_for(key)
+        if v is None or key in v.objects:
+            return await self.get(key, rng) if v else await self.inner.get_version(key, rng, etag)  # type: ignore[attr-defined]
+        target = v.to_store(key)
+        if target is None:
+            raise KeyNotFound(key)
+        return await self.inner.get_version(target, rng, etag)  # type: ignore[attr-defined]
+
+    async def stat(self, key: str) -> ObjectInfo:
+        v = await self.view_for(key)
+        if v is None:
+            return await self.inner.stat(key)
+        if key in v.objects:
+            return v.info(key)
+        target = v.to_store(key)
+        if target is None:
+            raise KeyNotFound(key)
+        info = await self.inner.stat(target)
+        return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
+
+    async def entry(self, key: str) -> DirEntry | None:
+        v = await self.view_for(key)
+        if v is None:
+            return await self.inner.entry(key)
+        name = key.rpartition("/")[2]
+        if key in v.objects:
+            return DirEntry(name, False, v.info(key))
+        target = v.to_store(key)
+        if target is None:
+            return None
+        found = await self.inner.entry(target)
+        if found is None:
+            return None
+        info = ObjectInfo(key, found.info.size, found.info.mtime_ns, found.info.etag) if found.info else None
+        return DirEntry(name, found.is_dir, info)
+
+    async def dir_exists(self, prefix: str) -> bool:
+        v = await self.view_for(prefix)
+        if v is None:
+            return await self.inner.dir_exists(prefix)
+        target = v.to_store(prefix)
+        return target is not None and await self.inner.dir_exists(target)
+
+    async def list_dir(self, prefix: str) -> list[DirEntry]:
+        v = await self.view_for(prefix)
+        if v is None:
+            return await self.inner.list_dir(prefix)
+        array = v.array_of(prefix)
+        if array is not None and array in v.hidden:
+            raise KeyNotFound(prefix)
+        out: dict[str, DirEntry] = {}
+        if array is not None:  # a Zarr v3 array, or a folder of its chunks
+            cp = v.v3[array]
+            if cp.endswith("/") or prefix != array:
+                below = f"{array}/{cp}{prefix[len(array) + 1:]}".rstrip("/") if prefix != array else f"{array}/{cp.rstrip('/')}"
+                try:
+                    entries = await self.inner.list_dir(below)
+                except KeyNotFound:
+                    entries = []
+                out.update((e.name, e) for e in entries)
+            else:
+                for e in await self.inner.list_dir(prefix):
+                    if e.name.startswith(cp) and e.name not in METADATA_NAMES:
+                        out[e.name[len(cp):]] = DirEntry(e.name[len(cp):], e.is_dir, e.info)
+        else:
+            for e in await self.inner.list_dir(prefix):
+                if v.to_store(join(prefix, e.name)) is not None:
+                    out[e.name] = e
+        start = prefix + "/" if prefix else ""
+        for key in v.objects:
+            if key.startswith(start) and "/" not in key[len(start):]:
+                name = key[len(start):]
+                out[name] = DirEntry(name, False, v.info(key))
+        return [out[n] for n in sorted(out)]
+
+    async def list_prefix(self, prefix: str) -> list[str]:
+        out = []
+        for e in await self.list_dir(prefix):
+            key = join(prefix, e.name)
+            out.extend(await self.list_prefix(key) if e.is_dir else [key])
+        return sorted(out)
+
+    # -- writes --------------------------------------------------------------------------------------
+
+    async def _writable_target(self, key: str) -> str:
+        """The store key a write of view key ``key`` goes to, or a clear refusal."""
+        v = await self.view_for(key)
+        if v is None:
+            return key
+        is_meta = key.rpartition("/")[2] in METADATA_NAMES
+        if is_meta:
+            if v.flavor != VIEW_FLAVOR[self.view] and not v.empty:
+                raise ReadOnly(
+                    f"{key!r}: the {self.view} view shows this {v.flavor} dataset translated; metadata "
+                    f"written through it would mix two flavors (mount with --present as-stored to change it)")
+            return key
+        array = v.array_of(key)
+        if array is not None and array in v.hidden:
+            raise ReadOnly(f"{key!r}: the array is hidden from the {self.view} view")
+        target = v.to_store(key)
+        if target is None:
+            raise InvalidArgument(f"{key!r}: not a writable name in the {self.view} view")
+        return target
+
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        target = await self._writable_target(key)
+        info = await self.inner.set(target, data)
+        self._forget(key)
+        return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
+
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        target = await self._writable_target(key)
+        info = await self.inner.set_file(target, f, size)  # type: ignore[attr-defined]
+        self._forget(key)
+        return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
+
+    async def delete(self, key: str) -> None:
+        target = await self._writable_target(key)
+        await self.inner.delete(target)
+        self._forget(key)
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        return await self.set(dst, await self.get(src))
+
+    async def rename(self, src: str, dst: str) -> None:
+        target = await self._writable_target(dst)
+        source = await self._writable_target(src)
+        await self.inner.rename(source, target)
+        self._forget(src)
+        self._forget(dst)
+
+    async def rename_dir(self, src: str, dst: str) -> None:
+        for key in (src, dst):
+            v = await self.view_for(key)
+            if v is not None and v.flavor != VIEW_FLAVOR[self.view]:
+                raise ReadOnly(f"{key!r}: folders of a dataset shown translated by the {self.view} view cannot move")
+        await self.inner.rename_dir(src, dst)
+        self._forget(src)
+        self._forget(dst)

@@ -1,0 +1,264 @@
+"""Views (``--present``): every flavor shown as what one reader reads, checked with that reader.
+
+netcdf-4.10 -> the netCDF4 wheel (netCDF-C 4.10.1); netcdf-4.9 -> Debian ncdump 4.9.0;
+netcdf-4.9.1 -> the bytes (lower-case V2 keys) read back by nczfs's own reader; xarray -> xarray.
+One read-only mount per view over a folder holding every hand-made flavor, corpus datasets and
+Zarr v3 stores written by zarr-python and xarray.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from nczfs.nczarr.cdl import to_cdl
+from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.store.directory import DirectoryStore
+from tests.helpers import DirectoryBackend, mounted, run_nczfs
+from tests.nczarr.test_read import FULL
+from tests.nczarr.util import HANDMADE_NCZARR, netcdf4_summary, summary, unzip
+
+pytestmark = pytest.mark.fuse
+
+netCDF4 = pytest.importorskip("netCDF4")
+zarr = pytest.importorskip("zarr")
+xr = pytest.importorskip("xarray")
+
+FLAVORS = [*HANDMADE_NCZARR, "zarr"]
+V = np.arange(1, 7, dtype="i4").reshape(2, 3)
+W = np.arange(1, 5, dtype="f4").reshape(2, 2)
+
+
+def write_v3(root) -> None:
+    """Zarr v3 stores: '/'-separated chunk keys with zstd; '.'-separated; sharded; strings."""
+    g = zarr.open_group(str(root / "v3.zarr"), mode="w", zarr_format=3)
+    g.attrs["title"] = "v3"
+    a = g.create_array("t", shape=(4, 6), chunks=(2, 3), dtype="<i2", compressors=zarr.codecs.ZstdCodec(level=3),
+                       dimension_names=["time", "lat"], fill_value=-1)
+    a[:] = np.arange(24, dtype="i2").reshape(4, 6)
+    a.attrs["units"] = "K"
+    b = g.create_array("dot", shape=(5,), chunks=(2,), dtype="f8", chunk_key_encoding={"name": "default", "separator": "."},
+                       dimension_names=["n"], compressors=None)
+    b[:] = np.linspace(0, 1, 5)
+    s = g.create_array("sharded", shape=(8,), chunks=(2,), shards=(4,), dtype="i4", dimension_names=["m"])
+    s[:] = np.arange(8)
+    sub = g.create_group("sub")
+    c = sub.create_array("c", shape=(3,), chunks=(3,), dtype="u1", dimension_names=["k"], compressors=None)
+    c[:] = [7, 8, 9]
+
+
+def write_hidden_cases(root) -> None:
+    """Pure Zarr v2 with arrays netCDF-C cannot handle next to one it can."""
+    g = zarr.open_group(str(root / "mixed.zarr"), mode="w", zarr_format=2)
+    ok = g.create_array("ok", shape=(3,), chunks=(3,), dtype="i4", compressors=None)
+    ok[:] = [1, 2, 3]
+    ok.attrs["_ARRAY_DIMENSIONS"] = ["n"]
+    g.create_array("names", shape=(3,), chunks=(3,), dtype="<U2").attrs["_ARRAY_DIMENSIONS"] = ["n"]
+    g.create_array("flags", shape=(3,), chunks=(3,), dtype="bool").attrs["_ARRAY_DIMENSIONS"] = ["n"]
+    g.create_array("zero", shape=(), chunks=(), dtype="f8")
+    f = g.create_array("fortran", shape=(2, 3), chunks=(2, 3), dtype="i4", order="F", compressors=None)
+    f.attrs["_ARRAY_DIMENSIONS"] = ["a", "b"]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    from tests.conftest import CORPUS
+
+    root = tmp_path_factory.mktemp("views") / "src"
+    root.mkdir()
+    for name in FLAVORS:
+        shutil.copytree(CORPUS / "handmade" / f"{name}.file", root / f"{name}.file")
+    old = unzip(CORPUS / "netcdf-c" / "history" / "d95389955" / "ref_oldformat.zip", root / "tmp1")
+    shutil.move(old, root / "v1_oldformat.file")
+    keys = unzip(CORPUS / "netcdf-c" / "ref_oldkeys.file.zip", root / "tmp2")
+    shutil.move(keys, root / "oldkeys.file")
+    write_v3(root)
+    write_hidden_cases(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def views(source, tmp_path_factory):
+    """view -> mount path; each view mounted once (read-only) for the module."""
+    import contextlib
+
+    base = tmp_path_factory.mktemp("viewmnt")
+    with contextlib.ExitStack() as stack:
+        out = {}
+        for view in ("netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1", "xarray"):
+            m = stack.enter_context(mounted(DirectoryBackend(source), base / view, "--read-only", "--present", view))
+            out[view] = m
+        yield out
+
+
+def stored(source, name):
+    return read_dataset(StoreObjects(DirectoryStore(str(source / name), read_only=True)))
+
+
+def nc_url(path) -> str:
+    return f"file://{path}#mode=nczarr,file"
+
+
+@pytest.mark.parametrize("name", FLAVORS)
+def test_netcdf_4_10_view_gives_the_netcdf4_wheel_named_dims_types_and_values(views, source, name):
+    path = views["netcdf-4.10"].path / f"{name}.file"
+    assert netcdf4_summary(path) == summary(stored(source, f"{name}.file"))
+    with netCDF4.Dataset(nc_url(path)) as nc:
+        assert (nc["v"][:] == V).all() and (nc["g"]["w"][:] == W).all()
+
+
+def test_netcdf_4_10_view_reads_real_netcdf_c_4_8_and_4_9_2_datasets(views, source):
+    for name in ("v1_oldformat.file", "oldkeys.file"):
+        path = views["netcdf-4.10"].path / name
+        assert netcdf4_summary(path) == summary(stored(source, name)), name
+    with netCDF4.Dataset(nc_url(views["netcdf-4.10"].path / "oldkeys.file")) as nc:
+        assert nc["v"][:].ravel().tolist() == list(range(48))
+        assert [d.name for d in nc["v"].get_dims()] == ["d0", "d1", "d2"]
+
+
+@pytest.mark.skipif(shutil.which("ncdump") is None, reason="needs Debian netcdf-bin")
+@pytest.mark.parametrize("name", FLAVORS)
+def test_netcdf_4_9_view_gives_debian_ncdump_4_9_0_the_full_header_and_data(views, source, name):
+    path = views["netcdf-4.9"].path / f"{name}.file"
+    res = subprocess.run(["ncdump", nc_url(path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    header = res.stdout[: res.stdout.index("data:")].rstrip() + "\n"
+    expected = to_cdl(stored(source, f"{name}.file"), name)
+    assert header == expected[: expected.index("\n\ngroup:")] + "\n"
+    assert " v =\n  1, 2, 3,\n  4, 5, 6 ;" in res.stdout
+    assert "   w =\n  1, 2,\n  3, 4 ;" in res.stdout
+    assert "group: g {\n  dimensions:\n" in res.stdout or name == "zarr"
+
+
+@pytest.mark.parametrize("name", FLAVORS)
+def test_netcdf_4_9_1_view_is_lower_case_v2_inside_zgroup_and_zarray(views, name):
+    m = views["netcdf-4.9.1"].path / f"{name}.file"
+    zgroup = json.loads((m / ".zgroup").read_bytes())
+    assert zgroup["_nczarr_superblock"] == {"version": "2.0.0"} and "_nczarr_group" in zgroup
+    assert "_nczarr_array" in json.loads((m / "v" / ".zarray").read_bytes())
+    ds = read_dataset(StoreObjects(DirectoryStore(str(m), read_only=True)))
+    assert ds.flavor == "V2-LC"
+    if name != "zarr":
+        assert summary(ds) == FULL
+
+
+@pytest.mark.parametrize("name", [*FLAVORS, "v1_oldformat.file"])
+def test_xarray_view_is_pure_zarr_with_array_dimensions_everywhere(views, name):
+    m = views["xarray"].path / (name if name.endswith(".file") else f"{name}.file")
+    for zattrs in m.rglob(".zattrs"):
+        assert "_nczarr" not in zattrs.read_text().lower(), zattrs
+    for zarray in m.rglob(".zarray"):
+        assert "_ARRAY_DIMENSIONS" in json.loads((zarray.parent / ".zattrs").read_bytes())
+    assert not list(m.rglob(".ncz*"))
+    ds = xr.open_zarr(m, consolidated=False)
+    if name in FLAVORS:
+        assert ds["v"].dims == ("x", "y") and ds["v"].values.tolist() == V.tolist()
+        assert ds["v"].attrs["units"] == "m"
+        g = xr.open_zarr(m, group="g", consolidated=False)
+        assert g["w"].dims == ("x", "z") and g["w"].values.tolist() == W.tolist()
+
+
+def test_zarr_v3_store_appears_as_zarr_v2_in_netcdf_views(views):
+    m = views["netcdf-4.10"]
+    root = m.path / "v3.zarr"
+    assert sorted(os.listdir(root / "t")) == [".zarray", ".zattrs", "0", "1"]
+    assert sorted(os.listdir(root / "t" / "0")) == ["0", "1"]
+    zarray = json.loads((root / "t" / ".zarray").read_bytes())
+    assert (zarray["dtype"], zarray["compressor"]["id"], zarray["dimension_separator"]) == ("<i2", "zstd", "/")
+    assert sorted(os.listdir(root / "dot")) == [".zarray", ".zattrs", "0", "1", "2"]
+    assert not (root / "sharded").exists() and not (root / "zarr.json").exists()
+    assert "view netcdf-4.10 hides 'v3.zarr/sharded'" in m.log_text()
+    with netCDF4.Dataset(nc_url(root)) as nc:
+        assert nc.title == "v3"
+        assert [d.name for d in nc["t"].get_dims()] == ["time", "lat"]
+        assert nc["t"][:].tolist() == np.arange(24).reshape(4, 6).tolist() and nc["t"].units == "K"
+        assert np.allclose(nc["dot"][:], np.linspace(0, 1, 5))
+        assert nc["sub"]["c"][:].tolist() == [7, 8, 9]
+        assert "sharded" not in nc.variables
+
+
+def test_zarr_v3_store_reads_in_the_xarray_view_as_zarr_v2(views):
+    ds = xr.open_zarr(views["xarray"].path / "v3.zarr", consolidated=False, zarr_format=2)
+    assert ds["t"].dims == ("time", "lat") and int(ds["t"].sum()) == sum(range(24))
+
+
+def test_arrays_a_reader_cannot_handle_are_hidden_with_one_log_line_each(views):
+    m = views["netcdf-4.10"]
+    with netCDF4.Dataset(nc_url(m.path / "mixed.zarr")) as nc:
+        assert list(nc.variables) == ["ok"] and nc["ok"][:].tolist() == [1, 2, 3]
+    log = m.log_text()
+    for name, reason in (("names", "dtype <U2 has no netCDF type"), ("flags", "dtype |b1 has no netCDF type"),
+                         ("zero", "zero-rank"), ("fortran", "order F")):
+        assert log.count(f"view netcdf-4.10 hides 'mixed.zarr/{name}': {reason}") == 1, (name, log)
+    assert sorted(os.listdir(m.path / "mixed.zarr")) == [".zattrs", ".zgroup", "ok"]
+
+
+def test_synthesised_objects_have_stable_sizes(views):
+    for view, m in views.items():
+        for p in m.path.rglob(".z*"):
+            if p.is_file():
+                assert p.stat().st_size == len(p.read_bytes()), (view, p)
+                assert p.stat().st_size == len(p.read_bytes()), (view, p)
+
+
+# ------------------------------------------------------------------------------- writes
+
+
+def test_view_is_recomputed_when_the_stored_metadata_changes(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(__import__("tests.conftest", fromlist=["CORPUS"]).CORPUS / "handmade" / "v2uc.file", src)
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", "--present", "netcdf-4.10", "-o", "metadata_ttl=0") as m:
+        before = json.loads((m.path / "v" / ".zattrs").read_bytes())
+        assert before["units"] == "m"
+        zattrs = json.loads((src / "v" / ".zattrs").read_bytes())  # another writer changes the store
+        zattrs["units"] = "kilometres"
+        (src / "v" / ".zattrs").write_text(json.dumps(zattrs))
+        after = (m.path / "v" / ".zattrs").read_bytes()
+        assert json.loads(after)["units"] == "kilometres"
+        assert (m.path / "v" / ".zattrs").stat().st_size == len(after)
+
+
+def test_writes_through_a_view_of_another_flavor_refuse_metadata_and_pass_chunks(tmp_path):
+    from tests.conftest import CORPUS
+
+    src = tmp_path / "src"
+    shutil.copytree(CORPUS / "handmade" / "v2uc.file", src)
+    before = {p: p.read_bytes() for p in src.rglob(".z*")}
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", "--present", "netcdf-4.10") as m:
+        with pytest.raises(OSError) as exc:
+            (m.path / "v" / ".zattrs").write_text('{"units": "km"}')
+        assert exc.value.errno == errno.EROFS
+        (m.path / "v" / "0.0").write_bytes(np.arange(10, 16, dtype="<i4").tobytes())
+        log = m.log_text()
+    assert {p: p.read_bytes() for p in src.rglob(".z*")} == before
+    assert np.frombuffer((src / "v" / "0.0").read_bytes(), "<i4").tolist() == list(range(10, 16))
+    assert "the netcdf-4.10 view shows this V2-UC dataset translated" in log
+
+
+def test_writes_through_a_view_of_the_same_flavor_pass_through(tmp_path, monkeypatch):
+    from tests.mount.test_clients_netcdf import open_for_update
+
+    src = tmp_path / "src"
+    src.mkdir()
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", "--present", "netcdf-4.10") as m:
+        url = nc_url(m.path / "new.file")
+        with netCDF4.Dataset(url, "w") as nc:  # a new dataset, written by 4.10.1 (V2-ZA)
+            nc.createDimension("x", 2)
+            nc.createVariable("a", "i4", ("x",))[:] = [5, 6]
+        with open_for_update(url, monkeypatch) as nc:
+            nc["a"].units = "m"
+        with netCDF4.Dataset(url) as nc:
+            assert nc["a"][:].tolist() == [5, 6] and nc["a"].units == "m"
+    assert stored(src, "new.file").flavor == "V2-ZA"
+
+
+def test_bad_present_option_is_a_usage_error(tmp_path):
+    (tmp_path / "mnt").mkdir()
+    res = run_nczfs("mount", str(tmp_path), str(tmp_path / "mnt"), "-o", "present=netcdf-5")
+    assert res.returncode == 2 and "present=netcdf-5: must be one of" in res.stderr
