@@ -12,6 +12,7 @@ import dataclasses
 import os
 import subprocess
 import time
+import zipfile
 
 import pytest
 
@@ -120,6 +121,28 @@ def test_fstab_line_mounted_with_mount_T(dirs, tmp_path):
     assert _mount_line(mnt)[2] == "fuse.nczfs"
     _use_mount(src, mnt)
     _umount_and_wait(mnt)
+
+
+@pytest.mark.fuse
+def test_fstab_line_for_a_zip_file(tmp_path):
+    """The README's zip line (``nofail,ro,allow_other``) with this test's paths."""
+    archive, mnt = tmp_path / "ocean.zarr.zip", tmp_path / "mnt"
+    mnt.mkdir()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("d/a", b"in the zip")
+    before = archive.read_bytes()
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"{archive}  {mnt}  fuse.nczfs  nofail,ro,allow_other  0  0\n")
+    res = _mount_cmd("mount", "-T", str(fstab), str(mnt))
+    try:
+        assert res.returncode == 0, res.stderr
+        assert _mount_line(mnt)[2] == "fuse.nczfs"
+        assert (mnt / "d" / "a").read_bytes() == b"in the zip"
+        _umount_and_wait(mnt)
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+    assert archive.read_bytes() == before
 
 
 @pytest.mark.fuse
