@@ -358,3 +358,25 @@ def test_zip_bombs_and_lying_headers_fail_with_eio_without_exhausting_memory(tmp
         assert _vm_hwm_kib(pid) - before < 64 * 1024  # nothing was inflated to its claimed size
     log = m.log_text()
     assert "'b/dup' appears more than once" in log
+
+
+# ----------------------------------------------------------------------------- SOURCE forms, one writer
+
+
+def test_zip_source_forms_and_one_read_write_mount_per_archive(tmp_path):
+    archive = tmp_path / "ds.zarr.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.mkdir("ds.zarr/")
+        zf.writestr("ds.zarr/.zgroup", b'{"zarr_format": 2}')
+    b = ZipBackend(archive)
+    for i, source in enumerate([f"file://{archive}#mode=nczarr,zip", f"file://{archive}#mode=zarr,zip"]):
+        with mounted(b, tmp_path / f"ro{i}", "--read-only", source=source) as m:
+            assert os.listdir(m.path) == [".zgroup"]
+    with mounted(b, tmp_path / "rw") as m:
+        (tmp_path / "second").mkdir()
+        line = _one_line_refusal(run_nczfs("mount", str(archive), str(tmp_path / "second")))
+        assert "already mounted read/write" in line
+        with mounted(b, tmp_path / "reader", "--read-only") as r:  # readers are welcome
+            assert os.listdir(r.path) == [".zgroup"]
+        (m.path / "x").write_bytes(b"x")
+    assert zip_members(archive) == {".zgroup": b'{"zarr_format": 2}', "x": b"x"}

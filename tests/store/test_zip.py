@@ -109,12 +109,19 @@ def test_staged_writes_survive_a_crash_at_any_point_of_a_commit(tmp_path, monkey
     assert not os.path.exists(staging_dir(str(archive)))
 
 
-def test_a_journal_made_on_another_archive_is_set_aside_not_applied(tmp_path, caplog):
+@pytest.fixture
+def crashed(tmp_path):
+    """An archive holding "a", and "b" staged by a store that then died."""
     archive = tmp_path / "ds.zip"
     make_zip(archive, {"a": b"1"})
     s = ZipStore(str(archive))
     s.set("b", b"2")
     die(s)
+    return archive
+
+
+def test_a_journal_made_on_another_archive_is_set_aside_not_applied(crashed, tmp_path, caplog):
+    archive = crashed
     make_zip(archive, {"a": b"changed by someone else"})
     s2 = ZipStore(str(archive))
     assert s2.list_prefix("") == ["a"] and s2.get("a") == b"changed by someone else"
@@ -150,12 +157,8 @@ def test_archive_replaced_behind_the_store_keeps_staged_changes_on_top(tmp_path)
     assert zip_members(archive) == {"a": b"1 changed", "b": b"2", "mine": b"staged", "theirs": b"new"}
 
 
-def test_read_only_store_reports_staged_writes_left_by_a_crash(tmp_path, caplog):
-    archive = tmp_path / "ds.zip"
-    make_zip(archive, {"a": b"1"})
-    s = ZipStore(str(archive))
-    s.set("b", b"2")
-    die(s)
+def test_read_only_store_reports_staged_writes_left_by_a_crash(crashed, caplog):
+    archive = crashed
     ro = ZipStore(str(archive), read_only=True)
     assert ro.list_prefix("") == ["a"]
     ro.close()
@@ -216,3 +219,16 @@ def test_members_beyond_4_gib_are_read_by_offset(tmp_path):
     s = ZipStore(str(archive), read_only=True)
     assert s.get("x", ByteRange(7, 11)) == b"four" and s.get("y") == b"y" * 1000
     s.close()
+
+
+def test_members_outside_the_dataset_directory_are_kept_but_not_shown(tmp_path):
+    archive = tmp_path / "ds.zip"
+    make_zip(archive, {".zgroup": b"{}"})
+    with zipfile.ZipFile(archive, "a") as zf:
+        zf.writestr(".zgroup", b"stray")  # at the archive root, beside the dataset directory "ds/"
+    s = ZipStore(str(archive))
+    assert s.list_prefix("") == [".zgroup"] and s.get(".zgroup") == b"{}"
+    s.set("new", b"n")
+    s.close()
+    with zipfile.ZipFile(archive) as zf:
+        assert zf.read(".zgroup") == b"stray" and zf.read("ds/new") == b"n"
