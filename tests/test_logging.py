@@ -108,3 +108,12 @@ def test_daemon_without_log_file_logs_to_syslog(src, tmp_path):
         if is_mounted(mnt):
             assert run_nczfs("umount", str(mnt)).returncode == 0
         sock.close()
+
+
+def test_secret_looking_source_parameters_are_masked_in_logs():
+    from nczfs.mount import loggable_source
+
+    text = "s3://b/p#mode=nczarr,s3&aws_secret_access_key=XYZ&session_token=T0K&region=eu"
+    assert loggable_source(text) == "s3://b/p#mode=nczarr,s3&aws_secret_access_key=***&session_token=***&region=eu"
+    assert loggable_source("[password=hunter2]https://h/x") == "[password=***]https://h/x"
+    assert loggable_source("/data/plain.file") == "/data/plain.file"
