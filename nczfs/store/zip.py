@@ -631,12 +631,13 @@ class ZipStore(SyncStore):
             tmp = self.staging.new_archive_path()
             try:
                 self._write_archive(tmp)
-            except OSError as exc:
+                self.staging.install(tmp, self.path)
+            except (OSError, NczfsError, zipfile.LargeZipFile, ValueError) as exc:
                 self.staging.discard_new_archive()
-                err = BackendError(f"{self.path}: commit failed, staged writes kept ({exc.strerror or exc})")
-                err.errno = exc.errno or errno.EIO
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                err = BackendError(f"{self.path}: commit failed, staged writes kept ({reason})")
+                err.errno = getattr(exc, "errno", None) or errno.EIO
                 raise err from exc
-            self.staging.install(tmp, self.path)
             self._load()
             for key, src in self._files.items():
                 if key in mtimes:

@@ -1,3 +1,4 @@
+import errno
 import os
 import struct
 import zipfile
@@ -5,7 +6,7 @@ import zipfile
 import pytest
 
 from nczfs.store.base import ByteRange
-from nczfs.errors import SourceError
+from nczfs.errors import BackendError, SourceError
 from nczfs.store import zip as zip_mod
 from nczfs.store import zip_staging
 from nczfs.store.zip import ZipStore
@@ -232,3 +233,27 @@ def test_members_outside_the_dataset_directory_are_kept_but_not_shown(tmp_path):
     s.close()
     with zipfile.ZipFile(archive) as zf:
         assert zf.read(".zgroup") == b"stray" and zf.read("ds/new") == b"n"
+
+
+def test_a_failed_commit_keeps_the_archive_and_the_staged_writes(tmp_path, monkeypatch):
+    archive = tmp_path / "ds.zip"
+    make_zip(archive, {"a": b"1"})
+    before = archive.read_bytes()
+    s = ZipStore(str(archive))
+    s.set("b", b"2")
+    real = zip_mod.ZipStore._write_archive
+
+    def disk_full(self, tmp):
+        real(self, tmp)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(zip_mod.ZipStore, "_write_archive", disk_full)
+    with pytest.raises(BackendError) as info:
+        s.sync()
+    assert info.value.errno == errno.ENOSPC and "staged writes kept" in str(info.value)
+    assert archive.read_bytes() == before
+    assert os.listdir(staging_dir(str(archive))) != [] and s.get("b") == b"2"
+    monkeypatch.undo()
+    s.sync()
+    assert zip_members(archive) == {"a": b"1", "b": b"2"}
+    s.close()
