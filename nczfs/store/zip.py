@@ -12,6 +12,9 @@ raw, new ones stored uncompressed), fsynced and renamed over the archive. A kill
 leaves the old or the new archive; the next mount finishes or replays the staged changes
 (see ``staging.py``).
 
+Concurrency: one lock serialises every call (index, staging writes, inflating, commit), in the
+worker threads ``ThreadedStore`` runs them in; a commit blocks other calls until it is done.
+
 Layouts: netCDF-C's (every key below one top directory named after the archive, with
 directory entries) and zarr-python's (keys at the archive root); both mount with the dataset
 at the mount root, and an existing archive keeps its layout.

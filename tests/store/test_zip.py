@@ -257,3 +257,23 @@ def test_a_failed_commit_keeps_the_archive_and_the_staged_writes(tmp_path, monke
     s.sync()
     assert zip_members(archive) == {"a": b"1", "b": b"2"}
     s.close()
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA], ids=["deflate", "bzip2", "lzma"])
+def test_compressed_members_are_inflated_once_and_stored_ones_read_by_range(tmp_path, monkeypatch, method):
+    archive = tmp_path / "ds.zip"
+    data = os.urandom(300_000) + bytes(700_000)
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("packed", data, compress_type=method)
+        zf.writestr("stored", data)
+    s = ZipStore(str(archive), read_only=True)
+    opened, preads = [], []
+    real_open, real_pread = s._zf.open, os.pread
+    monkeypatch.setattr(s._zf, "open", lambda *a, **k: opened.append(a[0].filename) or real_open(*a, **k))
+    monkeypatch.setattr(zip_mod.os, "pread", lambda fd, n, off: preads.append(n) or real_pread(fd, n, off))
+    for start in (0, 5000, 999_990):
+        assert s.get("packed", ByteRange(start, start + 10)) == data[start:start + 10]
+    assert opened == ["packed"]  # decompressed once, then served from the cache
+    assert s.get("stored", ByteRange(500_000, 500_010)) == data[500_000:500_010]
+    assert max(preads) <= 30 and 10 in preads  # the local header, then the 10 bytes asked for
+    s.close()
