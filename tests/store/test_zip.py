@@ -277,3 +277,32 @@ def test_compressed_members_are_inflated_once_and_stored_ones_read_by_range(tmp_
     assert s.get("stored", ByteRange(500_000, 500_010)) == data[500_000:500_010]
     assert max(preads) <= 30 and 10 in preads  # the local header, then the 10 bytes asked for
     s.close()
+
+
+def test_a_stored_member_larger_than_4_gib_is_read_by_range(tmp_path):
+    """ZIP64 sizes: a 4.5 GiB stored member (sparse: zeros but for a marker), read at 4.4 GiB."""
+    archive = tmp_path / "huge.zip"
+    size, at = 9 << 29, (4 << 30) + (400 << 20)
+    with open(archive, "w+b") as f:
+        zf = zipfile.ZipFile(f, "w")
+        zf.mkdir("huge/")
+        info = zipfile.ZipInfo("huge/v/0")
+        info.file_size = info.compress_size = size
+        info.CRC = 0  # range reads do not check it
+        f.seek(zf.start_dir)
+        info.header_offset = f.tell()
+        f.write(info.FileHeader(zip64=True))
+        data_start = f.tell()
+        f.seek(data_start + at)
+        f.write(b"marker")
+        f.seek(data_start + size)
+        zf.filelist.append(info)
+        zf.NameToInfo[info.filename] = info
+        zf.start_dir = f.tell()
+        zf._didModify = True
+        zf.close()
+    s = ZipStore(str(archive), read_only=True)
+    assert s.stat("v/0").size == size
+    assert s.get("v/0", ByteRange(at - 2, at + 8)) == b"\0\0marker\0\0"
+    assert s.get("v/0", ByteRange(size - 3)) == b"\0\0\0"
+    s.close()
