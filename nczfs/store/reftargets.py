@@ -41,8 +41,11 @@ def _scheme(url: str) -> str:
 
 
 class LocalFiles:
-    def __init__(self, allow_roots: list[str]):
+    def __init__(self, allow_roots: list[str], mountpoint: str | None = None):
         self.roots = [os.path.realpath(r) for r in allow_roots]
+        #: the mount serving these targets: a target inside it would make the daemon wait on itself
+        self.mountpoint = mountpoint
+        self._mount_dev: int | None = None
         self._lock = threading.Lock()
         self._open: dict[str, tuple[int, int]] = {}  # path -> (fd, size)
 
@@ -56,12 +59,53 @@ class LocalFiles:
         )
         return PermissionDenied(f"{path}: outside the allowed roots (--allow-root)")
 
+    def _device_of_mount(self) -> int | None:
+        # asked on the first read, when the mount is live (stat of its root needs no target)
+        if self._mount_dev is None and self.mountpoint is not None:
+            self._mount_dev = os.stat(self.mountpoint).st_dev
+        return self._mount_dev
+
+    def _resolve(self, path: str) -> str:
+        """``realpath``, one component at a time, never stepping into this mount.
+
+        A target inside the mount (directly, by ``..`` or through a symlink) would have the
+        daemon serve its own read while waiting for it, so it is refused before any
+        component inside the mount is looked up.
+        """
+        mount_dev = self._device_of_mount()
+        todo = [p for p in reversed(path.split("/")) if p not in ("", ".")]
+        current, links = "/", 0
+        while todo:
+            name = todo.pop()
+            if name == "..":
+                current = os.path.dirname(current)
+                continue
+            candidate = os.path.join(current, name)
+            try:
+                st = os.lstat(candidate)
+            except OSError:
+                return os.path.join(candidate, *reversed(todo))  # missing: open says so
+            if st.st_dev == mount_dev:
+                log.warning("refused reference target %s: it lies inside this mount (%s)", path, self.mountpoint)
+                raise PermissionDenied(f"{path}: a reference target inside the mount itself")
+            if stat_mod.S_ISLNK(st.st_mode):
+                links += 1
+                if links > 40:
+                    raise BackendError(f"{path}: too many levels of symbolic links")
+                link = os.readlink(candidate)
+                todo.extend(p for p in reversed(link.split("/")) if p not in ("", "."))
+                if link.startswith("/"):
+                    current = "/"
+                continue
+            current = candidate
+        return current
+
     def _open_checked(self, path: str) -> tuple[int, int]:
-        real = os.path.realpath(path)
+        real = self._resolve(path)
         if not self._allowed(real):
             raise self._refuse(path, real)
         try:
-            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW)
         except OSError as exc:
             raise BackendError(f"{path}: cannot open reference target ({exc.strerror})") from exc
         try:
@@ -236,7 +280,7 @@ class Targets:
 
     def __init__(self, allow_roots: list[str], config: MountConfig | None = None):
         self.config = config
-        self.local = LocalFiles(allow_roots)
+        self.local = LocalFiles(allow_roots, config.mountpoint if config is not None and config.mountpoint else None)
         self._http: HttpFiles | None = None
         self._s3: S3Files | None = None
         self._lock = threading.Lock()

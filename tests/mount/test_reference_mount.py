@@ -257,6 +257,32 @@ def test_hostile_references_are_refused_and_the_mount_lives_on(tmp_path):
         assert info.value.errno == errno.EACCES
 
 
+def test_targets_inside_the_mount_itself_are_refused_not_a_hang(tmp_path):
+    """The JSON's directory holds the mount point, so the default root covers the mount: a
+    reference into it would have the daemon wait on its own reply."""
+    d = tmp_path / "refs"
+    d.mkdir()
+    (d / "sub").mkdir()
+    os.symlink(d / "mnt", d / "lnk")
+    doc = {
+        "loop": ["mnt/loop"],  # a whole target: sized (opened) when listed
+        "direct": ["mnt/fine", 0, 1],
+        "via_link": ["lnk/fine", 0, 1],
+        "via_dotdot": ["sub/../mnt/fine", 0, 1],
+        "fine": "x",
+    }
+    (d / "self.json").write_text(json.dumps(doc))
+    with mounted(RefsBackend(d / "self.json"), d / "mnt") as m:
+        assert sorted(os.listdir(m.path)) == sorted(doc)
+        for key in ("loop", "direct", "via_link", "via_dotdot"):
+            with pytest.raises(OSError) as info:
+                (m.path / key).read_bytes()
+            assert info.value.errno == errno.EACCES, key
+        assert (m.path / "fine").read_bytes() == b"x"
+        log = m.log_text()
+    assert log.count("inside this mount") >= 4 and "Traceback" not in log
+
+
 @pytest.mark.parametrize(
     "text, reason",
     [
