@@ -22,7 +22,7 @@ from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions
 from nczfs.fuse_ops import Operations
-from nczfs.nczarr.layer import nczarr_layer
+from nczfs.nczarr.layer import nczarr_layer, watch_changes
 from nczfs.notify import notify, status
 from nczfs.store import open_store
 from nczfs.threads import ThreadedStore
@@ -67,6 +67,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
             spill_threshold=config.spill_threshold,
         ),
     )
+    watch_changes(store, fs)
     ops = Operations(fs, config.metadata_ttl)
     try:
         pyfuse3.init(ops, config.mountpoint, fuse_options(config))

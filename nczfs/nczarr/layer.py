@@ -2,21 +2,57 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
+import trio
+
+from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.presenting import PresentingStore
 from nczfs.nczarr.validating import ValidatingStore
 from nczfs.store.base import Store
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig
+    from nczfs.filesystem import Filesystem
+
+log = logging.getLogger(__name__)
 
 
 def nczarr_layer(store: Store, config: MountConfig) -> Store:
-    """``store`` wrapped for ``-o present=`` (a view) and ``-o validate=`` (checked outermost,
-    on what the client wrote): the filesystem's store."""
+    """``store`` wrapped, innermost first: consolidated metadata kept in step with writes,
+    ``-o present=`` (a view), ``-o validate=`` (outermost: checks what the client wrote)."""
+    if not config.read_only:
+        store = ConsolidatingStore(store)
     if config.present != "as-stored":
         store = PresentingStore(store, config.present, config.metadata_ttl)
     if config.validate != "off" and not config.read_only:
         store = ValidatingStore(store, config.validate)
     return store
+
+
+def watch_changes(store: Store, fs: Filesystem) -> None:
+    """Objects the NCZarr layer rewrites on its own (consolidated metadata) are dropped from the
+    filesystem's and the kernel's caches, so their new size shows at once."""
+    while store is not None and not isinstance(store, ConsolidatingStore):
+        store = getattr(store, "inner", None)  # type: ignore[assignment]
+    if store is None:
+        return
+
+    def changed(key: str) -> None:
+        node = fs.table.at(key)
+        if node is None:
+            return
+        node.fetched = -1.0
+        trio.lowlevel.spawn_system_task(_invalidate, node.ino)
+
+    store.on_change = changed
+
+
+async def _invalidate(ino: int) -> None:
+    import pyfuse3
+
+    try:
+        await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino)
+    except OSError as exc:  # the kernel no longer knows the inode: nothing cached
+        log.debug("invalidate inode %d: %s", ino, exc)

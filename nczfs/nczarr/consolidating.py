@@ -1,0 +1,147 @@
+"""ConsolidatingStore: keep consolidated metadata in step with the objects written through the mount.
+
+When a ``.zgroup``, ``.zarray`` or ``.zattrs`` is stored, deleted or renamed, every ``.zmetadata``
+in the folders above it gets that entry updated (or removed); for Zarr v3, the
+``consolidated_metadata`` of every ``zarr.json`` group above a written ``zarr.json`` is updated the
+same way. So a reader that trusts the consolidated copy (xarray's ``consolidated=True``) never
+sees stale metadata. A ``.zmetadata`` written by the client itself is stored as written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, BinaryIO, Callable
+
+import trio
+
+from nczfs.errors import KeyNotFound, NczfsError
+from nczfs.store.base import ObjectInfo, Store, join, parent_of
+from nczfs.store.wrapper import WrapperStore
+from nczfs.threads import run_blocking
+
+log = logging.getLogger(__name__)
+
+V2_ENTRIES = (".zgroup", ".zarray", ".zattrs")
+
+
+def _ancestors(key: str) -> list[str]:
+    """Folders above ``key``'s own folder, nearest first, ending with the root ``""``."""
+    out, folder = [], parent_of(parent_of(key)) if "/" in key else None
+    while folder is not None:
+        out.append(folder)
+        folder = parent_of(folder) if folder else None
+    return out
+
+
+def _rel(folder: str, key: str) -> str:
+    return key[len(folder) + 1:] if folder else key
+
+
+class ConsolidatingStore(WrapperStore):
+    def __init__(self, inner: Store):
+        super().__init__(inner)
+        self._lock = trio.Lock()
+        #: told of every key this wrapper rewrites on its own, so cached sizes can be dropped
+        self.on_change: Callable[[str], None] | None = None
+
+    async def _store(self, key: str, data: bytes) -> None:
+        await self.inner.set(key, data)
+        if self.on_change is not None:
+            self.on_change(key)
+
+    async def _json(self, key: str) -> Any:
+        try:
+            return json.loads(await self.inner.get(key))
+        except (KeyNotFound, ValueError, UnicodeDecodeError):
+            return None
+
+    async def _update(self, key: str, value: Any, remove: bool = False) -> None:
+        """Put ``value`` (or nothing) as ``key``'s entry in each consolidated copy above it."""
+        name = key.rpartition("/")[2]
+        if name in V2_ENTRIES:
+            async with self._lock:
+                for folder in [parent_of(key), *_ancestors(key)]:
+                    zkey = join(folder, ".zmetadata") if folder else ".zmetadata"
+                    meta = await self._json(zkey)
+                    if not isinstance(meta, dict) or not isinstance(meta.get("metadata"), dict):
+                        continue
+                    rel = _rel(folder, key)
+                    entries = meta["metadata"]
+                    if remove:
+                        if entries.pop(rel, None) is None:
+                            continue
+                    elif entries.get(rel) == value:
+                        continue
+                    else:
+                        entries[rel] = value
+                    await self._store(zkey, json.dumps(meta, indent=4, sort_keys=True).encode())
+                    log.debug("%s: entry %s updated", zkey, rel)
+        elif name == "zarr.json":
+            async with self._lock:
+                for folder in _ancestors(key):
+                    zkey = join(folder, "zarr.json") if folder else "zarr.json"
+                    node = await self._json(zkey)
+                    cm = node.get("consolidated_metadata") if isinstance(node, dict) else None
+                    if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
+                        continue
+                    rel = _rel(folder, parent_of(key))
+                    if remove:
+                        if cm["metadata"].pop(rel, None) is None:
+                            continue
+                    elif cm["metadata"].get(rel) == value:
+                        continue
+                    else:
+                        cm["metadata"][rel] = value
+                    await self._store(zkey, json.dumps(node, indent=2).encode())
+
+    async def _after_write(self, key: str, data: bytes) -> None:
+        try:
+            value = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            log.warning("%r: not JSON, so its consolidated metadata entry was left as it was", key)
+            return
+        try:
+            await self._update(key, value)
+        except NczfsError as exc:
+            log.error("%r: stored, but its consolidated metadata could not be updated: %s", key, exc)
+
+    def _watched(self, key: str) -> bool:
+        return key.rpartition("/")[2] in (*V2_ENTRIES, "zarr.json")
+
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        info = await self.inner.set(key, data)
+        if self._watched(key):
+            await self._after_write(key, bytes(data))
+        return info
+
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        if not self._watched(key):
+            return await self.inner.set_file(key, f, size)  # type: ignore[attr-defined]
+        return await self.set(key, await run_blocking(f.read, size))
+
+    async def delete(self, key: str) -> None:
+        await self.inner.delete(key)
+        if self._watched(key):
+            await self._update(key, None, remove=True)
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self.inner.rename(src, dst)
+        if self._watched(src):
+            await self._update(src, None, remove=True)
+        if self._watched(dst):
+            await self._after_write(dst, await self.inner.get(dst))
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        info = await self.inner.copy(src, dst)
+        if self._watched(dst):
+            await self._after_write(dst, await self.inner.get(dst))
+        return info
+
+    async def rename_dir(self, src: str, dst: str) -> None:
+        moved = [k for k in await self.inner.list_prefix(src) if self._watched(k)]
+        await self.inner.rename_dir(src, dst)
+        for key in moved:
+            await self._update(key, None, remove=True)
+            new = dst + key[len(src):]
+            await self._after_write(new, await self.inner.get(new))
