@@ -162,6 +162,21 @@ def test_parquet_references_read_by_xarray(nc_refs, tmp_path):
                 np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
 
 
+def test_nczarr_views_apply_to_reference_sets(nc_refs, tmp_path):
+    """``--present=netcdf-4.9`` over a reference set: Debian's ncdump 4.9.0 reads what it shows."""
+    nc, json_path, _ = nc_refs
+    with mounted(RefsBackend(json_path), tmp_path / "mnt", "--present=netcdf-4.9") as m:
+        url = f"file://{m.path}#mode=nczarr,file"
+        header = subprocess.run(["ncdump", "-h", url], capture_output=True, text=True, timeout=60, check=True).stdout
+        shown = [name for name in ("x", "y", "raw", "counts") if f" {name}(" in header]
+        assert "raw" in shown and "group: sub" in header
+        with netCDF4.Dataset(nc) as orig:
+            for name in shown:
+                dump = subprocess.run(["ncdump", "-v", name, url], capture_output=True, text=True, timeout=60, check=True).stdout
+                values = dump.split(f" {name} =", 1)[1].split(";", 1)[0].replace(",", " ").split()
+                assert [int(float(v)) for v in values] == orig[name][:].ravel().astype(int).tolist(), name
+
+
 def test_v1_templates_gen_inline_and_http_targets(tmp_path):
     d = tmp_path / "refs"
     d.mkdir()
