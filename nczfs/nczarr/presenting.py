@@ -106,10 +106,19 @@ class PresentingStore(WrapperStore):
         self._roots[folder] = (now, found)
         return found
 
-    async def view_for(self, key: str) -> DatasetView | None:
+    async def view_for(self, key: str, reading: bool = False) -> DatasetView | None:
+        """The view of the dataset ``key`` lies in (None: in no dataset).
+
+        Reads of chunks (``reading``, not a metadata name) use the last view even when it is older
+        than the TTL: readers read metadata before chunks, and that rebuilds it, so a large read
+        does not rebuild views. Listings and metadata always get a view at most TTL old.
+        """
+        stale_ok = reading and key.rpartition("/")[2] not in METADATA_NAMES
         parts = key.split("/") if key else []
         for i in range(len(parts) + 1):
             folder = "/".join(parts[:i])
+            if stale_ok and folder in self._views:
+                return self._views[folder]
             if await self._is_root(folder):
                 return await self._view(folder)
         return None
@@ -186,7 +195,7 @@ class PresentingStore(WrapperStore):
     # -- reads ---------------------------------------------------------------------------------------
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        v = await self.view_for(key)
+        v = await self.view_for(key, reading=True)
         if v is None:
             return await self.inner.get(key, rng)
         if key in v.objects:
@@ -198,7 +207,7 @@ class PresentingStore(WrapperStore):
         return await self.inner.get(target, rng)
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
-        v = await self.view_for(key)
+        v = await self.view_for(key, reading=True)
         if v is None or key in v.objects:
             return await self.get(key, rng) if v else await self.inner.get_version(key, rng, etag)  # type: ignore[attr-defined]
         target = v.to_store(key)
@@ -207,7 +216,7 @@ class PresentingStore(WrapperStore):
         return await self.inner.get_version(target, rng, etag)  # type: ignore[attr-defined]
 
     async def stat(self, key: str) -> ObjectInfo:
-        v = await self.view_for(key)
+        v = await self.view_for(key, reading=True)
         if v is None:
             return await self.inner.stat(key)
         if key in v.objects:
@@ -219,7 +228,7 @@ class PresentingStore(WrapperStore):
         return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
 
     async def entry(self, key: str) -> DirEntry | None:
-        v = await self.view_for(key)
+        v = await self.view_for(key, reading=True)
         if v is None:
             return await self.inner.entry(key)
         name = key.rpartition("/")[2]
