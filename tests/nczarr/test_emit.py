@@ -1,0 +1,104 @@
+"""Views written from the model (kernel-free): Zarr v3 codec mapping, per-view dtypes and keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nczfs.nczarr.emit import V2Array, emit, v3_to_v2
+from nczfs.nczarr.model import Variable
+from tests.nczarr.util import read_objects
+
+
+def v3var(codecs, dtype="int32", big=False, shape=(4, 6)) -> Variable:
+    return Variable("a", "int", dtype, list(shape), [2, 3], [], big_endian=big, dimension_separator="/", codecs=codecs)
+
+
+@pytest.mark.parametrize("codecs,compressor,filters,order", [
+    ([{"name": "bytes", "configuration": {"endian": "little"}}], None, None, "C"),
+    ([{"name": "bytes"}, {"name": "gzip", "configuration": {"level": 4}}], {"id": "gzip", "level": 4}, None, "C"),
+    ([{"name": "bytes"}, {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "bitshuffle",
+                                                             "typesize": 4, "blocksize": 0}}],
+     {"id": "blosc", "cname": "zstd", "clevel": 3, "shuffle": 2, "blocksize": 0}, None, "C"),
+    ([{"name": "transpose", "configuration": {"order": [1, 0]}}, {"name": "bytes"},
+      {"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}, {"name": "zstd", "configuration": {"level": 1}}],
+     {"id": "zstd", "level": 1}, [{"id": "delta", "dtype": "<i4"}], "F"),
+])
+def test_v3_codecs_map_to_numcodecs_v2(codecs, compressor, filters, order):
+    v2 = v3_to_v2(v3var(codecs))
+    assert v2 == V2Array("<i4", order, compressor, filters, "/")
+
+
+@pytest.mark.parametrize("codecs,reason", [
+    ([{"name": "sharding_indexed", "configuration": {}}], "do not start with 'bytes'"),
+    ([{"name": "bytes"}, {"name": "zstd", "configuration": {"checksum": True}}], "checksum"),
+    ([{"name": "transpose", "configuration": {"order": [0, 1]}}, {"name": "bytes"}], "neither C nor F"),
+    ([{"name": "bytes"}, {"name": "magic"}], "codec 'magic'"),
+])
+def test_v3_arrays_without_a_v2_form_say_why(codecs, reason):
+    out = v3_to_v2(v3var(codecs))
+    assert isinstance(out, str) and reason in out
+
+
+def test_big_endian_v3_becomes_a_big_endian_v2_dtype():
+    assert v3_to_v2(v3var([{"name": "bytes", "configuration": {"endian": "big"}}], "float64", big=True)).dtype == ">f8"
+
+
+ZA = {
+    ".zgroup": {"zarr_format": 2},
+    ".zattrs": {"title": "t", "strs": ["a", "bc"], "_nczarr_superblock": {"version": "2.0.0"},
+                "_nczarr_group": {"dimensions": {"x": 2, "t": {"size": 3, "unlimited": 1}}, "arrays": ["c", "s"], "groups": []},
+                "_nczarr_attr": {"types": {"title": ">S1", "strs": "|S128"}}},
+    "c/.zarray": {"zarr_format": 2, "shape": [3, 2], "chunks": [3, 2], "dtype": ">S1", "fill_value": None, "order": "C",
+                  "compressor": None, "filters": None},
+    "c/.zattrs": {"_nczarr_array": {"dimension_references": ["/t", "/x"]}},
+    "s/.zarray": {"zarr_format": 2, "shape": [1], "chunks": [1], "dtype": "<f8", "fill_value": None, "order": "C",
+                  "compressor": None, "filters": None},
+    "s/.zattrs": {"_nczarr_array": {"dimension_references": [], "scalar": 1}},
+}
+
+
+def test_netcdf_4_9_view_uses_u1_chars_fixed_dims_and_hides_scalars_and_strings():
+    out, hidden = emit(read_objects(ZA), "netcdf-4.9")
+    zgroup = json.loads(out[".zgroup"])
+    assert zgroup["_NCZARR_GROUP"] == {"dims": {"x": 2, "t": 3}, "vars": ["c"], "groups": []}
+    assert json.loads(out["c/.zarray"])["dtype"] == "<U1"
+    assert json.loads(out["c/.zarray"])["_NCZARR_ARRAY"] == {"dimrefs": ["/t", "/x"], "storage": "chunked"}
+    assert ("s", "scalar (netCDF-C 4.9.0 crashes re-opening NCZarr scalars)") in hidden
+    assert (".zattrs:strs", "string attribute with 2 values") in hidden
+    assert json.loads(out[".zattrs"]) == {"title": "t", "_NCZARR_ATTR": {"types": {"title": "<U1"}}}
+
+
+def test_netcdf_4_9_1_view_writes_lower_case_scalars_and_strings():
+    out, hidden = emit(read_objects(ZA), "netcdf-4.9.1")
+    assert hidden == []
+    assert json.loads(out["s/.zarray"])["_nczarr_array"] == {"dimrefs": [], "storage": "scalar"}
+    assert json.loads(out["s/.zattrs"])["_ARRAY_DIMENSIONS"] == ["_scalar_"]
+    assert json.loads(out[".zattrs"])["_nczarr_attr"]["types"]["strs"] == "|S128"
+
+
+def test_view_round_trips_through_the_reader():
+    ds = read_objects(ZA)
+    for view, flavor in (("netcdf-4.10", "V2-ZA"), ("netcdf-4.9.1", "V2-LC")):
+        out, _ = emit(read_objects(ZA), view)
+        again = read_objects({k: json.loads(v) for k, v in out.items()})
+        assert again.flavor == flavor and again.problems == []
+        assert [(a.name, a.nctype, a.value) for a in again.root.attributes] == \
+               [(a.name, a.nctype, a.value) for a in ds.root.attributes]
+
+
+def test_cli_validate_reports_stale_consolidated_metadata(tmp_path):
+    from tests.helpers import run_nczfs
+
+    (tmp_path / ".zgroup").write_text('{"zarr_format": 2}')
+    (tmp_path / ".zattrs").write_text('{"title": "new"}')
+    meta = {"zarr_consolidated_format": 1, "metadata": {".zgroup": {"zarr_format": 2}, ".zattrs": {"title": "old"},
+                                                        "gone/.zarray": {"zarr_format": 2, "shape": [1], "chunks": [1],
+                                                                         "dtype": "<i4", "fill_value": 0, "order": "C",
+                                                                         "compressor": None, "filters": None}}}
+    (tmp_path / ".zmetadata").write_text(json.dumps(meta))
+    res = run_nczfs("validate", str(tmp_path))
+    assert res.returncode == 1
+    assert ".zmetadata: the entry for .zattrs differs from the stored object (stale)" in res.stdout
+    assert ".zmetadata: entry gone/.zarray names no stored object" in res.stdout
