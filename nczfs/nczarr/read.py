@@ -207,6 +207,8 @@ class Reader:
         self.objects = objects
         self.problems: list[str] = []
         self.consolidated: dict[str, Any] = {}
+        #: an NCZarr flavor (NCZarr keys and V1 objects are read), set by read()
+        self.nczarr = False
         self.v1_names: set[str] = set()
         #: (key, dimension FQN, array length) checked once every group is read
         self.pending_refs: list[tuple[str, str, int]] = []
@@ -364,8 +366,8 @@ class Reader:
             self.problem(gkey, "NCZarr dataset but the group has no _nczarr_group (netCDF-C shows it as pure Zarr or empty)")
         if ncz is not None:
             dims = alias(ncz, "dims", "dimensions")
-            for name, spec in _dim_items(dims):
-                size, unlimited = _dim_spec(spec)
+            for name, spec in dim_items(dims):
+                size, unlimited = dim_spec(spec)
                 if size is None:
                     self.problem(gkey, f"dimension {name!r} has no valid size ({spec!r})")
                     continue
@@ -526,7 +528,7 @@ class Reader:
         return var
 
 
-def _dim_items(dims: Any) -> list[tuple[str, Any]]:
+def dim_items(dims: Any) -> list[tuple[str, Any]]:
     if isinstance(dims, dict):
         return list(dims.items())
     if isinstance(dims, list):  # the documented-but-never-written list form
@@ -534,7 +536,7 @@ def _dim_items(dims: Any) -> list[tuple[str, Any]]:
     return []
 
 
-def _dim_spec(spec: Any) -> tuple[int | None, bool]:
+def dim_spec(spec: Any) -> tuple[int | None, bool]:
     if isinstance(spec, dict):
         size, unlimited = spec.get("size"), bool(spec.get("unlimited"))
     else:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nczfs.nczarr.read import _dim_items, _dim_spec, alias, attr_type, nczarr_key
+from nczfs.nczarr.read import dim_items, dim_spec, alias, attr_type, nczarr_key
 
 V2_OBJECTS = {".zgroup", ".zarray", ".zattrs", ".zmetadata"}
 V1_OBJECTS = {".nczarr", ".nczgroup", ".nczvar", ".nczarray", ".nczattr", ".nczattrs"}
@@ -252,8 +252,8 @@ def check_ncz_group(v: Any) -> list[str]:
     if dims is not None:
         if not isinstance(dims, dict):
             errors.append("_nczarr_group dimensions must be an object {name: size}")
-        for name, spec in _dim_items(dims):
-            if _dim_spec(spec)[0] is None:
+        for name, spec in dim_items(dims):
+            if dim_spec(spec)[0] is None:
                 errors.append(f"dimension {name!r} has no valid size ({spec!r})")
     for k in ("vars", "arrays", "groups"):
         members = alias(v, k)
@@ -383,8 +383,8 @@ def group_dims(*objects: Any) -> dict[str, tuple[int, bool]] | None:
             ncz = value  # a V1 .nczgroup
         if isinstance(ncz, dict):
             out = {}
-            for name, spec in _dim_items(alias(ncz, "dims", "dimensions")):
-                size, unlimited = _dim_spec(spec)
+            for name, spec in dim_items(alias(ncz, "dims", "dimensions")):
+                size, unlimited = dim_spec(spec)
                 if size is not None:
                     out[name] = (size, unlimited)
             return out
