@@ -1,0 +1,521 @@
+"""CachingStore: a bounded in-memory cache of object bytes and a TTL cache of metadata.
+
+It sits right over the backend (``CachingStore(ThreadedStore(backend))``, below the NCZarr
+layer), so every write the mount makes, its own consolidated-metadata rewrites included,
+passes through it and updates or drops what it cached.
+
+Bytes. Objects are read in blocks of ``block_size`` bytes (an object no larger than a block is
+one block: zarr chunks are fetched whole with one GET, however the kernel splits the reads).
+Blocks are cached under ``(key, etag, block)``, so a changed object (new ETag) is never served
+from an old entry; the cache holds at most ``cache_size`` bytes (least recently used go first).
+Concurrent reads of one block wait for a single backend request. A read that continues where
+the previous read of the object ended starts parallel fetches of the next ``readahead`` blocks
+(counted against the same bound; at most ``readahead`` prefetches run at once).
+
+Metadata. ``entry``/``stat``/``list_dir`` results, missing names included, are reused for
+``ttl`` seconds; a listing answers lookups of its children, a missing directory answers
+lookups below it. The mount's own writes update the parent's cached listing and drop every
+other cached fact they could change. A result that arrives after a write touched its key
+(a request racing a write) is not kept.
+
+Concurrency: everything runs on the trio thread (no locks); fetches run as trio system tasks
+so that a cancelled reader never strands the readers waiting for the same block.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, BinaryIO, Callable, TypeVar
+
+import trio
+
+from nczfs.errors import BackendError, KeyNotFound, Stale
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, parent_of
+from nczfs.store.wrapper import WrapperStore
+
+log = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+BLOCK_SIZE = 8 * MiB
+READAHEAD_BLOCKS = 4
+#: metadata facts kept at most (expired ones are purged first when full)
+MAX_META = 500_000
+
+_MISSING = object()
+T = TypeVar("T")
+
+
+def default_cache_size() -> int:
+    """An eighth of the machine's RAM, between 64 MiB and 1 GiB."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        ram = 8 * 1024 * MiB
+    return max(64 * MiB, min(1024 * MiB, ram // 8))
+
+
+class ByteCache:
+    """Blocks by ``(key, etag, index)``, least recently used evicted; never holds more than ``limit`` bytes."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.used = 0
+        self._items: collections.OrderedDict[tuple[str, str, int], bytes] = collections.OrderedDict()
+        self._by_key: dict[str, set[tuple[str, str, int]]] = {}
+
+    def get(self, ident: tuple[str, str, int]) -> bytes | None:
+        data = self._items.get(ident)
+        if data is not None:
+            self._items.move_to_end(ident)
+        return data
+
+    def __contains__(self, ident: tuple[str, str, int]) -> bool:
+        return ident in self._items
+
+    def put(self, ident: tuple[str, str, int], data: bytes) -> None:
+        if len(data) > self.limit:
+            return
+        self._remove(ident)
+        while self.used + len(data) > self.limit:
+            self._remove(next(iter(self._items)))
+        self._items[ident] = data
+        self._by_key.setdefault(ident[0], set()).add(ident)
+        self.used += len(data)
+
+    def _remove(self, ident: tuple[str, str, int]) -> None:
+        data = self._items.pop(ident, None)
+        if data is None:
+            return
+        self.used -= len(data)
+        idents = self._by_key.get(ident[0])
+        if idents is not None:
+            idents.discard(ident)
+            if not idents:
+                del self._by_key[ident[0]]
+
+    def drop(self, key: str) -> None:
+        for ident in list(self._by_key.get(key, ())):
+            self._remove(ident)
+
+    def drop_under(self, prefix: str) -> None:
+        start = prefix + "/" if prefix else ""
+        for key in [k for k in self._by_key if k == prefix or k.startswith(start)]:
+            self.drop(key)
+
+
+@dataclass
+class _Fetch:
+    """One backend request in flight; every reader of the block waits for it."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    data: bytes = b""
+    exc: BaseException | None = None
+
+    async def wait(self) -> bytes:
+        await self.done.wait()
+        if self.exc is not None:
+            raise self.exc
+        return self.data
+
+
+class CachingStore(WrapperStore):
+    def __init__(
+        self,
+        inner,
+        *,
+        cache_size: int | None = None,
+        ttl: float = 1.0,
+        cache_bytes: bool = True,
+        block_size: int = BLOCK_SIZE,
+        readahead: int = READAHEAD_BLOCKS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        super().__init__(inner)
+        self.cache_size = default_cache_size() if cache_size is None else cache_size
+        self.ttl = ttl
+        self.block_size = max(1, min(block_size, self.cache_size)) if self.cache_size else block_size
+        self.cache_bytes = cache_bytes and self.cache_size > 0
+        self.readahead = readahead
+        self.clock = clock
+        self.bytes = ByteCache(self.cache_size)
+        self._inflight: dict[tuple[str, str, int], _Fetch] = {}
+        self._prefetching = 0
+        #: where the last read of each object ended (block index), for sequential detection
+        self._last_block: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._entries: dict[str, tuple[float, DirEntry | None]] = {}
+        self._listings: dict[str, tuple[float, dict[str, DirEntry]]] = {}
+        #: bumped by every write; a result is kept only if no write touched its key since it was asked
+        self._epoch = 0
+        self._touched: dict[str, int] = {}
+        self._subtree_epoch = 0
+        self._asking = 0
+        self.stats: collections.Counter[str] = collections.Counter()
+
+    # ------------------------------------------------------------------ counters
+
+    def counters(self) -> dict[str, int]:
+        out = dict(self.inner.counters())
+        out.update(self.stats)
+        out["cache.bytes-held"] = self.bytes.used
+        out["cache.bytes-limit"] = self.cache_size
+        return out
+
+    # ------------------------------------------------------------------ metadata
+
+    def _fresh(self, expires: float) -> bool:
+        return self.clock() < expires
+
+    def _cached_entry(self, key: str) -> object:
+        """A cached answer for ``key`` (a DirEntry or None = missing), or _MISSING."""
+        hit = self._entries.get(key)
+        if hit is not None and self._fresh(hit[0]):
+            return hit[1]
+        parent, _, name = key.rpartition("/")
+        listing = self._listings.get(parent)
+        if listing is not None and self._fresh(listing[0]):
+            return listing[1].get(name)
+        while parent:  # below a missing name nothing exists
+            hit = self._entries.get(parent)
+            if hit is not None and hit[1] is None and self._fresh(hit[0]):
+                return None
+            parent = parent_of(parent)
+        return _MISSING
+
+    async def _ask(self, key: str, call: Awaitable[T]) -> tuple[T, bool]:
+        """Ask the backend; the answer may be kept if no write touched ``key`` meanwhile."""
+        self.stats["meta.misses"] += 1
+        asked_at = self._epoch
+        self._asking += 1
+        try:
+            out = await call
+        except (KeyNotFound, Stale):
+            raise
+        except BaseException:
+            self.stats["errors"] += 1
+            raise
+        finally:
+            self._asking -= 1
+            keep = self.ttl > 0 and self._subtree_epoch <= asked_at and self._touched.get(key, -1) <= asked_at
+            if self._asking == 0:
+                self._touched.clear()
+        return out, keep
+
+    def _room(self) -> None:
+        if len(self._entries) + len(self._listings) < MAX_META:
+            return
+        now = self.clock()
+        self._entries = {k: v for k, v in self._entries.items() if v[0] > now}
+        self._listings = {k: v for k, v in self._listings.items() if v[0] > now}
+        if len(self._entries) + len(self._listings) >= MAX_META:
+            self._entries.clear()
+            self._listings.clear()
+
+    def _keep(self, key: str, entry: DirEntry | None) -> None:
+        self._room()
+        self._entries[key] = (self.clock() + self.ttl, entry)
+
+    async def entry(self, key: str) -> DirEntry | None:
+        hit = self._cached_entry(key)
+        if hit is not _MISSING:
+            self.stats["meta.hits"] += 1
+            return hit  # type: ignore[return-value]
+        found, keep = await self._ask(key, self.inner.entry(key))
+        if keep:
+            self._keep(key, found)
+        return found
+
+    async def stat(self, key: str) -> ObjectInfo:
+        hit = self._cached_entry(key)
+        if hit is None or (isinstance(hit, DirEntry) and hit.is_dir):
+            self.stats["meta.hits"] += 1
+            raise KeyNotFound(key)
+        if isinstance(hit, DirEntry) and hit.info is not None:
+            self.stats["meta.hits"] += 1
+            return hit.info
+        info, keep = await self._ask(key, self.inner.stat(key))
+        if keep:
+            self._keep(key, DirEntry(key.rpartition("/")[2], False, info))
+        return info
+
+    async def list_dir(self, prefix: str) -> list[DirEntry]:
+        hit = self._listings.get(prefix)
+        if hit is not None and self._fresh(hit[0]):
+            self.stats["meta.hits"] += 1
+            return [hit[1][n] for n in sorted(hit[1])]
+        entries, keep = await self._ask(prefix, self.inner.list_dir(prefix))
+        if keep:
+            self._room()
+            self._listings[prefix] = (self.clock() + self.ttl, {e.name: e for e in entries})
+        return entries
+
+    async def dir_exists(self, prefix: str) -> bool:
+        if prefix:
+            hit = self._cached_entry(prefix)
+            if hit is None or (isinstance(hit, DirEntry) and hit.is_dir):
+                self.stats["meta.hits"] += 1
+                return hit is not None
+        return await self.inner.dir_exists(prefix)
+
+    # ------------------------------------------------------------------ invalidation
+
+    def _touch(self, key: str) -> None:
+        """``key`` changed through the mount: forget what was cached about it and its ancestors."""
+        self._epoch += 1
+        if self._asking:
+            self._touched[key] = self._epoch
+        self.bytes.drop(key)
+        self._last_block.pop(key, None)
+        self._entries.pop(key, None)
+        self._listings.pop(key, None)
+        parent = parent_of(key)
+        while True:
+            if self._asking:
+                self._touched[parent] = self._epoch
+            self._entries.pop(parent, None)
+            if parent == "":
+                break
+            parent = parent_of(parent)
+
+    def _written(self, key: str, info: ObjectInfo | None) -> None:
+        """An object was stored (info) or deleted (None): the parent listing follows; higher ones are dropped."""
+        self._touch(key)
+        parent, _, name = key.rpartition("/")
+        listing = self._listings.get(parent)
+        if listing is not None:
+            if info is not None:
+                old = listing[1].get(name)
+                if old is None or not old.is_dir:
+                    listing[1][name] = DirEntry(name, False, info)
+            elif name in listing[1] and not listing[1][name].is_dir:
+                del listing[1][name]
+        # a new key may create directories above it, a deletion may end them
+        above = parent
+        while above:
+            above = parent_of(above)
+            self._listings.pop(above, None)
+        if info is not None and self.ttl > 0:
+            self._entries[key] = (self.clock() + self.ttl, DirEntry(name, False, info))
+
+    def _touch_subtree(self, prefix: str) -> None:
+        self._epoch += 1
+        self._subtree_epoch = self._epoch
+        start = prefix + "/"
+        self.bytes.drop_under(prefix)
+        for table in (self._entries, self._listings):
+            for k in [k for k in table if k == prefix or k.startswith(start)]:
+                del table[k]
+        self._touch(prefix)
+        above = prefix
+        while above:
+            above = parent_of(above)
+            self._listings.pop(above, None)
+
+    async def _store(self, key: str, call: Awaitable[ObjectInfo]) -> ObjectInfo:
+        """Run a write of ``key``; whatever happens, nothing cached before it is trusted after it."""
+        self._touch(key)
+        try:
+            info = await call
+        except BaseException:
+            self._touch(key)
+            raise
+        self._written(key, info)
+        return info
+
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        info = await self._store(key, self.inner.set(key, data))
+        if self.cache_bytes and len(data) <= self.block_size and info.etag:
+            self.bytes.put((key, info.etag, 0), bytes(data))  # read-after-write from memory
+        return info
+
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        return await self._store(key, self.inner.set_file(key, f, size))
+
+    async def delete(self, key: str) -> None:
+        self._touch(key)
+        try:
+            await self.inner.delete(key)
+        finally:
+            self._written(key, None)
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        return await self._store(dst, self.inner.copy(src, dst))
+
+    async def rename(self, src: str, dst: str) -> None:
+        self._touch(src)
+        self._touch(dst)
+        try:
+            await self.inner.rename(src, dst)
+        finally:
+            self._written(src, None)
+            self._touch(dst)
+            self._drop_listing_of(dst)
+
+    def _drop_listing_of(self, key: str) -> None:
+        self._listings.pop(parent_of(key), None)
+
+    async def rename_dir(self, src: str, dst: str) -> None:
+        self._touch_subtree(src)
+        self._touch_subtree(dst)
+        try:
+            await self.inner.rename_dir(src, dst)
+        finally:
+            self._touch_subtree(src)
+            self._touch_subtree(dst)
+
+    async def mkdir(self, prefix: str) -> None:
+        try:
+            await self.inner.mkdir(prefix)
+        finally:
+            self._touch_subtree(prefix)
+
+    async def rmdir(self, prefix: str) -> None:
+        try:
+            await self.inner.rmdir(prefix)
+        finally:
+            self._touch_subtree(prefix)
+
+    async def forget_dir(self, prefix: str) -> None:
+        try:
+            await self.inner.forget_dir(prefix)
+        finally:
+            self._touch_subtree(prefix)
+
+    async def sync(self) -> None:
+        await self.inner.sync()
+
+    # ------------------------------------------------------------------ bytes
+
+    async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        if not self.cache_bytes:
+            return await self.inner.get(key, rng)
+        info = await self.stat(key)
+        try:
+            return await self._read(key, rng, info.etag)
+        except Stale:  # changed since the cached stat: read the current version
+            self._touch(key)
+            return await self._read(key, rng, (await self.stat(key)).etag)
+
+    async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        if not self.cache_bytes:
+            return await self.inner.get_version(key, rng, etag)
+        if not etag:
+            return await self.get(key, rng)
+        return await self._read(key, rng, etag)
+
+    async def _read(self, key: str, rng: ByteRange | None, etag: str) -> bytes:
+        if not etag:
+            return await self.inner.get(key, rng)
+        start = rng.start if rng is not None else 0
+        end = rng.end if rng is not None else None
+        if end is not None and end <= start:
+            return await self.inner.get_version(key, rng, etag)
+        b = self.block_size
+        first = start // b
+        if end is not None:
+            blocks = await self._blocks(key, etag, range(first, (end - 1) // b + 1))
+        else:  # to the end: blocks until a short one
+            blocks, i = [], first
+            while True:
+                got = (await self._blocks(key, etag, range(i, i + 1)))[0]
+                blocks.append(got)
+                if len(got) < b:
+                    break
+                i += 1
+        self._after_read(key, etag, first, first + len(blocks) - 1, len(blocks[-1]) == b)
+        data = blocks[0] if len(blocks) == 1 else b"".join(blocks)
+        lo = start - first * b
+        hi = None if end is None else end - first * b
+        return data[lo:hi] if (lo or (hi is not None and hi < len(data))) else data
+
+    async def _blocks(self, key: str, etag: str, indexes: range) -> list[bytes]:
+        fetches: list[bytes | _Fetch] = []
+        for i in indexes:
+            ident = (key, etag, i)
+            data = self.bytes.get(ident)
+            if data is not None:
+                self.stats["cache.hits"] += 1
+                self.stats["cache.bytes-served"] += len(data)
+                fetches.append(data)
+                continue
+            fetch = self._inflight.get(ident)
+            if fetch is None:
+                self.stats["cache.misses"] += 1
+                fetch = self._start(ident)
+            else:
+                self.stats["cache.coalesced"] += 1
+            fetches.append(fetch)
+        out = []
+        for f in fetches:
+            out.append(f if isinstance(f, bytes) else await f.wait())
+        return out
+
+    def _start(self, ident: tuple[str, str, int], prefetch: bool = False) -> _Fetch:
+        fetch = self._inflight[ident] = _Fetch()
+        if prefetch:
+            self._prefetching += 1
+        trio.lowlevel.spawn_system_task(self._fetch, ident, fetch, prefetch, name=f"nczfs fetch {ident[0]}")
+        return fetch
+
+    async def _fetch(self, ident: tuple[str, str, int], fetch: _Fetch, prefetch: bool) -> None:
+        key, etag, i = ident
+        b = self.block_size
+        try:
+            fetch.data = await self.inner.get_version(key, ByteRange(i * b, (i + 1) * b), etag)
+        except BaseException as exc:
+            if not isinstance(exc, (KeyNotFound, Stale)):
+                self.stats["errors"] += 1
+            if not isinstance(exc, Exception):  # cancelled (unmount): the waiters get an error of their own
+                fetch.exc = BackendError(f"{key!r}: read cancelled")
+                raise
+            fetch.exc = exc
+        else:
+            self.stats["cache.bytes-fetched"] += len(fetch.data)
+            if self._inflight.get(ident) is fetch:
+                self.bytes.put(ident, fetch.data)
+        finally:
+            if self._inflight.get(ident) is fetch:
+                del self._inflight[ident]
+            if prefetch:
+                self._prefetching -= 1
+            fetch.done.set()
+
+    def _after_read(self, key: str, etag: str, first: int, last: int, full: bool) -> None:
+        """Sequential reads (this read starts in or right after the block the last one ended in)
+        fetch the next blocks ahead, in parallel, while the cache has room for them."""
+        previous = self._last_block.pop(key, None)
+        self._last_block[key] = last
+        if len(self._last_block) > 4096:
+            self._last_block.popitem(last=False)
+        if not full or previous is None or not (previous <= first <= previous + 1) or self.readahead <= 0:
+            return
+        budget = min(self.readahead, (self.cache_size // 2) // self.block_size)
+        known = self._cached_entry(key)
+        if isinstance(known, DirEntry) and known.info is not None and known.info.etag == etag:
+            budget = min(budget, -(-known.info.size // self.block_size) - last - 1)  # not past the end
+        for i in range(last + 1, last + 1 + budget):
+            ident = (key, etag, i)
+            if ident in self.bytes or ident in self._inflight:
+                continue
+            if self._prefetching >= self.readahead:
+                break
+            self.stats["cache.prefetches"] += 1
+            self._start(ident, prefetch=True)
+
+
+#: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
+#: archive is already in the kernel's page cache)
+BYTE_CACHED_BACKENDS = frozenset({"s3", "reference"})
+
+
+def cached(store, config) -> CachingStore:
+    """The mount's cache over ``store``, as ``config`` (cache_size, metadata_ttl, backend) asks."""
+    return CachingStore(
+        store,
+        cache_size=config.cache_size,
+        ttl=config.metadata_ttl,
+        cache_bytes=config.source.backend in BYTE_CACHED_BACKENDS,
+    )

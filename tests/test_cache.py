@@ -1,0 +1,315 @@
+"""CachingStore without a kernel: the store conformance suite, bounds, coalescing, TTLs, invalidation.
+
+Calls reaching the backend are counted by a FaultyStore between the cache and a MemoryStore;
+time is a fake clock, so TTLs are tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from nczfs.cache import CachingStore
+from nczfs.errors import BackendError, KeyNotFound
+from nczfs.store.base import ByteRange
+from nczfs.store.memory import MemoryStore
+from nczfs.store.wrapper import FaultyStore, WrapperStore
+from nczfs.threads import ThreadedStore
+from tests.store import test_memory
+
+KiB = 1024
+
+
+class TestCachingStoreConformance(test_memory.TestMemoryStore):
+    """With TTL 0 the cache is transparent (changes behind it are seen at once); small blocks
+    make the 5 MiB conformance object span many blocks."""
+
+    @pytest.fixture
+    async def store(self, sync_store):
+        s = CachingStore(ThreadedStore(sync_store), cache_size=1024 * KiB, ttl=0, block_size=64 * KiB)
+        yield s
+        await s.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def mem() -> MemoryStore:
+    return MemoryStore("cache")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def make(mem: MemoryStore, clock: Clock, **kw) -> tuple[CachingStore, FaultyStore]:
+    faulty = FaultyStore(ThreadedStore(mem))
+    kw.setdefault("cache_size", 1024 * KiB)
+    kw.setdefault("ttl", 5.0)
+    kw.setdefault("block_size", 64 * KiB)
+    return CachingStore(faulty, clock=clock, **kw), faulty
+
+
+def put_behind(mem: MemoryStore, key: str, data: bytes) -> None:
+    """Another client changes the medium: the cache is not told."""
+    mem.set(key, data)
+
+
+# ---------------------------------------------------------------------- bytes
+
+
+async def test_repeated_reads_cost_one_backend_get(mem, clock):
+    cache, faulty = make(mem, clock)
+    put_behind(mem, "k", b"x" * 1000)
+    etag = mem.stat("k").etag
+    for off in range(0, 1000, 100):
+        assert await cache.get_version("k", ByteRange(off, off + 100), etag) == b"x" * 100
+    assert faulty.calls["get"] == 1
+    assert cache.counters()["cache.hits"] == 9 and cache.counters()["cache.misses"] == 1
+
+
+async def test_the_cache_never_holds_more_than_its_size(mem, clock):
+    cache, faulty = make(mem, clock, cache_size=200 * KiB, block_size=64 * KiB)
+    for i in range(20):
+        put_behind(mem, f"k{i}", bytes([i]) * (50 * KiB))
+    for i in range(20):
+        assert await cache.get(f"k{i}") == bytes([i]) * (50 * KiB)
+        assert cache.bytes.used <= 200 * KiB
+    assert cache.bytes.used == 200 * KiB  # four 50 KiB objects: the most recent ones
+    faulty.calls.clear()
+    assert await cache.get("k19") == bytes([19]) * (50 * KiB)
+    assert faulty.calls["get"] == 0
+    assert await cache.get("k0") == bytes([0]) * (50 * KiB)  # evicted long ago: fetched again
+    assert faulty.calls["get"] == 1
+
+
+async def test_an_object_larger_than_the_cache_is_read_but_not_kept(mem, clock):
+    cache, faulty = make(mem, clock, cache_size=100 * KiB, block_size=64 * KiB, readahead=0)
+    data = bytes(range(256)) * 1024  # 256 KiB: four 64 KiB blocks, only one fits... never more than 100 KiB
+    put_behind(mem, "big", data)
+    assert await cache.get("big") == data
+    assert cache.bytes.used <= 100 * KiB
+
+
+async def test_concurrent_reads_of_one_object_are_coalesced(mem, clock):
+    cache, faulty = make(mem, clock)
+    faulty.latency = 0.05
+    put_behind(mem, "k", b"abc" * 1000)
+    etag = mem.stat("k").etag
+    results = []
+
+    async def read(off: int) -> None:
+        results.append(await cache.get_version("k", ByteRange(off, off + 3), etag))
+
+    async with trio.open_nursery() as n:
+        for off in range(0, 30, 3):
+            n.start_soon(read, off)
+    assert results == [b"abc"] * 10
+    assert faulty.calls["get"] == 1
+    assert cache.counters()["cache.coalesced"] == 9
+
+
+async def test_a_failed_fetch_fails_every_waiter_and_is_not_cached(mem, clock):
+    cache, faulty = make(mem, clock)
+    faulty.latency = 0.02
+    put_behind(mem, "k", b"data")
+    etag = mem.stat("k").etag
+    faulty.fail("get", times=1)
+    errors = []
+
+    async def read() -> None:
+        try:
+            await cache.get_version("k", None, etag)
+        except BackendError as exc:
+            errors.append(exc)
+
+    async with trio.open_nursery() as n:
+        for _ in range(3):
+            n.start_soon(read)
+    assert len(errors) == 3 and faulty.calls["get"] == 1
+    assert await cache.get_version("k", None, etag) == b"data"  # the next read asks again
+    assert cache.counters()["errors"] == 1
+
+
+async def test_a_changed_object_is_read_under_its_new_etag(mem, clock):
+    cache, faulty = make(mem, clock)
+    put_behind(mem, "k", b"old")
+    assert await cache.get_version("k", None, mem.stat("k").etag) == b"old"
+    put_behind(mem, "k", b"new!")
+    assert await cache.get_version("k", None, mem.stat("k").etag) == b"new!"
+    assert faulty.calls["get"] == 2
+
+
+async def test_plain_get_follows_the_metadata_ttl(mem, clock):
+    cache, faulty = make(mem, clock, ttl=5.0)
+    put_behind(mem, "k", b"one")
+    assert await cache.get("k") == b"one"
+    put_behind(mem, "k", b"two")
+    assert await cache.get("k") == b"one"  # within the TTL: the version last seen
+    clock.now += 5.1
+    assert await cache.get("k") == b"two"
+
+
+async def test_own_writes_are_read_back_at_once_whatever_the_ttl(mem, clock):
+    cache, faulty = make(mem, clock, ttl=1e9)
+    await cache.set("k", b"first")
+    assert await cache.get("k") == b"first"
+    info = await cache.set("k", b"second, longer")
+    assert await cache.get("k") == b"second, longer"
+    assert await cache.get_version("k", ByteRange(0, 6), info.etag) == b"second"
+    assert (await cache.stat("k")).size == len(b"second, longer")
+    assert faulty.calls["get"] == 0 and faulty.calls["stat"] == 0  # all from what the writes left
+    await cache.delete("k")
+    with pytest.raises(KeyNotFound):
+        await cache.get("k")
+    assert await cache.entry("k") is None
+
+
+async def test_sequential_reads_fetch_the_next_blocks_ahead(mem, clock):
+    cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=3, cache_size=4096 * KiB)
+    data = bytes(range(256)) * (4 * 1024)  # 1 MiB: 16 blocks
+    put_behind(mem, "big", data)
+    etag = (await cache.stat("big")).etag
+    got = b""
+    for off in range(0, len(data), 32 * KiB):  # the kernel's 32 KiB.. 128 KiB reads, in order
+        got += await cache.get_version("big", ByteRange(off, off + 32 * KiB), etag)
+        await trio.testing.wait_all_tasks_blocked()
+    assert got == data
+    c = cache.counters()
+    assert c["cache.prefetches"] >= 10
+    assert faulty.calls["get"] == 16  # every block fetched once, none past the end
+
+
+async def test_random_reads_fetch_no_blocks_ahead(mem, clock):
+    cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=3, cache_size=4096 * KiB)
+    put_behind(mem, "big", bytes(1024 * KiB))
+    etag = mem.stat("big").etag
+    for block in (9, 2, 14, 5, 11):
+        await cache.get_version("big", ByteRange(block * 64 * KiB + 10, block * 64 * KiB + 4106), etag)
+    await trio.testing.wait_all_tasks_blocked()
+    assert faulty.calls["get"] == 5
+    assert cache.counters().get("cache.prefetches", 0) == 0
+
+
+# ---------------------------------------------------------------------- metadata
+
+
+async def test_missing_names_are_remembered_for_the_ttl(mem, clock):
+    cache, faulty = make(mem, clock, ttl=5.0)
+    assert await cache.entry("a/missing") is None
+    assert await cache.entry("a/missing") is None
+    assert faulty.calls["entry"] == 1
+    put_behind(mem, "a/missing", b"now here")
+    assert await cache.entry("a/missing") is None  # the negative entry holds for the TTL
+    clock.now += 5.1
+    assert (await cache.entry("a/missing")).info.size == 8
+
+
+async def test_below_a_missing_name_nothing_is_asked(mem, clock):
+    cache, faulty = make(mem, clock)
+    assert await cache.entry("g") is None
+    assert await cache.entry("g/.zarray") is None
+    assert await cache.entry("g/sub/0.0") is None
+    assert faulty.calls["entry"] == 1
+
+
+async def test_a_listing_answers_lookups_of_its_children(mem, clock):
+    cache, faulty = make(mem, clock)
+    for name in ("a", "b", "d/x"):
+        put_behind(mem, f"dir/{name}", b"1")
+    names = [e.name for e in await cache.list_dir("dir")]
+    assert names == ["a", "b", "d"]
+    assert (await cache.entry("dir/a")).info.size == 1
+    assert (await cache.stat("dir/b")).size == 1
+    assert (await cache.entry("dir/d")).is_dir
+    assert await cache.entry("dir/nope") is None
+    with pytest.raises(KeyNotFound):
+        await cache.stat("dir/nope")
+    assert await cache.list_dir("dir") and faulty.calls["list_dir"] == 1
+    assert faulty.calls["entry"] == 0 and faulty.calls["stat"] == 0
+    assert cache.counters()["meta.hits"] >= 6
+
+
+async def test_own_writes_update_the_cached_listing(mem, clock):
+    cache, faulty = make(mem, clock, ttl=1e9)
+    put_behind(mem, "dir/a", b"1")
+    await cache.list_dir("dir")
+    await cache.set("dir/new", b"22")
+    assert [e.name for e in await cache.list_dir("dir")] == ["a", "new"]
+    assert (await cache.entry("dir/new")).info.size == 2
+    await cache.delete("dir/a")
+    assert [e.name for e in await cache.list_dir("dir")] == ["new"]
+    assert faulty.calls["list_dir"] == 1 and faulty.calls["entry"] == 0
+    await cache.rename("dir/new", "dir/renamed")
+    assert [e.name for e in await cache.list_dir("dir")] == ["renamed"]
+    assert await cache.entry("dir/new") is None
+
+
+async def test_a_new_key_ends_negative_entries_of_its_ancestors(mem, clock):
+    cache, faulty = make(mem, clock, ttl=1e9)
+    assert await cache.entry("g") is None
+    await cache.list_dir("")
+    await cache.set("g/h/x", b"1")
+    assert (await cache.entry("g")).is_dir
+    assert (await cache.entry("g/h")).is_dir
+    assert "g" in [e.name for e in await cache.list_dir("")]
+    assert await cache.dir_exists("g/h")
+
+
+async def test_directory_rename_drops_everything_below_both_names(mem, clock):
+    cache, faulty = make(mem, clock, ttl=1e9)
+    await cache.set("src/a", b"A")
+    await cache.list_dir("src")
+    assert await cache.entry("dst/a") is None
+    await cache.rename_dir("src", "dst")
+    assert await cache.entry("src/a") is None
+    assert (await cache.entry("dst/a")).info.size == 1
+    assert await cache.get("dst/a") == b"A"
+    assert [e.name for e in await cache.list_dir("")] == ["dst"]
+
+
+class SlowAnswers(WrapperStore):
+    """Answers lookups as the store stood when asked, but delivers the answer late."""
+
+    async def entry(self, key):
+        found = await self.inner.entry(key)
+        await trio.sleep(0.05)
+        return found
+
+
+async def test_a_lookup_racing_a_write_is_not_kept(mem, clock):
+    """A lookup answered before a write of the same key, arriving after it, must not mask the write."""
+    slow = SlowAnswers(ThreadedStore(mem))
+    cache = CachingStore(slow, cache_size=1024 * KiB, ttl=1e9, clock=clock)
+    result = []
+
+    async def lookup() -> None:
+        result.append(await cache.entry("k"))
+
+    async with trio.open_nursery() as n:
+        n.start_soon(lookup)
+        await trio.sleep(0.01)  # the store has answered "missing"; the answer is on its way
+        await cache.set("k", b"v")
+    assert result == [None]
+    assert (await cache.entry("k")).info.size == 1  # the late "missing" was not kept
+
+
+async def test_ttl_zero_keeps_no_metadata(mem, clock):
+    cache, faulty = make(mem, clock, ttl=0)
+    for _ in range(3):
+        assert await cache.entry("x") is None
+        await cache.list_dir("")
+    assert faulty.calls["entry"] == 3 and faulty.calls["list_dir"] == 3
+
+
+async def test_counters_include_the_backends(mem, clock):
+    cache, _ = make(mem, clock)
+    c = cache.counters()
+    assert c["cache.bytes-limit"] == 1024 * KiB and c["cache.bytes-held"] == 0
