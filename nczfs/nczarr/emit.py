@@ -173,6 +173,8 @@ def _zarray(var: Variable, from_v3: bool, view: str) -> dict:
                                                   var.dimension_separator)
     if var.nctype == "char" and view != "xarray":
         dtype = "<U1" if view == "netcdf-4.9" else ">S1"  # one byte per char either way
+    elif view == "xarray" and len(dtype) == 3 and dtype[0] in "<>" and dtype[2] == "1":
+        dtype = "|" + dtype[1:]  # netCDF-C writes <i1/<u1, which zarr-python 3 refuses
     out = {"zarr_format": 2, "shape": var.shape, "chunks": var.chunks, "dtype": dtype,
            "fill_value": _fill(var), "order": order, "compressor": compressor, "filters": filters}
     if sep != ".":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -66,6 +67,13 @@ def write_hidden_cases(root) -> None:
     f.attrs["_ARRAY_DIMENSIONS"] = ["a", "b"]
 
 
+#: corpus zips (netcdf-c/) -> folder name in the mounted source
+CORPUS_ZIPS = {"ref_oldformat.zip": "za_oldformat.file", "history/1a45ee025/ref_oldformat.zip": "v1_dtypes.file",
+               "ref_quotes_orig.zip": "quotes.zarr", "ref_byte.zarr.zip": "byte.zarr",
+               "ref_byte_fill_value_null.zarr.zip": "byte_null.zarr"}
+CORPUS_NAMES = ["v1_oldformat.file", "oldkeys.file", *CORPUS_ZIPS.values(), "consolidated.zarr"]
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     from tests.conftest import CORPUS
@@ -78,6 +86,9 @@ def source(tmp_path_factory):
     shutil.move(old, root / "v1_oldformat.file")
     keys = unzip(CORPUS / "netcdf-c" / "ref_oldkeys.file.zip", root / "tmp2")
     shutil.move(keys, root / "oldkeys.file")
+    for i, (zip_name, name) in enumerate(CORPUS_ZIPS.items()):
+        shutil.move(unzip(CORPUS / "netcdf-c" / zip_name, root / f"tmpc{i}"), root / name)
+    shutil.copytree(CORPUS / "netcdf-c" / "ref_data.zarr", root / "consolidated.zarr")
     write_v3(root)
     write_hidden_cases(root)
     return root
@@ -262,3 +273,26 @@ def test_bad_present_option_is_a_usage_error(tmp_path):
     (tmp_path / "mnt").mkdir()
     res = run_nczfs("mount", str(tmp_path), str(tmp_path / "mnt"), "-o", "present=netcdf-5")
     assert res.returncode == 2 and "present=netcdf-5: must be one of" in res.stderr
+
+
+@pytest.mark.parametrize("name", CORPUS_NAMES)
+def test_corpus_datasets_open_in_the_reader_of_every_view(views, source, name):
+    from nczfs.nczarr.emit import emit
+
+    model = stored(source, name)
+    # netcdf-4.10: the netCDF4 wheel sees what nczfs reads
+    assert netcdf4_summary(views["netcdf-4.10"].path / name) == summary(stored(source, name))
+    # netcdf-4.9: Debian ncdump 4.9.0 opens it and declares exactly the arrays the view keeps
+    _, hidden = emit(stored(source, name), "netcdf-4.9")
+    hidden_paths = {p for p, _ in hidden if ":" not in p}
+    res = subprocess.run(["ncdump", "-h", nc_url(views["netcdf-4.9"].path / name)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    for g in model.root.walk():
+        for v in g.variables:
+            path = f"{g.path.strip('/')}/{v.name}".lstrip("/")
+            declared = re.search(rf"\t{v.nctype} {re.escape(v.name)}[ (]", res.stdout) is not None
+            assert declared == (path not in hidden_paths), (path, res.stdout)
+    # xarray: every root array with its netCDF dimension names
+    ds = xr.open_zarr(views["xarray"].path / name, consolidated=False)
+    for v in model.root.variables:
+        assert ds[v.name].dims == tuple(r.rpartition("/")[2] for r in v.dimrefs), v.name

@@ -25,13 +25,20 @@ def unzip(zip_path: Path, dest: Path) -> Path:
     return dest / top if (dest / top).is_dir() else dest
 
 
+def _nan_safe(value):
+    """NaN as a string, so that summaries with NaN attributes compare equal."""
+    if isinstance(value, list):
+        return [_nan_safe(v) for v in value]
+    return "NaN" if isinstance(value, float) and value != value else value
+
+
 def summary(ds: Dataset) -> dict:
     """{group path: {dims, vars: {name: (type, dims)}, attrs: {owner: {name: (type, value)}}}}."""
     out = {}
     for g in ds.root.walk():
-        attrs = {"": {a.name: (a.nctype, a.value) for a in g.attributes}}
+        attrs = {"": {a.name: (a.nctype, _nan_safe(a.value)) for a in g.attributes}}
         for v in g.variables:
-            attrs[v.name] = {a.name: (a.nctype, a.value) for a in v.attributes}
+            attrs[v.name] = {a.name: (a.nctype, _nan_safe(a.value)) for a in v.attributes}
         out[g.path] = {
             "dims": {d.name: d.size for d in g.dims},
             "vars": {v.name: (v.nctype, [r for r in v.dimrefs]) for v in g.variables},
@@ -77,4 +84,4 @@ def _nc_attr(value):
     if isinstance(value, str):
         return ("char", value)
     arr = np.atleast_1d(value)
-    return (_NP_TO_NC[arr.dtype.str[1:]], arr.tolist())
+    return (_NP_TO_NC[arr.dtype.str[1:]], _nan_safe(arr.tolist()))
