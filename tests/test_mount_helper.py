@@ -27,8 +27,8 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NOT_OPTIONS = {"source", "mountpoint", "foreground", "spill_threshold"}
 
 
-def _mount_cmd(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
+def _mount_cmd(*args: str, cwd=None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", **(env or {})}
     return subprocess.run(list(args), capture_output=True, text=True, env=env, timeout=60, cwd=cwd)
 
 
@@ -143,6 +143,27 @@ def test_fstab_line_for_a_zip_file(tmp_path):
         if is_mounted(mnt):
             subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
     assert archive.read_bytes() == before
+
+
+@pytest.mark.fuse
+def test_fstab_line_for_an_s3_prefix(s3_server, tmp_path):
+    """The README's S3 line: endpoint_url=, region=, profile= (read-only keys), ro, allow_other."""
+    bucket, mnt = s3_server.new_bucket(), tmp_path / "mnt"
+    mnt.mkdir()
+    s3_server.client().put_object(Bucket=bucket, Key="runs/ocean.zarr/d/a", Body=b"in the bucket")
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"s3://{bucket}/runs/ocean.zarr  {mnt}  fuse.nczfs  _netdev,nofail,ro,allow_other,"
+                     f"endpoint_url={s3_server.endpoint},region=us-east-1,profile=reader,metadata_ttl=60  0  0\n")
+    # root's AWS files, as an administrator's /root/.aws would hold them
+    aws = {k: os.environ[k] for k in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_EC2_METADATA_DISABLED")}
+    res = _mount_cmd("mount", "-T", str(fstab), str(mnt), env=aws)
+    try:
+        assert res.returncode == 0, res.stderr
+        assert (mnt / "d" / "a").read_bytes() == b"in the bucket"
+        _umount_and_wait(mnt)
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
 
 
 @pytest.mark.fuse
