@@ -483,6 +483,9 @@ class Reader:
 
     def read_group_v3(self, prefix: str, group: Group, node: dict) -> None:
         attrs = node.get("attributes") or {}
+        if not isinstance(attrs, dict):
+            self.problem(join(prefix, "zarr.json"), "attributes must be an object")
+            attrs = {}
         group.attributes = self.attributes(join(prefix, "zarr.json"), attrs, {})
         for name in self.children(prefix):
             child = join(prefix, name)
@@ -501,7 +504,14 @@ class Reader:
                 self.problem(join(child, "zarr.json"), f"unknown node_type {sub.get('node_type')!r}")
 
     def read_array_v3(self, prefix: str, group: Group, node: dict) -> Variable | None:
+        from nczfs.nczarr.validate import check_zarr_json  # validate builds on this module
+
         key = join(prefix, "zarr.json")
+        errors = check_zarr_json(node)
+        if errors:
+            self.problems.extend(f"{key}: {e}" for e in errors)
+            return None
+        node = {**node, "codecs": [c if isinstance(c, dict) else {"name": c} for c in node["codecs"]]}
         shape = node.get("shape")
         grid = node.get("chunk_grid") or {}
         chunks = (grid.get("configuration") or {}).get("chunk_shape")

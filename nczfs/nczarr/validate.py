@@ -322,7 +322,8 @@ def check_zarr_json(d: dict) -> list[str]:
         errors.append(f"data_type {dt!r} is not a known Zarr v3 data type")
     grid = d.get("chunk_grid")
     if "chunk_grid" in d:
-        chunks = (grid.get("configuration") or {}).get("chunk_shape") if isinstance(grid, dict) else None
+        conf = grid.get("configuration") if isinstance(grid, dict) else None
+        chunks = conf.get("chunk_shape") if isinstance(conf, dict) else None
         if not isinstance(grid, dict) or grid.get("name") != "regular":
             errors.append(f"chunk_grid {grid!r} is not a regular grid")
         elif not (isinstance(chunks, list) and all(_int(n) and n > 0 for n in chunks)):
@@ -330,8 +331,10 @@ def check_zarr_json(d: dict) -> list[str]:
         elif isinstance(shape, list) and len(chunks) != len(shape):
             errors.append(f"shape has rank {len(shape)} but chunk_shape rank {len(chunks)}")
     enc = d.get("chunk_key_encoding")
-    if "chunk_key_encoding" in d and not (isinstance(enc, dict) and enc.get("name") in ("default", "v2")):
-        errors.append(f"chunk_key_encoding {enc!r} is not 'default' or 'v2'")
+    if "chunk_key_encoding" in d and not (isinstance(enc, dict) and enc.get("name") in ("default", "v2")
+                                          and isinstance(enc.get("configuration", {}), dict)
+                                          and enc.get("configuration", {}).get("separator", "/") in ("/", ".")):
+        errors.append(f"chunk_key_encoding {enc!r} is not 'default' or 'v2' with separator '/' or '.'")
     codecs = d.get("codecs")
     if "codecs" in d:
         if not isinstance(codecs, list) or not codecs:
@@ -339,6 +342,9 @@ def check_zarr_json(d: dict) -> list[str]:
         else:
             ids = numcodecs_ids()
             for c in codecs:
+                if isinstance(c, dict) and not isinstance(c.get("configuration", {}), dict):
+                    errors.append(f"codec {c!r}: configuration must be an object")
+                    continue
                 cname = c.get("name") if isinstance(c, dict) else c
                 known = isinstance(cname, str) and (
                     cname in V3_CODECS or (cname.startswith("numcodecs.") and cname[10:] in ids))
