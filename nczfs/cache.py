@@ -14,7 +14,9 @@ the previous read of the object ended starts parallel fetches of the next ``read
 
 Metadata. ``entry``/``stat``/``list_dir`` results, missing names included, are reused for
 ``ttl`` seconds; a listing answers lookups of its children, a missing directory answers
-lookups below it. The mount's own writes update the parent's cached listing and drop every
+lookups below it; after ``list_after_misses`` lookups in one directory miss the cache, the
+directory is listed once instead of being asked name by name (zarr opening chunk after chunk).
+The mount's own writes update the parent's cached listing and drop every
 other cached fact they could change. A result that arrives after a write touched its key
 (a request racing a write) is not kept.
 
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 MiB = 1024 * 1024
 BLOCK_SIZE = 8 * MiB
 READAHEAD_BLOCKS = 4
+#: lookups missing the cache in one directory before it is listed whole instead
+LIST_AFTER_MISSES = 8
 #: metadata facts kept at most (expired ones are purged first when full)
 MAX_META = 500_000
 
@@ -132,6 +136,7 @@ class CachingStore(WrapperStore):
         cache_bytes: bool = True,
         block_size: int = BLOCK_SIZE,
         readahead: int = READAHEAD_BLOCKS,
+        list_after_misses: int = LIST_AFTER_MISSES,
         clock: Callable[[], float] = time.monotonic,
     ):
         super().__init__(inner)
@@ -153,6 +158,10 @@ class CachingStore(WrapperStore):
         self._touched: dict[str, int] = {}
         self._subtree_epoch = 0
         self._asking = 0
+        #: lookups that missed the cache, by directory, and listings in flight
+        self.list_after_misses = list_after_misses
+        self._dir_misses: dict[str, int] = {}
+        self._listing_now: dict[str, trio.Event] = {}
         self.stats: collections.Counter[str] = collections.Counter()
 
     # ------------------------------------------------------------------ counters
@@ -218,8 +227,29 @@ class CachingStore(WrapperStore):
         self._room()
         self._entries[key] = (self.clock() + self.ttl, entry)
 
-    async def entry(self, key: str) -> DirEntry | None:
+    async def _lookup(self, key: str) -> object:
+        """A cached answer for ``key``; after repeated misses in one directory, that directory's
+        listing is fetched once (paginated LIST: 1,000 names a request) and answers them all."""
         hit = self._cached_entry(key)
+        if hit is not _MISSING or self.ttl <= 0 or self.list_after_misses <= 0:
+            return hit
+        parent = parent_of(key)
+        if parent not in self._listing_now:
+            misses = self._dir_misses.get(parent, 0) + 1
+            if misses < self.list_after_misses:
+                if len(self._dir_misses) > 10_000:
+                    self._dir_misses.clear()
+                self._dir_misses[parent] = misses
+                return _MISSING
+            self._dir_misses.pop(parent, None)
+        try:
+            await self.list_dir(parent)
+        except KeyNotFound:
+            return _MISSING
+        return self._cached_entry(key)
+
+    async def entry(self, key: str) -> DirEntry | None:
+        hit = await self._lookup(key)
         if hit is not _MISSING:
             self.stats["meta.hits"] += 1
             return hit  # type: ignore[return-value]
@@ -229,7 +259,7 @@ class CachingStore(WrapperStore):
         return found
 
     async def stat(self, key: str) -> ObjectInfo:
-        hit = self._cached_entry(key)
+        hit = await self._lookup(key)
         if hit is None or (isinstance(hit, DirEntry) and hit.is_dir):
             self.stats["meta.hits"] += 1
             raise KeyNotFound(key)
@@ -246,7 +276,17 @@ class CachingStore(WrapperStore):
         if hit is not None and self._fresh(hit[0]):
             self.stats["meta.hits"] += 1
             return [hit[1][n] for n in sorted(hit[1])]
-        entries, keep = await self._ask(prefix, self.inner.list_dir(prefix))
+        running = self._listing_now.get(prefix)
+        if running is not None:  # one listing of a directory at a time; the others wait for it
+            self.stats["meta.coalesced"] += 1
+            await running.wait()
+            return await self.list_dir(prefix)
+        self._listing_now[prefix] = done = trio.Event()
+        try:
+            entries, keep = await self._ask(prefix, self.inner.list_dir(prefix))
+        finally:
+            del self._listing_now[prefix]
+            done.set()
         if keep:
             self._room()
             self._listings[prefix] = (self.clock() + self.ttl, {e.name: e for e in entries})

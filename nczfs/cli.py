@@ -16,7 +16,16 @@ import sys
 import time
 
 import nczfs
-from nczfs.config import XATTR_PID, XATTR_SYNC, MountConfig, parse_options, present_view, validate_mode
+from nczfs.config import (
+    XATTR_PID,
+    XATTR_SYNC,
+    MountConfig,
+    default_metadata_ttl,
+    parse_options,
+    parse_size,
+    present_view,
+    validate_mode,
+)
 from nczfs.errors import SourceError
 from nczfs.source import parse_source
 
@@ -43,7 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("-d", "--debug", action="store_true", help="log every request")
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
                    help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=")
-    m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS")
+    m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS",
+                   help="reuse attributes, listings and missing names this long (default 1 for a "
+                        "writable S3 mount, 60 otherwise)")
+    m.add_argument("--cache-size", default=None, metavar="BYTES",
+                   help="memory for cached object data, e.g. 512M (default: 1/8 of RAM, at most 1G)")
     m.add_argument("--log-file", default=None)
     m.add_argument("--endpoint-url", default=None, metavar="URL", help="S3: the server's endpoint URL")
     m.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
@@ -117,6 +130,13 @@ def build_config(args: argparse.Namespace) -> MountConfig:
         if args.metadata_ttl < 0:
             raise UsageError("--metadata-ttl must not be negative")
         values["metadata_ttl"] = args.metadata_ttl
+    if "metadata_ttl" not in values:
+        values["metadata_ttl"] = default_metadata_ttl(source.backend, bool(values.get("read_only")))
+    if args.cache_size is not None:
+        try:
+            values["cache_size"] = parse_size("--cache-size", args.cache_size)
+        except SourceError as exc:
+            raise UsageError(str(exc)) from None
     if args.log_file:
         values["log_file"] = os.path.abspath(args.log_file)
     if args.validate is not None:

@@ -32,8 +32,11 @@ class MountConfig:
     uid: int = dataclasses.field(default_factory=os.getuid)
     gid: int = dataclasses.field(default_factory=os.getgid)
     umask: int = 0o022
-    #: seconds the kernel and nczfs may reuse attributes and entries
+    #: seconds the kernel and nczfs may reuse attributes and entries (the CLI picks a default
+    #: per backend when none is given: see default_metadata_ttl)
     metadata_ttl: float = 1.0
+    #: bytes of object data the read cache may hold (None: cache.default_cache_size())
+    cache_size: int | None = None
     #: bytes of a file's pending writes kept in memory before spilling to a temp file
     spill_threshold: int = 64 * 1024 * 1024
     log_file: str | None = None
@@ -97,6 +100,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["umask"] = _int(key, value, 8)
             elif key == "metadata_ttl" and eq:
                 out["metadata_ttl"] = _float(key, value)
+            elif key == "cache_size" and eq:
+                out["cache_size"] = parse_size(key, value)
             elif key == "read_ahead_kb" and eq:
                 out["read_ahead_kb"] = _int(key, value)
             elif key == "allow_root" and eq and value:
@@ -124,6 +129,31 @@ def _is_option_key(key: str) -> bool:
     """A key that names a mount option (a MountConfig field, or one item of a tuple field)."""
     fields = {f.name for f in dataclasses.fields(MountConfig)} - {"source", "mountpoint", "foreground", "spill_threshold"}
     return key in fields or key + "s" in fields
+
+
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(key: str, value: str) -> int:
+    """A byte count: ``536870912``, ``512M``, ``512MiB``, ``2G`` (binary units)."""
+    text = value.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = text[-1:] if text[-1:] in _UNITS else ""
+    try:
+        n = float(text[: len(text) - len(unit)])
+    except ValueError:
+        raise SourceError(f"{key}={value}: not a size (bytes, or a number with K, M, G)") from None
+    if not 0 <= n < 2**62:
+        raise SourceError(f"{key}={value}: must be a non-negative size")
+    return int(n * _UNITS[unit])
+
+
+#: metadata TTL when none is given: other clients may change a writable S3 prefix at any
+#: time; a read-only mount, a local directory or an archive is taken to change rarely
+SHORT_TTL, LONG_TTL = 1.0, 60.0
+
+
+def default_metadata_ttl(backend: str, read_only: bool) -> float:
+    return SHORT_TTL if backend == "s3" and not read_only else LONG_TTL
 
 
 def validate_mode(value: str) -> str:

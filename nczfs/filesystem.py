@@ -81,6 +81,8 @@ class _Handle:
     writable: bool
     #: the object version this handle reads ("" = whatever is current)
     etag: str = ""
+    #: the kernel may keep its cached pages: the object is the version it was at the last open
+    keep_cache: bool = False
 
 
 #: names clients write and then rename onto the real name: zarr-python's ``<key>.<uuid>.partial``
@@ -112,6 +114,8 @@ class Filesystem:
         self._handles: dict[int, _Handle | _DirHandle] = {}
         self._next_fh = 1
         self._locks: dict[int, trio.Lock] = {}
+        #: the object version each inode had when it was last opened (keep_cache)
+        self._opened_etag: dict[int, str] = {}
         self._started_ns = time.time_ns()
         self.file_mode = 0o666 & ~self.opts.umask
         self.dir_mode = 0o777 & ~self.opts.umask
@@ -266,6 +270,7 @@ class Filesystem:
             self.table.forget(ino, n)
             if ino not in self.table.by_ino:
                 self._locks.pop(ino, None)
+                self._opened_etag.pop(ino, None)
 
     # ------------------------------------------------------------------ attributes
 
@@ -407,7 +412,10 @@ class Filesystem:
             if not self._fresh(node):
                 await self.getattr(ino)  # fail now if the object vanished
         node.open_count += 1
-        fh = self._new_fh(_Handle(node, writable, "" if node.pending else node.etag))
+        stored = not node.pending and node.content is None and not node.detached and bool(node.etag)
+        keep = stored and not (writable or flags & os.O_TRUNC) and self._opened_etag.get(ino) == node.etag
+        self._opened_etag[ino] = node.etag if stored else ""
+        fh = self._new_fh(_Handle(node, writable, "" if node.pending else node.etag, keep_cache=keep))
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: the kernel sends no setattr
             try:
                 await self._truncate(node, 0)
@@ -415,6 +423,11 @@ class Filesystem:
                 await self.release(fh)
                 raise
         return fh
+
+    def keeps_cache(self, fh: int) -> bool:
+        """Whether the kernel may keep the pages it cached for this file (unchanged since the last open)."""
+        h = self._handles.get(fh)
+        return isinstance(h, _Handle) and h.keep_cache
 
     async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Attr]:
         parent = self.table[parent_ino]

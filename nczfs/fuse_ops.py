@@ -172,7 +172,8 @@ class Operations(pyfuse3.Operations):
 
     @_translate
     async def open(self, inode, flags, ctx):
-        return pyfuse3.FileInfo(fh=await self.fs.open(inode, flags), keep_cache=False)
+        fh = await self.fs.open(inode, flags)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=self.fs.keeps_cache(fh))
 
     @_translate
     async def create(self, parent_inode, name, mode, flags, ctx):

@@ -18,6 +18,7 @@ import pyfuse3
 import trio
 
 import nczfs
+from nczfs.cache import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions
@@ -55,7 +56,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
         notify(status(f"failed: {exc}"))
         ready(str(exc))
         return 2
-    store = nczarr_layer(ThreadedStore(sync_store), config)
+    store = nczarr_layer(cached(ThreadedStore(sync_store), config), config)
     fs = Filesystem(
         store,
         FsOptions(

@@ -237,6 +237,23 @@ async def test_a_listing_answers_lookups_of_its_children(mem, clock):
     assert cache.counters()["meta.hits"] >= 6
 
 
+async def test_many_lookups_in_one_directory_list_it_once(mem, clock):
+    """zarr opening chunk after chunk: after a few misses the directory is listed and answers the rest."""
+    cache, faulty = make(mem, clock, list_after_misses=4)
+    for i in range(50):
+        put_behind(mem, f"a/{i}", b"c")
+
+    async def look(i: int) -> None:
+        found = await cache.entry(f"a/{i}")
+        assert found is not None and found.info.size == 1
+
+    async with trio.open_nursery() as n:
+        for i in range(50):
+            n.start_soon(look, i)
+    assert await cache.entry("a/missing.partial") is None
+    assert faulty.calls["list_dir"] == 1 and faulty.calls["entry"] <= 3
+
+
 async def test_own_writes_update_the_cached_listing(mem, clock):
     cache, faulty = make(mem, clock, ttl=1e9)
     put_behind(mem, "dir/a", b"1")
