@@ -34,11 +34,15 @@ def inspect(source: Source) -> str:
     lines = [to_cdl(ds, dataset_name(source)).rstrip("\n")]
     lines.append(f"// flavor: {ds.flavor}{' (consolidated .zmetadata)' if ds.consolidated else ''}")
     lines.extend(f"// problem: {p}" for p in ds.problems)
+    lines.extend(f"// note: {n}" for n in ds.notes)
     return "\n".join(lines) + "\n"
 
 
-def store_problems(store: SyncStore) -> list[str]:
-    """Every problem of a whole store: each metadata object alone, then the dataset as a whole."""
+def store_problems(store: SyncStore, notes: list[str] | None = None) -> list[str]:
+    """Every problem of a whole store: each metadata object alone, then the dataset as a whole.
+
+    What is valid but not readable by netCDF-C goes to ``notes``.
+    """
     problems: list[str] = []
     keys = store.list_prefix("")
     for key in keys:
@@ -49,6 +53,8 @@ def store_problems(store: SyncStore) -> list[str]:
     except NczfsError as exc:
         return problems + [str(exc)]
     problems.extend(p for p in ds.problems if p not in problems)
+    if notes is not None:
+        notes.extend(ds.notes)
     if ".zmetadata" in keys:
         problems.extend(stale_consolidated(store, keys))
     return problems
@@ -78,10 +84,10 @@ def stale_consolidated(store: SyncStore, keys: list[str]) -> list[str]:
     return out
 
 
-def validate(source: Source) -> list[str]:
+def validate(source: Source, notes: list[str] | None = None) -> list[str]:
     store = open_read_only(source)
     try:
-        return store_problems(store)
+        return store_problems(store, notes)
     finally:
         store.close()
 
@@ -113,11 +119,14 @@ def run(args) -> int:
         if args.command == "inspect":
             sys.stdout.write(inspect(source))
             return 0
-        problems = validate(source)
+        notes: list[str] = []
+        problems = validate(source, notes)
     except NczfsError as exc:
         print(f"nczfs: {args.source}: {exc}", file=sys.stderr)
         return 1
     for p in problems:
         print(p)
+    for n in notes:
+        print(f"note: {n}")
     print(f"{len(problems)} problem(s) in {args.source}", file=sys.stderr)
     return 1 if problems else 0

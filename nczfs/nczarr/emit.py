@@ -14,10 +14,13 @@ their chunks live. Views (NCZARR_FORMATS.md section 8):
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
 
@@ -175,8 +178,9 @@ def _zarray(var: Variable, from_v3: bool, view: str) -> dict:
         dtype = "<U1" if view == "netcdf-4.9" else ">S1"  # one byte per char either way
     elif view == "xarray" and len(dtype) == 3 and dtype[0] in "<>" and dtype[2] == "1":
         dtype = "|" + dtype[1:]  # netCDF-C writes <i1/<u1, which zarr-python 3 refuses
+    fill = _xarray_v3_fill(var, dtype) if from_v3 and view == "xarray" else _fill(var)
     out = {"zarr_format": 2, "shape": var.shape, "chunks": var.chunks, "dtype": dtype,
-           "fill_value": _fill(var), "order": order, "compressor": compressor, "filters": filters}
+           "fill_value": fill, "order": order, "compressor": compressor, "filters": filters}
     if sep != ".":
         out["dimension_separator"] = sep
     return out
@@ -184,6 +188,25 @@ def _zarray(var: Variable, from_v3: bool, view: str) -> dict:
 
 def _fill(var: Variable) -> Any:
     return _json_number(var.fill_value) if isinstance(var.fill_value, float) else var.fill_value
+
+
+def _xarray_v3_fill(var: Variable, dtype: str) -> Any:
+    """xarray masks Zarr v2 data with ``fill_value`` but Zarr v3 data only with the ``_FillValue``
+    attribute (base64 of the value's bytes): the v2 form takes that attribute, or no fill."""
+    attr = next((a for a in var.attributes if a.name == "_FillValue"), None)
+    if attr is None:
+        return None
+    if attr.nctype != "char":
+        return _json_number(attr.value[0])
+    try:
+        raw = base64.b64decode(attr.value, validate=True)
+        dt = np.dtype(dtype)
+        if dt.kind == "f" and len(raw) == 8:
+            dt = np.dtype("<f8")  # xarray encodes float fills as float64
+        value = np.frombuffer(raw, dtype=dt)
+    except (ValueError, TypeError):
+        return None
+    return _json_number(value[0].item()) if value.size == 1 else None
 
 
 def _types(attrs: list[Attribute], view: str, key: str, dropped: list[tuple[str, str]]) -> tuple[dict, dict]:
@@ -240,7 +263,10 @@ def emit(ds: Dataset, view: str) -> tuple[dict[str, bytes], list[tuple[str, str]
             out[gkey + ".zattrs"] = _dumps(zattrs)
         for v in g.variables:
             akey = gkey + v.name + "/"
-            values, types = _types(v.attributes, view, akey + ".zattrs", hidden)
+            attrs = v.attributes
+            if view != "xarray" or from_v3:  # netCDF-C wants it of the variable's type; v3: in fill_value
+                attrs = [a for a in attrs if a.name != "_FillValue" or (a.nctype == v.nctype and not from_v3)]
+            values, types = _types(attrs, view, akey + ".zattrs", hidden)
             zarray = _zarray(v, from_v3, view)
             names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if v.shape else [])
             zattrs = dict(values)

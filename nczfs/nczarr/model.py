@@ -90,6 +90,8 @@ class Dataset:
     consolidated: bool = False
     #: problems found while reading (key: reason), for ``nczfs validate``
     problems: list[str] = field(default_factory=list)
+    #: valid Zarr that netCDF-C cannot show (``key: reason``): reported, not a problem
+    notes: list[str] = field(default_factory=list)
 
     def group(self, path: str) -> Group | None:
         for g in self.root.walk():

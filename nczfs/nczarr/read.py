@@ -206,6 +206,7 @@ class Reader:
     def __init__(self, objects: Objects):
         self.objects = objects
         self.problems: list[str] = []
+        self.notes: list[str] = []
         self.consolidated: dict[str, Any] = {}
         #: an NCZarr flavor (NCZarr keys and V1 objects are read), set by read()
         self.nczarr = False
@@ -302,7 +303,7 @@ class Reader:
                 self.read_group("", root)
         if flavor == "V1" and (".nczarray" in self.v1_names or ".nczattrs" in self.v1_names):
             flavor = "V1-dev"
-        return Dataset(root, flavor, consolidated=bool(self.consolidated), problems=self.problems)
+        return Dataset(root, flavor, consolidated=bool(self.consolidated), problems=self.problems, notes=self.notes)
 
     def group_meta(self, prefix: str) -> tuple[dict, dict, dict | None]:
         """(.zgroup, .zattrs, NCZarr group dict or None)."""
@@ -350,7 +351,11 @@ class Reader:
             try:
                 out.append(Attribute(name, nctype, attr_value(nctype, raw)))
             except ValueError as exc:
-                self.problem(key, f"attribute {name!r} is not a valid {nctype}: {exc}")
+                if name == "_FillValue" and t is None:  # e.g. xarray's base64 fill for Zarr v3
+                    self.notes.append(f"{key}: _FillValue {raw!r} is not a {nctype}; shown as text")
+                    out.append(Attribute(name, infer_type(raw), attr_value(infer_type(raw), raw)))
+                else:
+                    self.problem(key, f"attribute {name!r} is not a valid {nctype}: {exc}")
         return out
 
     def read_group(self, prefix: str, group: Group) -> None:
@@ -411,7 +416,7 @@ class Reader:
             return None
         nctype, big = nctype_of_dtype(zarray.get("dtype"), self.nczarr)
         if nctype is None:
-            self.problem(akey, f"dtype {zarray.get('dtype')!r} has no netCDF type")
+            self.notes.append(f"{akey}: dtype {zarray.get('dtype')!r} has no netCDF type")
         var = Variable(
             name, nctype, str(zarray.get("dtype")), list(shape), list(chunks), [],
             fill_value=fill_value(nctype, zarray.get("fill_value")),
@@ -521,7 +526,7 @@ class Reader:
         dtype = node.get("data_type")
         nctype = V3_TYPES.get(dtype) if isinstance(dtype, str) else None
         if nctype is None:
-            self.problem(key, f"data_type {dtype!r} has no netCDF type")
+            self.notes.append(f"{key}: data_type {dtype!r} has no netCDF type")
         codecs = node.get("codecs") or []
         big = any(isinstance(c, dict) and c.get("name") == "bytes"
                   and (c.get("configuration") or {}).get("endian") == "big" for c in codecs)

@@ -91,7 +91,17 @@ def source(tmp_path_factory):
     shutil.copytree(CORPUS / "netcdf-c" / "ref_data.zarr", root / "consolidated.zarr")
     write_v3(root)
     write_hidden_cases(root)
+    xarray_v3_dataset().to_zarr(root / "xr3time.zarr", zarr_format=3, consolidated=False)
     return root
+
+
+def xarray_v3_dataset():
+    """What xarray writes to Zarr v3 by default: a time coordinate (int64 + units), float fills as
+    base64 _FillValue attributes, zstd."""
+    return xr.Dataset(
+        {"t2m": (("time", "lat"), np.array([[1.5, np.nan], [3.0, 4.0], [5.0, 6.0]], dtype="f4"), {"units": "K"})},
+        coords={"time": np.array(["2020-01-01", "2020-01-02", "2020-01-03"], dtype="datetime64[ns]"),
+                "lat": [10.0, 20.0]})
 
 
 @pytest.fixture(scope="module")
@@ -296,3 +306,10 @@ def test_corpus_datasets_open_in_the_reader_of_every_view(views, source, name):
     ds = xr.open_zarr(views["xarray"].path / name, consolidated=False)
     for v in model.root.variables:
         assert ds[v.name].dims == tuple(r.rpartition("/")[2] for r in v.dimrefs), v.name
+
+
+def test_xarray_reads_an_xarray_zarr_v3_store_through_the_xarray_view_as_it_reads_it_directly(views, source):
+    direct = xr.open_zarr(source / "xr3time.zarr", consolidated=False).load()
+    shown = xr.open_zarr(views["xarray"].path / "xr3time.zarr", consolidated=False, zarr_format=2).load()
+    xr.testing.assert_identical(shown, direct)
+    assert str(shown["time"].values[0]).startswith("2020-01-01")  # day 0 is data, not fill

@@ -102,3 +102,30 @@ def test_cli_validate_reports_stale_consolidated_metadata(tmp_path):
     assert res.returncode == 1
     assert ".zmetadata: the entry for .zattrs differs from the stored object (stale)" in res.stdout
     assert ".zmetadata: entry gone/.zarray names no stored object" in res.stdout
+
+
+def test_cli_validate_notes_what_netcdf_cannot_show_but_passes_valid_zarr(tmp_path):
+    from tests.helpers import run_nczfs
+
+    (tmp_path / ".zgroup").write_text('{"zarr_format": 2}')
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / ".zarray").write_text(json.dumps({"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "<U2",
+                                                        "fill_value": "", "order": "C", "compressor": None, "filters": None}))
+    res = run_nczfs("validate", str(tmp_path))
+    assert res.returncode == 0, res.stdout
+    assert res.stdout == "note: s/.zarray: dtype '<U2' has no netCDF type\n"
+    assert "// note: s/.zarray: dtype '<U2' has no netCDF type" in run_nczfs("inspect", str(tmp_path)).stdout
+
+
+def test_netcdf_views_leave_out_a_fill_value_attribute_of_another_type():
+    objs = {"zarr.json": {"zarr_format": 3, "node_type": "group"},
+            "t/zarr.json": {"zarr_format": 3, "node_type": "array", "shape": [2], "data_type": "float32",
+                            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+                            "chunk_key_encoding": {"name": "default"}, "fill_value": "NaN", "codecs": [{"name": "bytes"}],
+                            "dimension_names": ["n"], "attributes": {"_FillValue": "AADAfw==", "units": "K"}}}
+    ds = read_objects(objs)
+    assert ds.problems == [] and "_FillValue 'AADAfw==' is not a float; shown as text" in ds.notes[0]
+    out, _ = emit(read_objects(objs), "netcdf-4.10")
+    assert "_FillValue" not in json.loads(out["t/.zattrs"]) and json.loads(out["t/.zarray"])["fill_value"] == "NaN"
+    out, _ = emit(read_objects(objs), "xarray")  # xarray masks v2 data with fill_value: the attribute moves there
+    assert "_FillValue" not in json.loads(out["t/.zattrs"]) and json.loads(out["t/.zarray"])["fill_value"] == "NaN"
