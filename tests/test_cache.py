@@ -6,6 +6,8 @@ time is a fake clock, so TTLs are tested without sleeping.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trio
 
@@ -18,6 +20,7 @@ from nczfs.threads import ThreadedStore
 from tests.store import test_memory
 
 KiB = 1024
+DATA = Path(__file__).resolve().parent  # an existing directory, as a directory SOURCE
 
 
 class TestCachingStoreConformance(test_memory.TestMemoryStore):
@@ -330,3 +333,53 @@ async def test_counters_include_the_backends(mem, clock):
     cache, _ = make(mem, clock)
     c = cache.counters()
     assert c["cache.bytes-limit"] == 1024 * KiB and c["cache.bytes-held"] == 0
+
+
+# ---------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize("text, size", [("536870912", 512 * 1024 * KiB), ("512M", 512 * 1024 * KiB),
+                                        ("512MiB", 512 * 1024 * KiB), ("2g", 2 * 1024**3), ("0", 0), ("64k", 64 * KiB)])
+def test_cache_size_option(text, size):
+    from nczfs.config import parse_options
+
+    assert parse_options([f"cache_size={text}"]) == {"cache_size": size}
+
+
+@pytest.mark.parametrize("bad", ["cache_size=lots", "cache_size=-1M", "cache_size=inf", "cache_size"])
+def test_bad_cache_size_is_refused(bad):
+    from nczfs.config import parse_options
+    from nczfs.errors import SourceError
+
+    with pytest.raises(SourceError, match="cache_size"):
+        parse_options([bad])
+
+
+@pytest.mark.parametrize("argv, ttl", [
+    (["s3://bucket/p"], 1.0),
+    (["s3://bucket/p", "--read-only"], 60.0),
+    (["s3://bucket/p", "-o", "ro"], 60.0),
+    ([str(DATA)], 60.0),
+    ([str(DATA.parent / "x.zip")], 60.0),
+    (["s3://bucket/p", "--metadata-ttl", "7"], 7.0),
+    ([str(DATA), "-o", "metadata_ttl=0"], 0.0),
+])
+def test_metadata_ttl_default_depends_on_the_backend(argv, ttl):
+    from nczfs.cli import _parser, build_config
+
+    args = _parser().parse_args(["mount", argv[0], "/mnt", *argv[1:]])
+    assert build_config(args).metadata_ttl == ttl
+
+
+def test_cache_size_flag():
+    from nczfs.cli import _parser, build_config
+
+    args = _parser().parse_args(["mount", "s3://bucket/p", "/mnt", "--cache-size", "256M"])
+    assert build_config(args).cache_size == 256 * 1024 * KiB
+    assert build_config(_parser().parse_args(["mount", "s3://bucket/p", "/mnt"])).cache_size is None
+
+
+def test_default_cache_size_is_bounded():
+    from nczfs.cache import default_cache_size
+
+    assert 64 * 1024 * KiB <= default_cache_size() <= 1024 * 1024 * KiB

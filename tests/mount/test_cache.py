@@ -1,0 +1,134 @@
+"""The cache through real S3 mounts: request counts, bounds, and never a stale byte after the mount's own writes.
+
+Counters come from the daemon (``user.nczfs.stats``, what ``nczfs stats`` prints).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nczfs.config import XATTR_STATS
+from tests.helpers import S3Backend, mounted, run_nczfs
+
+pytestmark = pytest.mark.fuse
+
+MiB = 1024 * 1024
+
+
+def counts(mnt: Path) -> dict[str, int]:
+    return json.loads(os.getxattr(mnt, XATTR_STATS))
+
+
+def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+
+
+@pytest.fixture
+def s3(s3_server) -> S3Backend:
+    return S3Backend(s3_server, s3_server.new_bucket("c"))
+
+
+def clean(m) -> None:
+    text = m.log_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
+
+
+def test_an_object_read_in_kernel_sized_pieces_costs_one_get(s3, tmp_path):
+    """The kernel reads a 4 MiB file in 128 KiB requests; the cache fetches it with one GET and a
+    second reader (page cache dropped) gets it from memory."""
+    data = os.urandom(4 * MiB)
+    s3.put("obj", data)
+    with mounted(s3, tmp_path / "mnt") as m:
+        before = counts(m.path)
+        assert (m.path / "obj").read_bytes() == data
+        d = delta(before, counts(m.path))
+        assert d.get("GetObject") == 1, d
+        with open(m.path / "obj", "rb") as f:
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        assert (m.path / "obj").read_bytes() == data
+        d = delta(before, counts(m.path))
+        assert d.get("GetObject") == 1 and d.get("cache.hits", 0) >= 1, d
+    clean(m)
+
+
+def test_zarr_reading_chunk_after_chunk_lists_the_directory_instead_of_each_name(s3, tmp_path):
+    import zarr
+
+    with mounted(s3, tmp_path / "mnt") as m:
+        z = zarr.open_array(str(m.path / "a.zarr"), mode="w", shape=(200,), chunks=(2,), dtype="i4",
+                            zarr_format=2, fill_value=0)
+        z[:] = np.arange(200, dtype="i4")
+    with mounted(s3, tmp_path / "mnt") as m:
+        before = counts(m.path)
+        assert np.array_equal(zarr.open_array(str(m.path / "a.zarr"), mode="r")[:], np.arange(200))
+        d = delta(before, counts(m.path))
+        assert d.get("GetObject", 0) <= 102, d  # 100 chunks and the metadata
+        assert d.get("ListObjectsV2", 0) <= 20, d  # not one a chunk
+    clean(m)
+
+
+def test_own_writes_are_never_read_stale_whatever_the_ttl(s3, tmp_path):
+    """Cached bytes and metadata of a file follow every change made through the mount at once
+    (same size, so only the content tells the versions apart), with a 60 s TTL."""
+    with mounted(s3, tmp_path / "mnt", "--metadata-ttl", "60") as m:
+        p = m.path / "f"
+        p.write_bytes(b"A" * 1000)
+        assert p.read_bytes() == b"A" * 1000
+        with open(p, "r+b") as f:  # rewrite in place
+            f.write(b"B" * 10)
+        assert p.read_bytes() == b"B" * 10 + b"A" * 990
+        tmp = m.path / "f.1234.partial"  # zarr's way: a temp file renamed over the object
+        tmp.write_bytes(b"C" * 1000)
+        os.rename(tmp, p)
+        assert p.read_bytes() == b"C" * 1000
+        os.truncate(p, 500)
+        assert p.read_bytes() == b"C" * 500
+        os.unlink(p)
+        assert not p.exists()
+        p.write_bytes(b"D" * 1000)
+        assert p.read_bytes() == b"D" * 1000
+        assert s3.read("f") == b"D" * 1000
+    clean(m)
+
+
+def test_a_remote_change_of_a_cached_object_is_seen_after_the_ttl(s3, tmp_path):
+    """Same size, new content: neither nczfs's cache nor the kernel's page cache (keep_cache) serves the old bytes."""
+    with mounted(s3, tmp_path / "mnt", "--metadata-ttl", "0.5") as m:
+        # both versions usually fall in one second of S3's LastModified, so the kernel's own
+        # check (size and mtime) cannot tell them apart: only the ETag can
+        s3.put("r", b"1" * 5000)
+        assert (m.path / "r").read_bytes() == b"1" * 5000
+        assert (m.path / "r").read_bytes() == b"1" * 5000  # a second open: kernel pages kept
+        s3.put("r", b"2" * 5000)
+        time.sleep(1.0)
+        assert (m.path / "r").read_bytes() == b"2" * 5000
+    clean(m)
+
+
+def test_the_cache_stays_within_cache_size(s3, tmp_path):
+    for i in range(6):
+        s3.put(f"o{i}", bytes([i]) * MiB)
+    with mounted(s3, tmp_path / "mnt", "-o", "cache_size=2M") as m:
+        for i in range(6):
+            assert (m.path / f"o{i}").read_bytes() == bytes([i]) * MiB
+            c = counts(m.path)
+            assert c["cache.bytes-limit"] == 2 * MiB and c["cache.bytes-held"] <= 2 * MiB, c
+        assert c["cache.bytes-held"] == 2 * MiB
+    clean(m)
+
+
+def test_stats_command_prints_cache_counters(s3, tmp_path):
+    s3.put("x", b"1")
+    with mounted(s3, tmp_path / "mnt") as m:
+        (m.path / "x").read_bytes()
+        res = run_nczfs("stats", str(m.path))
+        assert res.returncode == 0, res.stderr
+        names = {line.split()[0] for line in res.stdout.splitlines()}
+        assert {"GetObject", "cache.misses", "cache.bytes-held", "cache.bytes-limit", "meta.misses"} <= names, res.stdout
