@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import logging
 import logging.handlers
 import os
@@ -18,6 +19,7 @@ import time
 import nczfs
 from nczfs.config import (
     XATTR_PID,
+    XATTR_STATS,
     XATTR_SYNC,
     MountConfig,
     default_metadata_ttl,
@@ -75,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("--stale-only", action="store_true",
                    help="only remove a mount whose daemon has died; otherwise do nothing (exit 0)")
 
+    st = sub.add_parser("stats", help="print a running mount's request counters")
+    st.add_argument("mountpoint")
     y = sub.add_parser("sync", help="store pending writes now (zip: commit them into the archive)")
     y.add_argument("mountpoint")
 
@@ -305,6 +309,18 @@ def cmd_umount(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stats(args: argparse.Namespace) -> int:
+    mnt = os.path.abspath(args.mountpoint)
+    try:
+        counts = json.loads(os.getxattr(mnt, XATTR_STATS))
+    except OSError as exc:
+        raise UsageError(f"{mnt}: not an nczfs mount point ({exc.strerror})") from None
+    width = max((len(k) for k in counts), default=0)
+    for key in sorted(counts):
+        print(f"{key:<{width}}  {counts[key]}")
+    return 0
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     """Ask the daemon to store every pending write (the same request umount makes first)."""
     mnt = os.path.abspath(args.mountpoint)
@@ -320,7 +336,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = ("mount", "umount", "sync", "demo", "inspect", "validate")
+COMMANDS = ("mount", "umount", "sync", "stats", "demo", "inspect", "validate")
 
 
 def _helper_form(argv: list[str]) -> list[str]:
@@ -337,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_mount(args)
         if args.command == "umount":
             return cmd_umount(args)
+        if args.command == "stats":
+            return cmd_stats(args)
         if args.command == "sync":
             return cmd_sync(args)
         if args.command == "demo":

@@ -12,6 +12,8 @@ from nczfs.source import Source
 #: control attributes on the mount root, the protocol between ``nczfs umount`` and the daemon
 XATTR_PID = "user.nczfs.pid"
 XATTR_SYNC = "user.nczfs.sync"
+#: read-only: the daemon's counters as JSON (``nczfs stats``)
+XATTR_STATS = "user.nczfs.stats"
 
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(

@@ -81,6 +81,8 @@ class _Handle:
     writable: bool
     #: the object version this handle reads ("" = whatever is current)
     etag: str = ""
+    #: bytes of the stored object were read through this handle (so its version is fixed)
+    served: bool = False
     #: the kernel may keep its cached pages: the object is the version it was at the last open
     keep_cache: bool = False
 
@@ -376,7 +378,7 @@ class Filesystem:
             raise DirectoryNotEmpty(f"{path!r}: directory not empty")
         if self.store.stores_directories:
             await self.store.rmdir(path)
-        elif path not in self.local_dirs:
+        else:
             await self.store.forget_dir(path)
         self.local_dirs.discard(path)
         self._keep_parent(path)
@@ -460,7 +462,18 @@ class Filesystem:
         if node.pending or size == 0:
             return b""
         # pinned to the version seen at open: a remote rewrite gives ESTALE, never a mix of two
-        return await self.store.get_version(node.path, ByteRange(offset, offset + size), h.etag or None)
+        rng = ByteRange(offset, offset + size)
+        try:
+            data = await self.store.get_version(node.path, rng, h.etag or None)
+        except Stale:
+            if h.served:
+                raise
+            # nothing read through this handle yet: it may as well read the current version
+            self._record(node, await self.store.stat(node.path))
+            h.etag = node.etag
+            data = await self.store.get_version(node.path, rng, h.etag or None)
+        h.served = True
+        return data
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         h = self._handle(fh)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import logging
 import os
 from typing import Any, Awaitable, Callable, TypeVar
@@ -26,6 +27,7 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 #: control attributes on the mount root (config.py), never listed by listxattr
 XATTR_PID = config.XATTR_PID.encode()
 XATTR_SYNC = config.XATTR_SYNC.encode()
+XATTR_STATS = config.XATTR_STATS.encode()
 
 
 #: operations whose medium failures the filesystem logs itself (uploads name the key there)
@@ -222,6 +224,8 @@ class Operations(pyfuse3.Operations):
     async def getxattr(self, inode, name, ctx):
         if inode == pyfuse3.ROOT_INODE and name == XATTR_PID:
             return str(os.getpid()).encode()
+        if inode == pyfuse3.ROOT_INODE and name == XATTR_STATS:
+            return json.dumps(self.fs.store.counters(), sort_keys=True).encode()
         raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
 
     @_translate

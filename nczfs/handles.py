@@ -7,6 +7,7 @@ as one object at flush/fsync/close.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from typing import BinaryIO
 
@@ -43,9 +44,10 @@ class Content:
 
     async def _spill(self) -> None:
         assert self._mem is not None
-        f = tempfile.TemporaryFile(dir=self._spill_dir, prefix="nczfs-write-")
+        # unbuffered: a streaming upload reads the file through its own descriptor
+        f = tempfile.TemporaryFile(dir=self._spill_dir, prefix="nczfs-write-", buffering=0)
         data, self._mem = self._mem, None
-        await run_blocking(f.write, data)
+        await run_blocking(_pwrite, f, 0, data)
         self._file = f
 
     async def write(self, offset: int, data: bytes) -> None:
@@ -104,11 +106,19 @@ class Content:
         self._mem = None
 
 
-def _pwrite(f: BinaryIO, offset: int, data: bytes) -> None:
-    f.seek(offset)
-    f.write(data)
+def _pwrite(f: BinaryIO, offset: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(f.fileno(), view, offset)
+        view, offset = view[n:], offset + n
 
 
 def _pread(f: BinaryIO, offset: int, size: int) -> bytes:
-    f.seek(offset)
-    return f.read(size)
+    parts = []
+    while size > 0:
+        chunk = os.pread(f.fileno(), size, offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        offset, size = offset + len(chunk), size - len(chunk)
+    return b"".join(parts)

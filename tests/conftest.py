@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import DirectoryBackend, ZipBackend, mounted
+from tests.helpers import DirectoryBackend, S3Backend, ZipBackend, mounted
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 
@@ -25,13 +25,44 @@ def corpus() -> Path:
     return CORPUS
 
 
-@pytest.fixture(params=["directory", "zip"])
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One SeaweedFS server for the whole session, with AWS CLI style credential files in the environment."""
+    from tests.s3server import SeaweedS3
+
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
+    saved = {k: os.environ.get(k) for k in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+                                             "AWS_EC2_METADATA_DISABLED", "AWS_PROFILE")}
+    os.environ.update(server.write_aws_files(server.workdir / "aws"))
+    os.environ.pop("AWS_PROFILE", None)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def s3_bucket(s3_server) -> str:
+    """A bucket of the test's own (see SeaweedS3.shared_bucket before using many)."""
+    return s3_server.new_bucket()
+
+
+@pytest.fixture(params=["directory", "zip", "s3"])
 def backend(request, tmp_path):
     """Every backend real-mount tests run against (S3 joins later)."""
     if request.param == "directory":
         root = tmp_path / "backing"
         root.mkdir()
         return DirectoryBackend(root)
+    if request.param == "s3":
+        server = request.getfixturevalue("s3_server")
+        return S3Backend(server, server.shared_bucket, server.new_prefix())
     if request.param == "zip":
         return ZipBackend(tmp_path / "backing.zip")
     raise AssertionError(request.param)

@@ -116,6 +116,45 @@ class ZipBackend:
 
 
 @dataclass
+class S3Backend:
+    """The bytes live under a prefix of a bucket on the test session's SeaweedFS server."""
+
+    server: object  # tests.s3server.SeaweedS3
+    bucket: str
+    prefix: str = "data"
+    name: str = "s3"
+
+    @property
+    def source(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    @property
+    def mount_args(self) -> list[str]:
+        return ["--endpoint-url", self.server.endpoint]
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def read(self, key: str) -> bytes:
+        return self.server.client().get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+
+    def exists(self, key: str) -> bool:
+        return key in self.keys()
+
+    def keys(self, prefix: str = "") -> list[str]:
+        base = self._key(prefix) + "/" if prefix else (self.prefix + "/" if self.prefix else "")
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        pages = self.server.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base)
+        return sorted(o["Key"][strip:] for page in pages for o in page.get("Contents", ()))
+
+    def put(self, key: str, data: bytes) -> None:
+        self.server.client().put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def delete(self, key: str) -> None:
+        self.server.client().delete_object(Bucket=self.bucket, Key=self._key(key))
+
+
+@dataclass
 class Mount:
     path: Path
     backend: DirectoryBackend
@@ -131,7 +170,8 @@ def mounted(backend, mnt: Path, *args: str, log: Path | None = None, source: str
     """Mount ``backend`` on ``mnt`` with ``nczfs mount`` (daemonised), unmount on exit, even on failure."""
     mnt.mkdir(parents=True, exist_ok=True)
     log = log or mnt.parent / f"{mnt.name}.log"
-    res = run_nczfs("mount", source or backend.source, str(mnt), "--log-file", str(log), *args)
+    extra = getattr(backend, "mount_args", [])
+    res = run_nczfs("mount", source or backend.source, str(mnt), "--log-file", str(log), *extra, *args)
     assert res.returncode == 0, f"mount failed ({res.returncode}): {res.stderr}\nlog:\n{log.read_text() if log.exists() else ''}"
     assert is_mounted(mnt), "nczfs mount returned 0 but nothing is mounted"
     m = Mount(mnt, backend, log, list(args))
@@ -139,6 +179,20 @@ def mounted(backend, mnt: Path, *args: str, log: Path | None = None, source: str
         yield m
     finally:
         unmount(mnt)
+
+
+def counts(mnt: Path) -> dict[str, int]:
+    """The running daemon's request counters (``nczfs stats``), read from the root's control xattr."""
+    import json
+
+    from nczfs.config import XATTR_STATS
+
+    return json.loads(os.getxattr(mnt, XATTR_STATS))
+
+
+def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The counters that changed between two ``counts`` readings, by how much."""
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
 
 
 def unmount(mnt: Path) -> None:

@@ -67,6 +67,8 @@ class SeaweedS3:
     workdir: Path
     s3_port: int = 0
     proc: subprocess.Popen | None = None
+    #: s3, master, volume, filer ports, kept so that a restart serves the same endpoint
+    ports: list[int] = field(default_factory=list)
     buckets: list[str] = field(default_factory=list)
 
     @property
@@ -83,15 +85,17 @@ class SeaweedS3:
             {"name": "reader", "credentials": [{"accessKey": READER[0], "secretKey": READER[1]}],
              "actions": ["Read", "List"]},
         ]}))
-        s3, master, volume, filer = free_ports(4)
+        if not self.ports:
+            self.ports = free_ports(4)
+        s3, master, volume, filer = self.ports
         self.s3_port = s3
-        self.log = open(self.workdir / "weed.log", "wb")
+        self.log = open(self.workdir / "weed.log", "ab")
         self.proc = subprocess.Popen(
             [
                 _weed(), "server", f"-dir={self.workdir / 'data'}", "-s3", f"-s3.port={s3}",
                 "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}", f"-volume.port={volume}",
                 f"-filer.port={filer}", "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-                f"-s3.config={config}", "-volume.max=0", "-master.volumeSizeLimitMB=256",
+                f"-s3.config={config}", "-volume.max=300", "-master.volumeSizeLimitMB=64",
             ],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -132,7 +136,20 @@ class SeaweedS3:
                           connect_timeout=3, read_timeout=30),
         )
 
+    @property
+    def shared_bucket(self) -> str:
+        """One bucket for most tests, each under its own prefix (``new_prefix``): SeaweedFS gives
+        every bucket its own volumes, so a bucket per test would exhaust them."""
+        if not getattr(self, "_shared", None):
+            self._shared = self.new_bucket("shared")
+        return self._shared
+
+    @staticmethod
+    def new_prefix(stem: str = "t") -> str:
+        return f"{stem}-{uuid.uuid4().hex[:10]}"
+
     def new_bucket(self, stem: str = "t") -> str:
+        """A bucket of its own, for tests that delete or break one (use sparingly, see shared_bucket)."""
         name = f"nczfs-{stem}-{uuid.uuid4().hex[:10]}".lower()
         self.client().create_bucket(Bucket=name)
         self.buckets.append(name)

@@ -34,7 +34,15 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join
+from nczfs.store.base import (
+    ByteRange,
+    DirEntry,
+    ObjectInfo,
+    SyncStore,
+    check_key,
+    check_prefix,
+    join,
+)
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig

@@ -8,25 +8,125 @@ from nczfs.store.s3 import S3Store
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
 
-PREFIX = "ds/root"
-
 
 class TestS3Store(StoreConformance):
     @pytest.fixture
     def sync_store(self, s3_server) -> S3Store:
         self.server = s3_server
-        self.bucket = s3_server.new_bucket("conf")
+        self.bucket = s3_server.shared_bucket
+        self.prefix = s3_server.new_prefix("conf") + "/ds"
         # a small multipart threshold so the 5 MiB conformance object goes through multipart upload
-        return S3Store(s3_server.client(), self.bucket, PREFIX, multipart_threshold=5 * 1024 * 1024)
+        return S3Store(s3_server.client(), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024)
 
     def read_only_store(self) -> S3Store:
-        return S3Store(self.server.client(), self.bucket, PREFIX, read_only=True)
+        return S3Store(self.server.client(), self.bucket, self.prefix, read_only=True)
 
     def put_raw(self, key: str, data: bytes) -> None:
-        self.server.client().put_object(Bucket=self.bucket, Key=f"{PREFIX}/{key}", Body=data)
+        self.server.client().put_object(Bucket=self.bucket, Key=f"{self.prefix}/{key}", Body=data)
 
     def get_raw(self, key: str) -> bytes | None:
         try:
-            return self.server.client().get_object(Bucket=self.bucket, Key=f"{PREFIX}/{key}")["Body"].read()
+            return self.server.client().get_object(Bucket=self.bucket, Key=f"{self.prefix}/{key}")["Body"].read()
         except self.server.client().exceptions.NoSuchKey:
             return None
+
+
+# ---------------------------------------------------------------------- S3 only
+# Failures are injected into the real client with botocore's event hooks: the request that
+# "fails" is never sent, everything else reaches the real server.
+
+
+class Injected(Exception):
+    pass
+
+
+def fail_when(client, operation: str, predicate) -> None:
+    def hook(params, **_):
+        if predicate(params):
+            raise Injected(f"injected failure of {operation}")
+
+    client.meta.events.register(f"before-parameter-build.s3.{operation}", hook)
+
+
+@pytest.fixture
+def bucket(s3_server) -> str:
+    return s3_server.new_bucket("only")
+
+
+async def test_failed_multipart_upload_is_aborted(s3_server, bucket):
+    client = s3_server.client()
+    parts = []
+    fail_when(client, "UploadPart", lambda p: parts.append(p["PartNumber"]) or p["PartNumber"] == 3)
+    store = ThreadedStore(S3Store(client, bucket, "p", multipart_threshold=5 * 1024 * 1024, part_size=5 * 1024 * 1024))
+    await store.set("keep", b"old")
+    with pytest.raises(Exception) as info:
+        await store.set("keep", b"n" * (21 * 1024 * 1024))
+    assert "keep" in str(info.value) and "Injected" in str(info.value) or "injected" in str(info.value)
+    assert 3 in parts
+    admin = s3_server.client()
+    assert not admin.list_multipart_uploads(Bucket=bucket).get("Uploads")  # no orphaned parts
+    assert await store.get("keep") == b"old"  # the old object is intact
+
+
+async def test_directory_rename_with_a_failing_copy_loses_nothing(s3_server, bucket):
+    from nczfs.errors import BackendError
+
+    client = s3_server.client()
+    store = ThreadedStore(S3Store(client, bucket, "p"))
+    for i in range(12):
+        await store.set(f"src/k{i:02d}", str(i).encode())
+    # CopySource is a dict, or already "bucket/key" once botocore's own hook has run
+    fail_when(client, "CopyObject", lambda p: str(p["CopySource"].get("Key") if isinstance(p["CopySource"], dict) else p["CopySource"]).endswith("/k05"))
+    with pytest.raises(BackendError) as info:
+        await store.rename_dir("src", "dst")
+    assert "'src/k05'" in str(info.value) and "1 of 12" in str(info.value)
+    assert await store.list_prefix("src") == ["src/k05"]
+    assert len(await store.list_prefix("dst")) == 11
+    assert await store.get("src/k05") == b"5"
+
+
+async def test_copy_above_the_single_copy_limit_is_multipart(s3_server, bucket):
+    client = s3_server.client()
+    seen = []
+    client.meta.events.register("before-send.s3", lambda event_name, **_: seen.append(event_name.rsplit(".", 1)[-1]))
+    store = S3Store(client, bucket, "p", part_size=5 * 1024 * 1024)
+    store.copy_threshold = 6 * 1024 * 1024  # stands in for S3's 5 GiB CopyObject limit
+    data = bytes(range(256)) * (48 * 1024)  # 12 MiB
+    store.set("big", data)
+    store.copy("big", "copy")
+    assert "UploadPartCopy" in seen and "CopyObject" not in seen
+    assert store.get("copy") == data
+
+
+async def test_pagination_with_small_pages(s3_server, bucket):
+    client = s3_server.client()
+    store = S3Store(client, bucket, "p")
+    for i in range(25):
+        client.put_object(Bucket=bucket, Key=f"p/d/{i:03d}", Body=b"x")
+        client.put_object(Bucket=bucket, Key=f"p/d/sub{i:03d}/x", Body=b"x")
+    real = client.get_paginator
+
+    def small_pages(name):
+        pag = real(name)
+        orig = pag.paginate
+        pag.paginate = lambda **kw: orig(**kw, PaginationConfig={"PageSize": 7})
+        return pag
+
+    client.get_paginator = small_pages
+    entries = store.list_dir("d")
+    assert len(entries) == 50 and sum(e.is_dir for e in entries) == 25
+    assert len(store.list_prefix("d")) == 50
+
+
+async def test_errors_name_the_key_and_the_s3_error(s3_server, bucket):
+    from nczfs.errors import KeyNotFound, NameTooLong, PermissionDenied, to_errno
+    from tests.s3server import READER
+
+    store = S3Store(s3_server.client(READER), bucket, "p")
+    with pytest.raises(PermissionDenied) as info:
+        store.set("x", b"1")
+    assert to_errno(info.value) == 13 and "'x'" in str(info.value) and "AccessDenied" in str(info.value)
+    with pytest.raises(KeyNotFound):
+        store.get("missing")
+    with pytest.raises(NameTooLong):
+        store.stat("/".join(["a" * 200] * 6))

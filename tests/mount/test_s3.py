@@ -1,0 +1,321 @@
+"""S3-only behaviour through a real mount on the test SeaweedFS server.
+
+The generic real-mount suites (zarr, netCDF4, xarray, POSIX tools, semantics) already run
+against S3 through the ``backend`` fixture; this module covers what only S3 has: request
+counts, multipart uploads, mount-time failures, credentials, remote changes, errors.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers import S3Backend, counts, delta, is_mounted, mounted, run_nczfs
+
+pytestmark = pytest.mark.fuse
+
+
+@pytest.fixture
+def s3(s3_server) -> S3Backend:
+    return S3Backend(s3_server, s3_server.shared_bucket, s3_server.new_prefix("m"))
+
+
+@pytest.fixture
+def s3mount(s3, tmp_path):
+    with mounted(s3, tmp_path / "mnt") as m:
+        yield m
+    text = m.log_text()
+    assert "Traceback" not in text, text
+
+
+# ---------------------------------------------------------------------- request counts
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_zarr_write_costs_one_put_per_object(s3mount, zarr_format):
+    """zarr-python writes ``<key>.<uuid>.partial`` and renames it: one PUT per chunk, no COPY/DELETE."""
+    import zarr
+
+    before = counts(s3mount.path)
+    z = zarr.open_array(str(s3mount.path / "a.zarr"), mode="w", shape=(40, 40), chunks=(10, 10),
+                        dtype="f4", zarr_format=zarr_format, fill_value=0)
+    z[:] = np.arange(1600, dtype="f4").reshape(40, 40)
+    d = delta(before, counts(s3mount.path))
+    keys = s3mount.backend.keys("a.zarr")
+    assert len([k for k in keys if ".partial" not in k]) == len(keys)
+    chunks = [k for k in keys if not k.rsplit("/", 1)[-1].startswith((".z", "zarr.json"))]
+    assert len(chunks) == 16
+    assert d.get("PutObject", 0) == len(keys), (d, keys)
+    assert "CopyObject" not in d, d
+    assert d.get("DeleteObject", 0) <= 1, d  # mode="w" clears the (empty) array directory once
+    assert np.array_equal(zarr.open_array(str(s3mount.path / "a.zarr"), mode="r")[:], z[:])
+
+
+def test_rsync_temp_files_cost_one_put(s3mount, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(5):
+        (src / f"f{i}").write_bytes(os.urandom(1000 + i))
+    before = counts(s3mount.path)
+    subprocess.run(["rsync", "-a", f"{src}/", f"{s3mount.path}/dst/"], check=True)
+    d = delta(before, counts(s3mount.path))
+    assert d.get("PutObject", 0) == 5 and "CopyObject" not in d, d
+    for i in range(5):
+        assert s3mount.backend.read(f"dst/f{i}") == (src / f"f{i}").read_bytes()
+
+
+def test_stats_command_prints_counters(s3mount):
+    (s3mount.path / "x").write_bytes(b"1")
+    res = run_nczfs("stats", str(s3mount.path))
+    assert res.returncode == 0, res.stderr
+    assert any(line.split()[0] == "PutObject" for line in res.stdout.splitlines()), res.stdout
+
+
+# ---------------------------------------------------------------------- multipart
+
+
+def test_big_file_goes_up_in_multipart_parts(s3mount):
+    """Above the threshold the file is sent as a multipart upload, streamed from the spill file."""
+    data = np.random.default_rng(7).integers(0, 255, 72 * 1024 * 1024 + 5, dtype=np.uint8).tobytes()
+    before = counts(s3mount.path)
+    with open(s3mount.path / "big.bin", "wb") as f:
+        for off in range(0, len(data), 1 << 20):
+            f.write(data[off : off + (1 << 20)])
+    d = delta(before, counts(s3mount.path))
+    assert d.get("CreateMultipartUpload") == 1 and d.get("UploadPart", 0) >= 9 and d.get("CompleteMultipartUpload") == 1, d
+    assert "PutObject" not in d
+    assert s3mount.backend.read("big.bin") == data
+    client = s3mount.backend.server.client()
+    assert not client.list_multipart_uploads(Bucket=s3mount.backend.bucket).get("Uploads")
+
+
+# ---------------------------------------------------------------------- mount-time failures
+
+
+def _refused(tmp_path: Path, *args: str) -> str:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir(exist_ok=True)
+    res = run_nczfs("mount", *args, str(mnt), timeout=90)
+    assert res.returncode != 0
+    assert not is_mounted(mnt)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, res.stderr
+    return lines[0]
+
+
+def test_missing_bucket_refused(s3_server, tmp_path):
+    msg = _refused(tmp_path, "s3://nczfs-no-such-bucket/x", "--endpoint-url", s3_server.endpoint)
+    assert "nczfs-no-such-bucket" in msg and "does not exist" in msg
+
+
+def test_wrong_credentials_refused(s3_server, s3, tmp_path):
+    msg = _refused(tmp_path, s3.source, "--endpoint-url", s3_server.endpoint, "--profile", "wrong")
+    assert "refused the credentials" in msg and "SignatureDoesNotMatch" in msg
+
+
+def test_unsigned_requests_are_refused_by_a_server_that_wants_signatures(s3_server, s3, tmp_path):
+    msg = _refused(tmp_path, s3.source, "-o", f"endpoint_url={s3_server.endpoint},no_sign_request")
+    assert "AccessDenied" in msg
+
+
+def test_unknown_profile_refused(s3_server, s3, tmp_path):
+    msg = _refused(tmp_path, s3.source, "--endpoint-url", s3_server.endpoint, "--profile", "nobody")
+    assert "nobody" in msg
+
+
+def test_unreachable_endpoint_refused(s3, tmp_path):
+    from tests.s3server import free_ports
+
+    port = free_ports(1)[0]
+    msg = _refused(tmp_path, s3.source, "--endpoint-url", f"http://127.0.0.1:{port}")
+    assert "cannot reach S3" in msg and str(port) in msg
+
+
+# ---------------------------------------------------------------------- URL forms and credentials
+
+
+def test_path_style_url_with_fragment_and_profile_key(s3_server, s3, tmp_path):
+    """``http://host:port/bucket/prefix#mode=nczarr,s3&aws.profile=reader``: endpoint and profile from the URL."""
+    s3.put("ds/.zgroup", b'{"zarr_format": 2}')
+    url = f"{s3_server.endpoint}/{s3.bucket}/{s3.prefix}#mode=nczarr,s3&aws.profile=reader"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    res = run_nczfs("mount", url, str(mnt), "--log-file", str(tmp_path / "log"))
+    assert res.returncode == 0, res.stderr
+    try:
+        assert (mnt / "ds" / ".zgroup").read_bytes() == b'{"zarr_format": 2}'
+        with pytest.raises(PermissionError) as info:  # the reader identity may not write
+            (mnt / "ds" / "new").write_bytes(b"x")
+        assert info.value.errno == errno.EACCES
+        assert not s3.exists("ds/new")
+    finally:
+        assert run_nczfs("umount", str(mnt)).returncode == 0
+
+
+def test_aws_profile_environment_variable(s3_server, s3, tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_PROFILE", "wrong")
+    msg = _refused(tmp_path, s3.source, "--endpoint-url", s3_server.endpoint)
+    assert "SignatureDoesNotMatch" in msg
+    monkeypatch.setenv("AWS_PROFILE", "reader")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)  # the endpoint from the environment too
+    s3.put("r", b"readable")
+    mnt = tmp_path / "mnt2"
+    with mounted(s3, mnt, source=s3.source) as m:
+        assert (m.path / "r").read_bytes() == b"readable"
+
+
+def test_read_only_key_gives_eacces_and_the_mount_keeps_working(s3_server, s3, tmp_path):
+    s3.put("keep", b"old")
+    with mounted(s3, tmp_path / "mnt", "-o", "profile=reader,region=us-east-1") as m:
+        with pytest.raises(PermissionError):
+            with open(m.path / "keep", "wb") as f:
+                f.write(b"new")
+        with pytest.raises(PermissionError):
+            os.unlink(m.path / "keep")
+        assert (m.path / "keep").read_bytes() == b"old"
+    assert s3.read("keep") == b"old"
+
+
+# ---------------------------------------------------------------------- other clients, errors
+
+
+def test_remote_changes_seen_after_the_metadata_ttl(s3mount):
+    s3mount.backend.put("r.txt", b"one")
+    assert (s3mount.path / "r.txt").read_bytes() == b"one"
+    s3mount.backend.put("r.txt", b"two, longer")
+    s3mount.backend.put("new.txt", b"new")
+    time.sleep(1.5)  # the default metadata TTL is 1 s
+    assert (s3mount.path / "r.txt").read_bytes() == b"two, longer"
+    assert "new.txt" in os.listdir(s3mount.path)
+    s3mount.backend.delete("new.txt")
+    time.sleep(1.5)
+    assert not (s3mount.path / "new.txt").exists()
+
+
+def test_open_file_reads_one_version_never_a_mix(s3mount):
+    """A file rewritten in S3 while open: the open descriptor reads the old version to the end
+    (from what the mount already holds) or gets ESTALE, never bytes of both versions."""
+    size = 16 * 1024 * 1024
+    s3mount.backend.put("v", b"A" * size)
+    fd = os.open(s3mount.path / "v", os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no kernel readahead: each pread asks the mount
+    got = b""
+    try:
+        got = os.pread(fd, 4096, 0)
+        s3mount.backend.put("v", b"B" * size)
+        try:
+            while len(got) < size:
+                chunk = os.pread(fd, 1 << 20, len(got))
+                if not chunk:
+                    break
+                got += chunk
+        except OSError as exc:
+            assert exc.errno == errno.ESTALE
+        else:
+            assert len(got) == size
+    finally:
+        os.close(fd)
+    assert set(got) == {ord("A")}  # one version only
+    time.sleep(1.2)
+    assert (s3mount.path / "v").read_bytes() == b"B" * size  # a new open reads the new version
+
+
+def test_directory_markers_of_other_tools_are_directories(s3mount):
+    s3mount.backend.put("made-by-console/", b"")
+    s3mount.backend.put("made-by-console/inner/", b"")
+    time.sleep(1.2)
+    assert (s3mount.path / "made-by-console").is_dir()
+    assert os.listdir(s3mount.path / "made-by-console") == ["inner"]
+    os.rmdir(s3mount.path / "made-by-console" / "inner")
+    os.rmdir(s3mount.path / "made-by-console")
+    time.sleep(1.2)
+    assert "made-by-console" not in os.listdir(s3mount.path)
+    assert s3mount.backend.keys() == []
+
+
+def test_no_directory_markers_are_created(s3mount):
+    os.makedirs(s3mount.path / "g" / "h")
+    (s3mount.path / "g" / "h" / "x").write_bytes(b"1")
+    assert s3mount.backend.keys() == ["g/h/x"]
+
+
+def test_key_longer_than_1024_bytes_is_enametoolong(s3mount):
+    deep = s3mount.path
+    for i in range(4):
+        deep = deep / (chr(ord("a") + i) * 250)
+    os.makedirs(deep)
+    with pytest.raises(OSError) as info:
+        (deep / ("z" * 40)).write_bytes(b"1")
+    assert info.value.errno == errno.ENAMETOOLONG
+
+
+def test_directory_rename_moves_every_key(s3mount):
+    for i in range(30):
+        p = s3mount.path / "src" / f"sub{i % 3}" / f"k{i}"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(str(i).encode())
+    os.rename(s3mount.path / "src", s3mount.path / "dst")
+    assert s3mount.backend.keys("src") == []
+    assert len(s3mount.backend.keys("dst")) == 30
+    assert s3mount.backend.read("dst/sub2/k29") == b"29"
+    assert sorted(os.listdir(s3mount.path)) == ["dst"]
+
+
+def test_listing_follows_pagination(s3mount):
+    """More keys than one ListObjectsV2 page (1,000) in one directory: readdir and ls see all of them."""
+    client = s3mount.backend.server.client()
+    names = [f"c{i:05d}" for i in range(2500)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda n: client.put_object(Bucket=s3mount.backend.bucket, Key=f"{s3mount.backend.prefix}/big/{n}", Body=b"x"), names))
+    before = counts(s3mount.path)
+    assert sorted(os.listdir(s3mount.path / "big")) == names
+    assert delta(before, counts(s3mount.path)).get("ListObjectsV2", 0) >= 3
+
+
+def test_vanished_bucket_gives_eio_and_the_daemon_survives(s3_server, tmp_path):
+    s3 = S3Backend(s3_server, s3_server.new_bucket("gone"))
+    s3.put("x", b"1")
+    with mounted(s3, tmp_path / "mnt", "-o", "metadata_ttl=0") as m:
+        assert (m.path / "x").read_bytes() == b"1"
+        client = s3_server.client()
+        client.delete_object(Bucket=s3.bucket, Key="data/x")
+        client.delete_bucket(Bucket=s3.bucket)
+        with pytest.raises(OSError) as info:
+            (m.path / "y").write_bytes(b"2")
+        assert info.value.errno in (errno.EIO, errno.ENOENT)
+        with pytest.raises(OSError):
+            os.listdir(m.path)
+        client.create_bucket(Bucket=s3.bucket)  # the daemon is still there and serves again
+        (m.path / "z").write_bytes(b"3")
+        assert s3.read("z") == b"3"
+    assert "NoSuchBucket" in m.log_text()
+
+
+def test_server_down_while_writing_fails_close_with_eio_and_recovers(s3_server, tmp_path):
+    """The server stops while a file is open for writing: close() fails with EIO, the old object
+    stays intact, and once the server is back the same mount works again."""
+    s3 = S3Backend(s3_server, s3_server.new_bucket("outage"))
+    s3.put("keep", b"old contents")
+    with mounted(s3, tmp_path / "mnt", "-o", "metadata_ttl=0") as m:
+        f = open(m.path / "keep", "r+b")
+        f.write(b"NEW")
+        s3_server.stop()
+        try:
+            with pytest.raises(OSError) as info:
+                f.close()
+            assert info.value.errno == errno.EIO
+        finally:
+            s3_server.start()  # same ports, same data directory
+        assert s3.read("keep") == b"old contents"
+        assert (m.path / "keep").read_bytes() == b"old contents"
+        (m.path / "after").write_bytes(b"works again")
+        assert s3.read("after") == b"works again"
+    log = m.log_text()
+    assert "keep" in log and "Traceback" not in log
