@@ -20,7 +20,7 @@ def cited() -> set[tuple[str, str]]:
 
 def defined(module: str) -> set[str]:
     tree = ast.parse((ROOT / module).read_text())
-    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")}
 
 
 def test_every_cited_test_exists():
