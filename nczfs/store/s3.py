@@ -34,6 +34,7 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
+from nczfs.store.s3get import LeanGetter, RangeNotSatisfiable
 from nczfs.store.base import (
     ByteRange,
     DirEntry,
@@ -151,6 +152,7 @@ class S3Store(SyncStore):
         multipart_threshold: int = 32 * 1024**2,
         part_size: int = 8 * 1024**2,
         max_concurrency: int = 16,
+        lean_gets: bool = True,
     ):
         self.client = client
         self.bucket = bucket
@@ -165,6 +167,8 @@ class S3Store(SyncStore):
         self._count_lock = threading.Lock()
         client.meta.events.register("before-send.s3", self._count_request)
         client.meta.events.register("needs-retry.s3", self._count_retry)
+        #: GETs signed and sent without botocore where that is exact (path-style endpoints)
+        self.lean = LeanGetter(client, bucket, count=self._count_one, pool_size=max_concurrency) if lean_gets and LeanGetter.usable(client) else None
 
     # ------------------------------------------------------------------ helpers
 
@@ -177,6 +181,10 @@ class S3Store(SyncStore):
         if response is not None and (response[0] is None or response[0].status_code >= 500):
             with self._count_lock:
                 self._counts["retries-considered"] += 1
+
+    def _count_one(self, kind: str) -> None:
+        with self._count_lock:
+            self._counts[kind] += 1
 
     def counters(self) -> dict[str, int]:
         with self._count_lock:
@@ -239,8 +247,13 @@ class S3Store(SyncStore):
                 return b""
             kwargs["Range"] = f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
         try:
+            if self.lean is not None:  # the same GET without botocore's per-request CPU (s3get.py)
+                return self.lean.get(key, kwargs["Key"], kwargs.get("Range"), etag)
             resp = self.client.get_object(**kwargs)
             return resp["Body"].read()
+        except RangeNotSatisfiable:
+            self.stat(key)
+            return b""
         except botocore.exceptions.ClientError as exc:
             if _code(exc) == "InvalidRange":  # a range past the end: clipped to nothing
                 self.stat(key)
@@ -458,6 +471,8 @@ class S3Store(SyncStore):
                 raise err from None
 
     def close(self) -> None:
+        if self.lean is not None:
+            self.lean.close()
         try:
             self.client.close()
         except Exception:  # noqa: BLE001 - closing is best effort

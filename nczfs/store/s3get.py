@@ -1,0 +1,144 @@
+"""Lean S3 GETs: one signed ranged GetObject over a urllib3 pool, without botocore's request pipeline.
+
+botocore spends about 2-3 ms of Python per request (event hooks, parameter handling, response
+parsing); a zarr chunk of 4 KiB costs one GET, so on small-chunk workloads that CPU time, under
+the GIL, was most of the daemon's time (py-spy, see README "Benchmarks"). This module signs
+GETs with SigV4 itself (``hmac``/``hashlib``: a few tens of microseconds) and sends them over
+a urllib3 connection pool. It is used only where it can be exact: path-style addressing on an
+explicit endpoint (S3-compatible servers, e.g. the tests' SeaweedFS), credentials read from
+the boto3 client for each request (so refreshed ones are used). Everything else, and every
+other operation, stays with boto3.
+
+HTTP outcomes map to the same nczfs exceptions as :func:`nczfs.store.s3.translate`:
+404 -> KeyNotFound, 403 -> PermissionDenied, 412 -> Stale; 5xx and connection errors are
+retried (3 attempts in all, like boto3's standard mode), then BackendError naming the key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+import time
+import urllib.parse
+from typing import Any, Callable
+
+import urllib3
+from botocore import UNSIGNED
+
+from nczfs.errors import BackendError, KeyNotFound, PermissionDenied, Stale
+
+ATTEMPTS = 3
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+class RangeNotSatisfiable(Exception):
+    """HTTP 416: the range starts at or past the end of the object."""
+
+
+def _hmac(key: bytes, msg: str) -> bytes:
+    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+class LeanGetter:
+    def __init__(self, client: Any, bucket: str, *, count: Callable[[str], None], pool_size: int = 16):
+        url = urllib.parse.urlsplit(client.meta.endpoint_url)
+        self.scheme, self.host = url.scheme, url.netloc
+        self.base = url.path.rstrip("/") + "/" + urllib.parse.quote(bucket, safe="")
+        self.region = client.meta.region_name or "us-east-1"
+        self.unsigned = client.meta.config.signature_version is UNSIGNED
+        self._signer = client._request_signer  # its credentials, refreshed by botocore
+        self._count = count
+        self._keys: dict[tuple[str, str, str], bytes] = {}
+        kind = urllib3.HTTPSConnectionPool if self.scheme == "https" else urllib3.HTTPConnectionPool
+        self.pool = kind(url.hostname, url.port, maxsize=pool_size, block=True, retries=False,
+                         timeout=urllib3.Timeout(connect=5, read=60))
+
+    @staticmethod
+    def usable(client: Any) -> bool:
+        """Path-style requests to an explicit http(s) endpoint (not AWS's virtual-hosted buckets)."""
+        cfg = client.meta.config
+        return (
+            (cfg.s3 or {}).get("addressing_style") == "path"
+            and urllib.parse.urlsplit(client.meta.endpoint_url).scheme in ("http", "https")
+            and (cfg.signature_version is UNSIGNED or client._request_signer.signature_version in ("s3v4", "v4"))
+        )
+
+    def _signing_key(self, secret: str, day: str) -> bytes:
+        ident = (secret, day, self.region)
+        key = self._keys.get(ident)
+        if key is None:
+            key = _hmac(("AWS4" + secret).encode(), day)
+            for part in (self.region, "s3", "aws4_request"):
+                key = _hmac(key, part)
+            self._keys = {ident: key}
+        return key
+
+    def _headers(self, path: str, extra: dict[str, str]) -> dict[str, str]:
+        headers = {"host": self.host, "x-amz-content-sha256": EMPTY_SHA256, **extra}
+        if self.unsigned:
+            return headers
+        creds = self._signer._credentials.get_frozen_credentials()
+        now = datetime.datetime.now(datetime.timezone.utc)
+        amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+        day = amz_date[:8]
+        headers["x-amz-date"] = amz_date
+        if creds.token:
+            headers["x-amz-security-token"] = creds.token
+        names = sorted(headers)
+        signed = ";".join(names)
+        canonical = "\n".join(
+            ["GET", path, "", "".join(f"{n}:{headers[n].strip()}\n" for n in names), signed, EMPTY_SHA256]
+        )
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+        signature = hmac.new(self._signing_key(creds.secret_key, day), to_sign.encode(), hashlib.sha256).hexdigest()
+        headers["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, SignedHeaders={signed}, Signature={signature}"
+        )
+        return headers
+
+    def get(self, key: str, full_key: str, byte_range: str | None, etag: str | None) -> bytes:
+        """GET ``full_key`` (the S3 key), optionally ``Range: bytes=...`` and ``If-Match``."""
+        path = self.base + "/" + urllib.parse.quote(full_key, safe="/~")
+        extra = {}
+        if byte_range:
+            extra["range"] = byte_range
+        if etag:
+            extra["if-match"] = f'"{etag}"'
+        for attempt in range(ATTEMPTS):
+            self._count("GetObject")
+            try:
+                resp = self.pool.request("GET", path, headers=self._headers(path, extra), preload_content=True)
+            except urllib3.exceptions.HTTPError as exc:
+                failure: str = f"{type(exc).__name__}: {exc}"
+            else:
+                status = resp.status
+                if status in (200, 206):
+                    return resp.data
+                if status == 404:
+                    raise KeyNotFound(key)
+                if status == 403:
+                    raise PermissionDenied(f"{key!r}: S3 GetObject refused: HTTP 403 {_code(resp.data)}")
+                if status == 412:
+                    raise Stale(f"{key!r}: the object changed in S3 while open")
+                if status == 416:
+                    raise RangeNotSatisfiable(key)
+                failure = f"HTTP {status} {_code(resp.data)}"
+                if status < 500 and status != 429:
+                    raise BackendError(f"{key!r}: S3 GetObject failed: {failure}")
+            if attempt + 1 < ATTEMPTS:
+                self._count("retries-considered")
+                time.sleep(0.05 * 2**attempt)
+        raise BackendError(f"{key!r}: S3 GetObject failed: {failure}")
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _code(body: bytes) -> str:
+    """The ``<Code>`` of an S3 error document, if any."""
+    text = body[:2000].decode("utf-8", "replace")
+    start = text.find("<Code>")
+    end = text.find("</Code>", start)
+    return text[start + 6 : end] if start >= 0 and end > start else ""

@@ -1,0 +1,103 @@
+"""Lean GETs (nczfs/store/s3get.py) against the real SeaweedFS server, and retries against a failing one.
+
+The conformance suite (tests/store/test_s3.py) already reads through them, since the test
+server is path-style; these check the cases one by one against boto3's own GetObject.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+import boto3
+import pytest
+from botocore import UNSIGNED
+from botocore.config import Config
+
+from nczfs.errors import BackendError, KeyNotFound, PermissionDenied, Stale
+from nczfs.store.base import ByteRange
+from nczfs.store.s3 import S3Store
+from tests.s3server import ADMIN
+
+DATA = bytes(range(256)) * 40
+
+
+@pytest.fixture
+def stored(s3_server):
+    bucket = s3_server.new_bucket("lean")
+    s3_server.client().put_object(Bucket=bucket, Key="p/k", Body=DATA)
+    return s3_server, bucket
+
+
+def test_lean_gets_are_used_on_path_style_endpoints_and_match_boto3(stored):
+    server, bucket = stored
+    lean = S3Store(server.client(), bucket, "p")
+    plain = S3Store(server.client(), bucket, "p", lean_gets=False)
+    assert lean.lean is not None and plain.lean is None
+    for rng in (None, ByteRange(0, 10), ByteRange(100, 5000), ByteRange(10_000), ByteRange(9_000, 20_000), ByteRange(20_000, 30_000)):
+        assert lean.get("k", rng) == plain.get("k", rng), rng
+    assert lean.counters()["GetObject"] == 6
+    etag = lean.stat("k").etag
+    assert lean.get_version("k", ByteRange(0, 4), etag) == DATA[:4]
+
+
+def test_lean_get_errors(stored):
+    server, bucket = stored
+    store = S3Store(server.client(), bucket, "p")
+    with pytest.raises(KeyNotFound):
+        store.get("missing")
+    with pytest.raises(Stale):
+        store.get_version("k", ByteRange(0, 4), "0123456789abcdef0123456789abcdef")
+    wrong = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=ADMIN[0], aws_secret_access_key="nope",
+                         region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
+    with pytest.raises(PermissionDenied, match="'k'.*403"):
+        S3Store(wrong, bucket, "p").get("k")
+    anonymous = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1",
+                             config=Config(s3={"addressing_style": "path"}, signature_version=UNSIGNED))
+    unsigned = S3Store(anonymous, bucket, "p")
+    assert unsigned.lean is not None and unsigned.lean.unsigned
+    with pytest.raises(PermissionDenied):
+        unsigned.get("k")
+
+
+class Flaky(http.server.BaseHTTPRequestHandler):
+    """Answers 503 to the first ``fail`` GETs, then the object."""
+
+    fail = 2
+    seen = 0
+
+    def do_GET(self):  # noqa: N802
+        type(self).seen += 1
+        if type(self).seen <= type(self).fail:
+            body, status = b"<Error><Code>SlowDown</Code></Error>", 503
+        else:
+            body, status = b"payload", 200
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("fail, ok", [(2, True), (3, False)])
+def test_lean_get_retries_server_errors(fail, ok):
+    Flaky.fail, Flaky.seen = fail, 0
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
+                              aws_secret_access_key="b", region_name="us-east-1",
+                              config=Config(s3={"addressing_style": "path"}))
+        store = S3Store(client, "bucket", "p")
+        if ok:
+            assert store.get("k") == b"payload"
+        else:
+            with pytest.raises(BackendError, match="'k'.*HTTP 503 SlowDown"):
+                store.get("k")
+        assert Flaky.seen == 3
+        assert store.counters()["GetObject"] == 3 and store.counters()["retries-considered"] == 2
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
