@@ -162,8 +162,17 @@ def _join(gpath: str, name: str) -> str:
     return f"{gpath.strip('/')}/{name}".lstrip("/")
 
 
+def _jsonable(value: Any) -> Any:
+    """``value`` with every NaN/Infinity as the strings Zarr and netCDF-C use (JSON has none)."""
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return _json_number(value)
+
+
 def _dumps(value: dict) -> bytes:
-    return json.dumps(value, allow_nan=False).encode()
+    return json.dumps(_jsonable(value), allow_nan=False).encode()
 
 
 def _zarray(var: Variable, from_v3: bool, view: str) -> dict:
@@ -290,3 +299,17 @@ def emit(ds: Dataset, view: str) -> tuple[dict[str, bytes], list[tuple[str, str]
         meta = {k: json.loads(b) for k, b in out.items()}
         out[".zmetadata"] = _dumps({"zarr_consolidated_format": 1, "metadata": meta})
     return out, hidden
+
+
+def signature(ds: Dataset) -> str:
+    """What a dataset means to netCDF, independent of flavor (to check a translation loses nothing)."""
+    def var(v: Variable) -> list:
+        fill = _json_number(v.fill_value) if isinstance(v.fill_value, float) else v.fill_value
+        return [v.name, v.nctype, v.big_endian, v.shape, v.chunks, v.dimrefs, fill, v.order, v.compressor,
+                v.filters or None, v.scalar, [(a.name, a.nctype, json_value(a)) for a in v.attributes]]
+
+    def group(g: Group) -> list:
+        return [g.name, [(d.name, d.size, d.unlimited) for d in g.dims], [var(v) for v in g.variables],
+                [(a.name, a.nctype, json_value(a)) for a in g.attributes], [group(s) for s in g.groups]]
+
+    return json.dumps(group(ds.root), sort_keys=True, default=str)

@@ -9,8 +9,10 @@ chunk keys pass through untouched, except Zarr v3 chunks, shown without their ``
 through the mount; rebuilding an unchanged dataset gives the same bytes, so sizes are stable.
 
 Writes: chunk writes pass through (v3 keys mapped back). Metadata writes pass through when the
-dataset is stored in the view's own flavor (or is not a dataset yet); otherwise they are
-refused with EROFS, because storing them would mix two flavors in one dataset.
+dataset is stored in the view's own flavor (or is not a dataset yet). Otherwise they are
+translated back: the dataset as the view shows it, with the written object, is written out in
+the stored flavor (only the objects that change), provided reading that back gives the same
+dataset; if not, the write is refused with EROFS, so a dataset never mixes two flavors.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, ReadOnly
-from nczfs.nczarr.emit import emit, v3_chunk_prefix
+from nczfs.nczarr.emit import emit, signature, v3_chunk_prefix
 from nczfs.nczarr.read import DictObjects, read_dataset
-from nczfs.nczarr.validate import METADATA_NAMES
+from nczfs.nczarr.validate import METADATA_NAMES, stale_tail_prefix
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 
@@ -33,6 +35,8 @@ log = logging.getLogger(__name__)
 
 #: the stored flavor each view writes; datasets stored so take metadata writes through the view
 VIEW_FLAVOR = {"netcdf-4.10": "V2-ZA", "netcdf-4.9": "V2-UC", "netcdf-4.9.1": "V2-LC", "xarray": "zarr-v2"}
+#: the view that writes each stored flavor (to translate metadata written through a view back)
+STORED_AS = {"V2-ZA": "netcdf-4.10", "V2-UC": "netcdf-4.9", "V2-LC": "netcdf-4.9.1", "zarr-v2": "xarray"}
 ROOT_MARKERS = (".zgroup", "zarr.json", ".nczarr", ".zmetadata")
 GROUP_META = (".zgroup", ".zattrs", ".zmetadata", ".nczarr", ".nczgroup", ".nczattr", ".nczattrs", "zarr.json")
 
@@ -291,6 +295,49 @@ class PresentingStore(WrapperStore):
 
     # -- writes --------------------------------------------------------------------------------------
 
+    def translate_back(self, v: DatasetView, key: str, data: bytes) -> dict[str, bytes]:
+        """The stored objects to write so the store holds, in its own flavor, what the client wrote
+        to view object ``key``; ReadOnly (EROFS) where that is impossible or would lose information."""
+        def refuse(why: str) -> ReadOnly:
+            return ReadOnly(f"{key!r}: the {self.view} view shows this {v.flavor} dataset translated, and the "
+                            f"write cannot be translated back: {why} (mount with --present as-stored to change it)")
+
+        if v.flavor not in STORED_AS:
+            raise refuse(f"nczfs does not write the {v.flavor} flavor")
+        if v.hidden:
+            raise refuse("some of its arrays are hidden from this view")
+        start = v.root + "/" if v.root else ""
+        current = {k[len(start):]: b for k, b in v.objects.items()}
+        written = dict(current)
+        # netCDF-C rewrites without O_TRUNC: a shorter object keeps the old tail (validating.py)
+        written[key[len(start):]] = stale_tail_prefix(data, v.objects.get(key)) or bytes(data)
+        old, new = read_dataset(DictObjects(current)), read_dataset(DictObjects(written))
+        if [p for p in new.problems if p not in old.problems]:
+            raise refuse(next(p for p in new.problems if p not in old.problems))
+        old_out, _ = emit(old, STORED_AS[v.flavor])
+        new_out, hidden = emit(read_dataset(DictObjects(written)), STORED_AS[v.flavor])
+        if hidden:
+            raise refuse(f"{hidden[0][0]}: {hidden[0][1]}")
+        if signature(read_dataset(DictObjects(new_out))) != signature(new):
+            raise refuse(f"the {v.flavor} flavor cannot hold it as written (types, dimensions or attributes would change)")
+        return {start + k: b for k, b in new_out.items() if old_out.get(k) != b}
+
+    async def _write_back(self, v: DatasetView, key: str, data: bytes) -> ObjectInfo:
+        changes = self.translate_back(v, key, data)
+        for target, content in changes.items():
+            await self.inner.set(target, content)
+        log.info("%r written through the %s view: stored as %s in %s", key, self.view, v.flavor,
+                 ", ".join(sorted(changes)) or "nothing (no change)")
+        self._forget(key)
+        now = await self.view_for(key)
+        if now is not None and key in now.objects:
+            return now.info(key)
+        return ObjectInfo(key, len(data), time.time_ns(), "")
+
+    def _translated(self, v: DatasetView | None, key: str) -> bool:
+        return (v is not None and key.rpartition("/")[2] in METADATA_NAMES
+                and v.flavor != VIEW_FLAVOR[self.view] and not v.empty)
+
     async def _writable_target(self, key: str) -> str:
         """The store key a write of view key ``key`` goes to, or a clear refusal."""
         v = await self.view_for(key)
@@ -312,6 +359,9 @@ class PresentingStore(WrapperStore):
         return target
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        v = await self.view_for(key)
+        if self._translated(v, key):
+            return await self._write_back(v, key, bytes(data))  # type: ignore[arg-type]
         target = await self._writable_target(key)
         info = await self.inner.set(target, data)
         self._forget(key)
@@ -332,6 +382,13 @@ class PresentingStore(WrapperStore):
         return await self.set(dst, await self.get(src))
 
     async def rename(self, src: str, dst: str) -> None:
+        v = await self.view_for(dst)
+        if self._translated(v, dst):
+            source = await self._writable_target(src)
+            await self._write_back(v, dst, await self.inner.get(source))  # type: ignore[arg-type]
+            await self.inner.delete(source)
+            self._forget(src)
+            return
         target = await self._writable_target(dst)
         source = await self._writable_target(src)
         await self.inner.rename(source, target)

@@ -414,6 +414,13 @@ class Reader:
         if not _int_list(shape) or not _int_list(chunks) or len(shape) != len(chunks):
             self.problem(akey, "shape and chunks must be lists of integers of the same length")
             return None
+        from nczfs.nczarr.validate import check_zarray  # validate builds on this module
+
+        errors = [e for e in check_zarray({k: v for k, v in zarray.items() if not k.lower().startswith("_nczarr")})
+                  if not e.startswith(("compressor id", "filter id", "dtype", "fill_value", "zarr_format"))]
+        if errors:  # unknown codec ids, dtypes and fills still show the array (readers then fail on it)
+            self.problems.extend(f"{akey}: {e}" for e in errors)
+            return None
         nctype, big = nctype_of_dtype(zarray.get("dtype"), self.nczarr)
         if nctype is None:
             self.notes.append(f"{akey}: dtype {zarray.get('dtype')!r} has no netCDF type")

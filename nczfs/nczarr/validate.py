@@ -8,6 +8,7 @@ Every function returns reasons (``[]`` = valid); callers add the key.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -38,12 +39,12 @@ def is_metadata_key(key: str) -> bool:
     return key.rpartition("/")[2] in METADATA_NAMES
 
 
-def numcodecs_ids() -> set[str]:
+@functools.cache
+def numcodecs_ids() -> frozenset[str]:
+    """Codec ids numcodecs knows, built in or registered by installed packages (looked up once)."""
     from numcodecs.registry import codec_registry
 
-    ids = set(codec_registry)
-    ids.update(e.name for e in entry_points(group="numcodecs.codecs"))
-    return ids
+    return frozenset(codec_registry) | {e.name for e in entry_points(group="numcodecs.codecs")}
 
 
 def _int(v: Any) -> bool:
@@ -146,7 +147,7 @@ def check_fill(dt: np.dtype, fill: Any) -> str | None:
     return None if ok else f"fill_value {fill!r} is not representable as {dt.str}"
 
 
-def check_codec(c: Any, where: str, ids: set[str]) -> str | None:
+def check_codec(c: Any, where: str, ids: frozenset[str]) -> str | None:
     if not isinstance(c, dict) or not isinstance(c.get("id"), str):
         return f"{where} {c!r} is not an object with an 'id'"
     if c["id"] not in ids:

@@ -313,3 +313,46 @@ def test_xarray_reads_an_xarray_zarr_v3_store_through_the_xarray_view_as_it_read
     shown = xr.open_zarr(views["xarray"].path / "xr3time.zarr", consolidated=False, zarr_format=2).load()
     xr.testing.assert_identical(shown, direct)
     assert str(shown["time"].values[0]).startswith("2020-01-01")  # day 0 is data, not fill
+
+
+@pytest.mark.skipif(shutil.which("ncdump") is None, reason="needs Debian netcdf-bin")
+def test_netcdf4_wheel_updates_a_v2uc_dataset_through_the_4_10_view_and_it_stays_v2uc(tmp_path, monkeypatch):
+    from tests.conftest import CORPUS
+    from tests.mount.test_clients_netcdf import open_for_update
+
+    src = tmp_path / "src"
+    shutil.copytree(CORPUS / "handmade" / "v2uc.file", src)
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", "--present", "netcdf-4.10") as m:
+        url = nc_url(m.path)
+        with open_for_update(url, monkeypatch) as nc:
+            nc.ncattrs(), nc["v"].ncattrs(), nc["g"]["w"].ncattrs()  # netCDF-C drops unread attributes
+            nc["v"].long_name = "values"
+            nc["v"][0, 0] = 42
+            nc.history = "edited by 4.10.1"
+        log = m.log_text()
+    assert "written through the netcdf-4.10 view: stored as V2-UC in v/.zattrs" in log
+    assert "_nczarr" not in "".join(p.read_text() for p in src.rglob(".z*"))  # no lower-case keys: still V2-UC
+    res = subprocess.run(["ncdump", nc_url(src)], capture_output=True, text=True)  # Debian 4.9.0, as stored
+    assert res.returncode == 0, res.stderr
+    assert '\t\tv:long_name = "values" ;' in res.stdout and '\t\t:history = "edited by 4.10.1" ;' in res.stdout
+    assert " v =\n  42, 2, 3,\n  4, 5, 6 ;" in res.stdout and "\t\t:n = 7LL ;" in res.stdout
+
+
+def test_a_write_back_that_would_lose_information_is_refused(tmp_path):
+    from tests.conftest import CORPUS
+
+    src = tmp_path / "src"
+    shutil.copytree(CORPUS / "handmade" / "zarr.file", src)
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", "--present", "netcdf-4.10") as m:
+        shown = json.loads((m.path / "v" / ".zattrs").read_bytes())
+        lossless = {**shown, "title": "t", "_nczarr_attr": {"types": {**shown["_nczarr_attr"]["types"], "title": ">S1"}}}
+        (m.path / "v" / ".zattrs").write_text(json.dumps(lossless))  # a text attribute: pure Zarr holds it
+        before = (src / "v" / ".zattrs").read_bytes()
+        assert json.loads(before)["title"] == "t" and "_nczarr" not in before.decode()
+        lossy = {**lossless, "count": 3, "_nczarr_attr": {"types": {**lossless["_nczarr_attr"]["types"], "count": "<i2"}}}
+        with pytest.raises(OSError) as exc:  # a short attribute: pure Zarr would read it back as int
+            (m.path / "v" / ".zattrs").write_text(json.dumps(lossy))
+        assert exc.value.errno == errno.EROFS
+        log = m.log_text()
+    assert (src / "v" / ".zattrs").read_bytes() == before
+    assert "cannot be translated back: the zarr-v2 flavor cannot hold it as written" in log
