@@ -444,7 +444,11 @@ class CachingStore(WrapperStore):
             return await self.inner.get_version(key, rng, etag)
         if not etag:
             return await self.get(key, rng)
-        return await self._read(key, rng, etag)
+        try:
+            return await self._read(key, rng, etag)
+        except Stale:  # the object changed: what is cached about it is out of date too
+            self._touch(key)
+            raise
 
     async def _read(self, key: str, rng: ByteRange | None, etag: str) -> bytes:
         if not etag:

@@ -175,6 +175,21 @@ async def test_own_writes_are_read_back_at_once_whatever_the_ttl(mem, clock):
     assert await cache.entry("k") is None
 
 
+async def test_a_stale_read_drops_what_is_cached_about_the_object(mem, clock):
+    """A pinned read finding the object changed (S3: If-Match fails) makes the next stat ask the store."""
+    from nczfs.errors import Stale
+
+    cache, faulty = make(mem, clock, ttl=1e9)
+    put_behind(mem, "k", b"old")
+    info = await cache.stat("k")
+    put_behind(mem, "k", b"new")
+    faulty.fail("get", Stale("k changed"), times=1)
+    with pytest.raises(Stale):
+        await cache.get_version("k", None, info.etag)
+    assert (await cache.stat("k")).etag == mem.stat("k").etag
+    assert faulty.calls["stat"] == 2
+
+
 async def test_sequential_reads_fetch_the_next_blocks_ahead(mem, clock):
     cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=3, cache_size=4096 * KiB)
     data = bytes(range(256)) * (4 * 1024)  # 1 MiB: 16 blocks
