@@ -635,6 +635,8 @@ class Filesystem:
                 self.table.detach(dst)
             if self.store.stores_directories or await self.store.list_prefix(src_path):
                 await self.store.rename_dir(src_path, dst_path)
+            else:
+                await self.store.forget_dir(src_path)  # S3: folders a server keeps when emptied
             start = src_path + "/"
             moved = {d for d in self.local_dirs if d == src_path or d.startswith(start)}
             self.local_dirs -= moved

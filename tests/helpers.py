@@ -153,6 +153,13 @@ class S3Backend:
     def delete(self, key: str) -> None:
         self.server.client().delete_object(Bucket=self.bucket, Key=self._key(key))
 
+    def put_many(self, items: dict[str, bytes]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        client = self.server.client()
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda kv: client.put_object(Bucket=self.bucket, Key=self._key(kv[0]), Body=kv[1]), items.items()))
+
 
 @dataclass
 class Mount:

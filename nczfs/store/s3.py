@@ -26,6 +26,7 @@ from botocore.config import Config
 
 from nczfs.errors import (
     BackendError,
+    InvalidKey,
     KeyNotFound,
     NameTooLong,
     NczfsError,
@@ -192,7 +193,13 @@ class S3Store(SyncStore):
 
     def _full(self, key: str) -> str:
         full = f"{self.prefix}/{key}" if self.prefix else key
-        if len(full.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES:
+        try:
+            full.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidKey(key, "S3 keys are UTF-8; this name is not") from None
+        if "\\" in key:  # S3 gateways over a filer (SeaweedFS) turn it into "/"
+            raise InvalidKey(key, "a backslash in an S3 key is refused (not portable between S3 servers)")
+        if len(full.encode("utf-8")) > MAX_KEY_BYTES:
             raise NameTooLong(f"{key!r}: S3 keys are at most {MAX_KEY_BYTES} bytes")
         return full
 
@@ -289,7 +296,7 @@ class S3Store(SyncStore):
 
     @staticmethod
     def _usable(name: str, s3_key: str) -> bool:
-        if name in ("", ".", "..") or "/" in name or "\x00" in name or len(name.encode()) > 255:
+        if name in ("", ".", "..") or "/" in name or "\\" in name or "\x00" in name or len(name.encode()) > 255:
             log.debug("S3 key %r has no file name nczfs can show; skipped", s3_key)
             return False
         return True
@@ -444,9 +451,7 @@ class S3Store(SyncStore):
         with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency)) as pool:
             failed = [k for k in pool.map(move, keys) if k is not None]
         if not failed:
-            dirs = {src} | {src + k[len(src) :].rsplit("/", 1)[0] for k in keys if "/" in k[len(src) + 1 :]}
-            for d in sorted(dirs, key=lambda d: -d.count("/")):
-                self._drop_marker(d)
+            self.forget_dir(src)
         if failed:
             shown = ", ".join(repr(k) for k in failed[:5]) + (" ..." if len(failed) > 5 else "")
             raise BackendError(
@@ -455,10 +460,14 @@ class S3Store(SyncStore):
             )
 
     def forget_dir(self, prefix: str) -> None:
-        """An empty directory was removed: delete its marker ``prefix/`` (another tool's, or a
-        folder the server kept after its last key went); a missing marker costs one no-op DELETE."""
+        """A directory with no keys left was removed or moved: delete the markers below and at
+        ``prefix/`` (other tools' markers, or folders a server kept after their last key went),
+        deepest first. Costs one LIST per such folder and one DELETE (a no-op on AWS if absent)."""
         check_key(prefix)
         self.check_writable(prefix)
+        for entry in self.list_dir(prefix):
+            if entry.is_dir:
+                self.forget_dir(join(prefix, entry.name))
         self._drop_marker(prefix)
 
     def _drop_marker(self, prefix: str) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import mounted
-from tests.mount.trees import DIR, backend_dirs, backend_snapshot, keeps_directories
+from tests.mount.trees import DIR, as_stored, backend_dirs, backend_snapshot, keeps_directories
 
 pytestmark = pytest.mark.fuse
 
@@ -180,6 +180,10 @@ def test_mmap_reads_and_shared_writes(mount):
 def test_names_may_hold_any_bytes_but_slash_and_nul(mount):
     names = [b"with space", "\u00fcn\u00ef \u20ac".encode(), b"new\nline", b"\xff\xfenot-utf8", b"-dash", b".hidden", b"a\\b*?"]
     if mount.backend.name == "zip":  # a zip member name is UTF-8, and a backslash in one is refused (zip-slip)
+        for name in (b"\xff\xfenot-utf8", b"a\\b*?"):
+            names.remove(name)
+            assert err(open, os.path.join(os.fsencode(mount.path), name), "wb") == errno.EINVAL
+    if mount.backend.name == "s3":  # an S3 key is UTF-8; a backslash is not portable between S3 servers
         for name in (b"\xff\xfenot-utf8", b"a\\b*?"):
             names.remove(name)
             assert err(open, os.path.join(os.fsencode(mount.path), name), "wb") == errno.EINVAL
@@ -371,6 +375,9 @@ def immutable(path: Path):
 
 
 def test_failed_upload_fails_fsync_and_close_and_keeps_the_old_object(backend, tmp_path):
+    if backend.name == "s3":
+        pytest.skip("S3 cannot be made to refuse writes by chattr; the S3 form of this test is "
+                    "tests/mount/test_s3.py::test_server_down_while_writing_fails_close_with_eio_and_recovers")
     backend.put("d/x", b"old contents")
     with mounted(backend, tmp_path / "m") as m:
         p = m.path / "d" / "x"
@@ -582,7 +589,7 @@ def test_rename_errors_follow_rename_2(mount):
     assert err(os.rename, mount.path / "f", mount.path / "e") == errno.EISDIR
     assert err(os.rename, mount.path / "d", mount.path / "d/inside") == errno.EINVAL
     os.rename(mount.path / "f", mount.path / "f")  # same name: no-op
-    assert backend_snapshot(mount.backend) == {"f": b"f", "d": DIR, "d/x": b"x", "e": DIR}
+    assert backend_snapshot(mount.backend) == as_stored({"f": b"f", "d": DIR, "d/x": b"x", "e": DIR}, mount.backend)
 
 
 def test_rename_noreplace_and_exchange(mount):
@@ -687,7 +694,8 @@ def test_chmod_chown_utime_are_kept_in_memory_until_unmount(backend, tmp_path):
         assert stat.S_IMODE(st.st_mode) == 0o644
         assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
         assert st.st_mtime_ns != 2_000_000_000
-        assert stat.S_IMODE(os.stat(m.path / "d").st_mode) == 0o755
+        if keeps_directories(backend):  # S3 keeps no empty directory across mounts
+            assert stat.S_IMODE(os.stat(m.path / "d").st_mode) == 0o755
     assert backend.read("g") == b"data"
 
 
