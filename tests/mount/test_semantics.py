@@ -333,6 +333,22 @@ def test_fsync_of_a_directory_uploads_every_pending_file(mount):
             os.close(fd)
 
 
+def test_temp_files_are_stored_once_under_their_final_name(backend, tmp_path):
+    """zarr-python's ``<key>.<uuid>.partial`` and rsync's ``.<name>.XXXXXX``: closed but never
+    stored, they wait for their rename and reach the store once, under the final name; one that
+    is never renamed is stored at unmount."""
+    with checked_mount(backend, tmp_path / "m") as m:
+        (m.path / "c.1f2e3d.partial").write_bytes(b"chunk")
+        assert not backend.exists("c.1f2e3d.partial")  # closed, not stored yet
+        assert (m.path / "c.1f2e3d.partial").read_bytes() == b"chunk"  # but there in the mount
+        os.rename(m.path / "c.1f2e3d.partial", m.path / "c")
+        assert backend.read("c") == b"chunk"
+        assert backend.keys() == ["c"]
+        (m.path / ".notes.txt.AbC123").write_bytes(b"left behind")
+        assert not backend.exists(".notes.txt.AbC123")
+    assert backend.read(".notes.txt.AbC123") == b"left behind"
+
+
 def test_every_close_uploads_the_whole_file(mount):
     fd1 = os.open(mount.path / "f", os.O_CREAT | os.O_RDWR)
     fd2 = os.open(mount.path / "f", os.O_RDWR)
