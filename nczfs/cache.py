@@ -46,6 +46,8 @@ BLOCK_SIZE = 8 * MiB
 READAHEAD_BLOCKS = 4
 #: lookups missing the cache in one directory before it is listed whole instead
 LIST_AFTER_MISSES = 8
+#: for this many TTLs after such a listing, a miss in that directory lists it again at once
+HOT_TTLS = 10
 #: metadata facts kept at most (expired ones are purged first when full)
 MAX_META = 500_000
 
@@ -161,6 +163,8 @@ class CachingStore(WrapperStore):
         #: lookups that missed the cache, by directory, and listings in flight
         self.list_after_misses = list_after_misses
         self._dir_misses: dict[str, int] = {}
+        #: directories listed because of misses, until when a miss lists them again straight away
+        self._hot_dirs: dict[str, float] = {}
         self._listing_now: dict[str, trio.Event] = {}
         self.stats: collections.Counter[str] = collections.Counter()
 
@@ -234,7 +238,8 @@ class CachingStore(WrapperStore):
         if hit is not _MISSING or self.ttl <= 0 or self.list_after_misses <= 0:
             return hit
         parent = parent_of(key)
-        if parent not in self._listing_now:
+        hot = self._hot_dirs.get(parent, 0.0) > self.clock()
+        if parent not in self._listing_now and not hot:
             misses = self._dir_misses.get(parent, 0) + 1
             if misses < self.list_after_misses:
                 if len(self._dir_misses) > 10_000:
@@ -242,6 +247,10 @@ class CachingStore(WrapperStore):
                 self._dir_misses[parent] = misses
                 return _MISSING
             self._dir_misses.pop(parent, None)
+        if len(self._hot_dirs) > 10_000:
+            self._hot_dirs.clear()
+        # still being walked when this listing expires: list it again at once
+        self._hot_dirs[parent] = self.clock() + HOT_TTLS * self.ttl
         try:
             await self.list_dir(parent)
         except KeyNotFound:

@@ -272,6 +272,22 @@ async def test_many_lookups_in_one_directory_list_it_once(mem, clock):
     assert faulty.calls["list_dir"] == 1 and faulty.calls["entry"] <= 3
 
 
+async def test_a_directory_still_being_walked_is_listed_again_when_its_listing_expires(mem, clock):
+    cache, faulty = make(mem, clock, ttl=1.0, list_after_misses=4)
+    for i in range(40):
+        put_behind(mem, f"a/{i}", b"c")
+    for i in range(20):
+        assert await cache.entry(f"a/{i}") is not None
+    assert faulty.calls["list_dir"] == 1 and faulty.calls["entry"] == 3
+    clock.now += 1.5  # the listing expired; the walk goes on
+    for i in range(20, 40):
+        assert await cache.entry(f"a/{i}") is not None
+    assert faulty.calls["list_dir"] == 2 and faulty.calls["entry"] == 3
+    clock.now += 100  # long after: back to asking name by name first
+    assert await cache.entry("a/1") is not None
+    assert faulty.calls["entry"] == 4
+
+
 async def test_own_writes_update_the_cached_listing(mem, clock):
     cache, faulty = make(mem, clock, ttl=1e9)
     put_behind(mem, "dir/a", b"1")
