@@ -216,6 +216,9 @@ class S3Store(SyncStore):
         if delimiter:
             kwargs["Delimiter"] = "/"
         try:
+            if self.lean is not None:  # parsed without botocore (s3get.py)
+                yield from self.lean.list_pages(key or "/", s3_prefix, delimiter)
+                return
             yield from self.client.get_paginator("list_objects_v2").paginate(**kwargs)
         except Exception as exc:
             raise translate(exc, key or "/", "ListObjectsV2") from None

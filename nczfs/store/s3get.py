@@ -21,7 +21,8 @@ import hashlib
 import hmac
 import time
 import urllib.parse
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+from xml.etree import ElementTree
 
 import urllib3
 from botocore import UNSIGNED
@@ -74,7 +75,7 @@ class LeanGetter:
             self._keys = {ident: key}
         return key
 
-    def _headers(self, path: str, extra: dict[str, str]) -> dict[str, str]:
+    def _headers(self, path: str, extra: dict[str, str], query: str = "") -> dict[str, str]:
         headers = {"host": self.host, "x-amz-content-sha256": EMPTY_SHA256, **extra}
         if self.unsigned:
             return headers
@@ -88,7 +89,7 @@ class LeanGetter:
         names = sorted(headers)
         signed = ";".join(names)
         canonical = "\n".join(
-            ["GET", path, "", "".join(f"{n}:{headers[n].strip()}\n" for n in names), signed, EMPTY_SHA256]
+            ["GET", path, query, "".join(f"{n}:{headers[n].strip()}\n" for n in names), signed, EMPTY_SHA256]
         )
         scope = f"{day}/{self.region}/s3/aws4_request"
         to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
@@ -106,34 +107,93 @@ class LeanGetter:
             extra["range"] = byte_range
         if etag:
             extra["if-match"] = f'"{etag}"'
+        return self._request("GetObject", key, path, extra)
+
+    def list_pages(self, key: str, s3_prefix: str, delimiter: bool) -> Iterator[dict[str, Any]]:
+        """ListObjectsV2 pages, shaped as boto3 returns them (``Contents``, ``CommonPrefixes``),
+        parsed with ElementTree (botocore's parser cost ~50 ms of Python per 1,000 keys)."""
+        token = None
+        while True:
+            params = {"list-type": "2", "prefix": s3_prefix, "encoding-type": "url"}
+            if delimiter:
+                params["delimiter"] = "/"
+            if token:
+                params["continuation-token"] = token
+            query = "&".join(f"{_q(k)}={_q(v)}" for k, v in sorted(params.items()))
+            page = _parse_listing(self._request("ListObjectsV2", key, self.base, {}, query))
+            yield page
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+
+    def _request(self, op: str, key: str, path: str, extra: dict[str, str], query: str = "") -> bytes:
+        url = path + ("?" + query if query else "")
         for attempt in range(ATTEMPTS):
-            self._count("GetObject")
+            self._count(op)
             try:
-                resp = self.pool.request("GET", path, headers=self._headers(path, extra), preload_content=True)
+                resp = self.pool.request("GET", url, headers=self._headers(path, extra, query), preload_content=True)
             except urllib3.exceptions.HTTPError as exc:
                 failure: str = f"{type(exc).__name__}: {exc}"
             else:
                 status = resp.status
                 if status in (200, 206):
                     return resp.data
-                if status == 404:
+                if status == 404 and _code(resp.data) != "NoSuchBucket":
                     raise KeyNotFound(key)
                 if status == 403:
-                    raise PermissionDenied(f"{key!r}: S3 GetObject refused: HTTP 403 {_code(resp.data)}")
+                    raise PermissionDenied(f"{key!r}: S3 {op} refused: HTTP 403 {_code(resp.data)}")
                 if status == 412:
                     raise Stale(f"{key!r}: the object changed in S3 while open")
                 if status == 416:
                     raise RangeNotSatisfiable(key)
                 failure = f"HTTP {status} {_code(resp.data)}"
                 if status < 500 and status != 429:
-                    raise BackendError(f"{key!r}: S3 GetObject failed: {failure}")
+                    raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
             if attempt + 1 < ATTEMPTS:
                 self._count("retries-considered")
                 time.sleep(0.05 * 2**attempt)
-        raise BackendError(f"{key!r}: S3 GetObject failed: {failure}")
+        raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _q(value: str) -> str:
+    return urllib.parse.quote(value, safe="-_.~")
+
+
+_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+def _parse_listing(body: bytes) -> dict[str, Any]:
+    root = ElementTree.fromstring(body)
+    ns = _NS if root.tag.startswith(_NS) else ""
+
+    def text(node: ElementTree.Element, name: str) -> str | None:
+        child = node.find(ns + name)
+        return None if child is None else (child.text or "")
+
+    def key(value: str | None) -> str:
+        return urllib.parse.unquote_plus(value or "")
+
+    page: dict[str, Any] = {
+        "IsTruncated": text(root, "IsTruncated") == "true",
+        "NextContinuationToken": text(root, "NextContinuationToken"),
+        "Contents": [],
+        "CommonPrefixes": [],
+    }
+    for item in root.iter(ns + "Contents"):
+        modified = text(item, "LastModified")
+        page["Contents"].append({
+            "Key": key(text(item, "Key")),
+            "Size": int(text(item, "Size") or 0),
+            "ETag": text(item, "ETag") or "",
+            "LastModified": datetime.datetime.fromisoformat(modified.replace("Z", "+00:00")) if modified else None,
+        })
+    for item in root.iter(ns + "CommonPrefixes"):
+        page["CommonPrefixes"].append({"Prefix": key(text(item, "Prefix"))})
+    page["KeyCount"] = len(page["Contents"]) + len(page["CommonPrefixes"])
+    return page
 
 
 def _code(body: bytes) -> str:

@@ -101,3 +101,21 @@ def test_lean_get_retries_server_errors(fail, ok):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_lean_listings_match_boto3(s3_server):
+    """Names that need URL encoding, pagination, directories and objects of one level."""
+    bucket = s3_server.new_bucket("leanlist")
+    client = s3_server.client()
+    names = ["a b", "c+d", "é", "x%41", "k&<>", "dir/inner", "dir2/x/y"] + [f"many/{i:04d}" for i in range(1100)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda n: client.put_object(Bucket=bucket, Key=f"p/{n}", Body=n.encode()), names))
+    lean = S3Store(s3_server.client(), bucket, "p")
+    plain = S3Store(s3_server.client(), bucket, "p", lean_gets=False)
+    for prefix in ("", "dir", "many", "dir2"):
+        assert lean.list_dir(prefix) == plain.list_dir(prefix), prefix
+        assert lean.list_prefix(prefix) == plain.list_prefix(prefix), prefix
+    assert len(lean.list_dir("many")) == 1100
+    assert lean.counters()["ListObjectsV2"] >= 4
