@@ -356,3 +356,23 @@ def test_a_write_back_that_would_lose_information_is_refused(tmp_path):
         log = m.log_text()
     assert (src / "v" / ".zattrs").read_bytes() == before
     assert "cannot be translated back: the zarr-v2 flavor cannot hold it as written" in log
+
+
+@pytest.mark.skipif(shutil.which("ncdump") is None, reason="needs Debian netcdf-bin")
+def test_views_over_a_zip_archive(tmp_path):
+    """A 4.9.2 (V2-LC) zip: Debian 4.9.0 reads it fully through netcdf-4.9, 4.10.1 through netcdf-4.10."""
+    from tests.conftest import CORPUS
+
+    archive = tmp_path / "ref_oldkeys.file.zip"
+    shutil.copy(CORPUS / "netcdf-c" / "ref_oldkeys.file.zip", archive)
+    for view in ("netcdf-4.9", "netcdf-4.10"):
+        with mounted(DirectoryBackend(tmp_path), tmp_path / view, "--read-only", "--present", view,
+                     source=str(archive)) as m:
+            if view == "netcdf-4.9":
+                res = subprocess.run(["ncdump", nc_url(m.path)], capture_output=True, text=True)
+                assert res.returncode == 0, res.stderr
+                assert "\tint v(d0, d1, d2) ;\n\t\tv:_FillValue = -1 ;" in res.stdout and "_nczarr" not in res.stdout
+                assert " v =\n  0, 1, 2, 3, 4, 5," in res.stdout
+            else:
+                with netCDF4.Dataset(nc_url(m.path)) as nc:
+                    assert nc["v"].dimensions == ("d0", "d1", "d2") and nc["v"][:].ravel().tolist() == list(range(48))
