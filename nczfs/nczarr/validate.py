@@ -256,10 +256,24 @@ def check_ncz_group(v: Any) -> list[str]:
         for name, spec in dim_items(dims):
             if dim_spec(spec)[0] is None:
                 errors.append(f"dimension {name!r} has no valid size ({spec!r})")
+    lists: dict[str, list[str]] = {}
     for k in ("vars", "arrays", "groups"):
         members = alias(v, k)
         if members is not None and not (isinstance(members, list) and all(isinstance(n, str) for n in members)):
             errors.append(f"_nczarr_group {k} must be a list of names")
+        elif members is not None:
+            lists[k] = members
+    # the lists themselves must be consistent (whether the members exist is `nczfs validate`'s
+    # job: writers store a group's metadata before or after its children)
+    for k, members in lists.items():
+        for name in members:
+            if name in ("", ".", "..") or "/" in name:
+                errors.append(f"_nczarr_group {k} holds {name!r}, which is no member name")
+        for name in sorted({n for n in members if members.count(n) > 1}):
+            errors.append(f"_nczarr_group {k} lists {name!r} twice")
+    arrays = set(lists.get("arrays", []) + lists.get("vars", []))
+    for name in sorted(arrays & set(lists.get("groups", []))):
+        errors.append(f"_nczarr_group lists {name!r} as both an array and a group")
     return errors
 
 
