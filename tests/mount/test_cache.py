@@ -5,7 +5,6 @@ Counters come from the daemon (``user.nczfs.stats``, what ``nczfs stats`` prints
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -13,20 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nczfs.config import XATTR_STATS
-from tests.helpers import S3Backend, mounted, run_nczfs
+from tests.helpers import S3Backend, counts, delta, mounted, run_nczfs
 
 pytestmark = pytest.mark.fuse
 
 MiB = 1024 * 1024
-
-
-def counts(mnt: Path) -> dict[str, int]:
-    return json.loads(os.getxattr(mnt, XATTR_STATS))
-
-
-def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
 
 
 @pytest.fixture
