@@ -127,6 +127,11 @@ class SeaweedS3:
         self.proc = None
         if getattr(self, "log", None):
             self.log.close()
+        # weed leaves its unix sockets behind (/tmp/seaweedfs-<service>-<port>.sock)
+        for port in self.ports:
+            for n in (port, port + 10000):
+                for sock in Path("/tmp").glob(f"seaweedfs-*-{n}.sock"):
+                    sock.unlink(missing_ok=True)
 
     def client(self, creds: tuple[str, str] = ADMIN):
         return boto3.client(
