@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,17 +27,8 @@ import numpy as np
 import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_directory import NCZFS, drop_caches  # noqa: E402
 from tests.http_range_server import RangeServer  # noqa: E402
-
-NCZFS = [sys.executable, "-m", "nczfs"]
-
-
-def drop_caches() -> None:
-    os.sync()
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError:
-        print("warning: cannot drop caches (not root?): runs are warm", file=sys.stderr)
 
 
 def make(d: Path, mib: int) -> tuple[Path, dict]:
