@@ -24,8 +24,6 @@ import numpy as np
 
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
 
-VIEWS = ("as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1", "xarray")
-
 _V3_DTYPES = {"int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2", "int32": "i4", "uint32": "u4",
               "int64": "i8", "uint64": "u8", "float32": "f4", "float64": "f8", "bool": "b1"}
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}

@@ -27,9 +27,6 @@ from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
 
-MODES = ("off", "warn", "strict")
-
-
 class ValidatingStore(WrapperStore):
     def __init__(self, inner: Store, mode: str = "strict"):
         if mode not in ("warn", "strict"):

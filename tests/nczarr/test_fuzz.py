@@ -8,9 +8,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nczfs.config import PRESENT_VIEWS as VIEWS
 from nczfs.errors import InvalidArgument
 from nczfs.nczarr.cdl import to_cdl
-from nczfs.nczarr.emit import VIEWS, emit
+from nczfs.nczarr.emit import emit
 from nczfs.nczarr.read import DictObjects, read_dataset
 from nczfs.nczarr.validate import check_object
 
