@@ -433,9 +433,6 @@ class CachingStore(WrapperStore):
         finally:
             self._touch_subtree(prefix)
 
-    async def sync(self) -> None:
-        await self.inner.sync()
-
     # ------------------------------------------------------------------ bytes
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
