@@ -122,10 +122,14 @@ def _is_fuse_mount(path: str) -> bool:
 
 def build_config(args: argparse.Namespace) -> MountConfig:
     try:
-        source = parse_source(args.source)
-        values = parse_options(args.options)
+        return _build_config(args)
     except SourceError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _build_config(args: argparse.Namespace) -> MountConfig:
+    source = parse_source(args.source)
+    values = parse_options(args.options)
     if args.read_only:
         values["read_only"] = True
     if args.debug:
@@ -137,22 +141,13 @@ def build_config(args: argparse.Namespace) -> MountConfig:
     if "metadata_ttl" not in values:
         values["metadata_ttl"] = default_metadata_ttl(source.backend, bool(values.get("read_only")))
     if args.cache_size is not None:
-        try:
-            values["cache_size"] = parse_size("--cache-size", args.cache_size)
-        except SourceError as exc:
-            raise UsageError(str(exc)) from None
+        values["cache_size"] = parse_size("--cache-size", args.cache_size)
     if args.log_file:
         values["log_file"] = os.path.abspath(args.log_file)
     if args.validate is not None:
-        try:
-            values["validate"] = validate_mode(args.validate)
-        except SourceError as exc:
-            raise UsageError(str(exc)) from None
+        values["validate"] = validate_mode(args.validate)
     if args.present is not None:
-        try:
-            values["present"] = present_view(args.present)
-        except SourceError as exc:
-            raise UsageError(str(exc)) from None
+        values["present"] = present_view(args.present)
     for key in ("endpoint_url", "profile", "region"):
         if getattr(args, key, None):
             values[key] = getattr(args, key)
