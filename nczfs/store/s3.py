@@ -177,7 +177,7 @@ class S3Store(SyncStore):
         with self._count_lock:
             self._counts[event_name.rsplit(".", 1)[-1]] += 1
 
-    def _count_retry(self, response: Any = None, attempts: int = 0, **_: Any) -> None:
+    def _count_retry(self, response: Any = None, **_: Any) -> None:
         # called after every attempt; a retry follows when the attempt failed and retries are left
         if response is not None and (response[0] is None or response[0].status_code >= 500):
             with self._count_lock:
