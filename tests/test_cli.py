@@ -59,7 +59,8 @@ def test_unknown_mount_option(dirs):
 def test_mountpoint_inside_source(dirs):
     src, _ = dirs
     (src / "m").mkdir()
-    _one_line_error(run_nczfs("mount", str(src), str(src / "m")))
+    line = _one_line_error(run_nczfs("mount", str(src), str(src / "m")))
+    assert "must not lie inside the source directory" in line
 
 
 def test_a_file_that_is_no_zip_archive_is_refused(dirs, tmp_path):
@@ -73,7 +74,8 @@ def test_a_file_that_is_no_zip_archive_is_refused(dirs, tmp_path):
 
 def test_umount_of_something_not_mounted(dirs):
     _, mnt = dirs
-    _one_line_error(run_nczfs("umount", str(mnt)))
+    line = _one_line_error(run_nczfs("umount", str(mnt)))
+    assert f"{mnt}: not an nczfs mount point" in line
 
 
 @pytest.mark.fuse
