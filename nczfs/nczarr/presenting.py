@@ -27,7 +27,7 @@ from typing import BinaryIO
 from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, ReadOnly
 from nczfs.nczarr.emit import emit, signature, v3_chunk_prefix
 from nczfs.nczarr.read import DictObjects, read_dataset
-from nczfs.nczarr.validate import METADATA_NAMES, stale_tail_prefix
+from nczfs.nczarr.validate import METADATA_NAMES, is_metadata_key, stale_tail_prefix
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 
@@ -79,8 +79,8 @@ class DatasetView:
             if key == array:
                 return key
             rest = key[len(array) + 1:]
-            return None if rest.rpartition("/")[2] in METADATA_NAMES else f"{array}/{self.v3[array]}{rest}"
-        return None if key.rpartition("/")[2] in METADATA_NAMES else key
+            return None if is_metadata_key(rest) else f"{array}/{self.v3[array]}{rest}"
+        return None if is_metadata_key(key) else key
 
 
 class PresentingStore(WrapperStore):
@@ -117,7 +117,7 @@ class PresentingStore(WrapperStore):
         than the TTL: readers read metadata before chunks, and that rebuilds it, so a large read
         does not rebuild views. Listings and metadata always get a view at most TTL old.
         """
-        stale_ok = reading and key.rpartition("/")[2] not in METADATA_NAMES
+        stale_ok = reading and not is_metadata_key(key)
         parts = key.split("/") if key else []
         for i in range(len(parts) + 1):
             folder = "/".join(parts[:i])
@@ -335,7 +335,7 @@ class PresentingStore(WrapperStore):
         return ObjectInfo(key, len(data), time.time_ns(), "")
 
     def _translated(self, v: DatasetView | None, key: str) -> bool:
-        return (v is not None and key.rpartition("/")[2] in METADATA_NAMES
+        return (v is not None and is_metadata_key(key)
                 and v.flavor != VIEW_FLAVOR[self.view] and not v.empty)
 
     async def _writable_target(self, key: str) -> str:
@@ -343,7 +343,7 @@ class PresentingStore(WrapperStore):
         v = await self.view_for(key)
         if v is None:
             return key
-        is_meta = key.rpartition("/")[2] in METADATA_NAMES
+        is_meta = is_metadata_key(key)
         if is_meta:
             if v.flavor != VIEW_FLAVOR[self.view] and not v.empty:
                 raise ReadOnly(
