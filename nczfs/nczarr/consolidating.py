@@ -62,7 +62,7 @@ class ConsolidatingStore(WrapperStore):
         if name in V2_ENTRIES:
             async with self._lock:
                 for folder in [parent_of(key), *_ancestors(key)]:
-                    zkey = join(folder, ".zmetadata") if folder else ".zmetadata"
+                    zkey = join(folder, ".zmetadata")
                     meta = await self._json(zkey)
                     if not isinstance(meta, dict) or not isinstance(meta.get("metadata"), dict):
                         continue
@@ -80,7 +80,7 @@ class ConsolidatingStore(WrapperStore):
         elif name == "zarr.json":
             async with self._lock:
                 for folder in _ancestors(key):
-                    zkey = join(folder, "zarr.json") if folder else "zarr.json"
+                    zkey = join(folder, "zarr.json")
                     node = await self._json(zkey)
                     cm = node.get("consolidated_metadata") if isinstance(node, dict) else None
                     if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
