@@ -403,8 +403,12 @@ class S3Store(SyncStore):
     def delete(self, key: str) -> None:
         check_key(key)
         self.check_writable(key)
+        self._delete_object(key, self._full(key))
+
+    def _delete_object(self, key: str, s3_key: str) -> None:
+        """DELETE ``s3_key``; one already gone is no error."""
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._full(key))
+            self.client.delete_object(Bucket=self.bucket, Key=s3_key)
         except Exception as exc:
             err = translate(exc, key, "DeleteObject")
             if not isinstance(err, KeyNotFound):
@@ -455,7 +459,7 @@ class S3Store(SyncStore):
             failed = [k for k in pool.map(move, keys) if k is not None]
         if not failed:
             self.forget_dir(src)
-        if failed:
+        else:
             shown = ", ".join(repr(k) for k in failed[:5]) + (" ..." if len(failed) > 5 else "")
             raise BackendError(
                 f"{src!r} -> {dst!r}: {len(failed)} of {len(keys)} objects could not be moved and stay "
@@ -475,12 +479,7 @@ class S3Store(SyncStore):
 
     def _drop_marker(self, prefix: str) -> None:
         """Delete ``prefix/`` (a directory marker other tools write; absent markers cost one no-op DELETE)."""
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._full(prefix) + "/")
-        except Exception as exc:
-            err = translate(exc, prefix, "DeleteObject")
-            if not isinstance(err, KeyNotFound):
-                raise err from None
+        self._delete_object(prefix, self._full(prefix) + "/")
 
     def close(self) -> None:
         if self.lean is not None:
