@@ -53,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("-r", "--read-only", action="store_true", help="refuse every write with EROFS")
     m.add_argument("-d", "--debug", action="store_true", help="log every request")
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
-                   help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=")
+                   help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=, ... "
+                        "(every one in docs/OPERATIONS.md)")
     m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS",
                    help="reuse attributes, listings and missing names this long (default 1 for a "
                         "writable S3 mount, 60 otherwise)")
