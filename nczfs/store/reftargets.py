@@ -264,17 +264,6 @@ class S3Files:
         self.client.close()
 
 
-def s3_reader(config: MountConfig | None, url: str) -> S3Files:
-    """The reader for ``s3://`` targets: the one place they are wired to ``nczfs.store.s3``."""
-    try:
-        import nczfs.store.s3  # noqa: F401
-    except ImportError as exc:
-        raise BackendError("s3 targets need the S3 backend (nczfs.store.s3), which this version does not have") from exc
-    if config is None:
-        raise BackendError(f"{url}: s3 targets need the mount's S3 options")
-    return S3Files(config, url)
-
-
 class Targets:
     """Dispatch by URL scheme; readers are made on first use."""
 
@@ -296,7 +285,9 @@ class Targets:
                 return self._http
             if scheme == "s3":
                 if self._s3 is None:
-                    self._s3 = s3_reader(self.config, url)
+                    if self.config is None:
+                        raise BackendError(f"{url}: s3 targets need the mount's S3 options")
+                    self._s3 = S3Files(self.config, url)
                 return self._s3
         raise BackendError(f"{url}: unsupported target scheme {scheme!r}")
 
