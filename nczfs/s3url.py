@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from nczfs.errors import SourceError
+from nczfs.source import _split_bracket_prefix
 
 GOOGLE_ENDPOINT = "https://storage.googleapis.com"
 #: S3 bucket naming rules (DNS-compatible names; dots allowed)
@@ -46,9 +47,7 @@ def _aws_region(host_rest: str) -> str | None:
 
 def parse_s3_url(text: str) -> S3Location:
     """Bucket, prefix, endpoint and region from an S3 URL; SourceError with one line if it is not one."""
-    body = text.split("#", 1)[0]
-    while body.startswith("["):  # netCDF-C's old [k=v] prefix
-        body = body[body.index("]") + 1 :] if "]" in body else body
+    body, _ = _split_bracket_prefix(text.split("#", 1)[0])  # netCDF-C's old [k=v] prefix
     parts = urlsplit(body)
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()

@@ -36,6 +36,7 @@ def test_url_forms(url, want):
         ("https://127.0.0.1:9000/", "no bucket"),
         ("s3://Bad_Bucket/x", "not a valid S3 bucket name"),
         ("s3://bucket/a/../b", "'..'"),
+        ("[mode=s3 s3://bucket/x", "unclosed '\\['"),
     ],
 )
 def test_bad_urls_name_the_reason(url, reason):
