@@ -415,23 +415,21 @@ class CachingStore(WrapperStore):
             self._touch_subtree(src)
             self._touch_subtree(dst)
 
-    async def mkdir(self, prefix: str) -> None:
+    async def _changing_dir(self, prefix: str, call: Awaitable[None]) -> None:
+        """Run a change of directory ``prefix``; whatever happens, nothing cached below it is trusted after it."""
         try:
-            await self.inner.mkdir(prefix)
+            await call
         finally:
             self._touch_subtree(prefix)
+
+    async def mkdir(self, prefix: str) -> None:
+        await self._changing_dir(prefix, self.inner.mkdir(prefix))
 
     async def rmdir(self, prefix: str) -> None:
-        try:
-            await self.inner.rmdir(prefix)
-        finally:
-            self._touch_subtree(prefix)
+        await self._changing_dir(prefix, self.inner.rmdir(prefix))
 
     async def forget_dir(self, prefix: str) -> None:
-        try:
-            await self.inner.forget_dir(prefix)
-        finally:
-            self._touch_subtree(prefix)
+        await self._changing_dir(prefix, self.inner.forget_dir(prefix))
 
     # ------------------------------------------------------------------ bytes
 
