@@ -261,6 +261,10 @@ class S3Files:
             raise BackendError(f"{url}: no such S3 object") from exc
 
     def close(self) -> None:
+        with self._lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:  # each has its own pool of lean-GET connections
+            store.close()  # type: ignore[attr-defined]
         self.client.close()
 
 
