@@ -35,6 +35,7 @@ from typing import Awaitable, BinaryIO, Callable, TypeVar
 
 import trio
 
+from nczfs.diskcache import DiskCache, source_identity
 from nczfs.errors import BackendError, KeyNotFound, Stale
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, parent_of
 from nczfs.store.wrapper import WrapperStore
@@ -140,8 +141,11 @@ class CachingStore(WrapperStore):
         readahead: int = READAHEAD_BLOCKS,
         list_after_misses: int = LIST_AFTER_MISSES,
         clock: Callable[[], float] = time.monotonic,
+        disk: DiskCache | None = None,
     ):
         super().__init__(inner)
+        #: blocks kept on local disk across mounts (--cache-dir), consulted before the backend
+        self.disk = disk
         self.cache_size = default_cache_size() if cache_size is None else cache_size
         self.ttl = ttl
         self.block_size = max(1, min(block_size, self.cache_size)) if self.cache_size else block_size
@@ -175,6 +179,8 @@ class CachingStore(WrapperStore):
         out.update(self.stats)
         out["cache.bytes-held"] = self.bytes.used
         out["cache.bytes-limit"] = self.cache_size
+        if self.disk is not None:
+            out.update(self.disk.counters())
         return out
 
     # ------------------------------------------------------------------ metadata
@@ -512,7 +518,13 @@ class CachingStore(WrapperStore):
         key, etag, i = ident
         b = self.block_size
         try:
-            fetch.data = await self.inner.get_version(key, ByteRange(i * b, (i + 1) * b), etag)
+            data = await self.disk.get(key, etag, b, i) if self.disk is not None else None
+            if data is None:
+                data = await self.inner.get_version(key, ByteRange(i * b, (i + 1) * b), etag)
+                self.stats["cache.bytes-fetched"] += len(data)
+                if self.disk is not None:
+                    self.disk.put_soon(key, etag, b, i, data)  # in the background
+            fetch.data = data
         except BaseException as exc:
             if not isinstance(exc, (KeyNotFound, Stale)):
                 self.stats["errors"] += 1
@@ -521,7 +533,6 @@ class CachingStore(WrapperStore):
                 raise
             fetch.exc = exc
         else:
-            self.stats["cache.bytes-fetched"] += len(fetch.data)
             if self._inflight.get(ident) is fetch:
                 self.bytes.put(ident, fetch.data)
         finally:
@@ -566,4 +577,6 @@ def cached(store, config) -> CachingStore:
         cache_size=config.cache_size,
         ttl=config.metadata_ttl,
         cache_bytes=config.source.backend in BYTE_CACHED_BACKENDS,
+        disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
+        if config.cache_dir and config.source.backend in BYTE_CACHED_BACKENDS else None,
     )

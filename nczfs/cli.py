@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
                         "writable S3 mount, 60 otherwise)")
     m.add_argument("--cache-size", default=None, metavar="BYTES",
                    help="memory for cached object data, e.g. 512M (default: 1/8 of RAM, at most 1G)")
+    m.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="S3/reference: keep fetched object data in DIR across mounts (default: off)")
+    m.add_argument("--cache-dir-size", default=None, metavar="BYTES",
+                   help="bytes --cache-dir may hold, e.g. 50G (default 10G)")
     m.add_argument("--log-file", default=None)
     m.add_argument("--endpoint-url", default=None, metavar="URL", help="S3: the server's endpoint URL")
     m.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
@@ -121,6 +125,18 @@ def _is_fuse_mount(path: str) -> bool:
     return False
 
 
+def _check_cache_dir(path: str, mountpoint: str) -> str:
+    """``--cache-dir``: created if missing; refused unless entries can be written there."""
+    from nczfs.diskcache import prepare_dir
+
+    if (path.rstrip("/") + "/").startswith(mountpoint.rstrip("/") + "/"):
+        raise UsageError(f"--cache-dir {path}: must not lie inside the mount point")
+    try:
+        return prepare_dir(path)
+    except OSError as exc:
+        raise UsageError(f"--cache-dir {path}: {exc.strerror or exc}") from None
+
+
 def build_config(args: argparse.Namespace) -> MountConfig:
     try:
         return _build_config(args)
@@ -143,6 +159,12 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         values["metadata_ttl"] = default_metadata_ttl(source.backend, bool(values.get("read_only")))
     if args.cache_size is not None:
         values["cache_size"] = parse_size("--cache-size", args.cache_size)
+    if args.cache_dir:
+        values["cache_dir"] = os.path.abspath(args.cache_dir)
+    if args.cache_dir_size is not None:
+        values["cache_dir_size"] = parse_size("--cache-dir-size", args.cache_dir_size)
+    if "cache_dir_size" in values and "cache_dir" not in values:
+        raise UsageError("--cache-dir-size needs --cache-dir")
     if args.log_file:
         values["log_file"] = os.path.abspath(args.log_file)
     if args.validate is not None:
@@ -163,6 +185,8 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         mountpoint == source.location or mountpoint.startswith(source.location.rstrip("/") + "/")
     ):
         raise UsageError(f"{mountpoint}: the mount point must not lie inside the source directory")
+    if "cache_dir" in values:
+        values["cache_dir"] = _check_cache_dir(values["cache_dir"], mountpoint)  # type: ignore[arg-type]
     foreground = args.foreground or args.systemd
     return MountConfig(source=source, mountpoint=mountpoint, foreground=foreground, **values)  # type: ignore[arg-type]
 

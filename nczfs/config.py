@@ -23,6 +23,10 @@ IGNORED_OPTIONS = frozenset(
 )
 
 
+#: --cache-dir-size when none is given
+DEFAULT_CACHE_DIR_SIZE = 10 * 1024**3
+
+
 @dataclass(frozen=True)
 class MountConfig:
     source: Source
@@ -39,6 +43,10 @@ class MountConfig:
     metadata_ttl: float = 1.0
     #: bytes of object data the read cache may hold (None: cache.default_cache_size())
     cache_size: int | None = None
+    #: directory keeping fetched object blocks across mounts (S3 and reference mounts; None: off)
+    cache_dir: str | None = None
+    #: bytes the cache directory may hold
+    cache_dir_size: int = DEFAULT_CACHE_DIR_SIZE
     #: bytes of a file's pending writes kept in memory before spilling to a temp file
     spill_threshold: int = 64 * 1024 * 1024
     log_file: str | None = None
@@ -104,6 +112,10 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["metadata_ttl"] = _float(key, value)
             elif key == "cache_size" and eq:
                 out["cache_size"] = parse_size(key, value)
+            elif key == "cache_dir" and eq and value:
+                out["cache_dir"] = os.path.abspath(value)
+            elif key == "cache_dir_size" and eq:
+                out["cache_dir_size"] = parse_size(key, value)
             elif key == "read_ahead_kb" and eq:
                 out["read_ahead_kb"] = _int(key, value)
             elif key == "allow_root" and eq and value:

@@ -1,0 +1,287 @@
+"""DiskCache (``--cache-dir``) without a kernel: bound, LRU, corrupt entries, sharing, disk errors;
+and CachingStore over it (a second cache over the same directory needs no backend reads)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from nczfs import diskcache
+from nczfs.cache import CachingStore
+from nczfs.config import MountConfig
+from nczfs.diskcache import HEADER, DiskCache, source_identity
+from nczfs.source import parse_source
+from nczfs.store.base import ByteRange
+from nczfs.store.memory import MemoryStore
+from nczfs.store.wrapper import FaultyStore
+from nczfs.threads import ThreadedStore
+from tests.helpers import is_mounted, run_nczfs
+from tests.test_cli import _one_line_error, dirs  # noqa: F401  (dirs: a fixture)
+
+KiB = 1024
+ENTRY = HEADER.size + 1000  # bytes on disk of a 1000-byte block
+
+
+def held_on_disk(root: Path) -> int:
+    """Bytes of every entry and temp file under ``root``, counted independently of the cache."""
+    return sum(p.stat().st_size for sub in root.iterdir() if sub.is_dir() for p in sub.iterdir())
+
+
+def entry_files(root: Path) -> list[Path]:
+    return [p for sub in root.iterdir() if sub.is_dir() for p in sub.iterdir() if not p.name.startswith(".tmp.")]
+
+
+async def put(cache: DiskCache, key: str, data: bytes, etag: str = "e1", index: int = 0) -> None:
+    cache.put_soon(key, etag, 64 * KiB, index, data)
+    await cache.wait_idle()
+
+
+async def test_an_entry_survives_a_new_instance_over_the_same_dir(tmp_path):
+    a = DiskCache(str(tmp_path), 1 << 20, "src")
+    await put(a, "k", b"x" * 1000)
+    a.close()
+    b = DiskCache(str(tmp_path), 1 << 20, "src")
+    assert await b.get("k", "e1", 64 * KiB, 0) == b"x" * 1000
+    assert b.counters()["diskcache.hits"] == 1
+    assert b.counters()["diskcache.bytes-held"] == ENTRY == held_on_disk(tmp_path)
+
+
+async def test_source_etag_block_size_and_index_all_tell_entries_apart(tmp_path):
+    a = DiskCache(str(tmp_path), 1 << 20, "bucket-a/prefix")
+    await put(a, "k", b"a" * 1000)
+    other = DiskCache(str(tmp_path), 1 << 20, "bucket-b/prefix")
+    assert await other.get("k", "e1", 64 * KiB, 0) is None
+    assert await a.get("k", "e2", 64 * KiB, 0) is None  # the object changed
+    assert await a.get("k", "e1", 32 * KiB, 0) is None
+    assert await a.get("k", "e1", 64 * KiB, 1) is None
+    assert await a.get("k", "e1", 64 * KiB, 0) == b"a" * 1000
+    assert a.counters()["diskcache.misses"] == 3
+
+
+def test_source_identity_names_backend_location_and_endpoint(tmp_path):
+    def ident(url: str, **kw) -> str:
+        return source_identity(MountConfig(source=parse_source(url), mountpoint=str(tmp_path), **kw))
+
+    assert ident("s3://bkt/p", endpoint_url="http://127.0.0.1:1") != ident("s3://bkt/p", endpoint_url="http://127.0.0.1:2")
+    assert len({ident("s3://bkt/p"), ident("s3://bkt/q"), ident("s3://cat/p"), ident("s3://bkt/p", region="r")}) == 4
+    assert ident("http://127.0.0.1:1/bkt/p") != ident("http://127.0.0.1:2/bkt/p")
+    assert ident("s3://bkt/p") == ident("s3://bkt/p#mode=zarr,s3")
+    assert ident("/data/refs.json") != ident("/data/other.json")
+
+
+async def test_the_bytes_held_never_exceed_the_limit(tmp_path):
+    limit = 10 * ENTRY + 500
+    cache = DiskCache(str(tmp_path), limit, "src")
+    for i in range(40):
+        await put(cache, f"k{i}", bytes([i]) * 1000)
+        assert held_on_disk(tmp_path) <= limit
+        assert cache.counters()["diskcache.bytes-held"] == held_on_disk(tmp_path)
+    assert cache.counters()["diskcache.evictions"] >= 30
+    assert await cache.get("k39", "e1", 64 * KiB, 0) == bytes([39]) * 1000
+
+
+async def test_the_least_recently_used_entries_go_first(tmp_path):
+    cache = DiskCache(str(tmp_path), 10 * ENTRY, "src")
+    for i in range(10):
+        await put(cache, f"k{i}", bytes([i]) * 1000)
+    past = time.time() - 100
+    for n, p in enumerate(sorted(entry_files(tmp_path), key=lambda p: p.stat().st_mtime_ns)):
+        os.utime(p, (past + n, past + n))  # written in order k0..k9, a second apart
+    assert await cache.get("k0", "e1", 64 * KiB, 0) == bytes([0]) * 1000  # now the most recent
+    await put(cache, "new", b"n" * 1000)
+    assert await cache.get("k0", "e1", 64 * KiB, 0) is not None
+    assert await cache.get("k1", "e1", 64 * KiB, 0) is None  # the oldest unused one went
+    assert await cache.get("new", "e1", 64 * KiB, 0) is not None
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip a data byte", "flip a header byte", "empty"])
+async def test_a_damaged_entry_is_deleted_and_never_served(tmp_path, damage):
+    cache = DiskCache(str(tmp_path), 1 << 20, "src")
+    await put(cache, "k", b"x" * 1000)
+    [path] = entry_files(tmp_path)
+    raw = bytearray(path.read_bytes())
+    if damage == "truncate":
+        raw = raw[:-1]
+    elif damage == "flip a data byte":
+        raw[-1] ^= 1
+    elif damage == "flip a header byte":
+        raw[9] ^= 1  # the length
+    else:
+        raw = bytearray()
+    path.write_bytes(raw)
+    assert await cache.get("k", "e1", 64 * KiB, 0) is None
+    assert not path.exists()
+    c = cache.counters()
+    assert c["diskcache.corrupt"] == 1 and c["diskcache.misses"] == 1 and c["diskcache.bytes-held"] == 0
+
+
+async def test_two_caches_on_one_dir_share_entries_and_one_bound(tmp_path):
+    limit = 8 * ENTRY
+    a = DiskCache(str(tmp_path), limit, "src")
+    b = DiskCache(str(tmp_path), limit, "src")
+    for i in range(30):
+        await put(a if i % 2 else b, f"k{i}", bytes([i]) * 1000)
+        assert held_on_disk(tmp_path) <= limit
+    assert await a.get("k28", "e1", 64 * KiB, 0) == bytes([28]) * 1000  # written by b
+    await put(a, "k28", bytes([28]) * 1000)  # the same entry again: replaced, counted once
+    assert a.counters()["diskcache.bytes-held"] == held_on_disk(tmp_path)
+
+
+async def test_stale_temp_files_of_a_dead_writer_are_removed_on_open(tmp_path):
+    (tmp_path / "ab").mkdir()
+    stale = tmp_path / "ab" / ".tmp.999999.1.abcd"
+    stale.write_bytes(b"z" * 100)
+    os.utime(stale, (time.time() - 2 * diskcache.STALE_TMP,) * 2)
+    cache = DiskCache(str(tmp_path), 1 << 20, "src")
+    assert await cache.get("k", "e1", 64 * KiB, 0) is None
+    assert not stale.exists() and cache.counters()["diskcache.bytes-held"] == 0
+
+
+async def test_disk_errors_are_counted_never_raised(tmp_path, monkeypatch, caplog):
+    cache = DiskCache(str(tmp_path), 1 << 20, "src")
+
+    def no_space(fd, size):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(diskcache.os, "ftruncate", no_space)
+    await put(cache, "k2", b"y" * 1000)
+    monkeypatch.undo()
+    assert cache.counters()["diskcache.errors"] == 1
+    assert cache.counters()["diskcache.bytes-held"] == 0 == held_on_disk(tmp_path)  # the reservation was returned
+    assert str(tmp_path) in caplog.text and "No space left on device" in caplog.text
+
+    await put(cache, "k", b"x" * 1000)
+    [path] = entry_files(tmp_path)
+    path.unlink()
+    path.mkdir()  # reading it: EISDIR
+    assert await cache.get("k", "e1", 64 * KiB, 0) is None
+    assert cache.counters()["diskcache.errors"] == 2
+
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    unusable = DiskCache(str(blocked), 1 << 20, "src")  # not a directory
+    assert await unusable.get("k", "e1", 64 * KiB, 0) is None
+    await put(unusable, "k", b"x")
+    assert unusable.counters()["diskcache.errors"] == 1
+
+
+def test_prepare_dir_creates_the_dir_and_refuses_a_file(tmp_path):
+    assert diskcache.prepare_dir(str(tmp_path / "new" / "cache")) == str(tmp_path / "new" / "cache")
+    (tmp_path / "f").write_text("")
+    with pytest.raises(OSError):
+        diskcache.prepare_dir(str(tmp_path / "f"))
+    with pytest.raises(OSError):
+        diskcache.prepare_dir(str(tmp_path / "f" / "sub"))
+
+
+# ---------------------------------------------------------------------- CachingStore over it
+
+
+def caching(mem: MemoryStore, root: Path, **kw) -> tuple[CachingStore, FaultyStore]:
+    faulty = FaultyStore(ThreadedStore(mem))
+    disk = DiskCache(str(root), 1 << 20, "memory://dc")
+    return CachingStore(faulty, cache_size=1024 * KiB, ttl=5.0, block_size=64 * KiB, disk=disk, **kw), faulty
+
+
+async def test_a_second_cache_over_the_same_dir_reads_without_the_backend(tmp_path):
+    mem = MemoryStore("dc")
+    data = os.urandom(150 * KiB)  # three blocks
+    mem.set("k", data)
+    etag = mem.stat("k").etag
+    first, faulty = caching(mem, tmp_path)
+    assert await first.get_version("k", None, etag) == data
+    assert faulty.calls["get"] == 3
+    await first.disk.wait_idle()
+    assert first.counters()["diskcache.writes"] == 3
+
+    second, faulty = caching(mem, tmp_path)  # a remount
+    assert await second.get_version("k", ByteRange(70 * KiB, 140 * KiB), etag) == data[70 * KiB : 140 * KiB]
+    assert await second.get_version("k", None, etag) == data
+    assert faulty.calls["get"] == 0
+    c = second.counters()
+    assert c["diskcache.hits"] == 3 and c.get("cache.bytes-fetched", 0) == 0, c
+
+
+async def test_a_changed_object_is_fetched_fresh_not_read_from_disk(tmp_path):
+    mem = MemoryStore("dc")
+    mem.set("k", b"1" * 5000)
+    first, _ = caching(mem, tmp_path)
+    assert await first.get("k") == b"1" * 5000
+    await first.disk.wait_idle()
+    mem.set("k", b"2" * 5000)  # another client, same size
+    second, faulty = caching(mem, tmp_path)
+    assert await second.get("k") == b"2" * 5000
+    assert faulty.calls["get"] == 1
+    await second.disk.wait_idle()
+    third, faulty = caching(mem, tmp_path)
+    assert await third.get("k") == b"2" * 5000 and faulty.calls["get"] == 0
+
+
+async def test_a_broken_cache_dir_does_not_fail_reads(tmp_path):
+    mem = MemoryStore("dc")
+    mem.set("k", b"1" * 5000)
+    (tmp_path / "f").write_text("")
+    store, faulty = caching(mem, tmp_path / "f")
+    assert await store.get("k") == b"1" * 5000
+    await store.disk.wait_idle()
+    assert faulty.calls["get"] == 1 and store.counters()["diskcache.errors"] == 1
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def _refused(*args: str) -> str:
+    """``nczfs mount`` exits 2 with one line."""
+    return _one_line_error(run_nczfs("mount", *args))
+
+
+@pytest.mark.parametrize(
+    "where, reason",
+    [("file", "not a directory"), ("file/sub", "cannot create it"), ("/sys/kernel", "cannot write in it"),
+     ("mnt/cache", "inside the mount point")],
+)
+def test_an_unusable_cache_dir_is_refused_at_mount_time(dirs, tmp_path, where, reason):
+    src, mnt = map(str, dirs)
+    (tmp_path / "file").write_text("")
+    bad = str(tmp_path / where)
+    for opts in (["--cache-dir", bad], ["-o", f"cache_dir={bad}"]):
+        line = _refused(src, mnt, *opts)
+        assert bad in line and reason in line, line
+        assert not is_mounted(mnt)
+
+
+def test_cache_dir_size_errors(dirs, tmp_path):
+    src, mnt = map(str, dirs)
+    assert "needs --cache-dir" in _refused(src, mnt, "--cache-dir-size", "1G")
+    assert "not a size" in _refused(src, mnt, "--cache-dir", str(tmp_path / "c"), "--cache-dir-size", "lots")
+    assert "cache_dir_size=-1" in _refused(src, mnt, "-o", f"cache_dir={tmp_path / 'c'},cache_dir_size=-1")
+    assert not is_mounted(mnt)
+
+
+def test_cache_dir_options_reach_the_config(tmp_path):
+    from nczfs.cli import _parser, build_config
+
+    (tmp_path / "mnt").mkdir()
+
+    def config(*argv: str) -> MountConfig:
+        return build_config(_parser().parse_args(["mount", "s3://bkt/p", str(tmp_path / "mnt"), *argv]))
+
+    assert config().cache_dir is None and config().cache_dir_size == 10 * 1024**3
+    c = config("--cache-dir", str(tmp_path / "c"), "--cache-dir-size", "2G")
+    assert (c.cache_dir, c.cache_dir_size) == (str(tmp_path / "c"), 2 * 1024**3) and (tmp_path / "c").is_dir()
+    c = config("-o", f"cache_dir={tmp_path / 'd'},cache_dir_size=512M")
+    assert (c.cache_dir, c.cache_dir_size) == (str(tmp_path / "d"), 512 * 1024**2)
+
+
+def test_only_byte_cached_backends_use_the_cache_dir(tmp_path):
+    from nczfs.cache import cached
+
+    inner = ThreadedStore(MemoryStore("dc"))
+    for url, used in (("s3://bkt/p", True), (str(tmp_path), False), ("memory://x", False)):
+        config = MountConfig(source=parse_source(url), mountpoint=str(tmp_path), cache_dir=str(tmp_path / "c"))
+        assert (cached(inner, config).disk is not None) == used, url
+    assert cached(inner, MountConfig(source=parse_source("s3://bkt/p"), mountpoint=str(tmp_path))).disk is None
