@@ -40,13 +40,15 @@ import struct
 import threading
 import time
 import zlib
-from typing import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import trio
 
 from nczfs.config import DEFAULT_CACHE_DIR_SIZE
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_LIMIT = DEFAULT_CACHE_DIR_SIZE
 MAGIC = b"nczfsbk1"
@@ -127,8 +129,7 @@ class DiskCache:
         """The block if a valid entry holds it, else None (a miss, whatever went wrong)."""
         if not await self._start():
             return None
-        data = await trio.to_thread.run_sync(self._get_sync, self._name(key, etag, block_size, index),
-                                             limiter=self._limiter)
+        data = await self._in_thread("reading", self._get_sync, self._name(key, etag, block_size, index))
         if data is None:
             self._count("misses")
         else:
@@ -154,7 +155,7 @@ class DiskCache:
     async def _put(self, name: str, data: bytes) -> None:
         try:
             if await self._start():
-                await trio.to_thread.run_sync(self._put_sync, name, data, limiter=self._limiter)
+                await self._in_thread("writing", self._put_sync, name, data)
         finally:
             self._pending -= 1
             if self._pending == 0 and self._idle is not None:
@@ -166,12 +167,25 @@ class DiskCache:
         if self._started is None:
             self._started = trio.Event()
             try:
-                self._ok = await trio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
+                self._ok = bool(await self._in_thread("opening", self._open_sync))
             finally:
                 self._started.set()
         else:
             await self._started.wait()
         return self._ok
+
+    async def _in_thread(self, what: str, fn: Callable[..., T], *args: object) -> T | None:
+        """``fn(*args)`` in a worker thread; a bug in it (not an OSError: those are handled
+        inside) is logged and counted, and gives None: it never fails a read nor the daemon."""
+        def guarded() -> T | None:
+            try:
+                return fn(*args)
+            except Exception:
+                self._count("errors")
+                log.exception("cache dir %s: %s failed", self.root, what)
+                return None
+
+        return await trio.to_thread.run_sync(guarded, limiter=self._limiter)
 
     def _name(self, key: str, etag: str, block_size: int, index: int) -> str:
         ident = json.dumps([self.identity, key, etag, block_size, index])

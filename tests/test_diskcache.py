@@ -20,7 +20,7 @@ from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore
 from nczfs.threads import ThreadedStore
 from tests.helpers import is_mounted, run_nczfs
-from tests.test_cli import _one_line_error, dirs  # noqa: F401  (dirs: a fixture)
+from tests.test_cli import _one_line_error
 
 KiB = 1024
 ENTRY = HEADER.size + 1000  # bytes on disk of a 1000-byte block
@@ -239,13 +239,19 @@ def _refused(*args: str) -> str:
     return _one_line_error(run_nczfs("mount", *args))
 
 
+def _src_and_mnt(tmp_path: Path) -> tuple[str, str]:
+    for name in ("src", "mnt"):
+        (tmp_path / name).mkdir()
+    return str(tmp_path / "src"), str(tmp_path / "mnt")
+
+
 @pytest.mark.parametrize(
     "where, reason",
     [("file", "not a directory"), ("file/sub", "cannot create it"), ("/sys/kernel", "cannot write in it"),
      ("mnt/cache", "inside the mount point")],
 )
-def test_an_unusable_cache_dir_is_refused_at_mount_time(dirs, tmp_path, where, reason):
-    src, mnt = map(str, dirs)
+def test_an_unusable_cache_dir_is_refused_at_mount_time(tmp_path, where, reason):
+    src, mnt = _src_and_mnt(tmp_path)
     (tmp_path / "file").write_text("")
     bad = str(tmp_path / where)
     for opts in (["--cache-dir", bad], ["-o", f"cache_dir={bad}"]):
@@ -254,8 +260,8 @@ def test_an_unusable_cache_dir_is_refused_at_mount_time(dirs, tmp_path, where, r
         assert not is_mounted(mnt)
 
 
-def test_cache_dir_size_errors(dirs, tmp_path):
-    src, mnt = map(str, dirs)
+def test_cache_dir_size_errors(tmp_path):
+    src, mnt = _src_and_mnt(tmp_path)
     assert "needs --cache-dir" in _refused(src, mnt, "--cache-dir-size", "1G")
     assert "not a size" in _refused(src, mnt, "--cache-dir", str(tmp_path / "c"), "--cache-dir-size", "lots")
     assert "cache_dir_size=-1" in _refused(src, mnt, "-o", f"cache_dir={tmp_path / 'c'},cache_dir_size=-1")
@@ -285,3 +291,17 @@ def test_only_byte_cached_backends_use_the_cache_dir(tmp_path):
         config = MountConfig(source=parse_source(url), mountpoint=str(tmp_path), cache_dir=str(tmp_path / "c"))
         assert (cached(inner, config).disk is not None) == used, url
     assert cached(inner, MountConfig(source=parse_source("s3://bkt/p"), mountpoint=str(tmp_path))).disk is None
+
+
+async def test_a_bug_in_the_disk_code_is_logged_never_raised(tmp_path, monkeypatch, caplog):
+    cache = DiskCache(str(tmp_path), 1 << 20, "src")
+    await put(cache, "k", b"x" * 1000)
+
+    def broken(*args):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(cache, "_get_sync", broken)
+    monkeypatch.setattr(cache, "_put_sync", broken)
+    assert await cache.get("k", "e1", 64 * KiB, 0) is None
+    await put(cache, "k2", b"y")
+    assert cache.counters()["diskcache.errors"] == 2 and "a bug" in caplog.text
