@@ -12,8 +12,8 @@ miss, never served.
 
 Bound. The bytes of the files under the directory (entries and the temp files being written)
 never exceed ``limit``, even with several daemons sharing it. Every change of that total happens
-under one lock (``flock`` on ``.lock``, plus a thread lock inside the process) and is recorded in
-``.held``: a writer reserves the entry's size first (creating its temp file at full size), then
+under one lock (``flock`` on ``.lock``, plus a thread lock inside the process) and is recorded at
+the start of ``.lock``: a writer reserves the entry's size first (creating its temp file at full size), then
 writes and renames it into place. When a reservation would pass the limit, the directory is
 scanned and the least recently used entries (oldest mtime; a hit touches its entry) are deleted
 until the total is at most 90% of the limit, so scans are rare. Opening the cache scans once
@@ -59,6 +59,8 @@ LOW_WATER = 0.9
 MAX_PENDING = 16
 #: temp files older than this (seconds) when the cache is opened are leftovers of a dead writer
 STALE_TMP = 3600.0
+#: digits of the shared total at the start of ``.lock``
+HELD_WIDTH = 20
 #: worker threads doing disk I/O at once
 THREADS = 4
 
@@ -219,18 +221,17 @@ class DiskCache:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _read_held(self) -> int:
+        """The shared total, kept in the lock file (under the lock); counted afresh if unreadable."""
+        assert self._lock_fd is not None
         try:
-            with open(os.path.join(self.root, ".held"), "rb") as f:
-                return int(f.read() or 0)
-        except (OSError, ValueError):
+            return int(os.pread(self._lock_fd, HELD_WIDTH, 0))
+        except ValueError:  # empty or damaged
             return self._scan()[0]
 
     def _write_held(self, n: int) -> None:
+        assert self._lock_fd is not None
         self.held = max(0, n)
-        tmp = os.path.join(self.root, f".held.{os.getpid()}.{threading.get_ident()}")
-        with open(tmp, "w") as f:
-            f.write(str(self.held))
-        os.replace(tmp, os.path.join(self.root, ".held"))
+        os.pwrite(self._lock_fd, b"%*d" % (HELD_WIDTH, self.held), 0)
 
     def _scan(self, drop_stale: bool = False) -> tuple[int, list[tuple[float, int, str]]]:
         """Bytes of every entry and temp file, and the entries oldest first as (mtime, size, path)."""
