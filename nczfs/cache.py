@@ -11,6 +11,10 @@ from an old entry; the cache holds at most ``cache_size`` bytes (least recently 
 Concurrent reads of one block wait for a single backend request. A read that continues where
 the previous read of the object ended starts parallel fetches of the next ``readahead`` blocks
 (counted against the same bound; at most ``readahead`` prefetches run at once).
+Objects read from their start one after another in one directory (zarr reading an array chunk
+by chunk) fetch the next ``siblings`` objects of that directory ahead, in natural name order
+(chunk ``2.10`` after ``2.9``), their first block each, at most ``SIBLING_PARALLEL`` at once
+and at most a quarter of the cache in flight.
 
 Metadata. ``entry``/``stat``/``list_dir`` results, missing names included, are reused for
 ``ttl`` seconds; a listing answers lookups of its children, a missing directory answers
@@ -29,6 +33,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, BinaryIO, Callable, TypeVar
@@ -51,9 +56,20 @@ LIST_AFTER_MISSES = 8
 HOT_TTLS = 10
 #: metadata facts kept at most (expired ones are purged first when full)
 MAX_META = 500_000
+#: sibling objects fetched ahead of a reader walking a directory (0: off)
+SIBLINGS_AHEAD = 16
+#: sibling fetches running at once (the rest of the backend's connections serve the readers)
+SIBLING_PARALLEL = 8
+#: directories whose natural name order and walk position are remembered
+MAX_WALKS = 1024
 
 _MISSING = object()
 T = TypeVar("T")
+
+
+def _natural(name: str) -> tuple[str | int, ...]:
+    """Sort key that puts ``2.9`` before ``2.10`` (zarr chunk keys in the order zarr reads them)."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", name)))
 
 
 def default_cache_size() -> int:
@@ -139,6 +155,7 @@ class CachingStore(WrapperStore):
         cache_bytes: bool = True,
         block_size: int = BLOCK_SIZE,
         readahead: int = READAHEAD_BLOCKS,
+        siblings: int = SIBLINGS_AHEAD,
         list_after_misses: int = LIST_AFTER_MISSES,
         clock: Callable[[], float] = time.monotonic,
         disk: DiskCache | None = None,
@@ -151,10 +168,18 @@ class CachingStore(WrapperStore):
         self.block_size = max(1, min(block_size, self.cache_size)) if self.cache_size else block_size
         self.cache_bytes = cache_bytes and self.cache_size > 0
         self.readahead = readahead
+        self.siblings = siblings
         self.clock = clock
         self.bytes = ByteCache(self.cache_size)
         self._inflight: dict[tuple[str, str, int], _Fetch] = {}
         self._prefetching = 0
+        #: sibling fetches in flight and their bytes
+        self._sibling_fetches = 0
+        self._sibling_bytes = 0
+        #: per directory: (listing it was built from, names in natural order, name -> position)
+        self._orders: collections.OrderedDict[str, tuple[dict, list[str], dict[str, int]]] = collections.OrderedDict()
+        #: per directory: position of the object last read from its start
+        self._walks: dict[str, int] = {}
         #: where the last read of each object ended (block index), for sequential detection
         self._last_block: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._entries: dict[str, tuple[float, DirEntry | None]] = {}
@@ -502,19 +527,26 @@ class CachingStore(WrapperStore):
             else:
                 self.stats["cache.coalesced"] += 1
             fetches.append(fetch)
+        if indexes.start == 0:
+            self._siblings_ahead(key)
         out = []
         for f in fetches:
             out.append(f if isinstance(f, bytes) else await f.wait())
         return out
 
-    def _start(self, ident: tuple[str, str, int], prefetch: bool = False) -> _Fetch:
+    def _start(self, ident: tuple[str, str, int], prefetch: bool = False, sibling: int = 0) -> _Fetch:
+        """Fetch a block in a system task; ``prefetch``: sequential readahead, ``sibling``: the
+        expected bytes of a sibling object fetched ahead."""
         fetch = self._inflight[ident] = _Fetch()
         if prefetch:
             self._prefetching += 1
-        trio.lowlevel.spawn_system_task(self._fetch, ident, fetch, prefetch, name=f"nczfs fetch {ident[0]}")
+        if sibling:
+            self._sibling_fetches += 1
+            self._sibling_bytes += sibling
+        trio.lowlevel.spawn_system_task(self._fetch, ident, fetch, prefetch, sibling, name=f"nczfs fetch {ident[0]}")
         return fetch
 
-    async def _fetch(self, ident: tuple[str, str, int], fetch: _Fetch, prefetch: bool) -> None:
+    async def _fetch(self, ident: tuple[str, str, int], fetch: _Fetch, prefetch: bool, sibling: int = 0) -> None:
         key, etag, i = ident
         b = self.block_size
         try:
@@ -540,6 +572,9 @@ class CachingStore(WrapperStore):
                 del self._inflight[ident]
             if prefetch:
                 self._prefetching -= 1
+            if sibling:
+                self._sibling_fetches -= 1
+                self._sibling_bytes -= sibling
             fetch.done.set()
 
     def _after_read(self, key: str, etag: str, first: int, last: int, full: bool) -> None:
@@ -564,6 +599,49 @@ class CachingStore(WrapperStore):
             self.stats["cache.prefetches"] += 1
             self._start(ident, prefetch=True)
 
+    def _siblings_ahead(self, key: str) -> None:
+        """``key`` is being read from its start: if the last object read so in its directory was
+        a near neighbour (a walk, whatever order concurrent readers arrive in), fetch the first
+        block of the next ``siblings`` objects of the cached listing that are not cached yet."""
+        if self.siblings <= 0 or not self.cache_bytes:
+            return
+        parent, _, name = key.rpartition("/")
+        listing = self._listings.get(parent)
+        if listing is None or not self._fresh(listing[0]):
+            return
+        order = self._orders.get(parent)
+        if order is None or order[0] is not listing[1] or len(order[1]) != len(listing[1]):
+            names = sorted(listing[1], key=_natural)
+            order = (listing[1], names, {n: i for i, n in enumerate(names)})
+            self._orders[parent] = order
+            if len(self._orders) > MAX_WALKS:
+                self._orders.popitem(last=False)
+        entries, names, position = order
+        here = position.get(name)
+        if here is None:
+            return
+        last = self._walks.get(parent)
+        if len(self._walks) > MAX_WALKS:
+            self._walks.clear()
+        self._walks[parent] = here
+        if last is None or not 0 < abs(here - last) <= self.siblings:
+            return
+        budget = self.cache_size // 4
+        for n in names[here + 1 : here + 1 + self.siblings]:
+            if self._sibling_fetches >= SIBLING_PARALLEL:
+                break
+            e = entries.get(n)
+            if e is None or e.is_dir or e.info is None or not e.info.etag or not e.info.size:
+                continue
+            ident = (parent + "/" + n if parent else n, e.info.etag, 0)
+            if ident in self.bytes or ident in self._inflight:
+                continue
+            size = min(e.info.size, self.block_size)
+            if self._sibling_bytes + size > budget:
+                break
+            self.stats["cache.sibling-prefetches"] += 1
+            self._start(ident, sibling=size)
+
 
 #: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
 #: archive is already in the kernel's page cache)
@@ -579,4 +657,5 @@ def cached(store, config) -> CachingStore:
         cache_bytes=config.source.backend in BYTE_CACHED_BACKENDS,
         disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
         if config.cache_dir and config.source.backend in BYTE_CACHED_BACKENDS else None,
+        siblings=config.prefetch_siblings,
     )

@@ -47,6 +47,8 @@ class MountConfig:
     cache_dir: str | None = None
     #: bytes the cache directory may hold
     cache_dir_size: int = DEFAULT_CACHE_DIR_SIZE
+    #: objects of a directory fetched ahead of a reader walking it (cache.SIBLINGS_AHEAD; 0: off)
+    prefetch_siblings: int = 16
     #: bytes of a file's pending writes kept in memory before spilling to a temp file
     spill_threshold: int = 64 * 1024 * 1024
     log_file: str | None = None
@@ -73,6 +75,13 @@ def _int(key: str, value: str, base: int = 10) -> int:
         return int(value, base)
     except ValueError:
         raise SourceError(f"-o {key}={value}: not a number") from None
+
+
+def _count(key: str, value: str) -> int:
+    n = _int(key, value)
+    if n < 0:
+        raise SourceError(f"-o {key}={value}: must not be negative")
+    return n
 
 
 def _float(key: str, value: str) -> float:
@@ -118,6 +127,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["cache_dir_size"] = parse_size(key, value)
             elif key == "read_ahead_kb" and eq:
                 out["read_ahead_kb"] = _int(key, value)
+            elif key == "prefetch_siblings" and eq:
+                out["prefetch_siblings"] = _count(key, value)
             elif key == "allow_root" and eq and value:
                 out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))  # type: ignore[misc]
             elif key in ("endpoint_url", "profile", "region") and eq and value:

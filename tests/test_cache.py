@@ -216,6 +216,70 @@ async def test_random_reads_fetch_no_blocks_ahead(mem, clock):
     assert cache.counters().get("cache.prefetches", 0) == 0
 
 
+async def _walk(cache: CachingStore, keys: list[str]) -> None:
+    """Read objects one after another from their start, as zarr reads chunks (listing cached)."""
+    for k in keys:
+        info = await cache.stat(k)
+        await cache.get_version(k, ByteRange(0, 4 * KiB), info.etag)
+        await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_a_walk_through_a_directory_fetches_the_next_objects_ahead_in_natural_order(mem, clock):
+    cache, faulty = make(mem, clock, siblings=4)
+    names = [str(i) for i in range(30)]  # listed 0 1 10 11 ... 2 20 ...: read 0 1 2 3 ... as zarr does
+    for n in names:
+        put_behind(mem, f"arr/{n}", n.encode() * 100)
+    await cache.list_dir("arr")
+    await _walk(cache, ["arr/0", "arr/1"])
+    assert faulty.calls["get"] == 2 + 4  # the second read of the walk fetched 2, 3, 4, 5 ahead
+    assert cache.counters()["cache.sibling-prefetches"] == 4
+    await _walk(cache, [f"arr/{i}" for i in range(2, 30)])
+    assert faulty.calls["get"] == 30  # every object fetched once, nothing past the last one
+    assert cache.counters()["cache.hits"] >= 27
+    for n in names:
+        assert await cache.get(f"arr/{n}") == n.encode() * 100
+
+
+async def test_sibling_objects_are_not_fetched_without_a_walk_or_a_listing(mem, clock):
+    cache, faulty = make(mem, clock, siblings=4)
+    for i in range(20):
+        put_behind(mem, f"arr/{i}", b"x" * 100)
+    await _walk(cache, ["arr/0", "arr/1"])  # no listing cached: nothing to walk along
+    assert faulty.calls["get"] == 2
+    await cache.list_dir("arr")
+    await _walk(cache, ["arr/9", "arr/19"])  # far apart: not a walk
+    assert faulty.calls["get"] == 4
+    assert cache.counters().get("cache.sibling-prefetches", 0) == 0
+    cache0, faulty0 = make(mem, clock, siblings=0)  # -o prefetch_siblings=0
+    await cache0.list_dir("arr")
+    await _walk(cache0, [f"arr/{i}" for i in range(5)])
+    assert faulty0.calls["get"] == 5
+
+
+async def test_sibling_fetches_stay_within_a_quarter_of_the_cache(mem, clock):
+    cache, faulty = make(mem, clock, siblings=16, cache_size=1024 * KiB, block_size=64 * KiB)
+    faulty.latency = 0.05
+    for i in range(20):
+        put_behind(mem, f"arr/{i}", bytes(100 * KiB))  # one 64 KiB first block fetched ahead each
+    await cache.list_dir("arr")
+    for k in ("arr/0", "arr/1"):
+        info = await cache.stat(k)
+        await cache.get_version(k, ByteRange(0, 4 * KiB), info.etag)
+    assert cache._sibling_bytes <= 256 * KiB and cache.counters()["cache.sibling-prefetches"] == 4
+    await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_a_sibling_changed_behind_the_listing_is_never_served_stale(mem, clock):
+    cache, faulty = make(mem, clock, siblings=4)
+    for i in range(6):
+        put_behind(mem, f"arr/{i}", b"old")
+    await cache.list_dir("arr")
+    await _walk(cache, ["arr/0", "arr/1"])  # fetches 2..5 ahead under their listed ETags
+    put_behind(mem, "arr/3", b"new")
+    clock.now += 10  # past the TTL: the next stat sees the new ETag
+    assert await cache.get("arr/3") == b"new"
+
+
 # ---------------------------------------------------------------------- metadata
 
 
@@ -400,6 +464,17 @@ def test_metadata_ttl_default_depends_on_the_backend(argv, ttl):
 
     args = _parser().parse_args(["mount", argv[0], "/mnt", *argv[1:]])
     assert build_config(args).metadata_ttl == ttl
+
+
+def test_prefetch_siblings_option():
+    from nczfs.config import parse_options
+    from nczfs.errors import SourceError
+
+    assert parse_options(["prefetch_siblings=0"]) == {"prefetch_siblings": 0}
+    assert parse_options(["prefetch_siblings=32"]) == {"prefetch_siblings": 32}
+    for bad in ("prefetch_siblings=-1", "prefetch_siblings=many", "prefetch_siblings"):
+        with pytest.raises(SourceError, match="prefetch_siblings"):
+            parse_options([bad])
 
 
 def test_cache_size_flag():
