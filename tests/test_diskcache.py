@@ -305,3 +305,38 @@ async def test_a_bug_in_the_disk_code_is_logged_never_raised(tmp_path, monkeypat
     assert await cache.get("k", "e1", 64 * KiB, 0) is None
     await put(cache, "k2", b"y")
     assert cache.counters()["diskcache.errors"] == 2 and "a bug" in caplog.text
+
+
+WRITER = """
+import sys, trio
+from nczfs.diskcache import DiskCache
+
+async def main(root, limit, me):
+    cache = DiskCache(root, int(limit), "src")
+    for i in range(60):
+        cache.put_soon(f"{me}-{i}", "e1", 65536, 0, bytes([i]) * 1000)
+        await cache.wait_idle()
+        assert await cache.get(f"{me}-{i}", "e1", 65536, 0) == bytes([i]) * 1000
+
+trio.run(main, *sys.argv[1:])
+"""
+
+
+def test_two_processes_writing_at_once_keep_one_bound(tmp_path):
+    import fcntl
+    import subprocess
+    import sys
+
+    limit = 12 * ENTRY
+    diskcache.prepare_dir(str(tmp_path))  # creates .lock
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(limit), me]) for me in "ab"]
+    peak = 0
+    with open(tmp_path / ".lock", "rb") as lock:
+        while any(p.poll() is None for p in procs):
+            fcntl.flock(lock, fcntl.LOCK_EX)  # a consistent view: the writers change sizes only under it
+            peak = max(peak, held_on_disk(tmp_path))
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    assert [p.wait() for p in procs] == [0, 0]
+    assert peak <= limit and held_on_disk(tmp_path) <= limit
+    recorded = int((tmp_path / ".lock").read_bytes()[: diskcache.HELD_WIDTH])
+    assert recorded == held_on_disk(tmp_path)
