@@ -229,11 +229,25 @@ class CachingStore(WrapperStore):
             parent = parent_of(parent)
         return _MISSING
 
+    def _begin(self) -> int:
+        """A backend request about to run: writes from now on are remembered until it ends."""
+        self._asking += 1
+        return self._epoch
+
+    def _end(self, key: str, asked_at: int) -> bool:
+        """The request begun at ``asked_at`` ended: may what it said of ``key`` be kept (no write
+        touched ``key`` meanwhile)?"""
+        self._asking -= 1
+        keep = self.ttl > 0 and self._subtree_epoch <= asked_at and self._touched.get(key, -1) <= asked_at
+        if self._asking == 0:
+            self._touched.clear()
+        return keep
+
     async def _ask(self, key: str, call: Awaitable[T]) -> tuple[T, bool]:
         """Ask the backend; the answer may be kept if no write touched ``key`` meanwhile."""
         self.stats["meta.misses"] += 1
-        asked_at = self._epoch
-        self._asking += 1
+        asked_at = self._begin()
+        keep = False
         try:
             out = await call
         except (KeyNotFound, Stale):
@@ -242,11 +256,24 @@ class CachingStore(WrapperStore):
             self.stats["errors"] += 1
             raise
         finally:
-            self._asking -= 1
-            keep = self.ttl > 0 and self._subtree_epoch <= asked_at and self._touched.get(key, -1) <= asked_at
-            if self._asking == 0:
-                self._touched.clear()
+            keep = self._end(key, asked_at)
         return out, keep
+
+    def _listed(self, key: str) -> DirEntry | None:
+        """What the parent's cached listing, fresh or expired, says of ``key``."""
+        parent, _, name = key.rpartition("/")
+        listing = self._listings.get(parent)
+        return None if listing is None else listing[1].get(name)
+
+    def _confirm(self, key: str, etag: str) -> None:
+        """A GET pinned to ``etag`` (If-Match) just succeeded: what is known of that version of
+        ``key`` is as current as a fresh HEAD would be, so it answers lookups for another TTL."""
+        known = self._entries.get(key)
+        e = known[1] if known is not None else None
+        if e is None or e.info is None or e.info.etag != etag:
+            e = self._listed(key)
+        if e is not None and not e.is_dir and e.info is not None and e.info.etag == etag:
+            self._keep(key, e)
 
     def _room(self) -> None:
         if len(self._entries) + len(self._listings) < MAX_META:
@@ -266,6 +293,12 @@ class CachingStore(WrapperStore):
         """A cached answer for ``key``; after repeated misses in one directory, that directory's
         listing is fetched once (paginated LIST: 1,000 names a request) and answers them all."""
         hit = self._cached_entry(key)
+        if hit is _MISSING and self.ttl > 0:
+            listed = self._listed(key)
+            fetch = None if listed is None or listed.info is None else self._inflight.get((key, listed.info.etag, 0))
+            if fetch is not None:  # being fetched ahead: its success confirms the listed entry
+                await fetch.done.wait()
+                hit = self._cached_entry(key)
         if hit is not _MISSING or self.ttl <= 0 or self.list_after_misses <= 0:
             return hit
         parent = parent_of(key)
@@ -549,10 +582,13 @@ class CachingStore(WrapperStore):
     async def _fetch(self, ident: tuple[str, str, int], fetch: _Fetch, prefetch: bool, sibling: int = 0) -> None:
         key, etag, i = ident
         b = self.block_size
+        asked_at = self._begin()
+        confirmed = False  # by the backend (a disk cache hit says nothing of the current version)
         try:
             data = await self.disk.get(key, etag, b, i) if self.disk is not None else None
             if data is None:
                 data = await self.inner.get_version(key, ByteRange(i * b, (i + 1) * b), etag)
+                confirmed = True
                 self.stats["cache.bytes-fetched"] += len(data)
                 if self.disk is not None:
                     self.disk.put_soon(key, etag, b, i, data)  # in the background
@@ -568,6 +604,8 @@ class CachingStore(WrapperStore):
             if self._inflight.get(ident) is fetch:
                 self.bytes.put(ident, fetch.data)
         finally:
+            if self._end(key, asked_at) and confirmed:
+                self._confirm(key, etag)
             if self._inflight.get(ident) is fetch:
                 del self._inflight[ident]
             if prefetch:
@@ -606,8 +644,8 @@ class CachingStore(WrapperStore):
         if self.siblings <= 0 or not self.cache_bytes:
             return
         parent, _, name = key.rpartition("/")
-        listing = self._listings.get(parent)
-        if listing is None or not self._fresh(listing[0]):
+        listing = self._listings.get(parent)  # expired or not: every fetch is pinned to its ETag
+        if listing is None:
             return
         order = self._orders.get(parent)
         if order is None or order[0] is not listing[1] or len(order[1]) != len(listing[1]):

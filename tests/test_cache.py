@@ -269,6 +269,20 @@ async def test_sibling_fetches_stay_within_a_quarter_of_the_cache(mem, clock):
     await trio.testing.wait_all_tasks_blocked()
 
 
+async def test_a_pinned_get_confirms_the_entry_so_a_long_walk_lists_its_directory_once(mem, clock):
+    cache, faulty = make(mem, clock, siblings=4, ttl=5.0, list_after_misses=2)
+    for i in range(40):
+        put_behind(mem, f"arr/{i}", b"v" * 10)
+    for i in range(40):  # zarr: a kernel lookup, then the read; the walk outlives the listing
+        assert (await cache.entry(f"arr/{i}")).info.size == 10
+        await _walk(cache, [f"arr/{i}"])
+        clock.now += 1.0
+    assert faulty.calls["list_dir"] == 1  # not once per TTL: each If-Match GET confirmed its entry
+    assert faulty.calls["get"] == 40
+    put_behind(mem, "arr/new", b"n")  # a name the old listing lacks is still found after the TTL
+    assert (await cache.entry("arr/new")).info.size == 1
+
+
 async def test_a_sibling_changed_behind_the_listing_is_never_served_stale(mem, clock):
     cache, faulty = make(mem, clock, siblings=4)
     for i in range(6):
