@@ -42,7 +42,7 @@ import trio
 
 from nczfs.diskcache import DiskCache, source_identity
 from nczfs.errors import BackendError, KeyNotFound, Stale
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, parent_of
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, parent_of
 from nczfs.store.wrapper import WrapperStore
 
 log = logging.getLogger(__name__)
@@ -446,6 +446,19 @@ class CachingStore(WrapperStore):
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         return await self._store(key, self.inner.set_file(key, f, size))
+
+    async def stage(self, key: str, data: bytes) -> Staged | None:
+        staged = await self.inner.stage(key, data)
+        if staged is None:
+            return None
+
+        async def commit() -> ObjectInfo:
+            info = await self._store(key, staged.commit())  # type: ignore[arg-type]
+            if self.cache_bytes and len(data) <= self.block_size and info.etag:
+                self.bytes.put((key, info.etag, 0), bytes(data))  # read-after-write from memory
+            return info
+
+        return Staged(key, staged.size, commit, staged.abort)
 
     async def delete(self, key: str) -> None:
         self._touch(key)

@@ -34,7 +34,7 @@ from nczfs.errors import (
 )
 from nczfs.handles import Content
 from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
-from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Store, check_key, join, parent_of
+from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, check_key, join, parent_of
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,24 @@ def is_temp_name(path: str) -> bool:
     return TEMP_NAME.search(path.rpartition("/")[2]) is not None
 
 
+#: temp names that tell the final one: zarr-python's ``<name>.<uuid4 hex>.partial``, rsync's ``.<name>.XXXXXX``
+FINAL_NAME = re.compile(r"(?:(.+)\.[0-9a-f]{32}\.partial)|(?:\.(.+)\.[A-Za-z0-9]{6})")
+
+
+#: smaller temp files are not staged: staging costs two more requests (S3: create and complete a
+#: multipart upload), which pays only when sending the data takes longer than they do
+STAGE_MIN_BYTES = 1024 * 1024
+
+
+def final_name(path: str) -> str | None:
+    """The key a temp file will be renamed to, where its name says (else None)."""
+    parent, _, name = path.rpartition("/")
+    m = FINAL_NAME.fullmatch(name)
+    if m is None:
+        return None
+    return join(parent, m[1] or m[2])
+
+
 @dataclass
 class _DirHandle:
     node: Node
@@ -118,6 +136,9 @@ class Filesystem:
         self._locks: dict[int, trio.Lock] = {}
         #: the object version each inode had when it was last opened (keep_cache)
         self._opened_etag: dict[int, str] = {}
+        #: closed temp files whose data is already sent under their final key (S3: the parts of
+        #: a multipart upload), by inode: (content version sent, the staged write)
+        self._staged: dict[int, tuple[int, Staged]] = {}
         self._started_ns = time.time_ns()
         self.file_mode = 0o666 & ~self.opts.umask
         self.dir_mode = 0o777 & ~self.opts.umask
@@ -509,12 +530,19 @@ class Filesystem:
                 node.mtime_ns = info.mtime_ns
 
     async def _store_as(self, node: Node, key: str) -> None:
-        """Upload a closed, never-stored file under ``key`` (its rename target); errors fail the rename."""
+        """Upload a closed, never-stored file under ``key`` (its rename target), or complete the
+        upload its close staged there; errors fail the rename."""
         async with self._lock(node):
             content = node.content
             assert content is not None
+            staged = self._staged.pop(node.ino, None)
             try:
-                info = await self.store.set(key, await content.getvalue())
+                if staged is not None and staged[0] == content.version and staged[1].key == key:
+                    info = await staged[1].commit()  # type: ignore[misc]
+                else:
+                    if staged is not None:
+                        await self._abort(staged[1])
+                    info = await self.store.set(key, await content.getvalue())
             except Exception as exc:
                 log.error("write of %r (renamed from %r) failed: %s", key, node.path, str(exc) or repr(exc))
                 raise
@@ -542,6 +570,40 @@ class Filesystem:
         node = self._handle(fh).node
         if not self._deferred(node):
             await self._upload(node)
+        else:
+            await self._stage(node)
+
+    async def _stage(self, node: Node) -> None:
+        """A closed temp file whose name tells its final one (zarr's ``.partial``): its data is
+        sent now, invisibly (S3: multipart parts), so that the rename only has to complete the
+        upload (renames in one directory run one at a time in the kernel; uploads at close do
+        not). Best effort: if the store cannot, the rename uploads the data as before."""
+        final = final_name(node.path)
+        if final is None:
+            return
+        async with self._lock(node):
+            content = node.content
+            if content is None or node.detached or not self._deferred(node) or content.size < STAGE_MIN_BYTES:
+                return
+            old = self._staged.pop(node.ino, None)
+            if old is not None:
+                if old[0] == content.version and old[1].key == final:
+                    self._staged[node.ino] = old
+                    return
+                await self._abort(old[1])
+            try:
+                staged = await self.store.stage(final, await content.getvalue())
+            except Exception as exc:  # noqa: BLE001 - the rename stores it, and reports what fails then
+                log.debug("%r: not staged under %r: %s", node.path, final, exc)
+                return
+            if staged is not None:
+                self._staged[node.ino] = (content.version, staged)
+
+    async def _abort(self, staged: Staged) -> None:
+        try:
+            await staged.abort()  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - invisible parts; the store's close aborts what is left
+            log.warning("%r: staged upload not aborted: %s", staged.key, exc)
 
     async def fsync(self, fh: int) -> None:
         await self._upload(self._handle(fh).node)
@@ -583,6 +645,9 @@ class Filesystem:
         await self._keep_open_content(node)
         if not node.pending:
             await self.store.delete(path)
+        staged = self._staged.pop(node.ino, None)
+        if staged is not None:
+            await self._abort(staged[1])
         self._keep_parent(path)
         self.table.overrides.pop(path, None)
         self.table.detach(node)

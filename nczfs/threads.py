@@ -11,7 +11,7 @@ from typing import Any, BinaryIO, Callable, TypeVar
 
 import trio
 
-from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Store, SyncStore
+from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, SyncStore
 
 T = TypeVar("T")
 
@@ -47,6 +47,19 @@ class ThreadedStore(Store):
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         return await self._call(self.impl.set_file, key, f, size)
+
+    async def stage(self, key: str, data: bytes) -> Staged | None:
+        staged = await self._call(self.impl.stage, key, data)
+        if staged is None:
+            return None
+
+        async def commit() -> ObjectInfo:
+            return await self._call(staged.commit)
+
+        async def abort() -> None:
+            await self._call(staged.abort)
+
+        return Staged(key, staged.size, commit, abort)
 
     async def forget_dir(self, prefix: str) -> None:
         await self._call(self.impl.forget_dir, prefix)

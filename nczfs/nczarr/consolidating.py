@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, Callable
 import trio
 
 from nczfs.errors import KeyNotFound, NczfsError
-from nczfs.store.base import ObjectInfo, Store, join, parent_of
+from nczfs.store.base import ObjectInfo, Staged, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
 
@@ -124,6 +124,9 @@ class ConsolidatingStore(WrapperStore):
         await self.inner.delete(key)
         if self._watched(key):
             await self._update(key, None, remove=True)
+
+    async def stage(self, key: str, data: bytes) -> Staged | None:
+        return None if self._watched(key) else await self.inner.stage(key, data)  # watched: through set
 
     async def rename(self, src: str, dst: str) -> None:
         await self.inner.rename(src, dst)

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 from nczfs.errors import InvalidArgument, KeyNotFound
 from nczfs.nczarr.read import nczarr_key
 from nczfs.nczarr.validate import check_object, dimension_refs, group_dims, is_metadata_key, stale_tail_prefix
-from nczfs.store.base import ObjectInfo, Store, join, parent_of
+from nczfs.store.base import ObjectInfo, Staged, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
 
@@ -126,6 +126,9 @@ class ValidatingStore(WrapperStore):
         if not is_metadata_key(key):
             return await self.inner.set_file(key, f, size)  # type: ignore[attr-defined]
         return await self.set(key, await run_blocking(f.read, size))
+
+    async def stage(self, key: str, data: bytes) -> Staged | None:
+        return None if is_metadata_key(key) else await self.inner.stage(key, data)  # metadata: checked by set
 
     async def rename(self, src: str, dst: str) -> None:
         if is_metadata_key(dst):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Awaitable, BinaryIO, Callable
 
 from nczfs.errors import InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
 
@@ -53,6 +53,18 @@ class DirEntry:
     name: str
     is_dir: bool
     info: ObjectInfo | None = None
+
+
+@dataclass(frozen=True)
+class Staged:
+    """Data sent for ``key`` but not yet visible (S3: the parts of an unfinished multipart
+    upload): ``commit()`` makes it the object at once, ``abort()`` drops it. The sync form's
+    callables block; the async form's are coroutines."""
+
+    key: str
+    size: int
+    commit: Callable[[], ObjectInfo | Awaitable[ObjectInfo]]
+    abort: Callable[[], None | Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -132,6 +144,11 @@ class SyncStore(abc.ABC):
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         """Store ``size`` bytes read from ``f`` (a private file object); S3 streams them in parts."""
         return self.set(key, f.read(size))
+
+    def stage(self, key: str, data: bytes) -> Staged | None:
+        """Send ``data`` for ``key`` without making it visible yet (see :class:`Staged`); None:
+        this store cannot, the caller stores the data with ``set`` when it is time."""
+        return None
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:
@@ -233,6 +250,10 @@ class Store(abc.ABC):
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         return await self.set(key, f.read(size))
+
+    async def stage(self, key: str, data: bytes) -> Staged | None:
+        """``SyncStore.stage``, with coroutine ``commit``/``abort``."""
+        return None
 
     async def forget_dir(self, prefix: str) -> None:
         pass

@@ -40,6 +40,7 @@ from nczfs.store.base import (
     ByteRange,
     DirEntry,
     ObjectInfo,
+    Staged,
     SyncStore,
     check_key,
     check_prefix,
@@ -166,6 +167,8 @@ class S3Store(SyncStore):
         self.max_concurrency = max_concurrency
         self._counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
+        #: staged (unfinished) multipart uploads, by upload id: aborted at close if still there
+        self._staged: dict[str, str] = {}
         client.meta.events.register("before-send.s3", self._count_request)
         client.meta.events.register("needs-retry.s3", self._count_retry)
         #: GETs signed and sent without botocore where that is exact (path-style endpoints)
@@ -390,6 +393,53 @@ class S3Store(SyncStore):
             raise translate(exc, key, "multipart upload") from None
         return self.stat(key)
 
+    def stage(self, key: str, data: bytes) -> Staged | None:
+        """The parts of a multipart upload of ``key``, sent now, invisible until ``commit``
+        (CompleteMultipartUpload: the whole object appears at once) or dropped by ``abort``."""
+        check_key(key)
+        self.check_writable(key)
+        if not data:
+            return None  # an upload needs at least one part; an empty object is one cheap PUT anyway
+        s3_key = self._full(key)
+        try:
+            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key)["UploadId"]
+        except Exception as exc:
+            raise translate(exc, key, "CreateMultipartUpload") from None
+        with self._count_lock:
+            self._staged[upload_id] = s3_key
+        parts = []
+        try:
+            view = memoryview(data)
+            for number, start in enumerate(range(0, len(data), self.part_size), 1):
+                resp = self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
+                                               Body=bytes(view[start : start + self.part_size]))
+                parts.append({"PartNumber": number, "ETag": resp["ETag"]})
+        except Exception as exc:
+            self._abort_staged(key, s3_key, upload_id)
+            raise translate(exc, key, "UploadPart") from None
+
+        def commit() -> ObjectInfo:
+            try:
+                resp = self.client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id, MultipartUpload={"Parts": parts})
+            except Exception as exc:
+                self._abort_staged(key, s3_key, upload_id)
+                raise translate(exc, key, "CompleteMultipartUpload") from None
+            with self._count_lock:
+                self._staged.pop(upload_id, None)
+            return ObjectInfo(key, len(data), time.time_ns(), _etag(resp.get("ETag")))
+
+        return Staged(key, len(data), commit, lambda: self._abort_staged(key, s3_key, upload_id))
+
+    def _abort_staged(self, key: str, s3_key: str, upload_id: str) -> None:
+        with self._count_lock:
+            if self._staged.pop(upload_id, None) is None:
+                return  # completed or aborted already
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id)
+        except Exception as exc:  # the parts stay invisible; a bucket lifecycle rule removes them
+            log.warning("%r: could not abort the staged upload %s: %s", key, upload_id, _message(exc))
+
     def _abort_uploads(self, key: str) -> None:
         """Belt and braces: no orphaned parts of ``key`` stay behind after a failed upload."""
         try:
@@ -482,6 +532,10 @@ class S3Store(SyncStore):
         self._delete_object(prefix, self._full(prefix) + "/")
 
     def close(self) -> None:
+        with self._count_lock:
+            staged = list(self._staged.items())
+        for upload_id, s3_key in staged:  # written to temp files never renamed into place
+            self._abort_staged(s3_key, s3_key, upload_id)
         if self.lean is not None:
             self.lean.close()
         try:

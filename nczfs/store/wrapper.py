@@ -21,7 +21,8 @@ T = TypeVar("T")
 
 
 class WrapperStore(Store):
-    """Forwards every call to ``inner``; capabilities are the inner store's."""
+    """Forwards every call to ``inner``; capabilities are the inner store's. Except ``stage``:
+    a staged write bypasses ``set``, so a wrapper offers it only by saying so itself."""
 
     def __init__(self, inner: Store):
         self.inner = inner

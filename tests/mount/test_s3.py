@@ -96,6 +96,55 @@ def test_big_file_goes_up_in_multipart_parts(s3mount):
     assert not client.list_multipart_uploads(Bucket=s3mount.backend.bucket).get("Uploads")
 
 
+def _unfinished_uploads(backend) -> list:
+    client = backend.server.client()
+    return client.list_multipart_uploads(Bucket=backend.bucket, Prefix=backend.prefix + "/").get("Uploads", [])
+
+
+def test_zarr_chunks_from_a_megabyte_go_up_at_close_and_appear_at_rename(s3mount):
+    """A closed ``.partial`` of 1 MiB or more is sent at close as the parts of a multipart upload
+    of its final key (invisible), so the rename (one at a time per directory in the kernel)
+    only completes it; smaller objects stay one PUT each."""
+    import zarr
+
+    data = np.random.default_rng(3).random(4 * 300_000, dtype="f4")  # four 1.2 MB chunks
+    before = counts(s3mount.path)
+    z = zarr.create_array(str(s3mount.path / "big.zarr"), shape=data.shape, chunks=(300_000,), dtype="f4",
+                          compressors=None, zarr_format=2)
+    z[:] = data
+    d = delta(before, counts(s3mount.path))
+    assert d.get("CreateMultipartUpload") == 4 and d.get("CompleteMultipartUpload") == 4, d
+    assert d.get("PutObject") == 2 and "CopyObject" not in d, d  # .zarray and .zattrs
+    assert sorted(s3mount.backend.keys("big.zarr")) == ["big.zarr/.zarray", "big.zarr/.zattrs", "big.zarr/0",
+                                                         "big.zarr/1", "big.zarr/2", "big.zarr/3"]
+    assert s3mount.backend.read("big.zarr/2") == data[600_000:900_000].tobytes()
+    assert np.array_equal(zarr.open_array(str(s3mount.path / "big.zarr"), mode="r")[:], data)
+    assert not _unfinished_uploads(s3mount.backend)
+
+
+def test_a_staged_temp_file_unlinked_or_renamed_elsewhere_leaves_nothing_behind(s3mount):
+    part = "x." + "0123456789abcdef" * 2 + ".partial"
+    blob = os.urandom(2 * 1024 * 1024)
+    (s3mount.path / part).write_bytes(blob)  # closed: staged under "x"
+    os.unlink(s3mount.path / part)
+    (s3mount.path / part).write_bytes(blob[::-1])
+    os.rename(s3mount.path / part, s3mount.path / "y")  # not the name it was staged under
+    rsync_tmp = s3mount.path / ".z.Ab12Cd"  # rsync's temp name for "z", renamed into place
+    rsync_tmp.write_bytes(blob)
+    os.rename(rsync_tmp, s3mount.path / "z")
+    assert s3mount.backend.keys() == ["y", "z"]
+    assert s3mount.backend.read("y") == blob[::-1] and s3mount.backend.read("z") == blob
+    assert not _unfinished_uploads(s3mount.backend)
+
+
+def test_a_staged_temp_file_never_renamed_is_aborted_at_unmount(s3, tmp_path):
+    with mounted(s3, tmp_path / "mnt") as m:
+        (m.path / ("w." + "ab" * 16 + ".partial")).write_bytes(os.urandom(1024 * 1024))
+        assert _unfinished_uploads(s3)  # staged at close
+    assert not _unfinished_uploads(s3)
+    assert s3.keys() == ["w." + "ab" * 16 + ".partial"]  # stored under its own name at unmount, as before
+
+
 # ---------------------------------------------------------------------- mount-time failures
 
 

@@ -130,3 +130,50 @@ async def test_errors_name_the_key_and_the_s3_error(s3_server, bucket):
         store.get("missing")
     with pytest.raises(NameTooLong):
         store.stat("/".join(["a" * 200] * 6))
+
+
+async def test_a_staged_write_is_invisible_until_committed_and_aborts_cleanly(s3_server):
+    prefix = s3_server.new_prefix("stage")
+    store = ThreadedStore(S3Store(s3_server.client(), s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024))
+    admin = s3_server.client()
+
+    def unfinished() -> list:
+        return admin.list_multipart_uploads(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Uploads", [])
+
+    await store.set("k", b"old")
+    data = bytes(range(256)) * (44 * 1024)  # 11 MiB: three parts
+    staged = await store.stage("k", data)
+    assert staged is not None and staged.size == len(data)
+    assert await store.get("k") == b"old" and len(unfinished()) == 1  # sent, not visible
+    info = await staged.commit()
+    assert await store.get("k") == data and info.size == len(data) and info.etag == (await store.stat("k")).etag
+    assert not unfinished()
+
+    dropped = await store.stage("gone", b"x" * 100)
+    await dropped.abort()
+    assert not unfinished() and await store.entry("gone") is None
+    assert await store.stage("empty", b"") is None  # nothing to send: the caller PUTs it
+
+
+async def test_a_failed_staged_part_leaves_no_upload_and_the_old_object(s3_server):
+    prefix = s3_server.new_prefix("stagefail")
+    client = s3_server.client()
+    fail_when(client, "UploadPart", lambda p: p["PartNumber"] == 2)
+    store = ThreadedStore(S3Store(client, s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024))
+    await store.set("k", b"old")
+    with pytest.raises(Exception, match="k"):
+        await store.stage("k", b"n" * (6 * 1024 * 1024))
+    admin = s3_server.client()
+    assert not admin.list_multipart_uploads(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Uploads")
+    assert await store.get("k") == b"old"
+
+
+async def test_closing_the_store_aborts_staged_writes_never_committed(s3_server):
+    prefix = s3_server.new_prefix("stageclose")
+    store = ThreadedStore(S3Store(s3_server.client(), s3_server.shared_bucket, prefix))
+    await store.stage("a", b"1" * 10)
+    await store.stage("b", b"2" * 10)
+    await store.close()
+    admin = s3_server.client()
+    assert not admin.list_multipart_uploads(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Uploads")
+    assert not admin.list_objects_v2(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Contents")
