@@ -220,11 +220,16 @@ class Operations(pyfuse3.Operations):
         s.f_namemax = 255
         return s
 
-    @_translate
     async def getxattr(self, inode, name, ctx):
-        if inode == pyfuse3.ROOT_INODE and name == XATTR_PID:
+        if inode != pyfuse3.ROOT_INODE:  # ls -l asks twice a file (ACL, SELinux label): the short way
+            raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+        return await self._root_xattr(name)
+
+    @_translate
+    async def _root_xattr(self, name):
+        if name == XATTR_PID:
             return str(os.getpid()).encode()
-        if inode == pyfuse3.ROOT_INODE and name == XATTR_STATS:
+        if name == XATTR_STATS:
             return json.dumps(self.fs.store.counters(), sort_keys=True).encode()
         raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
 
