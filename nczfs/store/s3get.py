@@ -1,10 +1,11 @@
-"""Lean S3 GETs: one signed ranged GetObject over a urllib3 pool, without botocore's request pipeline.
+"""Lean S3 GETs: one signed ranged GetObject (or listing page) without botocore's request pipeline.
 
 botocore spends about 2-3 ms of Python per request (event hooks, parameter handling, response
 parsing); a zarr chunk of 4 KiB costs one GET, so on small-chunk workloads that CPU time, under
 the GIL, was most of the daemon's time (py-spy, see README "Benchmarks"). This module signs
 GETs with SigV4 itself (``hmac``/``hashlib``: a few tens of microseconds) and sends them over
-a urllib3 connection pool. It is used only where it can be exact: path-style addressing on an
+keep-alive connections: nczfs's own minimal HTTP/1.1 client for ``http://`` (http1.py), a
+urllib3 pool for ``https://``. It is used only where it can be exact: path-style addressing on an
 explicit endpoint (S3-compatible servers, e.g. the tests' SeaweedFS), credentials read from
 the boto3 client for each request (so refreshed ones are used). Everything else, and every
 other operation, stays with boto3.
@@ -28,6 +29,7 @@ import urllib3
 from botocore import UNSIGNED
 
 from nczfs.errors import BackendError, KeyNotFound, PermissionDenied, Stale
+from nczfs.store.http1 import HttpError, Pool
 
 ATTEMPTS = 3
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -51,9 +53,11 @@ class LeanGetter:
         self._signer = client._request_signer  # its credentials, refreshed by botocore
         self._count = count
         self._keys: dict[tuple[str, str, str], bytes] = {}
-        kind = urllib3.HTTPSConnectionPool if self.scheme == "https" else urllib3.HTTPConnectionPool
-        self.pool = kind(url.hostname, url.port, maxsize=pool_size, block=True, retries=False,
-                         timeout=urllib3.Timeout(connect=5, read=60))
+        if self.scheme == "https":  # TLS stays with urllib3
+            self.pool: Any = urllib3.HTTPSConnectionPool(url.hostname, url.port, maxsize=pool_size, block=True,
+                                                          retries=False, timeout=urllib3.Timeout(connect=5, read=60))
+        else:  # plain http: nczfs's own minimal HTTP/1.1 (http1.py), half the CPU per request
+            self.pool = Pool(url.hostname or "localhost", url.port or 80, maxsize=pool_size)
 
     @staticmethod
     def usable(client: Any) -> bool:
@@ -131,28 +135,33 @@ class LeanGetter:
         for attempt in range(ATTEMPTS):
             self._count(op)
             try:
-                resp = self.pool.request("GET", url, headers=self._headers(path, extra, query), preload_content=True)
-            except urllib3.exceptions.HTTPError as exc:
+                status, body = self._send(url, self._headers(path, extra, query))
+            except (urllib3.exceptions.HTTPError, HttpError) as exc:
                 failure: str = f"{type(exc).__name__}: {exc}"
             else:
-                status = resp.status
                 if status in (200, 206):
-                    return resp.data
-                if status == 404 and _code(resp.data) != "NoSuchBucket":
+                    return body
+                if status == 404 and _code(body) != "NoSuchBucket":
                     raise KeyNotFound(key)
                 if status == 403:
-                    raise PermissionDenied(f"{key!r}: S3 {op} refused: HTTP 403 {_code(resp.data)}")
+                    raise PermissionDenied(f"{key!r}: S3 {op} refused: HTTP 403 {_code(body)}")
                 if status == 412:
                     raise Stale(f"{key!r}: the object changed in S3 while open")
                 if status == 416:
                     raise RangeNotSatisfiable(key)
-                failure = f"HTTP {status} {_code(resp.data)}"
+                failure = f"HTTP {status} {_code(body)}"
                 if status < 500 and status != 429:
                     raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
             if attempt + 1 < ATTEMPTS:
                 self._count("retries-considered")
                 time.sleep(0.05 * 2**attempt)
         raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
+
+    def _send(self, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        if isinstance(self.pool, Pool):
+            return self.pool.request("GET", url, headers)
+        resp = self.pool.request("GET", url, headers=headers, preload_content=True)
+        return resp.status, resp.data
 
     def close(self) -> None:
         self.pool.close()

@@ -1,0 +1,122 @@
+"""nczfs/store/http1.py against a scripted TCP server: every response shape it must read, and
+the ones it must refuse, each answered by raw bytes so nothing is left to a library."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from nczfs.store.http1 import HttpError, Pool
+
+
+class Scripted:
+    """Accepts connections; for each request received, sends the next scripted reply (raw
+    bytes; an HTTP/1.0 one is followed by closing the connection); ``None`` closes the
+    connection instead. Records requests and connections."""
+
+    def __init__(self, replies: list[bytes | None]):
+        self.replies = list(replies)
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn: socket.socket) -> None:
+        buf = b""
+        with conn:
+            while self.replies:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                request, _, buf = buf.partition(b"\r\n\r\n")
+                self.requests.append(request)
+                reply = self.replies.pop(0)
+                if reply is None:
+                    return
+                conn.sendall(reply)
+                if reply.startswith(b"HTTP/1.0"):  # its body ends with the connection
+                    return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(*replies):
+        s = Scripted(list(replies))
+        servers.append(s)
+        return s, Pool("127.0.0.1", s.port, read_timeout=5)
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def test_content_length_bodies_on_one_kept_alive_connection(serve):
+    server, pool = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nETag: \"x\"\r\n\r\nhello",
+                         b"HTTP/1.1 206 Partial Content\r\ncontent-length: 3\r\n\r\nabc",
+                         b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+    assert pool.request("GET", "/b/k", {"host": "h", "range": "bytes=0-4"}) == (200, b"hello")
+    assert pool.request("GET", "/b/k", {"host": "h"}) == (206, b"abc")
+    assert pool.request("GET", "/b/missing", {"host": "h"}) == (404, b"")
+    assert server.connections == 1
+    assert server.requests[0].split(b"\r\n")[:3] == [b"GET /b/k HTTP/1.1", b"host: h", b"range: bytes=0-4"]
+
+
+def test_chunked_and_connection_close_and_http_1_0_bodies(serve):
+    server, pool = serve(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-Trailer: 1\r\n\r\n",
+                         b"HTTP/1.1 500 Internal\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno",
+                         b"HTTP/1.0 200 OK\r\n\r\nuntil the end")
+    assert pool.request("GET", "/a", {}) == (200, b"Wikipedia")
+    assert pool.request("GET", "/b", {}) == (500, b"no")
+    # that connection was closed as asked: the third request opens a new one, whose end ends the body
+    assert pool.request("GET", "/c", {}) == (200, b"until the end")
+    assert server.connections == 2
+
+
+def test_a_kept_connection_the_server_closed_is_replaced_once(serve):
+    server, pool = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1", None,
+                         b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n2")
+    assert pool.request("GET", "/", {}) == (200, b"1")
+    assert pool.request("GET", "/", {}) == (200, b"2")  # the first connection died: a new one, not an error
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize("reply, message", [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "cut short"),
+    (b"SSH-2.0-OpenSSH\r\n\r\n", "status line"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "ValueError"),
+    (b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 300 + b"\r\n", "too many"),
+    (None, "closed"),
+])
+def test_unreadable_responses_are_errors_not_hangs(serve, reply, message):
+    server, pool = serve(reply)
+    if reply is not None and b"short" in reply:
+        threading.Timer(0.2, server.close).start()
+    with pytest.raises(HttpError, match=message):
+        pool.request("GET", "/", {})
+
+
+def test_a_refused_connection_is_an_error():
+    s = socket.create_server(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    with pytest.raises(HttpError, match="connect"):
+        Pool("127.0.0.1", port).request("GET", "/", {})
