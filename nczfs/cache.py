@@ -60,6 +60,8 @@ MAX_META = 500_000
 SIBLINGS_AHEAD = 16
 #: sibling fetches running at once (the rest of the backend's connections serve the readers)
 SIBLING_PARALLEL = 8
+#: objects up to this size, in a directory being walked, are looked up by fetching them
+LOOKUP_BY_GET = 1024 * 1024
 #: directories whose natural name order and walk position are remembered
 MAX_WALKS = 1024
 
@@ -294,9 +296,8 @@ class CachingStore(WrapperStore):
         listing is fetched once (paginated LIST: 1,000 names a request) and answers them all."""
         hit = self._cached_entry(key)
         if hit is _MISSING and self.ttl > 0:
-            listed = self._listed(key)
-            fetch = None if listed is None or listed.info is None else self._inflight.get((key, listed.info.etag, 0))
-            if fetch is not None:  # being fetched ahead: its success confirms the listed entry
+            fetch = self._confirming_fetch(key)
+            if fetch is not None:  # its success confirms the listed entry
                 await fetch.done.wait()
                 hit = self._cached_entry(key)
         if hit is not _MISSING or self.ttl <= 0 or self.list_after_misses <= 0:
@@ -320,6 +321,22 @@ class CachingStore(WrapperStore):
         except KeyNotFound:
             return _MISSING
         return self._cached_entry(key)
+
+    def _confirming_fetch(self, key: str) -> _Fetch | None:
+        """A fetch of what an expired listing says ``key`` is, whose success would confirm it:
+        one already running (fetched ahead), or, for a small object in a directory whose
+        objects are being read one after another, one started now (the read that follows
+        the lookup needs the bytes anyway; one GET instead of listing the directory again)."""
+        listed = self._listed(key)
+        if listed is None or listed.is_dir or listed.info is None or not listed.info.etag:
+            return None
+        ident = (key, listed.info.etag, 0)
+        fetch = self._inflight.get(ident)
+        if (fetch is None and self.cache_bytes and self.siblings > 0 and ident not in self.bytes
+                and 0 < listed.info.size <= min(self.block_size, LOOKUP_BY_GET) and parent_of(key) in self._walks):
+            self.stats["cache.lookups-by-get"] += 1
+            fetch = self._start(ident)
+        return fetch
 
     async def entry(self, key: str) -> DirEntry | None:
         hit = await self._lookup(key)

@@ -283,6 +283,25 @@ async def test_a_pinned_get_confirms_the_entry_so_a_long_walk_lists_its_director
     assert (await cache.entry("arr/new")).info.size == 1
 
 
+async def test_in_a_walked_directory_an_expired_small_entry_is_confirmed_by_fetching_it(mem, clock):
+    cache, faulty = make(mem, clock, siblings=1, ttl=5.0, block_size=4096 * KiB, cache_size=64 * 1024 * KiB)
+    for i in range(40):
+        put_behind(mem, f"arr/{i}", b"s" * 10)
+    put_behind(mem, "arr/big", b"b" * (2 * 1024 * KiB))
+    await cache.list_dir("arr")
+    await _walk(cache, ["arr/0", "arr/1"])  # a walk: arr/2 fetched ahead
+    clock.now += 10  # the listing expires
+    gets = faulty.calls["get"]
+    assert (await cache.entry("arr/30")).info.size == 10  # one GET, which the read then uses
+    assert faulty.calls["list_dir"] == 1 and faulty.calls["get"] == gets + 1
+    assert cache.counters()["cache.lookups-by-get"] == 1
+    assert await cache.get("arr/30") == b"s" * 10 and faulty.calls["get"] == gets + 1
+    asked = faulty.calls["list_dir"] + faulty.calls["entry"]
+    assert (await cache.entry("arr/big")).info.size == 2 * 1024 * KiB  # over 1 MiB: asked as before
+    assert faulty.calls["list_dir"] + faulty.calls["entry"] == asked + 1
+    assert faulty.calls["get"] == gets + 1 and cache.counters()["cache.lookups-by-get"] == 1
+
+
 async def test_a_sibling_changed_behind_the_listing_is_never_served_stale(mem, clock):
     cache, faulty = make(mem, clock, siblings=4)
     for i in range(6):
