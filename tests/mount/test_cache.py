@@ -64,6 +64,31 @@ def test_zarr_reading_chunk_after_chunk_lists_the_directory_instead_of_each_name
     clean(m)
 
 
+def test_zarr_reading_chunk_after_chunk_fetches_the_next_chunks_ahead(s3, tmp_path):
+    """Sibling prefetch: chunks come from memory, fetched ahead in chunk order, each once; and a
+    walk longer than the 1 s TTL does not list the directory again and again (each If-Match GET
+    confirms its entry). ``-o prefetch_siblings=0`` turns it off."""
+    import zarr
+
+    s3.put_many({f"a.zarr/{i}": np.full(4, i, dtype="i4").tobytes() for i in range(300)})
+    s3.put("a.zarr/.zarray", b'{"zarr_format": 2, "shape": [1200], "chunks": [4], "dtype": "<i4", '
+           b'"compressor": null, "fill_value": 0, "order": "C", "filters": null}')
+    want = np.repeat(np.arange(300, dtype="i4"), 4)
+    with mounted(s3, tmp_path / "mnt") as m:
+        before = counts(m.path)
+        assert np.array_equal(zarr.open_array(str(m.path / "a.zarr"), mode="r")[:], want)
+        d = delta(before, counts(m.path))
+        assert d.get("cache.sibling-prefetches", 0) >= 250, d
+        assert d.get("GetObject", 0) <= 302, d  # every chunk once (and the metadata)
+        assert d.get("cache.hits", 0) >= 250, d
+    with mounted(s3, tmp_path / "mnt", "-o", "prefetch_siblings=0") as m:
+        before = counts(m.path)
+        assert np.array_equal(zarr.open_array(str(m.path / "a.zarr"), mode="r")[:], want)
+        d = delta(before, counts(m.path))
+        assert "cache.sibling-prefetches" not in d, d
+    clean(m)
+
+
 def test_own_writes_are_never_read_stale_whatever_the_ttl(s3, tmp_path):
     """Cached bytes and metadata of a file follow every change made through the mount at once
     (same size, so only the content tells the versions apart), with a 60 s TTL."""
