@@ -93,12 +93,14 @@ class Paths:
 
 
 def daemon_peak_rss(mnt: Path) -> int:
+    from nczfs.control import NotAnNczfsMount, read_control
+
     try:
-        pid = int(os.getxattr(mnt, "user.nczfs.pid"))
+        pid = read_control(str(mnt))["pid"]
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
+    except (OSError, ValueError, NotAnNczfsMount):
         pass
     return 0
 

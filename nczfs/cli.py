@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import logging
 import logging.handlers
 import os
@@ -18,8 +17,6 @@ import time
 
 import nczfs
 from nczfs.config import (
-    XATTR_PID,
-    XATTR_STATS,
     XATTR_SYNC,
     MountConfig,
     default_metadata_ttl,
@@ -28,6 +25,7 @@ from nczfs.config import (
     present_view,
     validate_mode,
 )
+from nczfs.control import NotAnNczfsMount, read_control
 from nczfs.errors import SourceError
 from nczfs.source import parse_source
 
@@ -294,9 +292,9 @@ def cmd_umount(args: argparse.Namespace) -> int:
     mnt = os.path.abspath(args.mountpoint)
     pid = None
     try:
-        pid = int(os.getxattr(mnt, XATTR_PID))
-    except OSError as exc:
-        if exc.errno == errno.ENOTCONN:
+        pid = read_control(mnt)["pid"]
+    except (OSError, NotAnNczfsMount) as exc:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOTCONN:
             subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
             print(f"nczfs: {mnt}: removed a stale mount (its daemon had died)", file=sys.stderr)
             return 0
@@ -304,8 +302,6 @@ def cmd_umount(args: argparse.Namespace) -> int:
             return 0
         if not _is_fuse_mount(mnt):
             raise UsageError(f"{mnt}: not an nczfs mount point") from None
-    except ValueError:
-        pass
     if args.stale_only:
         return 0
     try:
@@ -332,7 +328,9 @@ def cmd_umount(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     mnt = os.path.abspath(args.mountpoint)
     try:
-        counts = json.loads(os.getxattr(mnt, XATTR_STATS))
+        counts = read_control(mnt)["counters"]
+    except NotAnNczfsMount as exc:
+        raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{mnt}: not an nczfs mount point ({exc.strerror})") from None
     width = max((len(k) for k in counts), default=0)

@@ -9,11 +9,9 @@ from dataclasses import dataclass
 from nczfs.errors import SourceError
 from nczfs.source import Source
 
-#: control attributes on the mount root, the protocol between ``nczfs umount`` and the daemon
-XATTR_PID = "user.nczfs.pid"
+#: setxattr on the mount root: store every pending write (``nczfs sync``, ``nczfs umount``); the
+#: daemon's pid and counters are read from the control file instead (control.py)
 XATTR_SYNC = "user.nczfs.sync"
-#: read-only: the daemon's counters as JSON (``nczfs stats``)
-XATTR_STATS = "user.nczfs.stats"
 
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(

@@ -22,6 +22,7 @@ from typing import Callable
 
 import trio
 
+from nczfs import control
 from nczfs.errors import (
     DirectoryNotEmpty,
     Exists,
@@ -236,6 +237,8 @@ class Filesystem:
             rest = n.path[len(start) :]
             if n.pending and not n.detached and "/" not in rest and rest not in entries:
                 entries[rest] = DirEntry(rest, False)
+        if not path:
+            entries.pop(control.NAME, None)  # the control file's name: shadowed, never listed
         return entries
 
     def attr(self, node: Node) -> Attr:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import errno
 import functools
-import json
 import logging
 import os
+import stat
 from typing import Any, Awaitable, Callable, TypeVar
 
 import pyfuse3
 
-from nczfs import config
+from nczfs import config, control
 from nczfs.errors import KeyNotFound, NczfsError, to_errno
 from nczfs.filesystem import Attr, Filesystem, SetattrRequest
 
@@ -24,10 +24,12 @@ log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
-#: control attributes on the mount root (config.py), never listed by listxattr
-XATTR_PID = config.XATTR_PID.encode()
+#: the control attribute on the mount root (config.py): setxattr stores pending writes
 XATTR_SYNC = config.XATTR_SYNC.encode()
-XATTR_STATS = config.XATTR_STATS.encode()
+#: the control file (control.py): its name in the root, and its handles' numbers (the
+#: filesystem's count up from 1 and never get near)
+CONTROL_NAME = os.fsencode(control.NAME)
+_CONTROL_FH0 = 1 << 62
 
 
 #: operations whose medium failures the filesystem logs itself (uploads name the key there)
@@ -83,6 +85,11 @@ class Operations(pyfuse3.Operations):
         super().__init__()
         self.fs = fs
         self.ttl = ttl
+        #: open handles of the control file: fh -> the snapshot taken at open
+        self._control: dict[int, bytes] = {}
+        self._next_control_fh = _CONTROL_FH0
+        #: getxattr requests that reached the daemon (the first one turns them off: see getxattr)
+        self._getxattr_requests = 0
 
     def _entry(self, a: Attr) -> pyfuse3.EntryAttributes:
         e = pyfuse3.EntryAttributes()
@@ -103,8 +110,23 @@ class Operations(pyfuse3.Operations):
         e.st_ctime_ns = a.ctime_ns
         return e
 
+    async def _control_entry(self) -> pyfuse3.EntryAttributes:
+        """The control file: a read-only regular file of size 0, owned like the mount root."""
+        root = await self.fs.getattr(pyfuse3.ROOT_INODE)
+        return self._entry(
+            Attr(ino=control.INO, mode=stat.S_IFREG | 0o444, nlink=1, uid=root.uid, gid=root.gid, size=0,
+                 atime_ns=root.atime_ns, mtime_ns=root.mtime_ns, ctime_ns=root.ctime_ns)
+        )
+
+    def _refuse_control_name(self, parent_inode: int, name: bytes) -> None:
+        """Creating, removing or renaming the control file's name: EPERM (the name is reserved)."""
+        if parent_inode == pyfuse3.ROOT_INODE and name == CONTROL_NAME:
+            raise pyfuse3.FUSEError(errno.EPERM)
+
     @_translate
     async def lookup(self, parent_inode, name, ctx=None):
+        if parent_inode == pyfuse3.ROOT_INODE and name == CONTROL_NAME:
+            return await self._control_entry()
         try:
             return self._entry(await self.fs.lookup(parent_inode, _name(name)))
         except KeyNotFound:
@@ -117,16 +139,20 @@ class Operations(pyfuse3.Operations):
 
     async def forget(self, inode_list):
         try:
-            self.fs.forget(list(inode_list))
+            self.fs.forget([item for item in inode_list if item[0] != control.INO])
         except Exception:  # forget must never raise
             log.exception("forget failed")
 
     @_translate
     async def getattr(self, inode, ctx=None):
+        if inode == control.INO:
+            return await self._control_entry()
         return self._entry(await self.fs.getattr(inode))
 
     @_translate
     async def setattr(self, inode, attr, fields, fh, ctx):
+        if inode == control.INO:
+            raise pyfuse3.FUSEError(errno.EACCES)  # a read-only file: chmod, truncate, utime refused
         req = SetattrRequest(
             size=attr.st_size if fields.update_size else None,
             mode=attr.st_mode if fields.update_mode else None,
@@ -154,52 +180,73 @@ class Operations(pyfuse3.Operations):
 
     @_translate
     async def mkdir(self, parent_inode, name, mode, ctx):
+        self._refuse_control_name(parent_inode, name)
         return self._entry(await self.fs.mkdir(parent_inode, _name(name), mode))
 
     @_translate
     async def rmdir(self, parent_inode, name, ctx):
+        self._refuse_control_name(parent_inode, name)
         await self.fs.rmdir(parent_inode, _name(name))
 
     @_translate
     async def unlink(self, parent_inode, name, ctx):
+        self._refuse_control_name(parent_inode, name)
         await self.fs.unlink(parent_inode, _name(name))
 
     @_translate
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        self._refuse_control_name(parent_inode_old, name_old)
+        self._refuse_control_name(parent_inode_new, name_new)
         await self.fs.rename(parent_inode_old, _name(name_old), parent_inode_new, _name(name_new), flags)
 
     @_translate
     async def link(self, inode, new_parent_inode, new_name, ctx):
+        if inode == control.INO:
+            raise pyfuse3.FUSEError(errno.EPERM)
+        self._refuse_control_name(new_parent_inode, new_name)
         return self._entry(await self.fs.link(inode, new_parent_inode, _name(new_name)))
 
     @_translate
     async def open(self, inode, flags, ctx):
+        if inode == control.INO:
+            return self._open_control(flags)
         fh = await self.fs.open(inode, flags)
         return pyfuse3.FileInfo(fh=fh, keep_cache=self.fs.keeps_cache(fh))
 
     @_translate
     async def create(self, parent_inode, name, mode, flags, ctx):
+        self._refuse_control_name(parent_inode, name)
         fh, a = await self.fs.create(parent_inode, _name(name), mode, flags)
         return pyfuse3.FileInfo(fh=fh, keep_cache=False), self._entry(a)
 
     @_translate
     async def read(self, fh, off, size):
+        if fh in self._control:
+            return self._control[fh][off : off + size]
         return await self.fs.read(fh, off, size)
 
     @_translate
     async def write(self, fh, off, buf):
+        if fh in self._control:  # never opened for writing
+            raise pyfuse3.FUSEError(errno.EBADF)
         return await self.fs.write(fh, off, buf)
 
     @_translate
     async def flush(self, fh):
+        if fh in self._control:
+            return
         await self.fs.flush(fh)
 
     @_translate
     async def fsync(self, fh, datasync):
+        if fh in self._control:
+            return
         await self.fs.fsync(fh)
 
     @_translate
     async def release(self, fh):
+        if self._control.pop(fh, None) is not None:
+            return
         await self.fs.release(fh)
 
     @_translate
@@ -220,18 +267,21 @@ class Operations(pyfuse3.Operations):
         s.f_namemax = 255
         return s
 
-    async def getxattr(self, inode, name, ctx):
-        if inode != pyfuse3.ROOT_INODE:  # ls -l asks twice a file (ACL, SELinux label): the short way
-            raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
-        return await self._root_xattr(name)
+    def _open_control(self, flags: int) -> pyfuse3.FileInfo:
+        if (flags & os.O_ACCMODE) != os.O_RDONLY or flags & os.O_TRUNC:
+            raise pyfuse3.FUSEError(errno.EACCES)  # a read-only file, even for root
+        counters = dict(self.fs.store.counters())
+        counters["fuse.getxattr"] = self._getxattr_requests
+        fh = self._next_control_fh
+        self._next_control_fh += 1
+        self._control[fh] = control.snapshot(counters)
+        return pyfuse3.FileInfo(fh=fh, direct_io=True)  # size 0 must not cut the reads short
 
-    @_translate
-    async def _root_xattr(self, name):
-        if name == XATTR_PID:
-            return str(os.getpid()).encode()
-        if name == XATTR_STATS:
-            return json.dumps(self.fs.store.counters(), sort_keys=True).encode()
-        raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+    async def getxattr(self, inode, name, ctx):
+        # ENOSYS: the kernel sends no getxattr to this mount again and answers EOPNOTSUPP itself
+        # (ls -l asked twice a file: ACL, SELinux label). Control goes through the control file
+        self._getxattr_requests += 1
+        raise pyfuse3.FUSEError(errno.ENOSYS)
 
     @_translate
     async def setxattr(self, inode, name, value, ctx):

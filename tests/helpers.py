@@ -189,12 +189,10 @@ def mounted(backend, mnt: Path, *args: str, log: Path | None = None, source: str
 
 
 def counts(mnt: Path) -> dict[str, int]:
-    """The running daemon's request counters (``nczfs stats``), read from the root's control xattr."""
-    import json
+    """The running daemon's request counters (``nczfs stats``), read from the root's control file."""
+    from nczfs.control import read_control
 
-    from nczfs.config import XATTR_STATS
-
-    return json.loads(os.getxattr(mnt, XATTR_STATS))
+    return read_control(str(mnt))["counters"]
 
 
 def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from nczfs.control import read_control
 from tests.helpers import NCZFS, DirectoryBackend, is_mounted, mounted, run_nczfs
 
 
@@ -90,7 +91,7 @@ def test_file_url_source_and_double_mount_refused(dirs):
 
 
 def _daemon_pid(mnt) -> int:
-    return int(os.getxattr(mnt, "user.nczfs.pid"))
+    return read_control(str(mnt))["pid"]
 
 
 def _gone(pid) -> bool:

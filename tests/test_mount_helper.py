@@ -18,6 +18,7 @@ import pytest
 
 from nczfs.cli import _helper_form
 from nczfs.config import MountConfig, parse_options
+from nczfs.control import read_control
 from nczfs.errors import SourceError
 from tests.helpers import is_mounted
 
@@ -74,7 +75,7 @@ def _use_mount(src, mnt) -> None:
 
 
 def _umount_and_wait(mnt) -> None:
-    pid = int(os.getxattr(mnt, "user.nczfs.pid"))
+    pid = read_control(str(mnt))["pid"]
     res = _mount_cmd("umount", str(mnt))
     assert res.returncode == 0, res.stderr
     assert not is_mounted(mnt)
@@ -103,7 +104,7 @@ def test_mount_t_fuse_nczfs_with_options_then_umount(dirs, tmp_path):
     _use_mount(src, mnt)
     assert "metadata_ttl=0.0" in log.read_text()
     # the daemon keeps no directory busy: mount ran in the test's directory, the daemon is in /
-    assert os.readlink(f"/proc/{int(os.getxattr(mnt, 'user.nczfs.pid'))}/cwd") == "/"
+    assert os.readlink(f"/proc/{read_control(str(mnt))['pid']}/cwd") == "/"
     _umount_and_wait(mnt)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from nczfs.control import read_control
 from nczfs.store.directory import TMP_MARK
 from tests.helpers import DirectoryBackend, is_mounted, mounted, run_nczfs
 
@@ -52,7 +53,7 @@ def _mount(src: Path, mnt: Path, log: Path) -> int:
     mnt.mkdir(exist_ok=True)
     res = run_nczfs("mount", str(src), str(mnt), "--log-file", str(log))
     assert res.returncode == 0, res.stderr
-    return int(os.getxattr(mnt, "user.nczfs.pid"))
+    return read_control(str(mnt))["pid"]
 
 
 class Writer(threading.Thread):
@@ -123,7 +124,7 @@ def test_second_signal_exits_at_once_while_the_first_flush_hangs(tmp_path):
     inner_src = tmp_path / "inner-src"
     inner_src.mkdir()
     with mounted(DirectoryBackend(inner_src), tmp_path / "inner") as inner:
-        inner_pid = int(os.getxattr(inner.path, "user.nczfs.pid"))
+        inner_pid = read_control(str(inner.path))["pid"]
         outer, log = tmp_path / "outer", tmp_path / "outer.log"
         outer_pid = _mount(inner.path, outer, log)
         fd = os.open(outer / "pending", os.O_CREAT | os.O_WRONLY)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from nczfs.control import read_control
 from tests.helpers import NCZFS, DirectoryBackend, is_mounted, mounted, run_nczfs
 
 UNITS = Path(__file__).resolve().parents[1] / "systemd"
@@ -276,7 +277,7 @@ def test_umount_stale_only_removes_a_stale_mount_and_leaves_a_live_one(tmp_path)
         (mnt / "x").write_bytes(b"x")
     assert run_nczfs("umount", "--stale-only", str(mnt)).returncode == 0  # not mounted: nothing to do
     assert run_nczfs("mount", str(src), str(mnt)).returncode == 0
-    pid = int(os.getxattr(mnt, "user.nczfs.pid"))
+    pid = read_control(str(mnt))["pid"]
     os.kill(pid, signal.SIGKILL)
     try:
         deadline = time.monotonic() + 20

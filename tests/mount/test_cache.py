@@ -1,6 +1,6 @@
 """The cache through real S3 mounts: request counts, bounds, and never a stale byte after the mount's own writes.
 
-Counters come from the daemon (``user.nczfs.stats``, what ``nczfs stats`` prints).
+Counters come from the daemon (its control file ``.nczfs``, what ``nczfs stats`` prints).
 """
 
 from __future__ import annotations

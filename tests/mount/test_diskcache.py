@@ -1,5 +1,5 @@
 """``--cache-dir`` through real S3 mounts: a remount reads from the directory (no GetObject),
-an object rewritten by another client is read fresh. Counters from ``user.nczfs.stats``."""
+an object rewritten by another client is read fresh. Counters from the control file ``.nczfs``."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import zarr
 
-from nczfs.config import XATTR_PID
+from nczfs.control import read_control
 from tests.conftest import CORPUS
 from tests.helpers import NCZFS, ZipBackend, is_mounted, mounted, run_nczfs
 from tests.mount.trees import DIR, snapshot
@@ -238,7 +238,7 @@ def test_kill_9_during_a_commit_leaves_a_whole_archive_and_the_next_mount_recove
     new_data = os.urandom(1024) * 32 * 1024
     mnt = tmp_path / "mnt"
     with mounted(ZipBackend(archive), mnt) as m:
-        pid = int(os.getxattr(m.path, XATTR_PID))
+        pid = read_control(str(m.path))["pid"]
         (m.path / "new").write_bytes(new_data)
         sync = subprocess.Popen([*NCZFS, "sync", str(m.path)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -348,7 +348,7 @@ def test_zip_bombs_and_lying_headers_fail_with_eio_without_exhausting_memory(tmp
     data = _set_central_size(data, b"b/short", 1000)  # inflates to more than the header says
     archive.write_bytes(data)
     with mounted(ZipBackend(archive), tmp_path / "mnt", "--read-only") as m:
-        pid = int(os.getxattr(m.path, XATTR_PID))
+        pid = read_control(str(m.path))["pid"]
         before = _vm_hwm_kib(pid)
         for name in ("ratio", "big", "short"):
             with pytest.raises(OSError) as info:

@@ -1,0 +1,110 @@
+"""The control file ``MOUNTPOINT/.nczfs`` (nczfs/control.py) and getxattr turned off for the mount.
+
+The daemon answers the first getxattr with ENOSYS, so the kernel sends no other (``ls -l`` asked
+two a file); ``nczfs umount`` and ``nczfs stats`` read the pid and counters from the control file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nczfs import control
+from nczfs.control import NotAnNczfsMount, read_control
+from tests.helpers import DirectoryBackend, is_mounted, mounted, run_nczfs
+
+pytestmark = pytest.mark.fuse
+
+
+def err(fn, *args) -> int:
+    with pytest.raises(OSError) as info:
+        fn(*args)
+    return info.value.errno
+
+
+@pytest.fixture
+def backing(tmp_path) -> DirectoryBackend:
+    b = DirectoryBackend(tmp_path / "backing")
+    b.put("a", b"a")
+    b.put(control.NAME, b"an object of the reserved name")
+    b.put(f"sub/{control.NAME}", b"below the root: an ordinary file")
+    return b
+
+
+def test_the_control_file_is_readable_and_hidden_from_listings(backing, tmp_path):
+    with mounted(backing, tmp_path / "mnt") as m:
+        path = m.path / control.NAME
+        st, root = os.stat(path), os.stat(m.path)
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o444 and st.st_size == 0
+        assert (st.st_ino, st.st_uid, st.st_gid) == (control.INO, root.st_uid, root.st_gid)
+        data = read_control(str(m.path))
+        assert bytes(m.path) in Path(f"/proc/{data['pid']}/cmdline").read_bytes().split(b"\0")  # the daemon
+        assert all(isinstance(v, int) for v in data["counters"].values()) and "fuse.getxattr" in data["counters"]
+        assert path.read_text().startswith('{"counters": {')  # size 0 does not cut the read
+        # never listed, and shadows the store's object of that name; a deeper one is a plain file
+        assert sorted(os.listdir(m.path)) == ["a", "sub"]
+        found = subprocess.run(["find", str(m.path)], capture_output=True, text=True, check=True).stdout.split()
+        assert sorted(found) == sorted(str(m.path / p) for p in ("", "a", "sub", f"sub/{control.NAME}"))
+        subprocess.run(["cp", "-r", f"{m.path}/.", str(tmp_path / "copy")], check=True)
+        assert sorted(os.listdir(tmp_path / "copy")) == ["a", "sub"]
+        assert (tmp_path / "copy" / "sub" / control.NAME).read_bytes() == b"below the root: an ordinary file"
+    assert backing.read(control.NAME) == b"an object of the reserved name"
+
+
+def test_the_control_file_refuses_every_change(backing, tmp_path):
+    """Contents (open for writing, truncate, chmod, utime): EACCES; the name (unlink, rename, link): EPERM."""
+    with mounted(backing, tmp_path / "mnt") as m:
+        path, a = m.path / control.NAME, m.path / "a"
+        for flags in (os.O_WRONLY, os.O_RDWR, os.O_RDONLY | os.O_TRUNC, os.O_WRONLY | os.O_APPEND):
+            assert err(os.open, path, flags) == errno.EACCES, flags
+        assert err(os.truncate, path, 0) == errno.EACCES
+        assert err(os.chmod, path, 0o644) == errno.EACCES
+        assert err(os.utime, path, (0, 0)) == errno.EACCES
+        assert err(os.unlink, path) == errno.EPERM
+        assert err(os.rename, path, m.path / "b") == errno.EPERM
+        assert err(os.rename, a, path) == errno.EPERM
+        assert err(os.link, path, m.path / "b") == errno.EPERM
+        assert err(os.mkdir, path) == errno.EEXIST
+        assert err(os.open, path, os.O_CREAT | os.O_EXCL | os.O_WRONLY) == errno.EEXIST
+        assert sorted(os.listdir(m.path)) == ["a", "sub"] and a.read_bytes() == b"a"
+        assert read_control(str(m.path))["pid"] > 0
+    assert backing.keys() == sorted(["a", control.NAME, f"sub/{control.NAME}"])
+    assert backing.read(control.NAME) == b"an object of the reserved name"
+
+
+def test_getxattr_reaches_the_daemon_once_and_setxattr_still_does(backing, tmp_path):
+    """After the first getxattr (answered ENOSYS) the kernel answers EOPNOTSUPP itself: ``ls -l``
+    costs no getxattr request; ``nczfs sync`` (a setxattr) still stores pending writes."""
+    for i in range(20):
+        backing.put(f"d/f{i}", b"x")
+    with mounted(backing, tmp_path / "mnt") as m:
+        assert read_control(str(m.path))["counters"]["fuse.getxattr"] <= 1
+        for i in range(20):
+            assert err(os.getxattr, m.path / "d" / f"f{i}", "security.selinux") == errno.EOPNOTSUPP
+        for _ in range(3):
+            subprocess.run(["ls", "-lR", str(m.path)], capture_output=True, check=True)
+        assert read_control(str(m.path))["counters"]["fuse.getxattr"] == 1
+        res = run_nczfs("stats", str(m.path))
+        assert res.returncode == 0 and dict(ln.split() for ln in res.stdout.splitlines())["fuse.getxattr"] == "1"
+        with open(m.path / "pending", "wb") as f:
+            f.write(b"stored by nczfs sync")
+            f.flush()  # to the daemon's buffer; the object is stored at close or sync
+            assert not backing.exists("pending")
+            assert run_nczfs("sync", str(m.path)).returncode == 0
+            assert backing.read("pending") == b"stored by nczfs sync"
+    assert not is_mounted(m.path)
+
+
+def test_read_control_refuses_what_is_not_an_nczfs_mount(tmp_path):
+    with pytest.raises(NotAnNczfsMount, match="not an nczfs mount point"):
+        read_control(str(tmp_path))
+    (tmp_path / control.NAME).write_text('{"pid": 1, "counters": {}}')  # not the daemon's file
+    with pytest.raises(NotAnNczfsMount, match="not its control file"):
+        read_control(str(tmp_path))
+    res = run_nczfs("stats", str(tmp_path))
+    assert res.returncode == 2 and "not an nczfs mount point" in res.stderr
