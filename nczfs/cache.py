@@ -455,10 +455,14 @@ class CachingStore(WrapperStore):
         self._written(key, info)
         return info
 
+    def _keep_written(self, key: str, info: ObjectInfo, data: bytes | bytearray | memoryview) -> None:
+        """What the mount just stored is read back from memory (a one-block object)."""
+        if self.cache_bytes and len(data) <= self.block_size and info.etag:
+            self.bytes.put((key, info.etag, 0), bytes(data))
+
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         info = await self._store(key, self.inner.set(key, data))
-        if self.cache_bytes and len(data) <= self.block_size and info.etag:
-            self.bytes.put((key, info.etag, 0), bytes(data))  # read-after-write from memory
+        self._keep_written(key, info, data)
         return info
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
@@ -469,10 +473,12 @@ class CachingStore(WrapperStore):
         if staged is None:
             return None
 
+        kept = data if self.cache_bytes and len(data) <= self.block_size else None  # not the bytes of a big one
+
         async def commit() -> ObjectInfo:
             info = await self._store(key, staged.commit())  # type: ignore[arg-type]
-            if self.cache_bytes and len(data) <= self.block_size and info.etag:
-                self.bytes.put((key, info.etag, 0), bytes(data))  # read-after-write from memory
+            if kept is not None:
+                self._keep_written(key, info, kept)
             return info
 
         return Staged(key, staged.size, commit, staged.abort)

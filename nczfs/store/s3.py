@@ -408,6 +408,7 @@ class S3Store(SyncStore):
         with self._count_lock:
             self._staged[upload_id] = s3_key
         parts = []
+        size = len(data)  # the closures below keep the size, not the bytes
         try:
             view = memoryview(data)
             for number, start in enumerate(range(0, len(data), self.part_size), 1):
@@ -427,9 +428,9 @@ class S3Store(SyncStore):
                 raise translate(exc, key, "CompleteMultipartUpload") from None
             with self._count_lock:
                 self._staged.pop(upload_id, None)
-            return ObjectInfo(key, len(data), time.time_ns(), _etag(resp.get("ETag")))
+            return ObjectInfo(key, size, time.time_ns(), _etag(resp.get("ETag")))
 
-        return Staged(key, len(data), commit, lambda: self._abort_staged(key, s3_key, upload_id))
+        return Staged(key, size, commit, lambda: self._abort_staged(key, s3_key, upload_id))
 
     def _abort_staged(self, key: str, s3_key: str, upload_id: str) -> None:
         with self._count_lock:
