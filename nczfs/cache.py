@@ -332,7 +332,7 @@ class CachingStore(WrapperStore):
             return None
         ident = (key, listed.info.etag, 0)
         fetch = self._inflight.get(ident)
-        if (fetch is None and self.cache_bytes and self.siblings > 0 and ident not in self.bytes
+        if (fetch is None and self.cache_bytes and self.siblings > 0 and ident not in self.bytes and self.inner.checks_versions
                 and 0 < listed.info.size <= min(self.block_size, LOOKUP_BY_GET) and parent_of(key) in self._walks):
             self.stats["cache.lookups-by-get"] += 1
             fetch = self._start(ident)
@@ -640,7 +640,7 @@ class CachingStore(WrapperStore):
             if self._inflight.get(ident) is fetch:
                 self.bytes.put(ident, fetch.data)
         finally:
-            if self._end(key, asked_at) and confirmed:
+            if self._end(key, asked_at) and confirmed and self.inner.checks_versions:
                 self._confirm(key, etag)
             if self._inflight.get(ident) is fetch:
                 del self._inflight[ident]
@@ -680,8 +680,8 @@ class CachingStore(WrapperStore):
         if self.siblings <= 0 or not self.cache_bytes:
             return
         parent, _, name = key.rpartition("/")
-        listing = self._listings.get(parent)  # expired or not: every fetch is pinned to its ETag
-        if listing is None:
+        listing = self._listings.get(parent)  # expired or not, where every fetch is pinned to its ETag
+        if listing is None or not (self.inner.checks_versions or self._fresh(listing[0])):
             return
         order = self._orders.get(parent)
         if order is None or order[0] is not listing[1] or len(order[1]) != len(listing[1]):

@@ -29,6 +29,7 @@ class ThreadedStore(Store):
         self.supports_writes = impl.supports_writes
         self.stores_directories = impl.stores_directories
         self.keys_form_a_tree = impl.keys_form_a_tree
+        self.checks_versions = impl.checks_versions
         self.read_only = impl.read_only
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:

@@ -283,6 +283,19 @@ async def test_a_pinned_get_confirms_the_entry_so_a_long_walk_lists_its_director
     assert (await cache.entry("arr/new")).info.size == 1
 
 
+async def test_a_get_from_a_store_that_does_not_check_versions_confirms_nothing(mem, clock):
+    mem.checks_versions = False  # e.g. a reference store: get_version reads whatever is current
+    cache, faulty = make(mem, clock, siblings=4, ttl=5.0, list_after_misses=2)
+    for i in range(12):
+        put_behind(mem, f"arr/{i}", b"v" * 10)
+    for i in range(12):
+        assert (await cache.entry(f"arr/{i}")).info.size == 10
+        await _walk(cache, [f"arr/{i}"])
+        clock.now += 1.0
+    assert faulty.calls["list_dir"] >= 2  # the listing expired and nothing vouched for its entries
+    assert cache.counters().get("cache.lookups-by-get", 0) == 0
+
+
 async def test_in_a_walked_directory_an_expired_small_entry_is_confirmed_by_fetching_it(mem, clock):
     cache, faulty = make(mem, clock, siblings=1, ttl=5.0, block_size=4096 * KiB, cache_size=64 * 1024 * KiB)
     for i in range(40):

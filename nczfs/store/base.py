@@ -122,6 +122,9 @@ class SyncStore(abc.ABC):
     #: file tree); S3 does not: there "n" and "n/x" may both exist, and listings show "n" as
     #: a directory (the filesystem never creates such pairs itself)
     keys_form_a_tree: bool = True
+    #: ``get_version`` really refuses another version (S3: If-Match), so a successful one
+    #: confirms that the version is current (stores without that read the current bytes)
+    checks_versions: bool = False
 
     read_only: bool = False
 
@@ -238,6 +241,7 @@ class Store(abc.ABC):
     stores_directories: bool
     read_only: bool
     keys_form_a_tree: bool = True
+    checks_versions: bool = False
 
     @abc.abstractmethod
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...

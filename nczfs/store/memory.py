@@ -9,7 +9,7 @@ import itertools
 import threading
 import time
 
-from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory
+from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory, Stale
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix
 
 _etags = itertools.count(1)
@@ -17,6 +17,7 @@ _etags = itertools.count(1)
 
 class MemoryStore(SyncStore):
     non_blocking = True
+    checks_versions = True
 
     def __init__(self, name: str = "", read_only: bool = False):
         self.name = name
@@ -33,6 +34,16 @@ class MemoryStore(SyncStore):
             data, _ = self._objects[key]
         except KeyError:
             raise KeyNotFound(key) from None
+        return data if rng is None else rng.slice(data)
+
+    def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        check_key(key)
+        try:
+            data, info = self._objects[key]
+        except KeyError:
+            raise KeyNotFound(key) from None
+        if etag and info.etag != etag:
+            raise Stale(f"{key!r}: changed (version {info.etag}, not {etag})")
         return data if rng is None else rng.slice(data)
 
     def stat(self, key: str) -> ObjectInfo:

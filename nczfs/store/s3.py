@@ -140,6 +140,7 @@ def open_s3(config: MountConfig) -> S3Store:
 class S3Store(SyncStore):
     stores_directories = False
     keys_form_a_tree = False
+    checks_versions = True  # GETs carry If-Match
     #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
     #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
     emptied_dirs_may_linger = True

@@ -43,6 +43,10 @@ class WrapperStore(Store):
     def keys_form_a_tree(self) -> bool:
         return self.inner.keys_form_a_tree
 
+    @property  # type: ignore[override]
+    def checks_versions(self) -> bool:
+        return self.inner.checks_versions
+
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         return await self.inner.get(key, rng)
 
