@@ -118,14 +118,18 @@ class Operations(pyfuse3.Operations):
                  atime_ns=root.atime_ns, mtime_ns=root.mtime_ns, ctime_ns=root.ctime_ns)
         )
 
+    @staticmethod
+    def _is_control_name(parent_inode: int, name: bytes) -> bool:
+        return parent_inode == pyfuse3.ROOT_INODE and name == CONTROL_NAME
+
     def _refuse_control_name(self, parent_inode: int, name: bytes) -> None:
         """Creating, removing or renaming the control file's name: EPERM (the name is reserved)."""
-        if parent_inode == pyfuse3.ROOT_INODE and name == CONTROL_NAME:
+        if self._is_control_name(parent_inode, name):
             raise pyfuse3.FUSEError(errno.EPERM)
 
     @_translate
     async def lookup(self, parent_inode, name, ctx=None):
-        if parent_inode == pyfuse3.ROOT_INODE and name == CONTROL_NAME:
+        if self._is_control_name(parent_inode, name):
             return await self._control_entry()
         try:
             return self._entry(await self.fs.lookup(parent_inode, _name(name)))

@@ -29,12 +29,7 @@ class MemoryStore(SyncStore):
         return f"memory://{self.name}"
 
     def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        check_key(key)
-        try:
-            data, _ = self._objects[key]
-        except KeyError:
-            raise KeyNotFound(key) from None
-        return data if rng is None else rng.slice(data)
+        return self.get_version(key, rng, None)
 
     def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
         check_key(key)
