@@ -84,19 +84,52 @@ def default_cache_size() -> int:
 
 
 class ByteCache:
-    """Blocks by ``(key, etag, index)``, least recently used evicted; never holds more than ``limit`` bytes."""
+    """Blocks by ``(key, etag, index)``, least recently used evicted; never holds more than ``limit`` bytes.
 
-    def __init__(self, limit: int):
+    A block whose every byte has been read (``served``) is *delivered*: the kernel's page cache
+    holds it now, so the cache keeps at most ``delivered_limit`` bytes of such blocks (oldest
+    go first). A big object streamed through the mount then turns over a small set of buffers
+    instead of filling the whole cache with fresh memory, whose first touch costs more CPU
+    than the copy itself. A delivered block that is asked for again counts as undelivered.
+    """
+
+    def __init__(self, limit: int, delivered_limit: int | None = None):
         self.limit = limit
         self.used = 0
+        self.delivered_limit = limit if delivered_limit is None else delivered_limit
         self._items: collections.OrderedDict[tuple[str, str, int], bytes] = collections.OrderedDict()
         self._by_key: dict[str, set[tuple[str, str, int]]] = {}
+        #: bytes served so far of blocks not yet delivered, and the delivered blocks, oldest first
+        self._served: dict[tuple[str, str, int], int] = {}
+        self._delivered: collections.OrderedDict[tuple[str, str, int], int] = collections.OrderedDict()
+        self.delivered_used = 0
+        #: blocks asked for again after their delivery: kept like blocks never read whole
+        self._again: set[tuple[str, str, int]] = set()
 
     def get(self, ident: tuple[str, str, int]) -> bytes | None:
         data = self._items.get(ident)
         if data is not None:
             self._items.move_to_end(ident)
+            size = self._delivered.pop(ident, None)
+            if size is not None:  # wanted again: the kernel did not keep it
+                self.delivered_used -= size
+                self._again.add(ident)
         return data
+
+    def served(self, ident: tuple[str, str, int], count: int) -> None:
+        """``count`` bytes of the block were handed to a reader."""
+        data = self._items.get(ident)
+        if data is None or ident in self._delivered or ident in self._again:
+            return
+        done = self._served.get(ident, 0) + count
+        if done < len(data):
+            self._served[ident] = done
+            return
+        self._served.pop(ident, None)
+        self._delivered[ident] = len(data)
+        self.delivered_used += len(data)
+        while self.delivered_used > self.delivered_limit:
+            self._remove(next(iter(self._delivered)))
 
     def __contains__(self, ident: tuple[str, str, int]) -> bool:
         return ident in self._items
@@ -116,6 +149,10 @@ class ByteCache:
         if data is None:
             return
         self.used -= len(data)
+        self._served.pop(ident, None)
+        self._again.discard(ident)
+        if self._delivered.pop(ident, None) is not None:
+            self.delivered_used -= len(data)
         idents = self._by_key.get(ident[0])
         if idents is not None:
             idents.discard(ident)
@@ -172,7 +209,8 @@ class CachingStore(WrapperStore):
         self.readahead = readahead
         self.siblings = siblings
         self.clock = clock
-        self.bytes = ByteCache(self.cache_size)
+        #: delivered blocks (see ByteCache) kept: a sixteenth of the cache, at least two blocks
+        self.bytes = ByteCache(self.cache_size, max(self.cache_size // 16, 2 * self.block_size))
         self._inflight: dict[tuple[str, str, int], _Fetch] = {}
         self._prefetching = 0
         #: sibling fetches in flight and their bytes
@@ -205,6 +243,7 @@ class CachingStore(WrapperStore):
         out = dict(self.inner.counters())
         out.update(self.stats)
         out["cache.bytes-held"] = self.bytes.used
+        out["cache.bytes-held-delivered"] = self.bytes.delivered_used
         out["cache.bytes-limit"] = self.cache_size
         if self.disk is not None:
             out.update(self.disk.counters())
@@ -554,7 +593,8 @@ class CachingStore(WrapperStore):
             self._touch(key)
             raise
 
-    async def _read(self, key: str, rng: ByteRange | None, etag: str) -> bytes:
+    async def _read(self, key: str, rng: ByteRange | None, etag: str) -> bytes | memoryview:
+        """``rng`` of the object at ``etag``; a part of a block is a (read-only) view of it, not a copy."""
         if not etag:
             return await self.inner.get(key, rng)
         start = rng.start if rng is not None else 0
@@ -574,10 +614,16 @@ class CachingStore(WrapperStore):
                     break
                 i += 1
         self._after_read(key, etag, first, first + len(blocks) - 1, len(blocks[-1]) == b)
+        if end is not None:  # a ranged read: a reader's (the kernel's), so count what it got
+            for i, got in enumerate(blocks, first):
+                self.bytes.served((key, etag, i), max(0, min(end, i * b + len(got)) - max(start, i * b)))
         data = blocks[0] if len(blocks) == 1 else b"".join(blocks)
         lo = start - first * b
         hi = None if end is None else end - first * b
-        return data[lo:hi] if (lo or (hi is not None and hi < len(data))) else data
+        # a view, not a copy: the FUSE adapter copies it into its reply
+        out = memoryview(data)[lo:hi] if (lo or (hi is not None and hi < len(data))) else data
+        self.stats["cache.bytes-served"] += len(out)  # to readers, from blocks cached or just fetched
+        return out
 
     async def _blocks(self, key: str, etag: str, indexes: range) -> list[bytes]:
         fetches: list[bytes | _Fetch] = []
@@ -586,7 +632,6 @@ class CachingStore(WrapperStore):
             data = self.bytes.get(ident)
             if data is not None:
                 self.stats["cache.hits"] += 1
-                self.stats["cache.bytes-served"] += len(data)
                 fetches.append(data)
                 continue
             fetch = self._inflight.get(ident)

@@ -7,6 +7,7 @@ error message if it could not be set up.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
 import os
@@ -44,8 +45,26 @@ def fuse_options(config: MountConfig) -> set[str]:
     return opts
 
 
+def reuse_freed_blocks() -> None:
+    """Have glibc keep freed cache blocks for the next ones instead of unmapping them.
+
+    By default an 8 MiB block is its own mmap, unmapped when evicted, so every block fetched
+    lands on fresh memory and its first touch page-faults (about 3 us a page here: 0.4 s of
+    CPU per 512 MiB). Blocks are allocated from the heap instead, and up to 256 MiB of freed
+    heap is kept. Other C libraries: nothing to tune, nothing done.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 32 * 1024 * 1024)  # glibc's largest allowed value
+    mallopt(m_trim_threshold, 256 * 1024 * 1024)
+
+
 def serve(config: MountConfig, ready: Ready) -> int:
     """Mount, serve until unmounted or signalled, flush, unmount. Returns the exit status."""
+    reuse_freed_blocks()
     log.info(
         "nczfs %s: mounting %s on %s (%s)",
         nczfs.__version__, loggable_source(config.source.text), config.mountpoint, effective_options(config),

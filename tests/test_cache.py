@@ -216,6 +216,68 @@ async def test_random_reads_fetch_no_blocks_ahead(mem, clock):
     assert cache.counters().get("cache.prefetches", 0) == 0
 
 
+async def _stream(cache: CachingStore, key: str, size: int, piece: int = 32 * KiB) -> bytes:
+    """Read ``key`` from start to end in the kernel's pieces, as a reader of a mounted file does."""
+    etag = (await cache.stat(key)).etag
+    got = b""
+    for off in range(0, size, piece):
+        got += await cache.get_version(key, ByteRange(off, off + piece), etag)
+    return got
+
+
+async def test_blocks_read_to_their_end_are_kept_only_up_to_a_sixteenth_of_the_cache(mem, clock):
+    """Every byte of them went to the kernel's page cache: a streamed object turns over a few
+    buffers instead of filling the cache."""
+    cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=0, cache_size=4096 * KiB)
+    data = bytes(range(256)) * (4 * 1024)  # 1 MiB: 16 blocks
+    put_behind(mem, "big", data)
+    assert await _stream(cache, "big", len(data)) == data
+    c = cache.counters()
+    assert c["cache.bytes-held"] == c["cache.bytes-held-delivered"] == 256 * KiB, c  # 4096 KiB / 16
+    faulty.calls.clear()
+    etag = mem.stat("big").etag
+    assert await cache.get_version("big", ByteRange(15 * 64 * KiB, 16 * 64 * KiB), etag) == data[15 * 64 * KiB:]
+    assert faulty.calls["get"] == 0  # the newest are still there
+    assert await cache.get_version("big", ByteRange(0, 100), etag) == data[:100]
+    assert faulty.calls["get"] == 1  # the oldest went first
+
+
+async def test_blocks_read_in_part_are_kept_up_to_the_cache_size(mem, clock):
+    cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=0, cache_size=4096 * KiB)
+    put_behind(mem, "big", bytes(1024 * KiB))
+    etag = mem.stat("big").etag
+    for block in range(16):  # 4 KiB of each block, never its end
+        await cache.get_version("big", ByteRange(block * 64 * KiB, block * 64 * KiB + 4 * KiB), etag)
+    c = cache.counters()
+    assert c["cache.bytes-held"] == 1024 * KiB and c["cache.bytes-held-delivered"] == 0, c
+
+
+async def test_a_delivered_block_read_again_is_kept_like_any_other(mem, clock):
+    """The kernel came back for it (its page cache dropped it): streaming more does not evict it."""
+    cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=0, cache_size=4096 * KiB)
+    put_behind(mem, "small", b"s" * 1000)
+    put_behind(mem, "big", bytes(1024 * KiB))
+    etag = mem.stat("small").etag
+    assert await _stream(cache, "small", 1000) == b"s" * 1000
+    assert cache.counters()["cache.bytes-held-delivered"] == 1000
+    assert await cache.get_version("small", ByteRange(0, 1000), etag) == b"s" * 1000
+    assert await _stream(cache, "big", 1024 * KiB) == bytes(1024 * KiB)
+    faulty.calls.clear()
+    assert await cache.get_version("small", ByteRange(0, 1000), etag) == b"s" * 1000
+    assert faulty.calls["get"] == 0
+
+
+async def test_whole_object_gets_are_not_counted_as_delivered(mem, clock):
+    """The NCZarr layer's own reads (metadata) hand nothing to the kernel."""
+    cache, faulty = make(mem, clock, block_size=64 * KiB, cache_size=4096 * KiB)
+    for i in range(20):
+        put_behind(mem, f"m{i}", bytes([i]) * (60 * KiB))
+    for i in range(20):
+        await cache.get(f"m{i}")
+    c = cache.counters()
+    assert c["cache.bytes-held"] == 20 * 60 * KiB and c["cache.bytes-held-delivered"] == 0, c
+
+
 async def _walk(cache: CachingStore, keys: list[str]) -> None:
     """Read objects one after another from their start, as zarr reads chunks (listing cached)."""
     for k in keys:
