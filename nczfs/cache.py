@@ -56,6 +56,8 @@ LIST_AFTER_MISSES = 8
 HOT_TTLS = 10
 #: metadata facts kept at most (expired ones are purged first when full)
 MAX_META = 500_000
+#: delivered blocks remembered after they were dropped (see ByteCache.refetch_part)
+MAX_DROPPED = 65536
 #: sibling objects fetched ahead of a reader walking a directory (0: off)
 SIBLINGS_AHEAD = 16
 #: sibling fetches running at once (the rest of the backend's connections serve the readers)
@@ -105,6 +107,8 @@ class ByteCache:
         self.delivered_used = 0
         #: blocks asked for again after their delivery: kept like blocks never read whole
         self._again: set[tuple[str, str, int]] = set()
+        #: delivered blocks dropped for the bound, most recent last
+        self.dropped: collections.OrderedDict[tuple[str, str, int], None] = collections.OrderedDict()
 
     def get(self, ident: tuple[str, str, int]) -> bytes | None:
         data = self._items.get(ident)
@@ -129,7 +133,20 @@ class ByteCache:
         self._delivered[ident] = len(data)
         self.delivered_used += len(data)
         while self.delivered_used > self.delivered_limit:
-            self._remove(next(iter(self._delivered)))
+            oldest = next(iter(self._delivered))
+            self._remove(oldest)
+            self.dropped[oldest] = None
+            if len(self.dropped) > MAX_DROPPED:
+                self.dropped.popitem(last=False)
+
+    def refetch_part(self, ident: tuple[str, str, int]) -> bool:
+        """Should a read of a part of this block fetch only that part? Yes, once, for a block
+        dropped after its delivery: the kernel lost a few of its pages (reclaim picks pages, not
+        files); asked again, the whole block is fetched and kept."""
+        if ident in self.dropped:
+            del self.dropped[ident]
+            return True
+        return False
 
     def __contains__(self, ident: tuple[str, str, int]) -> bool:
         return ident in self._items
@@ -138,6 +155,7 @@ class ByteCache:
         if len(data) > self.limit:
             return
         self._remove(ident)
+        self.dropped.pop(ident, None)
         while self.used + len(data) > self.limit:
             self._remove(next(iter(self._items)))
         self._items[ident] = data
@@ -603,6 +621,14 @@ class CachingStore(WrapperStore):
             return await self.inner.get_version(key, rng, etag)
         b = self.block_size
         first = start // b
+        ident = (key, etag, first)
+        if (end is not None and (end - 1) // b == first and ident not in self.bytes and ident not in self._inflight
+                and self.bytes.refetch_part(ident)):
+            data = await self.inner.get_version(key, rng, etag)
+            self.stats["cache.part-refetches"] += 1
+            self.stats["cache.bytes-fetched"] += len(data)
+            self.stats["cache.bytes-served"] += len(data)
+            return data
         if end is not None:
             blocks = await self._blocks(key, etag, range(first, (end - 1) // b + 1))
         else:  # to the end: blocks until a short one

@@ -242,6 +242,26 @@ async def test_blocks_read_to_their_end_are_kept_only_up_to_a_sixteenth_of_the_c
     assert faulty.calls["get"] == 1  # the oldest went first
 
 
+async def test_a_part_of_a_dropped_delivered_block_is_fetched_alone_once(mem, clock):
+    """The kernel reclaims pages, not files: when it asks again for a few pages of a block
+    dropped after its delivery, only those are fetched; asked again, the whole block."""
+    cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=0, cache_size=4096 * KiB)
+    data = bytes(range(256)) * (4 * 1024)  # 1 MiB: 16 blocks, the first 12 dropped after delivery
+    put_behind(mem, "big", data)
+    assert await _stream(cache, "big", len(data)) == data
+    etag = mem.stat("big").etag
+    fetched = cache.counters()["cache.bytes-fetched"]
+    faulty.calls.clear()
+    assert await cache.get_version("big", ByteRange(8 * KiB, 12 * KiB), etag) == data[8 * KiB : 12 * KiB]
+    c = cache.counters()
+    assert faulty.calls["get"] == 1 and c["cache.bytes-fetched"] - fetched == 4 * KiB, c
+    assert c["cache.part-refetches"] == 1
+    assert await cache.get_version("big", ByteRange(20 * KiB, 24 * KiB), etag) == data[20 * KiB : 24 * KiB]
+    assert faulty.calls["get"] == 2 and cache.counters()["cache.bytes-fetched"] - fetched == 68 * KiB
+    assert await cache.get_version("big", ByteRange(40 * KiB, 44 * KiB), etag) == data[40 * KiB : 44 * KiB]
+    assert faulty.calls["get"] == 2  # kept now
+
+
 async def test_blocks_read_in_part_are_kept_up_to_the_cache_size(mem, clock):
     cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=0, cache_size=4096 * KiB)
     put_behind(mem, "big", bytes(1024 * KiB))
