@@ -95,10 +95,10 @@ class ByteCache:
     than the copy itself. A delivered block that is asked for again counts as undelivered.
     """
 
-    def __init__(self, limit: int, delivered_limit: int | None = None):
+    def __init__(self, limit: int, delivered_limit: int):
         self.limit = limit
         self.used = 0
-        self.delivered_limit = limit if delivered_limit is None else delivered_limit
+        self.delivered_limit = delivered_limit
         self._items: collections.OrderedDict[tuple[str, str, int], bytes] = collections.OrderedDict()
         self._by_key: dict[str, set[tuple[str, str, int]]] = {}
         #: bytes served so far of blocks not yet delivered, and the delivered blocks, oldest first
