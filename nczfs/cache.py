@@ -103,7 +103,7 @@ class ByteCache:
         self._by_key: dict[str, set[tuple[str, str, int]]] = {}
         #: bytes served so far of blocks not yet delivered, and the delivered blocks, oldest first
         self._served: dict[tuple[str, str, int], int] = {}
-        self._delivered: collections.OrderedDict[tuple[str, str, int], int] = collections.OrderedDict()
+        self._delivered: collections.OrderedDict[tuple[str, str, int], None] = collections.OrderedDict()
         self.delivered_used = 0
         #: blocks asked for again after their delivery: kept like blocks never read whole
         self._again: set[tuple[str, str, int]] = set()
@@ -114,9 +114,9 @@ class ByteCache:
         data = self._items.get(ident)
         if data is not None:
             self._items.move_to_end(ident)
-            size = self._delivered.pop(ident, None)
-            if size is not None:  # wanted again: the kernel did not keep it
-                self.delivered_used -= size
+            if ident in self._delivered:  # wanted again: the kernel did not keep it
+                del self._delivered[ident]
+                self.delivered_used -= len(data)
                 self._again.add(ident)
         return data
 
@@ -130,7 +130,7 @@ class ByteCache:
             self._served[ident] = done
             return
         self._served.pop(ident, None)
-        self._delivered[ident] = len(data)
+        self._delivered[ident] = None
         self.delivered_used += len(data)
         while self.delivered_used > self.delivered_limit:
             oldest = next(iter(self._delivered))
@@ -169,7 +169,8 @@ class ByteCache:
         self.used -= len(data)
         self._served.pop(ident, None)
         self._again.discard(ident)
-        if self._delivered.pop(ident, None) is not None:
+        if ident in self._delivered:
+            del self._delivered[ident]
             self.delivered_used -= len(data)
         idents = self._by_key.get(ident[0])
         if idents is not None:
@@ -538,7 +539,7 @@ class CachingStore(WrapperStore):
                 self._keep_written(key, info, kept)
             return info
 
-        return Staged(key, staged.size, commit, staged.abort)
+        return Staged(key, commit, staged.abort)
 
     async def delete(self, key: str) -> None:
         self._touch(key)

@@ -106,6 +106,11 @@ FINAL_NAME = re.compile(r"(?:(.+)\.[0-9a-f]{32}\.partial)|(?:\.(.+)\.[A-Za-z0-9]
 STAGE_MIN_BYTES = 1024 * 1024
 
 
+def _stages(staged: tuple[int, Staged], content: Content, key: str) -> bool:
+    """Is ``staged`` (content version, upload) the current ``content`` on its way to ``key``?"""
+    return staged[0] == content.version and staged[1].key == key
+
+
 def final_name(path: str) -> str | None:
     """The key a temp file will be renamed to, where its name says (else None)."""
     parent, _, name = path.rpartition("/")
@@ -540,7 +545,7 @@ class Filesystem:
             assert content is not None
             staged = self._staged.pop(node.ino, None)
             try:
-                if staged is not None and staged[0] == content.version and staged[1].key == key:
+                if staged is not None and _stages(staged, content, key):
                     info = await staged[1].commit()  # type: ignore[misc]
                 else:
                     if staged is not None:
@@ -590,7 +595,7 @@ class Filesystem:
                 return
             old = self._staged.pop(node.ino, None)
             if old is not None:
-                if old[0] == content.version and old[1].key == final:
+                if _stages(old, content, final):
                     self._staged[node.ino] = old
                     return
                 await self._abort(old[1])

@@ -60,7 +60,7 @@ class ThreadedStore(Store):
         async def abort() -> None:
             await self._call(staged.abort)
 
-        return Staged(key, staged.size, commit, abort)
+        return Staged(key, commit, abort)
 
     async def forget_dir(self, prefix: str) -> None:
         await self._call(self.impl.forget_dir, prefix)

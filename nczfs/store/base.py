@@ -62,7 +62,6 @@ class Staged:
     callables block; the async form's are coroutines."""
 
     key: str
-    size: int
     commit: Callable[[], ObjectInfo | Awaitable[ObjectInfo]]
     abort: Callable[[], None | Awaitable[None]]
 

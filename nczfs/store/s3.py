@@ -431,7 +431,7 @@ class S3Store(SyncStore):
                 self._staged.pop(upload_id, None)
             return ObjectInfo(key, size, time.time_ns(), _etag(resp.get("ETag")))
 
-        return Staged(key, size, commit, lambda: self._abort_staged(key, s3_key, upload_id))
+        return Staged(key, commit, lambda: self._abort_staged(key, s3_key, upload_id))
 
     def _abort_staged(self, key: str, s3_key: str, upload_id: str) -> None:
         with self._count_lock:
