@@ -14,7 +14,8 @@ medians and the ratios of nczfs against the others (>1: nczfs is faster), and th
 daemon's peak RSS (VmHWM) over all runs.
 
 s3fs-fuse is mounted with ``-o use_path_request_style,url=http://127.0.0.1:PORT`` and a
-passwd file, otherwise at its defaults.
+passwd file, otherwise at its defaults. "nczfs" is a writable mount at the defaults, "nczfs-ro"
+the same mounted ``--read-only`` (as a reader of published data would; it has no write row).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ MiB = 1024 * 1024
 class Paths:
     def __init__(self, server: SeaweedS3, bucket: str, work: Path, nczfs_args: list[str]):
         self.server, self.bucket, self.work = server, bucket, work
-        self.mnt = {"nczfs": work / "mnt-nczfs", "s3fs-fuse": work / "mnt-s3fs"}
+        self.mnt = {"nczfs": work / "mnt-nczfs", "nczfs-ro": work / "mnt-nczfs-ro", "s3fs-fuse": work / "mnt-s3fs"}
         for m in self.mnt.values():
             m.mkdir()
         self.passwd = work / "passwd-s3fs"
@@ -57,9 +58,9 @@ class Paths:
 
     def mount(self, label: str) -> None:
         mnt = self.mnt[label]
-        if label == "nczfs":
+        if label.startswith("nczfs"):
             subprocess.run([*NCZFS, "mount", f"s3://{self.bucket}", str(mnt), "--endpoint-url", self.server.endpoint,
-                            *self.nczfs_args], check=True)
+                            *(["--read-only"] if label == "nczfs-ro" else []), *self.nczfs_args], check=True)
         else:
             subprocess.run(["s3fs", self.bucket, str(mnt), "-o", f"passwd_file={self.passwd}",
                             "-o", f"url={self.server.endpoint},use_path_request_style"], check=True)
@@ -71,7 +72,7 @@ class Paths:
 
     def umount(self, label: str) -> None:
         mnt = self.mnt[label]
-        if label == "nczfs":
+        if label.startswith("nczfs"):
             self.peak_rss = max(self.peak_rss, daemon_peak_rss(mnt))
             subprocess.run([*NCZFS, "umount", str(mnt)], check=True)
         else:
@@ -188,7 +189,7 @@ def main() -> None:
     ap.add_argument("--preads", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-6)")
-    ap.add_argument("--labels", default="direct,nczfs,s3fs-fuse", help="which paths to run (comma list)")
+    ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse", help="which paths to run (comma list)")
     ap.add_argument("--nczfs-args", default="", help="extra nczfs mount arguments, e.g. '--cache-size 256M'")
     args = ap.parse_args()
     labels = [label for label in args.labels.split(",") if label != "s3fs-fuse" or shutil.which("s3fs")]
@@ -215,11 +216,14 @@ def main() -> None:
             (f"write {args.write_mib} MiB array (8 MiB chunks), durable", lambda p, l: write_array(p, l, args.write_mib), False),
             (f"{args.preads:,} random 4 KiB preads in the chunk objects", lambda p, l: random_preads(p, l, args.preads, args.mib), False),
         ]
+        writes = {4}  # workload numbers that write (no read-only mount runs them)
         only = {int(x) for x in args.only.split(",") if x}
         for number, (name, fn, warm) in enumerate(cases, 1):
             if only and number not in only:
                 continue
             for label in labels:
+                if number in writes and label == "nczfs-ro":
+                    continue
                 cold, hot = measure(p, label, fn, args.runs, warm)
                 rows.setdefault(f"{name}, cold", {})[label] = statistics.median(cold)
                 if hot:
@@ -227,18 +231,20 @@ def main() -> None:
                 print(f"{name} {label}: cold {' '.join(f'{t:.3f}' for t in cold)}"
                       + (f" warm {' '.join(f'{t:.3f}' for t in hot)}" if hot else ""), file=sys.stderr)
     finally:
-        for m in (work / "mnt-nczfs", work / "mnt-s3fs"):
+        for m in (work / "mnt-nczfs", work / "mnt-nczfs-ro", work / "mnt-s3fs"):
             subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
         server.stop()
         subprocess.run(["rm", "-rf", str(work)])
 
+    pairs = [("s3fs-fuse", "nczfs"), ("direct", "nczfs"), ("s3fs-fuse", "nczfs-ro"), ("direct", "nczfs-ro")]
+    pairs = [(o, z) for o, z in pairs if o in labels and z in labels]
     print(f"\n| workload (S3 on SeaweedFS, loopback; median of {args.runs}) | "
-          + " | ".join(f"{label} s" for label in labels) + " | s3fs-fuse/nczfs | direct/nczfs |")
-    print("|---|" + "---:|" * (len(labels) + 2))
+          + " | ".join(f"{label} s" for label in labels) + " | " + " | ".join(f"{o}/{z}" for o, z in pairs) + " |")
+    print("|---|" + "---:|" * (len(labels) + len(pairs)))
     for name, r in rows.items():
-        z = r.get("nczfs")
-        ratios = [f"{r[o] / z:.2f}" if o in r and z else "-" for o in ("s3fs-fuse", "direct")]
-        print(f"| {name} | " + " | ".join(f"{r[label]:.3f}" for label in labels) + " | " + " | ".join(ratios) + " |")
+        ratios = [f"{r[o] / r[z]:.2f}" if o in r and r.get(z) else "-" for o, z in pairs]
+        print(f"| {name} | " + " | ".join(f"{r[label]:.3f}" if label in r else "-" for label in labels)
+              + " | " + " | ".join(ratios) + " |")
     print(f"\nnczfs daemon peak RSS (VmHWM) over all runs: {p.peak_rss / MiB:.0f} MiB")
 
 

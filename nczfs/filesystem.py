@@ -151,8 +151,13 @@ class Filesystem:
 
     # ------------------------------------------------------------------ helpers
 
+    @property
+    def read_only(self) -> bool:
+        """Mounted read-only, or over a store that cannot be written."""
+        return self.opts.read_only or self.store.read_only
+
     def _writable(self, what: str) -> None:
-        if self.opts.read_only or self.store.read_only:
+        if self.read_only:
             raise ReadOnly(f"{what!r}: mounted read-only")
 
     def _now(self) -> float:

@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import stat
+from collections import Counter
 from typing import Any, Awaitable, Callable, TypeVar
 
 import pyfuse3
@@ -52,6 +53,7 @@ def _brief(args: tuple[Any, ...]) -> str:
 def _translate(fn: F) -> F:
     @functools.wraps(fn)
     async def wrapper(self: "Operations", *args: Any) -> Any:
+        self._requests[fn.__name__] += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug("request %s%s", fn.__name__, _brief(args))
         try:
@@ -88,8 +90,8 @@ class Operations(pyfuse3.Operations):
         #: open handles of the control file: fh -> the snapshot taken at open
         self._control: dict[int, bytes] = {}
         self._next_control_fh = _CONTROL_FH0
-        #: getxattr requests that reached the daemon (the first one turns them off: see getxattr)
-        self._getxattr_requests = 0
+        #: requests that reached the daemon, by operation (the control file's fuse.* counters)
+        self._requests: Counter[str] = Counter()
 
     def _entry(self, a: Attr) -> pyfuse3.EntryAttributes:
         e = pyfuse3.EntryAttributes()
@@ -237,6 +239,10 @@ class Operations(pyfuse3.Operations):
 
     @_translate
     async def flush(self, fh):
+        if self.fs.read_only:
+            # nothing is ever stored at close: ENOSYS, and the kernel sends no FLUSH to this
+            # mount again (close() succeeds), one request fewer for every file a reader opens
+            raise pyfuse3.FUSEError(errno.ENOSYS)
         if fh in self._control:
             return
         await self.fs.flush(fh)
@@ -275,7 +281,8 @@ class Operations(pyfuse3.Operations):
         if (flags & os.O_ACCMODE) != os.O_RDONLY or flags & os.O_TRUNC:
             raise pyfuse3.FUSEError(errno.EACCES)  # a read-only file, even for root
         counters = dict(self.fs.store.counters())
-        counters["fuse.getxattr"] = self._getxattr_requests
+        counters["fuse.getxattr"] = 0
+        counters.update((f"fuse.{op}", n) for op, n in self._requests.items())
         fh = self._next_control_fh
         self._next_control_fh += 1
         self._control[fh] = control.snapshot(counters)
@@ -284,7 +291,7 @@ class Operations(pyfuse3.Operations):
     async def getxattr(self, inode, name, ctx):
         # ENOSYS: the kernel sends no getxattr to this mount again and answers EOPNOTSUPP itself
         # (ls -l asked twice a file: ACL, SELinux label). Control goes through the control file
-        self._getxattr_requests += 1
+        self._requests["getxattr"] += 1
         raise pyfuse3.FUSEError(errno.ENOSYS)
 
     @_translate

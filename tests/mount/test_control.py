@@ -16,7 +16,7 @@ import pytest
 
 from nczfs import control
 from nczfs.control import NotAnNczfsMount, read_control
-from tests.helpers import DirectoryBackend, is_mounted, mounted, run_nczfs
+from tests.helpers import DirectoryBackend, delta, is_mounted, mounted, run_nczfs
 
 pytestmark = pytest.mark.fuse
 
@@ -98,6 +98,39 @@ def test_getxattr_reaches_the_daemon_once_and_setxattr_still_does(backing, tmp_p
             assert run_nczfs("sync", str(m.path)).returncode == 0
             assert backing.read("pending") == b"stored by nczfs sync"
     assert not is_mounted(m.path)
+
+
+def test_requests_are_counted_by_operation(backing, tmp_path):
+    """``fuse.<operation>``: the requests that reached the daemon (``nczfs stats`` shows them)."""
+    with mounted(backing, tmp_path / "mnt") as m:
+        before = read_control(str(m.path))["counters"]
+        for _ in range(5):
+            assert (m.path / "a").read_bytes() == b"a"
+        changed = delta(before, read_control(str(m.path))["counters"])
+        # the kernel keeps the entry and the page, yet every open and close reaches the daemon;
+        # one more of each: the control file read for the second reading (its snapshot counts its open)
+        assert changed["fuse.open"] == 6 and changed["fuse.flush"] == 6 and changed["fuse.release"] >= 5
+        assert changed.get("fuse.lookup", 0) <= 1  # the first read looks "a" up, the others find it
+        res = run_nczfs("stats", str(m.path))
+        assert res.returncode == 0 and int(dict(ln.split() for ln in res.stdout.splitlines())["fuse.open"]) >= 5
+
+
+def test_a_read_only_mount_turns_flush_off(backing, tmp_path):
+    """Nothing is stored at close on a read-only mount: the first FLUSH is answered ENOSYS and the
+    kernel sends no other (one request fewer for every file a reader opens); close() succeeds."""
+    with mounted(backing, tmp_path / "mnt", "--read-only") as m:
+        for _ in range(20):
+            fd = os.open(m.path / "a", os.O_RDONLY)
+            assert os.read(fd, 10) == b"a"
+            os.close(fd)  # no error: the kernel takes ENOSYS for "nothing to flush"
+        with open(m.path / "sub" / control.NAME, "rb") as f:
+            assert f.read() == b"below the root: an ordinary file"
+        got = read_control(str(m.path))["counters"]
+        assert got["fuse.flush"] == 1 and got["fuse.open"] >= 21
+    with mounted(backing, tmp_path / "mnt2") as m:  # writable: every close flushes (upload errors)
+        for _ in range(20):
+            os.close(os.open(m.path / "a", os.O_RDONLY))
+        assert read_control(str(m.path))["counters"]["fuse.flush"] >= 20
 
 
 def test_read_control_refuses_what_is_not_an_nczfs_mount(tmp_path):
