@@ -90,8 +90,9 @@ class Operations(pyfuse3.Operations):
         #: open handles of the control file: fh -> the snapshot taken at open
         self._control: dict[int, bytes] = {}
         self._next_control_fh = _CONTROL_FH0
-        #: requests that reached the daemon, by operation (the control file's fuse.* counters)
-        self._requests: Counter[str] = Counter()
+        #: requests that reached the daemon, by operation (the control file's fuse.* counters;
+        #: getxattr shown from the start, as 0 until the first turns them off)
+        self._requests: Counter[str] = Counter(getxattr=0)
 
     def _entry(self, a: Attr) -> pyfuse3.EntryAttributes:
         e = pyfuse3.EntryAttributes()
@@ -281,7 +282,6 @@ class Operations(pyfuse3.Operations):
         if (flags & os.O_ACCMODE) != os.O_RDONLY or flags & os.O_TRUNC:
             raise pyfuse3.FUSEError(errno.EACCES)  # a read-only file, even for root
         counters = dict(self.fs.store.counters())
-        counters["fuse.getxattr"] = 0
         counters.update((f"fuse.{op}", n) for op, n in self._requests.items())
         fh = self._next_control_fh
         self._next_control_fh += 1

@@ -109,7 +109,8 @@ def test_requests_are_counted_by_operation(backing, tmp_path):
         changed = delta(before, read_control(str(m.path))["counters"])
         # the kernel keeps the entry and the page, yet every open and close reaches the daemon;
         # one more of each: the control file read for the second reading (its snapshot counts its open)
-        assert changed["fuse.open"] == 6 and changed["fuse.flush"] == 6 and changed["fuse.release"] >= 5
+        assert changed["fuse.open"] == 6 and changed["fuse.flush"] == 6
+        assert changed["fuse.release"] >= 4  # sent after close, not waited for: one or two may be on the way
         assert changed.get("fuse.lookup", 0) <= 1  # the first read looks "a" up, the others find it
         res = run_nczfs("stats", str(m.path))
         assert res.returncode == 0 and int(dict(ln.split() for ln in res.stdout.splitlines())["fuse.open"]) >= 5
