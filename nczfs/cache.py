@@ -108,7 +108,7 @@ class ByteCache:
         #: blocks asked for again after their delivery: kept like blocks never read whole
         self._again: set[tuple[str, str, int]] = set()
         #: delivered blocks dropped for the bound, most recent last
-        self.dropped: collections.OrderedDict[tuple[str, str, int], None] = collections.OrderedDict()
+        self._dropped: collections.OrderedDict[tuple[str, str, int], None] = collections.OrderedDict()
 
     def get(self, ident: tuple[str, str, int]) -> bytes | None:
         data = self._items.get(ident)
@@ -135,16 +135,16 @@ class ByteCache:
         while self.delivered_used > self.delivered_limit:
             oldest = next(iter(self._delivered))
             self._remove(oldest)
-            self.dropped[oldest] = None
-            if len(self.dropped) > MAX_DROPPED:
-                self.dropped.popitem(last=False)
+            self._dropped[oldest] = None
+            if len(self._dropped) > MAX_DROPPED:
+                self._dropped.popitem(last=False)
 
     def refetch_part(self, ident: tuple[str, str, int]) -> bool:
         """Should a read of a part of this block fetch only that part? Yes, once, for a block
         dropped after its delivery: the kernel lost a few of its pages (reclaim picks pages, not
         files); asked again, the whole block is fetched and kept."""
-        if ident in self.dropped:
-            del self.dropped[ident]
+        if ident in self._dropped:
+            del self._dropped[ident]
             return True
         return False
 
@@ -155,7 +155,7 @@ class ByteCache:
         if len(data) > self.limit:
             return
         self._remove(ident)
-        self.dropped.pop(ident, None)
+        self._dropped.pop(ident, None)
         while self.used + len(data) > self.limit:
             self._remove(next(iter(self._items)))
         self._items[ident] = data

@@ -116,24 +116,6 @@ def test_requests_are_counted_by_operation(backing, tmp_path):
         assert res.returncode == 0 and int(dict(ln.split() for ln in res.stdout.splitlines())["fuse.open"]) >= 5
 
 
-def test_a_read_only_mount_turns_flush_off(backing, tmp_path):
-    """Nothing is stored at close on a read-only mount: the first FLUSH is answered ENOSYS and the
-    kernel sends no other (one request fewer for every file a reader opens); close() succeeds."""
-    with mounted(backing, tmp_path / "mnt", "--read-only") as m:
-        for _ in range(20):
-            fd = os.open(m.path / "a", os.O_RDONLY)
-            assert os.read(fd, 10) == b"a"
-            os.close(fd)  # no error: the kernel takes ENOSYS for "nothing to flush"
-        with open(m.path / "sub" / control.NAME, "rb") as f:
-            assert f.read() == b"below the root: an ordinary file"
-        got = read_control(str(m.path))["counters"]
-        assert got["fuse.flush"] == 1 and got["fuse.open"] >= 21
-    with mounted(backing, tmp_path / "mnt2") as m:  # writable: every close flushes (upload errors)
-        for _ in range(20):
-            os.close(os.open(m.path / "a", os.O_RDONLY))
-        assert read_control(str(m.path))["counters"]["fuse.flush"] >= 20
-
-
 def test_read_control_refuses_what_is_not_an_nczfs_mount(tmp_path):
     with pytest.raises(NotAnNczfsMount, match="not an nczfs mount point"):
         read_control(str(tmp_path))

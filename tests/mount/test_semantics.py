@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mounted
+from tests.helpers import counts, mounted
 from tests.mount.trees import DIR, as_stored, backend_dirs, backend_snapshot, keeps_directories
 
 pytestmark = pytest.mark.fuse
@@ -841,6 +841,24 @@ def test_advisory_locks_are_local_to_this_machine(mount):
 
 
 # ---------------------------------------------------------------------- read-only mounts
+
+
+def test_read_only_mount_sends_one_flush_and_close_succeeds(backend, tmp_path):
+    """Nothing is stored at close on a read-only mount: the first FLUSH is answered ENOSYS and the
+    kernel sends no other; every close() succeeds. A writable mount gets a flush at every close."""
+    backend.put("f", b"content")
+    with checked_mount(backend, tmp_path / "ro", "--read-only") as m:
+        for _ in range(20):
+            fd = os.open(m.path / "f", os.O_RDONLY)
+            assert os.read(fd, 10) == b"content"
+            os.close(fd)  # no error: the kernel takes ENOSYS for "nothing to flush"
+        got = counts(m.path)
+        assert got["fuse.flush"] == 1 and got["fuse.open"] >= 20
+    with checked_mount(backend, tmp_path / "rw") as m:  # writable: every close flushes (upload errors)
+        for _ in range(20):
+            os.close(os.open(m.path / "f", os.O_RDONLY))
+        assert counts(m.path)["fuse.flush"] >= 20
+    assert backend.read("f") == b"content"
 
 
 def test_read_only_mount_refuses_every_write_with_erofs(backend, tmp_path):
