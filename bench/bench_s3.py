@@ -13,6 +13,12 @@ instance cache); "warm" repeats the read in the same mount right after a cold on
 medians and the ratios of nczfs against the others (>1: nczfs is faster), and the nczfs
 daemon's peak RSS (VmHWM) over all runs.
 
+It also counts, for every run, the CPU seconds of the S3 server, of the FUSE daemon and of the
+reader (this process and its children), and prints the issue's targets next to a floor: the
+run's server and reader CPU spread over all cores, the wall time the run would need if its FUSE
+daemon cost nothing. A target whose time lies below that floor cannot be met on this machine
+by any FUSE daemon, only by a machine whose S3 server does not share the reader's cores.
+
 s3fs-fuse is mounted with ``-o use_path_request_style,url=http://127.0.0.1:PORT`` and a
 passwd file, otherwise at its defaults. "nczfs" is a writable mount at the defaults, "nczfs-ro"
 the same mounted ``--read-only`` (as a reader of published data would; it has no write row).
@@ -29,8 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import cache
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import zarr
@@ -55,6 +62,23 @@ class Paths:
         self.passwd.chmod(0o600)
         self.nczfs_args = nczfs_args
         self.peak_rss = 0
+
+    def daemon_pid(self, label: str) -> int | None:
+        """The FUSE daemon serving ``label``'s mount (None for the direct path)."""
+        if label not in self.mnt:
+            return None
+        if label.startswith("nczfs"):
+            from nczfs.control import read_control
+
+            return read_control(str(self.mnt[label]))["pid"]
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and Path(argv[0].decode()).name == "s3fs" and str(self.mnt[label]).encode() in argv:
+                return int(proc.name)
+        raise RuntimeError(f"no s3fs process for {self.mnt[label]}")
 
     def mount(self, label: str) -> None:
         mnt = self.mnt[label]
@@ -106,6 +130,36 @@ def daemon_peak_rss(mnt: Path) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Run(NamedTuple):
+    """One timed run: wall time and CPU seconds of the S3 server, the FUSE daemon, the reader."""
+
+    wall: float
+    server: float
+    daemon: float
+    reader: float
+
+    @property
+    def floor(self) -> float:
+        """The wall time this run needs with a FUSE daemon that costs nothing."""
+        return (self.server + self.reader) / os.cpu_count()
+
+
+def timed(p: Paths, label: str, fn: Callable[[Paths, str], float]) -> Run:
+    daemon = p.daemon_pid(label)
+    server = p.server.proc.pid
+    s0, d0, r0 = cpu_seconds(server), cpu_seconds(daemon) if daemon else 0.0, os.times()
+    wall = fn(p, label)
+    r1 = os.times()
+    reader = r1.user - r0.user + r1.system - r0.system + r1.children_user - r0.children_user + r1.children_system - r0.children_system
+    return Run(wall, cpu_seconds(server) - s0, (cpu_seconds(daemon) - d0) if daemon else 0.0, reader)
+
+
 def read_big(p: Paths, label: str) -> float:
     t = time.perf_counter()
     a = zarr.open_array(p.store(label, "big.zarr"), mode="r")
@@ -151,8 +205,13 @@ def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
     return time.perf_counter() - t
 
 
+@cache
+def random_data(mib: int) -> np.ndarray:
+    return np.random.default_rng(1).random(mib * MiB // 4, dtype="f4")
+
+
 def write_array(p: Paths, label: str, mib: int) -> float:
-    data = np.random.default_rng(1).random(mib * MiB // 4, dtype="f4")
+    data = random_data(mib)
     name = f"written-{label}-{time.monotonic_ns()}.zarr"
     t = time.perf_counter()
     a = zarr.create_array(p.store(label, name, read_only=False), shape=data.shape, chunks=(CHUNK,),
@@ -161,7 +220,7 @@ def write_array(p: Paths, label: str, mib: int) -> float:
     return time.perf_counter() - t
 
 
-def measure(p: Paths, label: str, fn: Callable[[Paths, str], float], runs: int, warm: bool) -> tuple[list[float], list[float]]:
+def measure(p: Paths, label: str, fn: Callable[[Paths, str], float], runs: int, warm: bool) -> tuple[list[Run], list[Run]]:
     """One warm-up, then ``runs`` cold runs (each on a fresh mount); with ``warm``, each cold run is
     followed by a second run in the same mount."""
     cold, hot = [], []
@@ -170,11 +229,11 @@ def measure(p: Paths, label: str, fn: Callable[[Paths, str], float], runs: int, 
         if label in p.mnt:
             p.mount(label)
         try:
-            t = fn(p, label)
+            run = timed(p, label, fn)
             if i:
-                cold.append(t)
+                cold.append(run)
             if warm and i:
-                hot.append(fn(p, label))
+                hot.append(timed(p, label, fn))
         finally:
             if label in p.mnt:
                 p.umount(label)
@@ -199,7 +258,8 @@ def main() -> None:
     server = SeaweedS3(work / "weed")
     os.environ.update(server.write_aws_files(work / "aws"))
     server.start()
-    rows: dict[str, dict[str, float]] = {}
+    rows: dict[str, dict[str, Run]] = {}
+    targets: dict[str, list[tuple[str, float]]] = {}
     try:
         p = Paths(server, server.new_bucket("bench"), work, args.nczfs_args.split())
         n = args.mib * MiB // 4
@@ -210,43 +270,75 @@ def main() -> None:
                                   chunks=(1024,), dtype="f4", compressors=None, zarr_format=2)
         small[:] = 1.0
         cases = [
-            # name, workload, also warm, writes (no read-only mount runs it)
-            (f"read {args.mib} MiB array (8 MiB chunks)", read_big, True, False),
-            (f"read {args.small:,} chunks of 4 KiB", read_small, False, False),
-            (f"ls -lR of {args.small:,} chunks (direct: s3fs find)", list_small, False, False),
-            (f"write {args.write_mib} MiB array (8 MiB chunks), durable", lambda p, l: write_array(p, l, args.write_mib), False, True),
-            (f"{args.preads:,} random 4 KiB preads in the chunk objects", lambda p, l: random_preads(p, l, args.preads, args.mib), False, False),
+            # name, workload, also warm, writes (no read-only mount runs it), the issue's targets:
+            # {"cold"/"warm": [(peer, how many times faster than the peer nczfs must be)]}
+            (f"read {args.mib} MiB array (8 MiB chunks)", read_big, True, False,
+             {"cold": [("s3fs-fuse", 2.0), ("direct", 2.0)], "warm": [("s3fs-fuse", 3.0)]}),
+            (f"read {args.small:,} chunks of 4 KiB", read_small, False, False, {"cold": [("s3fs-fuse", 2.0)]}),
+            (f"ls -lR of {args.small:,} chunks (direct: s3fs find)", list_small, False, False, {"cold": [("s3fs-fuse", 2.0)]}),
+            (f"write {args.write_mib} MiB array (8 MiB chunks), durable", lambda p, l: write_array(p, l, args.write_mib), False, True,
+             {"cold": [("s3fs-fuse", 2.0)]}),
+            (f"{args.preads:,} random 4 KiB preads in the chunk objects", lambda p, l: random_preads(p, l, args.preads, args.mib), False, False,
+             {"cold": [("s3fs-fuse", 1.5)]}),
         ]
         only = {int(x) for x in args.only.split(",") if x}
-        for number, (name, fn, warm, writes) in enumerate(cases, 1):
+        for number, (name, fn, warm, writes, case_targets) in enumerate(cases, 1):
             if only and number not in only:
                 continue
             for label in labels:
                 if writes and label == "nczfs-ro":
                     continue
                 cold, hot = measure(p, label, fn, args.runs, warm)
-                rows.setdefault(f"{name}, cold", {})[label] = statistics.median(cold)
-                if hot:
-                    rows.setdefault(f"{name}, warm", {})[label] = statistics.median(hot)
-                print(f"{name} {label}: cold {' '.join(f'{t:.3f}' for t in cold)}"
-                      + (f" warm {' '.join(f'{t:.3f}' for t in hot)}" if hot else ""), file=sys.stderr)
+                for kind, found in (("cold", cold), ("warm", hot)):
+                    if found:
+                        rows.setdefault(f"{name}, {kind}", {})[label] = median_run(found)
+                        targets[f"{name}, {kind}"] = case_targets.get(kind, [])
+                print(f"{name} {label}: cold {' '.join(f'{r.wall:.3f}' for r in cold)}"
+                      + (f" warm {' '.join(f'{r.wall:.3f}' for r in hot)}" if hot else ""), file=sys.stderr)
     finally:
         for m in (work / "mnt-nczfs", work / "mnt-nczfs-ro", work / "mnt-s3fs"):
             subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
         server.stop()
         subprocess.run(["rm", "-rf", str(work)])
 
+    print_results(rows, targets, labels, args.runs)
+    print(f"\nnczfs daemon peak RSS (VmHWM) over all runs: {p.peak_rss / MiB:.0f} MiB")
+
+
+def median_run(runs: list[Run]) -> Run:
+    """Each measure's own median over the runs."""
+    return Run(*(statistics.median(values) for values in zip(*runs)))
+
+
+def print_results(rows: dict[str, dict[str, Run]], targets: dict[str, list[tuple[str, float]]], labels: list[str], runs: int) -> None:
     pairs = [("s3fs-fuse", "nczfs"), ("direct", "nczfs"), ("s3fs-fuse", "nczfs-ro"), ("direct", "nczfs-ro")]
     pairs = [(o, z) for o, z in pairs if o in labels and z in labels]
     heads = [f"{label} s" for label in labels] + [f"{o}/{z}" for o, z in pairs]
-    print(f"\n| workload (S3 on SeaweedFS, loopback; median of {args.runs}) | " + " | ".join(heads) + " |")
+    print(f"\n| workload (S3 on SeaweedFS, loopback; median of {runs}) | " + " | ".join(heads) + " |")
     print("|---|" + "---:|" * len(heads))
     for name, r in rows.items():
-        cells = [f"{r[label]:.3f}" if label in r else "-" for label in labels]
-        cells += [f"{r[o] / r[z]:.2f}" if o in r and r.get(z) else "-" for o, z in pairs]
+        cells = [f"{r[label].wall:.3f}" if label in r else "-" for label in labels]
+        cells += [f"{r[o].wall / r[z].wall:.2f}" if o in r and z in r and r[z].wall else "-" for o, z in pairs]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print(f"\nnczfs daemon peak RSS (VmHWM) over all runs: {p.peak_rss / MiB:.0f} MiB")
 
+    print(f"\n| CPU seconds (median of {runs}) | path | wall | S3 server | FUSE daemon | reader | floor |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, r in rows.items():
+        for label, run in r.items():
+            print(f"| {name} | {label} | {run.wall:.3f} | {run.server:.2f} | {run.daemon:.2f} | {run.reader:.2f} | {run.floor:.3f} |")
+
+    print(f"\nfloor: the run's S3 server and reader CPU over {os.cpu_count()} cores, the wall time with a FUSE"
+          " daemon that costs nothing")
+    print("\n| target | path | target time | time | floor | met | reachable here |")
+    print("|---|---|---:|---:|---:|---|---|")
+    for name, wanted in targets.items():
+        r = rows[name]
+        for peer, factor in wanted:
+            for label in ("nczfs", "nczfs-ro"):
+                if peer in r and label in r:
+                    goal = r[peer].wall / factor
+                    print(f"| {name}: {factor:g}x {peer} | {label} | {goal:.3f} | {r[label].wall:.3f} | {r[label].floor:.3f} | "
+                          f"{'yes' if r[label].wall <= goal else 'no'} | {'yes' if r[label].floor <= goal else 'no: below the floor'} |")
 
 if __name__ == "__main__":
     main()
