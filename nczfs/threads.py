@@ -1,13 +1,14 @@
 """Blocking backends lifted to async: every call of a SyncStore runs in a worker thread.
 
 One :class:`trio.CapacityLimiter` per store bounds how many calls run at once (for S3 it
-matches the connection pool). Stores that never block (memory) are called inline.
+matches the connection pool). Stores that never block (memory) are called inline; a backend
+may offer ``get_version_async``, reads done with non-blocking sockets on the trio thread (S3).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, BinaryIO, Callable, TypeVar
+from typing import Any, Awaitable, BinaryIO, Callable, TypeVar
 
 import trio
 
@@ -31,6 +32,10 @@ class ThreadedStore(Store):
         self.keys_form_a_tree = impl.keys_form_a_tree
         self.checks_versions = impl.checks_versions
         self.read_only = impl.read_only
+        # a backend's non-blocking reads, run on the trio thread itself (S3 over http: a worker
+        # thread's round trip costs more CPU than a small GET); None from it: use the thread
+        self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = getattr(
+            impl, "get_version_async", None)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self.impl.non_blocking:
@@ -38,9 +43,15 @@ class ThreadedStore(Store):
         return await run_blocking(fn, *args, limiter=self._limiter)
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        if self._get_async is not None:
+            return await self.get_version(key, rng, None)
         return await self._call(self.impl.get, key, rng)
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        if self._get_async is not None:
+            data = await self._get_async(key, rng, etag)
+            if data is not None:
+                return data
         return await self._call(self.impl.get_version, key, rng, etag)
 
     async def stat(self, key: str) -> ObjectInfo:

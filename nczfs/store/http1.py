@@ -11,9 +11,13 @@ stay with urllib3 (certificates, proxies and TLS settings are its business).
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 import threading
-from typing import BinaryIO
+from typing import BinaryIO, Generator
+
+import trio
 
 #: longest status line or header line accepted, and most header lines
 MAX_LINE = 65536
@@ -22,6 +26,64 @@ MAX_HEADERS = 200
 
 class HttpError(Exception):
     """The connection failed or the response could not be read."""
+
+
+def _response() -> Generator[tuple[str, int], bytes, tuple[int, bytes, bool]]:
+    """The response side of one exchange, free of I/O, shared by the blocking and the trio
+    connections: it yields what it needs next, ``("line", 0)`` (a line, with its end),
+    ``("read", n)`` (n bytes, fewer only at the connection's end) or ``("rest", 0)`` (all until
+    the connection ends), is sent those bytes, and returns (status, body, keep the connection)."""
+    line = yield ("line", 0)
+    version, _, rest = line.partition(b" ")
+    try:
+        status = int(rest[:3])
+    except ValueError:
+        raise HttpError(f"not an HTTP status line: {version + b' ' + rest[:40]!r}") from None
+    length: int | None = None
+    chunked = False
+    close = version != b"HTTP/1.1"
+    for _ in range(MAX_HEADERS):
+        line = yield ("line", 0)
+        if line in (b"\r\n", b"\n"):
+            break
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"transfer-encoding":
+            chunked = b"chunked" in value.lower()
+        elif name == b"connection":
+            v = value.strip().lower()
+            close = v == b"close" or (close and v != b"keep-alive")
+    else:
+        raise HttpError("too many response headers")
+    if chunked:
+        parts = []
+        while True:
+            size = int((yield ("line", 0)).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while (yield ("line", 0)) not in (b"\r\n", b"\n"):  # trailers
+                    pass
+                return status, b"".join(parts), not close
+            part = yield ("read", size)
+            if len(part) != size:
+                raise HttpError("chunked body cut short")
+            parts.append(part)
+            yield ("line", 0)
+    if length is not None:
+        body = yield ("read", length)
+        if len(body) != length:
+            raise HttpError(f"response body cut short ({len(body)} of {length} bytes)")
+        return status, body, not close
+    return status, (yield ("rest", 0)), False  # delimited by the end of the connection
+
+
+def _check_line(line: bytes) -> bytes:
+    if len(line) > MAX_LINE:
+        raise HttpError("response line too long")
+    if not line.endswith(b"\n"):
+        raise HttpError("connection closed by the server")
+    return line
 
 
 class _Connection:
@@ -42,63 +104,21 @@ class _Connection:
             except OSError:
                 pass
 
-    def _line(self) -> bytes:
-        line = self.file.readline(MAX_LINE + 1)
-        if len(line) > MAX_LINE:
-            raise HttpError("response line too long")
-        if not line.endswith(b"\n"):
-            raise HttpError("connection closed by the server")
-        return line
-
     def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
         """Send ``request``; return (status, body, keep the connection)."""
         self.sock.sendall(request)
-        version, _, rest = self._line().partition(b" ")
-        try:
-            status = int(rest[:3])
-        except ValueError:
-            raise HttpError(f"not an HTTP status line: {version + b' ' + rest[:40]!r}") from None
-        length: int | None = None
-        chunked = False
-        close = version != b"HTTP/1.1"
-        for _ in range(MAX_HEADERS):
-            line = self._line()
-            if line in (b"\r\n", b"\n"):
-                break
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif name == b"connection":
-                v = value.strip().lower()
-                close = v == b"close" or (close and v != b"keep-alive")
-        else:
-            raise HttpError("too many response headers")
-        if chunked:
-            body = self._chunks()
-        elif length is not None:
-            body = self.file.read(length)
-            if len(body) != length:
-                raise HttpError(f"response body cut short ({len(body)} of {length} bytes)")
-        else:  # delimited by the end of the connection
-            body, close = self.file.read(), True
-        return status, body, not close
-
-    def _chunks(self) -> bytes:
-        parts = []
+        reader = _response()
+        want = next(reader)
         while True:
-            size = int(self._line().split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                while self._line() not in (b"\r\n", b"\n"):  # trailers
-                    pass
-                return b"".join(parts)
-            part = self.file.read(size)
-            if len(part) != size:
-                raise HttpError("chunked body cut short")
-            parts.append(part)
-            self._line()
+            what, n = want
+            if what == "line":
+                got = _check_line(self.file.readline(MAX_LINE + 1))
+            else:
+                got = self.file.read(n) if what == "read" else self.file.read()
+            try:
+                want = reader.send(got)
+            except StopIteration as done:
+                return done.value
 
 
 class Pool:
@@ -151,5 +171,177 @@ class Pool:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+#: bodies longer than this are received in a worker thread (the trio thread would spend its
+#: time copying them; a small body costs less than a thread's round trip)
+THREAD_BODY = 1024 * 1024
+
+
+class _TrioConnection:
+    """One keep-alive connection read and written from the trio thread: a non-blocking socket
+    waited on with trio; a long body is received in a worker thread instead."""
+
+    def __init__(self, sock: socket.socket, read_timeout: float):
+        self.sock, self.read_timeout = sock, read_timeout
+        self.buf = bytearray()
+        self.reused = False
+
+    @classmethod
+    async def open(cls, address: tuple, connect_timeout: float, read_timeout: float) -> _TrioConnection:
+        family, kind, proto, _, addr = address
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            code = sock.connect_ex(addr)
+            if code == errno.EINPROGRESS:
+                with trio.move_on_after(connect_timeout):
+                    await trio.lowlevel.wait_writable(sock)
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if code == errno.EINPROGRESS:
+                    code = errno.ETIMEDOUT
+            if code:
+                raise HttpError(f"connect to {addr[0]}:{addr[1]}: {os.strerror(code)}")
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock, read_timeout)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    async def _fill(self) -> bool:
+        """More bytes into the buffer; False at the connection's end."""
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.sock)
+                continue
+            self.buf += data
+            return bool(data)
+
+    async def _line(self) -> bytes:
+        start = 0
+        while True:
+            end = self.buf.find(b"\n", start)
+            if end >= 0:
+                line = bytes(self.buf[: end + 1])
+                del self.buf[: end + 1]
+                return _check_line(line)
+            if len(self.buf) > MAX_LINE:
+                return _check_line(bytes(self.buf))
+            start = len(self.buf)
+            if not await self._fill():
+                return _check_line(bytes(self.buf))
+
+    async def _read(self, n: int) -> bytes:
+        if n - len(self.buf) > THREAD_BODY:
+            return await trio.to_thread.run_sync(self._read_blocking, n)
+        while len(self.buf) < n:
+            if not await self._fill():
+                break
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+    def _read_blocking(self, n: int) -> bytes:
+        """(worker thread) ``n`` bytes: what is buffered, then the rest received into place."""
+        out = bytearray(n)
+        have = len(self.buf)
+        out[:have] = self.buf
+        self.buf.clear()
+        view = memoryview(out)
+        self.sock.settimeout(self.read_timeout)
+        try:
+            while have < n:
+                got = self.sock.recv_into(view[have:])
+                if not got:
+                    return bytes(out[:have])
+                have += got
+        finally:
+            self.sock.setblocking(False)
+        return bytes(out)
+
+    async def _rest(self) -> bytes:
+        while await self._fill():
+            pass
+        data = bytes(self.buf)
+        self.buf.clear()
+        return data
+
+    async def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
+        view = memoryview(request)
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self.sock)
+        reader = _response()
+        want = next(reader)
+        while True:
+            what, n = want
+            got = await (self._line() if what == "line" else self._read(n) if what == "read" else self._rest())
+            try:
+                want = reader.send(got)
+            except StopIteration as done:
+                return done.value
+
+
+class TrioPool:
+    """:class:`Pool`'s twin for the trio thread: the same requests and answers, without a worker
+    thread's round trip per request (~400 us of CPU for a small GET on these machines)."""
+
+    def __init__(self, host: str, port: int, *, maxsize: int = 16, connect_timeout: float = 5, read_timeout: float = 60):
+        self.host, self.port, self.maxsize = host, port, maxsize
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self._idle: list[_TrioConnection] = []
+        self._address: tuple | None = None
+        self._closed = False
+
+    async def request(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        request = head.encode("latin-1")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        for _ in range(2):
+            conn = await self._take()
+            try:
+                with trio.fail_after(self.read_timeout):
+                    status, body, keep = await conn.exchange(request)
+            except (OSError, ValueError, HttpError, trio.TooSlowError) as exc:
+                conn.close()
+                if conn.reused and not isinstance(exc, (TimeoutError, trio.TooSlowError)):
+                    continue
+                raise HttpError(f"{type(exc).__name__}: {exc}") from None
+            except BaseException:  # cancelled mid-exchange: the connection is in an unknown state
+                conn.close()
+                raise
+            if keep and not self._closed and len(self._idle) < self.maxsize:
+                self._idle.append(conn)
+            else:
+                conn.close()
+            return status, body
+        raise HttpError("connection closed by the server")
+
+    async def _take(self) -> _TrioConnection:
+        if self._idle:
+            conn = self._idle.pop()
+            conn.reused = True
+            return conn
+        if self._address is None:
+            try:
+                found = await trio.socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            except OSError as exc:
+                raise HttpError(f"connect to {self.host}:{self.port}: {exc}") from None
+            self._address = found[0]
+        return await _TrioConnection.open(self._address, self.connect_timeout, self.read_timeout)
+
+    def close(self) -> None:
+        """Close the idle connections (callable outside trio: nothing waits on them)."""
+        self._closed = True
+        idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()

@@ -36,6 +36,7 @@ from nczfs.errors import (
 )
 from nczfs.s3url import S3Location, parse_s3_url
 from nczfs.store.s3get import LeanGetter, RangeNotSatisfiable
+from nczfs.threads import run_blocking
 from nczfs.store.base import (
     ByteRange,
     DirEntry,
@@ -89,6 +90,13 @@ def translate(exc: Exception, key: str, op: str) -> NczfsError:
 
 def _etag(value: str | None) -> str:
     return (value or "").strip('"')
+
+
+def _range_header(rng: ByteRange | None) -> str | None:
+    """The ``Range`` header for ``rng`` (None: the whole object)."""
+    if rng is None or (rng.start == 0 and rng.end is None):
+        return None
+    return f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
 
 
 def _mtime_ns(value: Any) -> int:
@@ -255,11 +263,11 @@ class S3Store(SyncStore):
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._full(key)}
         if etag:
             kwargs["IfMatch"] = f'"{etag}"'
-        if rng is not None and (rng.start > 0 or rng.end is not None):
-            if rng.end == rng.start:  # nothing to read: only say whether the object exists
-                self.stat(key)
-                return b""
-            kwargs["Range"] = f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
+        if rng is not None and rng.end == rng.start:  # nothing to read: only say whether the object exists
+            self.stat(key)
+            return b""
+        if (header := _range_header(rng)) is not None:
+            kwargs["Range"] = header
         try:
             if self.lean is not None:  # the same GET without botocore's per-request CPU (s3get.py)
                 return self.lean.get(key, kwargs["Key"], kwargs.get("Range"), etag)
@@ -275,6 +283,19 @@ class S3Store(SyncStore):
             raise translate(exc, key, "GetObject") from None
         except Exception as exc:
             raise translate(exc, key, "GetObject") from None
+
+    async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
+        """:meth:`get_version` from the trio thread, without a worker thread's round trip (lean
+        GETs over ``http://``, s3get.py); None where only :meth:`get_version` can do it (the caller
+        then runs that in a worker thread): no lean GETs here, an empty range."""
+        if self.lean is None or (rng is not None and rng.end == rng.start):
+            return None
+        check_key(key)
+        try:
+            return await self.lean.get_async(key, self._full(key), _range_header(rng), etag)
+        except RangeNotSatisfiable:  # a range past the end: empty, if the object exists
+            await run_blocking(self.stat, key)
+            return b""
 
     def stat(self, key: str) -> ObjectInfo:
         check_key(key)

@@ -25,13 +25,16 @@ import urllib.parse
 from typing import Any, Callable, Iterator
 from xml.etree import ElementTree
 
+import trio
 import urllib3
 from botocore import UNSIGNED
 
 from nczfs.errors import BackendError, KeyNotFound, PermissionDenied, Stale
-from nczfs.store.http1 import HttpError, Pool
+from nczfs.store.http1 import HttpError, Pool, TrioPool
 
 ATTEMPTS = 3
+#: credentials botocore would refresh within this many seconds are refreshed from a worker thread
+REFRESH_MARGIN = 16 * 60
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
@@ -56,8 +59,10 @@ class LeanGetter:
         if self.scheme == "https":  # TLS stays with urllib3
             self.pool: Any = urllib3.HTTPSConnectionPool(url.hostname, url.port, maxsize=pool_size, block=True,
                                                           retries=False, timeout=urllib3.Timeout(connect=5, read=60))
+            self.trio_pool: TrioPool | None = None
         else:  # plain http: nczfs's own minimal HTTP/1.1 (http1.py), half the CPU per request
             self.pool = Pool(url.hostname or "localhost", url.port or 80, maxsize=pool_size)
+            self.trio_pool = TrioPool(url.hostname or "localhost", url.port or 80, maxsize=pool_size)
 
     @staticmethod
     def usable(client: Any) -> bool:
@@ -105,13 +110,15 @@ class LeanGetter:
 
     def get(self, key: str, full_key: str, byte_range: str | None, etag: str | None) -> bytes:
         """GET ``full_key`` (the S3 key), optionally ``Range: bytes=...`` and ``If-Match``."""
-        path = self.base + "/" + urllib.parse.quote(full_key, safe="/~")
+        return self._request("GetObject", key, *self._get_target(full_key, byte_range, etag))
+
+    def _get_target(self, full_key: str, byte_range: str | None, etag: str | None) -> tuple[str, dict[str, str]]:
         extra = {}
         if byte_range:
             extra["range"] = byte_range
         if etag:
             extra["if-match"] = f'"{etag}"'
-        return self._request("GetObject", key, path, extra)
+        return self.base + "/" + urllib.parse.quote(full_key, safe="/~"), extra
 
     def list_pages(self, key: str, s3_prefix: str, delimiter: bool) -> Iterator[dict[str, Any]]:
         """ListObjectsV2 pages, shaped as boto3 returns them (``Contents``, ``CommonPrefixes``),
@@ -141,21 +148,39 @@ class LeanGetter:
             else:
                 if status in (200, 206):
                     return body
-                if status == 404 and _code(body) != "NoSuchBucket":
-                    raise KeyNotFound(key)
-                if status == 403:
-                    raise PermissionDenied(f"{key!r}: S3 {op} refused: HTTP 403 {_code(body)}")
-                if status == 412:
-                    raise Stale(f"{key!r}: the object changed in S3 while open")
-                if status == 416:
-                    raise RangeNotSatisfiable(key)
-                failure = f"HTTP {status} {_code(body)}"
-                if status < 500 and status != 429:
-                    raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
+                failure = _failure(op, key, status, body)
             if attempt + 1 < ATTEMPTS:
                 self._count("retries-considered")
                 time.sleep(0.05 * 2**attempt)
         raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
+
+    async def get_async(self, key: str, full_key: str, byte_range: str | None, etag: str | None) -> bytes | None:
+        """:meth:`get` from the trio thread, over :class:`TrioPool`. None where it cannot be done
+        without blocking (``https://``; credentials due for a refresh, which may call out): the
+        caller then uses :meth:`get` in a worker thread."""
+        if self.trio_pool is None or self._refresh_due():
+            return None
+        path, extra = self._get_target(full_key, byte_range, etag)
+        for attempt in range(ATTEMPTS):
+            self._count("GetObject")
+            try:
+                status, body = await self.trio_pool.request("GET", path, self._headers(path, extra))
+            except HttpError as exc:
+                failure = f"HttpError: {exc}"
+            else:
+                if status in (200, 206):
+                    return body
+                failure = _failure("GetObject", key, status, body)
+            if attempt + 1 < ATTEMPTS:
+                self._count("retries-considered")
+                await trio.sleep(0.05 * 2**attempt)
+        raise BackendError(f"{key!r}: S3 GetObject failed: {failure}")
+
+    def _refresh_due(self) -> bool:
+        """Whether botocore would refresh the credentials on their next use (a network call)."""
+        creds = self._signer._credentials
+        due = getattr(creds, "refresh_needed", None)
+        return bool(due is not None and due(REFRESH_MARGIN))
 
     def _send(self, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
         if isinstance(self.pool, Pool):
@@ -165,6 +190,8 @@ class LeanGetter:
 
     def close(self) -> None:
         self.pool.close()
+        if self.trio_pool is not None:
+            self.trio_pool.close()
 
 
 def _q(value: str) -> str:
@@ -203,6 +230,22 @@ def _parse_listing(body: bytes) -> dict[str, Any]:
         page["CommonPrefixes"].append({"Prefix": key(text(item, "Prefix"))})
     page["KeyCount"] = len(page["Contents"]) + len(page["CommonPrefixes"])
     return page
+
+
+def _failure(op: str, key: str, status: int, body: bytes) -> str:
+    """What an unsuccessful answer means: an nczfs error raised, or a retryable failure described."""
+    if status == 404 and _code(body) != "NoSuchBucket":
+        raise KeyNotFound(key)
+    if status == 403:
+        raise PermissionDenied(f"{key!r}: S3 {op} refused: HTTP 403 {_code(body)}")
+    if status == 412:
+        raise Stale(f"{key!r}: the object changed in S3 while open")
+    if status == 416:
+        raise RangeNotSatisfiable(key)
+    failure = f"HTTP {status} {_code(body)}"
+    if status < 500 and status != 429:
+        raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
+    return failure
 
 
 def _code(body: bytes) -> str:

@@ -7,8 +7,10 @@ import socket
 import threading
 
 import pytest
+import trio
 
-from nczfs.store.http1 import HttpError, Pool
+from nczfs.store import http1
+from nczfs.store.http1 import HttpError, Pool, TrioPool
 
 
 class Scripted:
@@ -55,14 +57,31 @@ class Scripted:
         self.sock.close()
 
 
-@pytest.fixture
-def serve():
+class InTrio:
+    """A :class:`TrioPool` called like a :class:`Pool`: each request in a trio run of its own."""
+
+    def __init__(self, pool: TrioPool):
+        self.pool = pool
+
+    def request(self, *args):
+        return trio.run(self.pool.request, *args)
+
+
+def make_pool(kind: str, port: int, **timeouts):
+    """The blocking pool, or its trio twin: every test here runs on both."""
+    if kind == "threads":
+        return Pool("127.0.0.1", port, **timeouts)
+    return InTrio(TrioPool("127.0.0.1", port, **timeouts))
+
+
+@pytest.fixture(params=["threads", "trio"])
+def serve(request):
     servers = []
 
     def start(*replies):
         s = Scripted(list(replies))
         servers.append(s)
-        return s, Pool("127.0.0.1", s.port, read_timeout=5)
+        return s, make_pool(request.param, s.port, read_timeout=5)
 
     yield start
     for s in servers:
@@ -114,9 +133,49 @@ def test_unreadable_responses_are_errors_not_hangs(serve, reply, message):
         pool.request("GET", "/", {})
 
 
-def test_a_refused_connection_is_an_error():
+@pytest.mark.parametrize("kind", ["threads", "trio"])
+def test_a_refused_connection_is_an_error(kind):
     s = socket.create_server(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
     with pytest.raises(HttpError, match="connect"):
-        Pool("127.0.0.1", port).request("GET", "/", {})
+        make_pool(kind, port).request("GET", "/", {})
+
+
+@pytest.mark.parametrize("kind", ["threads", "trio"])
+def test_a_server_that_never_answers_times_out(kind):
+    silent = socket.create_server(("127.0.0.1", 0))
+    try:
+        with pytest.raises(HttpError, match="(?i)timed? ?out|TooSlow"):
+            make_pool(kind, silent.getsockname()[1], read_timeout=0.3).request("GET", "/", {})
+    finally:
+        silent.close()
+
+
+def test_the_trio_pool_receives_a_long_body_in_a_thread_and_keeps_the_connection(serve, monkeypatch):
+    received = []
+    monkeypatch.setattr(http1._TrioConnection, "_read_blocking",
+                        lambda self, n, real=http1._TrioConnection._read_blocking: received.append(n) or real(self, n))
+    body = bytes(range(256)) * (3 * 4096 + 7)  # 3 MiB and a bit: more than THREAD_BODY
+    server, pool = serve(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
+                         b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    status, got = pool.request("GET", "/big", {})
+    assert status == 200 and type(got) is bytes and got == body
+    assert pool.request("GET", "/small", {}) == (200, b"ok")  # the same connection, non-blocking again
+    assert server.connections == 1
+    assert received == ([len(body)] if isinstance(pool, InTrio) else [])
+
+
+def test_a_cancelled_trio_request_closes_its_connection():
+    silent = socket.create_server(("127.0.0.1", 0))
+    pool = TrioPool("127.0.0.1", silent.getsockname()[1], read_timeout=30)
+
+    async def cancelled():
+        with trio.move_on_after(0.2):
+            await pool.request("GET", "/", {})
+        return len(pool._idle)
+
+    try:
+        assert trio.run(cancelled) == 0  # not kept: its answer could still arrive
+    finally:
+        silent.close()

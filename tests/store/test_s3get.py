@@ -6,17 +6,21 @@ server is path-style; these check the cases one by one against boto3's own GetOb
 
 from __future__ import annotations
 
+import datetime
 import http.server
 import threading
 
 import boto3
 import pytest
+import trio
 from botocore import UNSIGNED
 from botocore.config import Config
+from botocore.credentials import RefreshableCredentials
 
 from nczfs.errors import BackendError, KeyNotFound, PermissionDenied, Stale
 from nczfs.store.base import ByteRange
 from nczfs.store.s3 import S3Store
+from nczfs.threads import ThreadedStore
 from tests.s3server import ADMIN
 
 DATA = bytes(range(256)) * 40
@@ -119,3 +123,85 @@ def test_lean_listings_match_boto3(s3_server):
         assert lean.list_prefix(prefix) == plain.list_prefix(prefix), prefix
     assert len(lean.list_dir("many")) == 1100
     assert lean.counters()["ListObjectsV2"] >= 4
+
+
+# ---------------------------------------------------------------- the same GETs from the trio thread
+
+
+def in_trio(store: S3Store, key: str, rng: ByteRange | None = None, etag: str | None = None) -> bytes:
+    """A read through ThreadedStore, which uses the store's trio-thread GET where it can."""
+    return trio.run(ThreadedStore(store).get_version, key, rng, etag)
+
+
+def test_trio_thread_gets_match_boto3_and_use_no_worker_thread(stored, monkeypatch):
+    server, bucket = stored
+    lean = S3Store(server.client(), bucket, "p")
+    plain = S3Store(server.client(), bucket, "p", lean_gets=False)
+    in_threads = []
+    real = lean.get_version
+    monkeypatch.setattr(lean, "get_version", lambda *a: in_threads.append(a[1]) or real(*a))
+    ranges = (None, ByteRange(0, 10), ByteRange(100, 5000), ByteRange(10_000), ByteRange(9_000, 20_000), ByteRange(20_000, 30_000))
+    for rng in ranges:
+        assert in_trio(lean, "k", rng) == plain.get("k", rng), rng
+    assert in_threads == []
+    assert lean.counters()["GetObject"] == 6
+    assert lean.counters()["HeadObject"] == 1  # the range past the end (S3 answers 416): does the object exist?
+    assert in_trio(lean, "k", ByteRange(0, 4), lean.stat("k").etag) == DATA[:4]
+
+
+def test_trio_thread_get_errors(stored):
+    server, bucket = stored
+    store = S3Store(server.client(), bucket, "p")
+    with pytest.raises(KeyNotFound):
+        in_trio(store, "missing")
+    with pytest.raises(Stale):
+        in_trio(store, "k", ByteRange(0, 4), "0123456789abcdef0123456789abcdef")
+    wrong = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=ADMIN[0], aws_secret_access_key="nope",
+                         region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
+    with pytest.raises(PermissionDenied, match="'k'.*403"):
+        in_trio(S3Store(wrong, bucket, "p"), "k")
+
+
+@pytest.mark.parametrize("fail, ok", [(2, True), (3, False)])
+def test_trio_thread_get_retries_server_errors(fail, ok):
+    Flaky.fail, Flaky.seen = fail, 0
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
+                              aws_secret_access_key="b", region_name="us-east-1",
+                              config=Config(s3={"addressing_style": "path"}))
+        store = S3Store(client, "bucket", "p")
+        if ok:
+            assert in_trio(store, "k") == b"payload"
+        else:
+            with pytest.raises(BackendError, match="'k'.*HTTP 503 SlowDown"):
+                in_trio(store, "k")
+        assert Flaky.seen == 3
+        assert store.counters()["GetObject"] == 3 and store.counters()["retries-considered"] == 2
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_credentials_due_for_a_refresh_are_refreshed_in_a_worker_thread(stored):
+    """botocore refreshes credentials by calling out (STS, instance metadata): never on the trio thread."""
+    server, bucket = stored
+    store = S3Store(server.client(), bucket, "p")
+    refreshed = []
+
+    def expiring_in(seconds: float) -> dict:
+        expiry = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
+        return {"access_key": ADMIN[0], "secret_key": ADMIN[1], "token": None, "expiry_time": expiry.isoformat()}
+
+    def refresh() -> dict:
+        refreshed.append(threading.current_thread() is threading.main_thread())
+        return expiring_in(3600)
+
+    store.lean._signer._credentials = RefreshableCredentials.create_from_metadata(
+        metadata=expiring_in(300), refresh_using=refresh, method="test")
+    assert in_trio(store, "k") == DATA
+    assert refreshed == [False]  # refreshed once, by the worker thread's GET
+    assert in_trio(store, "k") == DATA
+    assert refreshed == [False]  # fresh now: the trio thread's GET signs with them
+    assert len(store.lean.trio_pool._idle) == 1
