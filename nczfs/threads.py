@@ -33,7 +33,8 @@ class ThreadedStore(Store):
         self.checks_versions = impl.checks_versions
         self.read_only = impl.read_only
         # a backend's non-blocking reads, run on the trio thread itself (S3 over http: a worker
-        # thread's round trip costs more CPU than a small GET); None from it: use the thread
+        # thread's round trip costs more CPU than a small GET); None from it: use the thread.
+        # Its ``get`` must be ``get_version`` without a version (as S3's is).
         self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = getattr(
             impl, "get_version_async", None)
 
@@ -49,7 +50,8 @@ class ThreadedStore(Store):
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
         if self._get_async is not None:
-            data = await self._get_async(key, rng, etag)
+            async with self._limiter:  # the same bound as the threads' (S3: the connection pool's size)
+                data = await self._get_async(key, rng, etag)
             if data is not None:
                 return data
         return await self._call(self.impl.get_version, key, rng, etag)

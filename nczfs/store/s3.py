@@ -36,7 +36,6 @@ from nczfs.errors import (
 )
 from nczfs.s3url import S3Location, parse_s3_url
 from nczfs.store.s3get import LeanGetter, RangeNotSatisfiable
-from nczfs.threads import run_blocking
 from nczfs.store.base import (
     ByteRange,
     DirEntry,
@@ -47,6 +46,7 @@ from nczfs.store.base import (
     check_prefix,
     join,
 )
+from nczfs.threads import run_blocking
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig

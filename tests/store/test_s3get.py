@@ -19,6 +19,7 @@ from botocore.credentials import RefreshableCredentials
 
 from nczfs.errors import BackendError, KeyNotFound, PermissionDenied, Stale
 from nczfs.store.base import ByteRange
+from nczfs.store import http1
 from nczfs.store.s3 import S3Store
 from nczfs.threads import ThreadedStore
 from tests.s3server import ADMIN
@@ -205,3 +206,25 @@ def test_credentials_due_for_a_refresh_are_refreshed_in_a_worker_thread(stored):
     assert in_trio(store, "k") == DATA
     assert refreshed == [False]  # fresh now: the trio thread's GET signs with them
     assert len(store.lean.trio_pool._idle) == 1
+
+
+def test_trio_thread_gets_keep_to_the_stores_bound_on_connections(stored, monkeypatch):
+    server, bucket = stored
+    store = S3Store(server.client(), bucket, "p", max_concurrency=2)
+    opened = []
+    real = http1._TrioConnection.open
+    monkeypatch.setattr(http1._TrioConnection, "open", classmethod(lambda cls, *a: opened.append(1) or real(*a)))
+
+    async def many() -> list[bytes]:
+        threaded = ThreadedStore(store)
+        got: list[bytes] = []
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(read_into, threaded, got)
+        return got
+
+    async def read_into(threaded: ThreadedStore, got: list[bytes]) -> None:
+        got.append(await threaded.get("k"))
+
+    assert trio.run(many) == [DATA] * 10
+    assert len(opened) == 2
