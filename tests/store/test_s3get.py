@@ -46,23 +46,28 @@ def test_lean_gets_are_used_on_path_style_endpoints_and_match_boto3(stored):
     assert lean.get_version("k", ByteRange(0, 4), etag) == DATA[:4]
 
 
-def test_lean_get_errors(stored):
+@pytest.mark.parametrize("where", ["worker thread", "trio thread"])
+def test_lean_get_errors(stored, where):
     server, bucket = stored
+
+    def read(store: S3Store, key: str, rng: ByteRange | None = None, etag: str | None = None) -> bytes:
+        return store.get_version(key, rng, etag) if where == "worker thread" else in_trio(store, key, rng, etag)
+
     store = S3Store(server.client(), bucket, "p")
     with pytest.raises(KeyNotFound):
-        store.get("missing")
+        read(store, "missing")
     with pytest.raises(Stale):
-        store.get_version("k", ByteRange(0, 4), "0123456789abcdef0123456789abcdef")
+        read(store, "k", ByteRange(0, 4), "0123456789abcdef0123456789abcdef")
     wrong = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=ADMIN[0], aws_secret_access_key="nope",
                          region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
     with pytest.raises(PermissionDenied, match="'k'.*403"):
-        S3Store(wrong, bucket, "p").get("k")
+        read(S3Store(wrong, bucket, "p"), "k")
     anonymous = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1",
                              config=Config(s3={"addressing_style": "path"}, signature_version=UNSIGNED))
     unsigned = S3Store(anonymous, bucket, "p")
     assert unsigned.lean is not None and unsigned.lean.unsigned
     with pytest.raises(PermissionDenied):
-        unsigned.get("k")
+        read(unsigned, "k")
 
 
 class Flaky(http.server.BaseHTTPRequestHandler):
@@ -87,7 +92,8 @@ class Flaky(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.mark.parametrize("fail, ok", [(2, True), (3, False)])
-def test_lean_get_retries_server_errors(fail, ok):
+@pytest.mark.parametrize("where", ["worker thread", "trio thread"])
+def test_lean_get_retries_server_errors(fail, ok, where):
     Flaky.fail, Flaky.seen = fail, 0
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -96,11 +102,12 @@ def test_lean_get_retries_server_errors(fail, ok):
                               aws_secret_access_key="b", region_name="us-east-1",
                               config=Config(s3={"addressing_style": "path"}))
         store = S3Store(client, "bucket", "p")
+        get = store.get if where == "worker thread" else lambda key: in_trio(store, key)
         if ok:
-            assert store.get("k") == b"payload"
+            assert get("k") == b"payload"
         else:
             with pytest.raises(BackendError, match="'k'.*HTTP 503 SlowDown"):
-                store.get("k")
+                get("k")
         assert Flaky.seen == 3
         assert store.counters()["GetObject"] == 3 and store.counters()["retries-considered"] == 2
     finally:
@@ -148,41 +155,6 @@ def test_trio_thread_gets_match_boto3_and_use_no_worker_thread(stored, monkeypat
     assert lean.counters()["GetObject"] == 6
     assert lean.counters()["HeadObject"] == 1  # the range past the end (S3 answers 416): does the object exist?
     assert in_trio(lean, "k", ByteRange(0, 4), lean.stat("k").etag) == DATA[:4]
-
-
-def test_trio_thread_get_errors(stored):
-    server, bucket = stored
-    store = S3Store(server.client(), bucket, "p")
-    with pytest.raises(KeyNotFound):
-        in_trio(store, "missing")
-    with pytest.raises(Stale):
-        in_trio(store, "k", ByteRange(0, 4), "0123456789abcdef0123456789abcdef")
-    wrong = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=ADMIN[0], aws_secret_access_key="nope",
-                         region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
-    with pytest.raises(PermissionDenied, match="'k'.*403"):
-        in_trio(S3Store(wrong, bucket, "p"), "k")
-
-
-@pytest.mark.parametrize("fail, ok", [(2, True), (3, False)])
-def test_trio_thread_get_retries_server_errors(fail, ok):
-    Flaky.fail, Flaky.seen = fail, 0
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
-                              aws_secret_access_key="b", region_name="us-east-1",
-                              config=Config(s3={"addressing_style": "path"}))
-        store = S3Store(client, "bucket", "p")
-        if ok:
-            assert in_trio(store, "k") == b"payload"
-        else:
-            with pytest.raises(BackendError, match="'k'.*HTTP 503 SlowDown"):
-                in_trio(store, "k")
-        assert Flaky.seen == 3
-        assert store.counters()["GetObject"] == 3 and store.counters()["retries-considered"] == 2
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def test_credentials_due_for_a_refresh_are_refreshed_in_a_worker_thread(stored):
