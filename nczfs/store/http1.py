@@ -78,6 +78,12 @@ def _response() -> Generator[tuple[str, int], bytes, tuple[int, bytes, bool]]:
     return status, (yield ("rest", 0)), False  # delimited by the end of the connection
 
 
+def _request_bytes(method: str, target: str, headers: dict[str, str]) -> bytes:
+    """A request without a body, as sent."""
+    head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    return head.encode("latin-1")
+
+
 def _check_line(line: bytes) -> bytes:
     if len(line) > MAX_LINE:
         raise HttpError("response line too long")
@@ -134,8 +140,7 @@ class Pool:
     def request(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
         """One request without a body; a reused connection the server had closed meanwhile is
         replaced by a new one once (that is not a failed attempt)."""
-        head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-        request = head.encode("latin-1")
+        request = _request_bytes(method, target, headers)
         for _ in range(2):
             conn = self._take()
             try:
@@ -303,8 +308,7 @@ class TrioPool:
         self._closed = False
 
     async def request(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
-        head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-        request = head.encode("latin-1")
+        request = _request_bytes(method, target, headers)
         await trio.lowlevel.checkpoint_if_cancelled()
         for _ in range(2):
             conn = await self._take()

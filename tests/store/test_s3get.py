@@ -27,6 +27,11 @@ from tests.s3server import ADMIN
 DATA = bytes(range(256)) * 40
 
 
+def in_trio(store: S3Store, key: str, rng: ByteRange | None = None, etag: str | None = None) -> bytes:
+    """A read through ThreadedStore, which uses the store's trio-thread GET where it can."""
+    return trio.run(ThreadedStore(store).get_version, key, rng, etag)
+
+
 @pytest.fixture
 def stored(s3_server):
     bucket = s3_server.new_bucket("lean")
@@ -134,11 +139,6 @@ def test_lean_listings_match_boto3(s3_server):
 
 
 # ---------------------------------------------------------------- the same GETs from the trio thread
-
-
-def in_trio(store: S3Store, key: str, rng: ByteRange | None = None, etag: str | None = None) -> bytes:
-    """A read through ThreadedStore, which uses the store's trio-thread GET where it can."""
-    return trio.run(ThreadedStore(store).get_version, key, rng, etag)
 
 
 def test_trio_thread_gets_match_boto3_and_use_no_worker_thread(stored, monkeypatch):
