@@ -15,6 +15,11 @@ from nczfs.threads import run_blocking
 
 
 class Content:
+    """In memory, the content is either the list of the byte strings written one after another
+    (what a sequential writer such as zarr produces: kept as received, joined once into the
+    bytes that are uploaded) or, once a write lands anywhere but at the end or a read comes in
+    between, one bytearray."""
+
     def __init__(
         self,
         data: bytes = b"",
@@ -23,7 +28,8 @@ class Content:
         spill_threshold: int = 64 * 1024 * 1024,
         spill_dir: str | None = None,
     ):
-        self._mem: bytearray | None = bytearray(data)
+        self._parts: list[bytes] | None = [bytes(data)] if data else []
+        self._mem: bytearray | None = None
         self._file: BinaryIO | None = None
         self._size = len(data)
         self._threshold = spill_threshold
@@ -42,24 +48,34 @@ class Content:
     def dirty(self) -> bool:
         return self.version != self.uploaded_version
 
+    def _buffer(self) -> bytearray:
+        """The content as one bytearray, from now on."""
+        if self._mem is None:
+            assert self._parts is not None
+            self._mem, self._parts = bytearray(b"".join(self._parts)), None
+        return self._mem
+
     async def _spill(self) -> None:
-        assert self._mem is not None
         # unbuffered: a streaming upload reads the file through its own descriptor
         f = tempfile.TemporaryFile(dir=self._spill_dir, prefix="nczfs-write-", buffering=0)
-        data, self._mem = self._mem, None
-        await run_blocking(_pwrite, f, 0, data)
+        pieces = self._parts if self._parts is not None else [self._mem]
+        self._parts = self._mem = None
+        await run_blocking(_pwrite_all, f, pieces)
         self._file = f
 
     async def write(self, offset: int, data: bytes) -> None:
         end = offset + len(data)
-        if self._mem is not None and end > self._threshold:
+        if self._file is None and end > self._threshold:
             await self._spill()
-        if self._mem is not None:
-            if offset > len(self._mem):
-                self._mem.extend(bytes(offset - len(self._mem)))
-            self._mem[offset:end] = data
-        else:
+        if self._file is not None:
             await run_blocking(_pwrite, self._file, offset, data)
+        elif self._parts is not None and offset == self._size:
+            self._parts.append(bytes(data))  # no copy of the bytes a FUSE write brings
+        else:
+            mem = self._buffer()
+            if offset > len(mem):
+                mem.extend(bytes(offset - len(mem)))
+            mem[offset:end] = data
         self._size = max(self._size, end)
         self.version += 1
 
@@ -67,21 +83,23 @@ class Content:
         if offset >= self._size:
             return b""
         size = min(size, self._size - offset)
-        if self._mem is not None:
-            return bytes(self._mem[offset : offset + size])
-        return await run_blocking(_pread, self._file, offset, size)
+        if self._file is not None:
+            return await run_blocking(_pread, self._file, offset, size)
+        return bytes(memoryview(self._buffer())[offset : offset + size])
 
     async def truncate(self, size: int) -> None:
-        if self._mem is not None:
-            if size > self._threshold:
-                await self._spill()
-            else:
-                if size < len(self._mem):
-                    del self._mem[size:]
-                else:
-                    self._mem.extend(bytes(size - len(self._mem)))
+        if self._file is None and size > self._threshold:
+            await self._spill()
         if self._file is not None:
             await run_blocking(self._file.truncate, size)
+        elif size == 0:
+            self._parts, self._mem = [], None
+        elif size != self._size:
+            mem = self._buffer()
+            if size < len(mem):
+                del mem[size:]
+            else:
+                mem.extend(bytes(size - len(mem)))
         self._size = size
         self.version += 1
 
@@ -95,15 +113,29 @@ class Content:
         return await run_blocking(open, f"/proc/self/fd/{self._file.fileno()}", "rb")
 
     async def getvalue(self) -> bytes:
-        if self._mem is not None:
+        """The whole content, as bytes (immutable: a store or cache may keep them). Written
+        sequentially, that is the one join of what was written, done once per version."""
+        if self._file is not None:
+            return await run_blocking(_pread, self._file, 0, self._size)
+        if self._parts is None:
+            assert self._mem is not None
             return bytes(self._mem)
-        return await run_blocking(_pread, self._file, 0, self._size)
+        if len(self._parts) != 1:
+            self._parts = [b"".join(self._parts)]
+        return self._parts[0]
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
-        self._mem = None
+        self._parts = self._mem = None
+
+
+def _pwrite_all(f: BinaryIO, pieces: list) -> None:
+    offset = 0
+    for piece in pieces:
+        _pwrite(f, offset, piece)
+        offset += len(piece)
 
 
 def _pwrite(f: BinaryIO, offset: int, data: bytes | bytearray) -> None:

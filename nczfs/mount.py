@@ -25,9 +25,10 @@ from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions
 from nczfs.fuse_ops import Operations
 from nczfs.nczarr.layer import nczarr_layer, watch_changes
+from nczfs.nczarr.validate import numcodecs_ids
 from nczfs.notify import notify, status
 from nczfs.store import open_store
-from nczfs.threads import ThreadedStore
+from nczfs.threads import ThreadedStore, run_blocking
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,8 @@ async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_on_signals, fs)
         nursery.start_soon(_announce_ready, config, ready)
+        if config.validate != "off" and not config.read_only:
+            nursery.start_soon(run_blocking, numcodecs_ids)  # imported now, not at the first metadata write
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))

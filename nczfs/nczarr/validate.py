@@ -47,6 +47,11 @@ def numcodecs_ids() -> frozenset[str]:
     return frozenset(codec_registry) | {e.name for e in entry_points(group="numcodecs.codecs")}
 
 
+def codecs_known() -> bool:
+    """Has :func:`numcodecs_ids` run (its first call imports numcodecs: 0.1-0.2 s)?"""
+    return numcodecs_ids.cache_info().currsize > 0
+
+
 def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 

@@ -20,7 +20,15 @@ from typing import Any, BinaryIO
 
 from nczfs.errors import InvalidArgument, KeyNotFound
 from nczfs.nczarr.read import nczarr_key
-from nczfs.nczarr.validate import check_object, dimension_refs, group_dims, is_metadata_key, stale_tail_prefix
+from nczfs.nczarr.validate import (
+    check_object,
+    codecs_known,
+    dimension_refs,
+    group_dims,
+    is_metadata_key,
+    numcodecs_ids,
+    stale_tail_prefix,
+)
 from nczfs.store.base import ObjectInfo, Staged, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
@@ -42,6 +50,8 @@ class ValidatingStore(WrapperStore):
 
     async def reasons(self, key: str, data: bytes) -> list[str]:
         """Why ``data`` may not be stored under ``key`` ([] if it may)."""
+        if not codecs_known():
+            await run_blocking(numcodecs_ids)  # the first check imports numcodecs: not on the trio thread
         errors = check_object(key, data)
         if errors and data.lstrip()[:1] == b"{":
             try:
@@ -106,10 +116,10 @@ class ValidatingStore(WrapperStore):
                 return folder
         return None
 
-    async def check(self, key: str, data: bytes) -> None:
+    async def check(self, key: str, data: bytes | bytearray | memoryview) -> None:
         if not is_metadata_key(key):
             return
-        errors = await self.reasons(key, data)
+        errors = await self.reasons(key, bytes(data))
         if not errors:
             return
         message = f"{key!r}: invalid metadata: {'; '.join(errors)}"
@@ -119,7 +129,7 @@ class ValidatingStore(WrapperStore):
         log.warning("stored anyway (validate=warn) %s", message)
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        await self.check(key, bytes(data))
+        await self.check(key, data)
         return await self.inner.set(key, data)
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:

@@ -394,7 +394,8 @@ class S3Store(SyncStore):
         if len(data) >= self.multipart_threshold:
             return self._upload(key, io.BytesIO(data), len(data))
         try:
-            resp = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=bytes(data))
+            body = data if isinstance(data, (bytes, bytearray)) else bytes(data)  # botocore takes both, not views
+            resp = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=body)
         except Exception as exc:
             raise translate(exc, key, "PutObject") from None
         return ObjectInfo(key, len(data), time.time_ns(), _etag(resp.get("ETag")))
@@ -434,8 +435,9 @@ class S3Store(SyncStore):
         try:
             view = memoryview(data)
             for number, start in enumerate(range(0, len(data), self.part_size), 1):
+                part = data if len(data) <= self.part_size else bytes(view[start : start + self.part_size])
                 resp = self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
-                                               Body=bytes(view[start : start + self.part_size]))
+                                               Body=part)
                 parts.append({"PartNumber": number, "ETag": resp["ETag"]})
         except Exception as exc:
             self._abort_staged(key, s3_key, upload_id)

@@ -1,0 +1,37 @@
+"""ValidatingStore, kernel-free: which thread does the slow first check."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from nczfs.nczarr import validate
+from nczfs.nczarr.validating import ValidatingStore
+from nczfs.store.memory import MemoryStore
+from nczfs.threads import ThreadedStore
+
+ZARRAY = {
+    "zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<f4", "compressor": {"id": "zlib", "level": 1},
+    "fill_value": 0.0, "order": "C", "filters": None,
+}
+
+
+async def test_the_first_check_imports_numcodecs_in_a_worker_thread(monkeypatch):
+    threads = []
+    real = validate.entry_points
+
+    def spy(**kw):
+        threads.append(threading.current_thread())
+        return real(**kw)
+
+    monkeypatch.setattr(validate, "entry_points", spy)
+    validate.numcodecs_ids.cache_clear()
+    try:
+        store = ValidatingStore(ThreadedStore(MemoryStore()))
+        await store.set("a/.zarray", json.dumps(ZARRAY).encode())
+        await store.set("b/.zarray", json.dumps(ZARRAY).encode())
+    finally:
+        validate.numcodecs_ids.cache_clear()
+    assert len(threads) == 1  # looked up once
+    assert threads[0] is not threading.main_thread()  # not on the trio thread, which would stall every request
+
