@@ -117,11 +117,19 @@ async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]
         nursery.start_soon(_on_signals, fs)
         nursery.start_soon(_announce_ready, config, ready)
         if config.validate != "off" and not config.read_only:
-            nursery.start_soon(run_blocking, numcodecs_ids)  # imported now, not at the first metadata write
+            nursery.start_soon(_import_codecs)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))
     return await fs.flush_all()
+
+
+async def _import_codecs() -> None:
+    """numcodecs (0.1-0.2 s to import) is loaded now, in a thread, not at the first metadata write."""
+    try:
+        await run_blocking(numcodecs_ids)
+    except Exception as exc:  # noqa: BLE001 - never fatal here; the first metadata check reports it
+        log.warning("cannot load numcodecs' codec list: %s", exc)
 
 
 async def _announce_ready(config: MountConfig, ready: Ready) -> None:

@@ -394,8 +394,7 @@ class S3Store(SyncStore):
         if len(data) >= self.multipart_threshold:
             return self._upload(key, io.BytesIO(data), len(data))
         try:
-            body = data if isinstance(data, (bytes, bytearray)) else bytes(data)  # botocore takes both, not views
-            resp = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=body)
+            resp = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=bytes(data))
         except Exception as exc:
             raise translate(exc, key, "PutObject") from None
         return ObjectInfo(key, len(data), time.time_ns(), _etag(resp.get("ETag")))

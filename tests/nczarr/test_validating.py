@@ -35,3 +35,21 @@ async def test_the_first_check_imports_numcodecs_in_a_worker_thread(monkeypatch)
     assert len(threads) == 1  # looked up once
     assert threads[0] is not threading.main_thread()  # not on the trio thread, which would stall every request
 
+
+
+async def test_the_mount_loads_the_codec_list_at_start_and_survives_a_failure(monkeypatch, caplog):
+    from nczfs import mount
+
+    validate.numcodecs_ids.cache_clear()
+    try:
+        await mount._import_codecs()
+        assert validate.codecs_known()
+    finally:
+        validate.numcodecs_ids.cache_clear()
+
+    def broken():
+        raise RuntimeError("entry point exploded")
+
+    monkeypatch.setattr(mount, "numcodecs_ids", broken)
+    await mount._import_codecs()  # logged, not raised: a daemon must not die of it
+    assert "entry point exploded" in caplog.text
