@@ -17,8 +17,8 @@ from nczfs.threads import run_blocking
 class Content:
     """In memory, the content is either the list of the byte strings written one after another
     (what a sequential writer such as zarr produces: kept as received, joined once into the
-    bytes that are uploaded) or, once a write lands anywhere but at the end or a read comes in
-    between, one bytearray."""
+    bytes that are uploaded) or, once a write lands anywhere but at the end, a truncate to a
+    non-zero size or a read comes in between, one bytearray."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""ValidatingStore, kernel-free: which thread does the slow first check."""
+"""The codec list metadata checks need (numcodecs, slow to import) is never loaded on the trio thread."""
 
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ async def test_the_first_check_imports_numcodecs_in_a_worker_thread(monkeypatch)
         validate.numcodecs_ids.cache_clear()
     assert len(threads) == 1  # looked up once
     assert threads[0] is not threading.main_thread()  # not on the trio thread, which would stall every request
-
 
 
 async def test_the_mount_loads_the_codec_list_at_start_and_survives_a_failure(monkeypatch, caplog):
