@@ -131,7 +131,7 @@ class Content:
         self._parts = self._mem = None
 
 
-def _pwrite_all(f: BinaryIO, pieces: list) -> None:
+def _pwrite_all(f: BinaryIO, pieces: list[bytes] | list[bytearray]) -> None:
     offset = 0
     for piece in pieces:
         _pwrite(f, offset, piece)

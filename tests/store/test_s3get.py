@@ -18,8 +18,8 @@ from botocore.config import Config
 from botocore.credentials import RefreshableCredentials
 
 from nczfs.errors import BackendError, KeyNotFound, PermissionDenied, Stale
-from nczfs.store.base import ByteRange
 from nczfs.store import http1
+from nczfs.store.base import ByteRange
 from nczfs.store.s3 import S3Store
 from nczfs.threads import ThreadedStore
 from tests.s3server import ADMIN
