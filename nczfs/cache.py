@@ -733,9 +733,9 @@ class CachingStore(WrapperStore):
         if not full or previous is None or not (previous <= first <= previous + 1) or self.readahead <= 0:
             return
         budget = min(self.readahead, (self.cache_size // 2) // self.block_size)
-        known = self._cached_entry(key)
-        if isinstance(known, DirEntry) and known.info is not None and known.info.etag == etag:
-            budget = min(budget, -(-known.info.size // self.block_size) - last - 1)  # not past the end
+        size = self._size_of(key, etag)
+        if size is not None:
+            budget = min(budget, -(-size // self.block_size) - last - 1)  # not past the end
         for i in range(last + 1, last + 1 + budget):
             ident = (key, etag, i)
             if ident in self.bytes or ident in self._inflight:
@@ -744,6 +744,16 @@ class CachingStore(WrapperStore):
                 break
             self.stats["cache.prefetches"] += 1
             self._start(ident, prefetch=True)
+
+    def _size_of(self, key: str, etag: str) -> int | None:
+        """The size of ``key``'s version ``etag``, if an entry known for it says so, fresh or
+        expired: one version has one size. (An expired TTL used to let a walk prefetch the
+        block after the end of every object read whole: a GET past the end, and a HEAD.)"""
+        known = self._entries.get(key)
+        for e in (known[1] if known is not None else None, self._listed(key)):
+            if isinstance(e, DirEntry) and e.info is not None and e.info.etag == etag:
+                return e.info.size
+        return None
 
     def _siblings_ahead(self, key: str) -> None:
         """``key`` is being read from its start: if the last object read so in its directory was

@@ -205,6 +205,23 @@ async def test_sequential_reads_fetch_the_next_blocks_ahead(mem, clock):
     assert faulty.calls["get"] == 16  # every block fetched once, none past the end
 
 
+async def test_reads_of_a_whole_object_fetch_nothing_past_its_end_once_its_entry_expired(mem, clock):
+    # zarr reads 8 MiB chunk objects (one block) whole on a mount with a 1 s TTL: on a busy
+    # machine the reads outlast the entry, and readahead must still know where this version ends
+    cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=3, cache_size=4096 * KiB, ttl=1.0)
+    data = bytes(range(256)) * 256  # exactly one block
+    put_behind(mem, "c/0", data)
+    etag = (await cache.stat("c/0")).etag
+    got = b""
+    for off in range(0, len(data), 16 * KiB):
+        got += await cache.get_version("c/0", ByteRange(off, off + 16 * KiB), etag)
+        await trio.testing.wait_all_tasks_blocked()
+        clock.now += 2.0  # the entry expires between the kernel's reads
+    assert got == data
+    assert faulty.calls["get"] == 1  # the block; no GET of the blocks past the end
+    assert faulty.calls["stat"] == 1  # nor HEADs to tell an empty range from a missing object
+
+
 async def test_random_reads_fetch_no_blocks_ahead(mem, clock):
     cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=3, cache_size=4096 * KiB)
     put_behind(mem, "big", bytes(1024 * KiB))
