@@ -21,7 +21,8 @@ by any FUSE daemon, only by a machine whose S3 server does not share the reader'
 
 s3fs-fuse is mounted with ``-o use_path_request_style,url=http://127.0.0.1:PORT`` and a
 passwd file, otherwise at its defaults. "nczfs" is a writable mount at the defaults, "nczfs-ro"
-the same mounted ``--read-only`` (as a reader of published data would; it has no write row).
+the same mounted ``--read-only`` (as a reader of published data would; it has no write row),
+and, when asked for with ``--labels``, "nczfs-dio" the writable mount with ``-o direct_io``.
 """
 
 from __future__ import annotations
@@ -49,12 +50,15 @@ from tests.s3server import ADMIN, SeaweedS3  # noqa: E402
 NCZFS = [sys.executable, "-m", "nczfs"]
 CHUNK = 2 * 1024 * 1024  # float32 elements: 8 MiB chunks
 MiB = 1024 * 1024
+#: the nczfs mounts the script can run
+NCZFS_LABELS = ("nczfs", "nczfs-ro", "nczfs-dio")
 
 
 class Paths:
     def __init__(self, server: SeaweedS3, bucket: str, work: Path, nczfs_args: list[str]):
         self.server, self.bucket, self.work = server, bucket, work
-        self.mnt = {"nczfs": work / "mnt-nczfs", "nczfs-ro": work / "mnt-nczfs-ro", "s3fs-fuse": work / "mnt-s3fs"}
+        self.mnt = {"nczfs": work / "mnt-nczfs", "nczfs-ro": work / "mnt-nczfs-ro", "nczfs-dio": work / "mnt-nczfs-dio",
+                    "s3fs-fuse": work / "mnt-s3fs"}
         for m in self.mnt.values():
             m.mkdir()
         self.passwd = work / "passwd-s3fs"
@@ -84,7 +88,8 @@ class Paths:
         mnt = self.mnt[label]
         if label.startswith("nczfs"):
             subprocess.run([*NCZFS, "mount", f"s3://{self.bucket}", str(mnt), "--endpoint-url", self.server.endpoint,
-                            *(["--read-only"] if label == "nczfs-ro" else []), *self.nczfs_args], check=True)
+                            *(["--read-only"] if label == "nczfs-ro" else []),
+                            *(["-o", "direct_io"] if label == "nczfs-dio" else []), *self.nczfs_args], check=True)
         else:
             subprocess.run(["s3fs", self.bucket, str(mnt), "-o", f"passwd_file={self.passwd}",
                             "-o", f"url={self.server.endpoint},use_path_request_style"], check=True)
@@ -248,7 +253,8 @@ def main() -> None:
     ap.add_argument("--preads", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-6)")
-    ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse", help="which paths to run (comma list)")
+    ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse",
+                    help="which paths to run (comma list; also nczfs-dio)")
     ap.add_argument("--nczfs-args", default="", help="extra nczfs mount arguments, e.g. '--cache-size 256M'")
     args = ap.parse_args()
     labels = [label for label in args.labels.split(",") if label != "s3fs-fuse" or shutil.which("s3fs")]
@@ -296,7 +302,7 @@ def main() -> None:
                 print(f"{name} {label}: cold {' '.join(f'{r.wall:.3f}' for r in cold)}"
                       + (f" warm {' '.join(f'{r.wall:.3f}' for r in hot)}" if hot else ""), file=sys.stderr)
     finally:
-        for m in (work / "mnt-nczfs", work / "mnt-nczfs-ro", work / "mnt-s3fs"):
+        for m in work.glob("mnt-*"):
             subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
         server.stop()
         subprocess.run(["rm", "-rf", str(work)])
@@ -311,7 +317,7 @@ def median_run(runs: list[Run]) -> Run:
 
 
 def print_results(rows: dict[str, dict[str, Run]], targets: dict[str, list[tuple[str, float]]], labels: list[str], runs: int) -> None:
-    pairs = [("s3fs-fuse", "nczfs"), ("direct", "nczfs"), ("s3fs-fuse", "nczfs-ro"), ("direct", "nczfs-ro")]
+    pairs = [(peer, z) for z in NCZFS_LABELS for peer in ("s3fs-fuse", "direct")]
     pairs = [(o, z) for o, z in pairs if o in labels and z in labels]
     heads = [f"{label} s" for label in labels] + [f"{o}/{z}" for o, z in pairs]
     print(f"\n| workload (S3 on SeaweedFS, loopback; median of {runs}) | " + " | ".join(heads) + " |")
@@ -334,7 +340,7 @@ def print_results(rows: dict[str, dict[str, Run]], targets: dict[str, list[tuple
     for name, wanted in targets.items():
         r = rows[name]
         for peer, factor in wanted:
-            for label in ("nczfs", "nczfs-ro"):
+            for label in NCZFS_LABELS:
                 if peer in r and label in r:
                     goal = r[peer].wall / factor
                     print(f"| {name}: {factor:g}x {peer} | {label} | {goal:.3f} | {r[label].wall:.3f} | {r[label].floor:.3f} | "

@@ -217,6 +217,7 @@ class CachingStore(WrapperStore):
         list_after_misses: int = LIST_AFTER_MISSES,
         clock: Callable[[], float] = time.monotonic,
         disk: DiskCache | None = None,
+        kernel_keeps_reads: bool = True,
     ):
         super().__init__(inner)
         #: blocks kept on local disk across mounts (--cache-dir), consulted before the backend
@@ -228,8 +229,10 @@ class CachingStore(WrapperStore):
         self.readahead = readahead
         self.siblings = siblings
         self.clock = clock
-        #: delivered blocks (see ByteCache) kept: a sixteenth of the cache, at least two blocks
-        self.bytes = ByteCache(self.cache_size, max(self.cache_size // 16, 2 * self.block_size))
+        #: delivered blocks (see ByteCache) kept: a sixteenth of the cache, at least two blocks;
+        #: all of them when the kernel keeps no pages (direct I/O), like any other block
+        delivered = max(self.cache_size // 16, 2 * self.block_size) if kernel_keeps_reads else self.cache_size
+        self.bytes = ByteCache(self.cache_size, delivered)
         self._inflight: dict[tuple[str, str, int], _Fetch] = {}
         self._prefetching = 0
         #: sibling fetches in flight and their bytes
@@ -814,4 +817,5 @@ def cached(store, config) -> CachingStore:
         disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
         if config.cache_dir and config.source.backend in BYTE_CACHED_BACKENDS else None,
         siblings=config.prefetch_siblings,
+        kernel_keeps_reads=not config.direct_io,
     )

@@ -47,6 +47,9 @@ class MountConfig:
     cache_dir_size: int = DEFAULT_CACHE_DIR_SIZE
     #: objects of a directory fetched ahead of a reader walking it (cache.SIBLINGS_AHEAD; 0: off)
     prefetch_siblings: int = 16
+    #: files are opened with the kernel's direct I/O: reads and writes bypass its page cache
+    #: (one copy fewer; MAP_SHARED mmap is refused with ENODEV; -o direct_io, as in s3fs-fuse)
+    direct_io: bool = False
     #: bytes of a file's pending writes kept in memory before spilling to a temp file
     spill_threshold: int = 64 * 1024 * 1024
     log_file: str | None = None
@@ -111,6 +114,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["allow_other"] = True
             elif key == "debug":
                 out["debug"] = True
+            elif key == "direct_io" and not eq:
+                out["direct_io"] = True
             elif key in ("uid", "gid") and eq:
                 out[key] = _int(key, value)
             elif key == "umask" and eq:

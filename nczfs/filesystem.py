@@ -495,6 +495,12 @@ class Filesystem:
             return await node.content.read(offset, size)
         if node.pending or size == 0:
             return b""
+        if h.etag and h.etag == node.etag:  # the version read is the one whose size is known
+            if offset >= node.size:
+                return b""
+            # a read across the end (direct I/O passes the reader's sizes on) asks for no bytes
+            # past it: a block past the end would cost a GET and a HEAD
+            size = min(size, node.size - offset)
         # pinned to the version seen at open: a remote rewrite gives ESTALE, never a mix of two
         rng = ByteRange(offset, offset + size)
         try:

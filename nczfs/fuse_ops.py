@@ -83,10 +83,12 @@ class Operations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, fs: Filesystem, ttl: float):
+    def __init__(self, fs: Filesystem, ttl: float, direct_io: bool = False):
         super().__init__()
         self.fs = fs
         self.ttl = ttl
+        #: -o direct_io: every file is opened with the kernel's direct I/O (no page cache)
+        self.direct_io = direct_io
         #: open handles of the control file: fh -> the snapshot taken at open
         self._control: dict[int, bytes] = {}
         self._next_control_fh = _CONTROL_FH0
@@ -218,13 +220,15 @@ class Operations(pyfuse3.Operations):
         if inode == control.INO:
             return self._open_control(flags)
         fh = await self.fs.open(inode, flags)
+        if self.direct_io:
+            return pyfuse3.FileInfo(fh=fh, direct_io=True)
         return pyfuse3.FileInfo(fh=fh, keep_cache=self.fs.keeps_cache(fh))
 
     @_translate
     async def create(self, parent_inode, name, mode, flags, ctx):
         self._refuse_control_name(parent_inode, name)
         fh, a = await self.fs.create(parent_inode, _name(name), mode, flags)
-        return pyfuse3.FileInfo(fh=fh, keep_cache=False), self._entry(a)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=self.direct_io), self._entry(a)
 
     @_translate
     async def read(self, fh, off, size):

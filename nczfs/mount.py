@@ -92,7 +92,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
         ),
     )
     watch_changes(store, fs)
-    ops = Operations(fs, config.metadata_ttl)
+    ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io)
     try:
         pyfuse3.init(ops, config.mountpoint, fuse_options(config))
     except RuntimeError as exc:

@@ -259,6 +259,18 @@ async def test_blocks_read_to_their_end_are_kept_only_up_to_a_sixteenth_of_the_c
     assert faulty.calls["get"] == 1  # the oldest went first
 
 
+async def test_without_the_kernels_page_cache_blocks_read_to_their_end_are_kept(mem, clock):
+    """-o direct_io: the kernel keeps no pages, so the cache is all there is for a second read."""
+    cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=0, cache_size=4096 * KiB, kernel_keeps_reads=False)
+    data = bytes(range(256)) * (4 * 1024)  # 1 MiB: 16 blocks
+    put_behind(mem, "big", data)
+    assert await _stream(cache, "big", len(data)) == data
+    assert cache.counters()["cache.bytes-held"] == len(data)
+    faulty.calls.clear()
+    assert await _stream(cache, "big", len(data)) == data
+    assert faulty.calls["get"] == 0
+
+
 async def test_a_part_of_a_dropped_delivered_block_is_fetched_alone_once(mem, clock):
     """The kernel reclaims pages, not files: when it asks again for a few pages of a block
     dropped after its delivery, only those are fetched; asked again, the whole block."""
@@ -620,6 +632,16 @@ def test_prefetch_siblings_option():
     for bad in ("prefetch_siblings=-1", "prefetch_siblings=many", "prefetch_siblings"):
         with pytest.raises(SourceError, match="prefetch_siblings"):
             parse_options([bad])
+
+
+def test_direct_io_option():
+    from nczfs.config import parse_options
+    from nczfs.errors import SourceError
+
+    assert parse_options(["direct_io"]) == {"direct_io": True}
+    assert parse_options(["ro,direct_io"]) == {"read_only": True, "direct_io": True}
+    with pytest.raises(SourceError, match="direct_io=1: not a valid value"):
+        parse_options(["direct_io=1"])
 
 
 def test_cache_size_flag():

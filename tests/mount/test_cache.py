@@ -5,6 +5,8 @@ Counters come from the daemon (its control file ``.nczfs``, what ``nczfs stats``
 
 from __future__ import annotations
 
+import errno
+import mmap
 import os
 import time
 from pathlib import Path
@@ -85,6 +87,42 @@ def test_zarr_reading_chunk_after_chunk_fetches_the_next_chunks_ahead(s3, tmp_pa
         assert np.array_equal(zarr.open_array(str(m.path / "a.zarr"), mode="r")[:], want)
         d = delta(before, counts(m.path))
         assert "cache.sibling-prefetches" not in d, d
+    clean(m)
+
+
+def test_direct_io_reads_skip_the_page_cache_and_come_from_the_daemons_memory(s3, tmp_path):
+    """-o direct_io: each read reaches the daemon (the kernel keeps no pages), the second from
+    its memory; a read across the end asks S3 for nothing past it; MAP_SHARED mmap is refused
+    with ENODEV (the kernel's rule for direct I/O files), a private mapping works; writes and
+    read-after-write work as without it."""
+    data = os.urandom(8 * MiB)  # one cache block exactly
+    s3.put("obj", data)
+    with mounted(s3, tmp_path / "mnt", "-o", "direct_io") as m:
+        p = m.path / "obj"
+        before = counts(m.path)
+        assert p.read_bytes() == data
+        with open(p, "rb") as f:
+            assert os.pread(f.fileno(), MiB, len(data) - 100) == data[-100:]  # across the end
+        d = delta(before, counts(m.path))
+        assert d.get("GetObject") == 1 and "HeadObject" not in d, d
+        before = counts(m.path)
+        assert p.read_bytes() == data
+        d = delta(before, counts(m.path))
+        assert d.get("fuse.read", 0) >= 8 and "GetObject" not in d and d.get("cache.hits", 0) >= 1, d
+        with open(p, "rb") as f:
+            with pytest.raises(OSError) as exc:
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            assert exc.value.errno == errno.ENODEV
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
+                assert mm[:4096] == data[:4096] and mm[-10:] == data[-10:]
+        w = m.path / "w"
+        w.write_bytes(b"x" * 300_000)
+        with open(w, "r+b") as f:
+            f.seek(1000)
+            f.write(b"y" * 10)
+            f.seek(0)
+            assert f.read() == b"x" * 1000 + b"y" * 10 + b"x" * 298_990
+        assert s3.read("w") == b"x" * 1000 + b"y" * 10 + b"x" * 298_990
     clean(m)
 
 
