@@ -13,8 +13,9 @@ the previous read of the object ended starts parallel fetches of the next ``read
 (counted against the same bound; at most ``readahead`` prefetches run at once).
 Objects read from their start one after another in one directory (zarr reading an array chunk
 by chunk) fetch the next ``siblings`` objects of that directory ahead, in natural name order
-(chunk ``2.10`` after ``2.9``), their first block each, at most ``SIBLING_PARALLEL`` at once
-and at most a quarter of the cache in flight.
+(chunk ``2.10`` after ``2.9``), their first block each, at most ``SIBLING_PARALLEL`` at once,
+at most ``sibling_window`` bytes of them ahead of the reader and at most a quarter of the cache
+in flight.
 
 Metadata. ``entry``/``stat``/``list_dir`` results, missing names included, are reused for
 ``ttl`` seconds; a listing answers lookups of its children, a missing directory answers
@@ -62,6 +63,11 @@ MAX_DROPPED = 65536
 SIBLINGS_AHEAD = 16
 #: sibling fetches running at once (the rest of the backend's connections serve the readers)
 SIBLING_PARALLEL = 8
+#: bytes of sibling objects ahead of the reader, fetched or not: large chunks are fetched fewer
+#: objects ahead (8 MiB chunks: 6), since memory fetched far ahead is memory freshly faulted in
+#: (a 512 MiB zarr read, lab A/B of 9 pairs: median 2.29 s -> 2.04 s, daemon page faults
+#: 62,000-70,000 -> 40,000-48,000, with 16 objects of 8 MiB ahead against 6)
+SIBLING_WINDOW = 48 * MiB
 #: objects up to this size, in a directory being walked, are looked up by fetching them
 LOOKUP_BY_GET = 1024 * 1024
 #: directories whose natural name order and walk position are remembered
@@ -214,6 +220,7 @@ class CachingStore(WrapperStore):
         block_size: int = BLOCK_SIZE,
         readahead: int = READAHEAD_BLOCKS,
         siblings: int = SIBLINGS_AHEAD,
+        sibling_window: int = SIBLING_WINDOW,
         list_after_misses: int = LIST_AFTER_MISSES,
         clock: Callable[[], float] = time.monotonic,
         disk: DiskCache | None = None,
@@ -228,6 +235,7 @@ class CachingStore(WrapperStore):
         self.cache_bytes = cache_bytes and self.cache_size > 0
         self.readahead = readahead
         self.siblings = siblings
+        self.sibling_window = sibling_window
         self.clock = clock
         #: delivered blocks (see ByteCache) kept: a sixteenth of the cache, at least two blocks;
         #: all of them when the kernel keeps no pages (direct I/O), like any other block
@@ -786,16 +794,20 @@ class CachingStore(WrapperStore):
         if last is None or not 0 < abs(here - last) <= self.siblings:
             return
         budget = self.cache_size // 4
+        ahead = 0  # bytes of the objects ahead so far, fetched already or not
         for n in names[here + 1 : here + 1 + self.siblings]:
             if self._sibling_fetches >= SIBLING_PARALLEL:
                 break
             e = entries.get(n)
             if e is None or e.is_dir or e.info is None or not e.info.etag or not e.info.size:
                 continue
+            size = min(e.info.size, self.block_size)
+            ahead += size
+            if ahead > max(self.sibling_window, size):  # the next object, at least
+                break
             ident = (parent + "/" + n if parent else n, e.info.etag, 0)
             if ident in self.bytes or ident in self._inflight:
                 continue
-            size = min(e.info.size, self.block_size)
             if self._sibling_bytes + size > budget:
                 break
             self.stats["cache.sibling-prefetches"] += 1

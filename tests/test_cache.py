@@ -367,6 +367,30 @@ async def test_sibling_objects_are_not_fetched_without_a_walk_or_a_listing(mem, 
     assert faulty0.calls["get"] == 5
 
 
+async def test_large_sibling_objects_are_fetched_fewer_ahead(mem, clock):
+    """At most ``sibling_window`` bytes of objects ahead of the reader (fetched or not): 16
+    objects of small chunks, fewer of large ones, at least the next one."""
+    cache, faulty = make(mem, clock, siblings=16, cache_size=4096 * KiB, block_size=64 * KiB,
+                         sibling_window=192 * KiB)
+    for i in range(40):
+        put_behind(mem, f"big/{i}", bytes(64 * KiB))
+        put_behind(mem, f"small/{i}", bytes(4 * KiB))
+    for d in ("big", "small"):
+        await cache.list_dir(d)
+    await _walk(cache, ["big/0", "big/1"])
+    assert faulty.calls["get"] == 2 + 3  # 192 KiB: the next three
+    await _walk(cache, ["big/2", "big/3"])
+    assert faulty.calls["get"] == 2 + 3 + 2  # big/5 and big/6: still three ahead of big/3
+    faulty.calls.clear()
+    await _walk(cache, [f"small/{i}" for i in range(4)])
+    assert faulty.calls["get"] == 4 + 16  # 16 ahead of small/3 (64 KiB of them)
+    narrow, faulty = make(mem, clock, siblings=16, cache_size=4096 * KiB, block_size=64 * KiB,
+                          sibling_window=16 * KiB)
+    await narrow.list_dir("big")
+    await _walk(narrow, ["big/0", "big/1"])
+    assert faulty.calls["get"] == 2 + 1  # a window smaller than one object: the next one still
+
+
 async def test_sibling_fetches_stay_within_a_quarter_of_the_cache(mem, clock):
     cache, faulty = make(mem, clock, siblings=16, cache_size=1024 * KiB, block_size=64 * KiB)
     faulty.latency = 0.05
