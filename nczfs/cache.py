@@ -157,6 +157,11 @@ class ByteCache:
     def __contains__(self, ident: tuple[str, str, int]) -> bool:
         return ident in self._items
 
+    def delivered_before(self, ident: tuple[str, str, int]) -> bool:
+        """Was the block read whole by the kernel, then dropped here? (Its pages are in the
+        kernel's page cache unless it reclaimed them.)"""
+        return ident in self._dropped
+
     def put(self, ident: tuple[str, str, int], data: bytes) -> None:
         if len(data) > self.limit:
             return
@@ -807,6 +812,9 @@ class CachingStore(WrapperStore):
                 break
             ident = (parent + "/" + n if parent else n, e.info.etag, 0)
             if ident in self.bytes or ident in self._inflight:
+                continue
+            if self.bytes.delivered_before(ident):
+                # a walk read again: the kernel has these pages; the few it dropped come alone
                 continue
             if self._sibling_bytes + size > budget:
                 break

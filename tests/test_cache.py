@@ -391,6 +391,29 @@ async def test_large_sibling_objects_are_fetched_fewer_ahead(mem, clock):
     assert faulty.calls["get"] == 2 + 1  # a window smaller than one object: the next one still
 
 
+async def test_a_walk_read_again_fetches_no_objects_the_kernel_already_holds(mem, clock):
+    """Objects read whole went to the kernel's page cache: when a second walk reaches nczfs only
+    for the few pages the kernel dropped, it fetches those pages, not the objects around them."""
+    cache, faulty = make(mem, clock, siblings=4, cache_size=4096 * KiB, block_size=64 * KiB)
+    for i in range(20):
+        put_behind(mem, f"arr/{i}", bytes([i]) * 64 * KiB)
+    await cache.list_dir("arr")
+    for i in range(20):
+        assert await _stream(cache, f"arr/{i}", 64 * KiB) == bytes([i]) * 64 * KiB
+        await trio.testing.wait_all_tasks_blocked()
+    assert faulty.calls["get"] == 20
+    faulty.calls.clear()
+    ahead = cache.counters()["cache.sibling-prefetches"]  # the first walk's: objects never read
+    for i in range(12):  # the first 12 were dropped here; the kernel lost two of their pages
+        etag = (await cache.stat(f"arr/{i}")).etag
+        for page in (0, 4):
+            got = await cache.get_version(f"arr/{i}", ByteRange(page * 4 * KiB, (page + 1) * 4 * KiB), etag)
+            assert got == bytes([i]) * 4 * KiB
+            await trio.testing.wait_all_tasks_blocked()
+    assert cache.counters()["cache.sibling-prefetches"] == ahead
+    assert faulty.calls["get"] == 24  # the first page alone, then the whole block: nothing else
+
+
 async def test_sibling_fetches_stay_within_a_quarter_of_the_cache(mem, clock):
     cache, faulty = make(mem, clock, siblings=16, cache_size=1024 * KiB, block_size=64 * KiB)
     faulty.latency = 0.05
