@@ -66,7 +66,7 @@ SIBLING_PARALLEL = 8
 #: bytes of sibling objects ahead of the reader, fetched or not: large chunks are fetched fewer
 #: objects ahead (8 MiB chunks: 6), since memory fetched far ahead is memory freshly faulted in
 #: (a 512 MiB zarr read, lab A/B of 9 pairs: median 2.29 s -> 2.04 s, daemon page faults
-#: 62,000-70,000 -> 40,000-48,000, with 16 objects of 8 MiB ahead against 6)
+#: 55,000-70,000 -> 40,000-50,000, with 16 objects of 8 MiB ahead against 6)
 SIBLING_WINDOW = 48 * MiB
 #: objects up to this size, in a directory being walked, are looked up by fetching them
 LOOKUP_BY_GET = 1024 * 1024
