@@ -344,12 +344,18 @@ class CachingStore(WrapperStore):
     def _confirm(self, key: str, etag: str) -> None:
         """A GET pinned to ``etag`` (If-Match) just succeeded: what is known of that version of
         ``key`` is as current as a fresh HEAD would be, so it answers lookups for another TTL."""
-        known = self._entries.get(key)
-        e = known[1] if known is not None else None
-        if e is None or e.info is None or e.info.etag != etag:
-            e = self._listed(key)
-        if e is not None and not e.is_dir and e.info is not None and e.info.etag == etag:
+        e = self._version_entry(key, etag)
+        if e is not None and not e.is_dir:
             self._keep(key, e)
+
+    def _version_entry(self, key: str, etag: str) -> DirEntry | None:
+        """What is known of ``key``'s version ``etag``: its cached entry or its parent's listed
+        one, fresh or expired (one version has one size), or None."""
+        known = self._entries.get(key)
+        for e in (known[1] if known is not None else None, self._listed(key)):
+            if isinstance(e, DirEntry) and e.info is not None and e.info.etag == etag:
+                return e
+        return None
 
     def _room(self) -> None:
         if len(self._entries) + len(self._listings) < MAX_META:
@@ -749,9 +755,9 @@ class CachingStore(WrapperStore):
         if not full or previous is None or not (previous <= first <= previous + 1) or self.readahead <= 0:
             return
         budget = min(self.readahead, (self.cache_size // 2) // self.block_size)
-        size = self._size_of(key, etag)
-        if size is not None:
-            budget = min(budget, -(-size // self.block_size) - last - 1)  # not past the end
+        known = self._version_entry(key, etag)  # expired or not: a slow read outlasts the TTL
+        if known is not None:
+            budget = min(budget, -(-known.info.size // self.block_size) - last - 1)  # not past the end
         for i in range(last + 1, last + 1 + budget):
             ident = (key, etag, i)
             if ident in self.bytes or ident in self._inflight:
@@ -760,16 +766,6 @@ class CachingStore(WrapperStore):
                 break
             self.stats["cache.prefetches"] += 1
             self._start(ident, prefetch=True)
-
-    def _size_of(self, key: str, etag: str) -> int | None:
-        """The size of ``key``'s version ``etag``, if an entry known for it says so, fresh or
-        expired: one version has one size. (An expired TTL used to let a walk prefetch the
-        block after the end of every object read whole: a GET past the end, and a HEAD.)"""
-        known = self._entries.get(key)
-        for e in (known[1] if known is not None else None, self._listed(key)):
-            if isinstance(e, DirEntry) and e.info is not None and e.info.etag == etag:
-                return e.info.size
-        return None
 
     def _siblings_ahead(self, key: str) -> None:
         """``key`` is being read from its start: if the last object read so in its directory was
