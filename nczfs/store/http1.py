@@ -1,11 +1,12 @@
-"""A minimal HTTP/1.1 client for the lean S3 requests (s3get.py) on plain ``http://`` endpoints.
+"""A minimal HTTP/1.1 client for the lean S3 requests (s3lean.py) on plain ``http://`` endpoints.
 
 urllib3 and http.client spend ~300 us of Python per small GET, mostly parsing headers with
 the ``email`` package; this reads the status line and headers itself over a buffered socket
 file and costs ~150 us (the rest is the system calls). It speaks only what those requests
-need: requests without a body; responses with ``Content-Length``, chunked, or closed by the
-server; keep-alive connections kept in a pool. Anything it does not understand is an
-:class:`HttpError`, which the caller retries like a connection error. ``https://`` endpoints
+need: requests without a body, and PUTs with one (:meth:`Pool.send`); responses with
+``Content-Length``, chunked, or closed by the server; keep-alive connections kept in a pool.
+Anything it does not understand is an :class:`HttpError`, which the caller retries like a
+connection error. ``https://`` endpoints
 stay with urllib3 (certificates, proxies and TLS settings are its business).
 """
 
@@ -13,32 +14,47 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import socket
 import threading
-from typing import BinaryIO, Generator
+from typing import BinaryIO, Callable, Generator
 
 import trio
 
 #: longest status line or header line accepted, and most header lines
 MAX_LINE = 65536
 MAX_HEADERS = 200
+#: request bodies this long wait for ``100 Continue`` (at most CONTINUE_WAIT seconds) before
+#: they are sent; shorter ones go at once (as botocore, which waits 1 s for any PUT body)
+EXPECT_BODY = 1024 * 1024
+CONTINUE_WAIT = 1.0
 
 
 class HttpError(Exception):
     """The connection failed or the response could not be read."""
 
 
-def _response() -> Generator[tuple[str, int], bytes, tuple[int, bytes, bool]]:
+def _response(headers: dict[bytes, bytes] | None = None) -> Generator[tuple[str, int], bytes, tuple[int, bytes, bool]]:
     """The response side of one exchange, free of I/O, shared by the blocking and the trio
     connections: it yields what it needs next, ``("line", 0)`` (a line, with its end),
     ``("read", n)`` (n bytes, fewer only at the connection's end) or ``("rest", 0)`` (all until
-    the connection ends), is sent those bytes, and returns (status, body, keep the connection)."""
-    line = yield ("line", 0)
-    version, _, rest = line.partition(b" ")
-    try:
-        status = int(rest[:3])
-    except ValueError:
-        raise HttpError(f"not an HTTP status line: {version + b' ' + rest[:40]!r}") from None
+    the connection ends), is sent those bytes, and returns (status, body, keep the connection).
+    The header lines' names (lower case) and values go into ``headers`` if given. An interim
+    ``1xx`` response (a ``100 Continue`` that came late) is skipped."""
+    while True:
+        line = yield ("line", 0)
+        version, _, rest = line.partition(b" ")
+        try:
+            status = int(rest[:3])
+        except ValueError:
+            raise HttpError(f"not an HTTP status line: {version + b' ' + rest[:40]!r}") from None
+        if not 100 <= status < 200:
+            break
+        for _ in range(MAX_HEADERS):
+            if (yield ("line", 0)) in (b"\r\n", b"\n"):
+                break
+        else:
+            raise HttpError("too many response headers")
     length: int | None = None
     chunked = False
     close = version != b"HTTP/1.1"
@@ -48,6 +64,8 @@ def _response() -> Generator[tuple[str, int], bytes, tuple[int, bytes, bool]]:
             break
         name, _, value = line.partition(b":")
         name = name.strip().lower()
+        if headers is not None:
+            headers[name] = value.strip()
         if name == b"content-length":
             length = int(value)
         elif name == b"transfer-encoding":
@@ -79,7 +97,7 @@ def _response() -> Generator[tuple[str, int], bytes, tuple[int, bytes, bool]]:
 
 
 def _request_bytes(method: str, target: str, headers: dict[str, str]) -> bytes:
-    """A request without a body, as sent."""
+    """A request's line and headers, as sent."""
     head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
     return head.encode("latin-1")
 
@@ -113,8 +131,12 @@ class _Connection:
     def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
         """Send ``request``; return (status, body, keep the connection)."""
         self.sock.sendall(request)
-        reader = _response()
-        want = next(reader)
+        return self._receive(_response())
+
+    def _receive(self, reader: Generator[tuple[str, int], bytes, tuple[int, bytes, bool]],
+                 first: bytes | None = None) -> tuple[int, bytes, bool]:
+        """Run ``reader`` over the response (``first``: its status line, read already)."""
+        want = next(reader) if first is None else reader.send(first)
         while True:
             what, n = want
             if what == "line":
@@ -125,6 +147,30 @@ class _Connection:
                 want = reader.send(got)
             except StopIteration as done:
                 return done.value
+
+    def send(self, head: bytes, body: bytes | memoryview, headers: dict[bytes, bytes]) -> tuple[int, bytes, bool]:
+        """Send a request with a body. A long body waits for the server's ``100 Continue``
+        (sent as ``Expect: 100-continue`` in ``head``), so that a refusal (a wrong signature, a
+        denied key) is read as the server's answer instead of breaking the connection midway;
+        no answer within :data:`CONTINUE_WAIT` sends the body anyway, as RFC 9110 allows."""
+        self.sock.sendall(head)
+        if len(body) >= EXPECT_BODY and select.select([self.sock], [], [], CONTINUE_WAIT)[0]:
+            line = _check_line(self.file.readline(MAX_LINE + 1))
+            if not line.startswith(b"HTTP/1.1 100"):  # the final answer, before the body
+                reader = _response(headers)
+                next(reader)
+                status, answer, _ = self._receive(reader, line)
+                return status, answer, False  # the body it did not read may follow: a new connection next time
+            while _check_line(self.file.readline(MAX_LINE + 1)) not in (b"\r\n", b"\n"):
+                pass
+        try:
+            self.sock.sendall(body)
+        except OSError:  # the server may have answered and closed: its answer says why
+            if not select.select([self.sock], [], [], 0)[0]:
+                raise
+            status, answer, _ = self._receive(_response(headers))
+            return status, answer, False
+        return self._receive(_response(headers))
 
 
 class Pool:
@@ -138,13 +184,34 @@ class Pool:
         self._closed = False
 
     def request(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
-        """One request without a body; a reused connection the server had closed meanwhile is
-        replaced by a new one once (that is not a failed attempt)."""
+        """One request without a body."""
         request = _request_bytes(method, target, headers)
+        return self._exchange(lambda conn: conn.exchange(request))
+
+    def send(self, method: str, target: str, headers: dict[str, str], body: bytes | memoryview
+             ) -> tuple[int, bytes, dict[bytes, bytes]]:
+        """One request with a body (a PUT of an object or a part); returns (status, body,
+        response headers by lower-case name)."""
+        if len(body) >= EXPECT_BODY:
+            headers = {**headers, "expect": "100-continue"}
+        head = _request_bytes(method, target, {**headers, "content-length": str(len(body))})
+        answer_headers: dict[bytes, bytes] = {}
+
+        def attempt(conn: _Connection) -> tuple[int, bytes, bool]:
+            answer_headers.clear()
+            return conn.send(head, body, answer_headers)
+
+        status, answer = self._exchange(attempt)
+        return status, answer, answer_headers
+
+    def _exchange(self, attempt: Callable[[_Connection], tuple[int, bytes, bool]]) -> tuple[int, bytes]:
+        """``attempt`` on a pooled connection: (status, body). A reused connection the server had
+        closed meanwhile is replaced by a new one once (that is not a failed attempt; the request
+        is sent whole again)."""
         for _ in range(2):
             conn = self._take()
             try:
-                status, body, keep = conn.exchange(request)
+                status, body, keep = attempt(conn)
             except (OSError, ValueError, HttpError) as exc:
                 conn.close()
                 if conn.reused and not isinstance(exc, TimeoutError):

@@ -35,7 +35,7 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
-from nczfs.store.s3get import LeanGetter, RangeNotSatisfiable
+from nczfs.store.s3lean import LeanS3, RangeNotSatisfiable
 from nczfs.store.base import (
     ByteRange,
     DirEntry,
@@ -163,7 +163,7 @@ class S3Store(SyncStore):
         multipart_threshold: int = 32 * 1024**2,
         part_size: int = 8 * 1024**2,
         max_concurrency: int = 16,
-        lean_gets: bool = True,
+        lean_requests: bool = True,
     ):
         self.client = client
         self.bucket = bucket
@@ -181,7 +181,7 @@ class S3Store(SyncStore):
         client.meta.events.register("before-send.s3", self._count_request)
         client.meta.events.register("needs-retry.s3", self._count_retry)
         #: GETs signed and sent without botocore where that is exact (path-style endpoints)
-        self.lean = LeanGetter(client, bucket, count=self._count_one, pool_size=max_concurrency) if lean_gets and LeanGetter.usable(client) else None
+        self.lean = LeanS3(client, bucket, count=self._count_one, pool_size=max_concurrency) if lean_requests and LeanS3.usable(client) else None
 
     # ------------------------------------------------------------------ helpers
 
@@ -228,7 +228,7 @@ class S3Store(SyncStore):
         if delimiter:
             kwargs["Delimiter"] = "/"
         try:
-            if self.lean is not None:  # parsed without botocore (s3get.py)
+            if self.lean is not None:  # parsed without botocore (s3lean.py)
                 yield from self.lean.list_pages(key or "/", s3_prefix, delimiter)
                 return
             yield from self.client.get_paginator("list_objects_v2").paginate(**kwargs)
@@ -269,7 +269,7 @@ class S3Store(SyncStore):
         if (header := _range_header(rng)) is not None:
             kwargs["Range"] = header
         try:
-            if self.lean is not None:  # the same GET without botocore's per-request CPU (s3get.py)
+            if self.lean is not None:  # the same GET without botocore's per-request CPU (s3lean.py)
                 return self.lean.get(key, kwargs["Key"], kwargs.get("Range"), etag)
             resp = self.client.get_object(**kwargs)
             return resp["Body"].read()
@@ -286,7 +286,7 @@ class S3Store(SyncStore):
 
     async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
         """:meth:`get_version` from the trio thread, without a worker thread's round trip (lean
-        GETs over ``http://``, s3get.py); None where only :meth:`get_version` can do it (the caller
+        GETs over ``http://``, s3lean.py); None where only :meth:`get_version` can do it (the caller
         then runs that in a worker thread): no lean GETs here, an empty range."""
         if self.lean is None or (rng is not None and rng.end == rng.start):
             return None
@@ -394,10 +394,13 @@ class S3Store(SyncStore):
         if len(data) >= self.multipart_threshold:
             return self._upload(key, io.BytesIO(data), len(data))
         try:
-            resp = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=bytes(data))
+            if self.lean is not None and self.lean.puts:  # without botocore's per-byte CPU (s3lean.py)
+                etag = self.lean.put("PutObject", key, self._full(key), data)
+            else:
+                etag = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=bytes(data)).get("ETag")
         except Exception as exc:
             raise translate(exc, key, "PutObject") from None
-        return ObjectInfo(key, len(data), time.time_ns(), _etag(resp.get("ETag")))
+        return ObjectInfo(key, len(data), time.time_ns(), _etag(etag))
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         check_key(key)
@@ -434,10 +437,8 @@ class S3Store(SyncStore):
         try:
             view = memoryview(data)
             for number, start in enumerate(range(0, len(data), self.part_size), 1):
-                part = data if len(data) <= self.part_size else bytes(view[start : start + self.part_size])
-                resp = self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
-                                               Body=part)
-                parts.append({"PartNumber": number, "ETag": resp["ETag"]})
+                part = data if len(data) <= self.part_size else view[start : start + self.part_size]
+                parts.append({"PartNumber": number, "ETag": self._upload_part(key, s3_key, upload_id, number, part)})
         except Exception as exc:
             self._abort_staged(key, s3_key, upload_id)
             raise translate(exc, key, "UploadPart") from None
@@ -454,6 +455,12 @@ class S3Store(SyncStore):
             return ObjectInfo(key, size, time.time_ns(), _etag(resp.get("ETag")))
 
         return Staged(key, commit, lambda: self._abort_staged(key, s3_key, upload_id))
+
+    def _upload_part(self, key: str, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
+        if self.lean is not None and self.lean.puts:  # without botocore's per-byte CPU (s3lean.py)
+            return self.lean.put("UploadPart", key, s3_key, part, {"partNumber": str(number), "uploadId": upload_id})
+        return self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
+                                       Body=part if isinstance(part, bytes) else bytes(part))["ETag"]
 
     def _abort_staged(self, key: str, s3_key: str, upload_id: str) -> None:
         with self._count_lock:

@@ -179,3 +179,110 @@ def test_a_cancelled_trio_request_closes_its_connection():
         assert trio.run(cancelled) == 0  # not kept: its answer could still arrive
     finally:
         silent.close()
+
+
+# ---------------------------------------------------------------- requests with a body (Pool.send)
+
+
+class OneExchange:
+    """A server for one request with a body: ``talk(conn, head)`` gets the connection once the
+    request's head is read, and answers as the test wants; what it reads is recorded."""
+
+    def __init__(self, talk):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.head = b""
+        self.body = b""
+        self.done = threading.Event()
+        self._talk = talk
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            self.head, _, self.body = buf.partition(b"\r\n\r\n")
+            self._talk(self, conn)
+        self.done.set()
+
+    def read_body(self, conn: socket.socket, n: int) -> None:
+        while len(self.body) < n:
+            data = conn.recv(1 << 20)
+            if not data:
+                return
+            self.body += data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+BODY = bytes(range(256)) * 8192  # 2 MiB: waits for 100 Continue
+
+
+def test_a_long_body_waits_for_100_continue_and_is_sent_whole():
+    def talk(server, conn):
+        server.early = server.body
+        conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        server.read_body(conn, len(BODY))
+        conn.sendall(b'HTTP/1.1 200 OK\r\nETag: "e"\r\nContent-Length: 0\r\n\r\n')
+
+    server = OneExchange(talk)
+    try:
+        status, body, headers = Pool("127.0.0.1", server.port).send("PUT", "/b/k?partNumber=1", {"host": "h"}, BODY)
+        assert (status, body, headers[b"etag"]) == (200, b"", b'"e"')
+        assert server.done.wait(5) and server.body == BODY
+        assert server.early == b""  # nothing of the body came before the server's go-ahead
+        assert b"expect: 100-continue" in server.head.lower() and f"content-length: {len(BODY)}".encode() in server.head
+    finally:
+        server.close()
+
+
+def test_a_short_body_goes_at_once():
+    def talk(server, conn):
+        server.read_body(conn, 5)
+        conn.sendall(b'HTTP/1.1 200 OK\r\nETag: "s"\r\nContent-Length: 0\r\n\r\n')
+
+    server = OneExchange(talk)
+    try:
+        assert Pool("127.0.0.1", server.port).send("PUT", "/b/k", {}, b"hello")[0] == 200
+        assert server.done.wait(5) and server.body == b"hello" and b"expect" not in server.head.lower()
+    finally:
+        server.close()
+
+
+def test_an_answer_before_the_body_is_returned_and_the_body_never_sent():
+    """A refusal (here 403) instead of ``100 Continue``: the body stays unsent, the connection is dropped."""
+    def talk(server, conn):
+        refusal = b"<Error><Code>AccessDenied</Code></Error>"
+        conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: %d\r\n\r\n%s" % (len(refusal), refusal))
+        server.read_body(conn, 1)  # until the client closes the connection
+
+    server = OneExchange(talk)
+    try:
+        pool = Pool("127.0.0.1", server.port)
+        status, body, _ = pool.send("PUT", "/b/k", {}, BODY)
+        assert status == 403 and b"AccessDenied" in body
+        assert server.done.wait(5) and server.body == b""
+        assert pool._idle == []
+    finally:
+        server.close()
+
+
+def test_a_server_that_ignores_expect_gets_the_body_after_a_wait(monkeypatch):
+    """No ``100 Continue`` within CONTINUE_WAIT: the body is sent anyway; a ``100`` that comes
+    late, before the answer, is skipped."""
+    monkeypatch.setattr(http1, "CONTINUE_WAIT", 0.2)
+
+    def talk(server, conn):
+        server.read_body(conn, len(BODY))
+        conn.sendall(b'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nETag: "late"\r\nContent-Length: 2\r\n\r\nok')
+
+    server = OneExchange(talk)
+    try:
+        status, body, headers = Pool("127.0.0.1", server.port).send("PUT", "/b/k", {}, BODY)
+        assert (status, body, headers[b"etag"]) == (200, b"ok", b'"late"')
+        assert server.done.wait(5) and server.body == BODY
+    finally:
+        server.close()

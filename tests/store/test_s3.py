@@ -155,13 +155,32 @@ async def test_a_staged_write_is_invisible_until_committed_and_aborts_cleanly(s3
     assert await store.stage("empty", b"") is None  # nothing to send: the caller PUTs it
 
 
-async def test_a_failed_staged_part_leaves_no_upload_and_the_old_object(s3_server):
+def fail_lean_when(store: S3Store, predicate) -> None:
+    """The lean requests (s3lean.py) bypass botocore's hooks: the server's answer is replaced
+    by an S3 error (HTTP 500, retried, then failed) for the requests ``predicate(target)`` picks."""
+    send = store.lean.pool.send
+
+    def failing(method, target, headers, body):
+        if predicate(target):
+            return 500, b"<Error><Code>InternalError</Code></Error>", {}
+        return send(method, target, headers, body)
+
+    store.lean.pool.send = failing
+
+
+@pytest.mark.parametrize("path", ["botocore", "lean"])
+async def test_a_failed_staged_part_leaves_no_upload_and_the_old_object(s3_server, path):
     prefix = s3_server.new_prefix("stagefail")
     client = s3_server.client()
-    fail_when(client, "UploadPart", lambda p: p["PartNumber"] == 2)
-    store = ThreadedStore(S3Store(client, s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024))
+    sync_store = S3Store(client, s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024,
+                         lean_requests=path == "lean")
+    if path == "lean":
+        fail_lean_when(sync_store, lambda target: "partNumber=2&" in target)
+    else:
+        fail_when(client, "UploadPart", lambda p: p["PartNumber"] == 2)
+    store = ThreadedStore(sync_store)
     await store.set("k", b"old")
-    with pytest.raises(Exception, match="k"):
+    with pytest.raises(Exception, match="k.*UploadPart"):
         await store.stage("k", b"n" * (6 * 1024 * 1024))
     admin = s3_server.client()
     assert not admin.list_multipart_uploads(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Uploads")

@@ -1,4 +1,5 @@
-"""Lean S3 GETs: one signed ranged GetObject (or listing page) without botocore's request pipeline.
+"""Lean S3 requests: a signed ranged GetObject, a listing page, and over ``http://`` a PutObject or
+UploadPart, without botocore's request pipeline.
 
 botocore spends about 2-3 ms of Python per request (event hooks, parameter handling, response
 parsing); a zarr chunk of 4 KiB costs one GET, so on small-chunk workloads that CPU time, under
@@ -9,6 +10,12 @@ urllib3 pool for ``https://``. It is used only where it can be exact: path-style
 explicit endpoint (S3-compatible servers, e.g. the tests' SeaweedFS), credentials read from
 the boto3 client for each request (so refreshed ones are used). Everything else, and every
 other operation, stays with boto3.
+
+Uploads: botocore sends a body in 16 KiB pieces from a file object, computes a CRC32 on top of
+the SHA-256 its SigV4 needs over ``http://``, and costs ~20 ms of Python per 8 MiB part
+(lab: 0.33 s of CPU for 16 x 8 MiB PUTs, 0.13 s for the same PUTs sent here). Here a body is
+hashed once (SHA-256, in the signature, as botocore does over ``http://``: the server checks the
+bytes against it) and sent in one ``sendall``. Over ``https://`` botocore keeps them.
 
 HTTP outcomes map to the same nczfs exceptions as :func:`nczfs.store.s3.translate`:
 404 -> KeyNotFound, 403 -> PermissionDenied, 412 -> Stale; 5xx and connection errors are
@@ -29,7 +36,7 @@ import trio
 import urllib3
 from botocore import UNSIGNED
 
-from nczfs.errors import BackendError, KeyNotFound, PermissionDenied, Stale
+from nczfs.errors import BackendError, KeyNotFound, NameTooLong, PermissionDenied, Stale
 from nczfs.store.http1 import HttpError, Pool, TrioPool
 
 ATTEMPTS = 3
@@ -46,7 +53,7 @@ def _hmac(key: bytes, msg: str) -> bytes:
     return hmac.new(key, msg.encode(), hashlib.sha256).digest()
 
 
-class LeanGetter:
+class LeanS3:
     def __init__(self, client: Any, bucket: str, *, count: Callable[[str], None], pool_size: int = 16):
         url = urllib.parse.urlsplit(client.meta.endpoint_url)
         self.scheme, self.host = url.scheme, url.netloc
@@ -84,8 +91,14 @@ class LeanGetter:
             self._keys = {ident: key}
         return key
 
-    def _headers(self, path: str, extra: dict[str, str], query: str = "") -> dict[str, str]:
-        headers = {"host": self.host, "x-amz-content-sha256": EMPTY_SHA256, **extra}
+    @property
+    def puts(self) -> bool:
+        """Whether :meth:`put` can be used (plain ``http://``: nczfs's own client)."""
+        return isinstance(self.pool, Pool)
+
+    def _headers(self, path: str, extra: dict[str, str], query: str = "", *, method: str = "GET",
+                 payload: str = EMPTY_SHA256) -> dict[str, str]:
+        headers = {"host": self.host, "x-amz-content-sha256": payload, **extra}
         if self.unsigned:
             return headers
         creds = self._signer._credentials.get_frozen_credentials()
@@ -98,7 +111,7 @@ class LeanGetter:
         names = sorted(headers)
         signed = ";".join(names)
         canonical = "\n".join(
-            ["GET", path, query, "".join(f"{n}:{headers[n].strip()}\n" for n in names), signed, EMPTY_SHA256]
+            [method, path, query, "".join(f"{n}:{headers[n].strip()}\n" for n in names), signed, payload]
         )
         scope = f"{day}/{self.region}/s3/aws4_request"
         to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
@@ -119,6 +132,31 @@ class LeanGetter:
         if etag:
             extra["if-match"] = f'"{etag}"'
         return self.base + "/" + urllib.parse.quote(full_key, safe="/~"), extra
+
+    def put(self, op: str, key: str, full_key: str, body: bytes | memoryview,
+            params: dict[str, str] | None = None) -> str:
+        """PUT ``body`` as the object ``full_key`` (op ``PutObject``), or as one part of a multipart
+        upload (``UploadPart``, with ``partNumber`` and ``uploadId`` in ``params``); returns its
+        ETag, quoted as S3 gives it. Only where :attr:`puts`."""
+        path = self.base + "/" + urllib.parse.quote(full_key, safe="/~")
+        query = "&".join(f"{_q(k)}={_q(v)}" for k, v in sorted((params or {}).items()))
+        payload = hashlib.sha256(body).hexdigest()
+        target = path + ("?" + query if query else "")
+        for attempt in range(ATTEMPTS):
+            self._count(op)
+            try:
+                status, answer, headers = self.pool.send(
+                    "PUT", target, self._headers(path, {}, query, method="PUT", payload=payload), body)
+            except HttpError as exc:
+                failure = f"HttpError: {exc}"
+            else:
+                if status == 200 and headers.get(b"etag"):
+                    return headers[b"etag"].decode("latin-1")
+                failure = _failure(op, key, status, answer) if status != 200 else "HTTP 200 without an ETag"
+            if attempt + 1 < ATTEMPTS:
+                self._count("retries-considered")
+                time.sleep(0.05 * 2**attempt)
+        raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
 
     def list_pages(self, key: str, s3_prefix: str, delimiter: bool) -> Iterator[dict[str, Any]]:
         """ListObjectsV2 pages, shaped as boto3 returns them (``Contents``, ``CommonPrefixes``),
@@ -234,15 +272,18 @@ def _parse_listing(body: bytes) -> dict[str, Any]:
 
 def _failure(op: str, key: str, status: int, body: bytes) -> str:
     """What an unsuccessful answer means: an nczfs error raised, or a retryable failure described."""
-    if status == 404 and _code(body) != "NoSuchBucket":
+    code = _code(body)
+    if status == 404 and code not in ("NoSuchBucket", "NoSuchUpload"):
         raise KeyNotFound(key)
     if status == 403:
-        raise PermissionDenied(f"{key!r}: S3 {op} refused: HTTP 403 {_code(body)}")
+        raise PermissionDenied(f"{key!r}: S3 {op} refused: HTTP 403 {code}")
+    if code == "KeyTooLongError":
+        raise NameTooLong(f"{key!r}: S3 {op} refused: {code}")
     if status == 412:
         raise Stale(f"{key!r}: the object changed in S3 while open")
     if status == 416:
         raise RangeNotSatisfiable(key)
-    failure = f"HTTP {status} {_code(body)}"
+    failure = f"HTTP {status} {code}"
     if status < 500 and status != 429:
         raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
     return failure

@@ -1,4 +1,4 @@
-"""Lean GETs (nczfs/store/s3get.py) against the real SeaweedFS server, and retries against a failing one.
+"""Lean GETs (nczfs/store/s3lean.py) against the real SeaweedFS server, and retries against a failing one.
 
 The conformance suite (tests/store/test_s3.py) already reads through them, since the test
 server is path-style; these check the cases one by one against boto3's own GetObject.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import http.server
 import threading
+from typing import ClassVar
 
 import boto3
 import pytest
@@ -39,10 +40,10 @@ def stored(s3_server):
     return s3_server, bucket
 
 
-def test_lean_gets_are_used_on_path_style_endpoints_and_match_boto3(stored):
+def test_lean_requests_are_used_on_path_style_endpoints_and_match_boto3(stored):
     server, bucket = stored
     lean = S3Store(server.client(), bucket, "p")
-    plain = S3Store(server.client(), bucket, "p", lean_gets=False)
+    plain = S3Store(server.client(), bucket, "p", lean_requests=False)
     assert lean.lean is not None and plain.lean is None
     for rng in (None, ByteRange(0, 10), ByteRange(100, 5000), ByteRange(10_000), ByteRange(9_000, 20_000), ByteRange(20_000, 30_000)):
         assert lean.get("k", rng) == plain.get("k", rng), rng
@@ -76,18 +77,28 @@ def test_lean_get_errors(stored, where):
 
 
 class Flaky(http.server.BaseHTTPRequestHandler):
-    """Answers 503 to the first ``fail`` GETs, then the object."""
+    """Answers 503 to the first ``fail`` requests, then a GET with the object and a PUT with an
+    ETag; records the bodies of PUTs."""
 
+    protocol_version = "HTTP/1.1"  # keep-alive, and ``100 Continue`` for a request that expects it
     fail = 2
     seen = 0
+    bodies: ClassVar[list[bytes]] = []
 
     def do_GET(self):  # noqa: N802
+        self._answer(b"payload")
+
+    def do_PUT(self):  # noqa: N802
+        type(self).bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+        self._answer(b"")
+
+    def _answer(self, payload: bytes) -> None:
         type(self).seen += 1
-        if type(self).seen <= type(self).fail:
-            body, status = b"<Error><Code>SlowDown</Code></Error>", 503
-        else:
-            body, status = b"payload", 200
-        self.send_response(status)
+        failing = type(self).seen <= type(self).fail
+        body = b"<Error><Code>SlowDown</Code></Error>" if failing else payload
+        self.send_response(503 if failing else 200)
+        if not failing:
+            self.send_header("ETag", '"e1"')
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -96,28 +107,33 @@ class Flaky(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize("fail, ok", [(2, True), (3, False)])
-@pytest.mark.parametrize("where", ["worker thread", "trio thread"])
-def test_lean_get_retries_server_errors(fail, ok, where):
-    Flaky.fail, Flaky.seen = fail, 0
+@pytest.fixture
+def flaky():
+    """A store on a :class:`Flaky` server; the test sets how many requests fail."""
+    Flaky.seen, Flaky.bodies = 0, []
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
-                              aws_secret_access_key="b", region_name="us-east-1",
-                              config=Config(s3={"addressing_style": "path"}))
-        store = S3Store(client, "bucket", "p")
-        get = store.get if where == "worker thread" else lambda key: in_trio(store, key)
-        if ok:
-            assert get("k") == b"payload"
-        else:
-            with pytest.raises(BackendError, match="'k'.*HTTP 503 SlowDown"):
-                get("k")
-        assert Flaky.seen == 3
-        assert store.counters()["GetObject"] == 3 and store.counters()["retries-considered"] == 2
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
+                          aws_secret_access_key="b", region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"}))
+    yield S3Store(client, "bucket", "p")
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize("fail, ok", [(2, True), (3, False)])
+@pytest.mark.parametrize("where", ["worker thread", "trio thread"])
+def test_lean_get_retries_server_errors(flaky, fail, ok, where):
+    Flaky.fail = fail
+    store = flaky
+    get = store.get if where == "worker thread" else lambda key: in_trio(store, key)
+    if ok:
+        assert get("k") == b"payload"
+    else:
+        with pytest.raises(BackendError, match="'k'.*HTTP 503 SlowDown"):
+            get("k")
+    assert Flaky.seen == 3
+    assert store.counters()["GetObject"] == 3 and store.counters()["retries-considered"] == 2
 
 
 def test_lean_listings_match_boto3(s3_server):
@@ -130,7 +146,7 @@ def test_lean_listings_match_boto3(s3_server):
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda n: client.put_object(Bucket=bucket, Key=f"p/{n}", Body=n.encode()), names))
     lean = S3Store(s3_server.client(), bucket, "p")
-    plain = S3Store(s3_server.client(), bucket, "p", lean_gets=False)
+    plain = S3Store(s3_server.client(), bucket, "p", lean_requests=False)
     for prefix in ("", "dir", "many", "dir2"):
         assert lean.list_dir(prefix) == plain.list_dir(prefix), prefix
         assert lean.list_prefix(prefix) == plain.list_prefix(prefix), prefix
@@ -144,7 +160,7 @@ def test_lean_listings_match_boto3(s3_server):
 def test_trio_thread_gets_match_boto3_and_use_no_worker_thread(stored, monkeypatch):
     server, bucket = stored
     lean = S3Store(server.client(), bucket, "p")
-    plain = S3Store(server.client(), bucket, "p", lean_gets=False)
+    plain = S3Store(server.client(), bucket, "p", lean_requests=False)
     in_threads = []
     real = lean.get_version
     monkeypatch.setattr(lean, "get_version", lambda *a: in_threads.append(a[1]) or real(*a))
@@ -200,3 +216,59 @@ def test_trio_thread_gets_keep_to_the_stores_bound_on_connections(stored, monkey
 
     assert trio.run(many) == [DATA] * 10
     assert len(opened) == 2
+
+
+# ---------------------------------------------------------------- PUTs (plain http only)
+
+
+def test_lean_puts_store_what_boto3_reads_back(s3_server):
+    """PutObject (a short body, and one long enough to wait for ``100 Continue``) and the parts
+    of a staged multipart upload, sent without botocore: boto3 reads back the same bytes and
+    ETags, and botocore was not asked to send any of them."""
+    bucket = s3_server.new_bucket("leanput")
+    client = s3_server.client()
+    sent_by_botocore = []
+    client.meta.events.register("before-call.s3.PutObject", lambda **kw: sent_by_botocore.append("PutObject"))
+    client.meta.events.register("before-call.s3.UploadPart", lambda **kw: sent_by_botocore.append("UploadPart"))
+    store = S3Store(client, bucket, "p", part_size=5 * 1024 * 1024)
+    assert store.lean is not None and store.lean.puts
+    short, long = b"x" * 1000, bytes(range(256)) * (9 * 4096)  # 9 MiB: over http1.EXPECT_BODY
+    staged = bytes(reversed(long)) + b"tail"  # two parts: 5 MiB, then the rest (views of one buffer)
+    infos = [store.set("short", short), store.set("long", long), store.set("empty", b"")]
+    upload = store.stage("staged", staged)
+    assert upload is not None
+    infos.append(upload.commit())
+    admin = s3_server.client()
+    for info, data in zip(infos, (short, long, b"", staged)):
+        got = admin.get_object(Bucket=bucket, Key=f"p/{info.key}")
+        assert got["Body"].read() == data, info.key
+        assert info.size == len(data) and info.etag == got["ETag"].strip('"'), info.key
+    assert sent_by_botocore == []
+    assert store.counters()["PutObject"] == 3 and store.counters()["UploadPart"] == 2
+
+
+def test_lean_put_errors(s3_server):
+    bucket = s3_server.new_bucket("leanputerr")
+    wrong = boto3.client("s3", endpoint_url=s3_server.endpoint, aws_access_key_id=ADMIN[0], aws_secret_access_key="nope",
+                         region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
+    refused = S3Store(wrong, bucket, "p")
+    for size in (10, 3 * 1024 * 1024):  # refused before the body, whether it waits for 100 Continue or not
+        with pytest.raises(PermissionDenied, match="'k'.*PutObject.*403"):
+            refused.set("k", b"z" * size)
+    assert refused.counters()["PutObject"] == 2  # refusals are not retried
+    assert not s3_server.client().list_objects_v2(Bucket=bucket).get("Contents")
+
+
+@pytest.mark.parametrize("fail, ok", [(2, True), (3, False)])
+@pytest.mark.parametrize("size", [10, 2 * 1024 * 1024])
+def test_lean_put_retries_server_errors_with_the_whole_body(flaky, fail, ok, size):
+    Flaky.fail = fail
+    store = flaky
+    data = bytes(range(256)) * (size // 256) + b"end"
+    if ok:
+        assert store.set("k", data).etag == "e1"
+    else:
+        with pytest.raises(BackendError, match="'k'.*PutObject.*HTTP 503 SlowDown"):
+            store.set("k", data)
+    assert Flaky.bodies == [data] * 3
+    assert store.counters()["PutObject"] == 3 and store.counters()["retries-considered"] == 2
