@@ -247,6 +247,14 @@ def test_lean_puts_store_what_boto3_reads_back(s3_server):
     assert store.counters()["PutObject"] == 3 and store.counters()["UploadPart"] == 2
 
 
+def test_lean_puts_only_over_plain_http():
+    """Over https:// the lean GETs use urllib3, and PUTs stay with botocore (nothing is sent here)."""
+    client = boto3.client("s3", endpoint_url="https://127.0.0.1:9", aws_access_key_id="a", aws_secret_access_key="b",
+                          region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
+    store = S3Store(client, "bucket", "p")
+    assert store.lean is not None and not store.lean.puts
+
+
 def test_lean_put_errors(s3_server):
     bucket = s3_server.new_bucket("leanputerr")
     wrong = boto3.client("s3", endpoint_url=s3_server.endpoint, aws_access_key_id=ADMIN[0], aws_secret_access_key="nope",
