@@ -6,8 +6,8 @@ file and costs ~150 us (the rest is the system calls). It speaks only what those
 need: requests without a body, and PUTs with one (:meth:`Pool.send`); responses with
 ``Content-Length``, chunked, or closed by the server; keep-alive connections kept in a pool.
 Anything it does not understand is an :class:`HttpError`, which the caller retries like a
-connection error. ``https://`` endpoints
-stay with urllib3 (certificates, proxies and TLS settings are its business).
+connection error. ``https://`` endpoints stay with urllib3 (certificates, proxies and TLS
+settings are its business).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ class HttpError(Exception):
     """The connection failed or the response could not be read."""
 
 
-def _response(headers: dict[bytes, bytes] | None = None) -> Generator[tuple[str, int], bytes, tuple[int, bytes, bool]]:
+def _response(
+    headers: dict[bytes, bytes] | None = None,
+) -> Generator[tuple[str, int], bytes, tuple[int, bytes, bool]]:
     """The response side of one exchange, free of I/O, shared by the blocking and the trio
     connections: it yields what it needs next, ``("line", 0)`` (a line, with its end),
     ``("read", n)`` (n bytes, fewer only at the connection's end) or ``("rest", 0)`` (all until
@@ -160,7 +162,7 @@ class _Connection:
                 reader = _response(headers)
                 next(reader)
                 status, answer, _ = self._receive(reader, line)
-                return status, answer, False  # the body it did not read may follow: a new connection next time
+                return status, answer, False  # the server may wait for the body: never reuse this connection
             while _check_line(self.file.readline(MAX_LINE + 1)) not in (b"\r\n", b"\n"):
                 pass
         try:

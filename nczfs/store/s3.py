@@ -180,7 +180,8 @@ class S3Store(SyncStore):
         self._staged: dict[str, str] = {}
         client.meta.events.register("before-send.s3", self._count_request)
         client.meta.events.register("needs-retry.s3", self._count_retry)
-        #: GETs signed and sent without botocore where that is exact (path-style endpoints)
+        #: GETs, listings and (over http://) PUTs signed and sent without botocore where that is
+        #: exact (path-style endpoints)
         self.lean = LeanS3(client, bucket, count=self._count_one, pool_size=max_concurrency) if lean_requests and LeanS3.usable(client) else None
 
     # ------------------------------------------------------------------ helpers

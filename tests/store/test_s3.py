@@ -156,8 +156,8 @@ async def test_a_staged_write_is_invisible_until_committed_and_aborts_cleanly(s3
 
 
 def fail_lean_when(store: S3Store, predicate) -> None:
-    """The lean requests (s3lean.py) bypass botocore's hooks: the server's answer is replaced
-    by an S3 error (HTTP 500, retried, then failed) for the requests ``predicate(target)`` picks."""
+    """The lean requests (s3lean.py) bypass botocore's hooks: a request that ``predicate(target)``
+    picks is not sent, and is answered with an S3 error instead (HTTP 500: retried, then failed)."""
     send = store.lean.pool.send
 
     def failing(method, target, headers, body):

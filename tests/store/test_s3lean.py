@@ -1,7 +1,8 @@
-"""Lean GETs (nczfs/store/s3lean.py) against the real SeaweedFS server, and retries against a failing one.
+"""Lean requests (nczfs/store/s3lean.py: GETs, listings, PUTs) against the real SeaweedFS server,
+and retries against a failing one.
 
-The conformance suite (tests/store/test_s3.py) already reads through them, since the test
-server is path-style; these check the cases one by one against boto3's own GetObject.
+The conformance suite (tests/store/test_s3.py) already reads and writes through them, since the
+test server is path-style; these check the cases one by one against boto3's own requests.
 """
 
 from __future__ import annotations
