@@ -123,7 +123,7 @@ class LeanS3:
 
     def get(self, key: str, full_key: str, byte_range: str | None, etag: str | None) -> bytes:
         """GET ``full_key`` (the S3 key), optionally ``Range: bytes=...`` and ``If-Match``."""
-        return self._request("GetObject", key, *self._get_target(full_key, byte_range, etag))
+        return self._request("GetObject", key, *self._get_target(full_key, byte_range, etag))[0]
 
     def _get_target(self, full_key: str, byte_range: str | None, etag: str | None) -> tuple[str, dict[str, str]]:
         extra = {}
@@ -140,23 +140,10 @@ class LeanS3:
         ETag, quoted as S3 gives it. Only where :attr:`puts`."""
         path = self.base + "/" + urllib.parse.quote(full_key, safe="/~")
         query = "&".join(f"{_q(k)}={_q(v)}" for k, v in sorted((params or {}).items()))
-        payload = hashlib.sha256(body).hexdigest()
-        target = path + ("?" + query if query else "")
-        for attempt in range(ATTEMPTS):
-            self._count(op)
-            try:
-                status, answer, headers = self.pool.send(
-                    "PUT", target, self._headers(path, {}, query, method="PUT", payload=payload), body)
-            except HttpError as exc:
-                failure = f"HttpError: {exc}"
-            else:
-                if status == 200 and headers.get(b"etag"):
-                    return headers[b"etag"].decode("latin-1")
-                failure = _failure(op, key, status, answer) if status != 200 else "HTTP 200 without an ETag"
-            if attempt + 1 < ATTEMPTS:
-                self._count("retries-considered")
-                time.sleep(0.05 * 2**attempt)
-        raise BackendError(f"{key!r}: S3 {op} failed: {failure}")
+        _, headers = self._request(op, key, path, {}, query, body=body)
+        if not headers.get(b"etag"):
+            raise BackendError(f"{key!r}: S3 {op} answered without an ETag")
+        return headers[b"etag"].decode("latin-1")
 
     def list_pages(self, key: str, s3_prefix: str, delimiter: bool) -> Iterator[dict[str, Any]]:
         """ListObjectsV2 pages, shaped as boto3 returns them (``Contents``, ``CommonPrefixes``),
@@ -169,24 +156,29 @@ class LeanS3:
             if token:
                 params["continuation-token"] = token
             query = "&".join(f"{_q(k)}={_q(v)}" for k, v in sorted(params.items()))
-            page = _parse_listing(self._request("ListObjectsV2", key, self.base, {}, query))
+            page = _parse_listing(self._request("ListObjectsV2", key, self.base, {}, query)[0])
             yield page
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
                 return
 
-    def _request(self, op: str, key: str, path: str, extra: dict[str, str], query: str = "") -> bytes:
+    def _request(self, op: str, key: str, path: str, extra: dict[str, str], query: str = "", *,
+                 body: bytes | memoryview | None = None) -> tuple[bytes, dict[bytes, bytes]]:
+        """A GET, or with ``body`` a PUT (only where :attr:`puts`), retried as the module says;
+        returns the answer's body and (PUTs) its headers by lower-case name."""
         url = path + ("?" + query if query else "")
+        method, payload = ("GET", EMPTY_SHA256) if body is None else ("PUT", hashlib.sha256(body).hexdigest())
         for attempt in range(ATTEMPTS):
             self._count(op)
             try:
-                status, body = self._send(url, self._headers(path, extra, query))
+                status, answer, headers = self._send(
+                    url, self._headers(path, extra, query, method=method, payload=payload), body)
             except (urllib3.exceptions.HTTPError, HttpError) as exc:
                 failure: str = f"{type(exc).__name__}: {exc}"
             else:
                 if status in (200, 206):
-                    return body
-                failure = _failure(op, key, status, body)
+                    return answer, headers
+                failure = _failure(op, key, status, answer)
             if attempt + 1 < ATTEMPTS:
                 self._count("retries-considered")
                 time.sleep(0.05 * 2**attempt)
@@ -220,11 +212,14 @@ class LeanS3:
         due = getattr(creds, "refresh_needed", None)
         return bool(due is not None and due(REFRESH_MARGIN))
 
-    def _send(self, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    def _send(self, url: str, headers: dict[str, str], body: bytes | memoryview | None
+              ) -> tuple[int, bytes, dict[bytes, bytes]]:
+        if body is not None:
+            return self.pool.send("PUT", url, headers, body)
         if isinstance(self.pool, Pool):
-            return self.pool.request("GET", url, headers)
+            return (*self.pool.request("GET", url, headers), {})
         resp = self.pool.request("GET", url, headers=headers, preload_content=True)
-        return resp.status, resp.data
+        return resp.status, resp.data, {}
 
     def close(self) -> None:
         self.pool.close()
