@@ -433,13 +433,21 @@ class S3Store(SyncStore):
             raise translate(exc, key, "CreateMultipartUpload") from None
         with self._count_lock:
             self._staged[upload_id] = s3_key
-        parts = []
         size = len(data)  # the closures below keep the size, not the bytes
         try:
             view = memoryview(data)
-            for number, start in enumerate(range(0, len(data), self.part_size), 1):
-                part = data if len(data) <= self.part_size else view[start : start + self.part_size]
-                parts.append({"PartNumber": number, "ETag": self._upload_part(key, s3_key, upload_id, number, part)})
+            pieces = [data] if len(data) <= self.part_size else [
+                view[start : start + self.part_size] for start in range(0, len(data), self.part_size)]
+
+            def send(numbered: tuple[int, bytes | memoryview]) -> str:
+                return self._upload_part(key, s3_key, upload_id, *numbered)
+
+            if len(pieces) == 1:
+                etags = [send((1, pieces[0]))]
+            else:  # in parallel, as s3transfer sends the parts of an upload
+                with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(pieces))) as pool:
+                    etags = list(pool.map(send, enumerate(pieces, 1)))
+            parts = [{"PartNumber": number, "ETag": etag} for number, etag in enumerate(etags, 1)]
         except Exception as exc:
             self._abort_staged(key, s3_key, upload_id)
             raise translate(exc, key, "UploadPart") from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from nczfs.store.s3 import S3Store
@@ -153,6 +155,28 @@ async def test_a_staged_write_is_invisible_until_committed_and_aborts_cleanly(s3
     await dropped.abort()
     assert not unfinished() and await store.entry("gone") is None
     assert await store.stage("empty", b"") is None  # nothing to send: the caller PUTs it
+
+
+@pytest.mark.parametrize("path", ["botocore", "lean"])
+async def test_the_parts_of_a_staged_write_go_up_in_parallel(s3_server, path):
+    """Each part waits at a barrier until all three are being sent: parts sent one after another
+    would break it (after 30 s) and fail the stage."""
+    prefix = s3_server.new_prefix("stagepar")
+    sync_store = S3Store(s3_server.client(), s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024,
+                         lean_requests=path == "lean")
+    barrier = threading.Barrier(3, timeout=30)
+    real = sync_store._upload_part
+
+    def waiting(*args):
+        barrier.wait()
+        return real(*args)
+
+    sync_store._upload_part = waiting
+    data = bytes(range(256)) * (44 * 1024)  # 11 MiB: three parts
+    staged = await ThreadedStore(sync_store).stage("k", data)
+    await staged.commit()
+    got = s3_server.client().get_object(Bucket=s3_server.shared_bucket, Key=f"{prefix}/k")
+    assert got["Body"].read() == data and got["ETag"].endswith('-3"')  # three parts, in order
 
 
 def fail_lean_when(store: S3Store, predicate) -> None:
