@@ -150,13 +150,14 @@ class _Connection:
             except StopIteration as done:
                 return done.value
 
-    def send(self, head: bytes, body: bytes | memoryview, headers: dict[bytes, bytes]) -> tuple[int, bytes, bool]:
-        """Send a request with a body. A long body waits for the server's ``100 Continue``
-        (sent as ``Expect: 100-continue`` in ``head``), so that a refusal (a wrong signature, a
+    def send(self, head: bytes, body: bytes | memoryview, headers: dict[bytes, bytes], expect: bool
+             ) -> tuple[int, bytes, bool]:
+        """Send a request with a body. With ``expect`` (``head`` says ``Expect: 100-continue``) the
+        body waits for the server's ``100 Continue``, so that a refusal (a wrong signature, a
         denied key) is read as the server's answer instead of breaking the connection midway;
         no answer within :data:`CONTINUE_WAIT` sends the body anyway, as RFC 9110 allows."""
         self.sock.sendall(head)
-        if len(body) >= EXPECT_BODY and select.select([self.sock], [], [], CONTINUE_WAIT)[0]:
+        if expect and select.select([self.sock], [], [], CONTINUE_WAIT)[0]:
             line = _check_line(self.file.readline(MAX_LINE + 1))
             if not line.startswith(b"HTTP/1.1 100"):  # the final answer, before the body
                 reader = _response(headers)
@@ -194,14 +195,15 @@ class Pool:
              ) -> tuple[int, bytes, dict[bytes, bytes]]:
         """One request with a body (a PUT of an object or a part); returns (status, body,
         response headers by lower-case name)."""
-        if len(body) >= EXPECT_BODY:
+        expect = len(body) >= EXPECT_BODY
+        if expect:
             headers = {**headers, "expect": "100-continue"}
         head = _request_bytes(method, target, {**headers, "content-length": str(len(body))})
         answer_headers: dict[bytes, bytes] = {}
 
         def attempt(conn: _Connection) -> tuple[int, bytes, bool]:
             answer_headers.clear()
-            return conn.send(head, body, answer_headers)
+            return conn.send(head, body, answer_headers, expect)
 
         status, answer = self._exchange(attempt)
         return status, answer, answer_headers

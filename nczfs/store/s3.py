@@ -183,6 +183,8 @@ class S3Store(SyncStore):
         #: GETs, listings and (over http://) PUTs signed and sent without botocore where that is
         #: exact (path-style endpoints)
         self.lean = LeanS3(client, bucket, count=self._count_one, pool_size=max_concurrency) if lean_requests and LeanS3.usable(client) else None
+        #: PutObject and UploadPart sent that way too, without botocore's per-byte CPU (http:// only)
+        self._lean_puts = self.lean is not None and self.lean.puts
 
     # ------------------------------------------------------------------ helpers
 
@@ -395,7 +397,7 @@ class S3Store(SyncStore):
         if len(data) >= self.multipart_threshold:
             return self._upload(key, io.BytesIO(data), len(data))
         try:
-            if self.lean is not None and self.lean.puts:  # without botocore's per-byte CPU (s3lean.py)
+            if self._lean_puts:
                 etag = self.lean.put("PutObject", key, self._full(key), data)
             else:
                 etag = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=bytes(data)).get("ETag")
@@ -466,7 +468,7 @@ class S3Store(SyncStore):
         return Staged(key, commit, lambda: self._abort_staged(key, s3_key, upload_id))
 
     def _upload_part(self, key: str, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
-        if self.lean is not None and self.lean.puts:  # without botocore's per-byte CPU (s3lean.py)
+        if self._lean_puts:
             return self.lean.put("UploadPart", key, s3_key, part, {"partNumber": str(number), "uploadId": upload_id})
         return self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
                                        Body=part if isinstance(part, bytes) else bytes(part))["ETag"]

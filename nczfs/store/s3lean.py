@@ -4,22 +4,23 @@ UploadPart, without botocore's request pipeline.
 botocore spends about 2-3 ms of Python per request (event hooks, parameter handling, response
 parsing); a zarr chunk of 4 KiB costs one GET, so on small-chunk workloads that CPU time, under
 the GIL, was most of the daemon's time (py-spy, see README "Benchmarks"). This module signs
-GETs with SigV4 itself (``hmac``/``hashlib``: a few tens of microseconds) and sends them over
-keep-alive connections: nczfs's own minimal HTTP/1.1 client for ``http://`` (http1.py), a
+its requests with SigV4 itself (``hmac``/``hashlib``: a few tens of microseconds) and sends them
+over keep-alive connections: nczfs's own minimal HTTP/1.1 client for ``http://`` (http1.py), a
 urllib3 pool for ``https://``. It is used only where it can be exact: path-style addressing on an
 explicit endpoint (S3-compatible servers, e.g. the tests' SeaweedFS), credentials read from
 the boto3 client for each request (so refreshed ones are used). Everything else, and every
-other operation, stays with boto3.
+other operation (HEAD, COPY, DELETE, creating and completing multipart uploads), stays with boto3.
 
 Uploads: botocore sends a body in 16 KiB pieces from a file object and computes a CRC32 on top
 of the SHA-256 its SigV4 needs over ``http://``: ~20 ms of CPU per 8 MiB part against ~8 ms
 here (lab: 0.33 s for 16 x 8 MiB PUTs from 8 threads, 0.13 s for the same PUTs). Here a body is
-hashed once (SHA-256, in the signature, as botocore does over ``http://``: the server checks the
-bytes against it) and sent in one ``sendall``. Over ``https://`` botocore keeps them.
+hashed once (SHA-256, in the signed request, as botocore does over ``http://``) and sent in one
+``sendall``. Over ``https://`` botocore keeps them.
 
 HTTP outcomes map to the same nczfs exceptions as :func:`nczfs.store.s3.translate`:
-404 -> KeyNotFound, 403 -> PermissionDenied, 412 -> Stale; 5xx and connection errors are
-retried (3 attempts in all, like boto3's standard mode), then BackendError naming the key.
+404 -> KeyNotFound, 403 -> PermissionDenied, 412 -> Stale, KeyTooLongError -> NameTooLong;
+5xx and connection errors are retried (3 attempts in all, like boto3's standard mode), then
+BackendError naming the key.
 """
 
 from __future__ import annotations
