@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                         "writable S3 mount, 60 otherwise)")
     m.add_argument("--cache-size", default=None, metavar="BYTES",
                    help="memory for cached object data, e.g. 512M (default: 1/8 of RAM, at most 1G)")
+    m.add_argument("--write-memory", default=None, metavar="BYTES",
+                   help="memory for pending writes of all files together; past it a file being "
+                        "written goes to a temp file, e.g. 256M (default: 1/8 of RAM, at most 1G)")
     m.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="S3/reference: keep fetched object data in DIR across mounts (default: off)")
     m.add_argument("--cache-dir-size", default=None, metavar="BYTES",
@@ -157,6 +160,8 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         values["metadata_ttl"] = default_metadata_ttl(source.backend, bool(values.get("read_only")))
     if args.cache_size is not None:
         values["cache_size"] = parse_size("--cache-size", args.cache_size)
+    if args.write_memory is not None:
+        values["write_memory"] = parse_size("--write-memory", args.write_memory)
     if args.cache_dir:
         values["cache_dir"] = os.path.abspath(args.cache_dir)
     if args.cache_dir_size is not None:

@@ -52,6 +52,9 @@ class MountConfig:
     direct_io: bool = False
     #: bytes of a file's pending writes kept in memory before spilling to a temp file
     spill_threshold: int = 64 * 1024 * 1024
+    #: bytes of pending writes all files together keep in memory (None: an eighth of RAM,
+    #: between 64 MiB and 1 GiB); a file growing past it spills to a temp file
+    write_memory: int | None = None
     log_file: str | None = None
     #: kernel readahead for the mount, in KiB (see mount.set_read_ahead)
     read_ahead_kb: int = 4096
@@ -124,6 +127,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["metadata_ttl"] = _float(key, value)
             elif key == "cache_size" and eq:
                 out["cache_size"] = parse_size(key, value)
+            elif key == "write_memory" and eq:
+                out["write_memory"] = parse_size(key, value)
             elif key == "cache_dir" and eq and value:
                 out["cache_dir"] = os.path.abspath(value)
             elif key == "cache_dir_size" and eq:

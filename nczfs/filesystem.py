@@ -33,7 +33,8 @@ from nczfs.errors import (
     ReadOnly,
     Stale,
 )
-from nczfs.handles import Content
+from nczfs.cache import default_cache_size
+from nczfs.handles import Content, WriteMemory
 from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
 from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, check_key, join, parent_of
 
@@ -74,6 +75,9 @@ class FsOptions:
     metadata_ttl: float = 1.0
     spill_threshold: int = 64 * 1024 * 1024
     spill_dir: str | None = None
+    #: bytes of pending writes all files together keep in memory; past it, a growing file spills
+    #: to a temp file (None: as the read cache's default, an eighth of RAM between 64 MiB and 1 GiB)
+    write_memory: int | None = None
 
 
 @dataclass
@@ -146,6 +150,8 @@ class Filesystem:
         #: a multipart upload), by inode: (content version sent, the staged write)
         self._staged: dict[int, tuple[int, Staged]] = {}
         self._started_ns = time.time_ns()
+        limit = self.opts.write_memory
+        self.write_memory = WriteMemory(default_cache_size() if limit is None else limit)
         self.file_mode = 0o666 & ~self.opts.umask
         self.dir_mode = 0o777 & ~self.opts.umask
 
@@ -422,7 +428,8 @@ class Filesystem:
     # ------------------------------------------------------------------ files
 
     def _make_content(self, data: bytes, dirty: bool) -> Content:
-        return Content(data, dirty=dirty, spill_threshold=self.opts.spill_threshold, spill_dir=self.opts.spill_dir)
+        return Content(data, dirty=dirty, spill_threshold=self.opts.spill_threshold, spill_dir=self.opts.spill_dir,
+                       memory=self.write_memory)
 
     async def _content(self, node: Node) -> Content:
         """The node's writable content, loading the object on first use (O_RDWR rewrites)."""
@@ -430,6 +437,7 @@ class Filesystem:
             data = b"" if node.pending else await self.store.get(node.path)
             if node.content is None:
                 node.content = self._make_content(data, dirty=False)
+                await node.content.fit()
         return node.content
 
     async def _keep_open_content(self, node: Node) -> None:
@@ -561,7 +569,11 @@ class Filesystem:
                 else:
                     if staged is not None:
                         await self._abort(staged[1])
-                    info = await self.store.set(key, await content.getvalue())
+                    if content.spilled:
+                        with await content.open_reader() as f:
+                            info = await self.store.set_file(key, f, content.size)
+                    else:
+                        info = await self.store.set(key, await content.getvalue())
             except Exception as exc:
                 log.error("write of %r (renamed from %r) failed: %s", key, node.path, str(exc) or repr(exc))
                 raise
@@ -577,13 +589,9 @@ class Filesystem:
                 h.etag = node.etag
 
     def _deferred(self, node: Node) -> bool:
-        """A never-stored temp file (zarr's ``.partial``) waits for its rename to be uploaded once."""
-        return (
-            node.pending
-            and node.content is not None
-            and not node.content.spilled
-            and is_temp_name(node.path)
-        )
+        """A never-stored temp file (zarr's ``.partial``) waits for its rename to be uploaded once
+        (from memory, or streamed from its spill file)."""
+        return node.pending and node.content is not None and is_temp_name(node.path)
 
     async def flush(self, fh: int) -> None:
         node = self._handle(fh).node
@@ -603,6 +611,8 @@ class Filesystem:
         async with self._lock(node):
             content = node.content
             if content is None or node.detached or not self._deferred(node) or content.size < STAGE_MIN_BYTES:
+                return
+            if content.spilled:  # not read back into memory: the rename streams it from its file
                 return
             old = self._staged.pop(node.ino, None)
             if old is not None:

@@ -2,16 +2,52 @@
 
 One :class:`Content` per inode is shared by every handle open on it, so that reads through
 one descriptor see writes through another (as the page cache would). It reaches the store
-as one object at flush/fsync/close.
+as one object at flush/fsync/close. A file spills when it grows past its own threshold, or
+when growing in memory would take the pending writes of all files past the mount's
+:class:`WriteMemory`.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import weakref
 from typing import BinaryIO
 
+import trio
+
 from nczfs.threads import run_blocking
+
+
+class WriteMemory:
+    """The most bytes of pending writes that all files of a mount together keep in memory."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._contents: weakref.WeakSet[Content] = weakref.WeakSet()
+        #: the most bytes held at once so far, and the files that went to a temp file
+        self.peak = 0
+        self.spills = 0
+
+    def add(self, content: Content) -> None:
+        self._contents.add(content)
+
+    def used(self) -> int:
+        """Bytes held in memory now (a content dropped without close() stops counting too)."""
+        return sum(c.in_memory for c in list(self._contents))
+
+    def allows(self, growth: int) -> bool:
+        if growth <= 0:
+            return True
+        after = self.used() + growth
+        if after > self.limit:
+            return False
+        self.peak = max(self.peak, after)
+        return True
+
+    def counters(self) -> dict[str, int]:
+        return {"write.bytes-in-memory": self.used(), "write.bytes-in-memory-peak": self.peak,
+                "write.memory-limit": self.limit, "write.spilled-files": self.spills}
 
 
 class Content:
@@ -27,6 +63,7 @@ class Content:
         dirty: bool,
         spill_threshold: int = 64 * 1024 * 1024,
         spill_dir: str | None = None,
+        memory: WriteMemory | None = None,
     ):
         self._parts: list[bytes] | None = [bytes(data)] if data else []
         self._mem: bytearray | None = None
@@ -34,15 +71,45 @@ class Content:
         self._size = len(data)
         self._threshold = spill_threshold
         self._spill_dir = spill_dir
+        #: set while the content is being moved to its temp file
+        self._spilling: trio.Event | None = None
+        self._closed = False
         #: bumped on every change; the flusher compares it to what it uploaded
         self.version = 0
         self.uploaded_version = -1 if dirty else 0
         #: the version whose upload last failed (that failure was already reported to a caller)
         self.failed_version: int | None = None
+        self._memory = memory
+        if memory is not None:
+            memory.add(self)
 
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def in_memory(self) -> int:
+        """Bytes of content held in memory (0 once spilled or closed)."""
+        return self._size if self._parts is not None or self._mem is not None else 0
+
+    def _must_spill(self, size: int) -> bool:
+        """Would holding ``size`` bytes in memory pass this file's threshold or the mount's budget?"""
+        if self._file is not None:
+            return False
+        return size > self._threshold or (self._memory is not None and not self._memory.allows(size - self._size))
+
+    async def fit(self) -> None:
+        """Content loaded whole (to rewrite an object in place) goes to a temp file if it is
+        more than this file's threshold or the mount's budget allows."""
+        await self._settled()
+        if not self.in_memory:
+            return
+        m = self._memory
+        used = m.used() if m is not None else 0
+        if self._size > self._threshold or (m is not None and used > m.limit):
+            await self._spill()
+        elif m is not None:
+            m.peak = max(m.peak, used)
 
     @property
     def dirty(self) -> bool:
@@ -56,16 +123,31 @@ class Content:
         return self._mem
 
     async def _spill(self) -> None:
-        # unbuffered: a streaming upload reads the file through its own descriptor
-        f = tempfile.TemporaryFile(dir=self._spill_dir, prefix="nczfs-write-", buffering=0)
-        pieces = self._parts if self._parts is not None else [self._mem]
-        self._parts = self._mem = None
-        await run_blocking(_pwrite_all, f, pieces)
-        self._file = f
+        """Move the content to a temp file. Until it is there, the content stays in memory and
+        every other operation on it waits (:meth:`_settled`); if it cannot be written, it stays."""
+        done = self._spilling = trio.Event()
+        try:
+            pieces = self._parts if self._parts is not None else [self._mem]
+            f = await run_blocking(_spill_file, self._spill_dir, pieces)
+            if self._closed:
+                f.close()
+                return
+            self._file, self._parts, self._mem = f, None, None
+            if self._memory is not None:
+                self._memory.spills += 1
+        finally:
+            self._spilling = None
+            done.set()
+
+    async def _settled(self) -> None:
+        """Wait while the content is being moved to its temp file."""
+        while self._spilling is not None:
+            await self._spilling.wait()
 
     async def write(self, offset: int, data: bytes) -> None:
+        await self._settled()
         end = offset + len(data)
-        if self._file is None and end > self._threshold:
+        if self._must_spill(end):
             await self._spill()
         if self._file is not None:
             await run_blocking(_pwrite, self._file, offset, data)
@@ -80,6 +162,7 @@ class Content:
         self.version += 1
 
     async def read(self, offset: int, size: int) -> bytes:
+        await self._settled()
         if offset >= self._size:
             return b""
         size = min(size, self._size - offset)
@@ -88,7 +171,8 @@ class Content:
         return bytes(memoryview(self._buffer())[offset : offset + size])
 
     async def truncate(self, size: int) -> None:
-        if self._file is None and size > self._threshold:
+        await self._settled()
+        if self._must_spill(size):
             await self._spill()
         if self._file is not None:
             await run_blocking(self._file.truncate, size)
@@ -109,12 +193,14 @@ class Content:
 
     async def open_reader(self) -> BinaryIO:
         """A private read-only file object on the spilled content (own file offset), for streaming uploads."""
+        await self._settled()
         assert self._file is not None
         return await run_blocking(open, f"/proc/self/fd/{self._file.fileno()}", "rb")
 
     async def getvalue(self) -> bytes:
         """The whole content, as bytes (immutable: a store or cache may keep them). Written
         sequentially, that is the one join of what was written, done once per version."""
+        await self._settled()
         if self._file is not None:
             return await run_blocking(_pread, self._file, 0, self._size)
         if self._parts is None:
@@ -125,10 +211,23 @@ class Content:
         return self._parts[0]
 
     def close(self) -> None:
+        self._closed = True
         if self._file is not None:
             self._file.close()
             self._file = None
         self._parts = self._mem = None
+
+
+def _spill_file(spill_dir: str | None, pieces: list[bytes] | list[bytearray]) -> BinaryIO:
+    """A new temp file holding ``pieces``, one after another (none left behind on failure)."""
+    # unbuffered: a streaming upload reads the file through its own descriptor
+    f = tempfile.TemporaryFile(dir=spill_dir, prefix="nczfs-write-", buffering=0)
+    try:
+        _pwrite_all(f, pieces)
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
 def _pwrite_all(f: BinaryIO, pieces: list[bytes] | list[bytearray]) -> None:

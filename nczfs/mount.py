@@ -89,6 +89,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
             read_only=config.read_only,
             metadata_ttl=config.metadata_ttl,
             spill_threshold=config.spill_threshold,
+            write_memory=config.write_memory,
         ),
     )
     watch_changes(store, fs)

@@ -31,3 +31,19 @@ def test_fuse_options_follow_the_config(tmp_path):
     assert "allow_other" not in plain and "ro" not in plain and f"fsname={tmp_path}" in plain
     both = fuse_options(MountConfig(source=src, mountpoint="/mnt", allow_other=True, read_only=True))
     assert {"allow_other", "ro", "default_permissions"} <= both
+
+
+def test_write_memory_reaches_the_config(tmp_path):
+    from nczfs.cli import _parser, build_config
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "mnt").mkdir()
+
+    def config(*argv: str):
+        return build_config(_parser().parse_args(["mount", str(tmp_path / "src"), str(tmp_path / "mnt"), *argv]))
+
+    assert config().write_memory is None  # the default: an eighth of RAM, between 64 MiB and 1 GiB
+    assert config("--write-memory", "256M").write_memory == 256 * 1024**2
+    assert config("-o", "write_memory=1G").write_memory == 1024**3
+    with pytest.raises(SourceError, match="write_memory=lots"):
+        parse_options(["write_memory=lots"])

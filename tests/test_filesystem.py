@@ -228,6 +228,42 @@ async def test_large_write_spills_to_a_temp_file(faulty, raw, tmp_path):
     await fs.release(fh)
 
 
+async def test_pending_writes_of_all_files_stay_within_write_memory(faulty, raw, tmp_path):
+    """Files written at the same time share the mount's write memory: past it, the file that
+    grows goes to a temp file. Every file is stored whole."""
+    fs = Filesystem(faulty, FsOptions(metadata_ttl=0, spill_dir=str(tmp_path), write_memory=10_000))
+    handles = [(await fs.create(ROOT_INO, f"f{i}", 0o644, WRITE_NEW))[0] for i in range(6)]
+    for piece in range(4):
+        for i, fh in enumerate(handles):
+            await fs.write(fh, piece * 1000, bytes([65 + i]) * 1000)
+            assert fs.write_memory.used() <= 10_000
+    counters = fs.write_memory.counters()
+    assert counters["write.spilled-files"] >= 2 and counters["write.bytes-in-memory-peak"] <= 10_000
+    for fh in handles:
+        await fs.flush(fh)
+        await fs.release(fh)
+    assert [raw.get(f"f{i}") for i in range(6)] == [bytes([65 + i]) * 4000 for i in range(6)]
+    assert fs.write_memory.used() == 0
+
+
+async def test_a_spilled_temp_file_is_stored_once_under_its_final_name(faulty, raw, tmp_path):
+    """A zarr ``.partial`` too big for memory waits in its temp file for the rename, which
+    streams it to the final key: never stored under the temp name, never copied."""
+    fs = Filesystem(faulty, FsOptions(metadata_ttl=0, spill_threshold=4096, spill_dir=str(tmp_path)))
+    temp = "0." + "ab" * 16 + ".partial"
+    fh, _ = await fs.create(ROOT_INO, temp, 0o644, WRITE_NEW)
+    data = bytes(range(256)) * 40
+    for off in range(0, len(data), 1000):
+        await fs.write(fh, off, data[off : off + 1000])
+    await fs.flush(fh)
+    await fs.release(fh)
+    assert raw_get(raw, temp) is None and raw_get(raw, "0") is None
+    await fs.rename(ROOT_INO, temp, ROOT_INO, "0")
+    assert raw.get("0") == data
+    assert faulty.calls["set"] == 1 and faulty.calls["copy"] == 0 and faulty.calls["rename"] == 0  # set_file counts as set
+    assert await listdir(fs) == ["0"]
+
+
 async def test_create_existing(fs, raw):
     raw.set("exists", b"old contents")
     await fails(errno.EEXIST, fs.create, ROOT_INO, "exists", 0o644, WRITE_NEW | os.O_EXCL)

@@ -4,8 +4,10 @@ joined once; any other change works on one bytearray; what getvalue returns is b
 from __future__ import annotations
 
 import pytest
+import trio
+import trio.testing
 
-from nczfs.handles import Content
+from nczfs.handles import Content, WriteMemory
 
 
 async def test_one_write_is_handed_on_as_it_came():
@@ -74,3 +76,90 @@ async def test_spilling_keeps_every_part(tmp_path):
     assert await c.getvalue() == b"abcdefghijkl"
     assert await c.read(4, 3) == b"efg"
     c.close()
+
+
+async def test_files_spill_once_the_mounts_write_memory_is_used_up(tmp_path):
+    memory = WriteMemory(10)
+    a = Content(dirty=True, spill_dir=str(tmp_path), memory=memory)
+    b = Content(dirty=True, spill_dir=str(tmp_path), memory=memory)
+    await a.write(0, b"aaaaaa")
+    await b.write(0, b"bbb")
+    assert memory.used() == 9 and not a.spilled and not b.spilled
+    await a.write(1, b"AA")  # no growth: stays in memory
+    await b.write(3, b"BB")  # 11 bytes would be held: the growing file goes to a temp file
+    assert b.spilled and not a.spilled
+    assert memory.used() == 6 and memory.peak == 9 and memory.spills == 1
+    assert await a.getvalue() == b"aAAaaa" and await b.getvalue() == b"bbbBB"
+    c = Content(dirty=True, spill_dir=str(tmp_path), memory=memory)
+    await c.truncate(5)  # growing by a truncate counts too
+    assert c.spilled and await c.read(0, 10) == b"\0" * 5
+    a.close()
+    d = Content(dirty=True, spill_dir=str(tmp_path), memory=memory)
+    await d.write(0, b"d" * 10)  # a's bytes are free again
+    assert not d.spilled and memory.used() == 10
+    del d
+    assert memory.used() == 0  # a content dropped without close() no longer counts
+    b.close()
+    c.close()
+
+
+async def test_content_loaded_whole_spills_if_the_budget_is_used_up(tmp_path):
+    memory = WriteMemory(10)
+    a = Content(b"x" * 8, dirty=False, spill_dir=str(tmp_path), memory=memory)
+    await a.fit()
+    assert not a.spilled and memory.peak == 8
+    b = Content(b"y" * 8, dirty=False, spill_dir=str(tmp_path), memory=memory)
+    await b.fit()
+    assert b.spilled and not a.spilled and memory.used() == 8
+    assert await b.getvalue() == b"y" * 8
+    c = Content(b"z" * 20, dirty=False, spill_threshold=16, spill_dir=str(tmp_path))
+    await c.fit()  # past its own threshold, budget or not
+    assert c.spilled and await c.read(15, 10) == b"z" * 5
+    for x in (a, b, c):
+        x.close()
+
+
+async def test_operations_wait_for_a_spill_under_way(tmp_path, monkeypatch):
+    """A write, read or join arriving while the content moves to its temp file waits for it:
+    nothing is lost and nothing sees a half-moved content."""
+    import nczfs.handles as handles
+
+    release = trio.Event()
+    real = handles._spill_file
+
+    def slow_spill_file(spill_dir, pieces):
+        trio.from_thread.run(release.wait)
+        return real(spill_dir, pieces)
+
+    monkeypatch.setattr(handles, "_spill_file", slow_spill_file)
+    c = Content(dirty=True, spill_threshold=8, spill_dir=str(tmp_path))
+    await c.write(0, b"abcdef")
+    seen = {}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(c.write, 6, b"ghij")  # past the threshold: spills, held at the barrier
+        await trio.testing.wait_all_tasks_blocked()
+        assert not c.spilled and c.in_memory == 6
+
+        async def later_write():
+            await c.write(10, b"kl")
+
+        async def reader():
+            seen["read"] = await c.read(0, 100)
+
+        nursery.start_soon(later_write)
+        nursery.start_soon(reader)
+        await trio.testing.wait_all_tasks_blocked()
+        assert "read" not in seen
+        release.set()
+    assert c.spilled
+    assert await c.getvalue() == b"abcdefghijkl"
+    assert seen["read"] in (b"abcdef", b"abcdefghij", b"abcdefghijkl")  # old or new bytes, never a gap
+    c.close()
+
+
+async def test_a_failed_spill_keeps_the_content_in_memory(tmp_path):
+    c = Content(dirty=True, spill_threshold=4, spill_dir=str(tmp_path / "missing"))
+    await c.write(0, b"abc")
+    with pytest.raises(OSError):
+        await c.write(3, b"def")  # the temp file cannot be made
+    assert not c.spilled and await c.getvalue() == b"abc"

@@ -176,6 +176,43 @@ def test_the_cache_stays_within_cache_size(s3, tmp_path):
     clean(m)
 
 
+def test_files_written_at_once_share_the_write_memory(s3, tmp_path):
+    """Eight files written at the same time hold at most ``write_memory`` bytes in the daemon;
+    the ones that grow past it go to temp files. Zarr chunks that went there are stored once
+    under their final key at the rename (no copy, no temp object), and every byte arrives."""
+    import zarr
+
+    from tests.mount.clientutil import assert_no_temporaries
+
+    with mounted(s3, tmp_path / "mnt", "--write-memory", "8M") as m:
+        files = [open(m.path / f"f{i}", "wb") for i in range(8)]
+        for piece in range(12):
+            for i, f in enumerate(files):
+                f.write(bytes([i]) * (256 * 1024))
+                f.flush()
+        c = counts(m.path)
+        assert c["write.memory-limit"] == 8 * MiB and c["write.bytes-in-memory"] <= 8 * MiB, c
+        for f in files:
+            f.close()
+        c = counts(m.path)
+        assert c["write.spilled-files"] >= 4 and c["write.bytes-in-memory-peak"] <= 8 * MiB, c
+        assert c["write.bytes-in-memory"] == 0, c
+
+        before = counts(m.path)
+        data = np.random.default_rng(5).random(6 * MiB, dtype="f4")
+        a = zarr.create_array(zarr.storage.LocalStore(m.path / "z.zarr"), shape=data.shape, chunks=(MiB,),
+                              dtype="f4", compressors=None, zarr_format=2)
+        a[:] = data  # 6 chunks of 4 MiB, written by several threads at once
+        d = delta(before, counts(m.path))
+        assert d.get("write.spilled-files", 0) >= 1 and "CopyObject" not in d, d
+    for i in range(8):
+        assert s3.read(f"f{i}") == bytes([i]) * (3 * MiB)
+    for i in range(6):
+        assert s3.read(f"z.zarr/{i}") == data[i * MiB : (i + 1) * MiB].tobytes()
+    assert_no_temporaries(s3)
+    clean(m)
+
+
 def test_a_streamed_object_turns_over_a_few_buffers_and_the_kernel_keeps_it(s3, tmp_path):
     """Blocks read to their end are in the page cache: the daemon keeps a sixteenth of its cache
     of them (and reuses their memory: tests/test_mount_memory.py). Reading the file again comes
