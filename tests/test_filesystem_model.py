@@ -42,13 +42,16 @@ class FilesystemModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.raw = self.make_store()
-        self.fs = Filesystem(ThreadedStore(self.raw), FsOptions(metadata_ttl=0))
+        self.fs = Filesystem(ThreadedStore(self.raw), self.options())
         self.files: dict[str, bytes] = {}
         self.dirs: set[str] = set()
         self.open_handles: list[int] = []
 
     def make_store(self) -> SyncStore:  # pragma: no cover
         raise NotImplementedError
+
+    def options(self) -> FsOptions:
+        return FsOptions(metadata_ttl=0)
 
     # ------------------------------------------------------------------ model helpers
 
@@ -251,6 +254,18 @@ class MemoryFilesystemModel(FilesystemModel):
         return MemoryStore("fs-model")
 
 
+class SpillingFilesystemModel(MemoryFilesystemModel):
+    """Files share 1 byte of write memory: nearly every written file moves to a temp file, some
+    after a first write kept in memory."""
+
+    def options(self) -> FsOptions:
+        return FsOptions(metadata_ttl=0, write_memory=1)
+
+    def teardown(self) -> None:
+        assert self.fs.write_memory.used() <= 1
+        assert self.fs.write_memory.peak <= 1
+
+
 class DirectoryFilesystemModel(FilesystemModel):
     def make_store(self) -> SyncStore:
         self.root = tempfile.mkdtemp(prefix="nczfs-fs-model-")
@@ -264,5 +279,7 @@ FAST = settings(max_examples=30, stateful_step_count=25, deadline=None, suppress
 
 TestMemoryFilesystemModel = MemoryFilesystemModel.TestCase
 TestMemoryFilesystemModel.settings = FAST
+TestSpillingFilesystemModel = SpillingFilesystemModel.TestCase
+TestSpillingFilesystemModel.settings = settings(FAST, max_examples=60)  # most examples write too little to spill
 TestDirectoryFilesystemModel = DirectoryFilesystemModel.TestCase
 TestDirectoryFilesystemModel.settings = FAST
