@@ -24,30 +24,33 @@ class WriteMemory:
 
     def __init__(self, limit: int):
         self.limit = limit
-        self._contents: weakref.WeakSet[Content] = weakref.WeakSet()
+        self._used = 0
         #: the most bytes held at once so far, and the files that went to a temp file
         self.peak = 0
         self.spills = 0
 
-    def add(self, content: Content) -> None:
-        self._contents.add(content)
-
     def used(self) -> int:
-        """Bytes held in memory now (a content dropped without close() stops counting too)."""
-        return sum(c.in_memory for c in list(self._contents))
+        return self._used
 
     def allows(self, growth: int) -> bool:
-        if growth <= 0:
-            return True
-        after = self.used() + growth
-        if after > self.limit:
-            return False
-        self.peak = max(self.peak, after)
-        return True
+        return growth <= 0 or self._used + growth <= self.limit
+
+    def charge(self, held: _Held, size: int) -> None:
+        """A content now holds ``size`` bytes in memory (``held``: what it held until now)."""
+        self._used += size - held.bytes
+        held.bytes = size
+        self.peak = max(self.peak, self._used)
 
     def counters(self) -> dict[str, int]:
-        return {"write.bytes-in-memory": self.used(), "write.bytes-in-memory-peak": self.peak,
+        return {"write.bytes-in-memory": self._used, "write.bytes-in-memory-peak": self.peak,
                 "write.memory-limit": self.limit, "write.spilled-files": self.spills}
+
+
+class _Held:
+    """Bytes one content counts in its WriteMemory (apart from the content, so that a content
+    dropped without close() can be uncounted when it is collected)."""
+
+    bytes = 0
 
 
 class Content:
@@ -80,8 +83,10 @@ class Content:
         #: the version whose upload last failed (that failure was already reported to a caller)
         self.failed_version: int | None = None
         self._memory = memory
+        self._held = _Held()
         if memory is not None:
-            memory.add(self)
+            weakref.finalize(self, memory.charge, self._held, 0)
+            self._account()
 
     @property
     def size(self) -> int:
@@ -91,6 +96,11 @@ class Content:
     def in_memory(self) -> int:
         """Bytes of content held in memory (0 once spilled or closed)."""
         return self._size if self._parts is not None or self._mem is not None else 0
+
+    def _account(self) -> None:
+        """Tell the mount's WriteMemory what the content holds in memory now."""
+        if self._memory is not None:
+            self._memory.charge(self._held, self.in_memory)
 
     def _must_spill(self, size: int) -> bool:
         """Would holding ``size`` bytes in memory pass this file's threshold or the mount's budget?"""
@@ -104,12 +114,8 @@ class Content:
         await self._settled()
         if not self.in_memory:
             return
-        m = self._memory
-        used = m.used() if m is not None else 0
-        if self._size > self._threshold or (m is not None and used > m.limit):
+        if self._size > self._threshold or (self._memory is not None and self._memory.used() > self._memory.limit):
             await self._spill()
-        elif m is not None:
-            m.peak = max(m.peak, used)
 
     @property
     def dirty(self) -> bool:
@@ -133,6 +139,7 @@ class Content:
                 f.close()
                 return
             self._file, self._parts, self._mem = f, None, None
+            self._account()
             if self._memory is not None:
                 self._memory.spills += 1
         finally:
@@ -160,6 +167,7 @@ class Content:
             mem[offset:end] = data
         self._size = max(self._size, end)
         self.version += 1
+        self._account()
 
     async def read(self, offset: int, size: int) -> bytes:
         await self._settled()
@@ -186,6 +194,7 @@ class Content:
                 mem.extend(bytes(size - len(mem)))
         self._size = size
         self.version += 1
+        self._account()
 
     @property
     def spilled(self) -> bool:
@@ -216,6 +225,7 @@ class Content:
             self._file.close()
             self._file = None
         self._parts = self._mem = None
+        self._account()
 
 
 def _spill_file(spill_dir: str | None, pieces: list[bytes] | list[bytearray]) -> BinaryIO:

@@ -261,9 +261,9 @@ class SpillingFilesystemModel(MemoryFilesystemModel):
     def options(self) -> FsOptions:
         return FsOptions(metadata_ttl=0, write_memory=1)
 
-    def teardown(self) -> None:
+    @invariant()
+    def within_write_memory(self) -> None:
         assert self.fs.write_memory.used() <= 1
-        assert self.fs.write_memory.peak <= 1
 
 
 class DirectoryFilesystemModel(FilesystemModel):
