@@ -540,11 +540,7 @@ class Filesystem:
                 return
             version = content.version
             try:
-                if content.spilled:  # big: streamed from the spill file (S3: multipart upload)
-                    with await content.open_reader() as f:
-                        info = await self.store.set_file(node.path, f, content.size)
-                else:
-                    info = await self.store.set(node.path, await content.getvalue())
+                info = await self._store_content(content, node.path)
             except Exception as exc:
                 content.failed_version = version
                 log.error("write of %r failed: %s", node.path, str(exc) or repr(exc))
@@ -555,6 +551,14 @@ class Filesystem:
             self._repin(node)
             if node.mtime_ns < info.mtime_ns:
                 node.mtime_ns = info.mtime_ns
+
+    async def _store_content(self, content: Content, key: str) -> ObjectInfo:
+        """Store ``content`` as the object ``key``: from memory, or streamed from its spill file
+        (S3: a multipart upload)."""
+        if content.spilled:
+            with await content.open_reader() as f:
+                return await self.store.set_file(key, f, content.size)
+        return await self.store.set(key, await content.getvalue())
 
     async def _store_as(self, node: Node, key: str) -> None:
         """Upload a closed, never-stored file under ``key`` (its rename target), or complete the
@@ -569,11 +573,7 @@ class Filesystem:
                 else:
                     if staged is not None:
                         await self._abort(staged[1])
-                    if content.spilled:
-                        with await content.open_reader() as f:
-                            info = await self.store.set_file(key, f, content.size)
-                    else:
-                        info = await self.store.set(key, await content.getvalue())
+                    info = await self._store_content(content, key)
             except Exception as exc:
                 log.error("write of %r (renamed from %r) failed: %s", key, node.path, str(exc) or repr(exc))
                 raise

@@ -246,6 +246,13 @@ async def test_pending_writes_of_all_files_stay_within_write_memory(faulty, raw,
     assert fs.write_memory.used() == 0
 
 
+def test_write_memory_defaults_to_the_read_caches_default(faulty):
+    from nczfs.cache import default_cache_size
+
+    assert Filesystem(faulty).write_memory.limit == default_cache_size()  # an eighth of RAM, 64 MiB-1 GiB
+    assert Filesystem(faulty, FsOptions(write_memory=5)).write_memory.limit == 5
+
+
 async def test_a_spilled_temp_file_is_stored_once_under_its_final_name(faulty, raw, tmp_path):
     """A zarr ``.partial`` too big for memory waits in its temp file for the rename, which
     streams it to the final key: never stored under the temp name, never copied."""
