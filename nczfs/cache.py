@@ -15,7 +15,7 @@ Objects read from their start one after another in one directory (zarr reading a
 by chunk) fetch the next ``siblings`` objects of that directory ahead, in natural name order
 (chunk ``2.10`` after ``2.9``), their first block each, at most ``SIBLING_PARALLEL`` at once,
 at most ``sibling_window`` bytes of them ahead of the reader and at most a quarter of the cache
-in flight.
+in flight; small ones in bursts (``SIBLING_BURST_BELOW``).
 
 Metadata. ``entry``/``stat``/``list_dir`` results, missing names included, are reused for
 ``ttl`` seconds; a listing answers lookups of its children, a missing directory answers
@@ -68,6 +68,12 @@ SIBLING_PARALLEL = 8
 #: (a 512 MiB zarr read, lab A/B of 9 pairs: median 2.29 s -> 2.04 s, daemon page faults
 #: 55,000-70,000 -> 40,000-50,000, with 16 objects of 8 MiB ahead against 6)
 SIBLING_WINDOW = 48 * MiB
+#: sibling objects smaller than this are fetched in bursts, once half of those ahead are missing,
+#: instead of one as each is read: SeaweedFS spends ~1.5 ms of CPU on a GET that arrives alone and
+#: ~0.8 ms on one of 4-16 at once (lab, 2,000 GETs of 4 KiB); 10,000 chunks of 4 KiB read with
+#: zarr, 6 pairs: SeaweedFS CPU median 12.7 s -> 10.8 s, wall 21.2 s -> 19.9 s. Larger objects
+#: are fetched one as each is read (a 512 MiB read in bursts of 3 chunks measured slower)
+SIBLING_BURST_BELOW = 1 * MiB
 #: objects up to this size, in a directory being walked, are looked up by fetching them
 LOOKUP_BY_GET = 1024 * 1024
 #: directories whose natural name order and walk position are remembered
@@ -796,9 +802,9 @@ class CachingStore(WrapperStore):
             return
         budget = self.cache_size // 4
         ahead = 0  # bytes of the objects ahead so far, fetched already or not
+        window = largest = 0  # objects ahead that fit the window, the largest of them
+        missing: list[tuple[tuple[str, str, int], int]] = []
         for n in names[here + 1 : here + 1 + self.siblings]:
-            if self._sibling_fetches >= SIBLING_PARALLEL:
-                break
             e = entries.get(n)
             if e is None or e.is_dir or e.info is None or not e.info.etag or not e.info.size:
                 continue
@@ -806,13 +812,19 @@ class CachingStore(WrapperStore):
             ahead += size
             if ahead > max(self.sibling_window, size):  # the next object, at least
                 break
+            window += 1
+            largest = max(largest, size)
             ident = (parent + "/" + n if parent else n, e.info.etag, 0)
             if ident in self.bytes or ident in self._inflight:
                 continue
             if self.bytes.delivered_before(ident):
                 # a walk read again: the kernel has these pages; the few it dropped come alone
                 continue
-            if self._sibling_bytes + size > budget:
+            missing.append((ident, size))
+        if largest < SIBLING_BURST_BELOW and 2 * len(missing) < window:
+            return  # small objects: fetched in bursts, once half of those ahead are missing
+        for ident, size in missing:
+            if self._sibling_fetches >= SIBLING_PARALLEL or self._sibling_bytes + size > budget:
                 break
             self.stats["cache.sibling-prefetches"] += 1
             self._start(ident, sibling=size)

@@ -382,13 +382,49 @@ async def test_large_sibling_objects_are_fetched_fewer_ahead(mem, clock):
     await _walk(cache, ["big/2", "big/3"])
     assert faulty.calls["get"] == 2 + 3 + 2  # big/5 and big/6: still three ahead of big/3
     faulty.calls.clear()
-    await _walk(cache, [f"small/{i}" for i in range(4)])
-    assert faulty.calls["get"] == 4 + 16  # 16 ahead of small/3 (64 KiB of them)
+    await _walk(cache, [f"small/{i}" for i in range(3)])
+    assert faulty.calls["get"] == 2 + 16  # 16 ahead of small/2 (64 KiB of them), in 2 bursts of 8
     narrow, faulty = make(mem, clock, siblings=16, cache_size=4096 * KiB, block_size=64 * KiB,
                           sibling_window=16 * KiB)
     await narrow.list_dir("big")
     await _walk(narrow, ["big/0", "big/1"])
     assert faulty.calls["get"] == 2 + 1  # a window smaller than one object: the next one still
+
+
+async def _prefetches_per_read(cache: CachingStore, keys: list[str]) -> list[int]:
+    """Walk ``keys``; how many sibling objects each read started fetching ahead."""
+    steps = []
+    for k in keys:
+        before = cache.counters().get("cache.sibling-prefetches", 0)
+        await _walk(cache, [k])
+        steps.append(cache.counters().get("cache.sibling-prefetches", 0) - before)
+    return steps
+
+
+async def test_small_sibling_objects_are_fetched_in_bursts(mem, clock):
+    """Objects under ``SIBLING_BURST_BELOW`` are fetched ahead 8 at once (``SIBLING_PARALLEL``),
+    once half of the 16 ahead are missing, not one as each is read: a server spends less on GETs
+    that arrive together. Objects from that size on are fetched one as each is read."""
+    cache, faulty = make(mem, clock, siblings=16)
+    for i in range(80):
+        put_behind(mem, f"small/{i}", bytes([i]) * 100)
+    await cache.list_dir("small")
+    steps = await _prefetches_per_read(cache, [f"small/{i}" for i in range(80)])
+    assert steps[:4] == [0, 8, 8, 0]  # the walk begins at small/1: 16 ahead, 8 at a time
+    assert set(steps[4:64]) == {0, 8} and steps[4:64].count(8) == 60 // 8  # a burst every 8 reads
+    assert sum(steps) == 78  # all but the first two, ahead of the reader
+    assert faulty.calls["get"] == 80  # each object fetched once, nothing past the last one
+    for i in range(80):
+        assert await cache.get(f"small/{i}") == bytes([i]) * 100
+
+    cache, faulty = make(mem, clock, siblings=16, block_size=1024 * KiB, cache_size=64 * 1024 * KiB,
+                         sibling_window=4096 * KiB)
+    for i in range(20):
+        put_behind(mem, f"large/{i}", bytes([i]) * 1024 * KiB)
+    await cache.list_dir("large")
+    steps = await _prefetches_per_read(cache, [f"large/{i}" for i in range(20)])
+    assert steps[:2] == [0, 4] and set(steps[2:16]) == {1}  # 4 MiB ahead, topped up one by one
+    assert faulty.calls["get"] == 20
 
 
 async def test_a_walk_read_again_fetches_no_objects_the_kernel_already_holds(mem, clock):
