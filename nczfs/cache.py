@@ -71,7 +71,7 @@ SIBLING_WINDOW = 48 * MiB
 #: sibling objects smaller than this are fetched in bursts, once half of those ahead are missing,
 #: instead of one as each is read: SeaweedFS spends ~1.5 ms of CPU on a GET that arrives alone and
 #: ~0.8 ms on one of 4-16 at once (lab, 2,000 GETs of 4 KiB); 10,000 chunks of 4 KiB read with
-#: zarr, 6 pairs: SeaweedFS CPU median 12.7 s -> 10.8 s, wall 21.2 s -> 19.9 s. Larger objects
+#: zarr, 6 pairs: SeaweedFS CPU median 12.8 s -> 10.8 s, wall 21.2 s -> 19.9 s. Larger objects
 #: are fetched one as each is read (a 512 MiB read in bursts of 3 chunks measured slower)
 SIBLING_BURST_BELOW = 1 * MiB
 #: objects up to this size, in a directory being walked, are looked up by fetching them
