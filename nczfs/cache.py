@@ -800,6 +800,8 @@ class CachingStore(WrapperStore):
         self._walks[parent] = here
         if last is None or not 0 < abs(here - last) <= self.siblings:
             return
+        if self._sibling_fetches >= SIBLING_PARALLEL:
+            return
         budget = self.cache_size // 4
         ahead = 0  # bytes of the objects ahead so far, fetched already or not
         window = largest = 0  # objects ahead that fit the window, the largest of them
