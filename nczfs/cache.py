@@ -53,8 +53,12 @@ BLOCK_SIZE = 8 * MiB
 READAHEAD_BLOCKS = 4
 #: lookups missing the cache in one directory before it is listed whole instead
 LIST_AFTER_MISSES = 8
-#: for this many TTLs after such a listing, a miss in that directory lists it again at once
+#: for this many TTLs after such a listing, a miss in that directory lists it again at once if
+#: the listing was one page (``LIST_PAGE`` names: as cheap as one lookup); a larger directory
+#: waits for ``list_after_misses`` misses again, so that one name looked up again and again past
+#: the TTL does not cost a paginated listing (10,000 names: 10 LISTs) each time
 HOT_TTLS = 10
+LIST_PAGE = 1000
 #: metadata facts kept at most (expired ones are purged first when full)
 MAX_META = 500_000
 #: delivered blocks remembered after they were dropped (see ByteCache.refetch_part)
@@ -389,7 +393,8 @@ class CachingStore(WrapperStore):
         if hit is not _MISSING or self.ttl <= 0 or self.list_after_misses <= 0:
             return hit
         parent = parent_of(key)
-        hot = self._hot_dirs.get(parent, 0.0) > self.clock()
+        listing = self._listings.get(parent)
+        hot = self._hot_dirs.get(parent, 0.0) > self.clock() and (listing is None or len(listing[1]) <= LIST_PAGE)
         if parent not in self._listing_now and not hot:
             misses = self._dir_misses.get(parent, 0) + 1
             if misses < self.list_after_misses:

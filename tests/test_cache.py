@@ -592,6 +592,24 @@ async def test_a_directory_still_being_walked_is_listed_again_when_its_listing_e
     assert faulty.calls["entry"] == 4
 
 
+async def test_one_name_looked_up_past_the_ttl_relists_only_a_one_page_directory_at_once(mem, clock):
+    """A directory listed because of misses is listed again at the next miss after its listing
+    expires (above) only if that listing was one page (1,000 names, as cheap as one lookup): a
+    name looked up again and again in a larger one costs single lookups, and a listing only
+    after as many misses as the first time."""
+    for n in (40, 1500):
+        cache, faulty = make(mem, clock, ttl=1.0, list_after_misses=4)
+        for i in range(n):
+            put_behind(mem, f"d{n}/{i}", b"c")
+        for i in range(8):
+            assert await cache.entry(f"d{n}/{i}") is not None
+        assert faulty.calls["list_dir"] == 1
+        for _ in range(8):  # a reader opening one file again and again, past the TTL
+            clock.now += 1.5
+            assert await cache.entry(f"d{n}/0") is not None
+        assert faulty.calls["list_dir"] == (1 + 8 if n == 40 else 1 + 8 // 4), n
+
+
 async def test_own_writes_update_the_cached_listing(mem, clock):
     cache, faulty = make(mem, clock, ttl=1e9)
     put_behind(mem, "dir/a", b"1")
