@@ -595,8 +595,6 @@ class Filesystem:
 
     async def flush(self, fh: int) -> None:
         node = self._handle(fh).node
-        if node.content is None:
-            return  # nothing written through the mount waits to be stored (a reader's close)
         if not self._deferred(node):
             await self._upload(node)
         else:
