@@ -4,7 +4,8 @@
 
 What a small-chunk read costs the daemon is mostly requests: lookup, open, read, flush and
 release for every chunk file. This measures the floor the binding sets (pyfuse3 + trio, the
-"bare" filesystem below: one 4 KiB file, every handler returns at once) and what nczfs adds
+"bare" filesystem below: one 4 KiB file, every handler returns at once; run, like nczfs, with
+the lock of nczfs/pyfuse3_trio.py; "bare-plain" is the same with pyfuse3's own trio Lock) and what nczfs adds
 on a directory mount of the same file, read-write and read-only (``--read-only`` answers the
 first flush with ENOSYS, so the kernel sends no more). Each case: a fresh mount, one warm-up
 read, then ``--ops`` open+close and ``--ops`` open+read+close (the page stays in the kernel's
@@ -31,7 +32,7 @@ NCZFS = [sys.executable, "-m", "nczfs"]
 SIZE = 4096
 
 
-def serve_bare(mnt: str, no_flush: bool) -> None:
+def serve_bare(mnt: str, no_flush: bool, plain: bool) -> None:
     """The do-nothing filesystem: a root holding one file ``f`` of SIZE bytes."""
     import pyfuse3
     import trio
@@ -68,6 +69,11 @@ def serve_bare(mnt: str, no_flush: bool) -> None:
 
     options = set(pyfuse3.default_options) | {"fsname=bare"}
     pyfuse3.init(Bare(), mnt, options)
+    if not plain:
+        sys.path.insert(0, str(ROOT))
+        from nczfs.pyfuse3_trio import install
+
+        install()
     try:
         trio.run(pyfuse3.main)
     finally:
@@ -86,7 +92,8 @@ class Mounted:
         self.proc: subprocess.Popen | None = None
         if kind.startswith("bare"):
             self.proc = subprocess.Popen([sys.executable, __file__, "--serve-bare", str(self.mnt)]
-                                         + (["--no-flush"] if kind == "bare-noflush" else []))
+                                         + (["--no-flush"] if kind == "bare-noflush" else [])
+                                         + (["--plain"] if kind == "bare-plain" else []))
             deadline = time.monotonic() + 20
             while not os.path.ismount(self.mnt):
                 if time.monotonic() > deadline or self.proc.poll() is not None:
@@ -120,14 +127,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--serve-bare", metavar="MNT", help=argparse.SUPPRESS)
     ap.add_argument("--no-flush", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_bare:
-        serve_bare(args.serve_bare, args.no_flush)
+        serve_bare(args.serve_bare, args.no_flush, args.plain)
         return
     work = Path(tempfile.mkdtemp(prefix="nczfs-bench-requests-"))
     (work / "data").mkdir()
     (work / "data" / "f").write_bytes(b"x" * SIZE)
-    kinds = ["bare", "nczfs", "bare-noflush", "nczfs-ro"]
+    kinds = ["bare-plain", "bare", "nczfs", "bare-noflush", "nczfs-ro"]
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}
     try:
         for _ in range(args.runs):

@@ -20,8 +20,6 @@ import time
 from dataclasses import dataclass, fields
 from typing import Callable
 
-import trio
-
 from nczfs import control
 from nczfs.errors import (
     DirectoryNotEmpty,
@@ -35,6 +33,7 @@ from nczfs.errors import (
 )
 from nczfs.cache import default_cache_size
 from nczfs.handles import Content, WriteMemory
+from nczfs.locks import Lock
 from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
 from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, check_key, join, parent_of
 
@@ -143,7 +142,7 @@ class Filesystem:
         self.local_dirs: set[str] = set()
         self._handles: dict[int, _Handle | _DirHandle] = {}
         self._next_fh = 1
-        self._locks: dict[int, trio.Lock] = {}
+        self._locks: dict[int, Lock] = {}
         #: the object version each inode had when it was last opened (keep_cache)
         self._opened_etag: dict[int, str] = {}
         #: closed temp files whose data is already sent under their final key (S3: the parts of
@@ -190,10 +189,10 @@ class Filesystem:
         check_key(path)
         return path
 
-    def _lock(self, node: Node) -> trio.Lock:
+    def _lock(self, node: Node) -> Lock:
         lock = self._locks.get(node.ino)
         if lock is None:
-            lock = self._locks[node.ino] = trio.Lock()
+            lock = self._locks[node.ino] = Lock()
         return lock
 
     def _new_fh(self, handle: _Handle | _DirHandle) -> int:

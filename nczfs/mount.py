@@ -27,6 +27,7 @@ from nczfs.fuse_ops import Operations
 from nczfs.nczarr.layer import nczarr_layer, watch_changes
 from nczfs.nczarr.validate import numcodecs_ids
 from nczfs.notify import notify, status
+from nczfs.pyfuse3_trio import install as use_request_lock
 from nczfs.store import open_store
 from nczfs.threads import ThreadedStore, run_blocking
 
@@ -119,6 +120,7 @@ async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]
         nursery.start_soon(_announce_ready, config, ready)
         if config.validate != "off" and not config.read_only:
             nursery.start_soon(_import_codecs)
+        use_request_lock()
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))

@@ -1,7 +1,9 @@
 """A small HTTP/1.1 server on 127.0.0.1 serving in-memory files, with Range support.
 
 Runs in a thread of the test process; counts connections and requests so tests can check
-that readers reuse connections. Stop it with ``close()`` (the fixture does).
+that readers reuse connections. A path in ``gates`` is answered only once its event is set
+(or after ``GATE_TIMEOUT``: a test that forgets it does not hang). Stop it with ``close()``
+(the fixture does).
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+GATE_TIMEOUT = 60.0
+
 
 class RangeServer:
     def __init__(self, files: dict[str, bytes] | None = None):
         self.files: dict[str, bytes] = dict(files or {})
+        self.gates: dict[str, threading.Event] = {}
         self.connections = 0
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
         self._lock = threading.Lock()
@@ -34,6 +39,9 @@ class RangeServer:
                 rng = self.headers.get("Range")
                 with server._lock:
                     server.requests.append((self.command, self.path, rng))
+                gate = server.gates.get(self.path)
+                if gate is not None:
+                    gate.wait(GATE_TIMEOUT)
                 data = server.files.get(self.path)
                 if data is None:
                     self._reply(404, b"not found", body)

@@ -4,11 +4,14 @@ and gen, http targets on a local server, and the hostile cases."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import json
 import os
 import random
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import netCDF4
@@ -223,6 +226,38 @@ def test_v1_templates_gen_inline_and_http_targets(tmp_path):
             assert server.connections <= 8  # pooled: at most one connection per worker thread
     finally:
         server.close()
+
+
+def test_requests_are_answered_while_another_waits_on_the_medium(tmp_path):
+    """One read waits on its http target; the daemon answers other files meanwhile (pyfuse3's
+    request loop hands the FUSE device on to another task while a handler waits)."""
+    slow = random.Random(1).randbytes(20_000)
+    fast = {i: random.Random(10 + i).randbytes(3000) for i in range(4)}
+    server = RangeServer({"/slow.bin": slow, **{f"/fast{i}.bin": data for i, data in fast.items()}})
+    server.gates["/slow.bin"] = gate = threading.Event()
+    d = tmp_path / "refs"
+    d.mkdir()
+    refs = {"slow": [server.url + "/slow.bin", 0, len(slow)],
+            **{f"fast{i}": [server.url + f"/fast{i}.bin", 0, len(data)] for i, data in fast.items()}}
+    (d / "refs.json").write_text(json.dumps({"version": 1, "refs": refs}))
+    got: list[bytes] = []
+    with contextlib.ExitStack() as stack:  # on the way out: open the gate, unmount, stop the server
+        stack.callback(server.close)
+        m = stack.enter_context(mounted(RefsBackend(d / "refs.json"), tmp_path / "mnt",
+                                        source=f"reference://{d / 'refs.json'}"))
+        stack.callback(gate.set)  # the unmount would wait for the read
+        reader = threading.Thread(target=lambda: got.append((m.path / "slow").read_bytes()), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 30
+        while not any(p == "/slow.bin" for _, p, _ in server.requests):  # its lookup or read waits
+            assert time.monotonic() < deadline, "the slow read never reached the server"
+            time.sleep(0.01)
+        for i, data in fast.items():  # each a first lookup, open and read: all go to the daemon
+            assert (m.path / f"fast{i}").read_bytes() == data
+        assert reader.is_alive() and not got  # the slow one is still waiting
+        gate.set()
+        reader.join(timeout=30)
+        assert got == [slow]
 
 
 def test_hostile_references_are_refused_and_the_mount_lives_on(tmp_path):

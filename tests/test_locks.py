@@ -1,0 +1,84 @@
+"""nczfs/locks.py (a trio lock taken without a checkpoint when free) and nczfs/pyfuse3_trio.py
+(pyfuse3's request loop on it). The real mounts' request loop is covered by
+tests/mount/test_reference_mount.py (a request answered while another waits on the medium)."""
+
+from __future__ import annotations
+
+import pyfuse3
+import pytest
+import trio
+import trio.testing
+
+from nczfs.locks import Lock
+from nczfs.pyfuse3_trio import install, trio_for_pyfuse3
+
+
+async def test_a_free_lock_is_taken_without_letting_other_tasks_run():
+    ran = []
+    lock = Lock()
+
+    async def other() -> None:
+        ran.append("other")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        for _ in range(50):  # a trio.Lock checkpoints each time: "other" would run at one of them
+            async with lock:
+                assert lock.locked()
+            assert not lock.locked()
+        assert ran == []
+    assert ran == ["other"]
+
+
+async def _waiters_of_a_held_lock(names: list[str], cancel: str | None = None) -> list[str]:
+    """Start a task per name, one after another, while a lock is held (each parks in turn);
+    cancel the one named ``cancel``; release, then try to take it back at once. Returns the
+    order in which the lock was had."""
+    lock = Lock()
+    got: list[str] = []
+    scopes: dict[str, trio.CancelScope] = {}
+
+    async def waiter(name: str) -> None:
+        with trio.CancelScope() as scopes[name]:
+            async with lock:
+                got.append(name)
+                await trio.sleep(0.01)  # holds it across a checkpoint
+
+    with trio.fail_after(10):  # a waiter never woken fails here, not at pytest's timeout
+        async with trio.open_nursery() as nursery:
+            async with lock:
+                for name in names:
+                    nursery.start_soon(waiter, name)
+                    await trio.testing.wait_all_tasks_blocked()
+                assert got == []  # all wait while it is held
+                if cancel:
+                    scopes[cancel].cancel()
+                    await trio.testing.wait_all_tasks_blocked()
+            async with lock:  # released to the first waiter: this one queues behind them
+                got.append("releaser")
+    assert not lock.locked()
+    return got
+
+
+async def test_a_held_lock_is_handed_to_its_waiters_in_turn():
+    assert await _waiters_of_a_held_lock(["a", "b", "c"]) == ["a", "b", "c", "releaser"]
+
+
+async def test_a_cancelled_waiter_leaves_the_lock_to_the_next():
+    assert await _waiters_of_a_held_lock(["a", "b", "c"], cancel="a") == ["b", "c", "releaser"]
+
+
+@pytest.fixture
+def restore_pyfuse3_trio():
+    before = pyfuse3.trio
+    yield
+    pyfuse3.trio = before
+
+
+def test_pyfuse3_runs_on_trio_with_this_lock(restore_pyfuse3_trio):
+    install()
+    assert pyfuse3.trio.Lock is Lock
+    shim = trio_for_pyfuse3()
+    for name in ("lowlevel", "open_nursery", "from_thread", "ClosedResourceError", "to_thread"):
+        assert getattr(shim, name) is getattr(trio, name)
+    assert trio.Lock is not Lock  # trio itself is left alone
