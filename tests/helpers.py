@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -201,12 +202,32 @@ def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 
 
 def unmount(mnt: Path) -> None:
+    """``nczfs umount``; if that fails or times out (a daemon stuck), the daemon is killed and the
+    mount detached, so that nothing is left behind, and the failure is raised."""
     if not is_mounted(mnt):
         return
-    res = run_nczfs("umount", str(mnt))
-    if res.returncode != 0 or is_mounted(mnt):
+    try:
+        res = run_nczfs("umount", str(mnt))
+        failure = "" if res.returncode == 0 and not is_mounted(mnt) else f"({res.returncode}): {res.stderr}"
+    except subprocess.TimeoutExpired:
+        failure = "(timed out)"
+    if failure:
+        _kill_daemon_of(mnt)
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
         deadline = time.monotonic() + 10
         while is_mounted(mnt) and time.monotonic() < deadline:
             time.sleep(0.1)
-        raise AssertionError(f"nczfs umount failed ({res.returncode}): {res.stderr}")
+        raise AssertionError(f"nczfs umount failed {failure}")
+
+
+def _kill_daemon_of(mnt: Path) -> None:
+    """SIGKILL the ``nczfs mount`` processes serving ``mnt`` (found by their command line)."""
+    target = os.fsencode(os.path.abspath(mnt))
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"nczfs" in b" ".join(argv[:3]) and b"mount" in argv and target in argv:
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(proc.name), signal.SIGKILL)
