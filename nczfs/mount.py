@@ -19,6 +19,7 @@ import pyfuse3
 import trio
 
 import nczfs
+from nczfs import pyfuse3_trio
 from nczfs.cache import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
@@ -27,7 +28,6 @@ from nczfs.fuse_ops import Operations
 from nczfs.nczarr.layer import nczarr_layer, watch_changes
 from nczfs.nczarr.validate import numcodecs_ids
 from nczfs.notify import notify, status
-from nczfs.pyfuse3_trio import install as use_request_lock
 from nczfs.store import open_store
 from nczfs.threads import ThreadedStore, run_blocking
 
@@ -120,7 +120,7 @@ async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]
         nursery.start_soon(_announce_ready, config, ready)
         if config.validate != "off" and not config.read_only:
             nursery.start_soon(_import_codecs)
-        use_request_lock()
+        pyfuse3_trio.install()  # pyfuse3's loop on nczfs.locks.Lock
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))
