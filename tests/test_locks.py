@@ -1,6 +1,7 @@
 """nczfs/locks.py (a trio lock taken without a checkpoint when free) and nczfs/pyfuse3_trio.py
-(pyfuse3's request loop on it). The real mounts' request loop is covered by
-tests/mount/test_reference_mount.py (a request answered while another waits on the medium)."""
+(pyfuse3's request loop on it), and that the daemon's loop installs it before pyfuse3.main.
+The real mounts' request loop is covered by tests/mount/test_reference_mount.py (a request
+answered while another waits on the medium)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import pytest
 import trio
 import trio.testing
 
+from nczfs import mount
+from nczfs.config import MountConfig
 from nczfs.locks import Lock
+from nczfs.source import Source
 from nczfs.pyfuse3_trio import install, trio_for_pyfuse3
 
 
@@ -82,3 +86,23 @@ def test_pyfuse3_runs_on_trio_with_this_lock(restore_pyfuse3_trio):
     for name in ("lowlevel", "open_nursery", "from_thread", "ClosedResourceError", "to_thread"):
         assert getattr(shim, name) is getattr(trio, name)
     assert trio.Lock is not Lock  # trio itself is left alone
+
+
+async def test_the_daemon_runs_pyfuse3s_loop_on_this_lock(restore_pyfuse3_trio, monkeypatch, tmp_path):
+    """mount._serve, the daemon's trio main, with pyfuse3.main replaced by one that notes the
+    lock its loop would take (pyfuse3.init is not called: nothing is mounted)."""
+    locks = []
+
+    async def main() -> None:
+        locks.append(type(pyfuse3.trio.Lock()))
+
+    class Fs:
+        async def flush_all(self) -> list[str]:
+            return []
+
+    monkeypatch.setattr(pyfuse3, "main", main)
+    pyfuse3.trio = trio  # as pyfuse3 has it before nczfs touches it
+    config = MountConfig(Source("directory", str(tmp_path), text=str(tmp_path)), str(tmp_path), validate="off")
+    with trio.fail_after(30):
+        assert await mount._serve(Fs(), config, lambda error: None) == []
+    assert locks == [Lock]
