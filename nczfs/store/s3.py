@@ -3,18 +3,19 @@
 S3 error codes become nczfs exceptions here and nowhere else. Keys map to ``<prefix>/<key>``.
 Reads are ranged GETs (``If-Match`` pins an open file to one version); listings are
 ListObjectsV2 with delimiter ``/``, paginated; writes are one PutObject, or a multipart upload
-(streamed parts, aborted on failure) above ``multipart_threshold``. No directory-marker objects
+above ``multipart_threshold`` (parts sent in parallel, a file's read part by part; aborted on
+failure). No directory-marker objects
 are written; keys ending in ``/`` written by other tools show as directories.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -86,6 +87,22 @@ def translate(exc: Exception, key: str, op: str) -> NczfsError:
         if code in ("PreconditionFailed", "412"):
             return Stale(f"{key!r}: the object changed in S3 while open")
     return BackendError(f"{key!r}: S3 {op} failed: {_message(exc)}")
+
+
+def _pread_exactly(fd: int, start: int, size: int, key: str) -> bytes:
+    """``size`` bytes of the file ``fd`` from ``start`` (a shorter file: BackendError naming ``key``)."""
+    data = os.pread(fd, size, start)
+    if len(data) == size:
+        return data
+    pieces = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, start + got)
+        if not more:
+            raise BackendError(f"{key!r}: the data to upload ends at byte {start + got}, before {start + size}")
+        pieces.append(more)
+        got += len(more)
+    return b"".join(pieces)
 
 
 def _etag(value: str | None) -> str:
@@ -383,19 +400,12 @@ class S3Store(SyncStore):
 
     # ------------------------------------------------------------------ writes
 
-    def _transfer_config(self) -> TransferConfig:
-        return TransferConfig(
-            multipart_threshold=self.multipart_threshold,
-            multipart_chunksize=self.part_size,
-            max_concurrency=min(8, self.max_concurrency),
-            use_threads=True,
-        )
-
     def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         check_key(key)
         self.check_writable(key)
         if len(data) >= self.multipart_threshold:
-            return self._upload(key, io.BytesIO(data), len(data))
+            view = memoryview(data)
+            return self._multipart(key, len(data), lambda start, size: view[start : start + size]).commit()
         try:
             if self._lean_puts:
                 etag = self.lean.put("PutObject", key, self._full(key), data)
@@ -406,20 +416,15 @@ class S3Store(SyncStore):
         return ObjectInfo(key, len(data), time.time_ns(), _etag(etag))
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        """Store ``size`` bytes of the file ``f`` from its position; above the multipart threshold its
+        parts are read (each by its own pread, so at most one part per sending thread is in
+        memory) and sent in parallel."""
         check_key(key)
         self.check_writable(key)
         if size < self.multipart_threshold:
             return self.set(key, f.read(size))
-        return self._upload(key, f, size)
-
-    def _upload(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        """Multipart upload in parallel parts, streamed from ``f``; s3transfer aborts it on failure."""
-        try:
-            self.client.upload_fileobj(f, self.bucket, self._full(key), Config=self._transfer_config())
-        except Exception as exc:
-            self._abort_uploads(key)
-            raise translate(exc, key, "multipart upload") from None
-        return self.stat(key)
+        fd, base = f.fileno(), f.tell()
+        return self._multipart(key, size, lambda start, length: _pread_exactly(fd, base + start, length, key)).commit()
 
     def stage(self, key: str, data: bytes) -> Staged | None:
         """The parts of a multipart upload of ``key``, sent now, invisible until ``commit``
@@ -428,6 +433,14 @@ class S3Store(SyncStore):
         self.check_writable(key)
         if not data:
             return None  # an upload needs at least one part; an empty object is one cheap PUT anyway
+        view = memoryview(data)
+        return self._multipart(key, len(data), lambda start, size: data if size == len(data) else view[start : start + size])
+
+    def _multipart(self, key: str, size: int, part: Callable[[int, int], bytes | memoryview]) -> Staged:
+        """A multipart upload of ``size`` bytes to ``key``, its parts (``part(start, length)``
+        gives each: ``part_size`` bytes, the last one shorter) sent in parallel, as s3transfer
+        sends them but through the lean client where it can; returns it staged. Any failure
+        aborts it: no parts are left behind."""
         s3_key = self._full(key)
         try:
             upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key)["UploadId"]
@@ -435,20 +448,17 @@ class S3Store(SyncStore):
             raise translate(exc, key, "CreateMultipartUpload") from None
         with self._count_lock:
             self._staged[upload_id] = s3_key
-        size = len(data)  # the closures below keep the size, not the bytes
+        starts = range(0, size, self.part_size)
         try:
-            view = memoryview(data)
-            pieces = [data] if len(data) <= self.part_size else [
-                view[start : start + self.part_size] for start in range(0, len(data), self.part_size)]
+            def send(number: int) -> str:
+                start = starts[number - 1]
+                return self._upload_part(key, s3_key, upload_id, number, part(start, min(self.part_size, size - start)))
 
-            def send(numbered: tuple[int, bytes | memoryview]) -> str:
-                return self._upload_part(key, s3_key, upload_id, *numbered)
-
-            if len(pieces) == 1:
-                etags = [send((1, pieces[0]))]
-            else:  # in parallel, as s3transfer sends the parts of an upload
-                with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(pieces))) as pool:
-                    etags = list(pool.map(send, enumerate(pieces, 1)))
+            if len(starts) == 1:
+                etags = [send(1)]
+            else:
+                with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(starts))) as pool:
+                    etags = list(pool.map(send, range(1, len(starts) + 1)))
             parts = [{"PartNumber": number, "ETag": etag} for number, etag in enumerate(etags, 1)]
         except Exception as exc:
             self._abort_staged(key, s3_key, upload_id)
@@ -481,16 +491,6 @@ class S3Store(SyncStore):
             self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id)
         except Exception as exc:  # the parts stay invisible; a bucket lifecycle rule removes them
             log.warning("%r: could not abort the staged upload %s: %s", key, upload_id, _message(exc))
-
-    def _abort_uploads(self, key: str) -> None:
-        """Belt and braces: no orphaned parts of ``key`` stay behind after a failed upload."""
-        try:
-            resp = self.client.list_multipart_uploads(Bucket=self.bucket, Prefix=self._full(key))
-            for up in resp.get("Uploads", ()):
-                if up["Key"] == self._full(key):
-                    self.client.abort_multipart_upload(Bucket=self.bucket, Key=up["Key"], UploadId=up["UploadId"])
-        except Exception as exc:
-            log.warning("%r: could not check for unfinished multipart uploads: %s", key, _message(exc))
 
     def delete(self, key: str) -> None:
         check_key(key)

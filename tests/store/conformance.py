@@ -119,6 +119,18 @@ class StoreConformance:
         assert len(got) == len(BIG) and got == BIG
         assert await store.get("big", ByteRange(4 * 1024 * 1024, 4 * 1024 * 1024 + 10)) == BIG[4 << 20 : (4 << 20) + 10]
 
+    async def test_big_object_from_a_file(self, store, tmp_path):
+        """set_file stores ``size`` bytes from the file's position (the filesystem's spilled writes)."""
+        path = tmp_path / "spilled"
+        path.write_bytes(b"head" + BIG + b"tail")
+        with open(path, "rb", buffering=0) as f:
+            f.seek(4)
+            info = await store.set_file("from-file", f, len(BIG))
+        assert info.size == len(BIG)
+        got = await store.get("from-file")
+        assert len(got) == len(BIG) and got == BIG
+        assert (await store.stat("from-file")).etag == info.etag
+
     async def test_set_accepts_bytearray_and_memoryview(self, store):
         await store.set("ba", bytearray(b"abc"))
         await store.set("mv", memoryview(b"xyzw")[1:3])

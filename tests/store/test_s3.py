@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from nczfs.errors import BackendError, KeyNotFound
 from nczfs.store.s3 import S3Store
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
@@ -18,7 +19,9 @@ class TestS3Store(StoreConformance):
         self.bucket = s3_server.shared_bucket
         self.prefix = s3_server.new_prefix("conf") + "/ds"
         # a small multipart threshold so the 5 MiB conformance object goes through multipart upload
-        return S3Store(s3_server.client(), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024)
+        # (and in two parts: S3's smallest part size)
+        return S3Store(s3_server.client(), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024,
+                       part_size=5 * 1024 * 1024)
 
     def read_only_store(self) -> S3Store:
         return S3Store(self.server.client(), self.bucket, self.prefix, read_only=True)
@@ -55,24 +58,18 @@ def bucket(s3_server) -> str:
     return s3_server.new_bucket("only")
 
 
-async def test_failed_multipart_upload_is_aborted(s3_server, bucket):
-    client = s3_server.client()
-    parts = []
-    fail_when(client, "UploadPart", lambda p: parts.append(p["PartNumber"]) or p["PartNumber"] == 3)
-    store = ThreadedStore(S3Store(client, bucket, "p", multipart_threshold=5 * 1024 * 1024, part_size=5 * 1024 * 1024))
-    await store.set("keep", b"old")
-    with pytest.raises(Exception) as info:
-        await store.set("keep", b"n" * (21 * 1024 * 1024))
-    assert "keep" in str(info.value) and "Injected" in str(info.value) or "injected" in str(info.value)
-    assert 3 in parts
-    admin = s3_server.client()
-    assert not admin.list_multipart_uploads(Bucket=bucket).get("Uploads")  # no orphaned parts
-    assert await store.get("keep") == b"old"  # the old object is intact
+async def test_a_file_shorter_than_its_upload_fails_it_naming_the_key(s3_server, bucket, tmp_path):
+    store = S3Store(s3_server.client(), bucket, "p", multipart_threshold=5 * 1024 * 1024, part_size=5 * 1024 * 1024)
+    (tmp_path / "short").write_bytes(b"s" * (7 * 1024 * 1024))
+    with open(tmp_path / "short", "rb", buffering=0) as f, pytest.raises(BackendError) as info:
+        store.set_file("k", f, 12 * 1024 * 1024)
+    assert "'k'" in str(info.value) and "ends at byte 7340032" in str(info.value)
+    assert not s3_server.client().list_multipart_uploads(Bucket=bucket).get("Uploads")
+    with pytest.raises(KeyNotFound):
+        store.stat("k")
 
 
 async def test_directory_rename_with_a_failing_copy_loses_nothing(s3_server, bucket):
-    from nczfs.errors import BackendError
-
     client = s3_server.client()
     store = ThreadedStore(S3Store(client, bucket, "p"))
     for i in range(12):
@@ -192,20 +189,29 @@ def fail_lean_when(store: S3Store, predicate) -> None:
     store.lean.pool.send = failing
 
 
+@pytest.mark.parametrize("how", ["set", "set_file", "stage"])
 @pytest.mark.parametrize("path", ["botocore", "lean"])
-async def test_a_failed_staged_part_leaves_no_upload_and_the_old_object(s3_server, path):
-    prefix = s3_server.new_prefix("stagefail")
+async def test_a_failed_part_leaves_no_upload_and_the_old_object(s3_server, tmp_path, path, how):
+    """A multipart upload (of bytes, of a spilled file, or staged) whose third part fails."""
+    prefix = s3_server.new_prefix("partfail")
     client = s3_server.client()
     sync_store = S3Store(client, s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024,
-                         lean_requests=path == "lean")
+                         multipart_threshold=5 * 1024 * 1024, lean_requests=path == "lean")
+    assert (sync_store.lean is not None) == (path == "lean")
     if path == "lean":
-        fail_lean_when(sync_store, lambda target: "partNumber=2&" in target)
+        fail_lean_when(sync_store, lambda target: "partNumber=3&" in target)
     else:
-        fail_when(client, "UploadPart", lambda p: p["PartNumber"] == 2)
+        fail_when(client, "UploadPart", lambda p: p["PartNumber"] == 3)
     store = ThreadedStore(sync_store)
     await store.set("k", b"old")
-    with pytest.raises(Exception, match="k.*UploadPart"):
-        await store.stage("k", b"n" * (6 * 1024 * 1024))
+    data = b"n" * (21 * 1024 * 1024)
+    with pytest.raises(Exception, match="'k'.*UploadPart"):
+        if how == "set_file":
+            (tmp_path / "spilled").write_bytes(data)
+            with open(tmp_path / "spilled", "rb", buffering=0) as f:
+                await store.set_file("k", f, len(data))
+        else:
+            await getattr(store, how)("k", data)
     admin = s3_server.client()
     assert not admin.list_multipart_uploads(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Uploads")
     assert await store.get("k") == b"old"
