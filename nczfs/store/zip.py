@@ -34,7 +34,7 @@ import time
 import zipfile
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable
+from typing import BinaryIO, Iterable, Iterator
 
 from nczfs.errors import (
     BackendError,
@@ -543,7 +543,16 @@ class ZipStore(SyncStore):
         return self._stage(key, [data], len(data))
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        return self._stage(key, iter(lambda: f.read(_COPY_CHUNK), b""), size)
+        def chunks() -> Iterator[bytes]:  # ``size`` bytes from f's position, not all it holds
+            left = size
+            while left > 0:
+                chunk = f.read(min(_COPY_CHUNK, left))
+                if not chunk:
+                    return
+                left -= len(chunk)
+                yield chunk
+
+        return self._stage(key, chunks(), size)
 
     def _stage(self, key: str, chunks: Iterable[bytes | bytearray | memoryview], size: int) -> ObjectInfo:
         check_key(key)
