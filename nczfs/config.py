@@ -50,8 +50,9 @@ class MountConfig:
     #: files are opened with the kernel's direct I/O: reads and writes bypass its page cache
     #: (one copy fewer; MAP_SHARED mmap is refused with ENODEV; -o direct_io, as in s3fs-fuse)
     direct_io: bool = False
-    #: bytes of a file's pending writes kept in memory before spilling to a temp file
-    spill_threshold: int = 64 * 1024 * 1024
+    #: bytes of a file's pending writes kept in memory before spilling to a temp file (None:
+    #: see filesystem.MIN_SPILL_THRESHOLD)
+    spill_threshold: int | None = None
     #: bytes of pending writes all files together keep in memory (None: an eighth of RAM,
     #: between 64 MiB and 1 GiB); a file growing past it spills to a temp file
     write_memory: int | None = None

@@ -9,6 +9,9 @@ when growing in memory would take the pending writes of all files past the mount
 
 from __future__ import annotations
 
+import bisect
+import io
+import itertools
 import os
 import tempfile
 import weakref
@@ -200,11 +203,18 @@ class Content:
     def spilled(self) -> bool:
         return self._file is not None
 
-    async def open_reader(self) -> BinaryIO:
-        """A private read-only file object on the spilled content (own file offset), for streaming uploads."""
+    async def open_reader(self) -> tuple[BinaryIO, int]:
+        """A private read-only file object on the content, and its size, for uploads that read
+        it part by part: the temp file through its own descriptor, or the bytes in memory as
+        they are now (what was written sequentially is not joined into one copy)."""
         await self._settled()
-        assert self._file is not None
-        return await run_blocking(open, f"/proc/self/fd/{self._file.fileno()}", "rb")
+        if self._file is not None:
+            size = self._size
+            return await run_blocking(open, f"/proc/self/fd/{self._file.fileno()}", "rb"), size
+        if self._parts is not None:
+            return PiecesReader(list(self._parts)), self._size
+        assert self._mem is not None
+        return io.BytesIO(bytes(self._mem)), self._size
 
     async def getvalue(self) -> bytes:
         """The whole content, as bytes (immutable: a store or cache may keep them). Written
@@ -226,6 +236,53 @@ class Content:
             self._file = None
         self._parts = self._mem = None
         self._account()
+
+
+class PiecesReader(io.RawIOBase):
+    """A read-only, seekable file object over byte strings laid end to end, read without
+    joining them first: a read of ``n`` bytes copies just those."""
+
+    def __init__(self, pieces: list[bytes]):
+        self._pieces = pieces
+        #: where each piece starts, and (last) the size
+        self._starts = list(itertools.accumulate((len(p) for p in pieces), initial=0))
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._starts[-1]}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        end = self._starts[-1] if size is None or size < 0 else min(self._pos + size, self._starts[-1])
+        out = []
+        i = bisect.bisect_right(self._starts, self._pos) - 1
+        while self._pos < end:
+            piece, start = self._pieces[i], self._starts[i]
+            take = memoryview(piece)[self._pos - start : min(end - start, len(piece))]
+            out.append(take)
+            self._pos += len(take)
+            i += 1
+        return b"".join(out)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
 
 def _spill_file(spill_dir: str | None, pieces: list[bytes] | list[bytearray]) -> BinaryIO:

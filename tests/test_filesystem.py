@@ -253,6 +253,53 @@ def test_write_memory_defaults_to_the_read_caches_default(faulty):
     assert Filesystem(faulty, FsOptions(write_memory=5)).write_memory.limit == 5
 
 
+def test_a_files_spill_threshold_defaults_to_a_quarter_of_the_write_memory(faulty):
+    from nczfs.filesystem import MIN_SPILL_THRESHOLD
+
+    assert Filesystem(faulty, FsOptions(write_memory=1 << 30)).spill_threshold == 256 << 20
+    assert Filesystem(faulty, FsOptions(write_memory=100 << 20)).spill_threshold == MIN_SPILL_THRESHOLD == 64 << 20
+    assert Filesystem(faulty, FsOptions(write_memory=1 << 30, spill_threshold=5)).spill_threshold == 5
+
+
+@pytest.mark.parametrize("sequential", [True, False])
+async def test_a_large_file_in_memory_is_stored_through_a_reader(faulty, raw, tmp_path, monkeypatch, sequential):
+    """Above UPLOAD_BY_READER_BYTES, content in memory goes to the store as a file object over
+    the pieces written (S3 reads it part by part), not as one joined copy; it stays in memory."""
+    from nczfs import filesystem
+
+    monkeypatch.setattr(filesystem, "UPLOAD_BY_READER_BYTES", 10_000)
+    calls = []
+    real_set, real_set_file = faulty.set, faulty.set_file
+
+    async def set_file(key, f, size):
+        calls.append(("set_file", key, type(f).__name__, size))
+        return await real_set_file(key, f, size)
+
+    async def set(key, data):
+        calls.append(("set", key, len(data)))
+        return await real_set(key, data)
+
+    monkeypatch.setattr(faulty, "set_file", set_file)
+    monkeypatch.setattr(faulty, "set", set)
+    fs = Filesystem(faulty, FsOptions(metadata_ttl=0, spill_dir=str(tmp_path)))
+    data = bytes(range(256)) * 60  # 15,360 bytes in 1,000-byte writes
+    fh, _ = await fs.create(ROOT_INO, "big", 0o644, WRITE_NEW)
+    for off in range(0, len(data), 1000):
+        await fs.write(fh, off, data[off : off + 1000])
+    if not sequential:
+        await fs.write(fh, 10, b"MID")
+        data = data[:10] + b"MID" + data[13:]
+    await fs.flush(fh)
+    await fs.release(fh)
+    assert calls == [("set_file", "big", "PiecesReader" if sequential else "BytesIO", len(data))]
+    assert raw.get("big") == data and fs.write_memory.counters()["write.spilled-files"] == 0
+    fh, _ = await fs.create(ROOT_INO, "small", 0o644, WRITE_NEW)
+    await fs.write(fh, 0, b"s" * 10_000)
+    await fs.flush(fh)
+    assert calls[-1] == ("set", "small", 10_000)
+    await fs.release(fh)
+
+
 async def test_a_spilled_temp_file_is_stored_once_under_its_final_name(faulty, raw, tmp_path):
     """A zarr ``.partial`` too big for memory waits in its temp file for the rename, which
     streams it to the final key: never stored under the temp name, never copied."""

@@ -89,22 +89,6 @@ def translate(exc: Exception, key: str, op: str) -> NczfsError:
     return BackendError(f"{key!r}: S3 {op} failed: {_message(exc)}")
 
 
-def _pread_exactly(fd: int, start: int, size: int, key: str) -> bytes:
-    """``size`` bytes of the file ``fd`` from ``start`` (a shorter file: BackendError naming ``key``)."""
-    data = os.pread(fd, size, start)
-    if len(data) == size:
-        return data
-    pieces = [data]
-    got = len(data)
-    while got < size:
-        more = os.pread(fd, size - got, start + got)
-        if not more:
-            raise BackendError(f"{key!r}: the data to upload ends at byte {start + got}, before {start + size}")
-        pieces.append(more)
-        got += len(more)
-    return b"".join(pieces)
-
-
 def _etag(value: str | None) -> str:
     return (value or "").strip('"')
 
@@ -416,15 +400,24 @@ class S3Store(SyncStore):
         return ObjectInfo(key, len(data), time.time_ns(), _etag(etag))
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        """Store ``size`` bytes of the file ``f`` from its position; above the multipart threshold its
-        parts are read (each by its own pread, so at most one part per sending thread is in
+        """Store ``size`` bytes of the file object ``f`` from its position; above the multipart
+        threshold its parts are read one at a time (so at most one part per sending thread is in
         memory) and sent in parallel."""
         check_key(key)
         self.check_writable(key)
         if size < self.multipart_threshold:
             return self.set(key, f.read(size))
-        fd, base = f.fileno(), f.tell()
-        return self._multipart(key, size, lambda start, length: _pread_exactly(fd, base + start, length, key)).commit()
+        base, reading = f.tell(), threading.Lock()
+
+        def part(start: int, length: int) -> bytes:
+            with reading:
+                f.seek(base + start)
+                data = f.read(length)
+            if len(data) != length:
+                raise BackendError(f"{key!r}: the data to upload ends at byte {start + len(data)}, before {start + length}")
+            return data
+
+        return self._multipart(key, size, part).commit()
 
     def stage(self, key: str, data: bytes) -> Staged | None:
         """The parts of a multipart upload of ``key``, sent now, invisible until ``commit``

@@ -16,6 +16,7 @@ import pytest
 import zarr
 from zarr.core.buffer import default_buffer_prototype
 
+from tests.helpers import counts, delta, mounted
 from tests.mount.clientutil import assert_no_temporaries, backend_json, backend_zarr_stores
 
 pytestmark = [
@@ -275,9 +276,19 @@ def test_zarr_python_large_chunks_and_shards(mount, fmt):
     assert_no_temporaries(backend)
 
 
-def test_zarr_python_chunk_larger_than_spill_threshold(mount):
-    """A 72 MiB chunk: more than nczfs keeps in memory (64 MiB default spill threshold),
-    written, partially rewritten (read-modify-write of the whole object) and read back."""
+def test_zarr_python_chunk_larger_than_spill_threshold(backend, tmp_path):
+    """A 72 MiB chunk: more than nczfs keeps in memory (with 64 MiB of write memory, a file
+    moves to a temp file past 64 MiB), written, partially rewritten (read-modify-write of the
+    whole object) and read back."""
+    with mounted(backend, tmp_path / "mnt", "-o", "write_memory=64M") as mount:
+        before = counts(mount.path)
+        _write_rewrite_and_read_a_huge_chunk(mount)
+        assert delta(before, counts(mount.path)).get("write.spilled-files", 0) >= 1
+    text = mount.log_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
+
+
+def _write_rewrite_and_read_a_huge_chunk(mount) -> None:
     backend = mount.backend
     n = 9 * 1024 * 1024
     root = zarr.open_group(zarr.storage.LocalStore(mount.path / DS), mode="w", zarr_format=3)

@@ -81,19 +81,26 @@ def test_stats_command_prints_counters(s3mount):
 # ---------------------------------------------------------------------- multipart
 
 
-def test_big_file_goes_up_in_multipart_parts(s3mount):
-    """Above the threshold the file is sent as a multipart upload, streamed from the spill file."""
+@pytest.mark.parametrize("where", ["memory", "temp file"])
+def test_big_file_goes_up_in_multipart_parts(s3, tmp_path, where):
+    """Above the threshold the file is sent as a multipart upload, part by part: from memory
+    (a file keeps up to a quarter of the write memory there), or from its temp file (here,
+    with 64 MiB of write memory, past 64 MiB)."""
     data = np.random.default_rng(7).integers(0, 255, 72 * 1024 * 1024 + 5, dtype=np.uint8).tobytes()
-    before = counts(s3mount.path)
-    with open(s3mount.path / "big.bin", "wb") as f:
-        for off in range(0, len(data), 1 << 20):
-            f.write(data[off : off + (1 << 20)])
-    d = delta(before, counts(s3mount.path))
+    args = ["-o", "write_memory=1G"] if where == "memory" else ["-o", "write_memory=64M"]
+    with mounted(s3, tmp_path / "mnt", *args) as m:
+        before = counts(m.path)
+        with open(m.path / "big.bin", "wb") as f:
+            for off in range(0, len(data), 1 << 20):
+                f.write(data[off : off + (1 << 20)])
+        d = delta(before, counts(m.path))
+    assert "Traceback" not in m.log_text(), m.log_text()
     assert d.get("CreateMultipartUpload") == 1 and d.get("UploadPart", 0) >= 9 and d.get("CompleteMultipartUpload") == 1, d
     assert "PutObject" not in d
-    assert s3mount.backend.read("big.bin") == data
-    client = s3mount.backend.server.client()
-    assert not client.list_multipart_uploads(Bucket=s3mount.backend.bucket).get("Uploads")
+    assert d.get("write.spilled-files", 0) == (1 if where == "temp file" else 0), d
+    assert s3.read("big.bin") == data
+    client = s3.server.client()
+    assert not client.list_multipart_uploads(Bucket=s3.bucket).get("Uploads")
 
 
 def _unfinished_uploads(backend) -> list:
