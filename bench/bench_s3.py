@@ -23,6 +23,7 @@ s3fs-fuse is mounted with ``-o use_path_request_style,url=http://127.0.0.1:PORT`
 passwd file, otherwise at its defaults. "nczfs" is a writable mount at the defaults, "nczfs-ro"
 the same mounted ``--read-only`` (as a reader of published data would; it has no write row),
 and, when asked for with ``--labels``, "nczfs-dio" the writable mount with ``-o direct_io``.
+The last workload, ``cp`` of one --write-mib file, has no target in the issue.
 """
 
 from __future__ import annotations
@@ -225,6 +226,18 @@ def write_array(p: Paths, label: str, mib: int) -> float:
     return time.perf_counter() - t
 
 
+def copy_file(p: Paths, label: str, src: Path) -> float:
+    """``cp`` of one big local file (in /dev/shm: no disk read) into the mount, durable when cp
+    returns (close() returns after the upload); direct: fsspec ``put_file``."""
+    name = f"copied-{label}-{time.monotonic_ns()}.bin"
+    t = time.perf_counter()
+    if label in p.mnt:
+        subprocess.run(["cp", str(src), str(p.mnt[label] / name)], check=True)
+    else:
+        p.fs().put_file(str(src), f"{p.bucket}/{name}")
+    return time.perf_counter() - t
+
+
 def measure(p: Paths, label: str, fn: Callable[[Paths, str], float], runs: int, warm: bool) -> tuple[list[Run], list[Run]]:
     """One warm-up, then ``runs`` cold runs (each on a fresh mount); with ``warm``, each cold run is
     followed by a second run in the same mount."""
@@ -264,6 +277,7 @@ def main() -> None:
     server = SeaweedS3(work / "weed")
     os.environ.update(server.write_aws_files(work / "aws"))
     server.start()
+    big_file = Path(f"/dev/shm/nczfs-bench-{os.getpid()}.bin")
     rows: dict[str, dict[str, Run]] = {}
     targets: dict[str, list[tuple[str, float]]] = {}
     try:
@@ -275,6 +289,7 @@ def main() -> None:
         small = zarr.create_array(p.store("direct", "small.zarr", False), shape=(args.small * 1024,),
                                   chunks=(1024,), dtype="f4", compressors=None, zarr_format=2)
         small[:] = 1.0
+        big_file.write_bytes(random_data(args.write_mib).tobytes())
         cases = [
             # name, workload, also warm, writes (no read-only mount runs it), the issue's targets:
             # {"cold"/"warm": [(peer, how many times faster than the peer nczfs must be)]}
@@ -286,6 +301,8 @@ def main() -> None:
              {"cold": [("s3fs-fuse", 2.0)]}),
             (f"{args.preads:,} random 4 KiB preads in the chunk objects", lambda p, l: random_preads(p, l, args.preads, args.mib), False, False,
              {"cold": [("s3fs-fuse", 1.5)]}),
+            # not one of the issue's targets: cp (or rsync) of a big file onto the mount
+            (f"cp of one {args.write_mib} MiB file, durable", lambda p, l: copy_file(p, l, big_file), False, True, {}),
         ]
         only = {int(x) for x in args.only.split(",") if x}
         for number, (name, fn, warm, writes, case_targets) in enumerate(cases, 1):
@@ -306,6 +323,7 @@ def main() -> None:
             subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
         server.stop()
         subprocess.run(["rm", "-rf", str(work)])
+        big_file.unlink(missing_ok=True)
 
     print_results(rows, targets, labels, args.runs)
     print(f"\nnczfs daemon peak RSS (VmHWM) over all runs: {p.peak_rss / MiB:.0f} MiB")
