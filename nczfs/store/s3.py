@@ -4,8 +4,8 @@ S3 error codes become nczfs exceptions here and nowhere else. Keys map to ``<pre
 Reads are ranged GETs (``If-Match`` pins an open file to one version); listings are
 ListObjectsV2 with delimiter ``/``, paginated; writes are one PutObject, or a multipart upload
 above ``multipart_threshold`` (parts sent in parallel, a file's read part by part; aborted on
-failure). No directory-marker objects
-are written; keys ending in ``/`` written by other tools show as directories.
+failure). No directory-marker objects are written; keys ending in ``/`` written by other tools
+show as directories.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ class S3Store(SyncStore):
         self.max_concurrency = max_concurrency
         self._counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
-        #: staged (unfinished) multipart uploads, by upload id: aborted at close if still there
+        #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
         self._staged: dict[str, str] = {}
         client.meta.events.register("before-send.s3", self._count_request)
         client.meta.events.register("needs-retry.s3", self._count_retry)
