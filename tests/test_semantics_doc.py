@@ -12,15 +12,19 @@ DEFAULT_MODULE = "tests/mount/test_semantics.py"
 def cited() -> set[tuple[str, str]]:
     """(module path, test name) for every test named in the document."""
     out = set()
-    for ref in re.findall(r"`((?:tests/[\w/]+\.py::)?test_\w+)`", DOC.read_text()):
-        module, _, name = ref.rpartition("::")
+    for module, name in re.findall(r"`(?:(tests/[\w/]+\.py)::)?((?:[A-Z]\w*::)?test_\w+)`", DOC.read_text()):
         out.add((module or DEFAULT_MODULE, name))
     return out
 
 
 def defined(module: str) -> set[str]:
+    """The module's test functions, and its classes' test methods as ``Class::test_x``."""
     tree = ast.parse((ROOT / module).read_text())
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")}
+    tests = (ast.FunctionDef, ast.AsyncFunctionDef)
+    out = {n.name for n in tree.body if isinstance(n, tests) and n.name.startswith("test_")}
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        out |= {f"{cls.name}::{n.name}" for n in cls.body if isinstance(n, tests) and n.name.startswith("test_")}
+    return out
 
 
 def test_every_cited_test_exists():
