@@ -15,7 +15,7 @@ import abc
 from dataclasses import dataclass
 from typing import Awaitable, BinaryIO, Callable
 
-from nczfs.errors import InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
+from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
 
 
 @dataclass(frozen=True)
@@ -144,8 +144,13 @@ class SyncStore(abc.ABC):
     def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo: ...
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        """Store ``size`` bytes read from ``f`` (a private file object); S3 streams them in parts."""
-        return self.set(key, f.read(size))
+        """Store ``size`` bytes read from ``f`` (a private file object) at its position; S3, zip
+        and directories copy them in pieces. A file that ends sooner stores nothing and raises
+        BackendError naming the key."""
+        data = f.read(size)
+        if len(data) != size:
+            raise BackendError(f"{key!r}: the data to store ends after {len(data)} of {size} bytes")
+        return self.set(key, data)
 
     def stage(self, key: str, data: bytes) -> Staged | None:
         """Send ``data`` for ``key`` without making it visible yet (see :class:`Staged`); None:

@@ -11,6 +11,8 @@ import errno
 import os
 import stat as stat_mod
 import uuid
+from collections.abc import Callable
+from typing import BinaryIO
 
 from nczfs.errors import (
     BackendError,
@@ -35,6 +37,9 @@ from nczfs.store.base import (
 
 #: temporary files of in-flight writes; never listed
 TMP_MARK = ".nczfs-tmp-"
+
+#: bytes copied at a time by set_file
+COPY_CHUNK = 8 * 1024 * 1024
 
 
 def _info(key: str, st: os.stat_result) -> ObjectInfo:
@@ -107,6 +112,25 @@ class DirectoryStore(SyncStore):
         return _info(key, st)
 
     def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        return self._replace(key, lambda out: out.write(data))
+
+    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        """``size`` bytes of ``f`` from its position, copied in pieces (never all in memory)."""
+
+        def copy(out: BinaryIO) -> None:
+            left = size
+            while left > 0:
+                chunk = f.read(min(COPY_CHUNK, left))
+                if not chunk:
+                    raise BackendError(f"{key!r}: the data to store ends after {size - left} of {size} bytes")
+                out.write(chunk)
+                left -= len(chunk)
+
+        return self._replace(key, copy)
+
+    def _replace(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
+        """Write the object ``key`` through ``fill`` into a temp file beside it, then rename it
+        into place: a reader sees the old object or the new one, never part of it."""
         check_key(key)
         self.check_writable(key)
         path = self._path(key)
@@ -115,15 +139,17 @@ class DirectoryStore(SyncStore):
         tmp = os.path.join(os.path.dirname(path), f"{TMP_MARK}{uuid.uuid4().hex}")
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
+            with open(tmp, "wb") as out:
+                fill(out)
             os.replace(tmp, path)
             return _info(key, os.stat(path))
-        except OSError as exc:
+        except BaseException as exc:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+            if not isinstance(exc, OSError):
+                raise
             if exc.errno == errno.EEXIST:  # makedirs met a file on the way
                 raise NotADirectory(f"{key!r}: a parent is a file") from exc
             raise _translate(key, exc) from exc

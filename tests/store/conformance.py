@@ -21,6 +21,7 @@ import pytest
 import trio
 
 from nczfs.errors import (
+    BackendError,
     DirectoryNotEmpty,
     Exists,
     InvalidKey,
@@ -130,6 +131,15 @@ class StoreConformance:
         got = await store.get("from-file")
         assert len(got) == len(BIG) and got == BIG
         assert (await store.stat("from-file")).etag == info.etag
+
+    async def test_a_file_shorter_than_its_size_stores_nothing(self, store, tmp_path):
+        path = tmp_path / "short"
+        path.write_bytes(BIG[:1000])
+        with open(path, "rb", buffering=0) as f, pytest.raises(BackendError, match="'short'"):
+            await store.set_file("short", f, len(BIG))
+        assert self.get_raw("short") is None
+        with pytest.raises(KeyNotFound):
+            await store.stat("short")
 
     async def test_set_accepts_bytearray_and_memoryview(self, store):
         await store.set("ba", bytearray(b"abc"))
