@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Awaitable, BinaryIO, Callable
+from typing import Awaitable, BinaryIO, Callable, Iterator
 
 from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
 
@@ -77,6 +77,18 @@ class FsStats:
 
 
 MAX_SEGMENT_BYTES = 255
+
+
+def file_pieces(key: str, f: BinaryIO, size: int, piece: int = 8 * 1024 * 1024) -> Iterator[bytes]:
+    """``size`` bytes of ``f`` from its position, at most ``piece`` bytes at a time (set_file of
+    the zip and directory backends); BackendError naming ``key`` if ``f`` ends sooner."""
+    left = size
+    while left > 0:
+        data = f.read(min(piece, left))
+        if not data:
+            raise BackendError(f"{key!r}: the data to store ends after {size - left} of {size} bytes")
+        left -= len(data)
+        yield data
 
 
 def check_key(key: str) -> str:

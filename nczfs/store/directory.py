@@ -32,14 +32,12 @@ from nczfs.store.base import (
     SyncStore,
     check_key,
     check_prefix,
+    file_pieces,
     parent_of,
 )
 
 #: temporary files of in-flight writes; never listed
 TMP_MARK = ".nczfs-tmp-"
-
-#: bytes copied at a time by set_file
-COPY_CHUNK = 8 * 1024 * 1024
 
 
 def _info(key: str, st: os.stat_result) -> ObjectInfo:
@@ -116,17 +114,7 @@ class DirectoryStore(SyncStore):
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         """``size`` bytes of ``f`` from its position, copied in pieces (never all in memory)."""
-
-        def copy(out: BinaryIO) -> None:
-            left = size
-            while left > 0:
-                chunk = f.read(min(COPY_CHUNK, left))
-                if not chunk:
-                    raise BackendError(f"{key!r}: the data to store ends after {size - left} of {size} bytes")
-                out.write(chunk)
-                left -= len(chunk)
-
-        return self._replace(key, copy)
+        return self._replace(key, lambda out: out.writelines(file_pieces(key, f, size)))
 
     def _replace(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
         """Write the object ``key`` through ``fill`` into a temp file beside it, then rename it

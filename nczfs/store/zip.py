@@ -34,7 +34,7 @@ import time
 import zipfile
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO, Iterable
 
 from nczfs.errors import (
     BackendError,
@@ -55,6 +55,7 @@ from nczfs.store.base import (
     SyncStore,
     check_key,
     check_prefix,
+    file_pieces,
     join,
     parent_of,
 )
@@ -543,16 +544,7 @@ class ZipStore(SyncStore):
         return self._stage(key, [data], len(data))
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        def chunks() -> Iterator[bytes]:  # ``size`` bytes from f's position, not all it holds
-            left = size
-            while left > 0:
-                chunk = f.read(min(_COPY_CHUNK, left))
-                if not chunk:
-                    return
-                left -= len(chunk)
-                yield chunk
-
-        return self._stage(key, chunks(), size)
+        return self._stage(key, file_pieces(key, f, size, _COPY_CHUNK), size)
 
     def _stage(self, key: str, chunks: Iterable[bytes | bytearray | memoryview], size: int) -> ObjectInfo:
         check_key(key)
