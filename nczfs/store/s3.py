@@ -436,7 +436,10 @@ class S3Store(SyncStore):
         aborts it: no parts are left behind."""
         s3_key = self._full(key)
         try:
-            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key)["UploadId"]
+            if self._lean_puts:
+                upload_id = self.lean.create_upload(key, s3_key)
+            else:
+                upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key)["UploadId"]
         except Exception as exc:
             raise translate(exc, key, "CreateMultipartUpload") from None
         with self._count_lock:
@@ -452,21 +455,25 @@ class S3Store(SyncStore):
             else:
                 with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(starts))) as pool:
                     etags = list(pool.map(send, range(1, len(starts) + 1)))
-            parts = [{"PartNumber": number, "ETag": etag} for number, etag in enumerate(etags, 1)]
         except Exception as exc:
             self._abort_staged(key, s3_key, upload_id)
             raise translate(exc, key, "UploadPart") from None
 
         def commit() -> ObjectInfo:
             try:
-                resp = self.client.complete_multipart_upload(
-                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id, MultipartUpload={"Parts": parts})
+                if self._lean_puts:
+                    etag = self.lean.complete_upload(key, s3_key, upload_id, etags)
+                else:
+                    etag = self.client.complete_multipart_upload(
+                        Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
+                        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, 1)]},
+                    ).get("ETag")
             except Exception as exc:
                 self._abort_staged(key, s3_key, upload_id)
                 raise translate(exc, key, "CompleteMultipartUpload") from None
             with self._count_lock:
                 self._staged.pop(upload_id, None)
-            return ObjectInfo(key, size, time.time_ns(), _etag(resp.get("ETag")))
+            return ObjectInfo(key, size, time.time_ns(), _etag(etag))
 
         return Staged(key, commit, lambda: self._abort_staged(key, s3_key, upload_id))
 

@@ -230,7 +230,8 @@ def test_lean_puts_store_what_boto3_reads_back(s3_server):
     client = s3_server.client()
     sent_by_botocore = []
     client.meta.events.register("before-call.s3.PutObject", lambda **kw: sent_by_botocore.append("PutObject"))
-    client.meta.events.register("before-call.s3.UploadPart", lambda **kw: sent_by_botocore.append("UploadPart"))
+    for op in ("UploadPart", "CreateMultipartUpload", "CompleteMultipartUpload"):
+        client.meta.events.register(f"before-call.s3.{op}", lambda op=op, **kw: sent_by_botocore.append(op))
     store = S3Store(client, bucket, "p", part_size=5 * 1024 * 1024)
     assert store.lean is not None and store.lean.puts
     short, long = b"x" * 1000, bytes(range(256)) * (9 * 4096)  # 9 MiB: over http1.EXPECT_BODY
@@ -245,7 +246,50 @@ def test_lean_puts_store_what_boto3_reads_back(s3_server):
         assert got["Body"].read() == data, info.key
         assert info.size == len(data) and info.etag == got["ETag"].strip('"'), info.key
     assert sent_by_botocore == []
-    assert store.counters()["PutObject"] == 3 and store.counters()["UploadPart"] == 2
+    counters = store.counters()
+    assert counters["PutObject"] == 3 and counters["UploadPart"] == 2
+    assert counters["CreateMultipartUpload"] == 1 and counters["CompleteMultipartUpload"] == 1
+
+
+def _answer_posts(store: S3Store, answers: list[tuple[int, bytes]]) -> list[str]:
+    """Answer the store's next POSTs (creating and completing multipart uploads) with
+    ``answers`` instead of sending them; returns the targets of the POSTs seen."""
+    send, seen = store.lean.pool.send, []
+
+    def answering(method, target, headers, body):
+        if method == "POST":
+            seen.append(target)
+            if answers:
+                status, answer = answers.pop(0)
+                return status, answer, {}
+        return send(method, target, headers, body)
+
+    store.lean.pool.send = answering
+    return seen
+
+
+def test_an_error_in_a_200_answer_to_complete_an_upload_is_retried(s3_server):
+    """S3 may answer CompleteMultipartUpload with 200 and then an error document: botocore
+    retries that, and so does the lean client."""
+    store = S3Store(s3_server.client(), s3_server.new_bucket("leancomplete"), "p")
+    upload = store.stage("k", b"data")
+    seen = _answer_posts(store, [(200, b"<Error><Code>InternalError</Code><Message>x</Message></Error>")])
+    info = upload.commit()
+    assert len(seen) == 2 and all("uploadId=" in t for t in seen)
+    assert store.get("k") == b"data" and store.stat("k").etag == info.etag
+    assert store.counters()["CompleteMultipartUpload"] == 2 and store.counters()["retries-considered"] == 1
+
+
+def test_a_failing_complete_aborts_the_upload_and_keeps_the_old_object(s3_server):
+    bucket = s3_server.new_bucket("leancompletefail")
+    store = S3Store(s3_server.client(), bucket, "p")
+    store.set("k", b"old")
+    upload = store.stage("k", b"new")
+    _answer_posts(store, [(500, b"<Error><Code>InternalError</Code></Error>")] * 3)
+    with pytest.raises(BackendError, match="'k'.*CompleteMultipartUpload.*HTTP 500 InternalError"):
+        upload.commit()
+    assert store.get("k") == b"old"
+    assert not s3_server.client().list_multipart_uploads(Bucket=bucket).get("Uploads")
 
 
 def test_lean_puts_only_over_plain_http():
