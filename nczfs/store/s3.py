@@ -403,10 +403,10 @@ class S3Store(SyncStore):
         """Store ``size`` bytes of the file object ``f`` from its position; above the multipart
         threshold its parts are read one at a time (so at most one part per sending thread is in
         memory) and sent in parallel."""
+        if size < self.multipart_threshold:
+            return super().set_file(key, f, size)  # one PutObject, a short file refused
         check_key(key)
         self.check_writable(key)
-        if size < self.multipart_threshold:
-            return self.set(key, f.read(size))
         base, reading = f.tell(), threading.Lock()
 
         def part(start: int, length: int) -> bytes:

@@ -132,11 +132,13 @@ class StoreConformance:
         assert len(got) == len(BIG) and got == BIG
         assert (await store.stat("from-file")).etag == info.etag
 
-    async def test_a_file_shorter_than_its_size_stores_nothing(self, store, tmp_path):
+    @pytest.mark.parametrize("size", [2000, len(BIG)], ids=["small", "big"])
+    async def test_a_file_shorter_than_its_size_stores_nothing(self, store, tmp_path, size):
+        """(S3: one PutObject below its multipart threshold, a multipart upload above it.)"""
         path = tmp_path / "short"
         path.write_bytes(BIG[:1000])
         with open(path, "rb", buffering=0) as f, pytest.raises(BackendError, match="'short'"):
-            await store.set_file("short", f, len(BIG))
+            await store.set_file("short", f, size)
         assert self.get_raw("short") is None
         with pytest.raises(KeyNotFound):
             await store.stat("short")
