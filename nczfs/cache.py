@@ -43,7 +43,7 @@ import trio
 
 from nczfs.diskcache import DiskCache, source_identity
 from nczfs.errors import BackendError, KeyNotFound, Stale
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, parent_of
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload, parent_of
 from nczfs.store.wrapper import WrapperStore
 
 log = logging.getLogger(__name__)
@@ -573,6 +573,16 @@ class CachingStore(WrapperStore):
             return info
 
         return Staged(key, commit, staged.abort)
+
+    async def open_upload(self, key: str) -> Upload | None:
+        upload = await self.inner.open_upload(key)
+        if upload is None:
+            return None
+
+        async def complete(size: int) -> ObjectInfo:
+            return await self._store(key, upload.complete(size))  # type: ignore[arg-type]
+
+        return Upload(key, upload.part_size, upload.send, complete, upload.abort)
 
     async def delete(self, key: str) -> None:
         self._touch(key)

@@ -32,6 +32,7 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.cache import default_cache_size
+from nczfs.early_upload import EarlyUploads
 from nczfs.handles import Content, WriteMemory
 from nczfs.locks import Lock
 from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
@@ -160,6 +161,8 @@ class Filesystem:
         #: closed temp files whose data is already sent under their final key (S3: the parts of
         #: a multipart upload), by inode: (content version sent, the staged write)
         self._staged: dict[int, tuple[int, Staged]] = {}
+        #: big files sent in parts while they are being written
+        self.early = EarlyUploads(store)
         self._started_ns = time.time_ns()
         limit = self.opts.write_memory
         self.write_memory = WriteMemory(default_cache_size() if limit is None else limit)
@@ -256,7 +259,7 @@ class Filesystem:
                 if e.is_dir or e.name not in entries:
                     entries[e.name] = e
         except KeyNotFound:
-            pass
+            self.early.wrote(node.ino, node.path, content)
         start = path + "/" if path else ""
         for d in self.local_dirs:  # a kept directory implies its parents, as a key does
             if d.startswith(start):
@@ -349,6 +352,7 @@ class Filesystem:
     async def _truncate(self, node: Node, size: int) -> None:
         if size < 0:
             raise InvalidArgument(f"{node.path!r}: negative size")
+        self.early.drop(node.ino)
         if node.open_count > 0 or node.content is not None:
             if node.content is None and size == 0:
                 node.content = self._make_content(b"", dirty=True)
@@ -540,9 +544,13 @@ class Filesystem:
         h = self._handle(fh)
         if not h.writable:
             raise InvalidArgument(f"{h.node.path!r}: not open for writing")
-        content = await self._content(h.node)
+        node = h.node
+        content = await self._content(node)
+        self.early.writing(node.ino, offset, len(data))
         await content.write(offset, data)
-        self._touched(h.node)
+        self._touched(node)
+        if not node.detached and not self._deferred(node):
+            self.early.wrote(node.ino, node.path, content)
         return len(data)
 
     async def _upload(self, node: Node) -> None:
@@ -553,7 +561,9 @@ class Filesystem:
                 return
             version = content.version
             try:
-                info = await self._store_content(content, node.path)
+                info = await self.early.finish(node.ino, node.path, content)
+                if info is None:
+                    info = await self._store_content(content, node.path)
             except Exception as exc:
                 content.failed_version = version
                 log.error("write of %r failed: %s", node.path, str(exc) or repr(exc))
@@ -673,6 +683,7 @@ class Filesystem:
             if failed:
                 log.error("%r: data written through the mount was not stored and is lost", node.path)
         if node.open_count == 0 and node.content is not None and not (self._deferred(node) and not node.detached):
+            self.early.drop(node.ino)
             node.content.close()
             node.content = None
             node.fetched = -1.0
@@ -686,6 +697,7 @@ class Filesystem:
         if node.is_dir:
             raise IsADirectory(f"{path!r}: is a directory")
         await self._keep_open_content(node)
+        self.early.drop(node.ino)
         if not node.pending:
             await self.store.delete(path)
         staged = self._staged.pop(node.ino, None)
@@ -756,6 +768,8 @@ class Filesystem:
                 raise IsADirectory(f"{dst_path!r}: is a directory")
             if dst is not None:
                 await self._keep_open_content(dst)
+                self.early.drop(dst.ino)
+            self.early.drop(src.ino)  # its parts went to the old key
             stored_now = False
             if src.pending:
                 if self._deferred(src) and src.open_count == 0 and not is_temp_name(dst_path):

@@ -287,6 +287,7 @@ class Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EACCES)  # a read-only file, even for root
         counters = dict(self.fs.store.counters())
         counters.update(self.fs.write_memory.counters())
+        counters.update(self.fs.early.counters())
         counters.update((f"fuse.{op}", n) for op, n in self._requests.items())
         fh = self._next_control_fh
         self._next_control_fh += 1

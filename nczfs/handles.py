@@ -181,6 +181,16 @@ class Content:
             return await run_blocking(_pread, self._file, offset, size)
         return bytes(memoryview(self._buffer())[offset : offset + size])
 
+    async def read_part(self, offset: int, size: int) -> bytes:
+        """Like :meth:`read`, without joining what was written sequentially into one buffer
+        (a part of a file still being appended to: the writes go on as they were)."""
+        await self._settled()
+        if self._parts is None:
+            return await self.read(offset, size)
+        reader = PiecesReader(list(self._parts))
+        reader.seek(offset)
+        return reader.read(size)
+
     async def truncate(self, size: int) -> None:
         await self._settled()
         if self._must_spill(size):

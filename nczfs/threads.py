@@ -12,7 +12,7 @@ from typing import Any, Awaitable, BinaryIO, Callable, TypeVar
 
 import trio
 
-from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, SyncStore
+from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, SyncStore, Upload
 
 T = TypeVar("T")
 
@@ -74,6 +74,22 @@ class ThreadedStore(Store):
             await self._call(staged.abort)
 
         return Staged(key, commit, abort)
+
+    async def open_upload(self, key: str) -> Upload | None:
+        upload = await self._call(self.impl.open_upload, key)
+        if upload is None:
+            return None
+
+        async def send(number: int, data: bytes) -> None:
+            await self._call(upload.send, number, data)
+
+        async def complete(size: int) -> ObjectInfo:
+            return await self._call(upload.complete, size)
+
+        async def abort() -> None:
+            await self._call(upload.abort)
+
+        return Upload(key, upload.part_size, send, complete, abort)
 
     async def forget_dir(self, prefix: str) -> None:
         await self._call(self.impl.forget_dir, prefix)

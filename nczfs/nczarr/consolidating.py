@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, Callable
 import trio
 
 from nczfs.errors import KeyNotFound, NczfsError
-from nczfs.store.base import ObjectInfo, Staged, Store, join, parent_of
+from nczfs.store.base import ObjectInfo, Staged, Store, Upload, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
 
@@ -127,6 +127,9 @@ class ConsolidatingStore(WrapperStore):
 
     async def stage(self, key: str, data: bytes) -> Staged | None:
         return None if self._watched(key) else await self.inner.stage(key, data)  # watched: through set
+
+    async def open_upload(self, key: str) -> Upload | None:
+        return None if self._watched(key) else await self.inner.open_upload(key)  # as stage
 
     async def rename(self, src: str, dst: str) -> None:
         await self.inner.rename(src, dst)

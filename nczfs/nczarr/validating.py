@@ -29,7 +29,7 @@ from nczfs.nczarr.validate import (
     numcodecs_ids,
     stale_tail_prefix,
 )
-from nczfs.store.base import ObjectInfo, Staged, Store, join, parent_of
+from nczfs.store.base import ObjectInfo, Staged, Store, Upload, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
 
@@ -139,6 +139,9 @@ class ValidatingStore(WrapperStore):
 
     async def stage(self, key: str, data: bytes) -> Staged | None:
         return None if is_metadata_key(key) else await self.inner.stage(key, data)  # metadata: checked by set
+
+    async def open_upload(self, key: str) -> Upload | None:
+        return None if is_metadata_key(key) else await self.inner.open_upload(key)  # as stage
 
     async def rename(self, src: str, dst: str) -> None:
         if is_metadata_key(dst):

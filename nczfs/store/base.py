@@ -67,6 +67,21 @@ class Staged:
 
 
 @dataclass(frozen=True)
+class Upload:
+    """An object sent in parts while its data is still being written (S3: a multipart upload),
+    invisible until ``complete(size)`` makes the parts sent the object ``key`` at once;
+    ``send(number, data)`` sends part ``number`` (from 1; every part but the last is
+    ``part_size`` bytes); ``abort()`` drops what was sent. The sync form's callables block; the
+    async form's are coroutines."""
+
+    key: str
+    part_size: int
+    send: Callable[[int, bytes], None | Awaitable[None]]
+    complete: Callable[[int], ObjectInfo | Awaitable[ObjectInfo]]
+    abort: Callable[[], None | Awaitable[None]]
+
+
+@dataclass(frozen=True)
 class FsStats:
     """Capacity figures for statfs, in bytes and objects."""
 
@@ -167,6 +182,11 @@ class SyncStore(abc.ABC):
     def stage(self, key: str, data: bytes) -> Staged | None:
         """Send ``data`` for ``key`` without making it visible yet (see :class:`Staged`); None:
         this store cannot, the caller stores the data with ``set`` when it is time."""
+        return None
+
+    def open_upload(self, key: str) -> Upload | None:
+        """Start sending an object ``key`` in parts (see :class:`Upload`); None: this store
+        cannot, the caller stores the data with ``set`` or ``set_file`` when it is complete."""
         return None
 
     @abc.abstractmethod
@@ -273,6 +293,10 @@ class Store(abc.ABC):
 
     async def stage(self, key: str, data: bytes) -> Staged | None:
         """``SyncStore.stage``, with coroutine ``commit``/``abort``."""
+        return None
+
+    async def open_upload(self, key: str) -> Upload | None:
+        """``SyncStore.open_upload``, with coroutine ``send``/``complete``/``abort``."""
         return None
 
     async def forget_dir(self, prefix: str) -> None:

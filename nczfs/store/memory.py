@@ -9,8 +9,8 @@ import itertools
 import threading
 import time
 
-from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory, Stale
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix
+from nczfs.errors import BackendError, IsADirectory, KeyNotFound, NotADirectory, Stale
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, Upload, check_key, check_prefix
 
 _etags = itertools.count(1)
 
@@ -19,9 +19,14 @@ class MemoryStore(SyncStore):
     non_blocking = True
     checks_versions = True
 
-    def __init__(self, name: str = "", read_only: bool = False):
+    def __init__(self, name: str = "", read_only: bool = False, part_size: int = 8 * 1024 * 1024):
         self.name = name
         self.read_only = read_only
+        #: the part size of its uploads (:meth:`open_upload`), as S3's
+        self.part_size = part_size
+        #: uploads opened and neither completed nor aborted, by key: what S3 bills as unfinished
+        self.open_uploads: dict[int, str] = {}
+        self._uploads = itertools.count(1)
         self._objects: dict[str, tuple[bytes, ObjectInfo]] = {}
         self._lock = threading.Lock()
 
@@ -62,6 +67,35 @@ class MemoryStore(SyncStore):
             info = ObjectInfo(key, len(data), time.time_ns(), f"m{next(_etags)}")
             self._objects[key] = (bytes(data), info)
             return info
+
+    def open_upload(self, key: str) -> Upload:
+        """Parts kept aside until ``complete`` stores them joined, as S3's multipart upload does
+        (every part but the last must be ``part_size`` bytes; the numbers must run 1..n)."""
+        check_key(key)
+        self.check_writable(key)
+        number = next(self._uploads)
+        with self._lock:
+            self.open_uploads[number] = key
+        parts: dict[int, bytes] = {}
+
+        def send(n: int, data: bytes) -> None:
+            if number not in self.open_uploads:
+                raise BackendError(f"{key!r}: the upload was completed or aborted")
+            parts[n] = bytes(data)
+
+        def complete(size: int) -> ObjectInfo:
+            if self.open_uploads.pop(number, None) is None:
+                raise BackendError(f"{key!r}: the upload was completed or aborted")
+            ordered = [parts[n] for n in sorted(parts)]
+            if (sorted(parts) != list(range(1, len(parts) + 1)) or any(len(p) != self.part_size for p in ordered[:-1])
+                    or sum(map(len, ordered)) != size):
+                raise BackendError(f"{key!r}: the parts sent do not make {size} bytes")
+            return self.set(key, b"".join(ordered))
+
+        def abort() -> None:
+            self.open_uploads.pop(number, None)
+
+        return Upload(key, self.part_size, send, complete, abort)
 
     def delete(self, key: str) -> None:
         check_key(key)

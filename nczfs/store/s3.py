@@ -43,6 +43,7 @@ from nczfs.store.base import (
     ObjectInfo,
     Staged,
     SyncStore,
+    Upload,
     check_key,
     check_prefix,
     join,
@@ -434,6 +435,29 @@ class S3Store(SyncStore):
         gives each: ``part_size`` bytes, the last one shorter) sent in parallel, as s3transfer
         sends them but through the lean client where it can; returns it staged. Any failure
         aborts it: no parts are left behind."""
+        upload = self.open_upload(key)
+        starts = range(0, size, self.part_size)
+        try:
+            def send(number: int) -> None:
+                start = starts[number - 1]
+                upload.send(number, part(start, min(self.part_size, size - start)))  # type: ignore[arg-type]
+
+            if len(starts) == 1:
+                send(1)
+            else:
+                with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(starts))) as pool:
+                    list(pool.map(send, range(1, len(starts) + 1)))
+        except Exception as exc:
+            upload.abort()
+            raise translate(exc, key, "UploadPart") from None
+        return Staged(key, lambda: upload.complete(size), upload.abort)
+
+    def open_upload(self, key: str) -> Upload:
+        """A multipart upload of ``key``, its parts sent as they come (from any thread), made the
+        object by ``complete`` (CompleteMultipartUpload of the parts 1..n sent) or dropped by
+        ``abort``; a failed completion aborts it. Until then it is listed for :meth:`close`."""
+        check_key(key)
+        self.check_writable(key)
         s3_key = self._full(key)
         try:
             if self._lean_puts:
@@ -444,29 +468,26 @@ class S3Store(SyncStore):
             raise translate(exc, key, "CreateMultipartUpload") from None
         with self._count_lock:
             self._staged[upload_id] = s3_key
-        starts = range(0, size, self.part_size)
-        try:
-            def send(number: int) -> str:
-                start = starts[number - 1]
-                return self._upload_part(key, s3_key, upload_id, number, part(start, min(self.part_size, size - start)))
+        etags: dict[int, str] = {}
 
-            if len(starts) == 1:
-                etags = [send(1)]
-            else:
-                with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(starts))) as pool:
-                    etags = list(pool.map(send, range(1, len(starts) + 1)))
-        except Exception as exc:
-            self._abort_staged(key, s3_key, upload_id)
-            raise translate(exc, key, "UploadPart") from None
-
-        def commit() -> ObjectInfo:
+        def send(number: int, data: bytes | memoryview) -> None:
             try:
+                etags[number] = self._upload_part(key, s3_key, upload_id, number, data)
+            except Exception as exc:
+                raise translate(exc, key, "UploadPart") from None
+
+        def complete(size: int) -> ObjectInfo:
+            numbers = sorted(etags)
+            try:
+                if not numbers or numbers != list(range(1, len(numbers) + 1)):
+                    raise BackendError(f"{key!r}: parts {numbers} sent, not 1..n")
+                tags = [etags[n] for n in numbers]
                 if self._lean_puts:
-                    etag = self.lean.complete_upload(key, s3_key, upload_id, etags)
+                    etag = self.lean.complete_upload(key, s3_key, upload_id, tags)
                 else:
                     etag = self.client.complete_multipart_upload(
                         Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
-                        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, 1)]},
+                        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
                     ).get("ETag")
             except Exception as exc:
                 self._abort_staged(key, s3_key, upload_id)
@@ -475,7 +496,7 @@ class S3Store(SyncStore):
                 self._staged.pop(upload_id, None)
             return ObjectInfo(key, size, time.time_ns(), _etag(etag))
 
-        return Staged(key, commit, lambda: self._abort_staged(key, s3_key, upload_id))
+        return Upload(key, self.part_size, send, complete, lambda: self._abort_staged(key, s3_key, upload_id))
 
     def _upload_part(self, key: str, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
         if self._lean_puts:

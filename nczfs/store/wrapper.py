@@ -15,14 +15,14 @@ from typing import Awaitable, BinaryIO, Callable, TypeVar
 import trio
 
 from nczfs.errors import BackendError
-from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Store
+from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Store, Upload
 
 T = TypeVar("T")
 
 
 class WrapperStore(Store):
-    """Forwards every call to ``inner``; capabilities are the inner store's. Except ``stage``:
-    a staged write bypasses ``set``, so a wrapper offers it only by saying so itself."""
+    """Forwards every call to ``inner``; capabilities are the inner store's. Except ``stage``
+    and ``open_upload``: they bypass ``set``, so a wrapper offers them only by saying so itself."""
 
     def __init__(self, inner: Store):
         self.inner = inner
@@ -128,13 +128,18 @@ def _default_exc(key: str) -> BaseException:
     return BackendError(f"{key!r}: injected failure")  # errno EIO
 
 
+#: the steps of an upload opened by ``open_upload``, failed like store operations
+UPLOAD_STEPS = ("upload_part", "complete_upload", "abort_upload")
+
+
 class FaultyStore(WrapperStore):
     """Fail or delay chosen operations on demand.
 
     ``fail("set", key="a/b", times=1)`` makes the next ``set`` of ``a/b`` raise an EIO
     :class:`~nczfs.errors.BackendError` without touching the medium (``after=True``: after
     the inner call succeeded). ``heal()`` disarms everything. ``calls`` counts every call by
-    operation name, failed or not; ``latency`` seconds are slept before each call.
+    operation name, failed or not; ``latency`` seconds are slept before each call. The steps
+    of an upload (:data:`UPLOAD_STEPS`) are operations too.
     """
 
     def __init__(self, inner: Store, latency: float = 0.0):
@@ -152,7 +157,7 @@ class FaultyStore(WrapperStore):
         times: int | None = None,
         after: bool = False,
     ) -> None:
-        if not hasattr(Store, op):
+        if not hasattr(Store, op) and op not in UPLOAD_STEPS:
             raise ValueError(f"{op!r} is not a store operation")
         if exc is None:
             make = _default_exc
@@ -244,3 +249,19 @@ class FaultyStore(WrapperStore):
 
     async def rmdir(self, prefix: str) -> None:
         await self._call("rmdir", prefix, self.inner.rmdir, prefix)
+
+    async def open_upload(self, key: str) -> Upload | None:
+        upload = await self._call("open_upload", key, self.inner.open_upload, key)
+        if upload is None:
+            return None
+
+        async def send(number: int, data: bytes) -> None:
+            await self._call("upload_part", key, upload.send, number, data)  # type: ignore[arg-type]
+
+        async def complete(size: int) -> ObjectInfo:
+            return await self._call("complete_upload", key, upload.complete, size)  # type: ignore[arg-type]
+
+        async def abort() -> None:
+            await self._call("abort_upload", key, upload.abort)  # type: ignore[arg-type]
+
+        return Upload(key, upload.part_size, send, complete, abort)

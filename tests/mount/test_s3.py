@@ -98,9 +98,38 @@ def test_big_file_goes_up_in_multipart_parts(s3, tmp_path, where):
     assert d.get("CreateMultipartUpload") == 1 and d.get("UploadPart", 0) >= 9 and d.get("CompleteMultipartUpload") == 1, d
     assert "PutObject" not in d
     assert d.get("write.spilled-files", 0) == (1 if where == "temp file" else 0), d
+    assert d.get("write.early-uploads-completed") == 1, d  # sent while written (see below)
     assert s3.read("big.bin") == data
     client = s3.server.client()
     assert not client.list_multipart_uploads(Bucket=s3.bucket).get("Uploads")
+
+
+def test_a_big_file_is_sent_while_it_is_written_and_a_rewritten_part_again_at_close(s3, tmp_path):
+    """Early upload: the complete parts of a file being written go while it is still open;
+    the close sends the last part, and again the part a write changed after it was sent (a
+    header rewritten at the end, as netCDF does), then completes."""
+    data = bytearray(np.random.default_rng(8).integers(0, 255, 40 * 1024 * 1024 + 3, dtype=np.uint8).tobytes())
+    with mounted(s3, tmp_path / "mnt") as m:
+        before = counts(m.path)
+        with open(m.path / "nc.bin", "wb") as f:
+            for off in range(0, len(data), 1 << 20):
+                f.write(data[off : off + (1 << 20)])
+            f.flush()
+            deadline = time.monotonic() + 60
+            while delta(before, counts(m.path)).get("UploadPart", 0) < 5 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            d = delta(before, counts(m.path))
+            assert d.get("UploadPart") == 5 and "CompleteMultipartUpload" not in d, d  # 5 whole parts of 8 MiB
+            assert not s3.keys("")  # nothing visible yet
+            f.seek(10)
+            f.write(b"HEADER")
+            data[10:16] = b"HEADER"
+        d = delta(before, counts(m.path))
+    assert "Traceback" not in m.log_text(), m.log_text()
+    assert d.get("UploadPart") == 7 and d.get("CompleteMultipartUpload") == 1 and "PutObject" not in d, d
+    assert d.get("write.early-uploads-completed") == 1, d
+    assert s3.read("nc.bin") == bytes(data)
+    assert not _unfinished_uploads(s3)
 
 
 def _unfinished_uploads(backend) -> list:

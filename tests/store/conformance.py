@@ -59,6 +59,9 @@ def names(entries: list[DirEntry]) -> list[str]:
 class StoreConformance:
     # ------------------------------------------------------------------ backend hooks
 
+    #: the store sends objects in parts while they are written (``open_upload``)
+    uploads_in_parts = False
+
     @pytest.fixture
     def sync_store(self) -> SyncStore:  # pragma: no cover - always overridden
         raise NotImplementedError
@@ -142,6 +145,35 @@ class StoreConformance:
         assert self.get_raw("short") is None
         with pytest.raises(KeyNotFound):
             await store.stat("short")
+
+    async def test_an_object_sent_in_parts(self, store):
+        """``open_upload``: parts sent in any order, one sent again (the later one counts),
+        visible only once complete; or None where the store has no such uploads."""
+        upload = await store.open_upload("parts/obj")
+        if not self.uploads_in_parts:
+            assert upload is None
+            return
+        part = upload.part_size
+        data = random.Random(5).randbytes(2 * part + 1000)
+        await upload.send(2, data[part : 2 * part])
+        await upload.send(1, b"x" * part)
+        await upload.send(3, data[2 * part :])
+        await upload.send(1, data[:part])
+        assert self.get_raw("parts/obj") is None
+        info = await upload.complete(len(data))
+        assert info.size == len(data) and self.get_raw("parts/obj") == data
+        assert (await store.stat("parts/obj")).etag == info.etag
+
+    async def test_an_aborted_upload_stores_nothing(self, store):
+        upload = await store.open_upload("parts/gone")
+        if not self.uploads_in_parts:
+            assert upload is None
+            return
+        await upload.send(1, b"y" * upload.part_size)
+        await upload.abort()
+        with pytest.raises(BackendError, match="'parts/gone'"):
+            await upload.complete(upload.part_size)
+        assert self.get_raw("parts/gone") is None
 
     async def test_set_accepts_bytearray_and_memoryview(self, store):
         await store.set("ba", bytearray(b"abc"))

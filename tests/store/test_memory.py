@@ -8,9 +8,11 @@ from tests.store.conformance import StoreConformance
 
 
 class TestMemoryStore(StoreConformance):
+    uploads_in_parts = True
+
     @pytest.fixture
     def sync_store(self) -> MemoryStore:
-        self.medium = MemoryStore("conformance")
+        self.medium = MemoryStore("conformance", part_size=256 * 1024)
         return self.medium
 
     def read_only_store(self) -> MemoryStore:

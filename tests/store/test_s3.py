@@ -13,6 +13,8 @@ from tests.store.conformance import StoreConformance
 
 
 class TestS3Store(StoreConformance):
+    uploads_in_parts = True
+
     @pytest.fixture
     def sync_store(self, s3_server) -> S3Store:
         self.server = s3_server
