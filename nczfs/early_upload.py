@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from nczfs.store.base import ObjectInfo, Store, Upload
+from nczfs.store.base import ObjectInfo, Staged, Store, Upload
 
 if TYPE_CHECKING:
     from nczfs.handles import Content
@@ -178,6 +178,20 @@ class EarlyUploads:
         """At close or fsync: send the parts not sent yet and complete the upload, which makes the
         file's content as it is now the object ``key``; None if the file has no early upload or
         it cannot be completed (it is then aborted, and the caller uploads the file whole)."""
+        staged = await self.stage(ino, key, content)
+        if staged is None:
+            return None
+        try:
+            return await staged.commit()  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - the caller uploads the file whole
+            log.warning("%r: early upload not completed, storing the file whole: %s", key, exc)
+            return None
+
+    async def stage(self, ino: int, key: str, content: Content) -> Staged | None:
+        """At close: send the parts not sent yet, and return the upload as staged: its commit
+        makes the file's content as it is now the object ``key`` (a temp file's close stages it
+        under its final name, and the rename commits it). None if the file has no early upload
+        or it cannot be completed (it is then aborted)."""
         early = self._by_ino.get(ino)
         if early is None:
             return None
@@ -211,12 +225,19 @@ class EarlyUploads:
             self._forget(early)
             await self._abort(early)
             return None
-        try:
-            info = await upload.complete(size)  # type: ignore[misc]
-        except Exception as exc:  # noqa: BLE001 - the caller uploads the file whole
-            log.warning("%r: early upload not completed, storing the file whole: %s", key, exc)
+
+        async def commit() -> ObjectInfo:
+            try:
+                info = await upload.complete(size)  # type: ignore[misc]
+            except Exception:
+                self._forget(early)
+                await self._abort(early)  # S3 aborts a failed completion itself; a second abort is harmless
+                raise
+            self.completed += 1
+            return info  # type: ignore[return-value]
+
+        async def abort() -> None:
             self._forget(early)
-            await self._abort(early)  # S3 aborts a failed completion itself; a second abort is harmless
-            return None
-        self.completed += 1
-        return info  # type: ignore[return-value]
+            await self._abort(early)
+
+        return Staged(key, commit, abort)

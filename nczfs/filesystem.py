@@ -549,8 +549,9 @@ class Filesystem:
         self.early.writing(node.ino, offset, len(data))
         await content.write(offset, data)
         self._touched(node)
-        if not node.detached and not self._deferred(node):
-            self.early.wrote(node.ino, node.path, content)
+        key = final_name(node.path) if self._deferred(node) else node.path  # a temp file's parts go to its final name
+        if key is not None and not node.detached:
+            self.early.wrote(node.ino, key, content)
         return len(data)
 
     async def _upload(self, node: Node) -> None:
@@ -634,7 +635,16 @@ class Filesystem:
             return
         async with self._lock(node):
             content = node.content
-            if content is None or node.detached or not self._deferred(node) or content.size < STAGE_MIN_BYTES:
+            if content is None or node.detached or not self._deferred(node):
+                return
+            early = await self.early.stage(node.ino, final, content)  # sent while it was written
+            if early is not None:
+                old = self._staged.pop(node.ino, None)
+                if old is not None:
+                    await self._abort(old[1])
+                self._staged[node.ino] = (content.version, early)
+                return
+            if content.size < STAGE_MIN_BYTES:
                 return
             if content.spilled:  # not read back into memory: the rename streams it from its file
                 return

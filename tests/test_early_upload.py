@@ -189,15 +189,43 @@ async def test_parts_of_a_file_in_its_temp_file_are_read_from_it(faulty, raw, tm
     assert fs.early.counters()["write.early-uploads-completed"] == 1 and faulty.calls["set"] == 0
 
 
-async def test_temp_files_renamed_into_place_are_not_sent_early(fs, raw, faulty):
-    """zarr's ``.partial`` files are stored once under their final name at the rename."""
-    data = data_of(6 * PART)
-    name = "c.0123456789abcdef0123456789abcdef.partial"
+@pytest.mark.parametrize("name", ["c.0123456789abcdef0123456789abcdef.partial", ".c.Ab12Cd"], ids=["zarr", "rsync"])
+async def test_a_temp_file_is_sent_under_its_final_name_and_the_rename_completes_it(fs, raw, faulty, name):
+    """zarr's ``.partial`` and rsync's ``.NAME.XXXXXX`` files: their parts go to the final name
+    while they are written, the close sends the rest, the rename completes the upload."""
+    data = data_of(6 * PART + 3)
     fh, _ = await fs.create(ROOT_INO, name, 0o644, WRITE_NEW)
     await write_seq(fs, fh, data)
     await close(fs, fh)
+    assert faulty.calls["upload_part"] == 7 and list(raw.open_uploads.values()) == ["c"]
+    assert raw.list_prefix("") == []  # nothing visible before the rename
     await fs.rename(ROOT_INO, name, ROOT_INO, "c")
-    assert raw.get("c") == data and faulty.calls["open_upload"] == 0
+    assert raw.get("c") == data and raw.list_prefix("") == ["c"] and raw.open_uploads == {}
+    assert faulty.calls["set"] == 0 and fs.early.counters()["write.early-uploads-completed"] == 1
+
+
+async def test_a_temp_file_changed_after_its_close_is_stored_as_changed_at_the_rename(fs, raw, faulty):
+    name = ".c.Ab12Cd"
+    data = bytearray(data_of(6 * PART))
+    fh, attr = await fs.create(ROOT_INO, name, 0o644, WRITE_NEW)
+    await write_seq(fs, fh, bytes(data))
+    await close(fs, fh)
+    fh = await fs.open(attr.ino, os.O_WRONLY)
+    await fs.write(fh, 0, b"again")
+    data[:5] = b"again"
+    await close(fs, fh)
+    await fs.rename(ROOT_INO, name, ROOT_INO, "c")
+    await trio.testing.wait_all_tasks_blocked()
+    assert raw.get("c") == bytes(data) and raw.list_prefix("") == ["c"] and raw.open_uploads == {}
+
+
+async def test_a_temp_file_unlinked_after_its_close_leaves_no_upload(fs, raw, faulty):
+    fh, _ = await fs.create(ROOT_INO, ".c.Ab12Cd", 0o644, WRITE_NEW)
+    await write_seq(fs, fh, data_of(6 * PART))
+    await close(fs, fh)
+    assert len(raw.open_uploads) == 1
+    await fs.unlink(ROOT_INO, ".c.Ab12Cd")
+    assert raw.open_uploads == {} and raw.list_prefix("") == []
 
 
 async def test_a_store_without_uploads_stores_the_file_at_close(tmp_path):

@@ -132,6 +132,25 @@ def test_a_big_file_is_sent_while_it_is_written_and_a_rewritten_part_again_at_cl
     assert not _unfinished_uploads(s3)
 
 
+def test_rsync_of_a_big_file_sends_it_while_written_under_its_final_name(s3, tmp_path):
+    """rsync writes ``.NAME.XXXXXX`` and renames it: its parts go to the final name while it is
+    written, its close sends the rest, the rename completes the upload (no copy, no PUT)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    data = np.random.default_rng(9).integers(0, 255, 40 * 1024 * 1024 + 3, dtype=np.uint8).tobytes()
+    (src / "big.bin").write_bytes(data)
+    with mounted(s3, tmp_path / "mnt") as m:
+        before = counts(m.path)
+        subprocess.run(["rsync", "-a", f"{src}/", f"{m.path}/dst/"], check=True)
+        d = delta(before, counts(m.path))
+    assert "Traceback" not in m.log_text(), m.log_text()
+    assert d.get("CreateMultipartUpload") == 1 and d.get("UploadPart") == 6 and d.get("CompleteMultipartUpload") == 1, d
+    assert "PutObject" not in d and "CopyObject" not in d, d
+    assert d.get("write.early-uploads-completed") == 1, d
+    assert s3.read("dst/big.bin") == data and s3.keys("dst") == ["dst/big.bin"]
+    assert not _unfinished_uploads(s3)
+
+
 def _unfinished_uploads(backend) -> list:
     client = backend.server.client()
     return client.list_multipart_uploads(Bucket=backend.bucket, Prefix=backend.prefix + "/").get("Uploads", [])
