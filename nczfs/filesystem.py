@@ -259,7 +259,7 @@ class Filesystem:
                 if e.is_dir or e.name not in entries:
                     entries[e.name] = e
         except KeyNotFound:
-            self.early.wrote(node.ino, node.path, content)
+            pass
         start = path + "/" if path else ""
         for d in self.local_dirs:  # a kept directory implies its parents, as a key does
             if d.startswith(start):

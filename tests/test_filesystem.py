@@ -774,6 +774,14 @@ async def test_readdir_bad_handle(fs):
     await fails(errno.EINVAL, fs.readdir, 12345, 0, lambda n, a, i: True)
 
 
+async def test_readdir_of_a_directory_the_store_no_longer_lists(fs, raw, faulty):
+    """A store may answer a listing with KeyNotFound (a presented view hides an array): the
+    directory lists what the mount itself keeps there, here nothing."""
+    await mkdirs(fs, "d")
+    faulty.fail("list_dir", KeyNotFound("d"), key="d")
+    assert await listdir(fs, "d") == []
+
+
 # ---------------------------------------------------------------------- forget
 
 
