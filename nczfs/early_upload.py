@@ -96,7 +96,6 @@ class EarlyUploads:
             if content.size < EARLY_FROM_BYTES or not content.dirty or content in self._dropped:
                 return
             early = self._by_ino[ino] = _Early(key, content)
-            self.started += 1
             trio.lowlevel.spawn_system_task(self._open, ino, early, name=f"nczfs early upload {key}")
             return
         if early.content is not content or early.key != key:
@@ -128,7 +127,9 @@ class EarlyUploads:
         except Exception as exc:  # noqa: BLE001 - the close stores the file the ordinary way
             log.debug("%r: no early upload: %s", early.key, exc)
         if early.upload is None:
-            early.broken = True
+            early.broken = True  # a store without such uploads: not counted
+        else:
+            self.started += 1
         early.opened.set()  # a drop meanwhile waits for this to abort it
         self._more(early)
 
@@ -162,13 +163,13 @@ class EarlyUploads:
 
     def _forget(self, early: _Early) -> None:
         early.broken = True
-        self.dropped += 1
         self._dropped.add(early.content)
 
     async def _abort(self, early: _Early) -> None:
         await early.opened.wait()
         await early.idle.wait()
         if early.upload is not None:
+            self.dropped += 1
             try:
                 await early.upload.abort()  # type: ignore[misc]
             except Exception as exc:  # noqa: BLE001 - invisible parts; the store's close aborts what is left

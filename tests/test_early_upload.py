@@ -124,7 +124,10 @@ async def test_a_failing_early_upload_leaves_the_close_to_store_the_file_whole(f
     await close(fs, fh)  # no error: the whole upload stored it
     assert raw.get("big") == data
     assert faulty.calls["set"] == 1 and raw.open_uploads == {}
-    assert fs.early.counters()["write.early-uploads-completed"] == 0
+    counters = fs.early.counters()
+    opened = 0 if step == "open_upload" else 1
+    assert (counters["write.early-uploads"], counters["write.early-uploads-dropped"],
+            counters["write.early-uploads-completed"]) == (opened, opened, 0), counters
 
 
 async def test_the_close_reports_a_failure_of_the_whole_upload_after_an_early_one_failed(fs, raw, faulty):
@@ -158,6 +161,8 @@ async def test_truncate_unlink_and_rename_drop_the_early_upload(fs, raw, faulty,
         want, key = data, "moved"
     await trio.testing.wait_all_tasks_blocked()
     assert raw.open_uploads == {}
+    counters = fs.early.counters()
+    assert (counters["write.early-uploads"], counters["write.early-uploads-dropped"]) == (1, 1), counters
     await close(fs, fh)
     if want is None:
         assert raw.list_prefix("") == []
@@ -238,4 +243,4 @@ async def test_a_store_without_uploads_stores_the_file_at_close(tmp_path):
     await write_seq(fs, fh, data)
     await close(fs, fh)
     assert raw.get("big") == data
-    assert fs.early.counters()["write.early-uploads-completed"] == 0
+    assert set(fs.early.counters().values()) == {0}  # nothing counted where the store has no uploads
