@@ -715,7 +715,7 @@ class CachingStore(WrapperStore):
             self._siblings_ahead(key)
         out = []
         for f in fetches:
-            out.append(f if isinstance(f, bytes) else await f.wait())
+            out.append(await f.wait() if isinstance(f, _Fetch) else f)
         return out
 
     def _start(self, ident: tuple[str, str, int], prefetch: bool = False, sibling: int = 0) -> _Fetch:

@@ -324,8 +324,10 @@ class _TrioConnection:
         del self.buf[:n]
         return data
 
-    def _read_blocking(self, n: int) -> bytes:
-        """(worker thread) ``n`` bytes: what is buffered, then the rest received into place."""
+    def _read_blocking(self, n: int) -> bytearray:
+        """(worker thread) ``n`` bytes: what is buffered, then the rest received into place. The
+        bytearray itself, not a bytes copy of it: that copy cost ~0.45 s of CPU per 512 MiB on
+        these machines (a fresh 8 MiB for every block read)."""
         out = bytearray(n)
         have = len(self.buf)
         out[:have] = self.buf
@@ -336,11 +338,12 @@ class _TrioConnection:
             while have < n:
                 got = self.sock.recv_into(view[have:])
                 if not got:
-                    return bytes(out[:have])
+                    del out[have:]
+                    return out
                 have += got
         finally:
             self.sock.setblocking(False)
-        return bytes(out)
+        return out
 
     async def _rest(self) -> bytes:
         while await self._fill():

@@ -160,7 +160,8 @@ def test_the_trio_pool_receives_a_long_body_in_a_thread_and_keeps_the_connection
     server, pool = serve(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
                          b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
     status, got = pool.request("GET", "/big", {})
-    assert status == 200 and type(got) is bytes and got == body
+    # the trio pool hands over the buffer it received the body into, not a copy of it
+    assert status == 200 and got == body and type(got) is (bytearray if isinstance(pool, InTrio) else bytes)
     assert pool.request("GET", "/small", {}) == (200, b"ok")  # the same connection, non-blocking again
     assert server.connections == 1
     assert received == ([len(body)] if isinstance(pool, InTrio) else [])
