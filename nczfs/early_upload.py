@@ -48,15 +48,15 @@ class _Early:
         self.upload: Upload | None = None
         #: set once the store answered ``open_upload`` (``upload`` is then set, or ``broken``)
         self.opened = trio.Event()
-        #: bytes [0, covered) are sent or being sent, in ``parts`` parts
+        #: bytes [0, covered) are sent or being sent
         self.covered = 0
-        self.parts = 0
+        #: parts being sent, and an event set while there are none
         self.running = 0
         self.idle = trio.Event()
         self.idle.set()
         #: parts read and being sent at once (more wait: the close starts all that are left)
         self.slots = trio.CapacityLimiter(PARTS_AT_CLOSE)
-        #: never to be completed: a part failed, the bytes sent changed, or the file moved
+        #: never to be completed: a part failed, or the file was truncated, moved or unlinked
         self.broken = False
         #: the close is sending the rest: no more parts from writes
         self.finishing = False

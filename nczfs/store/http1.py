@@ -326,8 +326,8 @@ class _TrioConnection:
 
     def _read_blocking(self, n: int) -> bytearray:
         """(worker thread) ``n`` bytes: what is buffered, then the rest received into place. The
-        bytearray itself, not a bytes copy of it: that copy cost ~0.45 s of CPU per 512 MiB on
-        these machines (a fresh 8 MiB for every block read)."""
+        bytearray itself, not a bytes copy of it (lab, a cold read of 512 MiB in 8 MiB blocks:
+        the daemon's CPU 0.76 -> 0.64 s, medians of 6 pairs)."""
         out = bytearray(n)
         have = len(self.buf)
         out[:have] = self.buf

@@ -24,7 +24,7 @@ class MemoryStore(SyncStore):
         self.read_only = read_only
         #: the part size of its uploads (:meth:`open_upload`), as S3's
         self.part_size = part_size
-        #: uploads opened and neither completed nor aborted, by key: what S3 bills as unfinished
+        #: uploads opened and neither completed nor aborted (number: key), as S3 lists them
         self.open_uploads: dict[int, str] = {}
         self._uploads = itertools.count(1)
         self._objects: dict[str, tuple[bytes, ObjectInfo]] = {}
