@@ -79,6 +79,10 @@ class EarlyUploads:
         return {"write.early-uploads": self.started, "write.early-uploads-completed": self.completed,
                 "write.early-uploads-dropped": self.dropped, "write.early-parts": self.parts}
 
+    def watches(self, ino: int, content: Content) -> bool:
+        """Whether :meth:`wrote` has anything to do after a write (a cheap test for every write)."""
+        return ino in self._by_ino or content.size >= EARLY_FROM_BYTES
+
     def writing(self, ino: int, offset: int, size: int) -> None:
         """Before a write of ``size`` bytes at ``offset``: the parts sent (or being sent) that it
         changes are sent again by the close (a part sent again replaces the one sent before)."""

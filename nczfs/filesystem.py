@@ -549,9 +549,10 @@ class Filesystem:
         self.early.writing(node.ino, offset, len(data))
         await content.write(offset, data)
         self._touched(node)
-        key = final_name(node.path) if self._deferred(node) else node.path  # a temp file's parts go to its final name
-        if key is not None and not node.detached:
-            self.early.wrote(node.ino, key, content)
+        if self.early.watches(node.ino, content) and not node.detached:
+            key = final_name(node.path) if self._deferred(node) else node.path  # a temp file's: its final name
+            if key is not None:
+                self.early.wrote(node.ino, key, content)
         return len(data)
 
     async def _upload(self, node: Node) -> None:
