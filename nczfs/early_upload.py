@@ -12,7 +12,8 @@ part that fails to send: an early upload never decides what the close reports, t
 upload does.
 
 The parts are read from the file's :class:`~nczfs.handles.Content` (in memory or its temp
-file) without changing how it is held; at most :data:`PARTS_IN_FLIGHT` are in memory at once.
+file) without changing how it is held; at most :data:`PARTS_IN_FLIGHT` are in memory at once
+while the file is written, :data:`PARTS_AT_CLOSE` at its close.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class EarlyUploads:
             if content.size < EARLY_FROM_BYTES or not content.dirty or content in self._dropped:
                 return
             early = self._by_ino[ino] = _Early(key, content)
-            trio.lowlevel.spawn_system_task(self._open, ino, early, name=f"nczfs early upload {key}")
+            trio.lowlevel.spawn_system_task(self._open, early, name=f"nczfs early upload {key}")
             return
         if early.content is not content or early.key != key:
             self.drop(ino)
@@ -125,7 +126,7 @@ class EarlyUploads:
         number = start // early.upload.part_size + 1
         trio.lowlevel.spawn_system_task(self._part, early, number, start, size, name=f"nczfs early part {early.key}")
 
-    async def _open(self, ino: int, early: _Early) -> None:
+    async def _open(self, early: _Early) -> None:
         try:
             early.upload = await self.store.open_upload(early.key)
         except Exception as exc:  # noqa: BLE001 - the close stores the file the ordinary way
