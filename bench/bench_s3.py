@@ -23,7 +23,9 @@ s3fs-fuse is mounted with ``-o use_path_request_style,url=http://127.0.0.1:PORT`
 passwd file, otherwise at its defaults. "nczfs" is a writable mount at the defaults, "nczfs-ro"
 the same mounted ``--read-only`` (as a reader of published data would; it has no write row),
 and, when asked for with ``--labels``, "nczfs-dio" the writable mount with ``-o direct_io``.
-The last workload, ``cp`` of one --write-mib file, has no target in the issue.
+The last two workloads have no target in the issue: ``cp`` of one --write-mib file, and
+Debian's ``ncdump -h`` (netCDF-C 4.9.0) of a dataset of --arrays arrays written by the netCDF4
+wheel (FUSE paths only: netCDF-C reads no S3 here).
 """
 
 from __future__ import annotations
@@ -212,6 +214,30 @@ def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
 
 
 @cache
+def write_many_arrays(p: Paths, arrays: int) -> None:
+    """A dataset of ``arrays`` small arrays, written by the netCDF4 wheel, copied to the bucket as ``many.file``."""
+    import netCDF4
+
+    local = Path(tempfile.mkdtemp(prefix="nczfs-bench-many-")) / "many.file"
+    ds = netCDF4.Dataset(f"file://{local}#mode=nczarr,file", "w")
+    for name, size in (("time", 10), ("lat", 20), ("lon", 30)):
+        ds.createDimension(name, size)
+    for i in range(arrays):
+        v = ds.createVariable(f"var{i:03d}", "f4", ("time", "lat", "lon"))
+        v.units, v.long_name = "K", f"variable {i}"
+        v[:] = np.full((10, 20, 30), i, "f4")
+    ds.close()
+    p.fs().pipe({f"{p.bucket}/many.file/{f.relative_to(local)}": f.read_bytes() for f in local.rglob("*") if f.is_file()})
+    shutil.rmtree(local.parent)
+
+
+def header_of_many(p: Paths, label: str) -> float:
+    t = time.perf_counter()
+    subprocess.run(["ncdump", "-h", f"file://{p.mnt[label]}/many.file#mode=nczarr,file"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
 def random_data(mib: int) -> np.ndarray:
     return np.random.default_rng(1).random(mib * MiB // 4, dtype="f4")
 
@@ -264,8 +290,9 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=10000)
     ap.add_argument("--write-mib", type=int, default=128)
     ap.add_argument("--preads", type=int, default=2000)
+    ap.add_argument("--arrays", type=int, default=60)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-6)")
+    ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-7)")
     ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse",
                     help="which paths to run (comma list; also nczfs-dio)")
     ap.add_argument("--nczfs-args", default="", help="extra nczfs mount arguments, e.g. '--cache-size 256M'")
@@ -290,6 +317,7 @@ def main() -> None:
                                   chunks=(1024,), dtype="f4", compressors=None, zarr_format=2)
         small[:] = 1.0
         big_file.write_bytes(random_data(args.write_mib).tobytes())
+        write_many_arrays(p, args.arrays)
         cases = [
             # name, workload, also warm, writes (no read-only mount runs it), the issue's targets:
             # {"cold"/"warm": [(peer, how many times faster than the peer nczfs must be)]}
@@ -303,13 +331,14 @@ def main() -> None:
              {"cold": [("s3fs-fuse", 1.5)]}),
             # not one of the issue's targets: cp (or rsync) of a big file onto the mount
             (f"cp of one {args.write_mib} MiB file, durable", lambda p, l: copy_file(p, l, big_file), False, True, {}),
+            (f"ncdump -h of a dataset of {args.arrays} arrays", header_of_many, False, False, {}),
         ]
         only = {int(x) for x in args.only.split(",") if x}
         for number, (name, fn, warm, writes, case_targets) in enumerate(cases, 1):
             if only and number not in only:
                 continue
             for label in labels:
-                if writes and label == "nczfs-ro":
+                if writes and label == "nczfs-ro" or fn is header_of_many and label == "direct":
                     continue
                 cold, hot = measure(p, label, fn, args.runs, warm)
                 for kind, found in (("cold", cold), ("warm", hot)):

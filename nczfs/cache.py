@@ -42,8 +42,9 @@ from typing import Awaitable, BinaryIO, Callable, TypeVar
 import trio
 
 from nczfs.diskcache import DiskCache, source_identity
-from nczfs.errors import BackendError, KeyNotFound, Stale
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload, parent_of
+from nczfs.errors import BackendError, KeyNotFound, NczfsError, Stale
+from nczfs.nczarr.validate import METADATA_NAMES
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,18 @@ LIST_AFTER_MISSES = 8
 #: the TTL does not cost a paginated listing (10,000 names: 10 LISTs) each time
 HOT_TTLS = 10
 LIST_PAGE = 1000
+#: a directory met without a listing, whose parent lists it among at least this many directories
+#: (a dataset's arrays and groups), is listed together with its parent's whole tree in one
+#: request (S3: ListObjectsV2 without a delimiter), if that tree holds at most ``tree_keys`` keys
+TREE_MIN_SUBDIRS = 2
+TREE_KEYS = LIST_PAGE
+#: seconds a tree found larger than that (or unlistable) is not asked for again
+TREE_RETRY_AFTER = 60.0
+#: once a metadata object (``.zarray``, ``zarr.json``, ...) of a tree listed in one request is
+#: read, the tree's other metadata objects up to this size are fetched ahead (its reader, netCDF-C
+#: or zarr-python opening the dataset, reads them next), up to ``METADATA_AHEAD_BYTES`` in all
+METADATA_AHEAD_SIZE = 64 * 1024
+METADATA_AHEAD_BYTES = 16 * MiB
 #: metadata facts kept at most (expired ones are purged first when full)
 MAX_META = 500_000
 #: delivered blocks remembered after they were dropped (see ByteCache.refetch_part)
@@ -237,6 +250,7 @@ class CachingStore(WrapperStore):
         siblings: int = SIBLINGS_AHEAD,
         sibling_window: int = SIBLING_WINDOW,
         list_after_misses: int = LIST_AFTER_MISSES,
+        tree_keys: int = TREE_KEYS,
         clock: Callable[[], float] = time.monotonic,
         disk: DiskCache | None = None,
         kernel_keeps_reads: bool = True,
@@ -280,6 +294,13 @@ class CachingStore(WrapperStore):
         #: directories listed because of misses, until when a miss lists them again straight away
         self._hot_dirs: dict[str, float] = {}
         self._listing_now: dict[str, trio.Event] = {}
+        #: trees listed in one request (see TREE_MIN_SUBDIRS): at most this many keys, 0: never;
+        #: directories whose tree is being listed, and until when one is not listed again
+        self.tree_keys = tree_keys
+        self._tree_now: dict[str, trio.Event] = {}
+        self._no_tree: dict[str, float] = {}
+        #: per tree listed in one request: its metadata objects not fetched ahead yet
+        self._tree_metadata: dict[str, list[tuple[str, str, int]]] = {}
         self.stats: collections.Counter[str] = collections.Counter()
 
     # ------------------------------------------------------------------ counters
@@ -393,6 +414,8 @@ class CachingStore(WrapperStore):
         if hit is not _MISSING or self.ttl <= 0 or self.list_after_misses <= 0:
             return hit
         parent = parent_of(key)
+        if await self._tree_listed(parent):
+            return self._cached_entry(key)
         listing = self._listings.get(parent)
         hot = self._hot_dirs.get(parent, 0.0) > self.clock() and (listing is None or len(listing[1]) <= LIST_PAGE)
         if parent not in self._listing_now and not hot:
@@ -412,6 +435,66 @@ class CachingStore(WrapperStore):
         except KeyNotFound:
             return _MISSING
         return self._cached_entry(key)
+
+    async def _tree_listed(self, prefix: str) -> bool:
+        """Where ``prefix`` has no fresh listing but its parent's listing (fresh or not) shows it
+        among several directories (a dataset's arrays, read one after another by netCDF-C, or a
+        tree walked by ``ls -R``, ``find``, ``cp -r``), list the parent's whole tree in one
+        request, if it holds at most ``tree_keys`` keys: every directory in it gets its listing.
+        True if ``prefix`` now has a fresh listing."""
+        hit = self._listings.get(prefix)
+        if hit is not None and self._fresh(hit[0]):
+            return True
+        if not prefix or self.tree_keys <= 0 or self.ttl <= 0:
+            return False
+        top = parent_of(prefix)
+        if self._no_tree.get(top, 0.0) > self.clock():
+            return False
+        known = self._listings.get(top)
+        me = None if known is None else known[1].get(prefix.rpartition("/")[2])
+        if me is None or not me.is_dir:
+            return False
+        running = self._tree_now.get(top)
+        if running is not None:
+            self.stats["meta.coalesced"] += 1
+            await running.wait()
+            hit = self._listings.get(prefix)
+            return hit is not None and self._fresh(hit[0])
+        if sum(1 for e in known[1].values() if e.is_dir) < TREE_MIN_SUBDIRS:  # type: ignore[union-attr]
+            self._not_tree(top, known[0])  # type: ignore[index]
+            return False
+        self._tree_now[top] = done = trio.Event()
+        try:
+            trees, keep = await self._ask(top, self.inner.list_tree(top, self.tree_keys))
+        except NczfsError as exc:  # the names are then asked one by one, as before
+            log.debug("%r: tree not listed: %s", top, exc)
+            trees, keep = None, False
+        finally:
+            del self._tree_now[top]
+            done.set()
+        if trees is None:
+            self._not_tree(top, self.clock() + TREE_RETRY_AFTER)
+            return False
+        self.stats["meta.tree-listings"] += 1
+        if not keep:
+            return False
+        self._room()
+        expires = self.clock() + self.ttl
+        metadata = []
+        for folder, entries in trees.items():
+            self._listings[folder] = (expires, {e.name: e for e in entries})
+            metadata.extend((join(folder, e.name), e.info.etag, e.info.size) for e in entries
+                            if e.name in METADATA_NAMES and e.info is not None and e.info.etag
+                            and 0 < e.info.size <= METADATA_AHEAD_SIZE)
+        if len(self._tree_metadata) > MAX_WALKS:
+            self._tree_metadata.clear()
+        self._tree_metadata[top] = sorted(metadata)
+        return prefix in trees
+
+    def _not_tree(self, top: str, until: float) -> None:
+        if len(self._no_tree) > 10_000:
+            self._no_tree.clear()
+        self._no_tree[top] = until
 
     def _confirming_fetch(self, key: str) -> _Fetch | None:
         """A fetch of what an expired listing says ``key`` is, whose success would confirm it:
@@ -454,7 +537,8 @@ class CachingStore(WrapperStore):
 
     async def list_dir(self, prefix: str) -> list[DirEntry]:
         hit = self._listings.get(prefix)
-        if hit is not None and self._fresh(hit[0]):
+        if hit is not None and self._fresh(hit[0]) or await self._tree_listed(prefix):
+            hit = self._listings[prefix]
             self.stats["meta.hits"] += 1
             return [hit[1][n] for n in sorted(hit[1])]
         running = self._listing_now.get(prefix)
@@ -713,6 +797,8 @@ class CachingStore(WrapperStore):
             fetches.append(fetch)
         if indexes.start == 0:
             self._siblings_ahead(key)
+            if key.rpartition("/")[2] in METADATA_NAMES:
+                self._metadata_ahead(key)
         out = []
         for f in fetches:
             out.append(await f.wait() if isinstance(f, _Fetch) else f)
@@ -847,6 +933,48 @@ class CachingStore(WrapperStore):
             self._start(ident, sibling=size)
 
 
+    def _metadata_ahead(self, key: str) -> None:
+        """A metadata object is being read: if it lies in a tree listed in one request (a dataset
+        being opened), fetch that tree's other small metadata objects in the background, at most
+        ``SIBLING_PARALLEL`` at once, each pinned to its listed ETag. Once a tree listing."""
+        if self.siblings <= 0 or not self.cache_bytes or not self.inner.checks_versions or not self._tree_metadata:
+            return
+        top = parent_of(key)
+        while top not in self._tree_metadata:
+            if not top:
+                return
+            top = parent_of(top)
+        budget = min(METADATA_AHEAD_BYTES, self.cache_size // 16)
+        todo = []
+        for k, etag, size in self._tree_metadata.pop(top):
+            budget -= size
+            if budget < 0:
+                break
+            if k != key and (k, etag, 0) not in self.bytes and (k, etag, 0) not in self._inflight:
+                todo.append((k, etag, 0))
+        if todo:
+            trio.lowlevel.spawn_system_task(self._fetch_ahead, todo, name=f"nczfs metadata of {top!r}")
+
+    async def _fetch_ahead(self, idents: list[tuple[str, str, int]]) -> None:
+        """Fetch ``idents`` (first blocks) not cached or in flight yet, at most ``SIBLING_PARALLEL`` at once."""
+        running = trio.Semaphore(SIBLING_PARALLEL)
+
+        async def fetched(fetch: _Fetch) -> None:
+            try:
+                await fetch.done.wait()
+            finally:
+                running.release()
+
+        async with trio.open_nursery() as nursery:
+            for ident in idents:
+                await running.acquire()
+                if ident in self.bytes or ident in self._inflight:
+                    running.release()
+                    continue
+                self.stats["cache.metadata-prefetches"] += 1
+                nursery.start_soon(fetched, self._start(ident))
+
+
 #: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
 #: archive is already in the kernel's page cache)
 BYTE_CACHED_BACKENDS = frozenset({"s3", "reference"})
@@ -862,5 +990,6 @@ def cached(store, config) -> CachingStore:
         disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
         if config.cache_dir and config.source.backend in BYTE_CACHED_BACKENDS else None,
         siblings=config.prefetch_siblings,
+        tree_keys=config.list_tree_keys,
         kernel_keeps_reads=not config.direct_io,
     )

@@ -47,6 +47,8 @@ class MountConfig:
     cache_dir_size: int = DEFAULT_CACHE_DIR_SIZE
     #: objects of a directory fetched ahead of a reader walking it (cache.SIBLINGS_AHEAD; 0: off)
     prefetch_siblings: int = 16
+    #: a directory's parent tree listed in one request if it has at most this many keys (cache.TREE_KEYS; 0: off)
+    list_tree_keys: int = 1000
     #: files are opened with the kernel's direct I/O: reads and writes bypass its page cache
     #: (one copy fewer; MAP_SHARED mmap is refused with ENODEV; -o direct_io, as in s3fs-fuse)
     direct_io: bool = False
@@ -138,6 +140,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["read_ahead_kb"] = _int(key, value)
             elif key == "prefetch_siblings" and eq:
                 out["prefetch_siblings"] = _count(key, value)
+            elif key == "list_tree_keys" and eq:
+                out["list_tree_keys"] = _count(key, value)
             elif key == "allow_root" and eq and value:
                 out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))  # type: ignore[misc]
             elif key in ("endpoint_url", "profile", "region") and eq and value:

@@ -94,6 +94,9 @@ class ThreadedStore(Store):
     async def forget_dir(self, prefix: str) -> None:
         await self._call(self.impl.forget_dir, prefix)
 
+    async def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        return await self._call(self.impl.list_tree, prefix, limit)
+
     def counters(self) -> dict[str, int]:
         return self.impl.counters()
 

@@ -27,6 +27,8 @@ class TestCachingStoreConformance(test_memory.TestMemoryStore):
     """With TTL 0 the cache is transparent (changes behind it are seen at once); small blocks
     make the 5 MiB conformance object span many blocks."""
 
+    lists_trees = False  # the cache uses the trees its store lists; it offers none to the layers above
+
     @pytest.fixture
     async def store(self, sync_store):
         s = CachingStore(ThreadedStore(sync_store), cache_size=1024 * KiB, ttl=0, block_size=64 * KiB)
@@ -610,6 +612,113 @@ async def test_one_name_looked_up_past_the_ttl_relists_only_a_one_page_directory
         assert faulty.calls["list_dir"] == (1 + 8 if n == 40 else 1 + 8 // 4), n
 
 
+def put_dataset(mem: MemoryStore, arrays: int = 5, chunks: int = 1) -> None:
+    """A dataset as netCDF-C writes it: root metadata, and per array ``.zarray``, ``.zattrs``, chunks."""
+    put_behind(mem, "ds/.zgroup", b'{"zarr_format": 2}')
+    put_behind(mem, "ds/.zattrs", b"{}")
+    for a in range(arrays):
+        put_behind(mem, f"ds/v{a}/.zarray", b'{"zarr_format": 2, "a": %d}' % a)
+        put_behind(mem, f"ds/v{a}/.zattrs", b'{"units": "K"}')
+        for c in range(chunks):
+            put_behind(mem, f"ds/v{a}/{c}", b"c" * 100)
+
+
+async def test_a_directory_among_several_is_listed_with_its_parents_whole_tree(mem, clock):
+    """netCDF-C opening a dataset looks up each array's metadata, array after array: the first
+    lookup in an array's directory lists the dataset's whole tree in one request, which answers
+    every later lookup and listing below it, missing names included."""
+    cache, faulty = make(mem, clock)
+    put_dataset(mem)
+    assert [e.name for e in await cache.list_dir("ds")] == [".zattrs", ".zgroup"] + [f"v{a}" for a in range(5)]
+    assert (await cache.entry("ds/v0/.zarray")).info.size == mem.stat("ds/v0/.zarray").size
+    assert faulty.calls["list_tree"] == 1 and faulty.calls["entry"] == 0
+    for a in range(5):
+        assert (await cache.stat(f"ds/v{a}/.zattrs")).etag == mem.stat(f"ds/v{a}/.zattrs").etag
+        assert await cache.entry(f"ds/v{a}/.zgroup") is None
+        assert [e.name for e in await cache.list_dir(f"ds/v{a}")] == [".zarray", ".zattrs", "0"]
+    assert faulty.calls["list_tree"] == 1 and faulty.calls["list_dir"] == 1
+    assert faulty.calls["entry"] == faulty.calls["stat"] == 0
+    assert cache.counters()["meta.tree-listings"] == 1
+
+
+async def test_a_tree_is_listed_only_below_a_parent_of_several_directories_and_within_its_limit(mem, clock):
+    put_behind(mem, "one/sub/x", b"1")
+    cache, faulty = make(mem, clock)
+    await cache.list_dir("one")  # a single subdirectory: nothing to gain
+    assert (await cache.entry("one/sub/x")).info.size == 1
+    assert faulty.calls["list_tree"] == 0 and faulty.calls["entry"] == 1
+    put_dataset(mem, arrays=5, chunks=3)  # 27 keys under ds
+    cache, faulty = make(mem, clock, tree_keys=20)
+    await cache.list_dir("ds")
+    assert (await cache.entry("ds/v0/.zarray")) is not None
+    assert (await cache.entry("ds/v1/.zarray")) is not None
+    assert faulty.calls["list_tree"] == 1 and faulty.calls["entry"] == 2  # too large: not asked again
+    clock.now += 61  # ... for a minute
+    await cache.list_dir("ds")
+    assert (await cache.entry("ds/v2/.zarray")) is not None
+    assert faulty.calls["list_tree"] == 2
+    cache, faulty = make(mem, clock, tree_keys=0)  # -o list_tree_keys=0
+    await cache.list_dir("ds")
+    assert (await cache.entry("ds/v0/.zarray")) is not None
+    assert faulty.calls["list_tree"] == 0 and faulty.calls["entry"] == 1
+    cache, faulty = make(mem, clock)
+    await cache.list_dir("ds")
+    faulty.fail("list_tree", times=1)  # a failed tree listing: the name is asked alone
+    assert (await cache.entry("ds/v0/.zarray")) is not None
+    assert faulty.calls["list_tree"] == 1 and faulty.calls["entry"] == 1
+
+
+async def test_a_tree_listing_is_not_kept_if_a_write_below_it_raced_it(mem, clock):
+    class SlowTree(WrapperStore):  # the answer travels while the mount writes below the tree
+        async def list_tree(self, prefix: str, limit: int):
+            out = await self.inner.list_tree(prefix, limit)
+            await trio.sleep(0.05)
+            return out
+
+    put_dataset(mem)
+    cache = CachingStore(SlowTree(ThreadedStore(mem)), clock=clock, ttl=5.0)
+
+    async def write() -> None:
+        await trio.sleep(0.01)
+        await cache.set("ds/v3/new", b"n")
+
+    await cache.list_dir("ds")
+    async with trio.open_nursery() as n:
+        n.start_soon(write)
+        assert await cache.entry("ds/v0/.zarray") is not None
+    assert cache.counters()["meta.tree-listings"] == 1
+    assert "new" in [e.name for e in await cache.list_dir("ds/v3")]
+    assert (await cache.entry("ds/v3/new")).info.size == 1
+
+
+async def test_reading_one_metadata_object_of_a_listed_tree_fetches_the_others_ahead(mem, clock):
+    """Opening a dataset reads every array's metadata: once one is read, the tree's other small
+    metadata objects are fetched together, not one by one as the reader reaches them; chunks are not."""
+    put_dataset(mem, arrays=6, chunks=2)
+    cache, faulty = make(mem, clock)
+    await cache.list_dir("ds")
+    info = await cache.stat("ds/v0/.zarray")
+    assert await cache.get_version("ds/v0/.zarray", None, info.etag) == mem.get("ds/v0/.zarray")
+    with trio.fail_after(5):
+        while cache.counters().get("cache.metadata-prefetches", 0) < 13 or cache._inflight:
+            await trio.sleep(0.001)
+    gets = faulty.calls["get"]
+    assert gets == 14  # the one read, and 2 + 2 x 6 - 1 others; no chunk
+    for a in range(6):
+        for name in (".zarray", ".zattrs"):
+            key = f"ds/v{a}/{name}"
+            assert await cache.get(key) == mem.get(key)
+    assert await cache.get("ds/.zgroup") == mem.get("ds/.zgroup")
+    assert faulty.calls["get"] == gets
+    assert await cache.get("ds/v5/1") == mem.get("ds/v5/1") and faulty.calls["get"] == gets + 1
+    cache, faulty = make(mem, clock, siblings=0)  # -o prefetch_siblings=0: nothing fetched ahead
+    await cache.list_dir("ds")
+    info = await cache.stat("ds/v0/.zarray")
+    await cache.get_version("ds/v0/.zarray", None, info.etag)
+    await trio.sleep(0.01)
+    assert faulty.calls["get"] == 1
+
+
 async def test_own_writes_update_the_cached_listing(mem, clock):
     cache, faulty = make(mem, clock, ttl=1e9)
     put_behind(mem, "dir/a", b"1")
@@ -724,7 +833,7 @@ def test_metadata_ttl_default_depends_on_the_backend(argv, ttl):
     assert build_config(args).metadata_ttl == ttl
 
 
-def test_prefetch_siblings_option():
+def test_prefetch_siblings_and_list_tree_keys_options():
     from nczfs.config import parse_options
     from nczfs.errors import SourceError
 
@@ -732,6 +841,11 @@ def test_prefetch_siblings_option():
     assert parse_options(["prefetch_siblings=32"]) == {"prefetch_siblings": 32}
     for bad in ("prefetch_siblings=-1", "prefetch_siblings=many", "prefetch_siblings"):
         with pytest.raises(SourceError, match="prefetch_siblings"):
+            parse_options([bad])
+    assert parse_options(["list_tree_keys=0"]) == {"list_tree_keys": 0}
+    assert parse_options(["list_tree_keys=200"]) == {"list_tree_keys": 200}
+    for bad in ("list_tree_keys=-1", "list_tree_keys=all", "list_tree_keys"):
+        with pytest.raises(SourceError, match="list_tree_keys"):
             parse_options([bad])
 
 

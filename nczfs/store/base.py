@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Awaitable, BinaryIO, Callable, Iterator
+from typing import Awaitable, BinaryIO, Callable, Iterable, Iterator
 
 from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
 
@@ -135,6 +135,33 @@ def parent_of(key: str) -> str:
     return key.rpartition("/")[0]
 
 
+def usable_name(name: str) -> bool:
+    """Can ``name`` (one component of a key) be shown as a file name?"""
+    return name not in ("", ".", "..") and "/" not in name and "\\" not in name and "\x00" not in name and len(name.encode()) <= 255
+
+
+def tree_listings(prefix: str, objects: Iterable[tuple[str, ObjectInfo]]) -> dict[str, list[DirEntry]]:
+    """The listings of ``prefix`` and of every directory below it, as ``list_dir`` gives each,
+    from every object below ``prefix`` (its key relative to ``prefix``, and its info). A key
+    ending in ``/`` is a directory marker; a name that cannot be shown hides what lies below
+    it; an object and a directory of one name: the directory wins."""
+    dirs: dict[str, dict[str, DirEntry]] = {prefix: {}}
+    for rel, info in objects:
+        parts = rel.split("/")
+        here = prefix
+        for depth, name in enumerate(parts):
+            if not usable_name(name):
+                break
+            listing = dirs[here]
+            if depth + 1 < len(parts):  # a directory on the way
+                listing[name] = DirEntry(name, True)
+                here = join(here, name)
+                dirs.setdefault(here, {})
+            elif name not in listing:
+                listing[name] = DirEntry(name, False, info)
+    return {d: [entries[n] for n in sorted(entries)] for d, entries in dirs.items()}
+
+
 class SyncStore(abc.ABC):
     """A blocking backend. Every method may block; none is ever called on the trio thread."""
 
@@ -196,6 +223,12 @@ class SyncStore(abc.ABC):
     @abc.abstractmethod
     def list_dir(self, prefix: str) -> list[DirEntry]:
         """Immediate children of ``prefix`` (objects and implied directories), sorted by name."""
+
+    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        """The listings of ``prefix`` and of every directory below it (see :func:`tree_listings`),
+        where one request of at most ``limit`` keys fetches them all (S3: a ListObjectsV2 without
+        a delimiter); None where the tree holds more keys, or the store cannot."""
+        return None
 
     def list_prefix(self, prefix: str) -> list[str]:
         """Every object key below ``prefix`` (all depths), sorted."""
@@ -301,6 +334,10 @@ class Store(abc.ABC):
 
     async def forget_dir(self, prefix: str) -> None:
         pass
+
+    async def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        """``SyncStore.list_tree``."""
+        return None
 
     def counters(self) -> dict[str, int]:
         return {}

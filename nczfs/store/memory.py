@@ -10,7 +10,7 @@ import threading
 import time
 
 from nczfs.errors import BackendError, IsADirectory, KeyNotFound, NotADirectory, Stale
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, Upload, check_key, check_prefix
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, Upload, check_key, check_prefix, tree_listings
 
 _etags = itertools.count(1)
 
@@ -121,3 +121,9 @@ class MemoryStore(SyncStore):
         check_prefix(prefix)
         start = prefix + "/" if prefix else ""
         return sorted(k for k in list(self._objects) if k.startswith(start))
+
+    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        check_prefix(prefix)
+        start = prefix + "/" if prefix else ""
+        below = [(k[len(start) :], info) for k, (_, info) in list(self._objects.items()) if k.startswith(start)]
+        return tree_listings(prefix, below) if len(below) <= limit else None

@@ -47,6 +47,8 @@ from nczfs.store.base import (
     check_key,
     check_prefix,
     join,
+    tree_listings,
+    usable_name,
 )
 from nczfs.threads import run_blocking
 
@@ -228,14 +230,16 @@ class S3Store(SyncStore):
     def _info(self, key: str, item: dict) -> ObjectInfo:
         return ObjectInfo(key, int(item["Size"]), _mtime_ns(item.get("LastModified")), _etag(item.get("ETag")))
 
-    def _pages(self, s3_prefix: str, delimiter: bool, key: str):
+    def _pages(self, s3_prefix: str, delimiter: bool, key: str, max_keys: int | None = None):
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": s3_prefix}
         if delimiter:
             kwargs["Delimiter"] = "/"
         try:
             if self.lean is not None:  # parsed without botocore (s3lean.py)
-                yield from self.lean.list_pages(key or "/", s3_prefix, delimiter)
+                yield from self.lean.list_pages(key or "/", s3_prefix, delimiter, max_keys)
                 return
+            if max_keys is not None:
+                kwargs["PaginationConfig"] = {"PageSize": max_keys}
             yield from self.client.get_paginator("list_objects_v2").paginate(**kwargs)
         except Exception as exc:
             raise translate(exc, key or "/", "ListObjectsV2") from None
@@ -327,9 +331,19 @@ class S3Store(SyncStore):
                     entries[name] = DirEntry(name, False, self._info(join(prefix, name), item))
         return [entries[n] for n in sorted(entries)]
 
+    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        check_prefix(prefix)
+        s3_prefix = self._dir_prefix(prefix)
+        for page in self._pages(s3_prefix, False, prefix, limit):  # the first page only
+            if page.get("IsTruncated"):
+                return None
+            items = [(item["Key"][len(s3_prefix) :], item) for item in page.get("Contents", ())]
+            return tree_listings(prefix, ((rel, self._info(join(prefix, rel), item)) for rel, item in items if rel))
+        return {prefix: []}
+
     @staticmethod
     def _usable(name: str, s3_key: str) -> bool:
-        if name in ("", ".", "..") or "/" in name or "\\" in name or "\x00" in name or len(name.encode()) > 255:
+        if not usable_name(name):
             log.debug("S3 key %r has no file name nczfs can show; skipped", s3_key)
             return False
         return True

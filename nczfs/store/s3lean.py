@@ -150,7 +150,8 @@ class LeanS3:
             raise BackendError(f"{key!r}: S3 {op} answered without an ETag")
         return headers[b"etag"].decode("latin-1")
 
-    def list_pages(self, key: str, s3_prefix: str, delimiter: bool) -> Iterator[dict[str, Any]]:
+    def list_pages(self, key: str, s3_prefix: str, delimiter: bool, max_keys: int | None = None
+                   ) -> Iterator[dict[str, Any]]:
         """ListObjectsV2 pages, shaped as boto3 returns them (``Contents``, ``CommonPrefixes``),
         parsed with ElementTree (botocore's parser cost ~50 ms of Python per 1,000 keys)."""
         token = None
@@ -158,6 +159,8 @@ class LeanS3:
             params = {"list-type": "2", "prefix": s3_prefix, "encoding-type": "url"}
             if delimiter:
                 params["delimiter"] = "/"
+            if max_keys is not None:
+                params["max-keys"] = str(max_keys)
             if token:
                 params["continuation-token"] = token
             query = "&".join(f"{_q(k)}={_q(v)}" for k, v in sorted(params.items()))

@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 class WrapperStore(Store):
     """Forwards every call to ``inner``; capabilities are the inner store's. Except ``stage``
-    and ``open_upload``: they bypass ``set``, so a wrapper offers them only by saying so itself."""
+    and ``open_upload``: they bypass ``set``, so a wrapper offers them only by saying so itself;
+    and ``list_tree``, which a wrapper that changes listings could not forward unchanged."""
 
     def __init__(self, inner: Store):
         self.inner = inner
@@ -228,6 +229,9 @@ class FaultyStore(WrapperStore):
 
     async def list_prefix(self, prefix: str) -> list[str]:
         return await self._call("list_prefix", prefix, self.inner.list_prefix, prefix)
+
+    async def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        return await self._call("list_tree", prefix, self.inner.list_tree, prefix, limit)
 
     async def dir_exists(self, prefix: str) -> bool:
         return await self._call("dir_exists", prefix, self.inner.dir_exists, prefix)

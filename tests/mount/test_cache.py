@@ -8,6 +8,8 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -252,3 +254,43 @@ def test_stats_command_prints_cache_counters(s3, tmp_path):
         assert res.returncode == 0, res.stderr
         names = {line.split()[0] for line in res.stdout.splitlines()}
         assert {"GetObject", "cache.misses", "cache.bytes-held", "cache.bytes-limit", "meta.misses"} <= names, res.stdout
+
+
+@pytest.mark.skipif(shutil.which("ncdump") is None, reason="Debian ncdump (netcdf-bin) not installed")
+def test_opening_a_dataset_of_many_arrays_lists_its_tree_once_and_fetches_the_metadata_together(s3, tmp_path):
+    """Debian's ncdump reading the header of a dataset of 30 arrays (written by the netCDF4
+    wheel) from a cold mount: one LIST for the dataset's tree instead of lookups array by array,
+    the arrays' metadata fetched together once the first is read, and the header the local
+    copy's. ``-o list_tree_keys=0`` turns both off."""
+    import netCDF4
+
+    local = tmp_path / "local" / "many.file"
+    local.parent.mkdir()
+    ds = netCDF4.Dataset(f"file://{local}#mode=nczarr,file", "w")
+    ds.createDimension("x", 4)
+    for i in range(30):
+        v = ds.createVariable(f"v{i:02d}", "f4", ("x",))
+        v.units = "K"
+        v[:] = np.full(4, i, "f4")
+    ds.close()
+    s3.put_many({str(p.relative_to(local.parent)): p.read_bytes() for p in local.rglob("*") if p.is_file()})
+
+    def header(path: Path) -> str:
+        res = subprocess.run(["ncdump", "-h", f"file://{path}#mode=nczarr,file"], capture_output=True, text=True, timeout=60, check=False)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    want = header(local)
+    assert "v29:units" in want
+    for opts, tree in (((), True), (("-o", "list_tree_keys=0"), False)):
+        with mounted(s3, tmp_path / "mnt", *opts) as m:
+            before = counts(m.path)
+            assert header(m.path / "many.file") == want
+            d = delta(before, counts(m.path))
+            if tree:
+                assert d.get("meta.tree-listings") == 1 and d.get("cache.metadata-prefetches", 0) >= 50, d
+                assert d.get("ListObjectsV2", 0) <= 5, d
+            else:
+                assert "meta.tree-listings" not in d and "cache.metadata-prefetches" not in d, d
+                assert d.get("ListObjectsV2", 0) >= 30, d
+        clean(m)

@@ -304,6 +304,28 @@ class StoreConformance:
         assert got == sorted(got)
         assert set(got) == {"b", "a", "C", "_", "é", "10", "9", "a.b"}
 
+    #: the store lists a whole tree in one request (``list_tree``)
+    lists_trees = False
+
+    async def test_list_tree_gives_every_listing_below_a_prefix(self, store):
+        """``list_tree``: the listings of a prefix and of every directory below it, each as
+        ``list_dir`` gives it, if at most ``limit`` keys lie below; else (or where the store
+        cannot) None."""
+        await self._tree(store)
+        for prefix, limit in (("", 100), ("a", 4), ("c", 1), ("nope", 10)):
+            trees = await store.list_tree(prefix, limit)
+            if not self.lists_trees:
+                assert trees is None
+                return
+            assert trees is not None, prefix
+            folders = {prefix}
+            for key in await store.list_prefix(prefix):
+                while (key := key.rpartition("/")[0]) != prefix:
+                    folders.add(key)
+            assert trees == {f: await store.list_dir(f) for f in folders}, prefix
+        assert await store.list_tree("a", 3) is None  # four keys below "a"
+        assert await store.list_tree("", 6) is None
+
     async def test_list_dir_empty_store(self, store):
         assert await store.list_dir("") == []
         assert await store.list_prefix("") == []

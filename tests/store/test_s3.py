@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from nczfs.errors import BackendError, KeyNotFound
+from nczfs.store.base import DirEntry, ObjectInfo, tree_listings
 from nczfs.store.s3 import S3Store
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
@@ -14,6 +15,7 @@ from tests.store.conformance import StoreConformance
 
 class TestS3Store(StoreConformance):
     uploads_in_parts = True
+    lists_trees = True
 
     @pytest.fixture
     def sync_store(self, s3_server) -> S3Store:
@@ -117,6 +119,37 @@ async def test_pagination_with_small_pages(s3_server, bucket):
     entries = store.list_dir("d")
     assert len(entries) == 50 and sum(e.is_dir for e in entries) == 25
     assert len(store.list_prefix("d")) == 50
+
+
+async def test_a_tree_listing_shows_what_listing_each_directory_shows(s3_server, bucket):
+    """Keys other tools write: directory markers (of an empty directory and of one with keys);
+    one ListObjectsV2 for the whole tree."""
+    client = s3_server.client()
+    store = S3Store(client, bucket, "t")
+    for key in ("t/ds/v0/.zarray", "t/ds/v1/.zarray", "t/ds/v1/0.0", "t/ds/empty/", "t/ds/marked/",
+                "t/ds/marked/x", "t/ds/v2/deep/er/x", "t/ds/.zgroup", "t/ds/", "t/other/x"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"{}")
+    before = store.counters().get("ListObjectsV2", 0)
+    trees = store.list_tree("ds", 1000)
+    assert store.counters()["ListObjectsV2"] == before + 1
+    assert trees is not None
+    assert set(trees) == {"ds", "ds/v0", "ds/v1", "ds/v2", "ds/v2/deep", "ds/v2/deep/er", "ds/empty", "ds/marked"}
+    for folder, entries in trees.items():
+        assert entries == store.list_dir(folder), folder
+    assert [e.name for e in trees["ds"]] == [".zgroup", "empty", "marked", "v0", "v1", "v2"]
+    assert trees["ds/empty"] == []
+    assert trees["ds/v1"][1].info.key == "ds/v1/0.0" and trees["ds/v1"][1].info.etag == store.stat("ds/v1/0.0").etag
+    assert store.list_tree("ds", 7) is None  # eight keys below, and markers
+
+
+def test_tree_listings_hide_names_no_file_can_have_and_let_a_directory_win():
+    info = ObjectInfo("x", 1, 0, "e")
+    trees = tree_listings("p", [("a/b", info), ("a", info), ("bad\\name/c", info), ("d/../e", info),
+                                ("f//g", info), ("h/", info), ("i/" + "n" * 256, info), ("", info)])
+    assert trees == {
+        "p": [DirEntry("a", True), DirEntry("d", True), DirEntry("f", True), DirEntry("h", True), DirEntry("i", True)],
+        "p/a": [DirEntry("b", False, info)], "p/d": [], "p/f": [], "p/h": [], "p/i": [],
+    }
 
 
 async def test_errors_name_the_key_and_the_s3_error(s3_server, bucket):
