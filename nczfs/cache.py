@@ -486,9 +486,10 @@ class CachingStore(WrapperStore):
             metadata.extend((join(folder, e.name), e.info.etag, e.info.size) for e in entries
                             if e.name in METADATA_NAMES and e.info is not None and e.info.etag
                             and 0 < e.info.size <= METADATA_AHEAD_SIZE)
-        if len(self._tree_metadata) > MAX_WALKS:
-            self._tree_metadata.clear()
-        self._tree_metadata[top] = sorted(metadata)
+        if metadata:
+            if len(self._tree_metadata) > MAX_WALKS:
+                self._tree_metadata.clear()
+            self._tree_metadata[top] = sorted(metadata)
         return prefix in trees
 
     def _not_tree(self, top: str, until: float) -> None:
