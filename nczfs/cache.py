@@ -461,7 +461,7 @@ class CachingStore(WrapperStore):
             hit = self._listings.get(prefix)
             return hit is not None and self._fresh(hit[0])
         if sum(1 for e in known[1].values() if e.is_dir) < TREE_MIN_SUBDIRS:  # type: ignore[union-attr]
-            self._not_tree(top, known[0])  # type: ignore[index]
+            self._not_tree(top, max(known[0], self.clock() + self.ttl))  # type: ignore[index]
             return False
         self._tree_now[top] = done = trio.Event()
         try:
@@ -932,7 +932,6 @@ class CachingStore(WrapperStore):
                 break
             self.stats["cache.sibling-prefetches"] += 1
             self._start(ident, sibling=size)
-
 
     def _metadata_ahead(self, key: str) -> None:
         """A metadata object is being read: if it lies in a tree listed in one request (a dataset

@@ -121,11 +121,12 @@ async def test_pagination_with_small_pages(s3_server, bucket):
     assert len(store.list_prefix("d")) == 50
 
 
-async def test_a_tree_listing_shows_what_listing_each_directory_shows(s3_server, bucket):
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "boto3"])
+async def test_a_tree_listing_shows_what_listing_each_directory_shows(s3_server, bucket, lean):
     """Keys other tools write: directory markers (of an empty directory and of one with keys);
     one ListObjectsV2 for the whole tree."""
     client = s3_server.client()
-    store = S3Store(client, bucket, "t")
+    store = S3Store(client, bucket, "t", lean_requests=lean)
     for key in ("t/ds/v0/.zarray", "t/ds/v1/.zarray", "t/ds/v1/0.0", "t/ds/empty/", "t/ds/marked/",
                 "t/ds/marked/x", "t/ds/v2/deep/er/x", "t/ds/.zgroup", "t/ds/", "t/other/x"):
         client.put_object(Bucket=bucket, Key=key, Body=b"{}")
