@@ -320,15 +320,20 @@ class CachingStore(WrapperStore):
     def _fresh(self, expires: float) -> bool:
         return self.clock() < expires
 
+    def _fresh_listing(self, prefix: str) -> dict[str, DirEntry] | None:
+        """``prefix``'s cached listing (name -> entry) if it has not expired."""
+        hit = self._listings.get(prefix)
+        return hit[1] if hit is not None and self._fresh(hit[0]) else None
+
     def _cached_entry(self, key: str) -> object:
         """A cached answer for ``key`` (a DirEntry or None = missing), or _MISSING."""
         hit = self._entries.get(key)
         if hit is not None and self._fresh(hit[0]):
             return hit[1]
         parent, _, name = key.rpartition("/")
-        listing = self._listings.get(parent)
-        if listing is not None and self._fresh(listing[0]):
-            return listing[1].get(name)
+        listing = self._fresh_listing(parent)
+        if listing is not None:
+            return listing.get(name)
         while parent:  # below a missing name nothing exists
             hit = self._entries.get(parent)
             if hit is not None and hit[1] is None and self._fresh(hit[0]):
@@ -437,14 +442,11 @@ class CachingStore(WrapperStore):
         return self._cached_entry(key)
 
     async def _tree_listed(self, prefix: str) -> bool:
-        """Where ``prefix`` has no fresh listing but its parent's listing (fresh or not) shows it
+        """``prefix`` has no fresh listing: where its parent's listing (fresh or not) shows it
         among several directories (a dataset's arrays, read one after another by netCDF-C, or a
         tree walked by ``ls -R``, ``find``, ``cp -r``), list the parent's whole tree in one
         request, if it holds at most ``tree_keys`` keys: every directory in it gets its listing.
         True if ``prefix`` now has a fresh listing."""
-        hit = self._listings.get(prefix)
-        if hit is not None and self._fresh(hit[0]):
-            return True
         if not prefix or self.tree_keys <= 0 or self.ttl <= 0:
             return False
         top = parent_of(prefix)
@@ -458,8 +460,7 @@ class CachingStore(WrapperStore):
         if running is not None:
             self.stats["meta.coalesced"] += 1
             await running.wait()
-            hit = self._listings.get(prefix)
-            return hit is not None and self._fresh(hit[0])
+            return self._fresh_listing(prefix) is not None
         if sum(1 for e in known[1].values() if e.is_dir) < TREE_MIN_SUBDIRS:  # type: ignore[union-attr]
             self._not_tree(top, max(known[0], self.clock() + self.ttl))  # type: ignore[index]
             return False
@@ -537,11 +538,10 @@ class CachingStore(WrapperStore):
         return info
 
     async def list_dir(self, prefix: str) -> list[DirEntry]:
-        hit = self._listings.get(prefix)
-        if hit is not None and self._fresh(hit[0]) or await self._tree_listed(prefix):
-            hit = self._listings[prefix]
+        if self._fresh_listing(prefix) is not None or await self._tree_listed(prefix):
+            listing = self._listings[prefix][1]
             self.stats["meta.hits"] += 1
-            return [hit[1][n] for n in sorted(hit[1])]
+            return [listing[n] for n in sorted(listing)]
         running = self._listing_now.get(prefix)
         if running is not None:  # one listing of a directory at a time; the others wait for it
             self.stats["meta.coalesced"] += 1

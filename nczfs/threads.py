@@ -95,6 +95,8 @@ class ThreadedStore(Store):
         await self._call(self.impl.forget_dir, prefix)
 
     async def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        if not self.impl.lists_trees:
+            return None
         return await self._call(self.impl.list_tree, prefix, limit)
 
     def counters(self) -> dict[str, int]:

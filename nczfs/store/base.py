@@ -178,6 +178,8 @@ class SyncStore(abc.ABC):
     #: ``get_version`` really refuses another version (S3: If-Match), so a successful one
     #: confirms that the version is current (stores without that read the current bytes)
     checks_versions: bool = False
+    #: ``list_tree`` can answer (else it is not asked: no worker thread for a None)
+    lists_trees: bool = False
 
     read_only: bool = False
 

@@ -18,6 +18,7 @@ _etags = itertools.count(1)
 class MemoryStore(SyncStore):
     non_blocking = True
     checks_versions = True
+    lists_trees = True
 
     def __init__(self, name: str = "", read_only: bool = False, part_size: int = 8 * 1024 * 1024):
         self.name = name

@@ -153,6 +153,7 @@ class S3Store(SyncStore):
     stores_directories = False
     keys_form_a_tree = False
     checks_versions = True  # GETs carry If-Match
+    lists_trees = True
     #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
     #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
     emptied_dirs_may_linger = True
@@ -334,12 +335,11 @@ class S3Store(SyncStore):
     def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
         check_prefix(prefix)
         s3_prefix = self._dir_prefix(prefix)
-        for page in self._pages(s3_prefix, False, prefix, limit):  # the first page only
-            if page.get("IsTruncated"):
-                return None
-            items = [(item["Key"][len(s3_prefix) :], item) for item in page.get("Contents", ())]
-            return tree_listings(prefix, ((rel, self._info(join(prefix, rel), item)) for rel, item in items if rel))
-        return {prefix: []}
+        page = next(self._pages(s3_prefix, False, prefix, limit))  # the first page only
+        if page.get("IsTruncated"):
+            return None
+        below = ((item["Key"][len(s3_prefix) :], item) for item in page.get("Contents", ()))
+        return tree_listings(prefix, ((rel, self._info(join(prefix, rel), item)) for rel, item in below))
 
     @staticmethod
     def _usable(name: str, s3_key: str) -> bool:

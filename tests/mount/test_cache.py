@@ -261,7 +261,7 @@ def test_opening_a_dataset_of_many_arrays_lists_its_tree_once_and_fetches_the_me
     """Debian's ncdump reading the header of a dataset of 30 arrays (written by the netCDF4
     wheel) from a cold mount: one LIST for the dataset's tree instead of lookups array by array,
     the arrays' metadata fetched together once the first is read, and the header the local
-    copy's. ``-o list_tree_keys=0`` turns both off."""
+    copy's. ``-o list_tree_keys=0`` turns both off. ``find`` over it lists the tree once too."""
     import netCDF4
 
     local = tmp_path / "local" / "many.file"
@@ -294,3 +294,11 @@ def test_opening_a_dataset_of_many_arrays_lists_its_tree_once_and_fetches_the_me
                 assert "meta.tree-listings" not in d and "cache.metadata-prefetches" not in d, d
                 assert d.get("ListObjectsV2", 0) >= 30, d
         clean(m)
+    with mounted(s3, tmp_path / "mnt") as m:  # find walking the dataset lists its tree once too
+        before = counts(m.path)
+        found = subprocess.run(["find", "many.file"], cwd=m.path, capture_output=True, text=True, check=True).stdout
+        d = delta(before, counts(m.path))
+        want = subprocess.run(["find", "many.file"], cwd=local.parent, capture_output=True, text=True, check=True).stdout
+        assert sorted(found.split()) == sorted(want.split()) and "many.file/v29/.zarray" in found
+        assert d.get("meta.tree-listings") == 1 and d.get("ListObjectsV2", 0) <= 4, d
+    clean(m)
