@@ -201,6 +201,33 @@ def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
 
 
+def pages_in_memory(fd: int) -> bytes:
+    """One byte per page of the open file, 1 where the kernel's page cache holds that page
+    (mincore(2) over a read-only mapping; mapping reads nothing). Takes a descriptor already open:
+    on FUSE, opening a file without keep_cache is what empties its page cache."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return b""
+    addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap")
+    try:
+        vec = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
+        if libc.mincore(addr, size, vec) != 0:
+            raise OSError(ctypes.get_errno(), "mincore")
+        return bytes(b & 1 for b in vec)
+    finally:
+        libc.munmap(addr, size)
+
+
 def unmount(mnt: Path) -> None:
     """``nczfs umount``; if that fails or times out (a daemon stuck), the daemon is killed and the
     mount detached, so that nothing is left behind, and the failure is raised."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import S3Backend, counts, delta, mounted, run_nczfs
+from tests.helpers import S3Backend, counts, delta, mounted, pages_in_memory, run_nczfs
 
 pytestmark = pytest.mark.fuse
 
@@ -226,13 +226,18 @@ def test_a_streamed_object_turns_over_a_few_buffers_and_the_kernel_keeps_it(s3, 
         with open(m.path / "stream", "rb") as f:
             while f.read(MiB):
                 pass
-        c = counts(m.path)
+            c = counts(m.path)
+            # the second read is the kernel's; this VM's host may reclaim page cache at any time
+            # (once it took 48 MiB of this file), so blocks the kernel dropped pages of may be fetched
+            pages = pages_in_memory(f.fileno())
+        dropped = {i * mmap.PAGESIZE // (8 * MiB) for i, kept in enumerate(pages) if not kept}
         assert c["cache.bytes-held"] <= 16 * MiB and c["cache.bytes-held-delivered"] <= 16 * MiB, c
+        d = delta(before, c)
+        assert d["GetObject"] == 16 and d["cache.bytes-fetched"] == 128 * MiB, d  # every block once
+        before = counts(m.path)
         assert (m.path / "stream").read_bytes() == data
         d = delta(before, counts(m.path))
-        # every block once; the second read is the kernel's (this VM's reclaim may take a few pages)
-        assert d.get("GetObject", 0) - d.get("cache.part-refetches", 0) == 16, d
-        assert d["cache.bytes-fetched"] <= 130 * MiB, d
+        assert d.get("cache.bytes-fetched", 0) <= 8 * MiB * len(dropped), (d, sorted(dropped))
         # pages the kernel dropped from a block the daemon dropped too: only they are fetched again
         before = counts(m.path)
         fd = os.open(m.path / "stream", os.O_RDONLY)
