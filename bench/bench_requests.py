@@ -5,7 +5,8 @@
 What a small-chunk read costs the daemon is mostly requests: lookup, open, read, flush and
 release for every chunk file. This measures the floor the binding sets (pyfuse3 + trio, the
 "bare" filesystem below: one 4 KiB file, every handler returns at once; it runs pyfuse3 on
-nczfs's lock, as nczfs does (nczfs/pyfuse3_trio.py), and "bare-plain" on trio's own Lock) and
+nczfs's lock and wait for the device, as nczfs does (nczfs/pyfuse3_trio.py), and "bare-plain"
+on trio's own) and
 what nczfs adds on a directory mount of the same file, read-write and read-only
 (``--read-only`` answers the first flush with ENOSYS, so the kernel sends no more). Each case:
 a fresh mount, one warm-up read, then ``--ops`` open+close and ``--ops`` open+read+close (the

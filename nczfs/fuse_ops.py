@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import pyfuse3
 
-from nczfs import config, control
+from nczfs import config, control, pyfuse3_trio
 from nczfs.errors import KeyNotFound, NczfsError, to_errno
 from nczfs.filesystem import Attr, Filesystem, SetattrRequest
 
@@ -289,6 +289,7 @@ class Operations(pyfuse3.Operations):
         counters.update(self.fs.write_memory.counters())
         counters.update(self.fs.early.counters())
         counters.update((f"fuse.{op}", n) for op, n in self._requests.items())
+        counters.update(pyfuse3_trio.WAITS.counters())
         fh = self._next_control_fh
         self._next_control_fh += 1
         self._control[fh] = control.snapshot(counters)

@@ -1,9 +1,12 @@
 """nczfs/locks.py (a trio lock taken without a checkpoint when free) and nczfs/pyfuse3_trio.py
-(pyfuse3's request loop on it), and that the daemon's loop installs it before pyfuse3.main.
+(pyfuse3's request loop on it, and on a wait for the device that returns at once when a request
+is queued), and that the daemon's loop installs them before pyfuse3.main.
 The real mounts' request loop is covered by tests/mount/test_reference_mount.py (a request
 answered while another waits on the medium)."""
 
 from __future__ import annotations
+
+import os
 
 import pyfuse3
 import pytest
@@ -14,7 +17,7 @@ from nczfs import mount
 from nczfs.config import MountConfig
 from nczfs.locks import Lock
 from nczfs.source import Source
-from nczfs.pyfuse3_trio import install, trio_for_pyfuse3
+from nczfs.pyfuse3_trio import AT_ONCE_IN_A_ROW, WAITS, FuseWaits, install, trio_for_pyfuse3
 
 
 async def test_a_free_lock_is_taken_without_letting_other_tasks_run():
@@ -82,10 +85,80 @@ def restore_pyfuse3_trio():
 def test_pyfuse3_runs_on_trio_with_this_lock(restore_pyfuse3_trio):
     install()
     assert pyfuse3.trio.Lock is Lock
+    assert pyfuse3.trio.lowlevel.wait_readable == WAITS.wait_readable
     shim = trio_for_pyfuse3()
-    for name in ("lowlevel", "open_nursery", "from_thread", "ClosedResourceError", "to_thread"):
+    for name in ("open_nursery", "from_thread", "ClosedResourceError", "to_thread"):
         assert getattr(shim, name) is getattr(trio, name)
-    assert trio.Lock is not Lock  # trio itself is left alone
+    for name in ("current_task", "current_trio_token", "wait_writable", "checkpoint"):
+        assert getattr(shim.lowlevel, name) is getattr(trio.lowlevel, name)
+    assert trio.Lock is not Lock and trio.lowlevel.wait_readable is not shim.lowlevel.wait_readable  # trio itself is left alone
+
+
+@pytest.fixture
+def pipe():
+    r, w = os.pipe()
+    yield r, w
+    for fd in (r, w):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+async def test_a_wait_for_a_queued_request_returns_at_once_a_few_times_in_a_row(pipe):
+    """With bytes waiting, AT_ONCE_IN_A_ROW waits return without letting another task run; the
+    next goes through trio's run loop, then the count starts again."""
+    r, w = pipe
+    waits = FuseWaits()
+    ran = []
+
+    async def other() -> None:
+        ran.append(len(ran))
+
+    os.write(w, b"x")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        for _ in range(AT_ONCE_IN_A_ROW):
+            await waits.wait_readable(r)
+        assert ran == [] and (waits.at_once, waits.waited) == (AT_ONCE_IN_A_ROW, 0)
+        await waits.wait_readable(r)  # through trio: "other" runs now or right after (trio's order)
+        assert waits.waited == 1
+        await trio.testing.wait_all_tasks_blocked()
+        assert ran == [0]
+        nursery.start_soon(other)
+        await waits.wait_readable(r)
+        assert ran == [0] and waits.at_once == AT_ONCE_IN_A_ROW + 1
+    assert waits.counters() == {"fuse.next-request-waiting": AT_ONCE_IN_A_ROW + 1, "fuse.next-request-waits": 1}
+
+
+async def test_a_wait_with_nothing_queued_waits_in_trio_until_there_is(pipe):
+    r, w = pipe
+    waits = FuseWaits()
+
+    async def write_later() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        os.write(w, b"x")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(write_later)
+            await waits.wait_readable(r)
+            assert os.read(r, 1) == b"x"
+    assert (waits.at_once, waits.waited) == (0, 1)
+
+
+async def test_a_closed_device_is_left_to_trios_wait(pipe):
+    """Hung up with nothing to read (poll: POLLHUP, no POLLIN): trio's wait, which returns
+    (pyfuse3's read then sees the end); a descriptor closed under the wait: trio's error."""
+    r, w = pipe
+    waits = FuseWaits()
+    os.close(w)
+    with trio.fail_after(10):
+        await waits.wait_readable(r)
+    assert (waits.at_once, waits.waited) == (0, 1)
+    os.close(r)
+    with pytest.raises(OSError):
+        await waits.wait_readable(r)
 
 
 async def test_the_daemon_runs_pyfuse3s_loop_on_this_lock(restore_pyfuse3_trio, monkeypatch, tmp_path):
@@ -106,3 +179,4 @@ async def test_the_daemon_runs_pyfuse3s_loop_on_this_lock(restore_pyfuse3_trio, 
     with trio.fail_after(30):
         assert await mount._serve(Fs(), config, lambda error: None) == []
     assert locks == [Lock]
+    assert pyfuse3.trio.lowlevel.wait_readable == WAITS.wait_readable

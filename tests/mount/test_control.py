@@ -116,6 +116,27 @@ def test_requests_are_counted_by_operation(backing, tmp_path):
         assert res.returncode == 0 and int(dict(ln.split() for ln in res.stdout.splitlines())["fuse.open"]) >= 5
 
 
+def test_waits_for_the_next_request_are_counted(backing, tmp_path):
+    """``fuse.next-request-waits`` (the daemon waited for the device through trio) and
+    ``fuse.next-request-waiting`` (a request was queued already: no wait). Eight threads opening
+    and reading files at once queue requests faster than the one daemon thread answers them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with mounted(backing, tmp_path / "mnt") as m:
+        before = read_control(str(m.path))["counters"]
+
+        def read_often(_: int) -> None:
+            for _ in range(200):
+                assert (m.path / "a").read_bytes() == b"a"
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(read_often, range(8)))
+        changed = delta(before, read_control(str(m.path))["counters"])
+        assert changed["fuse.next-request-waits"] >= 1 and changed["fuse.next-request-waiting"] >= 100, changed
+        requests = sum(changed[f"fuse.{op}"] for op in ("open", "flush", "release"))
+        assert changed["fuse.next-request-waits"] + changed["fuse.next-request-waiting"] >= requests, changed  # one each
+
+
 def test_read_control_refuses_what_is_not_an_nczfs_mount(tmp_path):
     with pytest.raises(NotAnNczfsMount, match="not an nczfs mount point"):
         read_control(str(tmp_path))
