@@ -21,9 +21,11 @@ from typing import BinaryIO, Callable, Generator
 
 import trio
 
-#: longest status line or header line accepted, and most header lines
+#: longest status line or header line accepted, most header lines, and longest head (the
+#: status line and header lines)
 MAX_LINE = 65536
 MAX_HEADERS = 200
+MAX_HEAD = 256 * 1024
 #: request bodies this long wait for ``100 Continue`` (at most CONTINUE_WAIT seconds) before
 #: they are sent; shorter ones go at once (as botocore, which waits 1 s for any PUT body)
 EXPECT_BODY = 1024 * 1024
@@ -38,32 +40,27 @@ def _response(
     headers: dict[bytes, bytes] | None = None,
 ) -> Generator[tuple[str, int], bytes, tuple[int, bytes, bool]]:
     """The response side of one exchange, free of I/O, shared by the blocking and the trio
-    connections: it yields what it needs next, ``("line", 0)`` (a line, with its end),
+    connections: it yields what it needs next, ``("head", 0)`` (the status line and the header
+    lines, up to and with the blank line that ends them), ``("line", 0)`` (a line, with its end),
     ``("read", n)`` (n bytes, fewer only at the connection's end) or ``("rest", 0)`` (all until
     the connection ends), is sent those bytes, and returns (status, body, keep the connection).
     The header lines' names (lower case) and values go into ``headers`` if given. An interim
     ``1xx`` response (a ``100 Continue`` that came late) is skipped."""
     while True:
-        line = yield ("line", 0)
-        version, _, rest = line.partition(b" ")
+        lines = (yield ("head", 0)).split(b"\n")[:-2] or [b""]  # without the blank line
+        version, _, rest = lines[0].partition(b" ")
         try:
             status = int(rest[:3])
         except ValueError:
             raise HttpError(f"not an HTTP status line: {version + b' ' + rest[:40]!r}") from None
+        if len(lines) > MAX_HEADERS + 1:
+            raise HttpError("too many response headers")
         if not 100 <= status < 200:
             break
-        for _ in range(MAX_HEADERS):
-            if (yield ("line", 0)) in (b"\r\n", b"\n"):
-                break
-        else:
-            raise HttpError("too many response headers")
     length: int | None = None
     chunked = False
     close = version != b"HTTP/1.1"
-    for _ in range(MAX_HEADERS):
-        line = yield ("line", 0)
-        if line in (b"\r\n", b"\n"):
-            break
+    for line in lines[1:]:
         name, _, value = line.partition(b":")
         name = name.strip().lower()
         if headers is not None:
@@ -75,8 +72,6 @@ def _response(
         elif name == b"connection":
             v = value.strip().lower()
             close = v == b"close" or (close and v != b"keep-alive")
-    else:
-        raise HttpError("too many response headers")
     if chunked:
         parts = []
         while True:
@@ -102,6 +97,16 @@ def _request_bytes(method: str, target: str, headers: dict[str, str]) -> bytes:
     """A request's line and headers, as sent."""
     head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
     return head.encode("latin-1")
+
+
+def _head_end(buf: bytearray, start: int) -> int:
+    """Where the blank line that ends a response's head ends in ``buf`` (searched from
+    ``start``), or 0 if it is not there yet."""
+    crlf = buf.find(b"\n\r\n", start)
+    lf = buf.find(b"\n\n", start)
+    if lf >= 0 and (crlf < 0 or lf < crlf):
+        return lf + 2
+    return crlf + 3 if crlf >= 0 else 0
 
 
 def _check_line(line: bytes) -> bytes:
@@ -138,10 +143,12 @@ class _Connection:
     def _receive(self, reader: Generator[tuple[str, int], bytes, tuple[int, bytes, bool]],
                  first: bytes | None = None) -> tuple[int, bytes, bool]:
         """Run ``reader`` over the response (``first``: its status line, read already)."""
-        want = next(reader) if first is None else reader.send(first)
+        want = next(reader)
         while True:
             what, n = want
-            if what == "line":
+            if what == "head":
+                got, first = self._head(first), None
+            elif what == "line":
                 got = _check_line(self.file.readline(MAX_LINE + 1))
             else:
                 got = self.file.read(n) if what == "read" else self.file.read()
@@ -149,6 +156,15 @@ class _Connection:
                 want = reader.send(got)
             except StopIteration as done:
                 return done.value
+
+    def _head(self, first: bytes | None) -> bytes:
+        lines = [] if first is None else [first]
+        while True:
+            lines.append(_check_line(self.file.readline(MAX_LINE + 1)))
+            if lines[-1] in (b"\r\n", b"\n"):
+                return b"".join(lines)
+            if len(lines) > MAX_HEADERS + 2:
+                raise HttpError("too many response headers")
 
     def send(self, head: bytes, body: bytes | memoryview, headers: dict[bytes, bytes], expect: bool
              ) -> tuple[int, bytes, bool]:
@@ -160,9 +176,7 @@ class _Connection:
         if expect and select.select([self.sock], [], [], CONTINUE_WAIT)[0]:
             line = _check_line(self.file.readline(MAX_LINE + 1))
             if not line.startswith(b"HTTP/1.1 100"):  # the final answer, before the body
-                reader = _response(headers)
-                next(reader)
-                status, answer, _ = self._receive(reader, line)
+                status, answer, _ = self._receive(_response(headers), line)
                 return status, answer, False  # the server may wait for the body: never reuse this connection
             while _check_line(self.file.readline(MAX_LINE + 1)) not in (b"\r\n", b"\n"):
                 pass
@@ -300,6 +314,20 @@ class _TrioConnection:
             self.buf += data
             return bool(data)
 
+    async def _head(self) -> bytes:
+        start = 0
+        while True:
+            end = _head_end(self.buf, start)
+            if end:
+                head = bytes(self.buf[:end])
+                del self.buf[:end]
+                return head
+            if len(self.buf) > MAX_HEAD:
+                raise HttpError("response head too long")
+            start = max(0, len(self.buf) - 2)
+            if not await self._fill():
+                raise HttpError("connection closed by the server")
+
     async def _line(self) -> bytes:
         start = 0
         while True:
@@ -363,7 +391,12 @@ class _TrioConnection:
         want = next(reader)
         while True:
             what, n = want
-            got = await (self._line() if what == "line" else self._read(n) if what == "read" else self._rest())
+            if what == "head":
+                got = await self._head()
+            elif what == "line":
+                got = await self._line()
+            else:
+                got = await (self._read(n) if what == "read" else self._rest())
             try:
                 want = reader.send(got)
             except StopIteration as done:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 import trio
@@ -15,8 +16,8 @@ from nczfs.store.http1 import HttpError, Pool, TrioPool
 
 class Scripted:
     """Accepts connections; for each request received, sends the next scripted reply (raw
-    bytes; an HTTP/1.0 one is followed by closing the connection); ``None`` closes the
-    connection instead. Records requests and connections."""
+    bytes; an HTTP/1.0 one is followed by closing the connection; a list: its pieces, 50 ms
+    apart); ``None`` closes the connection instead. Records requests and connections."""
 
     def __init__(self, replies: list[bytes | None]):
         self.replies = list(replies)
@@ -49,6 +50,11 @@ class Scripted:
                 reply = self.replies.pop(0)
                 if reply is None:
                     return
+                if isinstance(reply, list):
+                    for piece in reply:
+                        time.sleep(0.05)
+                        conn.sendall(piece)
+                    continue
                 conn.sendall(reply)
                 if reply.startswith(b"HTTP/1.0"):  # its body ends with the connection
                     return
@@ -110,6 +116,18 @@ def test_chunked_and_connection_close_and_http_1_0_bodies(serve):
     assert server.connections == 2
 
 
+def test_a_head_in_pieces_and_heads_with_bare_line_ends(serve):
+    """The blank line that ends a head may arrive split (here after its CR), and lines may end
+    in LF alone; an interim 100 Continue before the answer is skipped."""
+    server, pool = serve([b"HTTP/1.1 200 OK\r", b"\nContent-Length: 2\r\n\r", b"\nok"],
+                         b"HTTP/1.1 200 OK\nContent-Length: 2\nX: y\n\nhi",
+                         [b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 1\r\n", b"\r\n", b"n"])
+    assert pool.request("GET", "/a", {}) == (200, b"ok")
+    assert pool.request("GET", "/b", {}) == (200, b"hi")
+    assert pool.request("GET", "/c", {}) == (404, b"n")
+    assert server.connections == 1
+
+
 def test_a_kept_connection_the_server_closed_is_replaced_once(serve):
     server, pool = serve(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1", None,
                          b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n2")
@@ -123,6 +141,9 @@ def test_a_kept_connection_the_server_closed_is_replaced_once(serve):
     (b"SSH-2.0-OpenSSH\r\n\r\n", "status line"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "ValueError"),
     (b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 300 + b"\r\n", "too many"),
+    (b"\r\n\r\n", "status line"),
+    (b"HTTP/1.1 200 OK\r\nX: " + b"y" * 300_000 + b"\r\n\r\n", "too long"),
+    (b"HTTP/1.1 200 OK\r\nContent-Len", "closed"),
     (None, "closed"),
 ])
 def test_unreadable_responses_are_errors_not_hangs(serve, reply, message):
