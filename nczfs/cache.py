@@ -138,11 +138,17 @@ class ByteCache:
         self._again: set[tuple[str, str, int]] = set()
         #: delivered blocks dropped for the bound, most recent last
         self._dropped: collections.OrderedDict[tuple[str, str, int], None] = collections.OrderedDict()
+        #: blocks the mount stored and nobody read since, oldest first (bound: ``delivered_limit``)
+        self._written: collections.OrderedDict[tuple[str, str, int], None] = collections.OrderedDict()
+        self.written_used = 0
 
     def get(self, ident: tuple[str, str, int]) -> bytes | None:
         data = self._items.get(ident)
         if data is not None:
             self._items.move_to_end(ident)
+            if ident in self._written:  # read back: an ordinary block from now on
+                del self._written[ident]
+                self.written_used -= len(data)
             if ident in self._delivered:  # wanted again: the kernel did not keep it
                 del self._delivered[ident]
                 self.delivered_used -= len(data)
@@ -185,7 +191,9 @@ class ByteCache:
         kernel's page cache unless it reclaimed them.)"""
         return ident in self._dropped
 
-    def put(self, ident: tuple[str, str, int], data: bytes) -> None:
+    def put(self, ident: tuple[str, str, int], data: bytes, written: bool = False) -> None:
+        """Keep ``data``; ``written``: bytes the mount stored, kept like delivered blocks (at most
+        ``delivered_limit`` bytes of them, the most recent) until they are read."""
         if len(data) > self.limit:
             return
         self._remove(ident)
@@ -195,6 +203,11 @@ class ByteCache:
         self._items[ident] = data
         self._by_key.setdefault(ident[0], set()).add(ident)
         self.used += len(data)
+        if written:
+            self._written[ident] = None
+            self.written_used += len(data)
+            while self.written_used > self.delivered_limit:
+                self._remove(next(iter(self._written)))
 
     def _remove(self, ident: tuple[str, str, int]) -> None:
         data = self._items.pop(ident, None)
@@ -206,6 +219,9 @@ class ByteCache:
         if ident in self._delivered:
             del self._delivered[ident]
             self.delivered_used -= len(data)
+        if ident in self._written:
+            del self._written[ident]
+            self.written_used -= len(data)
         idents = self._by_key.get(ident[0])
         if idents is not None:
             idents.discard(ident)
@@ -310,6 +326,7 @@ class CachingStore(WrapperStore):
         out.update(self.stats)
         out["cache.bytes-held"] = self.bytes.used
         out["cache.bytes-held-delivered"] = self.bytes.delivered_used
+        out["cache.bytes-held-written"] = self.bytes.written_used
         out["cache.bytes-limit"] = self.cache_size
         if self.disk is not None:
             out.update(self.disk.counters())
@@ -634,7 +651,7 @@ class CachingStore(WrapperStore):
     def _keep_written(self, key: str, info: ObjectInfo, data: bytes | bytearray | memoryview) -> None:
         """What the mount just stored is read back from memory (a one-block object)."""
         if self.cache_bytes and len(data) <= self.block_size and info.etag:
-            self.bytes.put((key, info.etag, 0), bytes(data))
+            self.bytes.put((key, info.etag, 0), bytes(data), written=True)
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         info = await self._store(key, self.inner.set(key, data))

@@ -177,6 +177,27 @@ async def test_own_writes_are_read_back_at_once_whatever_the_ttl(mem, clock):
     assert await cache.entry("k") is None
 
 
+async def test_own_writes_are_kept_only_up_to_a_sixteenth_of_the_cache_until_read(mem, clock):
+    """What the mount stored went through the kernel and is seldom read back: the cache keeps the
+    most recent of it up to the delivered blocks' bound (memory reused for the next writes,
+    instead of the cache filling with fresh memory); a written block read back is kept as any."""
+    cache, faulty = make(mem, clock, block_size=64 * KiB, cache_size=4096 * KiB)  # bound: 256 KiB
+    infos = [await cache.set(f"w{i}", bytes([i]) * 64 * KiB) for i in range(8)]
+    c = cache.counters()
+    assert c["cache.bytes-held"] == c["cache.bytes-held-written"] == 256 * KiB, c
+    assert await cache.get_version("w7", ByteRange(0, 64 * KiB), infos[7].etag) == bytes([7]) * 64 * KiB
+    assert faulty.calls["get"] == 0  # the newest are still there
+    assert cache.counters()["cache.bytes-held-written"] == 192 * KiB  # w7, read back: kept as any block
+    await cache.set("w8", b"8" * 64 * KiB)
+    await cache.set("w9", b"9" * 64 * KiB)
+    c = cache.counters()
+    assert c["cache.bytes-held"] == 320 * KiB and c["cache.bytes-held-written"] == 256 * KiB, c
+    assert await cache.get_version("w7", ByteRange(0, 64 * KiB), infos[7].etag) == bytes([7]) * 64 * KiB
+    assert faulty.calls["get"] == 0
+    assert await cache.get_version("w0", ByteRange(0, 64 * KiB), infos[0].etag) == bytes([0]) * 64 * KiB
+    assert faulty.calls["get"] == 1  # the oldest went first
+
+
 async def test_a_stale_read_drops_what_is_cached_about_the_object(mem, clock):
     """A pinned read finding the object changed (S3: If-Match fails) makes the next stat ask the store."""
     from nczfs.errors import Stale

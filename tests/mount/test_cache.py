@@ -254,6 +254,32 @@ def test_a_streamed_object_turns_over_a_few_buffers_and_the_kernel_keeps_it(s3, 
     clean(m)
 
 
+def test_what_the_mount_writes_is_kept_only_up_to_a_sixteenth_of_the_cache(s3, tmp_path):
+    """Written objects are kept in the cache like blocks read to their end (the most recent, up
+    to a sixteenth of it): the daemon reuses the memory of the rest for the next writes instead
+    of faulting in fresh memory for every byte written until the cache is full."""
+    from nczfs.control import read_control
+
+    def faults(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+    data = [np.random.default_rng(i).bytes(8 * MiB) for i in range(8)]
+    with mounted(s3, tmp_path / "mnt", "-o", "cache_size=256M") as m:
+        pid = read_control(str(m.path))["pid"]
+        rounds = []
+        for r in range(2):
+            before = faults(pid)
+            for i, d in enumerate(data):
+                (m.path / f"w{r}-{i}").write_bytes(d)
+            rounds.append(faults(pid) - before)
+            c = counts(m.path)
+            assert c["cache.bytes-held-written"] <= 16 * MiB and c["cache.bytes-held"] <= 16 * MiB, c
+        assert rounds[1] < (64 * MiB // mmap.PAGESIZE) // 4, rounds  # 64 MiB written: 16,384 pages
+        assert (m.path / "w1-7").read_bytes() == data[7] and (m.path / "w0-0").read_bytes() == data[0]
+    assert [s3.read(f"w1-{i}") for i in range(8)] == data
+    clean(m)
+
+
 def test_stats_command_prints_cache_counters(s3, tmp_path):
     s3.put("x", b"1")
     with mounted(s3, tmp_path / "mnt") as m:
