@@ -15,7 +15,9 @@ Objects read from their start one after another in one directory (zarr reading a
 by chunk) fetch the next ``siblings`` objects of that directory ahead, in natural name order
 (chunk ``2.10`` after ``2.9``), their first block each, at most ``SIBLING_PARALLEL`` at once,
 at most ``sibling_window`` bytes of them ahead of the reader and at most a quarter of the cache
-in flight; small ones in bursts (``SIBLING_BURST_BELOW``).
+in flight; small ones in bursts (``SIBLING_BURST_BELOW``). What the mount stores (an object
+of one block) is kept for reading back, but only the most recent, like blocks the kernel holds
+(see :class:`ByteCache`).
 
 Metadata. ``entry``/``stat``/``list_dir`` results, missing names included, are reused for
 ``ttl`` seconds; a listing answers lookups of its children, a missing directory answers
@@ -649,7 +651,8 @@ class CachingStore(WrapperStore):
         return info
 
     def _keep_written(self, key: str, info: ObjectInfo, data: bytes | bytearray | memoryview) -> None:
-        """What the mount just stored is read back from memory (a one-block object)."""
+        """What the mount just stored (a one-block object) is read back from memory while it is
+        among the most recent writes (:meth:`ByteCache.put` with ``written``)."""
         if self.cache_bytes and len(data) <= self.block_size and info.etag:
             self.bytes.put((key, info.etag, 0), bytes(data), written=True)
 
