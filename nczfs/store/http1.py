@@ -178,8 +178,7 @@ class _Connection:
             if not line.startswith(b"HTTP/1.1 100"):  # the final answer, before the body
                 status, answer, _ = self._receive(_response(headers), line)
                 return status, answer, False  # the server may wait for the body: never reuse this connection
-            while _check_line(self.file.readline(MAX_LINE + 1)) not in (b"\r\n", b"\n"):
-                pass
+            self._head(line)  # the rest of the 100 Continue, up to its blank line
         try:
             self.sock.sendall(body)
         except OSError:  # the server may have answered and closed: its answer says why
