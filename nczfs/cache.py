@@ -605,6 +605,12 @@ class CachingStore(WrapperStore):
                 break
             parent = parent_of(parent)
 
+    def _changed_elsewhere(self, key: str) -> None:
+        """``key`` was found changed in the store (a version read is gone): forget what was cached
+        about it, its parent's listing included, which holds the old version's size and ETag."""
+        self._touch(key)  # an answer about it or its parent still on its way is not kept either
+        self._listings.pop(parent_of(key), None)
+
     def _written(self, key: str, info: ObjectInfo | None) -> None:
         """An object was stored (info) or deleted (None): the parent listing follows; higher ones are dropped."""
         self._touch(key)
@@ -746,7 +752,7 @@ class CachingStore(WrapperStore):
         try:
             return await self._read(key, rng, info.etag)
         except Stale:  # changed since the cached stat: read the current version
-            self._touch(key)
+            self._changed_elsewhere(key)
             return await self._read(key, rng, (await self.stat(key)).etag)
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
@@ -757,7 +763,7 @@ class CachingStore(WrapperStore):
         try:
             return await self._read(key, rng, etag)
         except Stale:  # the object changed: what is cached about it is out of date too
-            self._touch(key)
+            self._changed_elsewhere(key)
             raise
 
     async def _read(self, key: str, rng: ByteRange | None, etag: str) -> bytes | memoryview:

@@ -213,6 +213,28 @@ async def test_a_stale_read_drops_what_is_cached_about_the_object(mem, clock):
     assert faulty.calls["stat"] == 2
 
 
+async def test_a_stale_read_drops_the_listing_that_holds_the_old_version_too(mem, clock):
+    """Objects changed elsewhere after their directory was listed: the listing still holds their
+    old ETags, so a failed pinned read drops it with the rest (the next stat asks the store), and
+    a plain get reads the current version rather than failing again."""
+    from nczfs.errors import Stale
+
+    cache, faulty = make(mem, clock, ttl=1e9)
+    for key in ("d/f", "d/g"):
+        put_behind(mem, key, b"old")
+    assert sorted(e.name for e in await cache.list_dir("d")) == ["f", "g"]
+    old = (await cache.stat("d/f")).etag
+    assert faulty.calls["stat"] == 0  # answered by the listing
+    put_behind(mem, "d/f", b"new, f")
+    with pytest.raises(Stale):
+        await cache.get_version("d/f", None, old)
+    assert (await cache.stat("d/f")).etag == mem.stat("d/f").etag
+    assert faulty.calls["stat"] == 1
+    assert sorted(e.name for e in await cache.list_dir("d")) == ["f", "g"]  # listed again
+    put_behind(mem, "d/g", b"new!")
+    assert await cache.get("d/g") == b"new!"
+
+
 async def test_sequential_reads_fetch_the_next_blocks_ahead(mem, clock):
     cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=3, cache_size=4096 * KiB)
     data = bytes(range(256)) * (4 * 1024)  # 1 MiB: 16 blocks

@@ -331,6 +331,25 @@ def test_open_file_reads_one_version_never_a_mix(s3mount):
     assert (s3mount.path / "v").read_bytes() == b"B" * size  # a new open reads the new version
 
 
+def test_files_rewritten_elsewhere_after_their_directory_was_listed_open_read_and_change(s3mount):
+    """The listing cached holds the old versions: reading, appending to and truncating the
+    rewritten files work (on the old or the new version), instead of failing with ESTALE until
+    the listing expires."""
+    old, new = b"1" * 5000, b"2" * 5000
+    for n in "fgh":
+        s3mount.backend.put(f"d/{n}", old)
+    d = s3mount.path / "d"
+    assert sorted(os.listdir(d)) == ["f", "g", "h"]
+    for n in "fgh":
+        s3mount.backend.put(f"d/{n}", new)
+    assert (d / "f").read_bytes() in (old, new)
+    with open(d / "g", "ab") as f:
+        f.write(b"x")
+    assert s3mount.backend.read("d/g") in (old + b"x", new + b"x")
+    os.truncate(d / "h", 10)
+    assert s3mount.backend.read("d/h") in (old[:10], new[:10])
+
+
 def test_directory_markers_of_other_tools_are_directories(s3mount):
     s3mount.backend.put("made-by-console/", b"")
     s3mount.backend.put("made-by-console/inner/", b"")
