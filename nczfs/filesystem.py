@@ -88,7 +88,8 @@ class _Handle:
     writable: bool
     #: the object version this handle reads ("" = whatever is current)
     etag: str = ""
-    #: bytes of the stored object were read through this handle (so its version is fixed)
+    #: bytes of the stored object were read through this handle, or the kernel may hand out its
+    #: pages of that version through it (keep_cache): its version is fixed
     served: bool = False
     #: the kernel may keep its cached pages: the object is the version it was at the last open
     keep_cache: bool = False
@@ -474,9 +475,14 @@ class Filesystem:
                 await self.getattr(ino)  # fail now if the object vanished
         node.open_count += 1
         stored = not node.pending and node.content is None and not node.detached and bool(node.etag)
-        keep = stored and not (writable or flags & os.O_TRUNC) and self._opened_etag.get(ino) == node.etag
-        self._opened_etag[ino] = node.etag if stored else ""
-        fh = self._new_fh(_Handle(node, writable, "" if node.pending else node.etag, keep_cache=keep))
+        reading = stored and not (writable or flags & os.O_TRUNC)
+        keep = reading and self._opened_etag.get(ino) == node.etag
+        # the kernel's pages of a file opened for writing may hold bytes that are never stored
+        # (a refused upload): the next open does not keep them
+        self._opened_etag[ino] = node.etag if reading else ""
+        # with keep_cache the kernel may hand out its pages of this version through the new
+        # descriptor at once: it is pinned to that version as if it had read them
+        fh = self._new_fh(_Handle(node, writable, "" if node.pending else node.etag, keep_cache=keep, served=keep))
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: the kernel sends no setattr
             try:
                 await self._truncate(node, 0)
@@ -527,6 +533,12 @@ class Filesystem:
             # past it: a block past the end would cost a GET and a HEAD
             size = min(size, node.size - offset)
         # pinned to the version seen at open: a remote rewrite gives ESTALE, never a mix of two
+        if h.etag and node.etag and h.etag != node.etag:  # a newer version is known
+            if h.served:
+                # not the old version's bytes either: they would enter the kernel's pages of
+                # the file, which every descriptor shares
+                raise Stale(f"{node.path!r}: the object changed in the store while open")
+            h.etag = node.etag
         rng = ByteRange(offset, offset + size)
         try:
             data = await self.store.get_version(node.path, rng, h.etag or None)
@@ -538,6 +550,8 @@ class Filesystem:
             h.etag = node.etag
             data = await self.store.get_version(node.path, rng, h.etag or None)
         h.served = True
+        if h.etag != node.etag:  # the version changed meanwhile: the next open drops the kernel's pages
+            self._opened_etag.pop(node.ino, None)
         return data
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:

@@ -287,6 +287,21 @@ def test_read_only_key_gives_eacces_and_the_mount_keeps_working(s3_server, s3, t
     assert s3.read("keep") == b"old"
 
 
+def test_bytes_whose_upload_was_refused_are_not_read_back(s3_server, s3, tmp_path):
+    """A file rewritten in place with a key that may not write: close() fails with EACCES, and
+    the mount then reads what S3 still holds, not the refused bytes the kernel had cached."""
+    s3.put("kept", b"o" * 8192)
+    with mounted(s3, tmp_path / "mnt", "-o", "profile=reader,region=us-east-1") as m:
+        fd = os.open(m.path / "kept", os.O_RDWR)
+        os.write(fd, b"X" * 8192)
+        with pytest.raises(PermissionError):
+            os.close(fd)
+        assert (m.path / "kept").read_bytes() == b"o" * 8192
+        time.sleep(1.5)
+        assert (m.path / "kept").read_bytes() == b"o" * 8192
+    assert s3.read("kept") == b"o" * 8192
+
+
 # ---------------------------------------------------------------------- other clients, errors
 
 
@@ -348,6 +363,86 @@ def test_files_rewritten_elsewhere_after_their_directory_was_listed_open_read_an
     assert s3mount.backend.read("d/g") in (old + b"x", new + b"x")
     os.truncate(d / "h", 10)
     assert s3mount.backend.read("d/h") in (old[:10], new[:10])
+
+
+def _pattern(tag: bytes, size: int) -> bytes:
+    """``size`` bytes in which every 4 KiB page says which version and page it is."""
+    return b"".join((tag + b"%08d" % i).ljust(4096, b".") for i in range(size // 4096))
+
+
+def test_a_descriptor_given_the_kernels_pages_is_pinned_to_their_version(s3mount):
+    """A file opened again unchanged keeps the kernel's pages (keep_cache); rewritten in S3 while
+    that descriptor is open, its reads of pages the kernel does not hold give ESTALE or old
+    bytes, never the new version next to the kernel's old pages."""
+    size = 40 * 1024 * 1024
+    old, new = _pattern(b"old", size), _pattern(b"new", size)
+    s3mount.backend.put("k", old)
+    with open(s3mount.path / "k", "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        assert f.read(65536) == old[:65536]
+    fd = os.open(s3mount.path / "k", os.O_RDONLY)  # same version: the kernel keeps its pages
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        s3mount.backend.put("k", new)
+        assert os.pread(fd, 4096, 0) == old[:4096]  # from the kernel's pages
+        off = 36 * 1024 * 1024
+        try:
+            got = os.pread(fd, 4096, off)
+        except OSError as exc:
+            assert exc.errno == errno.ESTALE
+        else:
+            assert got == old[off:off + 4096]
+    finally:
+        os.close(fd)
+
+
+def test_a_descriptor_of_an_old_version_puts_none_of_it_in_the_kernels_pages(s3mount):
+    """A descriptor still on the old version of a rewritten object reads after a newer open has
+    seen the new one: it gets ESTALE (or old bytes), and later opens read the new version whole,
+    no old page left in the kernel's cache for them."""
+    size = 20 * 1024 * 1024
+    old, new = _pattern(b"old", size), _pattern(b"new", size)
+    s3mount.backend.put("p", old)
+    a = os.open(s3mount.path / "p", os.O_RDONLY)
+    try:
+        os.posix_fadvise(a, 0, 0, os.POSIX_FADV_RANDOM)
+        assert os.pread(a, 4096, 0) == old[:4096]
+        s3mount.backend.put("p", new)
+        time.sleep(1.5)  # past the TTL: the next open sees the new version
+        b = os.open(s3mount.path / "p", os.O_RDONLY)
+        os.close(b)
+        off = 6 * 1024 * 1024
+        try:
+            got = os.pread(a, 65536, off)
+        except OSError as exc:
+            assert exc.errno == errno.ESTALE
+        else:
+            assert got == old[off:off + 65536]
+    finally:
+        os.close(a)
+    time.sleep(1.5)
+    assert (s3mount.path / "p").read_bytes() == new
+
+
+def test_a_descriptor_of_a_shrunk_object_gets_estale_not_the_old_bytes_cut_short(s3mount):
+    """An object shrunk in S3 while a descriptor that read it whole is open: once the mount
+    sees the new size, that descriptor's reads give ESTALE or all of the old bytes, not the old
+    bytes cut at the new size."""
+    size = 3 * 1024 * 1024
+    old = _pattern(b"old", size)
+    s3mount.backend.put("s", old)
+    with open(s3mount.path / "s", "rb") as f:
+        assert f.read() == old
+        s3mount.backend.put("s", _pattern(b"new", 1024 * 1024))
+        time.sleep(1.5)
+        assert os.stat(s3mount.path / "s").st_size == 1024 * 1024
+        f.seek(0)
+        try:
+            got = f.read()
+        except OSError as exc:
+            assert exc.errno == errno.ESTALE
+        else:
+            assert got == old
 
 
 def test_directory_markers_of_other_tools_are_directories(s3mount):
