@@ -12,6 +12,7 @@ results (``InodeTable.overrides``).
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
@@ -140,7 +141,12 @@ def final_name(path: str) -> str | None:
 @dataclass
 class _DirHandle:
     node: Node
+    #: the directory's entries by name, taken at the first readdir; the offsets given to the
+    #: kernel are positions in it
     snapshot: list[DirEntry] | None = None
+    #: when it was taken (monotonic seconds) and the inode table's removal count then
+    taken: float = 0.0
+    removals: int = 0
 
 
 #: ``add(name, attr, next_id) -> bool``: False once the kernel's buffer is full
@@ -389,16 +395,30 @@ class Filesystem:
         if not isinstance(h, _DirHandle):
             raise InvalidArgument(f"bad directory handle {fh}")
         if start_id == 0 or h.snapshot is None:
-            h.snapshot = sorted((await self._children(h.node.path)).values(), key=lambda e: e.name)
+            await self._snapshot(h)
+        elif h.removals != self.table.removals and h.snapshot:
+            # names were unlinked or renamed through the mount since the listing was taken: go on
+            # from a new one after the last name handed out, so that none of them comes back
+            last = h.snapshot[min(start_id, len(h.snapshot)) - 1].name
+            await self._snapshot(h)
+            start_id = bisect.bisect_right([e.name for e in h.snapshot], last)
+        assert h.snapshot is not None
         for i in range(start_id, len(h.snapshot)):
             e = h.snapshot[i]
             node = self.table.node_for(join(h.node.path, e.name), e.is_dir)
-            if e.info is not None and node.content is None and not node.pending:
+            # what the listing says is as old as the listing: it does not replace what was learnt
+            # since (a write through the mount, a stat), and it is trusted for the TTL from then
+            if e.info is not None and node.content is None and not node.pending and node.fetched <= h.taken:
                 self._record(node, e.info)
+                node.fetched = h.taken
             if not add(e.name, self.attr(node), i + 1):
                 self.table.release(node)
                 return
             node.lookups += 1
+
+    async def _snapshot(self, h: _DirHandle) -> None:
+        h.taken, h.removals = self._now(), self.table.removals
+        h.snapshot = sorted((await self._children(h.node.path)).values(), key=lambda e: e.name)
 
     async def releasedir(self, fh: int) -> None:
         self._handles.pop(fh, None)

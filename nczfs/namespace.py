@@ -51,6 +51,9 @@ class InodeTable:
     by_ino: dict[int, Node] = field(default_factory=dict)
     by_path: dict[str, Node] = field(default_factory=dict)
     overrides: dict[str, Overrides] = field(default_factory=dict)
+    #: how many times a path stopped naming its node (unlink, rename, replacement): a directory
+    #: listing handed out in parts checks it to learn that names it holds may be gone
+    removals: int = 0
     _next: int = ROOT_INO + 1
 
     def __post_init__(self) -> None:
@@ -85,6 +88,7 @@ class InodeTable:
         if self.by_path.get(node.path) is node:
             del self.by_path[node.path]
         node.detached = True
+        self.removals += 1
         self._maybe_drop(node)
 
     def forget(self, ino: int, n: int) -> None:
@@ -112,6 +116,7 @@ class InodeTable:
         A file rename touches one entry per table (zarr renames every chunk it writes); only a
         directory rename scans the tables.
         """
+        self.removals += 1
         for table in (self.by_path, self.overrides):
             if subtree:
                 keys = [p for p in table if p == old or p.startswith(old + "/")]

@@ -770,6 +770,53 @@ async def test_readdir_snapshot_is_stable(fs, raw):
     assert await listdir(fs, "s") == ["0", "a", "b"]
 
 
+async def test_readdir_in_parts_keeps_what_the_mount_did_meanwhile(fs, raw):
+    """A listing handed out in parts: a file rewritten and one unlinked through the mount between
+    two parts are listed as they are now (the rewritten one with its new size, the unlinked one
+    not at all), never brought back as the listing's first part saw them."""
+    for k in ["u/a", "u/b", "u/c", "u/d"]:
+        raw.set(k, b"12")
+    u = await ino_of(fs, "u")
+    fh = await fs.opendir(u)
+    first: list[str] = []
+    await fs.readdir(fh, 0, lambda n, a, i: len(first) < 1 and first.append(n) is None)
+    await write_file(fs, "u/c", b"longer content")
+    await fs.unlink(u, "b")
+    rest: dict[str, Attr] = {}
+
+    def add(name: str, attr: Attr, next_id: int) -> bool:
+        rest[name] = attr
+        return True
+
+    await fs.readdir(fh, 1, add)
+    await fs.releasedir(fh)
+    assert first == ["a"] and sorted(rest) == ["c", "d"]
+    assert rest["c"].size == 14 and (await fs.getattr(rest["c"].ino)).size == 14
+    assert fs.table.at("u/b") is None and raw_get(raw, "u/b") is None
+
+
+async def test_readdir_in_parts_does_not_replace_what_was_learnt_since(faulty, raw):
+    """A slow reader of a listing: an object changed elsewhere and stat'ed again (past the TTL)
+    between two parts keeps its new size; the listing's older word is not recorded over it."""
+    fs = Filesystem(faulty, FsOptions(uid=1000, gid=1000, metadata_ttl=5))
+    now = [100.0]
+    fs._now = lambda: now[0]  # type: ignore[method-assign]
+    for k in ["v/a", "v/z"]:
+        raw.set(k, b"1")
+    v = await ino_of(fs, "v")
+    z = (await fs.lookup(v, "z")).ino
+    fh = await fs.opendir(v)
+    first: list[str] = []
+    await fs.readdir(fh, 0, lambda n, a, i: len(first) < 1 and first.append(n) is None)
+    raw.set("v/z", b"12345")
+    now[0] += 6  # past the TTL: the next stat asks the store
+    assert (await fs.getattr(z)).size == 5
+    rest: dict[str, Attr] = {}
+    await fs.readdir(fh, 1, lambda n, a, i: rest.setdefault(n, a) is a)
+    await fs.releasedir(fh)
+    assert first == ["a"] and rest["z"].size == 5 and (await fs.getattr(z)).size == 5
+
+
 async def test_readdir_bad_handle(fs):
     await fails(errno.EINVAL, fs.readdir, 12345, 0, lambda n, a, i: True)
 
