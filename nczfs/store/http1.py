@@ -359,17 +359,18 @@ class _TrioConnection:
         have = len(self.buf)
         out[:have] = self.buf
         self.buf.clear()
-        view = memoryview(out)
         self.sock.settimeout(self.read_timeout)
         try:
-            while have < n:
-                got = self.sock.recv_into(view[have:])
-                if not got:
-                    del out[have:]
-                    return out
-                have += got
+            with memoryview(out) as view:  # released before a short body is cut to its length
+                while have < n:
+                    got = self.sock.recv_into(view[have:])
+                    if not got:
+                        break
+                    have += got
         finally:
             self.sock.setblocking(False)
+        if have < n:  # the connection ended: the parser says the body was cut short
+            del out[have:]
         return out
 
     async def _rest(self) -> bytes:

@@ -138,6 +138,8 @@ def test_a_kept_connection_the_server_closed_is_replaced_once(serve):
 
 @pytest.mark.parametrize("reply, message", [
     (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "cut short"),
+    # a long body (the trio pool receives it in a worker thread) whose connection ends halfway
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 3000000\r\n\r\n" + b"x" * 1_500_000, "cut short"),
     (b"SSH-2.0-OpenSSH\r\n\r\n", "status line"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "ValueError"),
     (b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 300 + b"\r\n", "too many"),
