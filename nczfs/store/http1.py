@@ -135,10 +135,13 @@ class _Connection:
             except OSError:
                 pass
 
-    def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
-        """Send ``request``; return (status, body, keep the connection)."""
+    def exchange(self, request: bytes, headers: dict[bytes, bytes] | None = None) -> tuple[int, bytes, bool]:
+        """Send ``request``; return (status, body, keep the connection); the answer's header
+        lines go into ``headers`` if given."""
+        if headers is not None:
+            headers.clear()
         self.sock.sendall(request)
-        return self._receive(_response())
+        return self._receive(_response(headers))
 
     def _receive(self, reader: Generator[tuple[str, int], bytes, tuple[int, bytes, bool]],
                  first: bytes | None = None) -> tuple[int, bytes, bool]:
@@ -199,10 +202,12 @@ class Pool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def request(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
-        """One request without a body."""
+    def request(self, method: str, target: str, headers: dict[str, str],
+                answer_headers: dict[bytes, bytes] | None = None) -> tuple[int, bytes]:
+        """One request without a body; the answer's headers (by lower-case name) go into
+        ``answer_headers`` if given."""
         request = _request_bytes(method, target, headers)
-        return self._exchange(lambda conn: conn.exchange(request))
+        return self._exchange(lambda conn: conn.exchange(request, answer_headers))
 
     def send(self, method: str, target: str, headers: dict[str, str], body: bytes | memoryview
              ) -> tuple[int, bytes, dict[bytes, bytes]]:
@@ -380,14 +385,16 @@ class _TrioConnection:
         self.buf.clear()
         return data
 
-    async def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
+    async def exchange(self, request: bytes, headers: dict[bytes, bytes] | None = None) -> tuple[int, bytes, bool]:
+        if headers is not None:
+            headers.clear()
         view = memoryview(request)
         while view:
             try:
                 view = view[self.sock.send(view):]
             except BlockingIOError:
                 await trio.lowlevel.wait_writable(self.sock)
-        reader = _response()
+        reader = _response(headers)
         want = next(reader)
         while True:
             what, n = want
@@ -414,14 +421,15 @@ class TrioPool:
         self._address: tuple | None = None
         self._closed = False
 
-    async def request(self, method: str, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    async def request(self, method: str, target: str, headers: dict[str, str],
+                      answer_headers: dict[bytes, bytes] | None = None) -> tuple[int, bytes]:
         request = _request_bytes(method, target, headers)
         await trio.lowlevel.checkpoint_if_cancelled()
         for _ in range(2):
             conn = await self._take()
             try:
                 with trio.fail_after(self.read_timeout):
-                    status, body, keep = await conn.exchange(request)
+                    status, body, keep = await conn.exchange(request, answer_headers)
             except (OSError, ValueError, HttpError, trio.TooSlowError) as exc:
                 conn.close()
                 if conn.reused and not isinstance(exc, (TimeoutError, trio.TooSlowError)):

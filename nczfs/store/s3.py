@@ -36,7 +36,7 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
-from nczfs.store.s3lean import LeanS3, RangeNotSatisfiable
+from nczfs.store.s3lean import LeanS3, RangeNotSatisfiable, _ranged
 from nczfs.store.base import (
     ByteRange,
     DirEntry,
@@ -101,6 +101,15 @@ def _range_header(rng: ByteRange | None) -> str | None:
     if rng is None or (rng.start == 0 and rng.end is None):
         return None
     return f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
+
+
+def _past_the_end(key: str, rng: ByteRange | None, info: ObjectInfo) -> bytes:
+    """What a GET answered "range not satisfiable" (416) reads: nothing if the range starts at
+    or past the end of the object, as HTTP means; a range inside it is an error, not an end."""
+    start = rng.start if rng is not None else 0
+    if start < info.size:
+        raise BackendError(f"{key!r}: S3 GetObject answered 416 for bytes from {start} of an object of {info.size}")
+    return b""
 
 
 def _mtime_ns(value: Any) -> int:
@@ -282,14 +291,14 @@ class S3Store(SyncStore):
             if self.lean is not None:  # the same GET without botocore's per-request CPU (s3lean.py)
                 return self.lean.get(key, kwargs["Key"], kwargs.get("Range"), etag)
             resp = self.client.get_object(**kwargs)
-            return resp["Body"].read()
+            meta = resp["ResponseMetadata"]
+            headers = {b"content-range": v.encode("latin-1") for k, v in meta.get("HTTPHeaders", {}).items() if k.lower() == "content-range"}
+            return _ranged(kwargs.get("Range"), meta.get("HTTPStatusCode", 200), headers, resp["Body"].read())
         except RangeNotSatisfiable:
-            self.stat(key)
-            return b""
+            return _past_the_end(key, rng, self.stat(key))
         except botocore.exceptions.ClientError as exc:
             if _code(exc) == "InvalidRange":  # a range past the end: clipped to nothing
-                self.stat(key)
-                return b""
+                return _past_the_end(key, rng, self.stat(key))
             raise translate(exc, key, "GetObject") from None
         except Exception as exc:
             raise translate(exc, key, "GetObject") from None
@@ -304,8 +313,7 @@ class S3Store(SyncStore):
         try:
             return await self.lean.get_async(key, self._full(key), _range_header(rng), etag)
         except RangeNotSatisfiable:  # a range past the end: empty, if the object exists
-            await run_blocking(self.stat, key)
-            return b""
+            return _past_the_end(key, rng, await run_blocking(self.stat, key))
 
     def stat(self, key: str) -> ObjectInfo:
         check_key(key)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
+import re
 import time
 import urllib.parse
 from typing import Any, Callable, Iterator
@@ -52,6 +53,41 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 class RangeNotSatisfiable(Exception):
     """HTTP 416: the range starts at or past the end of the object."""
+
+
+class _NotAsked(Exception):
+    """A successful answer that is not what was asked for (a range other than the one asked
+    for, a listing that is not one): retried like a 5xx."""
+
+
+_CONTENT_RANGE = re.compile(rb"bytes (\d+)-(\d+)/(\d+|\*)")
+
+
+def _ranged(byte_range: str | None, status: int, headers: dict[bytes, bytes], body: bytes) -> bytes:
+    """The bytes ``byte_range`` (``bytes=a-b``, ``bytes=a-`` or None: all) asked for, out of a
+    200 or 206 answer. A 200 holds the whole object (HTTP lets a server ignore Range): the range
+    is cut out of it. A 206 must hold the range asked for, cut short only by the object's end
+    (its ``Content-Range`` says where that is); anything else is :class:`_NotAsked`."""
+    if byte_range is None:
+        return body
+    first, _, last = byte_range[len("bytes="):].partition("-")
+    start, end = int(first), (int(last) if last else None)  # end: inclusive
+    if status == 200:
+        if start >= len(body):
+            raise RangeNotSatisfiable()
+        return body[start : None if end is None else end + 1]
+    cr = headers.get(b"content-range")
+    if cr is None:
+        if end is not None and len(body) == end - start + 1:
+            return body
+        raise _NotAsked(f"{len(body)} bytes without Content-Range for {byte_range}")
+    m = _CONTENT_RANGE.fullmatch(cr.strip())
+    whole = m is not None and int(m[1]) == start and len(body) == int(m[2]) - start + 1 and (end is None or int(m[2]) <= end)
+    if whole and (end is None or int(m[2]) < end):  # ends before the range asked for: only at the object's end
+        whole = m[3] != b"*" and int(m[2]) == int(m[3]) - 1
+    if not whole:
+        raise _NotAsked(f"{len(body)} bytes, Content-Range {cr.decode('latin-1')!r}, for {byte_range}")
+    return body
 
 
 def _hmac(key: bytes, msg: str) -> bytes:
@@ -128,7 +164,8 @@ class LeanS3:
 
     def get(self, key: str, full_key: str, byte_range: str | None, etag: str | None) -> bytes:
         """GET ``full_key`` (the S3 key), optionally ``Range: bytes=...`` and ``If-Match``."""
-        return self._request("GetObject", key, *self._get_target(full_key, byte_range, etag))[0]
+        return self._request("GetObject", key, *self._get_target(full_key, byte_range, etag),
+                             check=lambda status, headers, body: _ranged(byte_range, status, headers, body))[0]
 
     def _get_target(self, full_key: str, byte_range: str | None, etag: str | None) -> tuple[str, dict[str, str]]:
         extra = {}
@@ -192,11 +229,13 @@ class LeanS3:
         return self.base + "/" + urllib.parse.quote(full_key, safe="/~")
 
     def _request(self, op: str, key: str, path: str, extra: dict[str, str], query: str = "", *,
-                 body: bytes | memoryview | None = None, method: str = "") -> tuple[bytes, dict[bytes, bytes]]:
+                 body: bytes | memoryview | None = None, method: str = "",
+                 check: Callable[[int, dict[bytes, bytes], bytes], bytes] | None = None) -> tuple[bytes, dict[bytes, bytes]]:
         """A GET, or with ``body`` a PUT or ``method`` (only where :attr:`puts`), retried as the
-        module says; returns the answer's body and (with a body) its headers by lower-case name.
-        An S3 error document in a 200 answer to a POST (S3 can start a CompleteMultipartUpload's
-        answer before it fails) is a failure, retried as a 5xx is."""
+        module says; returns the answer's body (passed through ``check`` if given, which may
+        raise :class:`_NotAsked`) and its headers by lower-case name. An S3 error document in a
+        200 answer to a POST (S3 can start a CompleteMultipartUpload's answer before it fails)
+        is a failure, retried as a 5xx is, and so is what ``check`` refuses."""
         url = path + ("?" + query if query else "")
         payload = EMPTY_SHA256 if body is None else hashlib.sha256(body).hexdigest()
         method = method or ("GET" if body is None else "PUT")
@@ -211,7 +250,10 @@ class LeanS3:
                 if status == 200 and method == "POST" and b"<Error>" in answer[:1000]:
                     failure = f"HTTP 200 with an error: {_code(answer)}"
                 elif status in (200, 206):
-                    return answer, headers
+                    try:
+                        return (answer if check is None else check(status, headers, answer)), headers
+                    except _NotAsked as exc:
+                        failure = f"HTTP {status} not as asked: {exc}"
                 else:
                     failure = _failure(op, key, status, answer)
             if attempt + 1 < ATTEMPTS:
@@ -226,16 +268,21 @@ class LeanS3:
         if self.trio_pool is None or self._refresh_due():
             return None
         path, extra = self._get_target(full_key, byte_range, etag)
+        headers: dict[bytes, bytes] = {}
         for attempt in range(ATTEMPTS):
             self._count("GetObject")
             try:
-                status, body = await self.trio_pool.request("GET", path, self._headers(path, extra))
+                status, body = await self.trio_pool.request("GET", path, self._headers(path, extra), headers)
             except HttpError as exc:
                 failure = f"HttpError: {exc}"
             else:
                 if status in (200, 206):
-                    return body
-                failure = _failure("GetObject", key, status, body)
+                    try:
+                        return _ranged(byte_range, status, headers, body)
+                    except _NotAsked as exc:
+                        failure = f"HTTP {status} not as asked: {exc}"
+                else:
+                    failure = _failure("GetObject", key, status, body)
             if attempt + 1 < ATTEMPTS:
                 self._count("retries-considered")
                 await trio.sleep(0.05 * 2**attempt)
@@ -252,9 +299,10 @@ class LeanS3:
         if body is not None:
             return self.pool.send(method, url, headers, body)
         if isinstance(self.pool, Pool):
-            return (*self.pool.request("GET", url, headers), {})
+            answer: dict[bytes, bytes] = {}
+            return (*self.pool.request("GET", url, headers, answer), answer)
         resp = self.pool.request("GET", url, headers=headers, preload_content=True)
-        return resp.status, resp.data, {}
+        return resp.status, resp.data, {k.lower().encode("latin-1"): v.encode("latin-1") for k, v in resp.headers.items()}
 
     def close(self) -> None:
         self.pool.close()

@@ -137,6 +137,91 @@ def test_lean_get_retries_server_errors(flaky, fail, ok, where):
     assert store.counters()["GetObject"] == 3 and store.counters()["retries-considered"] == 2
 
 
+class Misranged(http.server.BaseHTTPRequestHandler):
+    """Serves one object of 20,000 bytes; ranged GETs are answered wrongly (``mode``) the first
+    ``wrong`` times, then as S3 does."""
+
+    protocol_version = "HTTP/1.1"
+    OBJECT = bytes(range(256)) * 78 + bytes(32)  # 20,000 bytes
+    mode = "ignore range"
+    wrong = 1
+    gets = 0
+
+    def do_HEAD(self):  # noqa: N802
+        self._send(200, {"Content-Length": str(len(self.OBJECT)), "ETag": '"e1"'}, b"")
+
+    def do_GET(self):  # noqa: N802
+        cls = type(self)
+        cls.gets += 1
+        first, _, last = self.headers["Range"][len("bytes="):].partition("-")
+        start, end = int(first), min(int(last) if last else len(self.OBJECT) - 1, len(self.OBJECT) - 1)
+        total = len(self.OBJECT)
+        if cls.gets > cls.wrong or self.mode == "right":
+            self._part(start, end, f"bytes {start}-{end}/{total}")
+        elif self.mode == "ignore range":  # HTTP allows it: the whole object, 200
+            self._send(200, {"Content-Length": str(total)}, self.OBJECT)
+        elif self.mode == "short":  # a 206 that says it is 1,000 bytes short
+            self._part(start, end - 1000, f"bytes {start}-{end - 1000}/{total}")
+        elif self.mode == "shifted":
+            self._part(start + 1, end, f"bytes {start + 1}-{end}/{total}")
+        elif self.mode == "short without Content-Range":
+            self._part(start, end - 1000, None)
+        elif self.mode == "416 inside":
+            self._send(416, {"Content-Length": "0"}, b"")
+
+    def _part(self, start: int, end: int, content_range: str | None) -> None:
+        body = self.OBJECT[start : end + 1]
+        headers = {"Content-Length": str(len(body))}
+        if content_range:
+            headers["Content-Range"] = content_range
+        self._send(206, headers, body)
+
+    def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def misranged():
+    Misranged.gets = 0
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Misranged)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
+                          aws_secret_access_key="b", region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"}))
+    yield S3Store(client, "bucket", "p")
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize("where", ["worker thread", "trio thread"])
+@pytest.mark.parametrize("mode, wrong, outcome", [
+    ("ignore range", 3, "right"),  # the range is cut out of the whole object
+    ("short", 1, "right"),  # retried
+    ("short", 3, "error"),
+    ("shifted", 3, "error"),
+    ("short without Content-Range", 3, "error"),
+    ("416 inside", 3, "error"),  # not an end of file: the object is longer
+])
+def test_a_get_answered_with_other_bytes_than_the_range_asked_is_retried_or_an_error(misranged, where, mode, wrong, outcome):
+    Misranged.mode, Misranged.wrong = mode, wrong
+    get = misranged.get if where == "worker thread" else lambda key, rng: in_trio(misranged, key, rng)
+    rng = ByteRange(8_192, 16_384)
+    if outcome == "right":
+        assert get("k", rng) == Misranged.OBJECT[8_192:16_384]
+    else:
+        with pytest.raises(BackendError, match="'k'.*(not as asked|416)"):
+            get("k", rng)
+    Misranged.mode, Misranged.gets = "right", 0
+    assert get("k", ByteRange(19_000, 25_000)) == Misranged.OBJECT[19_000:]  # cut by the object's end: right
+
+
 def test_lean_listings_match_boto3(s3_server):
     """Names that need URL encoding, pagination, directories and objects of one level."""
     bucket = s3_server.new_bucket("leanlist")
