@@ -201,7 +201,8 @@ class LeanS3:
             if token:
                 params["continuation-token"] = token
             query = "&".join(f"{_q(k)}={_q(v)}" for k, v in sorted(params.items()))
-            page = _parse_listing(self._request("ListObjectsV2", key, self.base, {}, query)[0])
+            page = self._request("ListObjectsV2", key, self.base, {}, query,
+                                 check=lambda status, headers, body: _parse_listing(body))[0]
             yield page
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
@@ -230,7 +231,7 @@ class LeanS3:
 
     def _request(self, op: str, key: str, path: str, extra: dict[str, str], query: str = "", *,
                  body: bytes | memoryview | None = None, method: str = "",
-                 check: Callable[[int, dict[bytes, bytes], bytes], bytes] | None = None) -> tuple[bytes, dict[bytes, bytes]]:
+                 check: Callable[[int, dict[bytes, bytes], bytes], Any] | None = None) -> tuple[Any, dict[bytes, bytes]]:
         """A GET, or with ``body`` a PUT or ``method`` (only where :attr:`puts`), retried as the
         module says; returns the answer's body (passed through ``check`` if given, which may
         raise :class:`_NotAsked`) and its headers by lower-case name. An S3 error document in a
@@ -318,8 +319,16 @@ _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 
 def _parse_listing(body: bytes) -> dict[str, Any]:
-    root = ElementTree.fromstring(body)
+    """A ListObjectsV2 answer's page; anything but a ListBucketResult that says whether it is
+    truncated (an S3 error document sent with a 200, a proxy's page, XML cut short) is
+    :class:`_NotAsked`, never a directory that lists fewer names."""
+    try:
+        root = ElementTree.fromstring(body)
+    except ElementTree.ParseError as exc:
+        raise _NotAsked(f"a listing that is not XML ({exc})") from None
     ns = _NS if root.tag.startswith(_NS) else ""
+    if root.tag != ns + "ListBucketResult" or root.find(ns + "IsTruncated") is None:
+        raise _NotAsked(f"a listing answered with <{root.tag.removeprefix(ns)}> {_code(body)}".rstrip())
 
     def text(node: ElementTree.Element, name: str) -> str | None:
         child = node.find(ns + name)

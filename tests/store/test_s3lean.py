@@ -222,6 +222,59 @@ def test_a_get_answered_with_other_bytes_than_the_range_asked_is_retried_or_an_e
     assert get("k", ByteRange(19_000, 25_000)) == Misranged.OBJECT[19_000:]  # cut by the object's end: right
 
 
+class OddListings(http.server.BaseHTTPRequestHandler):
+    """Answers ListObjectsV2 with 200 and ``body`` the first ``wrong`` times, then with a page
+    that lists one file."""
+
+    protocol_version = "HTTP/1.1"
+    body = b""
+    wrong = 1
+    lists = 0
+    GOOD = (b'<?xml version="1.0"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            b"<Name>bucket</Name><Prefix>p/</Prefix><KeyCount>1</KeyCount><IsTruncated>false</IsTruncated>"
+            b"<Contents><Key>p/f</Key><Size>3</Size><ETag>&quot;e1&quot;</ETag>"
+            b"<LastModified>2026-11-22T00:00:00.000Z</LastModified></Contents></ListBucketResult>")
+
+    def do_GET(self):  # noqa: N802
+        cls = type(self)
+        cls.lists += 1
+        body = cls.body if cls.lists <= cls.wrong else self.GOOD
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("body", [
+    b'<?xml version="1.0"?><Error><Code>InternalError</Code><Message>try again</Message></Error>',
+    b"<html><body>a proxy's page</body></html>",
+    b'<?xml version="1.0"?><ListBucketResult><Contents><Key>p/f</Key>',  # cut short
+    b'<?xml version="1.0"?><ListBucketResult></ListBucketResult>',  # says nothing of truncation
+])
+@pytest.mark.parametrize("wrong, ok", [(2, True), (3, False)])
+def test_a_listing_answered_with_something_else_is_retried_then_an_error(body, wrong, ok):
+    OddListings.body, OddListings.wrong, OddListings.lists = body, wrong, 0
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OddListings)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
+                              aws_secret_access_key="b", region_name="us-east-1",
+                              config=Config(s3={"addressing_style": "path"}))
+        store = S3Store(client, "bucket", "p")
+        if ok:
+            assert [e.name for e in store.list_dir("")] == ["f"]
+        else:
+            with pytest.raises(BackendError, match="ListObjectsV2 failed: HTTP 200 not as asked"):
+                store.list_dir("")
+        assert OddListings.lists == 3
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 def test_lean_listings_match_boto3(s3_server):
     """Names that need URL encoding, pagination, directories and objects of one level."""
     bucket = s3_server.new_bucket("leanlist")
