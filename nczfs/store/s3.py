@@ -206,9 +206,10 @@ class S3Store(SyncStore):
         with self._count_lock:
             self._counts[event_name.rsplit(".", 1)[-1]] += 1
 
-    def _count_retry(self, response: Any = None, **_: Any) -> None:
-        # called after every attempt; a retry follows when the attempt failed and retries are left
-        if response is not None and (response[0] is None or response[0].status_code >= 500):
+    def _count_retry(self, response: Any = None, caught_exception: Any = None, **_: Any) -> None:
+        # called after every attempt; a retry follows when the attempt failed (a connection
+        # error or a timeout, or a 5xx) and retries are left
+        if caught_exception is not None or (response is not None and (response[0] is None or response[0].status_code >= 500)):
             with self._count_lock:
                 self._counts["retries-considered"] += 1
 
@@ -321,6 +322,8 @@ class S3Store(SyncStore):
             resp = self.client.head_object(Bucket=self.bucket, Key=self._full(key))
         except Exception as exc:
             raise translate(exc, key, "HeadObject") from None
+        if resp.get("ContentLength") is None:  # a proxy that dropped it: not a size of 0
+            raise BackendError(f"{key!r}: S3 HeadObject answered without a Content-Length")
         return ObjectInfo(key, int(resp["ContentLength"]), _mtime_ns(resp.get("LastModified")), _etag(resp.get("ETag")))
 
     def list_dir(self, prefix: str) -> list[DirEntry]:

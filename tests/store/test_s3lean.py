@@ -275,6 +275,54 @@ def test_a_listing_answered_with_something_else_is_retried_then_an_error(body, w
         httpd.server_close()
 
 
+class Terse(http.server.BaseHTTPRequestHandler):
+    """Answers a HEAD without Content-Length (a proxy that drops it) after dropping the first
+    connection unanswered, and a PUT with 200 but no ETag."""
+
+    protocol_version = "HTTP/1.1"
+    heads = 0
+
+    def do_HEAD(self):  # noqa: N802
+        type(self).heads += 1
+        if type(self).heads == 1:
+            self.close_connection = True  # no answer at all: a connection error to retry
+            return
+        self.send_response(200)
+        self.send_header("ETag", '"e1"')
+        self.end_headers()
+
+    def do_PUT(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_terse_answers_give_one_clear_error_or_an_object_of_unknown_version():
+    """A HEAD without Content-Length is an error naming the key (not a size, not a traceback);
+    the connection error before it counts as a retry; a PUT answered without an ETag stored
+    the object all the same (close() must not report it lost): its version is unknown."""
+    Terse.heads = 0
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Terse)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
+                              aws_secret_access_key="b", region_name="us-east-1",
+                              config=Config(s3={"addressing_style": "path"}))
+        store = S3Store(client, "bucket", "p")
+        with pytest.raises(BackendError, match="'k'.*HeadObject answered without a Content-Length"):
+            store.stat("k")
+        assert Terse.heads == 2 and store.counters()["retries-considered"] == 1
+        info = store.set("k", b"data")
+        assert info.size == 4 and info.etag == ""
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 def test_lean_listings_match_boto3(s3_server):
     """Names that need URL encoding, pagination, directories and objects of one level."""
     bucket = s3_server.new_bucket("leanlist")
