@@ -650,8 +650,10 @@ class CachingStore(WrapperStore):
         self._touch(key)
         try:
             info = await call
-        except BaseException:
+        except BaseException as exc:
             self._touch(key)
+            if isinstance(exc, Exception) and not isinstance(exc, (KeyNotFound, Stale)):
+                self.stats["errors"] += 1  # a write that failed, as a read that did
             raise
         self._written(key, info)
         return info

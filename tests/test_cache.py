@@ -213,6 +213,16 @@ async def test_a_stale_read_drops_what_is_cached_about_the_object(mem, clock):
     assert faulty.calls["stat"] == 2
 
 
+async def test_a_failed_write_counts_as_an_error(mem, clock):
+    cache, faulty = make(mem, clock)
+    faulty.fail("set", BackendError("'k': refused"), times=1)
+    with pytest.raises(BackendError):
+        await cache.set("k", b"x")
+    assert cache.counters()["errors"] == 1
+    await cache.set("k", b"x")
+    assert cache.counters()["errors"] == 1
+
+
 async def test_a_stale_read_drops_the_listing_that_holds_the_old_version_too(mem, clock):
     """Objects changed elsewhere after their directory was listed: the listing still holds their
     old ETags, so a failed pinned read drops it with the rest (the next stat asks the store), and
