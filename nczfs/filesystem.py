@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, fields
 from typing import Callable
 
+import trio
+
 from nczfs import control
 from nczfs.errors import (
     DirectoryNotEmpty,
@@ -95,6 +97,9 @@ class _Handle:
     #: the kernel may keep its cached pages: the object is the version it was at the last open
     keep_cache: bool = False
 
+
+#: files stored at once when every pending write is (unmount, ``nczfs sync``)
+FLUSH_PARALLEL = 8
 
 #: names clients write and then rename onto the real name: zarr-python's ``<key>.<uuid>.partial``
 #: and rsync's ``.<name>.XXXXXX``. Their upload waits for the rename (one PUT under the final key)
@@ -841,15 +846,29 @@ class Filesystem:
             st = FsStats(big, big, 1 << 32, 1 << 32)
         return st
 
-    async def flush_all(self) -> list[str]:
-        """Upload every file with pending writes; returns the keys that could not be stored."""
-        failed = []
-        for node in list(self.table.by_ino.values()):
-            if node.content is not None and node.content.dirty and not node.detached:
+    async def flush_all(self, retry_failed: bool = True) -> list[str]:
+        """Upload every file with pending writes, :data:`FLUSH_PARALLEL` at once (a stalled store
+        costs one round of retries, not one a file); returns the keys that could not be stored.
+        ``retry_failed=False``: a file whose upload failed with its present content is reported
+        without being tried again (a shutdown's second flush, after the signal's)."""
+        pending = [n for n in self.table.by_ino.values() if n.content is not None and n.content.dirty and not n.detached]
+        stored: set[int] = set()
+        limit = trio.CapacityLimiter(FLUSH_PARALLEL)
+
+        async def store(node: Node) -> None:
+            async with limit:
                 try:
                     await self._upload(node)
                 except Exception:
-                    failed.append(node.path)
+                    return
+                stored.add(node.ino)
+
+        async with trio.open_nursery() as nursery:
+            for node in pending:
+                assert node.content is not None
+                if retry_failed or node.content.failed_version != node.content.version:
+                    nursery.start_soon(store, node)
+        failed = [n.path for n in pending if n.ino not in stored]
         try:
             await self.store.sync()
         except Exception as exc:

@@ -116,7 +116,8 @@ def serve(config: MountConfig, ready: Ready) -> int:
 
 async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]:
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_on_signals, fs)
+        flushed: list[bool] = []  # by a signal: what failed then is not tried again below
+        nursery.start_soon(_on_signals, fs, flushed)
         nursery.start_soon(_announce_ready, config, ready)
         if config.validate != "off" and not config.read_only:
             nursery.start_soon(_import_codecs)
@@ -124,7 +125,7 @@ async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))
-    return await fs.flush_all()
+    return await fs.flush_all(retry_failed=not flushed)
 
 
 async def _import_codecs() -> None:
@@ -158,7 +159,7 @@ def set_read_ahead(dev: int, kib: int) -> None:
         log.debug("cannot set %s: %s", path, exc)
 
 
-async def _on_signals(fs: Filesystem) -> None:
+async def _on_signals(fs: Filesystem, flushed: list[bool]) -> None:
     """First SIGTERM/SIGINT/SIGHUP: store pending writes, then unmount. A second one exits at once.
 
     The flush runs in its own task so that a second signal is seen while it is still running.
@@ -171,11 +172,12 @@ async def _on_signals(fs: Filesystem) -> None:
                     os._exit(1)
                 log.info("signal %s: flushing pending writes, then unmounting", signum)
                 notify("STOPPING=1", status(f"signal {signum}: storing pending writes, then unmounting"))
-                nursery.start_soon(_flush_and_terminate, fs)
+                nursery.start_soon(_flush_and_terminate, fs, flushed)
 
 
-async def _flush_and_terminate(fs: Filesystem) -> None:
+async def _flush_and_terminate(fs: Filesystem, flushed: list[bool]) -> None:
     failed = await fs.flush_all()
+    flushed.append(True)
     if failed:
         log.error("writes not stored: %s", ", ".join(failed))
     pyfuse3.terminate()

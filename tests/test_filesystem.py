@@ -1057,6 +1057,45 @@ async def test_flush_all(fs, raw, faulty):
     await fs.release(b)
 
 
+async def test_flush_all_stores_files_at_once_and_can_leave_failed_ones(fs, raw, faulty, monkeypatch):
+    """Pending files are stored several at once (a stalled store then costs one round of retries
+    at unmount, not one a file); a second flush of one shutdown reports a file whose upload
+    failed with its present content without trying it again."""
+    import trio
+
+    from nczfs.filesystem import FLUSH_PARALLEL
+
+    handles = []
+    for i in range(12):
+        fh, _ = await fs.create(ROOT_INO, f"f{i}", 0o644, WRITE_NEW)
+        await fs.write(fh, 0, b"x%d" % i)
+        handles.append(fh)
+    running, most = 0, 0
+    real_set = faulty.set
+
+    async def slow_set(key, data):
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await trio.sleep(0.01)
+        running -= 1
+        return await real_set(key, data)
+
+    monkeypatch.setattr(faulty, "set", slow_set)
+    faulty.fail("set", key="f3")
+    assert await fs.flush_all() == ["f3"]
+    assert most == FLUSH_PARALLEL
+    assert [raw_get(raw, f"f{i}") for i in range(12)] == [None if i == 3 else b"x%d" % i for i in range(12)]
+    faulty.heal()
+    calls = faulty.calls["set"]
+    assert await fs.flush_all(retry_failed=False) == ["f3"]
+    assert faulty.calls["set"] == calls and raw_get(raw, "f3") is None
+    assert await fs.flush_all() == []
+    assert raw.get("f3") == b"x3"
+    for fh in handles:
+        await fs.release(fh)
+
+
 # ---------------------------------------------------------------------- more edges
 
 

@@ -170,7 +170,7 @@ async def test_the_daemon_runs_pyfuse3s_loop_on_this_lock(restore_pyfuse3_trio, 
         locks.append(type(pyfuse3.trio.Lock()))
 
     class Fs:
-        async def flush_all(self) -> list[str]:
+        async def flush_all(self, retry_failed: bool = True) -> list[str]:
             return []
 
     monkeypatch.setattr(pyfuse3, "main", main)
