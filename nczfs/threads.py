@@ -1,20 +1,27 @@
 """Blocking backends lifted to async: every call of a SyncStore runs in a worker thread.
 
 One :class:`trio.CapacityLimiter` per store bounds how many calls run at once (for S3 it
-matches the connection pool). Stores that never block (memory) are called inline; a backend
-may offer ``get_version_async``, reads done with non-blocking sockets on the trio thread (S3).
+matches the connection pool). A call that waits :data:`SLOT_PATIENCE` seconds for a slot takes
+one of as many spare ones instead: calls stalled on a server that stopped answering (S3: up to
+3 attempts of 60 s) then hold up the others for seconds, not minutes. Stores that never block
+(memory) are called inline; a backend may offer ``get_version_async``, reads done with
+non-blocking sockets on the trio thread (S3).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Awaitable, BinaryIO, Callable, TypeVar
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, TypeVar
 
 import trio
 
 from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, SyncStore, Upload
 
 T = TypeVar("T")
+
+#: seconds a call waits for one of the store's slots before it takes a spare one
+SLOT_PATIENCE = 5.0
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any, limiter: trio.CapacityLimiter | None = None) -> T:
@@ -25,8 +32,13 @@ async def run_blocking(fn: Callable[..., T], *args: Any, limiter: trio.CapacityL
 class ThreadedStore(Store):
     def __init__(self, impl: SyncStore, max_threads: int | None = None):
         self.impl = impl
-        # sized to the backend's connection pool where it has one (S3)
-        self._limiter = trio.CapacityLimiter(max_threads or getattr(impl, "max_concurrency", 8))
+        # sized to the backend's connection pool where it has one (S3); as many spare slots
+        # for calls that waited SLOT_PATIENCE for one, and threads for both
+        size = max_threads or getattr(impl, "max_concurrency", 8)
+        self._limiter = trio.CapacityLimiter(size)
+        self._spare = trio.CapacityLimiter(size)
+        self._threads = trio.CapacityLimiter(2 * size)
+        self.spare_slots_taken = 0
         self.supports_writes = impl.supports_writes
         self.stores_directories = impl.stores_directories
         self.keys_form_a_tree = impl.keys_form_a_tree
@@ -38,10 +50,28 @@ class ThreadedStore(Store):
         self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = getattr(
             impl, "get_version_async", None)
 
+    @asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of the store's slots, or a spare one after SLOT_PATIENCE seconds without."""
+        token = object()
+        limiter = None
+        with trio.move_on_after(SLOT_PATIENCE):
+            await self._limiter.acquire_on_behalf_of(token)
+            limiter = self._limiter
+        if limiter is None:
+            self.spare_slots_taken += 1
+            await self._spare.acquire_on_behalf_of(token)
+            limiter = self._spare
+        try:
+            yield
+        finally:
+            limiter.release_on_behalf_of(token)
+
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self.impl.non_blocking:
             return fn(*args)
-        return await run_blocking(fn, *args, limiter=self._limiter)
+        async with self._slot():
+            return await run_blocking(fn, *args, limiter=self._threads)
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         if self._get_async is not None:
@@ -50,7 +80,7 @@ class ThreadedStore(Store):
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
         if self._get_async is not None:
-            async with self._limiter:  # the same bound as the threads' (S3: the connection pool's size)
+            async with self._slot():  # the same bound as the threads' (S3: the connection pool's size)
                 data = await self._get_async(key, rng, etag)
             if data is not None:
                 return data
@@ -100,7 +130,10 @@ class ThreadedStore(Store):
         return await self._call(self.impl.list_tree, prefix, limit)
 
     def counters(self) -> dict[str, int]:
-        return self.impl.counters()
+        counts = self.impl.counters()
+        if self.spare_slots_taken:
+            counts = {**counts, "spare-slots-taken": self.spare_slots_taken}
+        return counts
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         return await self._call(self.impl.set, key, data)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
+import pytest
 import trio
+
+from nczfs import threads
 
 from nczfs.errors import KeyNotFound
 from nczfs.store.base import ByteRange
@@ -55,3 +60,59 @@ async def test_non_blocking_reads_stay_within_the_bound_and_failures_free_their_
     impl.peak = 0
     await read_all(["here"] * 4)
     assert impl.peak == 2 and impl.running == 0
+
+
+class Stalling(MemoryStore):
+    """A blocking backend (its calls run in worker threads) whose reads of ``stall*`` keys hang
+    until ``release`` is set, as on a server that stopped answering; 2 slots."""
+
+    max_concurrency = 2
+    non_blocking = False
+
+    def __init__(self) -> None:
+        super().__init__("stalling")
+        self.release = threading.Event()
+
+    def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        if key.startswith("stall"):
+            self.release.wait(30)
+        return super().get_version(key, rng, etag)
+
+
+class StallingAsync(AsyncGets):
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = trio.Event()
+
+    async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
+        if key.startswith("stall"):
+            await self.release.wait()
+        return await super().get_version_async(key, rng, etag)
+
+
+@pytest.mark.parametrize("kind", [Stalling, StallingAsync])
+async def test_calls_stalled_in_every_slot_hold_up_others_only_for_the_patience(kind, monkeypatch):
+    """Every slot held by a read the server never answers: another call waits SLOT_PATIENCE for
+    one, then takes a spare slot (counted) instead of waiting for the stalled ones to time out."""
+    monkeypatch.setattr(threads, "SLOT_PATIENCE", 0.2)
+    impl = kind()
+    for key in ("stall1", "stall2", "stall3", "ok"):
+        impl.set(key, key.encode())
+    store = ThreadedStore(impl)
+    got: list[bytes] = []
+
+    async def read(key: str) -> None:
+        got.append(await store.get_version(key, None, None))
+
+    async with trio.open_nursery() as nursery:
+        for key in ("stall1", "stall2"):
+            nursery.start_soon(read, key)
+        await trio.sleep(0.05)
+        with trio.fail_after(10):
+            assert await store.get_version("ok", None, None) == b"ok"
+            assert await store.stat("ok") is not None
+        # (the memory store's stat never blocks: no slot for it in the non-blocking kind)
+        assert store.counters()["spare-slots-taken"] == (2 if kind is Stalling else 1) and got == []
+        nursery.start_soon(read, "stall3")  # a spare slot held too: the next waits for either kind
+        impl.release.set()
+    assert sorted(got) == [b"stall1", b"stall2", b"stall3"]

@@ -120,7 +120,7 @@ def resolve_location(config: MountConfig) -> S3Location:
     return parse_s3_url(config.source.text)
 
 
-def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: int = 16):
+def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: int = 32):
     """One boto3 S3 client for a mount: endpoint, profile, region and signing as the AWS CLI would."""
     loc = loc or resolve_location(config)
     params = config.source.params
@@ -195,8 +195,9 @@ class S3Store(SyncStore):
         client.meta.events.register("before-send.s3", self._count_request)
         client.meta.events.register("needs-retry.s3", self._count_retry)
         #: GETs, listings and (over http://) PUTs signed and sent without botocore where that is
-        #: exact (path-style endpoints)
-        self.lean = LeanS3(client, bucket, count=self._count_one, pool_size=max_concurrency) if lean_requests and LeanS3.usable(client) else None
+        #: exact (path-style endpoints); connections for the calls in the store's slots and in as
+        #: many spare ones (threads.py)
+        self.lean = LeanS3(client, bucket, count=self._count_one, pool_size=2 * max_concurrency) if lean_requests and LeanS3.usable(client) else None
         #: PutObject and UploadPart sent that way too, without botocore's per-byte CPU (http:// only)
         self._lean_puts = self.lean is not None and self.lean.puts
 
