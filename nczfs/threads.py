@@ -55,9 +55,13 @@ class ThreadedStore(Store):
         """One of the store's slots, or a spare one after SLOT_PATIENCE seconds without."""
         token = object()
         limiter = None
-        with trio.move_on_after(SLOT_PATIENCE):
-            await self._limiter.acquire_on_behalf_of(token)
+        try:
+            self._limiter.acquire_on_behalf_of_nowait(token)  # free: no wait, no deadline to set up
             limiter = self._limiter
+        except trio.WouldBlock:
+            with trio.move_on_after(SLOT_PATIENCE):
+                await self._limiter.acquire_on_behalf_of(token)
+                limiter = self._limiter
         if limiter is None:
             self.spare_slots_taken += 1
             await self._spare.acquire_on_behalf_of(token)

@@ -36,7 +36,7 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
-from nczfs.store.s3lean import LeanS3, RangeNotSatisfiable, _ranged
+from nczfs.store.s3lean import LeanS3, RangeNotSatisfiable, ranged_body
 from nczfs.store.base import (
     ByteRange,
     DirEntry,
@@ -295,7 +295,7 @@ class S3Store(SyncStore):
             resp = self.client.get_object(**kwargs)
             meta = resp["ResponseMetadata"]
             headers = {b"content-range": v.encode("latin-1") for k, v in meta.get("HTTPHeaders", {}).items() if k.lower() == "content-range"}
-            return _ranged(kwargs.get("Range"), meta.get("HTTPStatusCode", 200), headers, resp["Body"].read())
+            return ranged_body(kwargs.get("Range"), meta.get("HTTPStatusCode", 200), headers, resp["Body"].read())
         except RangeNotSatisfiable:
             return _past_the_end(key, rng, self.stat(key))
         except botocore.exceptions.ClientError as exc:

@@ -63,7 +63,7 @@ class _NotAsked(Exception):
 _CONTENT_RANGE = re.compile(rb"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
-def _ranged(byte_range: str | None, status: int, headers: dict[bytes, bytes], body: bytes) -> bytes:
+def ranged_body(byte_range: str | None, status: int, headers: dict[bytes, bytes], body: bytes) -> bytes:
     """The bytes ``byte_range`` (``bytes=a-b``, ``bytes=a-`` or None: all) asked for, out of a
     200 or 206 answer. A 200 holds the whole object (HTTP lets a server ignore Range): the range
     is cut out of it. A 206 must hold the range asked for, cut short only by the object's end
@@ -165,7 +165,7 @@ class LeanS3:
     def get(self, key: str, full_key: str, byte_range: str | None, etag: str | None) -> bytes:
         """GET ``full_key`` (the S3 key), optionally ``Range: bytes=...`` and ``If-Match``."""
         return self._request("GetObject", key, *self._get_target(full_key, byte_range, etag),
-                             check=lambda status, headers, body: _ranged(byte_range, status, headers, body))[0]
+                             check=lambda status, headers, body: ranged_body(byte_range, status, headers, body))[0]
 
     def _get_target(self, full_key: str, byte_range: str | None, etag: str | None) -> tuple[str, dict[str, str]]:
         extra = {}
@@ -281,7 +281,7 @@ class LeanS3:
             else:
                 if status in (200, 206):
                     try:
-                        return _ranged(byte_range, status, headers, body)
+                        return ranged_body(byte_range, status, headers, body)
                     except _NotAsked as exc:
                         failure = f"HTTP {status} not as asked: {exc}"
                 else:
