@@ -116,7 +116,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
 
 async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]:
     async with trio.open_nursery() as nursery:
-        flushed: list[bool] = []  # by a signal: what failed then is not tried again below
+        flushed = trio.Event()  # by a signal: what failed then is not tried again below
         nursery.start_soon(_on_signals, fs, flushed)
         nursery.start_soon(_announce_ready, config, ready)
         if config.validate != "off" and not config.read_only:
@@ -125,7 +125,7 @@ async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))
-    return await fs.flush_all(retry_failed=not flushed)
+    return await fs.flush_all(retry_failed=not flushed.is_set())
 
 
 async def _import_codecs() -> None:
@@ -159,7 +159,7 @@ def set_read_ahead(dev: int, kib: int) -> None:
         log.debug("cannot set %s: %s", path, exc)
 
 
-async def _on_signals(fs: Filesystem, flushed: list[bool]) -> None:
+async def _on_signals(fs: Filesystem, flushed: trio.Event) -> None:
     """First SIGTERM/SIGINT/SIGHUP: store pending writes, then unmount. A second one exits at once.
 
     The flush runs in its own task so that a second signal is seen while it is still running.
@@ -175,9 +175,9 @@ async def _on_signals(fs: Filesystem, flushed: list[bool]) -> None:
                 nursery.start_soon(_flush_and_terminate, fs, flushed)
 
 
-async def _flush_and_terminate(fs: Filesystem, flushed: list[bool]) -> None:
+async def _flush_and_terminate(fs: Filesystem, flushed: trio.Event) -> None:
     failed = await fs.flush_all()
-    flushed.append(True)
+    flushed.set()
     if failed:
         log.error("writes not stored: %s", ", ".join(failed))
     pyfuse3.terminate()

@@ -3,7 +3,7 @@ UploadPart, CreateMultipartUpload or CompleteMultipartUpload, without botocore's
 
 botocore spends about 2-3 ms of Python per request (event hooks, parameter handling, response
 parsing); a zarr chunk of 4 KiB costs one GET, so on small-chunk workloads that CPU time, under
-the GIL, was most of the daemon's time (py-spy, see README "Benchmarks"). This module signs
+the GIL, was most of the daemon's time (py-spy, see docs/PERFORMANCE.md). This module signs
 its requests with SigV4 itself (``hmac``/``hashlib``: a few tens of microseconds) and sends them
 over keep-alive connections: nczfs's own minimal HTTP/1.1 client for ``http://`` (http1.py), a
 urllib3 pool for ``https://``. It is used only where it can be exact: path-style addressing on an

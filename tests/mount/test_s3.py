@@ -370,6 +370,16 @@ def _pattern(tag: bytes, size: int) -> bytes:
     return b"".join((tag + b"%08d" % i).ljust(4096, b".") for i in range(size // 4096))
 
 
+def _old_or_estale(read, old: bytes) -> None:
+    """``read()`` gives the old version's bytes ``old`` or fails with ESTALE: never other bytes."""
+    try:
+        got = read()
+    except OSError as exc:
+        assert exc.errno == errno.ESTALE
+    else:
+        assert got == old
+
+
 def test_a_descriptor_given_the_kernels_pages_is_pinned_to_their_version(s3mount):
     """A file opened again unchanged keeps the kernel's pages (keep_cache); rewritten in S3 while
     that descriptor is open, its reads of pages the kernel does not hold give ESTALE or old
@@ -386,12 +396,7 @@ def test_a_descriptor_given_the_kernels_pages_is_pinned_to_their_version(s3mount
         s3mount.backend.put("k", new)
         assert os.pread(fd, 4096, 0) == old[:4096]  # from the kernel's pages
         off = 36 * 1024 * 1024
-        try:
-            got = os.pread(fd, 4096, off)
-        except OSError as exc:
-            assert exc.errno == errno.ESTALE
-        else:
-            assert got == old[off:off + 4096]
+        _old_or_estale(lambda: os.pread(fd, 4096, off), old[off:off + 4096])
     finally:
         os.close(fd)
 
@@ -412,12 +417,7 @@ def test_a_descriptor_of_an_old_version_puts_none_of_it_in_the_kernels_pages(s3m
         b = os.open(s3mount.path / "p", os.O_RDONLY)
         os.close(b)
         off = 6 * 1024 * 1024
-        try:
-            got = os.pread(a, 65536, off)
-        except OSError as exc:
-            assert exc.errno == errno.ESTALE
-        else:
-            assert got == old[off:off + 65536]
+        _old_or_estale(lambda: os.pread(a, 65536, off), old[off:off + 65536])
     finally:
         os.close(a)
     time.sleep(1.5)
@@ -437,12 +437,7 @@ def test_a_descriptor_of_a_shrunk_object_gets_estale_not_the_old_bytes_cut_short
         time.sleep(1.5)
         assert os.stat(s3mount.path / "s").st_size == 1024 * 1024
         f.seek(0)
-        try:
-            got = f.read()
-        except OSError as exc:
-            assert exc.errno == errno.ESTALE
-        else:
-            assert got == old
+        _old_or_estale(f.read, old)
 
 
 def test_directory_markers_of_other_tools_are_directories(s3mount):

@@ -7,10 +7,11 @@ test server is path-style; these check the cases one by one against boto3's own 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import http.server
 import threading
-from typing import ClassVar
+from typing import ClassVar, Iterator
 
 import boto3
 import pytest
@@ -77,6 +78,21 @@ def test_lean_get_errors(stored, where):
         read(unsigned, "k")
 
 
+@contextlib.contextmanager
+def store_on(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[S3Store]:
+    """An S3Store (path style, lean requests) on a local HTTP server run by ``handler``."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
+                              aws_secret_access_key="b", region_name="us-east-1",
+                              config=Config(s3={"addressing_style": "path"}))
+        yield S3Store(client, "bucket", "p")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 class Flaky(http.server.BaseHTTPRequestHandler):
     """Answers 503 to the first ``fail`` requests, then a GET with the object and a PUT with an
     ETag; records the bodies of PUTs."""
@@ -112,14 +128,8 @@ class Flaky(http.server.BaseHTTPRequestHandler):
 def flaky():
     """A store on a :class:`Flaky` server; the test sets how many requests fail."""
     Flaky.seen, Flaky.bodies = 0, []
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
-                          aws_secret_access_key="b", region_name="us-east-1",
-                          config=Config(s3={"addressing_style": "path"}))
-    yield S3Store(client, "bucket", "p")
-    httpd.shutdown()
-    httpd.server_close()
+    with store_on(Flaky) as store:
+        yield store
 
 
 @pytest.mark.parametrize("fail, ok", [(2, True), (3, False)])
@@ -190,14 +200,8 @@ class Misranged(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def misranged():
     Misranged.gets = 0
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Misranged)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
-                          aws_secret_access_key="b", region_name="us-east-1",
-                          config=Config(s3={"addressing_style": "path"}))
-    yield S3Store(client, "bucket", "p")
-    httpd.shutdown()
-    httpd.server_close()
+    with store_on(Misranged) as store:
+        yield store
 
 
 @pytest.mark.parametrize("where", ["worker thread", "trio thread"])
@@ -257,22 +261,13 @@ class OddListings(http.server.BaseHTTPRequestHandler):
 @pytest.mark.parametrize("wrong, ok", [(2, True), (3, False)])
 def test_a_listing_answered_with_something_else_is_retried_then_an_error(body, wrong, ok):
     OddListings.body, OddListings.wrong, OddListings.lists = body, wrong, 0
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OddListings)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
-                              aws_secret_access_key="b", region_name="us-east-1",
-                              config=Config(s3={"addressing_style": "path"}))
-        store = S3Store(client, "bucket", "p")
+    with store_on(OddListings) as store:
         if ok:
             assert [e.name for e in store.list_dir("")] == ["f"]
         else:
             with pytest.raises(BackendError, match="ListObjectsV2 failed: HTTP 200 not as asked"):
                 store.list_dir("")
-        assert OddListings.lists == 3
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    assert OddListings.lists == 3
 
 
 class Terse(http.server.BaseHTTPRequestHandler):
@@ -306,21 +301,12 @@ def test_terse_answers_give_one_clear_error_or_an_object_of_unknown_version():
     the connection error before it counts as a retry; a PUT answered without an ETag stored
     the object all the same (close() must not report it lost): its version is unknown."""
     Terse.heads = 0
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Terse)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{httpd.server_port}", aws_access_key_id="a",
-                              aws_secret_access_key="b", region_name="us-east-1",
-                              config=Config(s3={"addressing_style": "path"}))
-        store = S3Store(client, "bucket", "p")
+    with store_on(Terse) as store:
         with pytest.raises(BackendError, match="'k'.*HeadObject answered without a Content-Length"):
             store.stat("k")
         assert Terse.heads == 2 and store.counters()["retries-considered"] == 1
         info = store.set("k", b"data")
         assert info.size == 4 and info.etag == ""
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def test_lean_listings_match_boto3(s3_server):
