@@ -17,7 +17,8 @@ import os
 import select
 import socket
 import threading
-from typing import BinaryIO, Callable, Generator
+import time
+from typing import Callable, Generator
 
 import trio
 
@@ -30,6 +31,15 @@ MAX_HEAD = 256 * 1024
 #: they are sent; shorter ones go at once (as botocore, which waits 1 s for any PUT body)
 EXPECT_BODY = 1024 * 1024
 CONTINUE_WAIT = 1.0
+#: the slowest exchange a worker thread's request (:class:`Pool`: listings, PUTs, parts) waits
+#: out, in bytes a second: it may take its read timeout plus one second for every LOW_SPEED bytes
+#: it sends or receives (curl's low-speed limit, in another form), so that a server trickling its
+#: answer, or taking a body a byte at a time, cannot hold a request for ever
+LOW_SPEED = 1024
+#: bodies longer than this are received into place (:func:`_receive_into`), by the trio pool in a
+#: worker thread (the trio thread would spend its time copying them; a small body costs less
+#: than a thread's round trip)
+THREAD_BODY = 1024 * 1024
 
 
 class HttpError(Exception):
@@ -109,6 +119,84 @@ def _head_end(buf: bytearray, start: int) -> int:
     return crlf + 3 if crlf >= 0 else 0
 
 
+def _take_head(buf: bytearray, start: int) -> bytes | None:
+    """The head at the start of ``buf`` (searched for its end from ``start``), taken out of it;
+    None if it is not all there yet."""
+    end = _head_end(buf, start)
+    if (end or len(buf)) > MAX_HEAD:  # whether it came whole or not: one fill may hold it all
+        raise HttpError("response head too long")
+    if end:
+        head = bytes(buf[:end])
+        del buf[:end]
+        return head
+    return None
+
+
+def _take_line(buf: bytearray, start: int) -> bytes | None:
+    """The line at the start of ``buf`` (searched for its end from ``start``), taken out of it;
+    None if it is not all there yet."""
+    end = buf.find(b"\n", start)
+    if end >= 0:
+        line = bytes(buf[: end + 1])
+        del buf[: end + 1]
+        return _check_line(line)
+    return _check_line(bytes(buf)) if len(buf) > MAX_LINE else None
+
+
+class _Pace:
+    """The time limits of one exchange's socket operations: none waits more than
+    ``read_timeout``, and all of them end by ``deadline``, which each byte moved puts off by
+    ``per_byte`` seconds."""
+
+    __slots__ = ("deadline", "per_byte", "read_timeout")
+
+    def __init__(self, read_timeout: float, deadline: float, per_byte: float):
+        self.read_timeout, self.deadline, self.per_byte = read_timeout, deadline, per_byte
+
+    def timeout(self) -> float:
+        """How long the next socket operation may wait."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.timed_out()
+        return min(left, self.read_timeout)
+
+    def moved(self, n: int) -> None:
+        self.deadline += n * self.per_byte
+
+    def timed_out(self) -> TimeoutError:
+        """Why a socket operation timed out."""
+        if self.deadline - time.monotonic() > 0:
+            return TimeoutError(f"no answer for {self.read_timeout:g} s")
+        if self.per_byte == 0:
+            return TimeoutError("no whole answer by the attempt's deadline")
+        return TimeoutError(f"the server moved fewer than {LOW_SPEED} bytes a second")
+
+
+def _receive_into(sock: socket.socket, buf: bytearray, n: int, pace: _Pace) -> bytearray:
+    """(blocking socket) ``n`` bytes, fewer only at the connection's end: those in ``buf`` (taken
+    out of it), then the rest received into place. The bytearray itself, not a bytes copy of it
+    (lab, a cold read of 512 MiB in 8 MiB blocks: the daemon's CPU 0.76 -> 0.64 s, medians of 6
+    pairs)."""
+    out = bytearray(n)
+    have = len(buf)
+    out[:have] = buf
+    buf.clear()
+    with memoryview(out) as view:  # released before a short body is cut to its length
+        while have < n:
+            sock.settimeout(pace.timeout())
+            try:
+                got = sock.recv_into(view[have:])
+            except TimeoutError:
+                raise pace.timed_out() from None
+            if not got:
+                break
+            pace.moved(got)
+            have += got
+    if have < n:  # the connection ended: the parser says the body was cut short
+        del out[have:]
+    return out
+
+
 def _check_line(line: bytes) -> bytes:
     if len(line) > MAX_LINE:
         raise HttpError("response line too long")
@@ -118,56 +206,105 @@ def _check_line(line: bytes) -> bytes:
 
 
 class _Connection:
+    """One keep-alive connection, used by one thread at a time: a blocking socket whose every
+    wait is bounded by the exchange's :class:`_Pace`."""
+
     def __init__(self, host: str, port: int, connect_timeout: float, read_timeout: float):
         try:
             self.sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
             raise HttpError(f"connect to {host}:{port}: {exc}") from None
-        self.sock.settimeout(read_timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.file: BinaryIO = self.sock.makefile("rb")
+        self.read_timeout = read_timeout
+        self.pace = self._new_pace()
+        self.buf = bytearray()
         self.reused = False
 
+    def _new_pace(self) -> _Pace:
+        return _Pace(self.read_timeout, time.monotonic() + self.read_timeout, 1 / LOW_SPEED)
+
     def close(self) -> None:
-        for closing in (self.file.close, self.sock.close):
-            try:
-                closing()
-            except OSError:
-                pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
     def exchange(self, request: bytes, headers: dict[bytes, bytes] | None = None) -> tuple[int, bytes, bool]:
         """Send ``request``; return (status, body, keep the connection); the answer's header
         lines go into ``headers`` if given."""
         if headers is not None:
             headers.clear()
-        self.sock.sendall(request)
+        self.pace = self._new_pace()
+        self._send(request)
         return self._receive(_response(headers))
+
+    def _send(self, data: bytes | memoryview) -> None:
+        with memoryview(data) as view:
+            while view:
+                self.sock.settimeout(self.pace.timeout())
+                try:
+                    sent = self.sock.send(view)
+                except TimeoutError:
+                    raise self.pace.timed_out() from None
+                self.pace.moved(sent)
+                view = view[sent:]
+
+    def _fill(self) -> bool:
+        """More bytes into the buffer; False at the connection's end."""
+        self.sock.settimeout(self.pace.timeout())
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            raise self.pace.timed_out() from None
+        self.pace.moved(len(data))
+        self.buf += data
+        return bool(data)
 
     def _receive(self, reader: Generator[tuple[str, int], bytes, tuple[int, bytes, bool]],
                  first: bytes | None = None) -> tuple[int, bytes, bool]:
-        """Run ``reader`` over the response (``first``: its status line, read already)."""
+        """Run ``reader`` over the response (``first``: its head, read already)."""
         want = next(reader)
         while True:
             what, n = want
             if what == "head":
-                got, first = self._head(first), None
+                got, first = first or self._head(), None
             elif what == "line":
-                got = _check_line(self.file.readline(MAX_LINE + 1))
+                got = self._line()
+            elif what == "read":
+                got = self._read(n)
             else:
-                got = self.file.read(n) if what == "read" else self.file.read()
+                while self._fill():
+                    pass
+                got, self.buf = bytes(self.buf), bytearray()
             try:
                 want = reader.send(got)
             except StopIteration as done:
                 return done.value
 
-    def _head(self, first: bytes | None) -> bytes:
-        lines = [] if first is None else [first]
-        while True:
-            lines.append(_check_line(self.file.readline(MAX_LINE + 1)))
-            if lines[-1] in (b"\r\n", b"\n"):
-                return b"".join(lines)
-            if len(lines) > MAX_HEADERS + 2:
-                raise HttpError("too many response headers")
+    def _head(self) -> bytes:
+        start = 0
+        while (head := _take_head(self.buf, start)) is None:
+            start = max(0, len(self.buf) - 2)
+            if not self._fill():
+                raise HttpError("connection closed by the server")
+        return head
+
+    def _line(self) -> bytes:
+        start = 0
+        while (line := _take_line(self.buf, start)) is None:
+            start = len(self.buf)
+            if not self._fill():
+                return _check_line(bytes(self.buf))
+        return line
+
+    def _read(self, n: int) -> bytes:
+        if n - len(self.buf) > THREAD_BODY:
+            return _receive_into(self.sock, self.buf, n, self.pace)  # type: ignore[return-value]
+        while len(self.buf) < n and self._fill():
+            pass
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
 
     def send(self, head: bytes, body: bytes | memoryview, headers: dict[bytes, bytes], expect: bool
              ) -> tuple[int, bytes, bool]:
@@ -175,17 +312,17 @@ class _Connection:
         body waits for the server's ``100 Continue``, so that a refusal (a wrong signature, a
         denied key) is read as the server's answer instead of breaking the connection midway;
         no answer within :data:`CONTINUE_WAIT` sends the body anyway, as RFC 9110 allows."""
-        self.sock.sendall(head)
+        self.pace = self._new_pace()
+        self._send(head)
         if expect and select.select([self.sock], [], [], CONTINUE_WAIT)[0]:
-            line = _check_line(self.file.readline(MAX_LINE + 1))
-            if not line.startswith(b"HTTP/1.1 100"):  # the final answer, before the body
-                status, answer, _ = self._receive(_response(headers), line)
+            first = self._head()
+            if not first.startswith(b"HTTP/1.1 100"):  # the final answer, before the body
+                status, answer, _ = self._receive(_response(headers), first)
                 return status, answer, False  # the server may wait for the body: never reuse this connection
-            self._head(line)  # the rest of the 100 Continue, up to its blank line
         try:
-            self.sock.sendall(body)
-        except OSError:  # the server may have answered and closed: its answer says why
-            if not select.select([self.sock], [], [], 0)[0]:
+            self._send(body)
+        except OSError as exc:  # the server may have answered and closed: its answer says why
+            if isinstance(exc, TimeoutError) or not select.select([self.sock], [], [], 0)[0]:
                 raise
             status, answer, _ = self._receive(_response(headers))
             return status, answer, False
@@ -269,11 +406,6 @@ class Pool:
             conn.close()
 
 
-#: bodies longer than this are received in a worker thread (the trio thread would spend its
-#: time copying them; a small body costs less than a thread's round trip)
-THREAD_BODY = 1024 * 1024
-
-
 class _TrioConnection:
     """One keep-alive connection read and written from the trio thread: a non-blocking socket
     waited on with trio; a long body is received in a worker thread instead."""
@@ -320,35 +452,27 @@ class _TrioConnection:
 
     async def _head(self) -> bytes:
         start = 0
-        while True:
-            end = _head_end(self.buf, start)
-            if end:
-                head = bytes(self.buf[:end])
-                del self.buf[:end]
-                return head
-            if len(self.buf) > MAX_HEAD:
-                raise HttpError("response head too long")
+        while (head := _take_head(self.buf, start)) is None:
             start = max(0, len(self.buf) - 2)
             if not await self._fill():
                 raise HttpError("connection closed by the server")
+        return head
 
     async def _line(self) -> bytes:
         start = 0
-        while True:
-            end = self.buf.find(b"\n", start)
-            if end >= 0:
-                line = bytes(self.buf[: end + 1])
-                del self.buf[: end + 1]
-                return _check_line(line)
-            if len(self.buf) > MAX_LINE:
-                return _check_line(bytes(self.buf))
+        while (line := _take_line(self.buf, start)) is None:
             start = len(self.buf)
             if not await self._fill():
                 return _check_line(bytes(self.buf))
+        return line
 
     async def _read(self, n: int) -> bytes:
         if n - len(self.buf) > THREAD_BODY:
-            return await trio.to_thread.run_sync(self._read_blocking, n)
+            # the worker thread stops at the attempt's deadline (TrioPool.request's), which it
+            # cannot see: a body trickled past it would hold the thread, and the attempt, for ever
+            left = trio.current_effective_deadline() - trio.current_time()
+            pace = _Pace(self.read_timeout, time.monotonic() + left, 0)
+            return await trio.to_thread.run_sync(self._read_blocking, n, pace)
         while len(self.buf) < n:
             if not await self._fill():
                 break
@@ -356,27 +480,12 @@ class _TrioConnection:
         del self.buf[:n]
         return data
 
-    def _read_blocking(self, n: int) -> bytearray:
-        """(worker thread) ``n`` bytes: what is buffered, then the rest received into place. The
-        bytearray itself, not a bytes copy of it (lab, a cold read of 512 MiB in 8 MiB blocks:
-        the daemon's CPU 0.76 -> 0.64 s, medians of 6 pairs)."""
-        out = bytearray(n)
-        have = len(self.buf)
-        out[:have] = self.buf
-        self.buf.clear()
-        self.sock.settimeout(self.read_timeout)
+    def _read_blocking(self, n: int, pace: _Pace) -> bytearray:
+        """(worker thread) ``n`` bytes, received into place (:func:`_receive_into`)."""
         try:
-            with memoryview(out) as view:  # released before a short body is cut to its length
-                while have < n:
-                    got = self.sock.recv_into(view[have:])
-                    if not got:
-                        break
-                    have += got
+            return _receive_into(self.sock, self.buf, n, pace)
         finally:
             self.sock.setblocking(False)
-        if have < n:  # the connection ended: the parser says the body was cut short
-            del out[have:]
-        return out
 
     async def _rest(self) -> bytes:
         while await self._fill():

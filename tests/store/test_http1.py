@@ -14,14 +14,10 @@ from nczfs.store import http1
 from nczfs.store.http1 import HttpError, Pool, TrioPool
 
 
-class Scripted:
-    """Accepts connections; for each request received, sends the next scripted reply (raw
-    bytes; an HTTP/1.0 one is followed by closing the connection; a list: its pieces, 50 ms
-    apart); ``None`` closes the connection instead. Records requests and connections."""
+class Listener:
+    """Accepts connections on 127.0.0.1 (counted), each served by ``_talk`` in a thread of its own."""
 
-    def __init__(self, replies: list[bytes | None]):
-        self.replies = list(replies)
-        self.requests: list[bytes] = []
+    def __init__(self):
         self.connections = 0
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
@@ -35,6 +31,23 @@ class Scripted:
                 return
             self.connections += 1
             threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class Scripted(Listener):
+    """For each request received, sends the next scripted reply (raw bytes; an HTTP/1.0 one is
+    followed by closing the connection; a list: its pieces, 50 ms apart); ``None`` closes the
+    connection instead. Records requests and connections."""
+
+    def __init__(self, replies: list[bytes | None]):
+        self.replies = list(replies)
+        self.requests: list[bytes] = []
+        super().__init__()
 
     def _talk(self, conn: socket.socket) -> None:
         buf = b""
@@ -58,9 +71,6 @@ class Scripted:
                 conn.sendall(reply)
                 if reply.startswith(b"HTTP/1.0"):  # its body ends with the connection
                     return
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 class InTrio:
@@ -178,16 +188,100 @@ def test_a_server_that_never_answers_times_out(kind):
 def test_the_trio_pool_receives_a_long_body_in_a_thread_and_keeps_the_connection(serve, monkeypatch):
     received = []
     monkeypatch.setattr(http1._TrioConnection, "_read_blocking",
-                        lambda self, n, real=http1._TrioConnection._read_blocking: received.append(n) or real(self, n))
+                        lambda self, n, pace, real=http1._TrioConnection._read_blocking: received.append(n) or real(self, n, pace))
     body = bytes(range(256)) * (3 * 4096 + 7)  # 3 MiB and a bit: more than THREAD_BODY
     server, pool = serve(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
                          b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
     status, got = pool.request("GET", "/big", {})
-    # the trio pool hands over the buffer it received the body into, not a copy of it
-    assert status == 200 and got == body and type(got) is (bytearray if isinstance(pool, InTrio) else bytes)
+    # both pools hand over the buffer they received the body into, not a copy of it
+    assert status == 200 and got == body and type(got) is bytearray
     assert pool.request("GET", "/small", {}) == (200, b"ok")  # the same connection, non-blocking again
     assert server.connections == 1
     assert received == ([len(body)] if isinstance(pool, InTrio) else [])
+
+
+class Trickling(Listener):
+    """A server that reads each request's head, then sends ``head`` and a body of ``length``
+    bytes one byte every ``interval`` seconds, or (``take_body``) takes the request's body one
+    byte every ``interval`` seconds and never answers, until the client gives up; records when
+    each connection was given up."""
+
+    def __init__(self, *, head: bytes = b"", length: int = 0, take_body: bool = False, interval: float = 0.05):
+        self.head, self.length, self.take_body, self.interval = head, length, take_body, interval
+        self.given_up: list[float] = []
+        super().__init__()
+
+    def _talk(self, conn: socket.socket) -> None:
+        start = time.monotonic()
+        with conn:
+            if self.take_body:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(1 if self.take_body else 65536)
+            try:
+                if not self.take_body:
+                    conn.sendall(self.head)
+                for _ in range(self.length if not self.take_body else 10**9):
+                    time.sleep(self.interval)
+                    if self.take_body:
+                        if not conn.recv(1):
+                            break
+                    else:
+                        conn.sendall(b"x")
+            except OSError:
+                pass
+            self.given_up.append(time.monotonic() - start)
+
+
+@pytest.mark.parametrize("kind, length", [("threads", 100), ("threads", 3 * 1024 * 1024), ("trio", 3 * 1024 * 1024)])
+def test_an_answer_trickled_slower_than_the_low_speed_limit_is_given_up(kind, length, monkeypatch):
+    """A body that keeps coming, a byte at a time, never waits a read timeout between two
+    bytes: the blocking pool (listings, PUTs) gives the exchange its read timeout plus a second
+    for every LOW_SPEED bytes moved, the trio pool's GET its read timeout, whose deadline its
+    worker thread (bodies over THREAD_BODY) keeps too."""
+    monkeypatch.setattr(http1, "LOW_SPEED", 100)
+    server = Trickling(head=b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % length, length=length)
+    try:
+        pool = make_pool(kind, server.port, read_timeout=0.5)
+        start = time.monotonic()
+        with pytest.raises(HttpError, match="bytes a second|by the attempt's deadline"):
+            pool.request("GET", "/", {})
+        took = time.monotonic() - start
+        # 0.5 s plus 1/100 s for each byte of the head (about 40) and of the trickle: about 1.5 s
+        assert 0.5 <= took < 30
+        deadline = time.monotonic() + 5
+        while not server.given_up and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.given_up and server.given_up[0] < 30  # the connection was closed, not left to trickle
+    finally:
+        server.close()
+
+
+def test_a_body_taken_slower_than_the_low_speed_limit_is_given_up(monkeypatch):
+    """A server that takes a PUT's body a byte at a time: the send ends too, at the same limit or
+    (TCP opens no window for a byte) once a wait to send lasts the read timeout."""
+    monkeypatch.setattr(http1, "LOW_SPEED", 100)
+    monkeypatch.setattr(http1, "CONTINUE_WAIT", 0.01)
+    server = Trickling(take_body=True, interval=0.02)
+    try:
+        start = time.monotonic()
+        with pytest.raises(HttpError, match="bytes a second|no answer for 0.5 s"):
+            Pool("127.0.0.1", server.port, read_timeout=0.5).send("PUT", "/b/k", {}, BODY * 8)
+        assert time.monotonic() - start < 30
+    finally:
+        server.close()
+
+
+def test_an_answer_slow_but_faster_than_the_low_speed_limit_arrives(monkeypatch):
+    """The limit is an average: a body whose bytes come at twice LOW_SPEED, though it takes
+    several read timeouts in all, is received whole."""
+    monkeypatch.setattr(http1, "LOW_SPEED", 100)
+    server = Trickling(head=b"HTTP/1.1 200 OK\r\nContent-Length: 120\r\n\r\n", length=120, interval=0.005)
+    try:
+        assert Pool("127.0.0.1", server.port, read_timeout=0.3).request("GET", "/", {}) == (200, b"x" * 120)
+    finally:
+        server.close()
 
 
 def test_a_cancelled_trio_request_closes_its_connection():
