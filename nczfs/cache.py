@@ -78,6 +78,10 @@ METADATA_AHEAD_BYTES = 16 * MiB
 MAX_META = 500_000
 #: delivered blocks remembered after they were dropped (see ByteCache.refetch_part)
 MAX_DROPPED = 65536
+#: seconds a block's failed fetch answers the reads that ask for the block again: the kernel
+#: reads once more, at once, what its read-ahead could not get, and that read would pay another
+#: round of the store's attempts (S3 on a stalled server: 3 of 60 s)
+FAILED_FOR = 1.0
 #: sibling objects fetched ahead of a reader walking a directory (0: off)
 SIBLINGS_AHEAD = 16
 #: sibling fetches running at once (the rest of the backend's connections serve the readers)
@@ -289,6 +293,8 @@ class CachingStore(WrapperStore):
         delivered = max(self.cache_size // 16, 2 * self.block_size) if kernel_keeps_reads else self.cache_size
         self.bytes = ByteCache(self.cache_size, delivered)
         self._inflight: dict[tuple[str, str, int], _Fetch] = {}
+        #: fetches that failed, and until when they answer (FAILED_FOR)
+        self._failed: dict[tuple[str, str, int], tuple[_Fetch, float]] = {}
         self._prefetching = 0
         #: sibling fetches in flight and their bytes
         self._sibling_fetches = 0
@@ -818,11 +824,13 @@ class CachingStore(WrapperStore):
                 fetches.append(data)
                 continue
             fetch = self._inflight.get(ident)
-            if fetch is None:
+            if fetch is not None:
+                self.stats["cache.coalesced"] += 1
+            elif (fetch := self._just_failed(ident)) is not None:
+                self.stats["cache.failures-repeated"] += 1
+            else:
                 self.stats["cache.misses"] += 1
                 fetch = self._start(ident)
-            else:
-                self.stats["cache.coalesced"] += 1
             fetches.append(fetch)
         if indexes.start == 0:
             self._siblings_ahead(key)
@@ -832,6 +840,19 @@ class CachingStore(WrapperStore):
         for f in fetches:
             out.append(await f.wait() if isinstance(f, _Fetch) else f)
         return out
+
+    def _just_failed(self, ident: tuple[str, str, int]) -> _Fetch | None:
+        """The fetch of this block that failed less than FAILED_FOR seconds ago, if any."""
+        failed = self._failed.get(ident)
+        if failed is not None and self.clock() < failed[1]:
+            return failed[0]
+        return None
+
+    def _remember_failure(self, ident: tuple[str, str, int], fetch: _Fetch) -> None:
+        now = self.clock()
+        if len(self._failed) >= 64:
+            self._failed = {k: v for k, v in self._failed.items() if v[1] > now}
+        self._failed[ident] = (fetch, now + FAILED_FOR)
 
     def _start(self, ident: tuple[str, str, int], prefetch: bool = False, sibling: int = 0) -> _Fetch:
         """Fetch a block in a system task; ``prefetch``: sequential readahead, ``sibling``: the
@@ -866,6 +887,8 @@ class CachingStore(WrapperStore):
                 fetch.exc = BackendError(f"{key!r}: read cancelled")
                 raise
             fetch.exc = exc
+            if not isinstance(exc, (KeyNotFound, Stale)):
+                self._remember_failure(ident, fetch)
         else:
             if self._inflight.get(ident) is fetch:
                 self.bytes.put(ident, fetch.data)

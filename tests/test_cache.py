@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from nczfs import cache as cache_module
 from nczfs.cache import CachingStore
-from nczfs.errors import BackendError, KeyNotFound
+from nczfs.errors import BackendError, KeyNotFound, Stale
 from nczfs.store.base import ByteRange
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore
@@ -139,8 +140,34 @@ async def test_a_failed_fetch_fails_every_waiter_and_is_not_cached(mem, clock):
         for _ in range(3):
             n.start_soon(read)
     assert len(errors) == 3 and faulty.calls["get"] == 1
+    clock.now += cache_module.FAILED_FOR
     assert await cache.get_version("k", None, etag) == b"data"  # the next read asks again
     assert cache.counters()["errors"] == 1
+
+
+async def test_a_block_read_again_just_after_its_fetch_failed_gets_the_same_error(mem, clock):
+    """The kernel reads again at once what its read-ahead could not get: that read is answered by
+    the failure (one round of the store's attempts, not two); a second later the store is asked
+    again. A missing key is an answer, not a failure: it is asked again at once."""
+    cache, faulty = make(mem, clock)
+    put_behind(mem, "k", b"data")
+    etag = mem.stat("k").etag
+    faulty.fail("get", times=1)
+    with pytest.raises(BackendError) as first:
+        await cache.get_version("k", ByteRange(0, 4), etag)
+    clock.now += cache_module.FAILED_FOR / 2
+    with pytest.raises(BackendError) as again:
+        await cache.get_version("k", ByteRange(0, 4), etag)
+    assert again.value is first.value and faulty.calls["get"] == 1
+    assert cache.counters()["cache.failures-repeated"] == 1
+    clock.now += cache_module.FAILED_FOR / 2
+    assert await cache.get_version("k", ByteRange(0, 4), etag) == b"data"
+    assert faulty.calls["get"] == 2
+    mem.delete("k")
+    for _ in range(2):
+        with pytest.raises((KeyNotFound, Stale)):
+            await cache.get_version("k", ByteRange(0, 4), "other")
+    assert faulty.calls["get"] == 4
 
 
 async def test_a_changed_object_is_read_under_its_new_etag(mem, clock):

@@ -532,3 +532,28 @@ def test_server_down_while_writing_fails_close_with_eio_and_recovers(s3_server, 
         assert s3.read("after") == b"works again"
     log = m.log_text()
     assert "keep" in log and "Traceback" not in log
+
+
+def test_a_read_that_fails_costs_one_round_of_attempts(s3_server, tmp_path):
+    """The server stops under an open file: its read fails with EIO after the store's attempts,
+    and the read the kernel sends again at once for what its read-ahead could not get is answered
+    by that failure, not by another round; once the server is back the file reads."""
+    s3 = S3Backend(s3_server, s3_server.new_bucket("readfail"))
+    s3.put("f", b"x" * 100_000)
+    with mounted(s3, tmp_path / "mnt", "-o", "metadata_ttl=60") as m:  # the read goes straight to a GET
+        fd = os.open(m.path / "f", os.O_RDONLY)
+        try:
+            before = counts(m.path)
+            s3_server.stop()
+            try:
+                with pytest.raises(OSError) as info:
+                    os.pread(fd, 100_000, 0)
+                assert info.value.errno == errno.EIO
+                got = delta(before, counts(m.path))
+            finally:
+                s3_server.start()
+            assert got["GetObject"] == 3 and got["cache.failures-repeated"] >= 1, got
+            time.sleep(1.1)  # past the failure's second
+            assert os.pread(fd, 100_000, 0) == b"x" * 100_000
+        finally:
+            os.close(fd)
