@@ -850,8 +850,12 @@ class CachingStore(WrapperStore):
 
     def _remember_failure(self, ident: tuple[str, str, int], fetch: _Fetch) -> None:
         now = self.clock()
-        if len(self._failed) >= 64:
-            self._failed = {k: v for k, v in self._failed.items() if v[1] > now}
+        while self._failed:  # oldest first: they are kept in the order they failed
+            oldest = next(iter(self._failed))
+            if self._failed[oldest][1] > now:
+                break
+            del self._failed[oldest]
+        self._failed.pop(ident, None)
         self._failed[ident] = (fetch, now + FAILED_FOR)
 
     def _start(self, ident: tuple[str, str, int], prefetch: bool = False, sibling: int = 0) -> _Fetch:

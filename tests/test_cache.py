@@ -168,6 +168,12 @@ async def test_a_block_read_again_just_after_its_fetch_failed_gets_the_same_erro
         with pytest.raises((KeyNotFound, Stale)):
             await cache.get_version("k", ByteRange(0, 4), "other")
     assert faulty.calls["get"] == 4
+    # failures are not kept past their second: the next one lets go of those before it
+    put_behind(mem, "k2", b"data")
+    faulty.fail("get", times=1)
+    with pytest.raises(BackendError):
+        await cache.get_version("k2", ByteRange(0, 4), mem.stat("k2").etag)
+    assert [ident[0] for ident in cache._failed] == ["k2"]
 
 
 async def test_a_changed_object_is_read_under_its_new_etag(mem, clock):
