@@ -73,6 +73,16 @@ class BackendError(NczfsError):
     errno = _errno.EIO
 
 
+class WriteLost(NczfsError):
+    """A file one of whose writes failed (its temp file could not take it): it is never stored,
+    so that the store keeps its previous object rather than a part of the new one."""
+
+    def __init__(self, key: str, cause: OSError):
+        super().__init__(f"{key!r}: not stored: a write to it failed ({cause.strerror or cause}); "
+                         "the store keeps the object it had")
+        self.errno = cause.errno or _errno.EIO
+
+
 class SourceError(NczfsError):
     """SOURCE or MOUNTPOINT given to the CLI is unusable; the message is shown to the user."""
 

@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import stat
+import tempfile
 import time
 from dataclasses import dataclass, fields
 from typing import Callable
@@ -33,6 +34,7 @@ from nczfs.errors import (
     NotADirectory,
     ReadOnly,
     Stale,
+    WriteLost,
 )
 from nczfs.cache import default_cache_size
 from nczfs.early_upload import EarlyUploads
@@ -369,7 +371,11 @@ class Filesystem:
             if node.content is None and size == 0:
                 node.content = self._make_content(b"", dirty=True)
             content = await self._content(node)
-            await content.truncate(size)
+            try:
+                await content.truncate(size)
+            except OSError as exc:
+                self._log_lost_write(node.path, exc)
+                raise
             self._touched(node)
             return
         # not open: change the object in the store right away
@@ -586,13 +592,21 @@ class Filesystem:
         node = h.node
         content = await self._content(node)
         self.early.writing(node.ino, offset, len(data))
-        await content.write(offset, data)
+        try:
+            await content.write(offset, data)
+        except OSError as exc:
+            self._log_lost_write(node.path, exc)
+            raise
         self._touched(node)
         if self.early.watches(node.ino, content) and not node.detached:
             key = final_name(node.path) if self._deferred(node) else node.path  # a temp file's: its final name
             if key is not None:
                 self.early.wrote(node.ino, key, content)
         return len(data)
+
+    def _log_lost_write(self, key: str, exc: OSError) -> None:
+        log.error("write to %r failed: %s (temp files go to %s); the file will not be stored until truncated to "
+                  "nothing", key, exc.strerror or exc, self.opts.spill_dir or tempfile.gettempdir())
 
     async def _upload(self, node: Node) -> None:
         """Send a node's pending content to the store as one object; errors propagate."""
@@ -602,6 +616,8 @@ class Filesystem:
                 return
             version = content.version
             try:
+                if content.write_error is not None:
+                    raise WriteLost(node.path, content.write_error)
                 info = await self.early.finish(node.ino, node.path, content)
                 if info is None:
                     info = await self._store_content(content, node.path)
@@ -633,6 +649,10 @@ class Filesystem:
             assert content is not None
             staged = self._staged.pop(node.ino, None)
             try:
+                if content.write_error is not None:
+                    if staged is not None:
+                        await self._abort(staged[1])
+                    raise WriteLost(node.path, content.write_error)
                 if staged is not None and _stages(staged, content, key):
                     info = await staged[1].commit()  # type: ignore[misc]
                 else:
@@ -675,7 +695,7 @@ class Filesystem:
             return
         async with self._lock(node):
             content = node.content
-            if content is None or node.detached or not self._deferred(node):
+            if content is None or node.detached or not self._deferred(node) or content.write_error is not None:
                 return
             early = await self.early.stage(node.ino, final, content)  # sent while it was written
             if early is not None:

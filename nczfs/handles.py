@@ -85,6 +85,9 @@ class Content:
         self.uploaded_version = -1 if dirty else 0
         #: the version whose upload last failed (that failure was already reported to a caller)
         self.failed_version: int | None = None
+        #: why a write or truncate failed part way (its temp file could not take it): the content
+        #: no longer holds what its writer wrote, and is not stored until truncated to nothing
+        self.write_error: OSError | None = None
         self._memory = memory
         self._held = _Held()
         if memory is not None:
@@ -157,13 +160,17 @@ class Content:
     async def write(self, offset: int, data: bytes) -> None:
         await self._settled()
         end = offset + len(data)
-        if self._must_spill(end):
-            await self._spill()
-        if self._file is not None:
-            await run_blocking(_pwrite, self._file, offset, data)
-        elif self._parts is not None and offset == self._size:
+        try:
+            if self._must_spill(end):
+                await self._spill()
+            if self._file is not None:
+                await run_blocking(_pwrite, self._file, offset, data)
+        except OSError as exc:
+            self.write_error = self.write_error or exc
+            raise
+        if self._file is None and self._parts is not None and offset == self._size:
             self._parts.append(bytes(data))  # no copy of the bytes a FUSE write brings
-        else:
+        elif self._file is None:
             mem = self._buffer()
             if offset > len(mem):
                 mem.extend(bytes(offset - len(mem)))
@@ -193,13 +200,19 @@ class Content:
 
     async def truncate(self, size: int) -> None:
         await self._settled()
-        if self._must_spill(size):
-            await self._spill()
-        if self._file is not None:
-            await run_blocking(self._file.truncate, size)
-        elif size == 0:
+        try:
+            if self._must_spill(size):
+                await self._spill()
+            if self._file is not None:
+                await run_blocking(self._file.truncate, size)
+        except OSError as exc:
+            self.write_error = self.write_error or exc
+            raise
+        if size == 0:
+            self.write_error = None  # nothing is left of what a failed write should have changed
+        if self._file is None and size == 0:
             self._parts, self._mem = [], None
-        elif size != self._size:
+        elif self._file is None and size != self._size:
             mem = self._buffer()
             if size < len(mem):
                 del mem[size:]

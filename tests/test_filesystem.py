@@ -300,6 +300,68 @@ async def test_a_large_file_in_memory_is_stored_through_a_reader(faulty, raw, tm
     await fs.release(fh)
 
 
+@pytest.mark.parametrize("then", ["closed", "truncated"])
+@pytest.mark.parametrize("fault", ["spill", "pwrite"])
+async def test_a_file_whose_write_failed_is_not_stored_until_truncated(faulty, raw, tmp_path, monkeypatch, caplog,
+                                                                       fault, then):
+    """A write its temp file could not take (a full disk: here the spill itself, or a write to
+    the temp file once spilled) fails, and from then on the file is not stored: flush, fsync
+    and close answer that error and the store keeps its object whole, instead of the part of the
+    new content that made it; the log names the key. Truncated to nothing, it is stored again."""
+    from nczfs import handles
+
+    raw.set("obj", b"old object " * 1000)
+    spill_dir = tmp_path / "spill"
+    spill_dir.mkdir()
+    fs = Filesystem(faulty, FsOptions(metadata_ttl=0, spill_threshold=4096, spill_dir=str(spill_dir)))
+    ino = await ino_of(fs, "obj")
+    fh = await fs.open(ino, os.O_WRONLY)
+    await fs.setattr(ino, SetattrRequest(size=0), fh)
+    await fs.write(fh, 0, b"n" * 3000)  # in memory
+    code = errno.ENOENT
+    if fault == "spill":
+        spill_dir.rmdir()  # the temp file cannot be made
+    else:
+        await fs.write(fh, 3000, b"n" * 3000)  # spilled
+        code = errno.ENOSPC
+
+        def full(f, offset, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(handles, "_pwrite", full)
+    with pytest.raises(OSError) as info:
+        await fs.write(fh, 6000, b"n" * 3000)
+    assert info.value.errno == code
+    assert any("write to 'obj' failed" in r.getMessage() for r in caplog.records)
+    err = await fails(code, fs.flush, fh)
+    assert "'obj'" in str(err) and "not stored" in str(err)
+    await fails(code, fs.fsync, fh)
+    if then == "truncated":
+        monkeypatch.undo()
+        await fs.setattr(ino, SetattrRequest(size=0), fh)
+        await fs.write(fh, 0, b"new")
+    await fs.release(fh)
+    if then == "closed":
+        assert raw.get("obj") == b"old object " * 1000 and faulty.calls["set"] == 0
+    else:
+        assert raw.get("obj") == b"new"
+
+
+async def test_a_temp_file_whose_write_failed_is_not_stored_by_its_rename(faulty, raw, tmp_path):
+    spill_dir = tmp_path / "gone"
+    fs = Filesystem(faulty, FsOptions(metadata_ttl=0, spill_threshold=4096, spill_dir=str(spill_dir)))
+    raw.set("0", b"old chunk")
+    temp = "0." + "ab" * 16 + ".partial"
+    fh, _ = await fs.create(ROOT_INO, temp, 0o644, WRITE_NEW)
+    await fs.write(fh, 0, b"a" * 3000)
+    with pytest.raises(OSError):
+        await fs.write(fh, 3000, b"a" * 3000)  # spill_dir does not exist
+    await fs.flush(fh)  # deferred to the rename
+    await fs.release(fh)
+    await fails(errno.ENOENT, fs.rename, ROOT_INO, temp, ROOT_INO, "0")
+    assert raw.get("0") == b"old chunk" and raw_get(raw, temp) is None
+
+
 async def test_a_spilled_temp_file_is_stored_once_under_its_final_name(faulty, raw, tmp_path):
     """A zarr ``.partial`` too big for memory waits in its temp file for the rename, which
     streams it to the final key: never stored under the temp name, never copied."""
