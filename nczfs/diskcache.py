@@ -127,11 +127,12 @@ class DiskCache:
         out["diskcache.bytes-limit"] = self.limit
         return out
 
-    async def get(self, key: str, etag: str, block_size: int, index: int) -> bytes | None:
-        """The block if a valid entry holds it, else None (a miss, whatever went wrong)."""
+    async def get(self, key: str, etag: str, block_size: int, index: int, length: int | None = None) -> bytes | None:
+        """The block if a valid entry holds it (of ``length`` bytes, if given: what the object's
+        size says it holds), else None (a miss, whatever went wrong)."""
         if not await self._start():
             return None
-        data = await self._in_thread("reading", self._get_sync, self._name(key, etag, block_size, index))
+        data = await self._in_thread("reading", self._get_sync, self._name(key, etag, block_size, index), length)
         if data is None:
             self._count("misses")
         else:
@@ -295,7 +296,7 @@ class DiskCache:
         self._write_held(held + size)
         return True
 
-    def _get_sync(self, name: str) -> bytes | None:
+    def _get_sync(self, name: str, want: int | None = None) -> bytes | None:
         path = self._path(name)
         try:
             with open(path, "rb") as f:
@@ -309,10 +310,12 @@ class DiskCache:
         ok = len(raw) >= HEADER.size
         if ok:
             magic, length, digest = HEADER.unpack_from(raw)
-            ok = magic == MAGIC and length == len(data) and digest == _digest(name, data)
+            ok = (magic == MAGIC and length == len(data) and (want is None or length == want)
+                  and digest == _digest(name, data))
         if not ok:
             self._count("corrupt")
-            log.warning("cache dir %s: entry %s is truncated or corrupt; deleted", self.root, name)
+            log.warning("cache dir %s: entry %s is truncated, corrupt or not the length of its block; deleted",
+                        self.root, name)
             self._remove(path)
             return None
         with contextlib.suppress(OSError):

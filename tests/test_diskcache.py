@@ -14,10 +14,11 @@ from nczfs import diskcache
 from nczfs.cache import CachingStore
 from nczfs.config import MountConfig
 from nczfs.diskcache import HEADER, DiskCache, source_identity
+from nczfs.errors import Stale
 from nczfs.source import parse_source
 from nczfs.store.base import ByteRange
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore
+from nczfs.store.wrapper import FaultyStore, WrapperStore
 from nczfs.threads import ThreadedStore
 from tests.helpers import is_mounted, run_nczfs
 from tests.test_cli import _one_line_error
@@ -219,6 +220,57 @@ async def test_a_changed_object_is_fetched_fresh_not_read_from_disk(tmp_path):
     await second.disk.wait_idle()
     third, faulty = caching(mem, tmp_path)
     assert await third.get("k") == b"2" * 5000 and faulty.calls["get"] == 0
+
+
+class ShortAnswers(WrapperStore):
+    """Answers the next ``n`` pinned GETs with the first half of what was asked, as SeaweedFS
+    does (with a Content-Range to match) while another client replaces the object."""
+
+    def __init__(self, inner, n: int):
+        super().__init__(inner)
+        self.n = n
+
+    async def get_version(self, key, rng, etag):
+        data = await self.inner.get_version(key, rng, etag)
+        if self.n:
+            self.n -= 1
+            return data[: len(data) // 2]
+        return data
+
+
+async def test_a_block_shorter_than_its_version_says_is_never_kept(tmp_path):
+    """A short answer for a version whose size is known is Stale (the object is changing), is
+    neither cached nor written to the cache dir, and the next read gets the whole block."""
+    mem = MemoryStore("dc")
+    data = os.urandom(100 * KiB)
+    mem.set("k", data)
+    faulty = FaultyStore(ThreadedStore(mem))
+    store = CachingStore(ShortAnswers(faulty, 1), cache_size=1024 * KiB, ttl=5.0, block_size=64 * KiB,
+                         disk=DiskCache(str(tmp_path), 1 << 20, "memory://dc"))
+    etag = (await store.stat("k")).etag  # as the filesystem does before it reads
+    with pytest.raises(Stale, match="the object is changing"):
+        await store.get_version("k", ByteRange(0, 4096), etag)
+    await store.disk.wait_idle()
+    assert store.counters().get("diskcache.writes", 0) == 0
+    etag = (await store.stat("k")).etag
+    assert await store.get_version("k", None, etag) == data
+    assert faulty.calls["get"] == 3  # the short block, then both blocks whole
+
+
+async def test_an_entry_shorter_than_its_version_says_is_deleted_and_fetched_again(tmp_path):
+    """An entry kept before lengths were checked (a short answer cached as the block) is not
+    served: it is deleted like a damaged one, and the block fetched."""
+    mem = MemoryStore("dc")
+    data = os.urandom(100 * KiB)
+    mem.set("k", data)
+    etag = mem.stat("k").etag
+    early = DiskCache(str(tmp_path), 1 << 20, "memory://dc")
+    await put(early, "k", data[: 10 * KiB], etag=etag)
+    store, faulty = caching(mem, tmp_path)
+    etag = (await store.stat("k")).etag
+    assert await store.get_version("k", None, etag) == data
+    assert faulty.calls["get"] == 2
+    assert store.counters()["diskcache.corrupt"] == 1
 
 
 async def test_a_broken_cache_dir_does_not_fail_reads(tmp_path):
