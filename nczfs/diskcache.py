@@ -279,6 +279,9 @@ class DiskCache:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+            except OSError as exc:  # a directory in its place, a file of another user: the next one
+                self._failed("deleting an entry", exc)
+                continue
             self._count("evictions")
             total -= size
         return total

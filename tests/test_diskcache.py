@@ -170,6 +170,33 @@ async def test_disk_errors_are_counted_never_raised(tmp_path, monkeypatch, caplo
     assert unusable.counters()["diskcache.errors"] == 1
 
 
+@pytest.mark.parametrize("when", ["writing", "opening"])
+async def test_an_entry_that_cannot_be_deleted_is_passed_over(tmp_path, when):
+    """The oldest entry cannot be deleted (here a directory stands in its place): eviction
+    deletes the next ones instead, so new blocks are still kept, and a dir over its limit at
+    mount time is still used."""
+    size = HEADER.size + 10_000
+    cache = DiskCache(str(tmp_path), 4 * size, "src")
+    for i in range(4):
+        await put(cache, f"k{i}", bytes([i]) * 10_000)
+    now = time.time()
+    for path in entry_files(tmp_path):  # k0 the least recently used, k3 the most
+        age = 100 - path.read_bytes()[-1]
+        os.utime(path, (now - age, now - age))
+    oldest = min(entry_files(tmp_path), key=lambda p: p.stat().st_mtime)
+    oldest.unlink()
+    oldest.mkdir()
+    os.utime(oldest, (now - 100, now - 100))
+    if when == "opening":
+        cache = DiskCache(str(tmp_path), 2 * size + oldest.stat().st_size, "src")  # over its limit: evicts at open
+        assert await cache.get("k3", "e1", 64 * KiB, 0) == bytes([3]) * 10_000
+    else:
+        await put(cache, "new", b"n" * 10_000)
+        assert await cache.get("new", "e1", 64 * KiB, 0) == b"n" * 10_000
+    assert cache.counters()["diskcache.evictions"] >= 1
+    assert cache.counters()["diskcache.errors"] >= 1 and oldest.is_dir()
+
+
 def test_prepare_dir_creates_the_dir_and_refuses_a_file(tmp_path):
     assert diskcache.prepare_dir(str(tmp_path / "new" / "cache")) == str(tmp_path / "new" / "cache")
     (tmp_path / "f").write_text("")
