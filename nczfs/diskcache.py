@@ -217,9 +217,35 @@ class DiskCache:
             assert self._lock_fd is not None
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
+                self._follow_lock()
+            except BaseException:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                raise
+            try:
                 yield
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _follow_lock(self) -> None:
+        """(holding the lock) If the lock file held open is no longer the one at its path (the dir
+        was emptied under the mount: ``rm -rf``), take the one a daemon started since then made,
+        or make it, so that both count their bytes in one total again."""
+        assert self._lock_fd is not None
+        path = os.path.join(self.root, ".lock")
+        while True:
+            held = os.fstat(self._lock_fd)
+            try:
+                current = os.stat(path)
+                if (held.st_ino, held.st_dev) == (current.st_ino, current.st_dev):
+                    return
+            except FileNotFoundError:
+                pass
+            os.makedirs(self.root, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = fd
+            fcntl.flock(fd, fcntl.LOCK_EX)
 
     def _read_held(self) -> int:
         """The shared total, kept in the lock file (under the lock); counted afresh if unreadable."""

@@ -132,6 +132,23 @@ async def test_two_caches_on_one_dir_share_entries_and_one_bound(tmp_path):
     assert a.counters()["diskcache.bytes-held"] == held_on_disk(tmp_path)
 
 
+async def test_a_cache_whose_dir_was_emptied_under_it_shares_the_bound_with_a_new_one(tmp_path):
+    """``rm -rf`` of the dir while a mount uses it: that mount takes the lock a mount started
+    since then made, and the two keep one total, within the limit."""
+    import shutil
+
+    limit = 8 * ENTRY
+    a = DiskCache(str(tmp_path), limit, "src")
+    for i in range(8):
+        await put(a, f"old{i}", bytes([i]) * 1000)
+    shutil.rmtree(tmp_path)
+    b = DiskCache(str(tmp_path), limit, "src")
+    for i in range(16):
+        await put(b if i % 2 else a, f"k{i}", bytes([i]) * 1000)
+        assert held_on_disk(tmp_path) <= limit
+    assert (tmp_path / ".lock").exists()
+
+
 async def test_stale_temp_files_of_a_dead_writer_are_removed_on_open(tmp_path):
     (tmp_path / "ab").mkdir()
     stale = tmp_path / "ab" / ".tmp.999999.1.abcd"
