@@ -61,6 +61,10 @@ class Attr:
     atime_ns: int
     mtime_ns: int
     ctime_ns: int
+    #: seconds these facts stay as fresh as the daemon's own (None: the metadata TTL): the kernel
+    #: keeps them no longer, or it would read a version the daemon has moved on from up to the
+    #: size of the one before
+    valid_for: float | None = None
 
 
 @dataclass
@@ -290,6 +294,7 @@ class Filesystem:
     def attr(self, node: Node) -> Attr:
         ov = self.table.overrides.get(node.path) if not node.detached else None
         ov = ov or Overrides()
+        valid_for = None
         if node.is_dir:
             mode = stat.S_IFDIR | (ov.mode if ov.mode is not None else self.dir_mode)
             size, mtime, nlink = 0, self._started_ns, 2
@@ -297,6 +302,8 @@ class Filesystem:
             mode = stat.S_IFREG | (ov.mode if ov.mode is not None else self.file_mode)
             size = node.content.size if node.content is not None else node.size
             mtime, nlink = node.mtime_ns, 1
+            if node.content is None and not node.pending and node.fetched >= 0:
+                valid_for = max(0.0, self.opts.metadata_ttl - (self._now() - node.fetched))
         if ov.mtime_ns is not None:
             mtime = ov.mtime_ns
         return Attr(
@@ -309,6 +316,7 @@ class Filesystem:
             atime_ns=ov.atime_ns if ov.atime_ns is not None else mtime,
             mtime_ns=mtime,
             ctime_ns=mtime,
+            valid_for=valid_for,
         )
 
     # ------------------------------------------------------------------ lookups

@@ -101,7 +101,7 @@ class Operations(pyfuse3.Operations):
         e.st_ino = a.ino
         e.generation = 0
         e.entry_timeout = self.ttl
-        e.attr_timeout = self.ttl
+        e.attr_timeout = self.ttl if a.valid_for is None else min(self.ttl, a.valid_for)
         e.st_mode = a.mode
         e.st_nlink = a.nlink
         e.st_uid = a.uid

@@ -1226,3 +1226,23 @@ async def test_kept_directory_survives_another_client_deleting_its_parent_keys(f
     raw.delete("p/x")  # on the memory store nothing implies "p" any more
     assert await listdir(fs) == ["p"]
     assert await listdir(fs, "p") == ["q"]
+
+
+async def test_the_kernel_keeps_attributes_no_longer_than_the_daemon_trusts_them(faulty, raw):
+    """Attributes handed out from facts learnt a while ago are valid only for what is left of
+    their TTL: the kernel would otherwise keep an object's old size past the moment an open
+    pins its new version, and read that version only up to the old size. Files being written
+    (the daemon holds their content) keep the whole TTL."""
+    fs = Filesystem(faulty, FsOptions(metadata_ttl=5))
+    now = [100.0]
+    fs._now = lambda: now[0]  # type: ignore[method-assign]
+    raw.set("f", b"1")
+    attr = await fs.lookup(ROOT_INO, "f")
+    assert attr.valid_for == 5
+    now[0] += 3
+    assert (await fs.getattr(attr.ino)).valid_for == 2
+    now[0] += 3  # past the TTL: asked again, fresh again
+    assert (await fs.getattr(attr.ino)).valid_for == 5
+    fh, new = await fs.create(ROOT_INO, "g", 0o644, WRITE_NEW)
+    assert new.valid_for is None
+    await fs.release(fh)
