@@ -906,13 +906,14 @@ class CachingStore(WrapperStore):
                     self.disk.put_soon(key, etag, b, i, data)  # in the background
             fetch.data = data
         except BaseException as exc:
-            if not isinstance(exc, (KeyNotFound, Stale)):
+            failed = not isinstance(exc, (KeyNotFound, Stale))  # not an answer of the store's
+            if failed:
                 self.stats["errors"] += 1
             if not isinstance(exc, Exception):  # cancelled (unmount): the waiters get an error of their own
                 fetch.exc = BackendError(f"{key!r}: read cancelled")
                 raise
             fetch.exc = exc
-            if not isinstance(exc, (KeyNotFound, Stale)):
+            if failed:
                 self._remember_failure(ident, fetch)
         else:
             if self._inflight.get(ident) is fetch:

@@ -1246,3 +1246,14 @@ async def test_the_kernel_keeps_attributes_no_longer_than_the_daemon_trusts_them
     fh, new = await fs.create(ROOT_INO, "g", 0o644, WRITE_NEW)
     assert new.valid_for is None
     await fs.release(fh)
+
+
+def test_the_fuse_adapter_hands_the_kernel_the_shorter_of_the_ttl_and_what_is_left():
+    from nczfs.filesystem import Attr
+    from nczfs.fuse_ops import Operations
+
+    ops = Operations(Filesystem(FaultyStore(ThreadedStore(MemoryStore("a")))), 5.0)
+    base = dict(ino=5, mode=0o100644, nlink=1, uid=0, gid=0, size=1, atime_ns=0, mtime_ns=0, ctime_ns=0)
+    assert ops._entry(Attr(**base, valid_for=0.25)).attr_timeout == 0.25
+    assert ops._entry(Attr(**base)).attr_timeout == 5.0
+    assert ops._entry(Attr(**base, valid_for=0.25)).entry_timeout == 5.0  # the name stays known
