@@ -787,7 +787,8 @@ class CachingStore(WrapperStore):
         ident = (key, etag, first)
         if (end is not None and (end - 1) // b == first and ident not in self.bytes and ident not in self._inflight
                 and self.bytes.refetch_part(ident)):
-            data = self._as_long_as_its_version(key, etag, start, end, await self.inner.get_version(key, rng, etag))
+            data = self._as_long_as_its_version(key, etag, start, self._length(key, etag, start, end),
+                                                await self.inner.get_version(key, rng, etag))
             self.stats["cache.part-refetches"] += 1
             self.stats["cache.bytes-fetched"] += len(data)
             self.stats["cache.bytes-served"] += len(data)
@@ -848,16 +849,15 @@ class CachingStore(WrapperStore):
             return None
         return max(0, min(end, e.info.size) - start)
 
-    def _as_long_as_its_version(self, key: str, etag: str, start: int, end: int, data: bytes) -> bytes:
-        """``data``, the backend's answer for [start, end) of that version, if it is as long as the
-        version's size says. A server may answer a GET pinned to a version with fewer bytes and
+    def _as_long_as_its_version(self, key: str, etag: str, start: int, want: int | None, data: bytes) -> bytes:
+        """``data``, the backend's answer for bytes from ``start`` of that version, if it is as long
+        as the version's size says (``want``, from :meth:`_length`; None: unknown). A server may answer a GET pinned to a version with fewer bytes and
         a self-consistent Content-Range while another client replaces the object (SeaweedFS does):
         kept, that block would read as the file's end, here and, through the disk cache, after
         every remount. It is Stale instead (the reader gets the new version, or ESTALE)."""
-        want = self._length(key, etag, start, end)
         if want is not None and len(data) != want:
-            raise Stale(f"{key!r}: bytes {start}-{end} of version {etag} came as {len(data)} bytes where its size "
-                        f"says {want}: the object is changing")
+            raise Stale(f"{key!r}: {want} bytes from {start} of version {etag} came as {len(data)} bytes: "
+                        "the object is changing")
         return data
 
     def _just_failed(self, ident: tuple[str, str, int]) -> _Fetch | None:
@@ -899,7 +899,7 @@ class CachingStore(WrapperStore):
             data = await self.disk.get(key, etag, b, i, length) if self.disk is not None else None
             if data is None:
                 data = await self.inner.get_version(key, ByteRange(i * b, (i + 1) * b), etag)
-                data = self._as_long_as_its_version(key, etag, i * b, (i + 1) * b, data)
+                data = self._as_long_as_its_version(key, etag, i * b, length, data)
                 confirmed = True
                 self.stats["cache.bytes-fetched"] += len(data)
                 if self.disk is not None:

@@ -168,13 +168,14 @@ class Content:
         except OSError as exc:
             self.write_error = self.write_error or exc
             raise
-        if self._file is None and self._parts is not None and offset == self._size:
-            self._parts.append(bytes(data))  # no copy of the bytes a FUSE write brings
-        elif self._file is None:
-            mem = self._buffer()
-            if offset > len(mem):
-                mem.extend(bytes(offset - len(mem)))
-            mem[offset:end] = data
+        if self._file is None:
+            if self._parts is not None and offset == self._size:
+                self._parts.append(bytes(data))  # no copy of the bytes a FUSE write brings
+            else:
+                mem = self._buffer()
+                if offset > len(mem):
+                    mem.extend(bytes(offset - len(mem)))
+                mem[offset:end] = data
         self._size = max(self._size, end)
         self.version += 1
         self._account()
@@ -210,14 +211,15 @@ class Content:
             raise
         if size == 0:
             self.write_error = None  # nothing is left of what a failed write should have changed
-        if self._file is None and size == 0:
-            self._parts, self._mem = [], None
-        elif self._file is None and size != self._size:
-            mem = self._buffer()
-            if size < len(mem):
-                del mem[size:]
-            else:
-                mem.extend(bytes(size - len(mem)))
+        if self._file is None:
+            if size == 0:
+                self._parts, self._mem = [], None
+            elif size != self._size:
+                mem = self._buffer()
+                if size < len(mem):
+                    del mem[size:]
+                else:
+                    mem.extend(bytes(size - len(mem)))
         self._size = size
         self.version += 1
         self._account()
