@@ -78,6 +78,9 @@ METADATA_AHEAD_BYTES = 16 * MiB
 MAX_META = 500_000
 #: delivered blocks remembered after they were dropped (see ByteCache.refetch_part)
 MAX_DROPPED = 65536
+#: object versions whose size is remembered after what was cached about their key moved on
+#: (a newer version seen, the TTL over): a handle still reads the old one, block by block
+MAX_VERSION_SIZES = 16384
 #: seconds a block's failed fetch answers the reads that ask for the block again: the kernel
 #: reads once more, at once, what its read-ahead could not get, and that read would pay another
 #: round of the store's attempts (S3 on a stalled server: 3 of 60 s)
@@ -295,6 +298,8 @@ class CachingStore(WrapperStore):
         self._inflight: dict[tuple[str, str, int], _Fetch] = {}
         #: fetches that failed, and until when they answer (FAILED_FOR)
         self._failed: dict[tuple[str, str, int], tuple[_Fetch, float]] = {}
+        #: (key, ETag) -> size of versions seen (one version has one size), oldest first
+        self._version_sizes: dict[tuple[str, str], int] = {}
         self._prefetching = 0
         #: sibling fetches in flight and their bytes
         self._sibling_fetches = 0
@@ -431,6 +436,15 @@ class CachingStore(WrapperStore):
     def _keep(self, key: str, entry: DirEntry | None) -> None:
         self._room()
         self._entries[key] = (self.clock() + self.ttl, entry)
+        if entry is not None and entry.info is not None and entry.info.etag and not entry.is_dir:
+            self._remember_size(key, entry.info.etag, entry.info.size)
+
+    def _remember_size(self, key: str, etag: str, size: int) -> None:
+        sizes = self._version_sizes
+        sizes.pop((key, etag), None)
+        sizes[(key, etag)] = size
+        if len(sizes) > MAX_VERSION_SIZES:
+            del sizes[next(iter(sizes))]
 
     async def _lookup(self, key: str) -> object:
         """A cached answer for ``key``; after repeated misses in one directory, that directory's
@@ -843,18 +857,23 @@ class CachingStore(WrapperStore):
         return out
 
     def _length(self, key: str, etag: str, start: int, end: int) -> int | None:
-        """How many bytes of [start, end) version ``etag`` of ``key`` holds, if its size is known."""
+        """How many bytes of [start, end) version ``etag`` of ``key`` holds, if its size is known:
+        from what is cached about the key, or, once that moved on to a newer version while a
+        handle still reads this one, from the sizes of versions seen."""
         e = self._version_entry(key, etag)
-        if e is None or e.info is None:
+        if e is not None and e.info is not None:
+            size = e.info.size
+            self._remember_size(key, etag, size)
+        elif (size := self._version_sizes.get((key, etag))) is None:
             return None
-        return max(0, min(end, e.info.size) - start)
+        return max(0, min(end, size) - start)
 
     def _as_long_as_its_version(self, key: str, etag: str, start: int, want: int | None, data: bytes) -> bytes:
         """``data``, the backend's answer for bytes from ``start`` of that version, if it is as long
-        as the version's size says (``want``, from :meth:`_length`; None: unknown). A server may answer a GET pinned to a version with fewer bytes and
-        a self-consistent Content-Range while another client replaces the object (SeaweedFS does):
-        kept, that block would read as the file's end, here and, through the disk cache, after
-        every remount. It is Stale instead (the reader gets the new version, or ESTALE)."""
+        as the version's size says (``want``, from :meth:`_length`; None: unknown). A server or
+        proxy may answer a GET pinned to a version with fewer bytes and a self-consistent
+        Content-Range: kept, that block would read as the file's end, here and, through the disk
+        cache, after every remount. It is Stale instead (the reader gets the new version, or ESTALE)."""
         if want is not None and len(data) != want:
             raise Stale(f"{key!r}: {want} bytes from {start} of version {etag} came as {len(data)} bytes: "
                         "the object is changing")

@@ -267,8 +267,8 @@ async def test_a_changed_object_is_fetched_fresh_not_read_from_disk(tmp_path):
 
 
 class ShortAnswers(WrapperStore):
-    """Answers the next ``n`` pinned GETs with the first half of what was asked, as SeaweedFS
-    does (with a Content-Range to match) while another client replaces the object."""
+    """Answers the next ``n`` pinned GETs with the first half of what was asked, as a faulty
+    server or proxy may (with a Content-Range to match)."""
 
     def __init__(self, inner, n: int):
         super().__init__(inner)
@@ -299,6 +299,43 @@ async def test_a_block_shorter_than_its_version_says_is_never_kept(tmp_path):
     etag = (await store.stat("k")).etag
     assert await store.get_version("k", None, etag) == data
     assert faulty.calls["get"] == 3  # the short block, then both blocks whole
+
+
+class OldVersionCut(WrapperStore):
+    """Answers a GET pinned to the version ``etag`` (no longer the store's) with the first half of
+    what that version holds there."""
+
+    def __init__(self, inner, etag: str, data: bytes):
+        super().__init__(inner)
+        self.etag, self.data = etag, data
+
+    async def get_version(self, key, rng, etag):
+        if etag != self.etag:
+            return await self.inner.get_version(key, rng, etag)
+        data = rng.slice(self.data) if rng is not None else self.data
+        return data[: len(data) // 2]
+
+
+async def test_a_short_block_of_a_version_no_longer_current_is_never_kept(tmp_path):
+    """What is cached about the key has moved on to a newer version (TTL over, new HEAD) while a
+    handle still reads the old one: the old version's size is still known, so its short block is
+    Stale, not the file's end, and is neither cached nor written to the cache dir."""
+    mem = MemoryStore("dc")
+    old = os.urandom(100 * KiB)
+    mem.set("k", old)
+    now = [1000.0]
+    cut = OldVersionCut(FaultyStore(ThreadedStore(mem)), mem.stat("k").etag, old)
+    store = CachingStore(cut, cache_size=1024 * KiB, ttl=1.0, block_size=64 * KiB, clock=lambda: now[0],
+                         disk=DiskCache(str(tmp_path), 1 << 20, "memory://dc"))
+    etag = (await store.stat("k")).etag  # a handle opens the old version
+    mem.set("k", os.urandom(90 * KiB))  # another client replaces it
+    now[0] += 2
+    assert (await store.stat("k")).etag != etag  # the cache has seen the new one
+    with pytest.raises(Stale, match="the object is changing"):
+        await store.get_version("k", ByteRange(0, 4096), etag)
+    await store.disk.wait_idle()
+    assert store.counters().get("diskcache.writes", 0) == 0
+    assert ("k", etag, 0) not in store.bytes
 
 
 async def test_an_entry_shorter_than_its_version_says_is_deleted_and_fetched_again(tmp_path):
