@@ -42,6 +42,7 @@ from nczfs.handles import Content, WriteMemory
 from nczfs.locks import Lock
 from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
 from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, check_key, join, parent_of
+from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,8 @@ class _Handle:
     served: bool = False
     #: the kernel may keep its cached pages: the object is the version it was at the last open
     keep_cache: bool = False
+    #: the process (thread) that opened it, as the kernel said (0: unknown)
+    opener: int = 0
 
 
 #: files stored at once when every pending write is (unmount, ``nczfs sync``)
@@ -188,6 +191,10 @@ class Filesystem:
         self.spill_threshold = max(MIN_SPILL_THRESHOLD, self.write_memory.limit // 4) if threshold is None else threshold
         self.file_mode = 0o666 & ~self.opts.umask
         self.dir_mode = 0o777 & ~self.opts.umask
+        #: ``(opener, ino, openers) -> bool``: is a close of a description opened by thread
+        #: ``opener`` another process's (holders.py)? None: cannot tell, every close stores
+        self.someone_elses_close: Callable[[int, int, list[int]], bool] | None = None
+        self.stats = {"write.closes-not-storing": 0}
 
     # ------------------------------------------------------------------ helpers
 
@@ -502,7 +509,7 @@ class Filesystem:
         if node.open_count > 0 and not node.is_dir:
             await self._content(node)
 
-    async def open(self, ino: int, flags: int) -> int:
+    async def open(self, ino: int, flags: int, pid: int = 0) -> int:
         node = self.table[ino]
         if node.is_dir:
             raise IsADirectory(f"{node.path!r}: is a directory")
@@ -521,7 +528,8 @@ class Filesystem:
         self._opened_etag[ino] = node.etag if reading else ""
         # with keep_cache the kernel may hand out its pages of this version through the new
         # descriptor at once: it is pinned to that version as if it had read them
-        fh = self._new_fh(_Handle(node, writable, "" if node.pending else node.etag, keep_cache=keep, served=keep))
+        fh = self._new_fh(_Handle(node, writable, "" if node.pending else node.etag, keep_cache=keep, served=keep,
+                                  opener=pid))
         if flags & os.O_TRUNC:  # libfuse asks for atomic O_TRUNC: the kernel sends no setattr
             try:
                 await self._truncate(node, 0)
@@ -535,7 +543,7 @@ class Filesystem:
         h = self._handles.get(fh)
         return isinstance(h, _Handle) and h.keep_cache
 
-    async def create(self, parent_ino: int, name: str, mode: int, flags: int) -> tuple[int, Attr]:
+    async def create(self, parent_ino: int, name: str, mode: int, flags: int, pid: int = 0) -> tuple[int, Attr]:
         parent = self.table[parent_ino]
         path = self._child_path(parent, name)
         self._writable(path)
@@ -545,7 +553,7 @@ class Filesystem:
                 raise Exists(f"{path!r}: exists")
             if existing.is_dir:
                 raise IsADirectory(f"{path!r}: is a directory")
-            fh = await self.open(existing.ino, flags)  # open() handles O_TRUNC
+            fh = await self.open(existing.ino, flags, pid)  # open() handles O_TRUNC
             existing.lookups += 1
             return fh, self.attr(existing)
         node = self.table.node_for(path, False)
@@ -556,7 +564,7 @@ class Filesystem:
         self._initial_mode(path, mode, self.file_mode)
         node.lookups += 1
         node.open_count += 1
-        return self._new_fh(_Handle(node, True)), self.attr(node)
+        return self._new_fh(_Handle(node, True, opener=pid)), self.attr(node)
 
     async def read(self, fh: int, offset: int, size: int) -> bytes:
         h = self._handle(fh)
@@ -687,11 +695,30 @@ class Filesystem:
         return node.pending and node.content is not None and is_temp_name(node.path)
 
     async def flush(self, fh: int) -> None:
-        node = self._handle(fh).node
+        h = self._handle(fh)
+        node = h.node
+        if node.content is None or not node.content.dirty or node.detached:
+            return
+        if not await self._closer_is_the_writer(h):
+            self.stats["write.closes-not-storing"] += 1
+            return
         if not self._deferred(node):
             await self._upload(node)
         else:
             await self._stage(node)
+
+    async def _closer_is_the_writer(self, h: _Handle) -> bool:
+        """May this close (FLUSH) be the writer's, which stores the file? Not if the descriptor
+        was opened read-only (a reader's close does not store another's half-written data), nor
+        if the process that opened it still holds it (holders.py): the close is of a copy a
+        child inherited (fork, exec) or of a duplicate; the opener's own close stores the file,
+        and the last close of all (release) does if the opener never closes it."""
+        if not h.writable:
+            return False
+        if not h.opener or self.someone_elses_close is None:
+            return True
+        openers = [o.opener for o in self._handles.values() if isinstance(o, _Handle) and o.node is h.node]
+        return not await run_blocking(self.someone_elses_close, h.opener, h.node.ino, openers)
 
     async def _stage(self, node: Node) -> None:
         """A closed temp file whose name tells its final one (zarr's ``.partial``): its data is
@@ -748,7 +775,9 @@ class Filesystem:
         node.open_count -= 1
         failed = False
         content = node.content
-        if content is not None and content.dirty and not node.detached and not self._deferred(node):
+        # a reader's release leaves a writer's file to the writer (or to the last release of all)
+        if (content is not None and content.dirty and not node.detached and not self._deferred(node)
+                and (h.writable or node.open_count == 0)):
             # the close() before this release already tried and reported a failure: retrying
             # here could store data its writer was told was not stored, at a random later time
             if content.failed_version == content.version:

@@ -219,7 +219,7 @@ class Operations(pyfuse3.Operations):
     async def open(self, inode, flags, ctx):
         if inode == control.INO:
             return self._open_control(flags)
-        fh = await self.fs.open(inode, flags)
+        fh = await self.fs.open(inode, flags, ctx.pid)
         if self.direct_io:
             return pyfuse3.FileInfo(fh=fh, direct_io=True)
         return pyfuse3.FileInfo(fh=fh, keep_cache=self.fs.keeps_cache(fh))
@@ -227,7 +227,7 @@ class Operations(pyfuse3.Operations):
     @_translate
     async def create(self, parent_inode, name, mode, flags, ctx):
         self._refuse_control_name(parent_inode, name)
-        fh, a = await self.fs.create(parent_inode, _name(name), mode, flags)
+        fh, a = await self.fs.create(parent_inode, _name(name), mode, flags, ctx.pid)
         return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=self.direct_io), self._entry(a)
 
     @_translate
@@ -288,6 +288,7 @@ class Operations(pyfuse3.Operations):
         counters = dict(self.fs.store.counters())
         counters.update(self.fs.write_memory.counters())
         counters.update(self.fs.early.counters())
+        counters.update(self.fs.stats)
         counters.update((f"fuse.{op}", n) for op, n in self._requests.items())
         counters.update(pyfuse3_trio.WAITS.counters())
         fh = self._next_control_fh

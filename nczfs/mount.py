@@ -19,7 +19,7 @@ import pyfuse3
 import trio
 
 import nczfs
-from nczfs import pyfuse3_trio
+from nczfs import holders, pyfuse3_trio
 from nczfs.cache import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
@@ -101,6 +101,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
         notify(status(f"failed: cannot mount {config.mountpoint}"))
         ready(f"{config.mountpoint}: cannot mount ({exc}); see the log for libfuse's reason")
         return 1
+    fs.someone_elses_close = holders.checker(config.mountpoint)
     failed: list[str] = []
     try:
         failed = trio.run(_serve, fs, config, ready)

@@ -699,6 +699,64 @@ async def test_unflushed_empty_file_is_stored_on_release(fs, raw):
     assert await listdir(fs) == ["empty"]
 
 
+async def test_a_read_only_descriptors_close_stores_nothing(fs, raw):
+    """A reader's close does not store a writer's half-written file; the writer's close does."""
+    fh, attr = await fs.create(ROOT_INO, "f", 0o644, WRITE_NEW)
+    await fs.write(fh, 0, b"half")
+    reader = await fs.open(attr.ino, os.O_RDONLY)
+    assert await fs.read(reader, 0, 100) == b"half"
+    await fs.flush(reader)
+    await fs.release(reader)
+    assert raw_get(raw, "f") is None
+    assert fs.stats["write.closes-not-storing"] == 1
+    await fs.write(fh, 4, b" and whole")
+    await fs.flush(fh)
+    assert raw.get("f") == b"half and whole"
+
+
+async def test_a_close_while_the_opener_still_holds_the_file_stores_nothing(fs, raw):
+    """A FLUSH the opener's process did not send (holders.py says it still holds the file: a
+    child's inherited copy closed at exec) stores nothing; the opener's own close, or the last
+    release, stores the file. The check is told who opened each description of the inode."""
+    asked: list[tuple[int, int, list[int]]] = []
+    holding = [True]
+
+    def someone_elses_close(opener: int, ino: int, openers: list[int]) -> bool:
+        asked.append((opener, ino, sorted(openers)))
+        return holding[0]
+
+    fs.someone_elses_close = someone_elses_close
+    fh, attr = await fs.create(ROOT_INO, "f", 0o644, WRITE_NEW, pid=4242)
+    other = await fs.open(attr.ino, os.O_RDONLY, pid=77)
+    await fs.write(fh, 0, b"part")
+    await fs.flush(fh)  # a child's close of its copy
+    assert raw_get(raw, "f") is None
+    assert asked == [(4242, attr.ino, [77, 4242])]
+    await fs.write(fh, 4, b" two")
+    holding[0] = False
+    await fs.flush(fh)  # the opener's own close
+    assert raw.get("f") == b"part two"
+    await fs.release(fh)
+    await fs.release(other)
+
+    fh = await fs.open(attr.ino, os.O_WRONLY | os.O_TRUNC, pid=4242)
+    await fs.write(fh, 0, b"third")
+    holding[0] = True
+    await fs.flush(fh)
+    assert raw.get("f") == b"part two"
+    await fs.release(fh)  # the last close of all stores it even so
+    assert raw.get("f") == b"third"
+    assert fs.stats["write.closes-not-storing"] == 2
+
+
+async def test_a_close_whose_opener_is_unknown_stores_the_file(fs, raw):
+    fs.someone_elses_close = lambda opener, ino, openers: True
+    fh, _ = await fs.create(ROOT_INO, "f", 0o644, WRITE_NEW)  # no pid: the kernel did not say
+    await fs.write(fh, 0, b"data")
+    await fs.flush(fh)
+    assert raw.get("f") == b"data"
+
+
 async def test_rename_of_unflushed_file_moves_it_before_upload(fs, raw):
     raw.set("target", b"old target")
     fh, attr = await fs.create(ROOT_INO, "tmp.nc", 0o644, WRITE_NEW)

@@ -349,6 +349,31 @@ def test_temp_files_are_stored_once_under_their_final_name(backend, tmp_path):
     assert backend.read(".notes.txt.AbC123") == b"left behind"
 
 
+def test_closes_by_readers_and_by_children_of_the_writer_store_nothing(mount):
+    """Only the writer's close stores: a reader's close and the close of a copy a child
+    inherited (at exec, for a descriptor marked close-on-exec; at exit, for one passed on) leave
+    the store as it was, so no other client sees the file half-written; so do the commands of a
+    shell whose output is redirected to the file. The writer's close stores the whole file."""
+    mount.backend.put("f", b"old")
+    before = counts(mount.path)["write.closes-not-storing"]
+    fd = os.open(mount.path / "f", os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, b"part one;")
+        subprocess.run(["true"], check=True)
+        subprocess.run(["true"], check=True, pass_fds=(fd,))
+        assert (mount.path / "f").read_bytes() == b"part one;"
+        assert mount.backend.read("f") == b"old"
+        os.write(fd, b" part two")
+    finally:
+        os.close(fd)
+    assert mount.backend.read("f") == b"part one; part two"
+    assert counts(mount.path)["write.closes-not-storing"] - before >= 3
+    g = shlex.quote(str(mount.path / "g"))
+    subprocess.run(["sh", "-c", f"exec > {g}; echo a; /bin/true; echo b; /bin/true; echo c"], check=True)
+    assert mount.backend.read("g") == b"a\nb\nc\n"
+    assert counts(mount.path)["write.closes-not-storing"] - before >= 5
+
+
 def test_every_close_uploads_the_whole_file(mount):
     fd1 = os.open(mount.path / "f", os.O_CREAT | os.O_RDWR)
     fd2 = os.open(mount.path / "f", os.O_RDWR)
@@ -381,8 +406,7 @@ def _set_immutable(path: Path, on: bool) -> None:
 
 @contextlib.contextmanager
 def immutable(path: Path):
-    """Make a backing directory refuse new entries, even to root (``chattr +i``), without forking:
-    a fork+exec would close a copy of the test's open descriptor, and that close uploads the file."""
+    """Make a backing directory refuse new entries, even to root (``chattr +i``), in-process."""
     _set_immutable(path, True)
     try:
         yield
@@ -769,9 +793,8 @@ def test_readers_see_writes_of_other_descriptors_before_close(mount):
         second = os.open(mount.path / "f", os.O_RDONLY)
         assert os.pread(second, 100, 0) == b"012AB56789"
         assert mount.backend.read("f") == b"0123456789"
-        # closing any descriptor of the file, even a read-only one, uploads its pending writes
-        os.close(second)
-        assert mount.backend.read("f") == b"012AB56789"
+        os.close(second)  # a reader's close stores nothing: the writer's does
+        assert mount.backend.read("f") == b"0123456789"
         os.pwrite(writer, b"CD", 8)
         assert os.pread(reader, 100, 0) == b"012AB567CD"
     finally:
