@@ -194,6 +194,8 @@ class Filesystem:
         #: ``(opener, ino, openers) -> bool``: is a close of a description opened by thread
         #: ``opener`` another process's (holders.py)? None: cannot tell, every close stores
         self.someone_elses_close: Callable[[int, int, list[int]], bool] | None = None
+        #: ``(ino)``: the kernel's attributes of that file (its size) are out of date (fuse_ops.py)
+        self.attrs_changed: Callable[[int], None] | None = None
         self.stats = {"write.closes-not-storing": 0}
 
     # ------------------------------------------------------------------ helpers
@@ -573,6 +575,7 @@ class Filesystem:
             return await node.content.read(offset, size)
         if node.pending or size == 0:
             return b""
+        asked = size
         if h.etag and h.etag == node.etag:  # the version read is the one whose size is known
             if offset >= node.size:
                 return b""
@@ -586,6 +589,7 @@ class Filesystem:
                 # the file, which every descriptor shares
                 raise Stale(f"{node.path!r}: the object changed in the store while open")
             h.etag = node.etag
+            self._switched_version(node)
         rng = ByteRange(offset, offset + size)
         try:
             data = await self.store.get_version(node.path, rng, h.etag or None)
@@ -595,11 +599,19 @@ class Filesystem:
             # nothing read through this handle yet: it may as well read the current version
             self._record(node, await self.store.stat(node.path))
             h.etag = node.etag
-            data = await self.store.get_version(node.path, rng, h.etag or None)
+            self._switched_version(node)
+            size = min(asked, node.size - offset)  # of the new version
+            data = await self.store.get_version(node.path, ByteRange(offset, offset + size), h.etag or None) if size > 0 else b""
         h.served = True
         if h.etag != node.etag:  # the version changed meanwhile: the next open drops the kernel's pages
             self._opened_etag.pop(node.ino, None)
         return data
+
+    def _switched_version(self, node: Node) -> None:
+        """A descriptor that had read nothing yet moved to the object's current version: the
+        kernel may still hold the old version's size, and reads no further than that."""
+        if self.attrs_changed is not None:
+            self.attrs_changed(node.ino)
 
     async def write(self, fh: int, offset: int, data: bytes) -> int:
         h = self._handle(fh)

@@ -74,6 +74,16 @@ def _translate(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def invalidate_attrs(ino: int) -> None:
+    """Tell the kernel that what it holds of a file's attributes (its size) is out of date: its
+    next read past that size, or stat, asks again. Only the attributes: a notice written to
+    /dev/fuse that takes no lock a request could hold (writeback caching is off)."""
+    try:
+        pyfuse3.invalidate_inode(ino, attr_only=True)
+    except OSError as exc:  # the kernel forgot the inode meanwhile: nothing to invalidate
+        log.debug("inode %d: attributes not invalidated: %s", ino, exc)
+
+
 def _name(raw: bytes) -> str:
     return os.fsdecode(raw)
 

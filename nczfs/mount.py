@@ -24,7 +24,7 @@ from nczfs.cache import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions
-from nczfs.fuse_ops import Operations
+from nczfs.fuse_ops import Operations, invalidate_attrs
 from nczfs.nczarr.layer import nczarr_layer, watch_changes
 from nczfs.nczarr.validate import numcodecs_ids
 from nczfs.notify import notify, status
@@ -102,6 +102,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
         ready(f"{config.mountpoint}: cannot mount ({exc}); see the log for libfuse's reason")
         return 1
     fs.someone_elses_close = holders.checker(config.mountpoint)
+    fs.attrs_changed = invalidate_attrs
     failed: list[str] = []
     try:
         failed = trio.run(_serve, fs, config, ready)

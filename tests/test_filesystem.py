@@ -13,7 +13,7 @@ import stat
 
 import pytest
 
-from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, to_errno
+from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale, to_errno
 from nczfs.filesystem import RENAME_EXCHANGE, RENAME_NOREPLACE, Attr, Filesystem, FsOptions, SetattrRequest
 from nczfs.namespace import ROOT_INO
 from nczfs.store.base import SyncStore
@@ -755,6 +755,27 @@ async def test_a_close_whose_opener_is_unknown_stores_the_file(fs, raw):
     await fs.write(fh, 0, b"data")
     await fs.flush(fh)
     assert raw.get("f") == b"data"
+
+
+async def test_a_first_read_that_moves_to_a_new_version_tells_the_kernel_the_size_changed():
+    """A descriptor opened on a version rewritten since (TTL long) reads the new one, and the
+    kernel is told its attributes are out of date: it holds the old size and would read no
+    further. A descriptor that read the old version gets ESTALE and tells nothing."""
+    mem = MemoryStore("fs-test")
+    mem.set("f", b"old")
+    fs = Filesystem(ThreadedStore(mem), FsOptions(metadata_ttl=60))
+    told: list[int] = []
+    fs.attrs_changed = told.append
+    ino = (await fs.lookup(ROOT_INO, "f")).ino
+    fh = await fs.open(ino, os.O_RDONLY)
+    mem.set("f", b"a longer new version")
+    assert await fs.read(fh, 0, 4096) == b"a longer new version"
+    assert told == [ino]
+    assert (await fs.getattr(ino)).size == 20
+    mem.set("f", b"third")
+    with pytest.raises(Stale):
+        await fs.read(fh, 0, 4096)
+    assert told == [ino]
 
 
 async def test_rename_of_unflushed_file_moves_it_before_upload(fs, raw):

@@ -440,6 +440,19 @@ def test_a_descriptor_of_a_shrunk_object_gets_estale_not_the_old_bytes_cut_short
         _old_or_estale(f.read, old)
 
 
+def test_a_first_read_that_finds_a_new_version_reads_it_whole_not_cut_at_the_old_size(s3, tmp_path):
+    """The kernel holds the size of the version it was told of (for the TTL, here long); a file
+    rewritten in S3 since is opened and read: the mount reads the new version, and the kernel,
+    told that its size changed, reads it to its end, not to the old size."""
+    old, new = b"old", b"the new version, longer than the old one"
+    s3.put("f", old)
+    with mounted(s3, tmp_path / "m", "--metadata-ttl", "60") as m:
+        assert os.stat(m.path / "f").st_size == len(old)
+        s3.put("f", new)
+        assert (m.path / "f").read_bytes() == new
+        assert os.stat(m.path / "f").st_size == len(new)
+
+
 def test_directory_markers_of_other_tools_are_directories(s3mount):
     s3mount.backend.put("made-by-console/", b"")
     s3mount.backend.put("made-by-console/inner/", b"")
