@@ -84,6 +84,11 @@ def invalidate_attrs(ino: int) -> None:
         log.debug("inode %d: attributes not invalidated: %s", ino, exc)
 
 
+def _pid(ctx: Any) -> int:
+    """The thread that sent the request (0: not said, as when called without a kernel)."""
+    return getattr(ctx, "pid", 0) or 0
+
+
 def _name(raw: bytes) -> str:
     return os.fsdecode(raw)
 
@@ -229,7 +234,7 @@ class Operations(pyfuse3.Operations):
     async def open(self, inode, flags, ctx):
         if inode == control.INO:
             return self._open_control(flags)
-        fh = await self.fs.open(inode, flags, ctx.pid)
+        fh = await self.fs.open(inode, flags, _pid(ctx))
         if self.direct_io:
             return pyfuse3.FileInfo(fh=fh, direct_io=True)
         return pyfuse3.FileInfo(fh=fh, keep_cache=self.fs.keeps_cache(fh))
@@ -237,7 +242,7 @@ class Operations(pyfuse3.Operations):
     @_translate
     async def create(self, parent_inode, name, mode, flags, ctx):
         self._refuse_control_name(parent_inode, name)
-        fh, a = await self.fs.create(parent_inode, _name(name), mode, flags, ctx.pid)
+        fh, a = await self.fs.create(parent_inode, _name(name), mode, flags, _pid(ctx))
         return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=self.direct_io), self._entry(a)
 
     @_translate
