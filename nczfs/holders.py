@@ -49,22 +49,25 @@ def _unescape(path: str) -> str:
 def process_of(tid: int, proc: str = "/proc") -> int | None:
     """The process (thread group) of thread ``tid``, or None if it cannot be read."""
     try:
-        with open(f"{proc}/{tid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Tgid:"):
-                    return int(line.split()[1])
+        f = os.open(f"{proc}/{tid}/status", os.O_RDONLY)
+        try:
+            status = os.read(f, 4096)
+        finally:
+            os.close(f)
+        at = status.index(b"\nTgid:") + 6
+        return int(status[at : status.index(b"\n", at)])
     except (OSError, ValueError):
         return None
-    return None
 
 
-def descriptors_on(pid: int, mnt: int, ino: int, proc: str = "/proc") -> int | None:
+def descriptors_on(pid: int, mnt: int, ino: int, under: str | None = None, proc: str = "/proc") -> int | None:
     """How many descriptors process ``pid`` has open on inode ``ino`` of mount ``mnt`` (None:
-    cannot be read)."""
-    want_mnt, want_ino = f"mnt_id:\t{mnt}\n", f"ino:\t{ino}\n"
-    base = f"{proc}/{pid}/fdinfo"
+    cannot be read). ``under``: the mount's path; descriptors whose path (as this process sees
+    it) is not below it are passed over without reading their fdinfo (3 us a descriptor, not 17)."""
+    want_mnt, want_ino = f"mnt_id:\t{mnt}\n".encode(), f"ino:\t{ino}\n".encode()
+    prefix = None if under is None else under.rstrip("/") + "/"
     try:
-        fds = os.listdir(base)
+        fds = os.listdir(f"{proc}/{pid}/fd")
     except OSError:
         return None
     if len(fds) > MAX_FDS:
@@ -72,8 +75,13 @@ def descriptors_on(pid: int, mnt: int, ino: int, proc: str = "/proc") -> int | N
     n = 0
     for fd in fds:
         try:
-            with open(f"{base}/{fd}", "rb") as f:
-                info = f.read(4096).decode("ascii", "replace")
+            if prefix is not None and not os.readlink(f"{proc}/{pid}/fd/{fd}").startswith(prefix):
+                continue
+            f = os.open(f"{proc}/{pid}/fdinfo/{fd}", os.O_RDONLY)
+            try:
+                info = os.read(f, 4096)
+            finally:
+                os.close(f)
         except OSError:
             continue  # closed meanwhile
         if want_ino in info and want_mnt in info:
@@ -81,7 +89,8 @@ def descriptors_on(pid: int, mnt: int, ino: int, proc: str = "/proc") -> int | N
     return n
 
 
-def someone_elses_close(opener: int, mnt: int, ino: int, openers: list[int], proc: str = "/proc") -> bool:
+def someone_elses_close(opener: int, mnt: int, ino: int, openers: list[int], under: str | None = None,
+                        proc: str = "/proc") -> bool:
     """Is a close (FLUSH) of a descriptor that thread ``opener`` opened someone else's? ``openers``:
     the threads that opened the inode's descriptions not yet released, this one included. The
     opener's own close took its descriptor out of its table before the FLUSH was sent: if its
@@ -99,14 +108,15 @@ def someone_elses_close(opener: int, mnt: int, ino: int, openers: list[int], pro
     if tgid is None:
         return False
     opened = sum(1 for t in openers if of(t) == tgid)
-    held = descriptors_on(tgid, mnt, ino, proc)
+    held = descriptors_on(tgid, mnt, ino, under, proc)
     return held is not None and held >= opened
 
 
 def checker(mountpoint: str) -> Callable[[int, int, list[int]], bool] | None:
     """``someone_elses_close(opener, ino, openers)`` for the mount on ``mountpoint``, or None if
     its id cannot be found."""
-    mnt = mount_id(os.path.abspath(mountpoint))
+    path = os.path.abspath(mountpoint)
+    mnt = mount_id(path)
     if mnt is None:
         return None
-    return lambda opener, ino, openers: someone_elses_close(opener, mnt, ino, openers)
+    return lambda opener, ino, openers: someone_elses_close(opener, mnt, ino, openers, path)

@@ -41,6 +41,9 @@ def test_descriptors_are_counted_by_mount_and_inode(tmp_path):
         os.close(b)
         assert descriptors_on(os.getpid(), mnt, ino + 1) == 0
         assert descriptors_on(os.getpid(), mnt + 100000, ino) == 0
+        # only descriptors whose path is below the mount's are looked at
+        assert descriptors_on(os.getpid(), mnt, ino, under=str(tmp_path)) == 1
+        assert descriptors_on(os.getpid(), mnt, ino, under=str(tmp_path / "elsewhere")) == 0
     finally:
         os.close(a)
     assert descriptors_on(os.getpid(), mnt, ino) == 0
