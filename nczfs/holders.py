@@ -64,7 +64,7 @@ def descriptors_on(pid: int, mnt: int, ino: int, under: str | None = None, proc:
     """How many descriptors process ``pid`` has open on inode ``ino`` of mount ``mnt`` (None:
     cannot be read). ``under``: the mount's path; descriptors whose path (as this process sees
     it) is not below it are passed over without reading their fdinfo (3 us a descriptor, not 17)."""
-    want_mnt, want_ino = f"mnt_id:\t{mnt}\n".encode(), f"ino:\t{ino}\n".encode()
+    want_mnt, want_ino = f"\nmnt_id:\t{mnt}\n".encode(), f"\nino:\t{ino}\n".encode()  # whole lines
     prefix = None if under is None else under.rstrip("/") + "/"
     try:
         fds = os.listdir(f"{proc}/{pid}/fd")
