@@ -112,11 +112,14 @@ def someone_elses_close(opener: int, mnt: int, ino: int, openers: list[int], und
     return held is not None and held >= opened
 
 
-def checker(mountpoint: str) -> Callable[[int, int, list[int]], bool] | None:
+def checker(mountpoint: str, mountinfo: str = "/proc/self/mountinfo") -> Callable[[int, int, list[int]], bool] | None:
     """``someone_elses_close(opener, ino, openers)`` for the mount on ``mountpoint``, or None if
-    its id cannot be found."""
+    its id cannot be found. The kernel names the mount by its real path: the parent's symlinks
+    are resolved (the mountpoint itself is not looked at: that would ask this daemon, which is
+    not serving yet)."""
     path = os.path.abspath(mountpoint)
-    mnt = mount_id(path)
+    path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    mnt = mount_id(path, mountinfo)
     if mnt is None:
         return None
     return lambda opener, ino, openers: someone_elses_close(opener, mnt, ino, openers, path)

@@ -7,7 +7,13 @@ import subprocess
 import sys
 import threading
 
-from nczfs.holders import descriptors_on, mount_id, process_of, someone_elses_close
+from nczfs.holders import (
+    checker,
+    descriptors_on,
+    mount_id,
+    process_of,
+    someone_elses_close,
+)
 
 
 def _mnt_and_ino(fd: int) -> tuple[int, int]:
@@ -80,3 +86,13 @@ def test_a_close_is_someone_elses_while_the_opener_holds_a_descriptor_per_descri
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True, text=True)
     gone = int(child.stdout)
     assert not someone_elses_close(gone, mnt, ino, [gone])  # the opener is gone
+
+
+def test_the_checker_finds_a_mount_reached_through_a_symlinked_parent(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    info = tmp_path / "mountinfo"
+    info.write_text(f"22 1 0:21 / / rw - ext4 /dev/root rw\n52 22 0:45 / {tmp_path}/real/mnt rw - fuse.nczfs nczfs rw\n")
+    assert checker(str(tmp_path / "link" / "mnt"), str(info)) is not None
+    assert checker(str(tmp_path / "real" / "mnt"), str(info)) is not None
+    assert checker(str(tmp_path / "real" / "other"), str(info)) is None
