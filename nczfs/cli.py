@@ -27,6 +27,7 @@ from nczfs.config import (
 )
 from nczfs.control import NotAnNczfsMount, read_control
 from nczfs.errors import SourceError
+from nczfs.mounts import kernel_path, topmost
 from nczfs.source import parse_source
 
 log = logging.getLogger("nczfs")
@@ -96,7 +97,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_mountpoint(path: str) -> str:
-    path = os.path.abspath(path)
+    """The mount point as the kernel will name the mount (symlinks resolved: mounts.py), checked."""
+    path = kernel_path(path)
     try:
         # statvfs reaches the filesystem (stat may be answered from the kernel's cache), so a
         # mount whose daemon died answers ENOTCONN here
@@ -115,15 +117,8 @@ def _check_mountpoint(path: str) -> str:
 
 
 def _is_fuse_mount(path: str) -> bool:
-    try:
-        with open("/proc/self/mounts") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) > 2 and fields[1] == path and fields[2].startswith("fuse"):
-                    return True
-    except OSError:
-        pass
-    return False
+    found = topmost(path)
+    return found is not None and found.fstype.startswith("fuse")
 
 
 def _check_cache_dir(path: str, mountpoint: str) -> str:
@@ -184,8 +179,9 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
     if source.backend == "directory" and not os.path.isdir(source.location):
         raise UsageError(f"{args.source}: {source.location} is not a directory")
     mountpoint = _check_mountpoint(args.mountpoint)
+    real_source = os.path.realpath(source.location)
     if source.backend == "directory" and (
-        mountpoint == source.location or mountpoint.startswith(source.location.rstrip("/") + "/")
+        mountpoint == real_source or mountpoint.startswith(real_source.rstrip("/") + "/")
     ):
         raise UsageError(f"{mountpoint}: the mount point must not lie inside the source directory")
     if "cache_dir" in values:
@@ -294,7 +290,7 @@ def _alive(pid: int) -> bool:
 
 
 def cmd_umount(args: argparse.Namespace) -> int:
-    mnt = os.path.abspath(args.mountpoint)
+    mnt = kernel_path(args.mountpoint)
     pid = None
     try:
         pid = read_control(mnt)["pid"]
@@ -331,7 +327,7 @@ def cmd_umount(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    mnt = os.path.abspath(args.mountpoint)
+    mnt = kernel_path(args.mountpoint)
     try:
         counts = read_control(mnt)["counters"]
     except NotAnNczfsMount as exc:
@@ -346,7 +342,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     """Ask the daemon to store every pending write (the same request umount makes first)."""
-    mnt = os.path.abspath(args.mountpoint)
+    mnt = kernel_path(args.mountpoint)
     if not _is_fuse_mount(mnt):
         raise UsageError(f"{mnt}: not an nczfs mount point")
     try:

@@ -20,30 +20,18 @@ opener's": the close stores the file, as every close did before.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
+
+from nczfs.mounts import MOUNTINFO, kernel_path, topmost
 
 #: descriptors of one process looked at, at most (a close that finds more stores the file)
 MAX_FDS = 4096
 
 
-def mount_id(mountpoint: str, mountinfo: str = "/proc/self/mountinfo") -> int | None:
+def mount_id(mountpoint: str, mountinfo: str = MOUNTINFO) -> int | None:
     """The id of the mount on ``mountpoint`` (the topmost if several), or None."""
-    found = None
-    try:
-        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
-            for line in f:
-                fields = line.split(" ", 5)
-                if len(fields) > 4 and _unescape(fields[4]) == mountpoint:
-                    found = int(fields[0])
-    except (OSError, ValueError):
-        return None
-    return found
-
-
-def _unescape(path: str) -> str:
-    """A mountinfo path: space, tab, newline and backslash are written as octal escapes."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), path)
+    found = topmost(mountpoint, mountinfo)
+    return None if found is None else found.id
 
 
 def process_of(tid: int, proc: str = "/proc") -> int | None:
@@ -112,13 +100,11 @@ def someone_elses_close(opener: int, mnt: int, ino: int, openers: list[int], und
     return held is not None and held >= opened
 
 
-def checker(mountpoint: str, mountinfo: str = "/proc/self/mountinfo") -> Callable[[int, int, list[int]], bool] | None:
+def checker(mountpoint: str, mountinfo: str = MOUNTINFO) -> Callable[[int, int, list[int]], bool] | None:
     """``someone_elses_close(opener, ino, openers)`` for the mount on ``mountpoint``, or None if
-    its id cannot be found. The kernel names the mount by its real path: the parent's symlinks
-    are resolved (the mountpoint itself is not looked at: that would ask this daemon, which is
-    not serving yet)."""
-    path = os.path.abspath(mountpoint)
-    path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    its id cannot be found. The mount is found by the path the kernel names it by (mounts.py:
+    symlinks resolved, the mount itself not looked at)."""
+    path = kernel_path(mountpoint, mountinfo)
     mnt = mount_id(path, mountinfo)
     if mnt is None:
         return None

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from nczfs.control import read_control
-from tests.helpers import NCZFS, DirectoryBackend, is_mounted, mounted, run_nczfs
+from tests.helpers import NCZFS, DirectoryBackend, is_mounted, mounted, run_nczfs, unmount
 
 
 def _one_line_error(res):
@@ -64,6 +64,19 @@ def test_mountpoint_inside_source(dirs):
     assert "must not lie inside the source directory" in line
 
 
+def test_mountpoint_inside_source_through_a_symlink(dirs, tmp_path):
+    """The mount point is checked where the kernel would mount: a symlink into the source is
+    the source's inside too (the daemon would read its own mount)."""
+    src, _ = dirs
+    (src / "m").mkdir()
+    (tmp_path / "link").symlink_to(src / "m")
+    try:
+        line = _one_line_error(run_nczfs("mount", str(src), str(tmp_path / "link")))
+    finally:
+        unmount(src / "m")  # mounted there before this was checked
+    assert f"{src}/m: the mount point must not lie inside the source directory" in line
+
+
 def test_a_file_that_is_no_zip_archive_is_refused(dirs, tmp_path):
     _, mnt = dirs
     z = tmp_path / "x.zip"
@@ -88,6 +101,36 @@ def test_file_url_source_and_double_mount_refused(dirs):
         assert (mnt / "x.file" / ".zgroup").read_text() == '{"zarr_format": 2}'
         assert "already" in _one_line_error(run_nczfs("mount", str(src), str(mnt)))
     assert not is_mounted(mnt)
+
+
+@pytest.mark.fuse
+def test_a_mount_point_named_through_a_symlink(dirs, tmp_path):
+    """A mount point given as a symlink is mounted where it leads (as mount(8) does), and every
+    command finds the mount through the symlink too: stats, sync, umount, a second mount."""
+    src, mnt = dirs
+    link = tmp_path / "link"
+    link.symlink_to(mnt)
+    res = run_nczfs("mount", str(src), str(link), "--log-file", str(tmp_path / "log"))
+    assert res.returncode == 0, res.stderr
+    try:
+        assert is_mounted(mnt)
+        fd = os.open(link / "f", os.O_WRONLY | os.O_CREAT)
+        try:
+            os.write(fd, b"through ")
+            subprocess.run(["true"], check=True, pass_fds=(fd,))  # the child's close stores nothing
+            assert not (src / "f").exists()
+            os.write(fd, b"the link")
+        finally:
+            os.close(fd)
+        assert (src / "f").read_bytes() == b"through the link"
+        assert "already a FUSE mount point" in _one_line_error(run_nczfs("mount", str(src), str(link)))
+        assert run_nczfs("sync", str(link)).returncode == 0
+        assert "write.closes" in run_nczfs("stats", str(link)).stdout
+        res = run_nczfs("umount", str(link))
+        assert res.returncode == 0, res.stderr
+        assert not is_mounted(mnt)
+    finally:
+        unmount(mnt)
 
 
 def _daemon_pid(mnt) -> int:
