@@ -125,7 +125,7 @@ def _check_cache_dir(path: str, mountpoint: str) -> str:
     """``--cache-dir``: created if missing; refused unless entries can be written there."""
     from nczfs.diskcache import prepare_dir
 
-    if (path.rstrip("/") + "/").startswith(mountpoint.rstrip("/") + "/"):
+    if (os.path.realpath(path).rstrip("/") + "/").startswith(mountpoint.rstrip("/") + "/"):
         raise UsageError(f"--cache-dir {path}: must not lie inside the mount point")
     try:
         return prepare_dir(path)

@@ -77,6 +77,21 @@ def test_mountpoint_inside_source_through_a_symlink(dirs, tmp_path):
     assert f"{src}/m: the mount point must not lie inside the source directory" in line
 
 
+@pytest.mark.parametrize("through_a_symlink", [False, True])
+def test_a_cache_dir_inside_the_mount_point_is_refused(dirs, tmp_path, through_a_symlink):
+    src, mnt = dirs
+    cache = mnt / "cache"
+    if through_a_symlink:
+        (tmp_path / "link").symlink_to(mnt)
+        cache = tmp_path / "link" / "cache"
+    try:
+        line = _one_line_error(run_nczfs("mount", str(src), str(mnt), "--cache-dir", str(cache)))
+    finally:
+        unmount(mnt)
+    assert f"--cache-dir {cache}: must not lie inside the mount point" in line
+    assert not is_mounted(mnt) and not (mnt / "cache").exists()
+
+
 def test_a_file_that_is_no_zip_archive_is_refused(dirs, tmp_path):
     _, mnt = dirs
     z = tmp_path / "x.zip"
