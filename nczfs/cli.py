@@ -200,6 +200,21 @@ class JournalFormatter(logging.Formatter):
         return "\n".join(f"<{prio}>{line}" for line in super().format(record).splitlines())
 
 
+class AnswerNoLongerAwaited(logging.Filter):
+    """pyfuse3 logs an ERROR when the kernel no longer waits for an answer (``fuse_reply_*``
+    fails with ENOENT): the mount went away while a request was being served, as a RELEASE the
+    kernel sends in the background after the last close can race an unmount. The work was done,
+    only its answer had nowhere to go: an INFO line that says so."""
+
+    MARK = "fuse_reply_* failed with No such file or directory"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and self.MARK in record.getMessage():
+            record.msg, record.args = f"{record.getMessage()} (the kernel no longer waited for this answer: unmounted or aborted meanwhile)", ()
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 #: where a daemon without --log-file logs (journald and syslog daemons listen here)
 SYSLOG_ADDRESS = "/dev/log"
 
@@ -225,6 +240,9 @@ def setup_logging(config: MountConfig, daemon: bool, journal: bool = False) -> N
         handler = logging.NullHandler()
     root.addHandler(handler)
     root.setLevel(level)
+    pyfuse3_log = logging.getLogger("pyfuse3")
+    if not any(isinstance(f, AnswerNoLongerAwaited) for f in pyfuse3_log.filters):
+        pyfuse3_log.addFilter(AnswerNoLongerAwaited())
     if not config.debug:
         for noisy in ("pyfuse3", "trio"):
             logging.getLogger(noisy).setLevel(logging.WARNING)

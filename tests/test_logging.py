@@ -117,3 +117,32 @@ def test_secret_looking_source_parameters_are_masked_in_logs():
     assert loggable_source(text) == "s3://b/p#mode=nczarr,s3&aws_secret_access_key=***&session_token=***&region=eu"
     assert loggable_source("[password=hunter2]https://h/x") == "[password=***]https://h/x"
     assert loggable_source("/data/plain.file") == "/data/plain.file"
+
+
+def test_an_answer_the_kernel_no_longer_awaits_is_logged_as_info_not_an_error(tmp_path):
+    """pyfuse3 logs ERROR when a reply finds its request gone (a RELEASE racing the unmount);
+    the daemon's log says INFO and why. pyfuse3's other reply failures stay errors."""
+    from nczfs.cli import setup_logging
+    from nczfs.config import MountConfig
+    from nczfs.source import Source
+
+    root, pyfuse3_log = logging.getLogger(), logging.getLogger("pyfuse3")
+    saved = (root.handlers[:], root.level, pyfuse3_log.filters[:], pyfuse3_log.level)
+    log = tmp_path / "log"
+    try:
+        config = MountConfig(Source("directory", str(tmp_path), text=str(tmp_path)), str(tmp_path), log_file=str(log))
+        setup_logging(config, daemon=True)
+        setup_logging(config, daemon=True)  # one filter, however often it is set up
+        pyfuse3_log.error("fuse_release(): fuse_reply_* failed with %s", os.strerror(errno.ENOENT))
+        pyfuse3_log.error("fuse_read(): fuse_reply_* failed with %s", os.strerror(errno.EINVAL))
+        for h in root.handlers:
+            h.flush()
+    finally:
+        for h in root.handlers:
+            h.close()
+        root.handlers[:], root.level, pyfuse3_log.filters[:] = saved[0], saved[1], saved[2]
+        pyfuse3_log.setLevel(saved[3])
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2, lines
+    assert " INFO pyfuse3: fuse_release(): fuse_reply_* failed with No such file or directory (the kernel no longer" in lines[0]
+    assert " ERROR pyfuse3: fuse_read(): fuse_reply_* failed with Invalid argument" in lines[1]
