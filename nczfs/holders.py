@@ -28,12 +28,6 @@ from nczfs.mounts import MOUNTINFO, kernel_path, topmost
 MAX_FDS = 4096
 
 
-def mount_id(mountpoint: str, mountinfo: str = MOUNTINFO) -> int | None:
-    """The id of the mount on ``mountpoint`` (the topmost if several), or None."""
-    found = topmost(mountpoint, mountinfo)
-    return None if found is None else found.id
-
-
 def process_of(tid: int, proc: str = "/proc") -> int | None:
     """The process (thread group) of thread ``tid``, or None if it cannot be read."""
     try:
@@ -105,7 +99,8 @@ def checker(mountpoint: str, mountinfo: str = MOUNTINFO) -> Callable[[int, int, 
     its id cannot be found. The mount is found by the path the kernel names it by (mounts.py:
     symlinks resolved, the mount itself not looked at)."""
     path = kernel_path(mountpoint, mountinfo)
-    mnt = mount_id(path, mountinfo)
-    if mnt is None:
+    found = topmost(path, mountinfo)
+    if found is None:
         return None
+    mnt = found.id
     return lambda opener, ino, openers: someone_elses_close(opener, mnt, ino, openers, path)

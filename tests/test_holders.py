@@ -10,7 +10,6 @@ import threading
 from nczfs.holders import (
     checker,
     descriptors_on,
-    mount_id,
     process_of,
     someone_elses_close,
 )
@@ -20,19 +19,6 @@ def _mnt_and_ino(fd: int) -> tuple[int, int]:
     with open(f"/proc/self/fdinfo/{fd}") as f:
         info = dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
     return int(info["mnt_id"]), os.fstat(fd).st_ino
-
-
-def test_mount_id_reads_mountinfo_with_escaped_paths(tmp_path):
-    info = tmp_path / "mountinfo"
-    info.write_text(
-        "22 1 0:21 / / rw - ext4 /dev/root rw\n"
-        "40 22 0:45 / /mnt/with\\040space rw - fuse.nczfs nczfs rw\n"
-        "41 40 0:46 / /mnt/with\\040space rw - fuse.nczfs nczfs rw\n"
-    )
-    assert mount_id("/mnt/with space", str(info)) == 41  # the topmost of two
-    assert mount_id("/", str(info)) == 22
-    assert mount_id("/elsewhere", str(info)) is None
-    assert mount_id("/", str(tmp_path / "missing")) is None
 
 
 def test_descriptors_are_counted_by_mount_and_inode(tmp_path):
