@@ -141,6 +141,9 @@ def test_a_mount_point_named_through_a_symlink(dirs, tmp_path):
         assert "already a FUSE mount point" in _one_line_error(run_nczfs("mount", str(src), str(link)))
         assert run_nczfs("sync", str(link)).returncode == 0
         assert "write.closes" in run_nczfs("stats", str(link)).stdout
+        # what README says: fusermount3 itself does not unmount through the link
+        plain = subprocess.run(["fusermount3", "-u", str(link)], capture_output=True, text=True, check=False)
+        assert plain.returncode != 0 and is_mounted(mnt), plain.stderr
         res = run_nczfs("umount", str(link))
         assert res.returncode == 0, res.stderr
         assert not is_mounted(mnt)
