@@ -74,8 +74,9 @@ class BackendError(NczfsError):
 
 
 class WriteLost(NczfsError):
-    """A file one of whose writes failed (its temp file could not take it): it is never stored,
-    so that the store keeps its previous object rather than a part of the new one."""
+    """A file one of whose writes failed (its temp file could not take it, or the store refused
+    the content it would have made): it is never stored, so that the store keeps its previous
+    object rather than a part of the new one."""
 
     def __init__(self, key: str, cause: OSError):
         super().__init__(f"{key!r}: not stored: a write to it failed ({cause.strerror or cause}); "

@@ -31,6 +31,7 @@ from nczfs.errors import (
     InvalidArgument,
     IsADirectory,
     KeyNotFound,
+    NczfsError,
     NotADirectory,
     ReadOnly,
     Stale,
@@ -141,6 +142,17 @@ STAGE_MIN_BYTES = 1024 * 1024
 def _stages(staged: tuple[int, Staged], content: Content, key: str) -> bool:
     """Is ``staged`` (content version, upload) the current ``content`` on its way to ``key``?"""
     return staged[0] == content.version and staged[1].key == key
+
+
+#: files the store checks (metadata) are checked at each write up to this size; larger ones at close
+CHECKED_BYTES = 16 * 1024 * 1024
+
+
+async def _written(content: Content, offset: int, data: bytes) -> bytes:
+    """What ``content`` would hold after writing ``data`` at ``offset``."""
+    old = await content.getvalue()
+    pad = bytes(max(0, offset - len(old)))
+    return old[:offset] + pad + bytes(data) + old[offset + len(data):]
 
 
 def final_name(path: str) -> str | None:
@@ -619,6 +631,13 @@ class Filesystem:
             raise InvalidArgument(f"{h.node.path!r}: not open for writing")
         node = h.node
         content = await self._content(node)
+        if self.store.checks_content(node.path) and max(content.size, offset + len(data)) <= CHECKED_BYTES:
+            try:
+                await self.store.check_content(node.path, await _written(content, offset, data))
+            except NczfsError as exc:
+                # refused content: the file is not stored at close either (the store keeps its object)
+                content.write_error = content.write_error or OSError(exc.errno, str(exc))
+                raise
         self.early.writing(node.ino, offset, len(data))
         try:
             await content.write(offset, data)

@@ -85,8 +85,9 @@ class Content:
         self.uploaded_version = -1 if dirty else 0
         #: the version whose upload last failed (that failure was already reported to a caller)
         self.failed_version: int | None = None
-        #: why a write or truncate failed part way (its temp file could not take it): the content
-        #: no longer holds what its writer wrote, and is not stored until truncated to nothing
+        #: why a write or truncate failed part way (its temp file could not take it, or the store
+        #: refused what it would have made): the content no longer holds what its writer wrote,
+        #: and is not stored until truncated to nothing
         self.write_error: OSError | None = None
         self._memory = memory
         self._held = _Held()

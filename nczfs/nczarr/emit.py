@@ -18,10 +18,11 @@ import base64
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from nczfs.nczarr import jsontext
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
 
 _V3_DTYPES = {"int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2", "int32": "i4", "uint32": "u4",
@@ -160,17 +161,9 @@ def _join(gpath: str, name: str) -> str:
     return f"{gpath.strip('/')}/{name}".lstrip("/")
 
 
-def _jsonable(value: Any) -> Any:
-    """``value`` with every NaN/Infinity as the strings Zarr and netCDF-C use (JSON has none)."""
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return _json_number(value)
-
-
-def _dumps(value: dict) -> bytes:
-    return json.dumps(_jsonable(value), allow_nan=False).encode()
+def dumps_for(view: str) -> Callable[[Any], bytes]:
+    """How ``view`` writes JSON: as netCDF-C does for its readers, standard JSON for zarr-python."""
+    return jsontext.dumps_zarr if view == "xarray" else jsontext.dumps_netcdf
 
 
 def _zarray(var: Variable, from_v3: bool, view: str) -> dict:
@@ -239,6 +232,7 @@ def emit(ds: Dataset, view: str) -> tuple[dict[str, bytes], list[tuple[str, str]
     """The metadata objects of ``view`` for ``ds`` ({key: bytes}), and what was left out."""
     from_v3 = ds.flavor == "zarr-v3"
     hidden = _prune(ds, view)
+    _dumps = dumps_for(view)
     out: dict[str, bytes] = {}
     for g in ds.root.walk():
         prefix = g.path.strip("/")
@@ -294,7 +288,7 @@ def emit(ds: Dataset, view: str) -> tuple[dict[str, bytes], list[tuple[str, str]
             if zattrs or view in ("netcdf-4.10", "netcdf-4.9.1"):
                 out[akey + ".zattrs"] = _dumps(zattrs)
     if ds.consolidated:
-        meta = {k: json.loads(b) for k, b in out.items()}
+        meta = {k: jsontext.loads(b) for k, b in out.items()}
         out[".zmetadata"] = _dumps({"zarr_consolidated_format": 1, "metadata": meta})
     return out, hidden
 

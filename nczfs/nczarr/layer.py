@@ -21,12 +21,13 @@ log = logging.getLogger(__name__)
 
 def nczarr_layer(store: Store, config: MountConfig) -> Store:
     """``store`` wrapped, innermost first: consolidated metadata kept in step with writes,
-    ``-o present=`` (a view), ``-o validate=`` (outermost: checks what the client wrote)."""
+    ``-o present=`` (a view), then (outermost) metadata as its writer meant it, checked as
+    ``-o validate=`` says."""
     if not config.read_only:
         store = ConsolidatingStore(store)
     if config.present != "as-stored":
         store = PresentingStore(store, config.present, config.metadata_ttl)
-    if config.validate != "off" and not config.read_only:
+    if not config.read_only:
         store = ValidatingStore(store, config.validate)
     return store
 

@@ -17,14 +17,16 @@ dataset; if not, the write is refused with EROFS, so a dataset never mixes two f
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, Awaitable, BinaryIO, Callable, TypeVar
 
 from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, ReadOnly
+from nczfs.nczarr import jsontext
 from nczfs.nczarr.emit import emit, signature, v3_chunk_prefix
 from nczfs.nczarr.read import DictObjects, read_dataset
 from nczfs.nczarr.validate import METADATA_NAMES, is_metadata_key, stale_tail_prefix
@@ -32,6 +34,7 @@ from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, paren
 from nczfs.store.wrapper import WrapperStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: the stored flavor each view writes; datasets stored so take metadata writes through the view
 VIEW_FLAVOR = {"netcdf-4.10": "V2-ZA", "netcdf-4.9": "V2-UC", "netcdf-4.9.1": "V2-LC", "xarray": "zarr-v2"}
@@ -39,6 +42,19 @@ VIEW_FLAVOR = {"netcdf-4.10": "V2-ZA", "netcdf-4.9": "V2-UC", "netcdf-4.9.1": "V
 STORED_AS = {"V2-ZA": "netcdf-4.10", "V2-UC": "netcdf-4.9", "V2-LC": "netcdf-4.9.1", "zarr-v2": "xarray"}
 ROOT_MARKERS = (".zgroup", "zarr.json", ".nczarr", ".zmetadata")
 GROUP_META = (".zgroup", ".zattrs", ".zmetadata", ".nczarr", ".nczgroup", ".nczattr", ".nczattrs", "zarr.json")
+
+
+def _logs_refusals(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """A write the view refuses is logged (WARNING) as well as answered with its errno."""
+    @functools.wraps(method)
+    async def logged(*args: Any) -> T:
+        try:
+            return await method(*args)
+        except ReadOnly as exc:
+            log.warning("refused: %s", exc)
+            raise
+
+    return logged
 
 
 @dataclass
@@ -91,6 +107,12 @@ class PresentingStore(WrapperStore):
         self._roots: dict[str, tuple[float, bool]] = {}
         self._views: dict[str, DatasetView] = {}
         self._logged: set[tuple[str, str]] = set()
+        #: dataset root -> its flavor when the deletes of its metadata began (a create-with-clobber
+        #: empties it object by object: its flavor must not change under the deletes)
+        self._deleting: dict[str, str] = {}
+        #: dataset root -> why every write into it is refused (a delete of it was refused: the writes
+        #: that follow would mix a new dataset into the old one)
+        self._refused: dict[str, str] = {}
 
     # -- finding and building views --------------------------------------------------------------
 
@@ -147,7 +169,7 @@ class PresentingStore(WrapperStore):
                     name = (node.get("chunk_key_encoding") or {}).get("name", "default")
                     v.v3[join(root, join(g.path.strip("/"), var.name))] = v3_chunk_prefix(var, name)
         synth, hidden = emit(ds, self.view)
-        v.objects = {join(root, k): b for k, b in synth.items()}
+        v.objects = {join(root, k): self._as_stored(objects.get(k), b) for k, b in synth.items()}
         for path, reason in hidden:
             full = join(root, path)
             if ":" not in path:
@@ -158,6 +180,19 @@ class PresentingStore(WrapperStore):
                 log.info("view %s hides %r: %s", self.view, full, reason)
         self._views[root] = v
         return v
+
+    def _as_stored(self, stored: bytes | None, shown: bytes) -> bytes:
+        """The stored bytes of an object where they mean what the view would show: an object a
+        netCDF-C writer rewrites unchanged (in place, without O_TRUNC) keeps its length."""
+        if stored is None or stored == shown:
+            return shown
+        try:
+            if self.view == "xarray":
+                json.loads(stored.decode("utf-8"))  # zarr-python reads standard JSON only
+            same = jsontext.same(jsontext.loads(stored), jsontext.loads(shown))
+        except ValueError:
+            return shown
+        return stored if same else shown
 
     async def _collect(self, root: str, rel: str, out: dict[str, bytes]) -> None:
         """Every metadata object of the dataset at ``root`` (keys relative to it), without
@@ -338,17 +373,33 @@ class PresentingStore(WrapperStore):
         return (v is not None and is_metadata_key(key)
                 and v.flavor != VIEW_FLAVOR[self.view] and not v.empty)
 
-    async def _writable_target(self, key: str) -> str:
-        """The store key a write of view key ``key`` goes to, or a clear refusal."""
+    def _check_refused(self, v: DatasetView | None, key: str) -> None:
+        if v is not None and v.root in self._refused:
+            raise ReadOnly(f"{key!r}: {self._refused[v.root]}")
+
+    def _metadata_written(self, key: str) -> None:
+        """A metadata object was written: a delete sequence in its dataset is over."""
+        for root in [r for r in self._deleting if r == "" or key.startswith(r + "/")]:
+            del self._deleting[root]
+
+    async def _writable_target(self, key: str, deleting: bool = False) -> str:
+        """The store key a write (or delete) of view key ``key`` goes to, or a clear refusal."""
         v = await self.view_for(key)
         if v is None:
             return key
+        self._check_refused(v, key)
         is_meta = is_metadata_key(key)
         if is_meta:
-            if v.flavor != VIEW_FLAVOR[self.view] and not v.empty:
+            flavor = self._deleting.setdefault(v.root, v.flavor) if deleting else v.flavor
+            if flavor != VIEW_FLAVOR[self.view] and not v.empty:
+                if deleting:
+                    self._refused[v.root] = (
+                        f"a delete in the dataset {v.root or '/'!r} was refused, so every write into it is "
+                        f"refused until the mount restarts (a dataset created over it would mix with it)")
+                    self._deleting.pop(v.root, None)
                 raise ReadOnly(
-                    f"{key!r}: the {self.view} view shows this {v.flavor} dataset translated; metadata "
-                    f"written through it would mix two flavors (mount with --present as-stored to change it)")
+                    f"{key!r}: the {self.view} view shows this {flavor} dataset translated; metadata "
+                    f"written or deleted through it would mix two flavors (mount with --present as-stored to change it)")
             return key
         array = v.array_of(key)
         if array is not None and array in v.hidden:
@@ -358,8 +409,31 @@ class PresentingStore(WrapperStore):
             raise InvalidArgument(f"{key!r}: not a writable name in the {self.view} view")
         return target
 
+    def checks_content(self, key: str) -> bool:
+        return is_metadata_key(key) or self.inner.checks_content(key)
+
+    @_logs_refusals
+    async def check_content(self, key: str, data: bytes) -> None:
+        """Refuse now a metadata write that ``set`` would refuse, once ``data`` is whole JSON."""
+        if is_metadata_key(key):
+            try:
+                jsontext.loads(data)
+            except ValueError:
+                return
+            v = await self.view_for(key)
+            self._check_refused(v, key)
+            if self._translated(v, key):
+                self.translate_back(v, key, data)  # type: ignore[arg-type]
+                return
+            await self._writable_target(key)
+        await self.inner.check_content(key, data)
+
+    @_logs_refusals
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         v = await self.view_for(key)
+        self._check_refused(v, key)
+        if is_metadata_key(key):
+            self._metadata_written(key)
         if self._translated(v, key):
             return await self._write_back(v, key, bytes(data))  # type: ignore[arg-type]
         target = await self._writable_target(key)
@@ -367,22 +441,28 @@ class PresentingStore(WrapperStore):
         self._forget(key)
         return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
 
+    @_logs_refusals
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         target = await self._writable_target(key)
         info = await self.inner.set_file(target, f, size)  # type: ignore[attr-defined]
         self._forget(key)
         return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
 
+    @_logs_refusals
     async def delete(self, key: str) -> None:
-        target = await self._writable_target(key)
+        target = await self._writable_target(key, deleting=True)
         await self.inner.delete(target)
         self._forget(key)
 
     async def copy(self, src: str, dst: str) -> ObjectInfo:
         return await self.set(dst, await self.get(src))
 
+    @_logs_refusals
     async def rename(self, src: str, dst: str) -> None:
         v = await self.view_for(dst)
+        self._check_refused(v, dst)
+        if is_metadata_key(dst):
+            self._metadata_written(dst)
         if self._translated(v, dst):
             source = await self._writable_target(src)
             await self._write_back(v, dst, await self.inner.get(source))  # type: ignore[arg-type]
@@ -395,6 +475,7 @@ class PresentingStore(WrapperStore):
         self._forget(src)
         self._forget(dst)
 
+    @_logs_refusals
     async def rename_dir(self, src: str, dst: str) -> None:
         for key in (src, dst):
             v = await self.view_for(key)

@@ -18,6 +18,7 @@ import re
 from typing import Any, Protocol
 
 from nczfs.errors import InvalidArgument, KeyNotFound
+from nczfs.nczarr import jsontext
 from nczfs.nczarr.model import NC_TYPE_CODES, Attribute, Dataset, Dimension, Group, Variable
 from nczfs.store.base import SyncStore
 
@@ -231,8 +232,8 @@ class Reader:
         if data is None:
             return None
         try:
-            value = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
+            value = jsontext.loads(data)
+        except ValueError as exc:
             self.problem(key, f"not valid JSON ({exc})")
             return None
         if not isinstance(value, dict):

@@ -9,7 +9,6 @@ Every function returns reasons (``[]`` = valid); callers add the key.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from importlib.metadata import entry_points
@@ -17,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from nczfs.nczarr import jsontext
 from nczfs.nczarr.read import dim_items, dim_spec, alias, attr_type, nczarr_key
 
 V2_OBJECTS = {".zgroup", ".zarray", ".zattrs", ".zmetadata"}
@@ -58,9 +58,7 @@ def _int(v: Any) -> bool:
 
 def parse(data: bytes) -> tuple[Any, list[str]]:
     try:
-        return json.loads(bytes(data).decode("utf-8")), []
-    except UnicodeDecodeError:
-        return None, ["not UTF-8 text"]
+        return jsontext.loads(data), []
     except ValueError as exc:
         return None, [f"not valid JSON ({exc})"]
 
@@ -75,11 +73,9 @@ def stale_tail_prefix(data: bytes, previous: bytes | None) -> bytes | None:
     if previous is None or len(previous) != len(data):
         return None
     try:
-        text = bytes(data).decode("utf-8")
-        _, end = json.JSONDecoder().raw_decode(text)
-    except (UnicodeDecodeError, ValueError):
+        _, cut = jsontext.loads_prefix(data)
+    except ValueError:
         return None
-    cut = len(text[:end].encode("utf-8"))
     return bytes(data[:cut]) if cut < len(data) and data[cut:] == previous[cut:] else None
 
 

@@ -1,4 +1,9 @@
-"""ValidatingStore: check metadata objects before they reach the store.
+"""ValidatingStore: metadata objects as their writer meant them, checked before they reach the store.
+
+netCDF-C rewrites a metadata object in place, without O_TRUNC: a shorter new object leaves the
+old one's last bytes after it (valid JSON, then a stale tail). Such content is stored as the JSON
+its writer meant, in every mode (``off`` too): netCDF-C's own reader ignores the tail, every
+other reader would fail on it.
 
 Every ``set`` of a metadata object (``.zgroup``, ``.zarray``, ``.zattrs``, ``.zmetadata``,
 ``zarr.json``, the NCZarr V1 objects), and every ``rename``/``copy`` onto such a name, is
@@ -9,20 +14,25 @@ it is renamed onto a metadata name.
 
 ``strict``: invalid content raises :class:`~nczfs.errors.InvalidArgument` (EINVAL at
 close/fsync/rename) naming the key and every reason, and the store is not touched.
-``warn``: the reasons are logged and the object is stored.
+``warn``: the reasons are logged and the object is stored. ``off``: nothing is checked.
+
+netCDF-C ignores what close() returns: a refusal at close would be lost on it. So the filesystem
+asks :meth:`ValidatingStore.check_content` at every write() of a metadata object, and once the
+file holds a whole JSON value that would be refused, that write() fails with the refusal's errno.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, BinaryIO
 
 from nczfs.errors import InvalidArgument, KeyNotFound
+from nczfs.nczarr import jsontext
 from nczfs.nczarr.read import nczarr_key
 from nczfs.nczarr.validate import (
     check_object,
     codecs_known,
+    parse,
     dimension_refs,
     group_dims,
     is_metadata_key,
@@ -37,23 +47,20 @@ log = logging.getLogger(__name__)
 
 class ValidatingStore(WrapperStore):
     def __init__(self, inner: Store, mode: str = "strict"):
-        if mode not in ("warn", "strict"):
+        if mode not in ("warn", "strict", "off"):
             raise ValueError(f"validation mode {mode!r}")
         super().__init__(inner)
         self.mode = mode
 
     async def _json(self, key: str) -> Any:
         try:
-            return json.loads(await self.inner.get(key))
-        except (KeyNotFound, ValueError, UnicodeDecodeError):
+            return jsontext.loads(await self.inner.get(key))
+        except (KeyNotFound, ValueError):
             return None
 
-    async def reasons(self, key: str, data: bytes) -> list[str]:
-        """Why ``data`` may not be stored under ``key`` ([] if it may)."""
-        if not codecs_known():
-            await run_blocking(numcodecs_ids)  # the first check imports numcodecs: not on the trio thread
-        errors = check_object(key, data)
-        if errors and data.lstrip()[:1] == b"{":
+    async def meant(self, key: str, data: bytes) -> bytes:
+        """``data`` without the old object's tail a rewrite without O_TRUNC left after its JSON."""
+        if parse(data)[1] and data.lstrip()[:1] == b"{":
             try:
                 previous = await self.inner.get(key)
             except KeyNotFound:
@@ -61,11 +68,18 @@ class ValidatingStore(WrapperStore):
             head = stale_tail_prefix(data, previous)
             if head is not None:
                 log.info("%r: JSON followed by the old object's tail (a rewrite without O_TRUNC): "
-                         "checked the JSON, stored every byte as written", key)
-                data, errors = head, check_object(key, head)
+                         "stored the JSON, %d bytes of %d", key, len(head), len(data))
+                return head
+        return data
+
+    async def reasons(self, key: str, data: bytes) -> list[str]:
+        """Why ``data`` may not be stored under ``key`` ([] if it may)."""
+        if not codecs_known():
+            await run_blocking(numcodecs_ids)  # the first check imports numcodecs: not on the trio thread
+        errors = check_object(key, data)
         if errors:
             return errors
-        return await self.dimension_errors(key, json.loads(bytes(data)))
+        return await self.dimension_errors(key, jsontext.loads(data))
 
     async def dimension_errors(self, key: str, value: Any) -> list[str]:
         """Dimension references of an array must name declared dimensions of matching size.
@@ -117,7 +131,7 @@ class ValidatingStore(WrapperStore):
         return None
 
     async def check(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        if not is_metadata_key(key):
+        if not is_metadata_key(key) or self.mode == "off":
             return
         errors = await self.reasons(key, bytes(data))
         if not errors:
@@ -129,8 +143,24 @@ class ValidatingStore(WrapperStore):
         log.warning("stored anyway (validate=warn) %s", message)
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        await self.check(key, data)
+        if is_metadata_key(key):
+            data = await self.meant(key, bytes(data))
+            await self.check(key, data)
         return await self.inner.set(key, data)
+
+    def checks_content(self, key: str) -> bool:
+        return is_metadata_key(key) or self.inner.checks_content(key)
+
+    async def check_content(self, key: str, data: bytes) -> None:
+        """Refuse now what ``set`` would refuse, once ``data`` is a whole JSON value (with or without
+        a stale tail); a file still being written is not judged."""
+        if is_metadata_key(key):
+            data = await self.meant(key, data)
+            if parse(data)[1]:
+                return
+            if self.mode == "strict":
+                await self.check(key, data)
+        await self.inner.check_content(key, data)
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         if not is_metadata_key(key):

@@ -337,6 +337,16 @@ class Store(abc.ABC):
     async def forget_dir(self, prefix: str) -> None:
         pass
 
+    def checks_content(self, key: str) -> bool:
+        """Does ``set(key, ...)`` refuse some contents (metadata the NCZarr layer checks)? Then the
+        filesystem calls :meth:`check_content` at every write() of that file, so that a refusal
+        reaches a writer that ignores what close() returns (netCDF-C does)."""
+        return False
+
+    async def check_content(self, key: str, data: bytes) -> None:
+        """Raise what ``set(key, data)`` would raise because of ``data``, storing nothing; content
+        still being written (not yet a whole object) is not judged."""
+
     async def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
         """``SyncStore.list_tree``."""
         return None

@@ -63,6 +63,12 @@ class WrapperStore(Store):
     async def forget_dir(self, prefix: str) -> None:
         await self.inner.forget_dir(prefix)
 
+    def checks_content(self, key: str) -> bool:
+        return self.inner.checks_content(key)
+
+    async def check_content(self, key: str, data: bytes) -> None:
+        await self.inner.check_content(key, data)
+
     def counters(self) -> dict[str, int]:
         return self.inner.counters()
 

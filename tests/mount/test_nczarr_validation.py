@@ -1,6 +1,7 @@
 """Validation of metadata writes through a real mount (``--validate``, default strict).
 
-Each rule: an invalid write fails at close (or fsync, or rename) with EINVAL, the log names
+Each rule: an invalid write fails with EINVAL at the write() that completes the JSON (and again at
+close, fsync or rename), the log names
 the key and the reason, and the object in the backend is exactly what it was. Valid writes
 by zarr-python (v2, v3), xarray (v2, v3, consolidated), the netCDF4 wheel and Debian ncgen
 are never refused.
@@ -72,8 +73,10 @@ RULES = {
 }
 
 
-def test_each_rule_refuses_at_close_with_einval_and_keeps_the_old_object(backend, tmp_path):
-    """One mount, every rule (each in its own dataset folder, with its own prior objects)."""
+def test_each_rule_refuses_at_write_with_einval_and_keeps_the_old_object(backend, tmp_path):
+    """One mount, every rule (each in its own dataset folder, with its own prior objects). The
+    write() that makes the object whole JSON fails (netCDF-C ignores what close() returns), and
+    close() says it again: nothing is stored."""
     for rule, (existing, key, bad, reason) in RULES.items():
         for k, v in existing.items():
             backend.put(f"{rule}/{k}", dumps(v))
@@ -85,13 +88,17 @@ def test_each_rule_refuses_at_close_with_einval_and_keeps_the_old_object(backend
             path = m.path / rule / key
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.write(fd, dumps(bad))
-            try:
-                os.close(fd)
-                failures.append(f"{rule}: close succeeded")
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:
-                    failures.append(f"{rule}: {exc}")
+            steps = [("write", lambda: os.write(fd, dumps(bad))), ("close", lambda: os.close(fd))]
+            if rule == "json_syntax":  # not whole JSON yet, as far as a write() can tell: judged at close
+                os.write(fd, dumps(bad))
+                steps = steps[1:]
+            for what, step in steps:
+                try:
+                    step()
+                    failures.append(f"{rule}: {what} succeeded")
+                except OSError as exc:
+                    if exc.errno != errno.EINVAL:
+                        failures.append(f"{rule}: {exc}")
         log = m.log_text()
     for rule, (existing, key, bad, reason) in RULES.items():
         if f"'{rule}/{key}': invalid metadata:" not in log or reason not in log:
@@ -104,15 +111,15 @@ def test_each_rule_refuses_at_close_with_einval_and_keeps_the_old_object(backend
     assert failures == [], "\n".join(failures) + "\nlog:\n" + log
 
 
-def test_fsync_of_invalid_metadata_fails_and_a_valid_rewrite_then_succeeds(backend, tmp_path):
+def test_invalid_metadata_write_and_fsync_fail_and_a_valid_rewrite_then_succeeds(backend, tmp_path):
     backend.put("v/.zarray", dumps(ZARRAY))
     with mounted(backend, tmp_path / "mnt") as m:
         with open(m.path / "v" / ".zarray", "r+b", buffering=0) as f:
             f.truncate(0)
-            f.write(dumps({**ZARRAY, "dtype": "nonsense"}))
-            with pytest.raises(OSError) as exc:
-                os.fsync(f.fileno())
-            assert exc.value.errno == errno.EINVAL
+            for step in (lambda: f.write(dumps({**ZARRAY, "dtype": "nonsense"})), lambda: os.fsync(f.fileno())):
+                with pytest.raises(OSError) as exc:
+                    step()
+                assert exc.value.errno == errno.EINVAL
             assert json.loads(backend.read("v/.zarray")) == ZARRAY
             f.seek(0)
             f.truncate(0)
@@ -262,16 +269,17 @@ group: g {
     assert backend.exists("d.file/g/w/.zarray")
 
 
-def test_shorter_rewrite_without_trunc_keeps_netcdf_c_stale_tail_but_other_junk_is_refused(backend, tmp_path):
+def test_shorter_rewrite_without_trunc_is_stored_as_its_json_but_other_junk_is_refused(backend, tmp_path):
     """netCDF-C rewrites objects O_RDWR without O_TRUNC; a shorter rewrite leaves the old tail
-    (on local disk too) and netCDF-C reads it fine: checked as its leading JSON, stored as written."""
+    (on local disk too), which netCDF-C's reader ignores and every other reader fails on: the
+    object is stored as the JSON its writer meant."""
     old = b'{"units": "metres", "n": 12345}'
     backend.put("v/.zattrs", old)
     with mounted(backend, tmp_path / "mnt") as m:
         fd = os.open(m.path / "v" / ".zattrs", os.O_RDWR)
         os.write(fd, b'{"units": "m"}')
         os.close(fd)
-        expected = b'{"units": "m"}' + old[len(b'{"units": "m"}'):]
+        expected = b'{"units": "m"}'
         assert backend.read("v/.zattrs") == expected
         fd = os.open(m.path / "v" / ".zattrs", os.O_RDWR)
         os.pwrite(fd, b'{"a": 1} XYZ', 0)  # junk after the JSON that is not the old tail
