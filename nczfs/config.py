@@ -71,6 +71,9 @@ class MountConfig:
     validate: str = "strict"
     #: metadata flavor shown: "as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1" or "xarray"
     present: str = "as-stored"
+    #: views: chunks whose codecs the reader lacks are shown "auto" decoded, "none" every
+    #: compressed chunk decoded, "zlib" re-encoded with zlib, "off" never (hidden)
+    transcode: str = "auto"
     #: layout of a zip archive the mount creates: "netcdf" (default) or "flat" (zarr-python's)
     zip_layout: str | None = None
     #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
@@ -154,6 +157,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["validate"] = validate_mode(value)
             elif key == "present" and eq:
                 out["present"] = present_view(value)
+            elif key == "transcode" and eq:
+                out["transcode"] = transcode_mode(value)
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
             elif _is_option_key(key):
@@ -203,6 +208,16 @@ def validate_mode(value: str) -> str:
 
 
 PRESENT_VIEWS = ("as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1", "xarray")
+
+
+TRANSCODE_MODES = ("auto", "off", "none", "zlib")
+
+
+def transcode_mode(value: str) -> str:
+    """``-o transcode=``: how views show chunks whose codecs the view's reader lacks."""
+    if value not in TRANSCODE_MODES:
+        raise SourceError(f"transcode={value}: must be one of {', '.join(TRANSCODE_MODES)}")
+    return value
 
 
 def present_view(value: str) -> str:

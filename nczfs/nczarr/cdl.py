@@ -17,8 +17,34 @@ _SUFFIX = {"byte": "b", "ubyte": "UB", "short": "s", "ushort": "US", "int": "", 
 _ESCAPES = {'"': '\\"', "'": "\\'", "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\x00": "\\000"}
 
 
+#: characters ncdump escapes with a backslash in names (ncdump/utils.c escaped_name)
+_NAME_SPECIAL = set(" !\"#$&'()*,:;<=>?[]\\^`{|}~")
+
+
+def cdl_name(name: str) -> str:
+    """A name as ``ncdump`` writes it, so that ``ncgen`` reads it back: a leading digit and the
+    special characters escaped with a backslash, control characters as ``\\%xx``."""
+    out = ["\\"] if name[:1].isdigit() and name[:1].isascii() else []
+    for c in name:
+        if c.isascii() and (ord(c) < 0x20 or ord(c) == 0x7F):
+            out.append(f"\\%{ord(c):02x}")
+        elif c in _NAME_SPECIAL:
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _char(c: str) -> str:
+    if c in _ESCAPES:
+        return _ESCAPES[c]
+    if ord(c) < 0x20 or ord(c) == 0x7F:
+        return f"\\{ord(c):03o}"
+    return c  # as ncdump, a byte that is not UTF-8 is printed as it is (a surrogate escape here)
+
+
 def quote(text: str) -> str:
-    return '"' + "".join(_ESCAPES.get(c, c) for c in text) + '"'
+    return '"' + "".join(_char(c) for c in text) + '"'
 
 
 def number(nctype: str, v: float | int) -> str:
@@ -47,7 +73,7 @@ def attr_value(attr: Attribute) -> str:
 
 def attr_line(owner: str, attr: Attribute) -> str:
     prefix = "string " if attr.nctype == "string" else ""
-    return f"{prefix}{owner}:{attr.name} = {attr_value(attr)} ;"
+    return f"{prefix}{owner}:{cdl_name(attr.name)} = {attr_value(attr)} ;"
 
 
 def _dim_name(ds: Dataset, group: Group, ref: str) -> str:
@@ -58,9 +84,9 @@ def _dim_name(ds: Dataset, group: Group, ref: str) -> str:
         g = ds.group(path)
         if g is not None and g.dim(name) is not None:
             found = f"{path.rstrip('/')}/{name}"
-            return name if found == ref else ref
+            return cdl_name(name) if found == ref else "/".join(cdl_name(p) for p in ref.split("/"))
         if path == "/":
-            return ref
+            return "/".join(cdl_name(p) for p in ref.split("/"))
         path = path.rpartition("/")[0] or "/"
 
 
@@ -71,18 +97,18 @@ def _group_lines(ds: Dataset, group: Group, depth: int) -> list[str]:
         out.append(f"{ind}dimensions:")
         for d in group.dims:
             size = f"UNLIMITED ; // ({d.size} currently)" if d.unlimited else f"{d.size} ;"
-            out.append(f"{ind}\t{d.name} = {size}")
+            out.append(f"{ind}\t{cdl_name(d.name)} = {size}")
     if group.variables:
         out.append(f"{ind}variables:")
         for v in group.variables:
             dims = ", ".join(_dim_name(ds, group, r) for r in v.dimrefs)
-            decl = f"{v.name}({dims})" if dims else v.name
+            decl = f"{cdl_name(v.name)}({dims})" if dims else cdl_name(v.name)
             if v.nctype is None:
                 out.append(f"{ind}\t// {v.name}: dtype {v.dtype} has no netCDF type")
                 continue
             out.append(f"{ind}\t{v.nctype} {decl} ;")
             for a in v.attributes:
-                out.append(f"{ind}\t\t{attr_line(v.name, a)}")
+                out.append(f"{ind}\t\t{attr_line(cdl_name(v.name), a)}")
     if group.attributes:
         out.append("")
         out.append(f"{ind}// {'global' if depth == 0 else 'group'} attributes:")
@@ -90,12 +116,12 @@ def _group_lines(ds: Dataset, group: Group, depth: int) -> list[str]:
             out.append(f"{ind}\t\t{attr_line('', a)}")
     for sub in group.groups:
         out.append("")
-        out.append(f"{ind}group: {sub.name} {{")
+        out.append(f"{ind}group: {cdl_name(sub.name)} {{")
         out.extend(_group_lines(ds, sub, depth + 1))
-        out.append(f"{ind}  }} // group {sub.name}")
+        out.append(f"{ind}  }} // group {cdl_name(sub.name)}")
     return out
 
 
 def to_cdl(ds: Dataset, name: str) -> str:
     """``netcdf NAME { ... }`` as ``ncdump -h`` prints it."""
-    return "\n".join([f"netcdf {name} {{", *_group_lines(ds, ds.root, 0), "}"]) + "\n"
+    return "\n".join([f"netcdf {cdl_name(name)} {{", *_group_lines(ds, ds.root, 0), "}"]) + "\n"

@@ -115,6 +115,8 @@ def run(args) -> int:
     except NczfsError as exc:
         print(f"nczfs: {exc}", file=sys.stderr)
         return 2
+    # names and text netCDF-C stored as bytes that are not UTF-8 are printed as those bytes (ncdump does)
+    sys.stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
     try:
         if args.command == "inspect":
             sys.stdout.write(inspect(source))

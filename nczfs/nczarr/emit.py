@@ -23,7 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
+from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Dimension, Group, Variable
+from nczfs.nczarr.transcode import Codecs, Recode
 
 _V3_DTYPES = {"int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2", "int32": "i4", "uint32": "u4",
               "int64": "i8", "uint64": "u8", "float32": "f4", "float64": "f8", "bool": "b1"}
@@ -111,8 +112,18 @@ def _json_number(v: Any) -> Any:
     return v
 
 
-def hide_reason(var: Variable, view: str, from_v3: bool) -> str | None:
-    """Why a reader of ``view`` cannot handle ``var`` (None if it can)."""
+def _v2_form(var: Variable, from_v3: bool) -> V2Array:
+    if from_v3:
+        v2 = v3_to_v2(var)
+        assert isinstance(v2, V2Array)
+        return v2
+    return V2Array(var.dtype, var.order, var.compressor, var.filters or None, var.dimension_separator)
+
+
+def hide_reason(var: Variable, view: str, from_v3: bool, reader: bool = True, transcode: str = "auto") -> str | None:
+    """Why ``view`` cannot show ``var`` (None if it can). ``reader``: shown to the view's reader,
+    recoded where its chunks need it; else written as the view's flavor stores it (a translation
+    back), where an array that would need recoding cannot be written."""
     if from_v3:
         v2 = v3_to_v2(var)
         if isinstance(v2, str):
@@ -121,40 +132,101 @@ def hide_reason(var: Variable, view: str, from_v3: bool) -> str | None:
         return None
     if var.nctype is None:
         return f"dtype {var.dtype} has no netCDF type"
-    if var.shape == []:
-        return "zero-rank Zarr array (netCDF-C drops or misreads it)"
-    order = v3_to_v2(var).order if from_v3 else var.order  # type: ignore[union-attr]
-    if order == "F":
-        return "order F (netCDF-C ignores it and returns transposed data)"
-    if view == "netcdf-4.9":
-        if var.nctype == "string":
-            return "string type (netCDF-C 4.9.0 has no NC_STRING in NCZarr)"
-        if var.scalar:
+    if view == "netcdf-4.9" and var.nctype == "string":
+        return "string type (netCDF-C 4.9.0 has no NC_STRING in NCZarr)"
+    if not reader:
+        if var.shape == []:
+            return "zero-rank Zarr array (NCZarr stores scalars with shape [1])"
+        if view == "netcdf-4.9" and var.scalar:
             return "scalar (netCDF-C 4.9.0 crashes re-opening NCZarr scalars)"
-        v2 = v3_to_v2(var) if from_v3 else None
-        compressor = v2.compressor if isinstance(v2, V2Array) else var.compressor
-        filters = v2.filters if isinstance(v2, V2Array) else var.filters
-        if compressor or filters:
-            return "compressed (Debian's netCDF-C 4.9.0 ignores compressors and returns the raw bytes)"
-        if var.big_endian:
-            return "big-endian (netCDF-C 4.9.0 ignores the byte order)"
-    return None
+        return None
+    if view == "netcdf-4.9" and 0 in var.shape:
+        return "a dimension of length 0 (netCDF-C 4.9.0 refuses a dimension of size 0)"
+    plan = recode(var, view, from_v3, transcode)
+    return plan if isinstance(plan, str) else None
 
 
-def _prune(ds: Dataset, view: str) -> list[tuple[str, str]]:
+#: the numcodecs ids each view's reader decodes, measured with each reader (docs/SEMANTICS.md):
+#: Debian's netCDF-C 4.9.0 has no filter plugins (it reads compressed bytes as data); the netCDF4
+#: wheel (4.10.1) has HDF5 plugins for these; netcdf-4.9.1 could not be measured, taken as 4.10.1's
+READER_CODECS: dict[str, frozenset[str]] = {
+    "netcdf-4.9": frozenset(),
+    "netcdf-4.9.1": frozenset({"zlib", "zstd", "blosc", "bz2", "shuffle"}),
+    "netcdf-4.10": frozenset({"zlib", "zstd", "blosc", "bz2", "shuffle"}),
+}
+_ZLIB = Codecs({"id": "zlib", "level": 1})
+
+
+def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto") -> Recode | str | None:
+    """How ``view``'s reader is shown ``var``'s chunks when it cannot take them as stored (None:
+    as stored; a str: why it cannot be shown).
+
+    netCDF-C ignores ``order: "F"`` (reads the data transposed) and fails on codecs it has no
+    plugin for (Debian's 4.9.0 has none: it reads compressed bytes as data) and on NCZarr scalars
+    with a blosc filter (4.10.1); Debian's 4.9.0 also ignores the byte order and refuses a chunk
+    larger than its array along any axis. ``transcode`` (``-o transcode=``): ``auto``, chunks
+    whose codecs the reader lacks are shown decoded, uncompressed (sizes known without reading
+    them); ``none``, every compressed chunk is; ``zlib``, those the reader lacks are re-encoded
+    with zlib where the reader has it; ``off``, no codec is transcoded (such arrays are hidden)."""
+    if view == "xarray":
+        return None
+    v2 = _v2_form(var, from_v3)
+    chunks, shape = var.chunks or [1], var.shape or [1]
+    codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
+    reads = READER_CODECS[view]
+    lacks = [i for i in codecs.ids() if i not in reads] or (codecs and (var.scalar or not var.shape))
+    decode = bool(codecs) and (transcode == "none" or (transcode != "off" and bool(lacks)))
+    if lacks and transcode == "off":
+        return f"codecs {codecs.ids()} the {view} reader cannot decode (-o transcode=off)"
+    dtype = "|S1" if var.nctype == "char" else v2.dtype
+    old = view == "netcdf-4.9"
+    shown_dtype = "<" + dtype[1:] if old and dtype[0] == ">" else dtype
+    shown_chunks = [min(c, s) if s else c for c, s in zip(chunks, shape)] if old else list(chunks)
+    if v2.order != "F" and shown_dtype == dtype and shown_chunks == chunks and not decode:
+        return None
+    if codecs and (why := codecs.check()) is not None:
+        return why
+    shown = Codecs()
+    if not decode:
+        shown = codecs  # only the layout changes
+    elif transcode == "zlib" and "zlib" in reads:
+        shown = _ZLIB
+    return Recode(dtype, tuple(chunks), v2.order, codecs, shown_dtype, tuple(shown_chunks), shown)
+
+
+def _prune(ds: Dataset, view: str, reader: bool, transcode: str) -> list[tuple[str, str]]:
     """Remove the arrays ``view`` cannot show from the model; return (path, reason) for each."""
     hidden = []
     from_v3 = ds.flavor == "zarr-v3"
     for g in ds.root.walk():
         keep = []
         for v in g.variables:
-            reason = hide_reason(v, view, from_v3)
+            reason = hide_reason(v, view, from_v3, reader, transcode)
             if reason is None:
                 keep.append(v)
             else:
                 hidden.append((_join(g.path, v.name), reason))
         g.variables = keep
+        if reader and view == "netcdf-4.9":
+            g.dims = [d for d in g.dims if d.size > 0]
     return hidden
+
+
+def _scalars_on_a_dimension(ds: Dataset, hidden: list[tuple[str, str]]) -> None:
+    """netCDF-C 4.9.0 crashes on NCZarr scalars (even its own): it is shown each as an array of
+    one element along a root dimension ``_scalar_`` of length 1 (what pure Zarr readers see)."""
+    if ds.root.dim("_scalar_") not in (None, Dimension("_scalar_", 1)):
+        for g in ds.root.walk():
+            hidden.extend((_join(g.path, v.name), "scalar, and a dimension _scalar_ of another length exists")
+                          for v in g.variables if v.scalar)
+            g.variables = [v for v in g.variables if not v.scalar]
+        return
+    for g in ds.root.walk():
+        for v in g.variables:
+            if v.scalar:
+                v.scalar, v.shape, v.chunks, v.dimrefs = False, [1], [1], ["/_scalar_"]
+                if ds.root.dim("_scalar_") is None:
+                    ds.root.dims.append(Dimension("_scalar_", 1))
 
 
 def _join(gpath: str, name: str) -> str:
@@ -166,20 +238,23 @@ def dumps_for(view: str) -> Callable[[Any], bytes]:
     return jsontext.dumps_zarr if view == "xarray" else jsontext.dumps_netcdf
 
 
-def _zarray(var: Variable, from_v3: bool, view: str) -> dict:
-    if from_v3:
-        v2 = v3_to_v2(var)
-        assert isinstance(v2, V2Array)
-        dtype, order, compressor, filters, sep = v2.dtype, v2.order, v2.compressor, v2.filters, v2.separator
-    else:
-        dtype, order, compressor, filters, sep = (var.dtype, var.order, var.compressor, var.filters or None,
-                                                  var.dimension_separator)
-    if var.nctype == "char" and view != "xarray":
-        dtype = "<U1" if view == "netcdf-4.9" else ">S1"  # one byte per char either way
-    elif view == "xarray" and len(dtype) == 3 and dtype[0] in "<>" and dtype[2] == "1":
+def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None) -> dict:
+    v2 = _v2_form(var, from_v3)
+    dtype, order, compressor, filters, sep = v2.dtype, v2.order, v2.compressor, v2.filters, v2.separator
+    chunks = var.chunks
+    if plan is not None:
+        dtype, chunks, order = plan.shown_dtype, list(plan.shown_chunks), "C"
+        compressor = plan.shown_codecs.compressor
+        filters = list(plan.shown_codecs.filters) or None
+    if var.nctype == "char":  # one byte per char in every flavor; zarr-python 3 refuses <U1 and >S1
+        dtype = {"netcdf-4.9": "<U1", "xarray": "|S1"}.get(view, ">S1")
+    elif view == "xarray" and len(dtype) == 3 and dtype[0] in "<>" and dtype[1] in "iub" and dtype[2] == "1":
         dtype = "|" + dtype[1:]  # netCDF-C writes <i1/<u1, which zarr-python 3 refuses
     fill = _xarray_v3_fill(var, dtype) if from_v3 and view == "xarray" else _fill(var)
-    out = {"zarr_format": 2, "shape": var.shape, "chunks": var.chunks, "dtype": dtype,
+    shape = var.shape
+    if not shape and view != "xarray":  # a zero-rank Zarr array, shown as an NCZarr scalar
+        shape, chunks = [1], [1]
+    out = {"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dtype,
            "fill_value": fill, "order": order, "compressor": compressor, "filters": filters}
     if sep != ".":
         out["dimension_separator"] = sep
@@ -228,10 +303,17 @@ def _dims_json(g: Group, unlimited: bool) -> dict:
     return {d.name: {"size": d.size, "unlimited": 1} if (d.unlimited and unlimited) else d.size for d in g.dims}
 
 
-def emit(ds: Dataset, view: str) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
-    """The metadata objects of ``view`` for ``ds`` ({key: bytes}), and what was left out."""
+def emit(ds: Dataset, view: str, reader: bool = True, recodes: dict[str, Recode] | None = None,
+         transcode: str = "auto") -> tuple[dict[str, bytes], list[tuple[str, str]]]:
+    """The metadata objects of ``view`` for ``ds`` ({key: bytes}), and what was left out.
+
+    ``reader``: as shown to the view's reader (arrays it needs recoded are, each array's
+    :class:`Recode` put in ``recodes`` by its path); else as the view's flavor stores ``ds``
+    (a translation back into it), where such arrays are left out."""
     from_v3 = ds.flavor == "zarr-v3"
-    hidden = _prune(ds, view)
+    hidden = _prune(ds, view, reader, transcode)
+    if reader and view == "netcdf-4.9":
+        _scalars_on_a_dimension(ds, hidden)
     _dumps = dumps_for(view)
     out: dict[str, bytes] = {}
     for g in ds.root.walk():
@@ -268,7 +350,12 @@ def emit(ds: Dataset, view: str) -> tuple[dict[str, bytes], list[tuple[str, str]
             if view != "xarray" or from_v3:  # netCDF-C wants it of the variable's type; v3: in fill_value
                 attrs = [a for a in attrs if a.name != "_FillValue" or (a.nctype == v.nctype and not from_v3)]
             values, types = _types(attrs, view, akey + ".zattrs", hidden)
-            zarray = _zarray(v, from_v3, view)
+            plan = recode(v, view, from_v3, transcode) if reader else None
+            if isinstance(plan, Recode) and recodes is not None:
+                recodes[_join(g.path, v.name)] = plan
+            zarray = _zarray(v, from_v3, view, plan if isinstance(plan, Recode) else None)
+            if not v.shape and view != "xarray":
+                v.scalar = True  # a zero-rank Zarr array, shown as an NCZarr scalar
             names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if v.shape else [])
             zattrs = dict(values)
             if view != "netcdf-4.9" or g is ds.root:

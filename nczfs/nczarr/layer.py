@@ -26,7 +26,7 @@ def nczarr_layer(store: Store, config: MountConfig) -> Store:
     if not config.read_only:
         store = ConsolidatingStore(store)
     if config.present != "as-stored":
-        store = PresentingStore(store, config.present, config.metadata_ttl)
+        store = PresentingStore(store, config.present, config.metadata_ttl, config.transcode)
     if not config.read_only:
         store = ValidatingStore(store, config.validate)
     return store

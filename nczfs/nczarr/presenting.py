@@ -17,6 +17,7 @@ dataset; if not, the write is refused with EROFS, so a dataset never mixes two f
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import json
@@ -29,9 +30,11 @@ from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, ReadOnly
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.emit import emit, signature, v3_chunk_prefix
 from nczfs.nczarr.read import DictObjects, read_dataset
+from nczfs.nczarr.transcode import Recode
 from nczfs.nczarr.validate import METADATA_NAMES, is_metadata_key, stale_tail_prefix
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
+from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -40,7 +43,11 @@ T = TypeVar("T")
 VIEW_FLAVOR = {"netcdf-4.10": "V2-ZA", "netcdf-4.9": "V2-UC", "netcdf-4.9.1": "V2-LC", "xarray": "zarr-v2"}
 #: the view that writes each stored flavor (to translate metadata written through a view back)
 STORED_AS = {"V2-ZA": "netcdf-4.10", "V2-UC": "netcdf-4.9", "V2-LC": "netcdf-4.9.1", "zarr-v2": "xarray"}
+#: bytes of recoded chunks a view keeps (the stored chunks are cached below it, as on every mount)
+RECODED_CACHE_BYTES = 64 * 1024 * 1024
 ROOT_MARKERS = (".zgroup", "zarr.json", ".nczarr", ".zmetadata")
+#: the chunk "prefix" of a zero-rank Zarr v3 array: its one chunk is "c" (shown as "0")
+ZERO_RANK = "<zero-rank>"
 GROUP_META = (".zgroup", ".zattrs", ".zmetadata", ".nczarr", ".nczgroup", ".nczattr", ".nczattrs", "zarr.json")
 
 
@@ -70,19 +77,28 @@ class DatasetView:
     mtime_ns: int = 0
     #: no arrays, groups or attributes yet (a dataset being created): any flavor may be written
     empty: bool = False
+    #: full array prefix -> how its chunks are shown when the view's reader cannot take them as stored
+    recodes: dict[str, Recode] = field(default_factory=dict)
 
     def info(self, key: str) -> ObjectInfo:
         data = self.objects[key]
         return ObjectInfo(key, len(data), self.mtime_ns, hashlib.md5(data).hexdigest())
 
     def array_of(self, key: str) -> str | None:
-        """The hidden or v3 array ``key`` lies in (or is), if any."""
+        """The hidden, v3 or recoded array ``key`` lies in (or is), if any."""
         k = key
         while k:
-            if k in self.hidden or k in self.v3:
+            if k in self.hidden or k in self.v3 or k in self.recodes:
                 return k
             k = parent_of(k)
         return None
+
+    def recode_of(self, key: str) -> Recode | None:
+        """How the chunk ``key`` is shown, if its array's chunks are recoded."""
+        array = self.array_of(key)
+        if array is None or array == key or array not in self.recodes or is_metadata_key(key):
+            return None
+        return self.recodes[array]
 
     def to_store(self, key: str) -> str | None:
         """The store key behind view key ``key`` (None: not in the view, or synthesised)."""
@@ -95,18 +111,28 @@ class DatasetView:
             if key == array:
                 return key
             rest = key[len(array) + 1:]
-            return None if is_metadata_key(rest) else f"{array}/{self.v3[array]}{rest}"
+            if is_metadata_key(rest):
+                return None
+            if array not in self.v3:
+                return key
+            if self.v3[array] == ZERO_RANK:  # a zero-rank v3 array's one chunk "c", shown as "0"
+                return f"{array}/c" if rest == "0" else None
+            return f"{array}/{self.v3[array]}{rest}"
         return None if is_metadata_key(key) else key
 
 
 class PresentingStore(WrapperStore):
-    def __init__(self, inner: Store, view: str, ttl: float = 1.0):
+    def __init__(self, inner: Store, view: str, ttl: float = 1.0, transcode: str = "auto"):
         super().__init__(inner)
         self.view = view
         self.ttl = ttl
+        self.transcode = transcode
         self._roots: dict[str, tuple[float, bool]] = {}
         self._views: dict[str, DatasetView] = {}
         self._logged: set[tuple[str, str]] = set()
+        #: recoded chunks by (stored key, stored version, recode), least recently used first
+        self._recoded_cache: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
+        self._recoded_bytes = 0
         #: dataset root -> its flavor when the deletes of its metadata began (a create-with-clobber
         #: empties it object by object: its flavor must not change under the deletes)
         self._deleting: dict[str, str] = {}
@@ -165,10 +191,13 @@ class PresentingStore(WrapperStore):
         for g in ds.root.walk():
             for var in g.variables:
                 if ds.flavor == "zarr-v3":
-                    node = json.loads(objects[join(join(g.path.strip("/"), var.name), "zarr.json")])
+                    node = jsontext.loads(objects[join(join(g.path.strip("/"), var.name), "zarr.json")])
                     name = (node.get("chunk_key_encoding") or {}).get("name", "default")
-                    v.v3[join(root, join(g.path.strip("/"), var.name))] = v3_chunk_prefix(var, name)
-        synth, hidden = emit(ds, self.view)
+                    prefix = v3_chunk_prefix(var, name) if var.shape else ZERO_RANK
+                    v.v3[join(root, join(g.path.strip("/"), var.name))] = prefix
+        recodes: dict[str, Recode] = {}
+        synth, hidden = emit(ds, self.view, recodes=recodes, transcode=self.transcode)
+        v.recodes = {join(root, path): plan for path, plan in recodes.items()}
         v.objects = {join(root, k): self._as_stored(objects.get(k), b) for k, b in synth.items()}
         for path, reason in hidden:
             full = join(root, path)
@@ -243,6 +272,10 @@ class PresentingStore(WrapperStore):
         target = v.to_store(key)
         if target is None:
             raise KeyNotFound(key)
+        plan = v.recode_of(key)
+        if plan is not None:
+            data = await self._recoded(key, target, plan, None)
+            return rng.slice(data) if rng else data
         return await self.inner.get(target, rng)
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
@@ -252,6 +285,10 @@ class PresentingStore(WrapperStore):
         target = v.to_store(key)
         if target is None:
             raise KeyNotFound(key)
+        plan = v.recode_of(key)
+        if plan is not None:
+            data = await self._recoded(key, target, plan, etag)
+            return rng.slice(data) if rng else data
         return await self.inner.get_version(target, rng, etag)  # type: ignore[attr-defined]
 
     async def stat(self, key: str) -> ObjectInfo:
@@ -264,7 +301,7 @@ class PresentingStore(WrapperStore):
         if target is None:
             raise KeyNotFound(key)
         info = await self.inner.stat(target)
-        return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
+        return await self._shown_info(v, key, info)
 
     async def entry(self, key: str) -> DirEntry | None:
         v = await self.view_for(key, reading=True)
@@ -279,8 +316,44 @@ class PresentingStore(WrapperStore):
         found = await self.inner.entry(target)
         if found is None:
             return None
-        info = ObjectInfo(key, found.info.size, found.info.mtime_ns, found.info.etag) if found.info else None
-        return DirEntry(name, found.is_dir, info)
+        return await self._shown_entry(v, key, DirEntry(name, found.is_dir, found.info))
+
+    async def _shown_info(self, v: DatasetView, key: str, info: ObjectInfo) -> ObjectInfo:
+        """What stat shows of the stored object ``info`` under view key ``key`` (a recoded chunk:
+        the size it is shown with, made to know it if it is shown compressed; the same version
+        tag, as the shown bytes follow the stored)."""
+        plan = v.recode_of(key)
+        size = info.size
+        if plan is not None:
+            known = plan.shown_size()
+            if known is None:
+                known = len(await self._recoded(key, v.to_store(key) or key, plan, info.etag))
+            size = known
+        return ObjectInfo(key, size, info.mtime_ns, info.etag)
+
+    async def _shown_entry(self, v: DatasetView, key: str, e: DirEntry) -> DirEntry:
+        if e.info is None or e.is_dir:
+            return e
+        return DirEntry(e.name, e.is_dir, await self._shown_info(v, key, e.info))
+
+    async def _recoded(self, key: str, target: str, plan: Recode, etag: str | None) -> bytes:
+        """The shown chunk ``key`` made from the stored ``target`` (kept, by stored version, in a
+        cache of :data:`RECODED_CACHE_BYTES`)."""
+        if etag is None:
+            etag = (await self.inner.stat(target)).etag
+        ident = (target, etag, plan.token)
+        cached = self._recoded_cache.get(ident)
+        if cached is not None:
+            self._recoded_cache.move_to_end(ident)
+            return cached
+        stored = await self.inner.get_version(target, None, etag or None)
+        data = await run_blocking(plan.apply, stored, key)
+        self._recoded_cache[ident] = data
+        self._recoded_bytes += len(data)
+        while self._recoded_bytes > RECODED_CACHE_BYTES and self._recoded_cache:
+            _, old = self._recoded_cache.popitem(last=False)
+            self._recoded_bytes -= len(old)
+        return data
 
     async def dir_exists(self, prefix: str) -> bool:
         v = await self.view_for(prefix)
@@ -297,7 +370,15 @@ class PresentingStore(WrapperStore):
         if array is not None and array in v.hidden:
             raise KeyNotFound(prefix)
         out: dict[str, DirEntry] = {}
-        if array is not None:  # a Zarr v3 array, or a folder of its chunks
+        if array is not None and array not in v.v3:  # a v2 array whose chunks are recoded
+            for e in await self.inner.list_dir(prefix):
+                if v.to_store(join(prefix, e.name)) is not None:
+                    out[e.name] = await self._shown_entry(v, join(prefix, e.name), e)
+        elif array is not None and v.v3[array] == ZERO_RANK:
+            for e in await self.inner.list_dir(prefix):
+                if e.name == "c" and not e.is_dir:
+                    out["0"] = await self._shown_entry(v, join(prefix, "0"), DirEntry("0", False, e.info))
+        elif array is not None:  # a Zarr v3 array, or a folder of its chunks
             cp = v.v3[array]
             if cp.endswith("/") or prefix != array:
                 below = f"{array}/{cp}{prefix[len(array) + 1:]}".rstrip("/") if prefix != array else f"{array}/{cp.rstrip('/')}"
@@ -305,11 +386,13 @@ class PresentingStore(WrapperStore):
                     entries = await self.inner.list_dir(below)
                 except KeyNotFound:
                     entries = []
-                out.update((e.name, e) for e in entries)
+                for e in entries:
+                    out[e.name] = await self._shown_entry(v, join(prefix, e.name), e)
             else:
                 for e in await self.inner.list_dir(prefix):
                     if e.name.startswith(cp) and e.name not in METADATA_NAMES:
-                        out[e.name[len(cp):]] = DirEntry(e.name[len(cp):], e.is_dir, e.info)
+                        name = e.name[len(cp):]
+                        out[name] = await self._shown_entry(v, join(prefix, name), DirEntry(name, e.is_dir, e.info))
         else:
             for e in await self.inner.list_dir(prefix):
                 if v.to_store(join(prefix, e.name)) is not None:
@@ -349,8 +432,8 @@ class PresentingStore(WrapperStore):
         old, new = read_dataset(DictObjects(current)), read_dataset(DictObjects(written))
         if [p for p in new.problems if p not in old.problems]:
             raise refuse(next(p for p in new.problems if p not in old.problems))
-        old_out, _ = emit(old, STORED_AS[v.flavor])
-        new_out, hidden = emit(read_dataset(DictObjects(written)), STORED_AS[v.flavor])
+        old_out, _ = emit(old, STORED_AS[v.flavor], reader=False)
+        new_out, hidden = emit(read_dataset(DictObjects(written)), STORED_AS[v.flavor], reader=False)
         if hidden:
             raise refuse(f"{hidden[0][0]}: {hidden[0][1]}")
         if signature(read_dataset(DictObjects(new_out))) != signature(new):
@@ -404,6 +487,10 @@ class PresentingStore(WrapperStore):
         array = v.array_of(key)
         if array is not None and array in v.hidden:
             raise ReadOnly(f"{key!r}: the array is hidden from the {self.view} view")
+        if v.recode_of(key) is not None:
+            raise ReadOnly(f"{key!r}: the {self.view} view shows this array's chunks recoded for its reader "
+                           f"(decoded, reordered or cut to the array), and a chunk written through it is not "
+                           f"stored back (mount with --present as-stored to change it)")
         target = v.to_store(key)
         if target is None:
             raise InvalidArgument(f"{key!r}: not a writable name in the {self.view} view")

@@ -123,9 +123,9 @@ def nctype_of_dtype(dtype: Any, nczarr: bool) -> tuple[str | None, bool]:
     if (kind, size) in _INT_TYPES:
         return _INT_TYPES[(kind, size)], big
     if kind == "S":
-        if size == 1 and nczarr:
-            return "char", False
-        return "string", False
+        # one byte an element: a char (what xarray writes for netCDF char variables; netCDF-C
+        # reads pure Zarr S1 as strings of at most one byte)
+        return ("char" if size == 1 else "string"), False
     if kind == "U" and size == 1 and nczarr:
         return "char", False  # written by netCDF-C <= 4.9.0
     return None, False

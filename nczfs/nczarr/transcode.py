@@ -1,0 +1,105 @@
+"""How a view shows the chunks of an array whose stored chunks its reader cannot take.
+
+A :class:`Recode` makes the chunk a view shows from the stored one: decoded with the stored codecs
+(numcodecs, the implementations zarr-python uses), cut to the shown chunk shape (netCDF-C 4.9.0
+refuses a chunk larger than its array), converted to the shown byte order, laid out in C order
+(netCDF-C ignores ``order: "F"`` and reads such data transposed) and encoded with the shown codecs.
+Shown uncompressed, a chunk's size is known without reading it. Chunk names do not change: a
+chunk that is missing in the store (the fill value) is missing in the view too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nczfs.errors import InvalidArgument
+
+
+@dataclass(frozen=True)
+class Codecs:
+    """A numcodecs pipeline in Zarr v2 terms: ``filters`` then ``compressor``."""
+
+    compressor: Any = None
+    filters: tuple = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.compressor or self.filters)
+
+    def ids(self) -> list[str]:
+        return [str(c.get("id")) for c in (*self.filters, *([self.compressor] if self.compressor else []))]
+
+    def _codecs(self) -> list:
+        from numcodecs import get_codec
+
+        return [get_codec(dict(c)) for c in (*self.filters, *([self.compressor] if self.compressor else []))]
+
+    def check(self) -> str | None:
+        """Why these codecs cannot run here (None if they can)."""
+        try:
+            self._codecs()
+        except (ValueError, TypeError, KeyError) as exc:
+            return f"codecs {[c.get('id') for c in (*self.filters, self.compressor) if c]} cannot be decoded here ({exc})"
+        return None
+
+    def decode(self, data: bytes) -> bytes:
+        from numcodecs.compat import ensure_bytes
+
+        buf: Any = data
+        for codec in reversed(self._codecs()):
+            buf = codec.decode(buf)
+        return ensure_bytes(buf) if not isinstance(buf, np.ndarray) else buf.tobytes()
+
+    def encode(self, data: bytes) -> bytes:
+        from numcodecs.compat import ensure_bytes
+
+        buf: Any = data
+        for codec in self._codecs():
+            buf = codec.encode(buf)
+        return ensure_bytes(buf)
+
+
+@dataclass(frozen=True, eq=False)
+class Recode:
+    #: the stored chunk: element type (numpy), shape, layout, codecs
+    dtype: str
+    chunks: tuple[int, ...]
+    order: str
+    codecs: Codecs
+    #: the chunk the view shows: element type, shape (C order), codecs (empty: the raw bytes)
+    shown_dtype: str
+    shown_chunks: tuple[int, ...]
+    shown_codecs: Codecs = Codecs()
+
+    @functools.cached_property
+    def token(self) -> str:
+        """The recode in one string (a cache key: the codecs' settings are dicts)."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    def shown_size(self) -> int | None:
+        """Bytes of every shown chunk, if known without reading one (shown uncompressed)."""
+        if self.shown_codecs:
+            return None
+        return math.prod(self.shown_chunks) * np.dtype(self.shown_dtype).itemsize
+
+    def apply(self, data: bytes, key: str = "") -> bytes:
+        """The shown chunk made from the stored chunk ``data`` (CPU work: run it off the trio thread)."""
+        try:
+            raw = self.codecs.decode(data) if self.codecs else bytes(data)
+        except Exception as exc:  # noqa: BLE001 - any codec's failure on bad bytes
+            raise InvalidArgument(f"{key!r}: the stored chunk cannot be decoded: {exc}") from exc
+        dt = np.dtype(self.dtype)
+        count = math.prod(self.chunks)
+        if len(raw) != count * dt.itemsize:
+            raise InvalidArgument(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
+                                  f"not {count * dt.itemsize} ({self.chunks} of {self.dtype})")
+        arr = np.frombuffer(raw, dtype=dt).reshape(self.chunks, order=self.order)  # type: ignore[call-overload]
+        arr = arr[tuple(slice(0, c) for c in self.shown_chunks)]
+        out = np.ascontiguousarray(arr.astype(self.shown_dtype, copy=False)).tobytes()
+        return self.shown_codecs.encode(out) if self.shown_codecs else out
