@@ -17,12 +17,13 @@ from __future__ import annotations
 import base64
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from nczfs.nczarr import jsontext
+from nczfs.nczarr import jsontext, sharding
+from nczfs.nczarr.sharding import Sharding
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.transcode import Codecs, Recode
 
@@ -40,6 +41,10 @@ class V2Array:
     compressor: dict | None
     filters: list[dict] | None
     separator: str
+    #: the chunks a view shows (a sharded array: its innermost chunks)
+    chunks: list[int] = field(default_factory=list)
+    #: a sharded v3 array: how its shards hold those chunks
+    sharding: Sharding | None = None
 
 
 def v3_to_v2(var: Variable) -> V2Array | str:
@@ -48,6 +53,14 @@ def v3_to_v2(var: Variable) -> V2Array | str:
     if base is None:
         return f"data_type {var.dtype} has no Zarr v2 equivalent here"
     codecs = list(var.codecs)
+    chunks, sharded, separator = list(var.chunks), None, var.dimension_separator
+    if codecs and codecs[0].get("name") == "sharding_indexed":
+        found = sharding.parse(codecs)
+        if not isinstance(found, str):
+            found = sharding.with_shard_shape(found, tuple(var.chunks))
+        if isinstance(found, str):
+            return found
+        sharded, codecs, chunks, separator = found, list(found.codecs), list(found.chunks), "."
     order = "C"
     if codecs and codecs[0].get("name") == "transpose":
         perm = (codecs.pop(0).get("configuration") or {}).get("order")
@@ -55,9 +68,9 @@ def v3_to_v2(var: Variable) -> V2Array | str:
             return f"transpose order {perm} is neither C nor F"
         order = "F"
     if not codecs or codecs[0].get("name") != "bytes":
-        return f"codecs {[c.get('name') for c in var.codecs]} do not start with 'bytes' (e.g. sharding)"
-    codecs.pop(0)
-    endian = ">" if var.big_endian else "<"
+        return f"codecs {[c.get('name') for c in codecs]} do not start with 'bytes'"
+    big = (codecs.pop(0).get("configuration") or {}).get("endian") == "big"
+    endian = ">" if big else "<"
     dtype = ("|" if base[1] == "1" else endian) + base
     mapped = []
     for c in codecs:
@@ -79,7 +92,7 @@ def v3_to_v2(var: Variable) -> V2Array | str:
         else:
             return f"codec {name!r} has no Zarr v2 equivalent"
     compressor = mapped[-1] if mapped else None
-    return V2Array(dtype, order, compressor, mapped[:-1] or None, var.dimension_separator)
+    return V2Array(dtype, order, compressor, mapped[:-1] or None, separator, chunks, sharded)
 
 
 def v3_chunk_prefix(var: Variable, encoding_name: str = "default") -> str:
@@ -117,7 +130,7 @@ def _v2_form(var: Variable, from_v3: bool) -> V2Array:
         v2 = v3_to_v2(var)
         assert isinstance(v2, V2Array)
         return v2
-    return V2Array(var.dtype, var.order, var.compressor, var.filters or None, var.dimension_separator)
+    return V2Array(var.dtype, var.order, var.compressor, var.filters or None, var.dimension_separator, list(var.chunks))
 
 
 def hide_reason(var: Variable, view: str, from_v3: bool, reader: bool = True, transcode: str = "auto") -> str | None:
@@ -171,7 +184,7 @@ def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto") -> 
     if view == "xarray":
         return None
     v2 = _v2_form(var, from_v3)
-    chunks, shape = var.chunks or [1], var.shape or [1]
+    chunks, shape = v2.chunks or [1], var.shape or [1]
     codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
     reads = READER_CODECS[view]
     lacks = [i for i in codecs.ids() if i not in reads] or (codecs and (var.scalar or not var.shape))
@@ -241,7 +254,7 @@ def dumps_for(view: str) -> Callable[[Any], bytes]:
 def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None) -> dict:
     v2 = _v2_form(var, from_v3)
     dtype, order, compressor, filters, sep = v2.dtype, v2.order, v2.compressor, v2.filters, v2.separator
-    chunks = var.chunks
+    chunks = v2.chunks
     if plan is not None:
         dtype, chunks, order = plan.shown_dtype, list(plan.shown_chunks), "C"
         compressor = plan.shown_codecs.compressor
@@ -270,7 +283,10 @@ def _xarray_v3_fill(var: Variable, dtype: str) -> Any:
     attribute (base64 of the value's bytes): the v2 form takes that attribute, or no fill."""
     attr = next((a for a in var.attributes if a.name == "_FillValue"), None)
     if attr is None:
-        return None
+        # no _FillValue: a zero fill is what a v2 reader fills missing chunks with anyway; another
+        # one must be the v2 fill_value, or missing chunks would read as zeros (xarray then masks it)
+        fill = _fill(var)
+        return None if fill in (0, "", None) else fill
     if attr.nctype != "char":
         return _json_number(attr.value[0])
     try:
@@ -304,12 +320,14 @@ def _dims_json(g: Group, unlimited: bool) -> dict:
 
 
 def emit(ds: Dataset, view: str, reader: bool = True, recodes: dict[str, Recode] | None = None,
-         transcode: str = "auto") -> tuple[dict[str, bytes], list[tuple[str, str]]]:
+         transcode: str = "auto", shardings: dict[str, tuple[Sharding, list[int], str]] | None = None,
+         ) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
     """The metadata objects of ``view`` for ``ds`` ({key: bytes}), and what was left out.
 
     ``reader``: as shown to the view's reader (arrays it needs recoded are, each array's
     :class:`Recode` put in ``recodes`` by its path); else as the view's flavor stores ``ds``
-    (a translation back into it), where such arrays are left out."""
+    (a translation back into it), where such arrays are left out. Sharded Zarr v3 arrays are shown
+    by their innermost chunks: (sharding, shape, chunk key separator) in ``shardings`` by path."""
     from_v3 = ds.flavor == "zarr-v3"
     hidden = _prune(ds, view, reader, transcode)
     if reader and view == "netcdf-4.9":
@@ -354,6 +372,8 @@ def emit(ds: Dataset, view: str, reader: bool = True, recodes: dict[str, Recode]
             if isinstance(plan, Recode) and recodes is not None:
                 recodes[_join(g.path, v.name)] = plan
             zarray = _zarray(v, from_v3, view, plan if isinstance(plan, Recode) else None)
+            if from_v3 and shardings is not None and (sh := _v2_form(v, True).sharding) is not None:
+                shardings[_join(g.path, v.name)] = (sh, list(v.shape), v.dimension_separator)
             if not v.shape and view != "xarray":
                 v.scalar = True  # a zero-rank Zarr array, shown as an NCZarr scalar
             names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if v.shape else [])

@@ -26,10 +26,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, BinaryIO, Callable, TypeVar
 
-from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, ReadOnly
+from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, ReadOnly, Stale
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.emit import emit, signature, v3_chunk_prefix
 from nczfs.nczarr.read import DictObjects, read_dataset
+from nczfs.nczarr.sharding import IndexCache, Located, ShardedArray, Sharding
 from nczfs.nczarr.transcode import Recode
 from nczfs.nczarr.validate import METADATA_NAMES, is_metadata_key, stale_tail_prefix
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
@@ -79,6 +80,8 @@ class DatasetView:
     empty: bool = False
     #: full array prefix -> how its chunks are shown when the view's reader cannot take them as stored
     recodes: dict[str, Recode] = field(default_factory=dict)
+    #: full array prefix -> a sharded Zarr v3 array, shown by its innermost chunks
+    sharded: dict[str, ShardedArray] = field(default_factory=dict)
 
     def info(self, key: str) -> ObjectInfo:
         data = self.objects[key]
@@ -88,7 +91,7 @@ class DatasetView:
         """The hidden, v3 or recoded array ``key`` lies in (or is), if any."""
         k = key
         while k:
-            if k in self.hidden or k in self.v3 or k in self.recodes:
+            if k in self.hidden or k in self.v3 or k in self.recodes or k in self.sharded:
                 return k
             k = parent_of(k)
         return None
@@ -106,10 +109,10 @@ class DatasetView:
             return None
         array = self.array_of(key)
         if array is not None:
-            if array in self.hidden:
-                return None
             if key == array:
-                return key
+                return None if array in self.hidden else key
+            if array in self.hidden or array in self.sharded:
+                return None
             rest = key[len(array) + 1:]
             if is_metadata_key(rest):
                 return None
@@ -119,6 +122,14 @@ class DatasetView:
                 return f"{array}/c" if rest == "0" else None
             return f"{array}/{self.v3[array]}{rest}"
         return None if is_metadata_key(key) else key
+
+
+def _shard_of(v: DatasetView, key: str) -> tuple[ShardedArray, str] | None:
+    """The sharded array whose view chunk ``key`` is, and the chunk's name (None if not one)."""
+    array = parent_of(key)
+    if array in v.sharded and not is_metadata_key(key):
+        return v.sharded[array], key[len(array) + 1:]
+    return None
 
 
 class PresentingStore(WrapperStore):
@@ -133,6 +144,7 @@ class PresentingStore(WrapperStore):
         #: recoded chunks by (stored key, stored version, recode), least recently used first
         self._recoded_cache: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
         self._recoded_bytes = 0
+        self._indexes = IndexCache()
         #: dataset root -> its flavor when the deletes of its metadata began (a create-with-clobber
         #: empties it object by object: its flavor must not change under the deletes)
         self._deleting: dict[str, str] = {}
@@ -196,8 +208,13 @@ class PresentingStore(WrapperStore):
                     prefix = v3_chunk_prefix(var, name) if var.shape else ZERO_RANK
                     v.v3[join(root, join(g.path.strip("/"), var.name))] = prefix
         recodes: dict[str, Recode] = {}
-        synth, hidden = emit(ds, self.view, recodes=recodes, transcode=self.transcode)
+        shards: dict[str, tuple[Sharding, list[int], str]] = {}
+        synth, hidden = emit(ds, self.view, recodes=recodes, transcode=self.transcode, shardings=shards)
         v.recodes = {join(root, path): plan for path, plan in recodes.items()}
+        for path, (sh, shape, separator) in shards.items():
+            full = join(root, path)
+            grid = tuple(-(-n // c) for n, c in zip(shape, sh.chunks))
+            v.sharded[full] = ShardedArray(full, v.v3.pop(full), separator, sh, grid)
         v.objects = {join(root, k): self._as_stored(objects.get(k), b) for k, b in synth.items()}
         for path, reason in hidden:
             full = join(root, path)
@@ -269,6 +286,8 @@ class PresentingStore(WrapperStore):
         if key in v.objects:
             data = v.objects[key]
             return rng.slice(data) if rng else data
+        if _shard_of(v, key) is not None:
+            return await self._shard_chunk(v, key, rng, None)
         target = v.to_store(key)
         if target is None:
             raise KeyNotFound(key)
@@ -282,6 +301,8 @@ class PresentingStore(WrapperStore):
         v = await self.view_for(key, reading=True)
         if v is None or key in v.objects:
             return await self.get(key, rng) if v else await self.inner.get_version(key, rng, etag)  # type: ignore[attr-defined]
+        if _shard_of(v, key) is not None:
+            return await self._shard_chunk(v, key, rng, etag)
         target = v.to_store(key)
         if target is None:
             raise KeyNotFound(key)
@@ -297,6 +318,11 @@ class PresentingStore(WrapperStore):
             return await self.inner.stat(key)
         if key in v.objects:
             return v.info(key)
+        if _shard_of(v, key) is not None:
+            info = await self._shard_info(v, key)
+            if info is None:
+                raise KeyNotFound(key)
+            return info
         target = v.to_store(key)
         if target is None:
             raise KeyNotFound(key)
@@ -310,6 +336,9 @@ class PresentingStore(WrapperStore):
         name = key.rpartition("/")[2]
         if key in v.objects:
             return DirEntry(name, False, v.info(key))
+        if _shard_of(v, key) is not None:
+            info = await self._shard_info(v, key)
+            return DirEntry(name, False, info) if info is not None else None
         target = v.to_store(key)
         if target is None:
             return None
@@ -337,23 +366,55 @@ class PresentingStore(WrapperStore):
         return DirEntry(e.name, e.is_dir, await self._shown_info(v, key, e.info))
 
     async def _recoded(self, key: str, target: str, plan: Recode, etag: str | None) -> bytes:
-        """The shown chunk ``key`` made from the stored ``target`` (kept, by stored version, in a
-        cache of :data:`RECODED_CACHE_BYTES`)."""
+        """The shown chunk ``key`` made from the stored ``target``."""
         if etag is None:
             etag = (await self.inner.stat(target)).etag
-        ident = (target, etag, plan.token)
+        return await self._recode(key, plan, (target, etag),
+                                  lambda: self.inner.get_version(target, None, etag or None))  # type: ignore[attr-defined]
+
+    async def _recode(self, key: str, plan: Recode, ident: tuple, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
+        """The shown chunk ``key``: ``plan`` applied to the stored chunk ``fetch`` gets (whose
+        version ``ident`` names), kept in a cache of :data:`RECODED_CACHE_BYTES`."""
+        ident = (*ident, plan.token)
         cached = self._recoded_cache.get(ident)
         if cached is not None:
             self._recoded_cache.move_to_end(ident)
             return cached
-        stored = await self.inner.get_version(target, None, etag or None)
-        data = await run_blocking(plan.apply, stored, key)
+        data = await run_blocking(plan.apply, await fetch(), key)
         self._recoded_cache[ident] = data
         self._recoded_bytes += len(data)
         while self._recoded_bytes > RECODED_CACHE_BYTES and self._recoded_cache:
             _, old = self._recoded_cache.popitem(last=False)
             self._recoded_bytes -= len(old)
         return data
+
+    async def _shard_chunk(self, v: DatasetView, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        """An innermost chunk of a sharded array: its byte range of its shard (recoded if need be)."""
+        sa, name = _shard_of(v, key)  # type: ignore[misc]
+        loc = await sa.locate(self.inner, self._indexes, name)
+        if loc is None:
+            raise KeyNotFound(key)
+        if etag and etag != loc.tag:
+            raise Stale(f"{key!r}: its shard was rewritten in the store")
+        plan = v.recodes.get(sa.array)
+        if plan is None:
+            a = loc.start + (rng.start if rng else 0)
+            b = loc.end if rng is None or rng.end is None else min(loc.end, loc.start + rng.end)
+            return await self.inner.get_version(loc.key, ByteRange(a, max(a, b)), loc.etag or None)  # type: ignore[attr-defined]
+        data = await self._recode(key, plan, (loc.key, loc.tag), lambda: self.inner.get_version(  # type: ignore[attr-defined]
+            loc.key, ByteRange(loc.start, loc.end), loc.etag or None))
+        return rng.slice(data) if rng else data
+
+    async def _shard_info(self, v: DatasetView, key: str, loc: Located | None = None) -> ObjectInfo | None:
+        sa, name = _shard_of(v, key)  # type: ignore[misc]
+        loc = loc or await sa.locate(self.inner, self._indexes, name)
+        if loc is None:
+            return None
+        plan = v.recodes.get(sa.array)
+        size = loc.size if plan is None else plan.shown_size()
+        if size is None:
+            size = len(await self._shard_chunk(v, key, None, loc.tag))
+        return ObjectInfo(key, size, loc.mtime_ns, loc.tag)
 
     async def dir_exists(self, prefix: str) -> bool:
         v = await self.view_for(prefix)
@@ -370,7 +431,12 @@ class PresentingStore(WrapperStore):
         if array is not None and array in v.hidden:
             raise KeyNotFound(prefix)
         out: dict[str, DirEntry] = {}
-        if array is not None and array not in v.v3:  # a v2 array whose chunks are recoded
+        if array is not None and array in v.sharded:
+            if prefix != array:
+                raise KeyNotFound(prefix)
+            for name, loc in (await v.sharded[array].chunks(self.inner, self._indexes)).items():
+                out[name] = DirEntry(name, False, await self._shard_info(v, join(array, name), loc))
+        elif array is not None and array not in v.v3:  # a v2 array whose chunks are recoded
             for e in await self.inner.list_dir(prefix):
                 if v.to_store(join(prefix, e.name)) is not None:
                     out[e.name] = await self._shown_entry(v, join(prefix, e.name), e)
@@ -487,6 +553,10 @@ class PresentingStore(WrapperStore):
         array = v.array_of(key)
         if array is not None and array in v.hidden:
             raise ReadOnly(f"{key!r}: the array is hidden from the {self.view} view")
+        if array is not None and array in v.sharded:
+            raise ReadOnly(f"{key!r}: the {self.view} view shows this sharded array by its inner chunks, and a "
+                           f"chunk written through it is not stored back into its shard (mount with "
+                           f"--present as-stored to change it)")
         if v.recode_of(key) is not None:
             raise ReadOnly(f"{key!r}: the {self.view} view shows this array's chunks recoded for its reader "
                            f"(decoded, reordered or cut to the array), and a chunk written through it is not "

@@ -194,15 +194,17 @@ def test_zarr_v3_store_appears_as_zarr_v2_in_netcdf_views(views):
     zarray = json.loads((root / "t" / ".zarray").read_bytes())
     assert (zarray["dtype"], zarray["compressor"]["id"], zarray["dimension_separator"]) == ("<i2", "zstd", "/")
     assert sorted(os.listdir(root / "dot")) == [".zarray", ".zattrs", "0", "1", "2"]
-    assert not (root / "sharded").exists() and not (root / "zarr.json").exists()
-    assert "view netcdf-4.10 hides 'v3.zarr/sharded'" in m.log_text()
+    assert not (root / "zarr.json").exists()
+    # a sharded array (shards of 4, inner chunks of 2) by its inner chunks, each its byte range
+    assert sorted(os.listdir(root / "sharded")) == [".zarray", ".zattrs", "0", "1", "2", "3"]
+    assert json.loads((root / "sharded" / ".zarray").read_bytes())["chunks"] == [2]
     with netCDF4.Dataset(nc_url(root)) as nc:
         assert nc.title == "v3"
         assert [d.name for d in nc["t"].get_dims()] == ["time", "lat"]
         assert nc["t"][:].tolist() == np.arange(24).reshape(4, 6).tolist() and nc["t"].units == "K"
         assert np.allclose(nc["dot"][:], np.linspace(0, 1, 5))
         assert nc["sub"]["c"][:].tolist() == [7, 8, 9]
-        assert "sharded" not in nc.variables
+        assert nc["sharded"][:].tolist() == list(range(8))
 
 
 def test_zarr_v3_store_reads_in_the_xarray_view_as_zarr_v2(views):

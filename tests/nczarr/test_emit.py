@@ -27,11 +27,14 @@ def v3var(codecs, dtype="int32", big=False, shape=(4, 6)) -> Variable:
 ])
 def test_v3_codecs_map_to_numcodecs_v2(codecs, compressor, filters, order):
     v2 = v3_to_v2(v3var(codecs))
-    assert v2 == V2Array("<i4", order, compressor, filters, "/")
+    assert v2 == V2Array("<i4", order, compressor, filters, "/", [2, 3])
 
 
 @pytest.mark.parametrize("codecs,reason", [
-    ([{"name": "sharding_indexed", "configuration": {}}], "do not start with 'bytes'"),
+    ([{"name": "sharding_indexed", "configuration": {}}], "is not one views read"),
+    ([{"name": "sharding_indexed", "configuration": {"chunk_shape": [2, 2]}}], "do not divide shards [2, 3]"),
+    ([{"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1], "index_codecs": [{"name": "gzip"}]}}],
+     "a shard index with codecs ['gzip']"),
     ([{"name": "bytes"}, {"name": "zstd", "configuration": {"checksum": True}}], "checksum"),
     ([{"name": "transpose", "configuration": {"order": [0, 1]}}, {"name": "bytes"}], "neither C nor F"),
     ([{"name": "bytes"}, {"name": "magic"}], "codec 'magic'"),
