@@ -68,6 +68,16 @@ def backend(request, tmp_path):
     raise AssertionError(request.param)
 
 
+@pytest.fixture(params=["directory", "s3"])
+def dir_or_s3(request, tmp_path):
+    """A directory and an S3 backend (the views' tests: views do not depend on zip's layout)."""
+    if request.param == "directory":
+        (tmp_path / "backing").mkdir()
+        return DirectoryBackend(tmp_path / "backing")
+    server = request.getfixturevalue("s3_server")
+    return S3Backend(server, server.shared_bucket, server.new_prefix())
+
+
 @pytest.fixture
 def mount(backend, tmp_path):
     """A live read/write mount of ``backend``; unmounted in teardown; fails on ERROR lines in its log."""

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.helpers import DirectoryBackend, S3Backend, mounted
+from tests.helpers import mounted
 from tests.mount.test_view_recode import debian_read
 
 pytestmark = pytest.mark.fuse
@@ -47,13 +47,9 @@ def write_sharded(root) -> dict[str, np.ndarray]:
     return {name: g[name][...] for name in ("plain", "nested", "start", "blosc")}
 
 
-@pytest.fixture(params=["directory", "s3"])
-def backend(request, tmp_path):
-    if request.param == "directory":
-        (tmp_path / "backing").mkdir()
-        return DirectoryBackend(tmp_path / "backing")
-    server = request.getfixturevalue("s3_server")
-    return S3Backend(server, server.shared_bucket, server.new_prefix())
+@pytest.fixture
+def backend(dir_or_s3):
+    return dir_or_s3
 
 
 @pytest.fixture

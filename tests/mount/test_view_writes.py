@@ -17,7 +17,7 @@ import pytest
 
 from nczfs.nczarr.read import StoreObjects, read_dataset
 from nczfs.store.directory import DirectoryStore
-from tests.helpers import DirectoryBackend, S3Backend, mounted
+from tests.helpers import mounted
 from tests.mount.test_clients_netcdf import open_for_update
 
 pytestmark = pytest.mark.fuse
@@ -31,13 +31,9 @@ def url(root: Path, name: str = DS) -> str:
     return f"file://{root}/{name}#mode=nczarr,file"
 
 
-@pytest.fixture(params=["directory", "s3"])
-def backend(request, tmp_path):
-    if request.param == "directory":
-        (tmp_path / "backing").mkdir()
-        return DirectoryBackend(tmp_path / "backing")
-    server = request.getfixturevalue("s3_server")
-    return S3Backend(server, server.shared_bucket, server.new_prefix())
+@pytest.fixture
+def backend(dir_or_s3):
+    return dir_or_s3
 
 
 def write_wheel_dataset(tmp_path: Path, backend) -> None:
