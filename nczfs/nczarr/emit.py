@@ -28,8 +28,29 @@ from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Dimension, Group, V
 from nczfs.nczarr.transcode import Codecs, Recode
 
 _V3_DTYPES = {"int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2", "int32": "i4", "uint32": "u4",
-              "int64": "i8", "uint64": "u8", "float32": "f4", "float64": "f8", "bool": "b1"}
+              "int64": "i8", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8", "bool": "b1",
+              "complex64": "c8", "complex128": "c16"}
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+#: numpy units a datetime64/timedelta64 may have, and their CF names
+TIME_UNITS = {"D": "days", "h": "hours", "m": "minutes", "s": "seconds", "ms": "milliseconds",
+              "us": "microseconds", "ns": "nanoseconds"}
+
+
+def _v2_base(var: Variable) -> str | None:
+    """The numpy dtype (without byte order) of a Zarr v3 data type, if Zarr v2 has one."""
+    conf = var.dtype_config
+    if var.dtype in ("numpy.datetime64", "numpy.timedelta64"):
+        unit, scale = conf.get("unit"), conf.get("scale_factor", 1)
+        if unit not in TIME_UNITS and unit not in ("Y", "M", "W") or not isinstance(scale, int) or scale < 1:
+            return None
+        return ("M8" if var.dtype == "numpy.datetime64" else "m8") + f"[{scale if scale != 1 else ''}{unit}]"
+    if var.dtype == "null_terminated_bytes" and isinstance(conf.get("length_bytes"), int):
+        return f"S{conf['length_bytes']}"
+    if var.dtype == "fixed_length_utf32" and isinstance(conf.get("length_bytes"), int):
+        return f"U{conf['length_bytes'] // 4}"
+    if var.dtype == "string":
+        return "O"
+    return _V3_DTYPES.get(var.dtype)
 
 
 @dataclass
@@ -49,7 +70,7 @@ class V2Array:
 
 def v3_to_v2(var: Variable) -> V2Array | str:
     """The v2 form of an array read from Zarr v3, or why it has none."""
-    base = _V3_DTYPES.get(var.dtype)
+    base = _v2_base(var)
     if base is None:
         return f"data_type {var.dtype} has no Zarr v2 equivalent here"
     codecs = list(var.codecs)
@@ -67,12 +88,17 @@ def v3_to_v2(var: Variable) -> V2Array | str:
         if list(perm or []) != list(reversed(range(len(var.shape)))):
             return f"transpose order {perm} is neither C nor F"
         order = "F"
-    if not codecs or codecs[0].get("name") != "bytes":
+    mapped: list[dict] = []
+    if base == "O" and codecs and codecs[0].get("name") == "vlen-utf8":  # the same bytes as numcodecs'
+        codecs.pop(0)
+        mapped.append({"id": "vlen-utf8"})
+        big = False
+    elif not codecs or codecs[0].get("name") != "bytes":
         return f"codecs {[c.get('name') for c in codecs]} do not start with 'bytes'"
-    big = (codecs.pop(0).get("configuration") or {}).get("endian") == "big"
+    else:
+        big = (codecs.pop(0).get("configuration") or {}).get("endian") == "big"
     endian = ">" if big else "<"
-    dtype = ("|" if base[1] == "1" else endian) + base
-    mapped = []
+    dtype = ("|" if base in ("O", "b1", "i1", "u1") or base[0] == "S" else endian) + base
     for c in codecs:
         name, conf = c.get("name"), dict(c.get("configuration") or {})
         if name == "gzip":
@@ -133,7 +159,8 @@ def _v2_form(var: Variable, from_v3: bool) -> V2Array:
     return V2Array(var.dtype, var.order, var.compressor, var.filters or None, var.dimension_separator, list(var.chunks))
 
 
-def hide_reason(var: Variable, view: str, from_v3: bool, reader: bool = True, transcode: str = "auto") -> str | None:
+def hide_reason(var: Variable, view: str, from_v3: bool, reader: bool = True, transcode: str = "auto",
+                fact: dict | None = None) -> str | None:
     """Why ``view`` cannot show ``var`` (None if it can). ``reader``: shown to the view's reader,
     recoded where its chunks need it; else written as the view's flavor stores it (a translation
     back), where an array that would need recoding cannot be written."""
@@ -145,7 +172,11 @@ def hide_reason(var: Variable, view: str, from_v3: bool, reader: bool = True, tr
         return None
     if var.nctype is None:
         return f"dtype {var.dtype} has no netCDF type"
-    if view == "netcdf-4.9" and var.nctype == "string":
+    if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and (
+            var.dtype_config.get("unit") not in TIME_UNITS or var.dtype_config.get("scale_factor", 1) != 1):
+        return (f"{var.dtype} in unit {var.dtype_config.get('scale_factor', 1)} x {var.dtype_config.get('unit')!r}"
+                " (shown in netCDF's terms: days to nanoseconds, no multiples)")
+    if view == "netcdf-4.9" and var.nctype == "string" and not reader:
         return "string type (netCDF-C 4.9.0 has no NC_STRING in NCZarr)"
     if not reader:
         if var.shape == []:
@@ -155,8 +186,17 @@ def hide_reason(var: Variable, view: str, from_v3: bool, reader: bool = True, tr
         return None
     if view == "netcdf-4.9" and 0 in var.shape:
         return "a dimension of length 0 (netCDF-C 4.9.0 refuses a dimension of size 0)"
-    plan = recode(var, view, from_v3, transcode)
+    plan = recode(var, view, from_v3, transcode, fact)
     return plan if isinstance(plan, str) else None
+
+
+def _netcdf_dtype(dtype: str) -> str:
+    """The dtype netCDF-C is shown for a numpy dtype of the same bytes: bool as byte, times as int64."""
+    if dtype[1:] == "b1":
+        return "|i1"
+    if dtype[1:2] in ("M", "m"):
+        return dtype[0] + "i8"
+    return dtype
 
 
 #: the numcodecs ids each view's reader decodes, measured with each reader (docs/SEMANTICS.md):
@@ -170,7 +210,8 @@ READER_CODECS: dict[str, frozenset[str]] = {
 _ZLIB = Codecs({"id": "zlib", "level": 1})
 
 
-def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto") -> Recode | str | None:
+def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto",
+           fact: dict | None = None) -> Recode | str | None:
     """How ``view``'s reader is shown ``var``'s chunks when it cannot take them as stored (None:
     as stored; a str: why it cannot be shown).
 
@@ -180,7 +221,9 @@ def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto") -> 
     larger than its array along any axis. ``transcode`` (``-o transcode=``): ``auto``, chunks
     whose codecs the reader lacks are shown decoded, uncompressed (sizes known without reading
     them); ``none``, every compressed chunk is; ``zlib``, those the reader lacks are re-encoded
-    with zlib where the reader has it; ``off``, no codec is transcoded (such arrays are hidden)."""
+    with zlib where the reader has it; ``off``, no codec is transcoded (such arrays are hidden).
+    ``fact``: what a scan of the array's chunks found (the longest variable-length string; whether
+    nanosecond times are whole microseconds)."""
     if view == "xarray":
         return None
     v2 = _v2_form(var, from_v3)
@@ -193,9 +236,19 @@ def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto") -> 
         return f"codecs {codecs.ids()} the {view} reader cannot decode (-o transcode=off)"
     dtype = "|S1" if var.nctype == "char" else v2.dtype
     old = view == "netcdf-4.9"
-    shown_dtype = "<" + dtype[1:] if old and dtype[0] == ">" else dtype
+    swap = old and dtype[0] == ">"
+    shown_dtype = _netcdf_dtype(("<" + dtype[1:]) if swap else dtype)
     shown_chunks = [min(c, s) if s else c for c, s in zip(chunks, shape)] if old else list(chunks)
-    if v2.order != "F" and shown_dtype == dtype and shown_chunks == chunks and not decode:
+    text_width, divide = None, 1
+    if dtype == "|O":  # variable-length strings: shown fixed-width, as wide as the longest
+        width = (fact or {}).get("maxlen")
+        if width is None:
+            return "variable-length strings whose longest value is not known"
+        text_width = max(width, 1 if old else 2)  # netCDF-C reads S1 as char, S2 and wider as string
+        shown_dtype, decode = f"|S{text_width}", True
+    if var.dtype == "numpy.datetime64" and var.dtype_config.get("unit") == "ns" and (fact or {}).get("us_exact"):
+        divide = 1000  # shown as microseconds, which cftime decodes (it has no nanoseconds)
+    if v2.order != "F" and not swap and shown_chunks == chunks and not decode and divide == 1:
         return None
     if codecs and (why := codecs.check()) is not None:
         return why
@@ -204,17 +257,17 @@ def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto") -> 
         shown = codecs  # only the layout changes
     elif transcode == "zlib" and "zlib" in reads:
         shown = _ZLIB
-    return Recode(dtype, tuple(chunks), v2.order, codecs, shown_dtype, tuple(shown_chunks), shown)
+    return Recode(dtype, tuple(chunks), v2.order, codecs, shown_dtype, tuple(shown_chunks), shown, text_width, divide)
 
 
-def _prune(ds: Dataset, view: str, reader: bool, transcode: str) -> list[tuple[str, str]]:
+def _prune(ds: Dataset, view: str, reader: bool, transcode: str, facts: dict[str, dict]) -> list[tuple[str, str]]:
     """Remove the arrays ``view`` cannot show from the model; return (path, reason) for each."""
     hidden = []
     from_v3 = ds.flavor == "zarr-v3"
     for g in ds.root.walk():
         keep = []
         for v in g.variables:
-            reason = hide_reason(v, view, from_v3, reader, transcode)
+            reason = hide_reason(v, view, from_v3, reader, transcode, facts.get(_join(g.path, v.name)))
             if reason is None:
                 keep.append(v)
             else:
@@ -223,6 +276,59 @@ def _prune(ds: Dataset, view: str, reader: bool, transcode: str) -> list[tuple[s
         if reader and view == "netcdf-4.9":
             g.dims = [d for d in g.dims if d.size > 0]
     return hidden
+
+
+def _strings_as_chars(ds: Dataset, from_v3: bool, facts: dict[str, dict], hidden: list[tuple[str, str]],
+                      layouts: Layouts) -> None:
+    """netCDF-C 4.9.0 has no NC_STRING in NCZarr: a string array is shown as a char array along one
+    more dimension, ``<name>_strlen``, as wide as its strings (variable-length: the longest), of
+    one chunk: chunk ``i.j.0`` of the view is the stored chunk ``i.j``."""
+    for g in ds.root.walk():
+        keep = []
+        for v in g.variables:
+            if v.nctype == "string":
+                path = _join(g.path, v.name)
+                v2 = _v2_form(v, from_v3)
+                width = (facts.get(path) or {}).get("maxlen") if v2.dtype == "|O" else np.dtype(v2.dtype).itemsize
+                name, dim = f"{v.name}_strlen", g.dim(f"{v.name}_strlen")
+                if width is None or (dim is not None and dim.size != max(width, 1)):
+                    hidden.append((path, "strings whose width is not known, or a dimension of their name"))
+                    continue
+                if dim is None:
+                    g.dims.append(Dimension(name, max(width, 1)))
+                v.dimrefs = [*v.dimrefs, f"{g.path.rstrip('/')}/{name}"]
+                layouts.char_axis[path] = v.dimension_separator
+            keep.append(v)
+        g.variables = keep
+
+
+def _cf_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None) -> list[Attribute]:
+    """What netCDF views add to an array of a type netCDF has not, in CF's terms (where the array
+    has no attribute of that name): bool as byte with flag_values/flag_meanings, times as int64
+    counts with units (and calendar) that cftime and netCDF4.num2date decode, NaT as _FillValue; in
+    the netcdf-4.9 view, a string array's ``_nczarr_maxstrlen``."""
+    if view == "xarray":
+        return []
+    out = []
+    if var.dtype == "bool":
+        out += [Attribute("flag_values", "byte", [0, 1]), Attribute("flag_meanings", "char", "false true")]
+    elif var.dtype in ("numpy.datetime64", "numpy.timedelta64"):
+        unit = TIME_UNITS.get(var.dtype_config.get("unit", ""), "")
+        if isinstance(plan, Recode) and plan.divide == 1000:
+            unit = "microseconds"
+        if var.dtype == "numpy.datetime64":
+            out += [Attribute("units", "char", f"{unit} since 1970-01-01"),
+                    Attribute("calendar", "char", "proleptic_gregorian")]
+        else:
+            out.append(Attribute("units", "char", unit))
+        if var.fill_value == np.iinfo("i8").min:
+            out.append(Attribute("_FillValue", "int64", [var.fill_value]))
+    elif view == "netcdf-4.9" and var.nctype == "string" and var.dimrefs:
+        strlen = g.dim(var.dimrefs[-1].rpartition("/")[2])
+        if strlen is not None:
+            out.append(Attribute("_nczarr_maxstrlen", "int", [strlen.size]))
+    have = {a.name for a in var.attributes}
+    return [a for a in out if a.name not in have]
 
 
 def _scalars_on_a_dimension(ds: Dataset, hidden: list[tuple[str, str]]) -> None:
@@ -259,12 +365,17 @@ def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None)
         dtype, chunks, order = plan.shown_dtype, list(plan.shown_chunks), "C"
         compressor = plan.shown_codecs.compressor
         filters = list(plan.shown_codecs.filters) or None
-    if var.nctype == "char":  # one byte per char in every flavor; zarr-python 3 refuses <U1 and >S1
+    elif view != "xarray":
+        dtype = _netcdf_dtype(dtype)
+    shape = var.shape
+    if view == "netcdf-4.9" and var.nctype == "string":  # 4.9.0 has no strings: chars along a length
+        width = np.dtype(dtype).itemsize
+        shape, chunks, dtype, sep = [*(shape or [1]), width], [*(chunks or [1]), width], "<U1", "."
+    elif var.nctype == "char":  # one byte per char in every flavor; zarr-python 3 refuses <U1 and >S1
         dtype = {"netcdf-4.9": "<U1", "xarray": "|S1"}.get(view, ">S1")
     elif view == "xarray" and len(dtype) == 3 and dtype[0] in "<>" and dtype[1] in "iub" and dtype[2] == "1":
         dtype = "|" + dtype[1:]  # netCDF-C writes <i1/<u1, which zarr-python 3 refuses
     fill = _xarray_v3_fill(var, dtype) if from_v3 and view == "xarray" else _fill(var)
-    shape = var.shape
     if not shape and view != "xarray":  # a zero-rank Zarr array, shown as an NCZarr scalar
         shape, chunks = [1], [1]
     out = {"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dtype,
@@ -319,19 +430,37 @@ def _dims_json(g: Group, unlimited: bool) -> dict:
     return {d.name: {"size": d.size, "unlimited": 1} if (d.unlimited and unlimited) else d.size for d in g.dims}
 
 
-def emit(ds: Dataset, view: str, reader: bool = True, recodes: dict[str, Recode] | None = None,
-         transcode: str = "auto", shardings: dict[str, tuple[Sharding, list[int], str]] | None = None,
-         ) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
+@dataclass
+class Layouts:
+    """How a view shows the chunks of arrays it does not show as stored, by array path (``emit``
+    fills it): recoded; sharded (shown by their innermost chunks: the sharding, the array's shape
+    and its chunk keys' separator); strings shown as chars along one more axis, of one chunk (the
+    stored chunk keys' separator)."""
+
+    recodes: dict[str, Recode] = field(default_factory=dict)
+    shardings: dict[str, tuple[Sharding, list[int], str]] = field(default_factory=dict)
+    char_axis: dict[str, str] = field(default_factory=dict)
+
+
+def emit(ds: Dataset, view: str, reader: bool = True, transcode: str = "auto", facts: dict[str, dict] | None = None,
+         layouts: Layouts | None = None) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
     """The metadata objects of ``view`` for ``ds`` ({key: bytes}), and what was left out.
 
-    ``reader``: as shown to the view's reader (arrays it needs recoded are, each array's
-    :class:`Recode` put in ``recodes`` by its path); else as the view's flavor stores ``ds``
-    (a translation back into it), where such arrays are left out. Sharded Zarr v3 arrays are shown
-    by their innermost chunks: (sharding, shape, chunk key separator) in ``shardings`` by path."""
+    ``reader``: as shown to the view's reader (chunks it cannot take as stored are shown otherwise,
+    said in ``layouts``); else as the view's flavor stores ``ds`` (a translation back into it),
+    where such arrays are left out. ``facts``: by path, what scans of arrays' chunks found (see
+    :func:`recode`)."""
     from_v3 = ds.flavor == "zarr-v3"
-    hidden = _prune(ds, view, reader, transcode)
+    facts = facts or {}
+    layouts = layouts if layouts is not None else Layouts()
+    hidden = _prune(ds, view, reader, transcode, facts)
     if reader and view == "netcdf-4.9":
         _scalars_on_a_dimension(ds, hidden)
+        _strings_as_chars(ds, from_v3, facts, hidden, layouts)
+
+    def plan_for(v: Variable, g: Group) -> Recode | str | None:
+        return recode(v, view, from_v3, transcode, facts.get(_join(g.path, v.name))) if reader else None
+
     _dumps = dumps_for(view)
     out: dict[str, bytes] = {}
     for g in ds.root.walk():
@@ -367,13 +496,14 @@ def emit(ds: Dataset, view: str, reader: bool = True, recodes: dict[str, Recode]
             attrs = v.attributes
             if view != "xarray" or from_v3:  # netCDF-C wants it of the variable's type; v3: in fill_value
                 attrs = [a for a in attrs if a.name != "_FillValue" or (a.nctype == v.nctype and not from_v3)]
+            attrs = [*attrs, *_cf_attributes(v, view, g, plan_for(v, g))]
             values, types = _types(attrs, view, akey + ".zattrs", hidden)
-            plan = recode(v, view, from_v3, transcode) if reader else None
-            if isinstance(plan, Recode) and recodes is not None:
-                recodes[_join(g.path, v.name)] = plan
+            plan = plan_for(v, g)
+            if isinstance(plan, Recode):
+                layouts.recodes[_join(g.path, v.name)] = plan
             zarray = _zarray(v, from_v3, view, plan if isinstance(plan, Recode) else None)
-            if from_v3 and shardings is not None and (sh := _v2_form(v, True).sharding) is not None:
-                shardings[_join(g.path, v.name)] = (sh, list(v.shape), v.dimension_separator)
+            if from_v3 and (sh := _v2_form(v, True).sharding) is not None:
+                layouts.shardings[_join(g.path, v.name)] = (sh, list(v.shape), v.dimension_separator)
             if not v.shape and view != "xarray":
                 v.scalar = True  # a zero-rank Zarr array, shown as an NCZarr scalar
             names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if v.shape else [])

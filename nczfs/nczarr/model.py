@@ -57,6 +57,8 @@ class Variable:
     filters: list[dict] = field(default_factory=list)
     #: Zarr v3 codec list (empty for v2)
     codecs: list[dict] = field(default_factory=list)
+    #: Zarr v3: the data type's configuration (a datetime's unit, a fixed string's length)
+    dtype_config: dict = field(default_factory=dict)
     #: a netCDF scalar (stored with shape [1] by NCZarr, [] by Zarr)
     scalar: bool = False
     attributes: list[Attribute] = field(default_factory=list)

@@ -26,12 +26,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, BinaryIO, Callable, TypeVar
 
+import numpy as np
+
 from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, ReadOnly, Stale
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.emit import emit, signature, v3_chunk_prefix
+from nczfs.nczarr.emit import Layouts, emit, signature, v3_chunk_prefix, v3_to_v2
+from nczfs.nczarr.model import Dataset
 from nczfs.nczarr.read import DictObjects, read_dataset
 from nczfs.nczarr.sharding import IndexCache, Located, ShardedArray, Sharding
-from nczfs.nczarr.transcode import Recode
+from nczfs.nczarr.transcode import Codecs, Recode
 from nczfs.nczarr.validate import METADATA_NAMES, is_metadata_key, stale_tail_prefix
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
@@ -82,6 +85,9 @@ class DatasetView:
     recodes: dict[str, Recode] = field(default_factory=dict)
     #: full array prefix -> a sharded Zarr v3 array, shown by its innermost chunks
     sharded: dict[str, ShardedArray] = field(default_factory=dict)
+    #: full array prefix -> (what precedes the stored chunk indices, their separator): strings shown
+    #: as chars along one more axis of one chunk, chunk ``i.j.0`` being the stored ``i.j``
+    char_axis: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def info(self, key: str) -> ObjectInfo:
         data = self.objects[key]
@@ -91,7 +97,7 @@ class DatasetView:
         """The hidden, v3 or recoded array ``key`` lies in (or is), if any."""
         k = key
         while k:
-            if k in self.hidden or k in self.v3 or k in self.recodes or k in self.sharded:
+            if k in self.hidden or k in self.v3 or k in self.recodes or k in self.sharded or k in self.char_axis:
                 return k
             k = parent_of(k)
         return None
@@ -116,6 +122,14 @@ class DatasetView:
             rest = key[len(array) + 1:]
             if is_metadata_key(rest):
                 return None
+            if array in self.char_axis:
+                prefix, separator = self.char_axis[array]
+                parts = rest.split(".")
+                if len(parts) < 2 or parts[-1] != "0" or not all(p.isdigit() for p in parts):
+                    return None
+                if prefix == ZERO_RANK:
+                    return f"{array}/c" if parts[:-1] == ["0"] else None
+                return f"{array}/{prefix}{separator.join(parts[:-1])}"
             if array not in self.v3:
                 return key
             if self.v3[array] == ZERO_RANK:  # a zero-rank v3 array's one chunk "c", shown as "0"
@@ -145,6 +159,8 @@ class PresentingStore(WrapperStore):
         self._recoded_cache: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
         self._recoded_bytes = 0
         self._indexes = IndexCache()
+        #: array -> (its chunks' versions, what a scan of them found): see _facts
+        self._scans: dict[str, tuple[tuple, dict]] = {}
         #: dataset root -> its flavor when the deletes of its metadata began (a create-with-clobber
         #: empties it object by object: its flavor must not change under the deletes)
         self._deleting: dict[str, str] = {}
@@ -207,11 +223,14 @@ class PresentingStore(WrapperStore):
                     name = (node.get("chunk_key_encoding") or {}).get("name", "default")
                     prefix = v3_chunk_prefix(var, name) if var.shape else ZERO_RANK
                     v.v3[join(root, join(g.path.strip("/"), var.name))] = prefix
-        recodes: dict[str, Recode] = {}
-        shards: dict[str, tuple[Sharding, list[int], str]] = {}
-        synth, hidden = emit(ds, self.view, recodes=recodes, transcode=self.transcode, shardings=shards)
-        v.recodes = {join(root, path): plan for path, plan in recodes.items()}
-        for path, (sh, shape, separator) in shards.items():
+        layouts = Layouts()
+        facts = await self._facts(root, ds)
+        synth, hidden = emit(ds, self.view, transcode=self.transcode, facts=facts, layouts=layouts)
+        v.recodes = {join(root, path): plan for path, plan in layouts.recodes.items()}
+        for path, separator in layouts.char_axis.items():
+            full = join(root, path)
+            v.char_axis[full] = (v.v3.pop(full, ""), separator)
+        for path, (sh, shape, separator) in layouts.shardings.items():
             full = join(root, path)
             grid = tuple(-(-n // c) for n, c in zip(shape, sh.chunks))
             v.sharded[full] = ShardedArray(full, v.v3.pop(full), separator, sh, grid)
@@ -226,6 +245,41 @@ class PresentingStore(WrapperStore):
                 log.info("view %s hides %r: %s", self.view, full, reason)
         self._views[root] = v
         return v
+
+    async def _facts(self, root: str, ds: Dataset) -> dict[str, dict]:
+        """What a netCDF view needs from the chunks of some Zarr v3 arrays, by path: the longest
+        variable-length string (its fixed width), whether nanosecond times are whole microseconds.
+        Each array is scanned again only when one of its chunks changed."""
+        out: dict[str, dict] = {}
+        if self.view == "xarray" or ds.flavor != "zarr-v3":
+            return out
+        for g in ds.root.walk():
+            for var in g.variables:
+                ns = var.dtype == "numpy.datetime64" and var.dtype_config.get("unit") == "ns"
+                v2 = v3_to_v2(var)
+                if not (var.dtype == "string" or ns) or isinstance(v2, str) or v2.sharding is not None:
+                    continue
+                path = join(g.path.strip("/"), var.name)
+                out[path] = await self._scan(join(root, path), Codecs(v2.compressor, tuple(v2.filters or ())), ns)
+        return out
+
+    async def _scan(self, array: str, codecs: Codecs, ns: bool) -> dict:
+        chunks = [(k, await self.inner.stat(k)) for k in await self.inner.list_prefix(array)
+                  if not is_metadata_key(k)]
+        signature = tuple((k, i.etag, i.size) for k, i in chunks)
+        cached = self._scans.get(array)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        fact: dict = {"us_exact": True} if ns else {"maxlen": 0}
+        for key, info in chunks:
+            decoded = await run_blocking(codecs.decode, await self.inner.get_version(key, None, info.etag or None))
+            if ns:
+                ints = np.frombuffer(decoded, "<i8")
+                fact["us_exact"] &= bool(np.all((ints % 1000 == 0) | (ints == np.iinfo("i8").min)))
+            else:
+                fact["maxlen"] = max(fact["maxlen"], max((len(str(s).encode()) for s in decoded.ravel()), default=0))
+        self._scans[array] = (signature, fact)
+        return fact
 
     def _as_stored(self, stored: bytes | None, shown: bytes) -> bytes:
         """The stored bytes of an object where they mean what the view would show: an object a
@@ -436,6 +490,21 @@ class PresentingStore(WrapperStore):
                 raise KeyNotFound(prefix)
             for name, loc in (await v.sharded[array].chunks(self.inner, self._indexes)).items():
                 out[name] = DirEntry(name, False, await self._shard_info(v, join(array, name), loc))
+        elif array is not None and array in v.char_axis:
+            if prefix != array:
+                raise KeyNotFound(prefix)
+            lead, separator = v.char_axis[array]
+            start = f"{array}/{'c' if lead == ZERO_RANK else lead}"
+            for key in await self.inner.list_prefix(array):
+                rest = key[len(start):] if key.startswith(start) else ""
+                if lead == ZERO_RANK:
+                    rest = "0" if key == start else ""
+                parts = rest.split(separator) if rest else []
+                if parts and all(p.isdigit() for p in parts):
+                    name = ".".join([*parts, "0"])
+                    e = await self.inner.entry(key)
+                    if e is not None:
+                        out[name] = await self._shown_entry(v, join(array, name), DirEntry(name, False, e.info))
         elif array is not None and array not in v.v3:  # a v2 array whose chunks are recoded
             for e in await self.inner.list_dir(prefix):
                 if v.to_store(join(prefix, e.name)) is not None:

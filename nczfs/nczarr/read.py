@@ -28,7 +28,9 @@ HIDDEN_ATTRS = {"_ARRAY_DIMENSIONS", "_NCProperties"}
 V3_TYPES = {
     "int8": "byte", "uint8": "ubyte", "int16": "short", "uint16": "ushort", "int32": "int",
     "uint32": "uint", "int64": "int64", "uint64": "uint64", "float32": "float", "float64": "double",
-    "string": "string",
+    "string": "string", "null_terminated_bytes": "string",
+    # shown by netCDF views with CF attributes: bool as byte (flag_values), times as int64 (units)
+    "bool": "byte", "numpy.datetime64": "int64", "numpy.timedelta64": "int64",
 }
 _DTYPE = re.compile(r"^([<>|=]?)([a-zA-Z])(\d+)$")
 _INT_TYPES = {("i", 1): "byte", ("u", 1): "ubyte", ("i", 2): "short", ("u", 2): "ushort",
@@ -532,6 +534,9 @@ class Reader:
             self.problem(key, "shape and chunk_grid chunk_shape must be lists of integers of the same length")
             return None
         dtype = node.get("data_type")
+        config = {}
+        if isinstance(dtype, dict):
+            dtype, config = dtype.get("name"), dict(dtype.get("configuration") or {})
         nctype = V3_TYPES.get(dtype) if isinstance(dtype, str) else None
         if nctype is None:
             self.notes.append(f"{key}: data_type {dtype!r} has no netCDF type")
@@ -542,7 +547,7 @@ class Reader:
         sep = (enc.get("configuration") or {}).get("separator", "/" if enc.get("name", "default") == "default" else ".")
         var = Variable(prefix.rpartition("/")[2], nctype, str(dtype), list(shape), list(chunks), [],
                        fill_value=fill_value(nctype, node.get("fill_value")), big_endian=big,
-                       dimension_separator=sep, codecs=list(codecs))
+                       dimension_separator=sep, codecs=list(codecs), dtype_config=config)
         var.attributes = self.attributes(key, node.get("attributes") or {}, {}, nctype)
         names = node.get("dimension_names")
         if isinstance(names, list) and any(n is None for n in names):

@@ -48,13 +48,16 @@ class Codecs:
             return f"codecs {[c.get('id') for c in (*self.filters, self.compressor) if c]} cannot be decoded here ({exc})"
         return None
 
-    def decode(self, data: bytes) -> bytes:
+    def decode(self, data: bytes) -> Any:
+        """The decoded chunk: its bytes, or (variable-length strings) an array of objects."""
         from numcodecs.compat import ensure_bytes
 
         buf: Any = data
         for codec in reversed(self._codecs()):
             buf = codec.decode(buf)
-        return ensure_bytes(buf) if not isinstance(buf, np.ndarray) else buf.tobytes()
+        if isinstance(buf, np.ndarray):
+            return buf if buf.dtype == object else buf.tobytes()
+        return ensure_bytes(buf)
 
     def encode(self, data: bytes) -> bytes:
         from numcodecs.compat import ensure_bytes
@@ -76,6 +79,10 @@ class Recode:
     shown_dtype: str
     shown_chunks: tuple[int, ...]
     shown_codecs: Codecs = Codecs()
+    #: variable-length strings shown as fixed-width bytes of this many (their longest, UTF-8)
+    text_width: int | None = None
+    #: integer times shown in a coarser unit: divided by this (NaT kept)
+    divide: int = 1
 
     @functools.cached_property
     def token(self) -> str:
@@ -94,12 +101,23 @@ class Recode:
             raw = self.codecs.decode(data) if self.codecs else bytes(data)
         except Exception as exc:  # noqa: BLE001 - any codec's failure on bad bytes
             raise InvalidArgument(f"{key!r}: the stored chunk cannot be decoded: {exc}") from exc
-        dt = np.dtype(self.dtype)
         count = math.prod(self.chunks)
-        if len(raw) != count * dt.itemsize:
-            raise InvalidArgument(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
-                                  f"not {count * dt.itemsize} ({self.chunks} of {self.dtype})")
-        arr = np.frombuffer(raw, dtype=dt).reshape(self.chunks, order=self.order)  # type: ignore[call-overload]
-        arr = arr[tuple(slice(0, c) for c in self.shown_chunks)]
+        if isinstance(raw, np.ndarray):  # variable-length strings
+            if raw.size != count:
+                raise InvalidArgument(f"{key!r}: the stored chunk holds {raw.size} strings, not {count}")
+            arr = raw.reshape(self.chunks, order=self.order)  # type: ignore[call-overload]
+            arr = arr[tuple(slice(0, c) for c in self.shown_chunks)]
+            arr = np.char.encode(arr.astype(str), "utf-8") if arr.size else arr.astype("S1")
+        else:
+            dt = np.dtype(self.dtype)
+            if len(raw) != count * dt.itemsize:
+                raise InvalidArgument(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
+                                      f"not {count * dt.itemsize} ({self.chunks} of {self.dtype})")
+            arr = np.frombuffer(raw, dtype=dt).reshape(self.chunks, order=self.order)  # type: ignore[call-overload]
+            arr = arr[tuple(slice(0, c) for c in self.shown_chunks)]
+        if self.divide != 1:
+            ints = arr.astype("<i8")
+            nat = ints == np.iinfo("i8").min
+            arr = np.where(nat, ints, ints // self.divide)
         out = np.ascontiguousarray(arr.astype(self.shown_dtype, copy=False)).tobytes()
         return self.shown_codecs.encode(out) if self.shown_codecs else out

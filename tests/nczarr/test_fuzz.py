@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from nczfs.config import PRESENT_VIEWS as VIEWS
 from nczfs.errors import InvalidArgument
 from nczfs.nczarr.cdl import to_cdl
+from nczfs.nczarr import jsontext
 from nczfs.nczarr.emit import emit
 from nczfs.nczarr.read import DictObjects, read_dataset
 from nczfs.nczarr.validate import check_object
@@ -79,5 +80,5 @@ def test_random_metadata_never_crashes_reader_views_or_checks(store):
     to_cdl(ds, "x")
     for view in VIEWS[1:]:
         out, _ = emit(read_dataset(DictObjects(raw)), view)
-        for data in out.values():
-            json.loads(data)
+        for data in out.values():  # netCDF-C's JSON keeps control characters raw; zarr-python's is strict
+            (json.loads if view == "xarray" else jsontext.loads)(data)
