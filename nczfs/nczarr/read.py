@@ -211,6 +211,7 @@ class Reader:
         self.problems: list[str] = []
         self.notes: list[str] = []
         self.consolidated: dict[str, Any] = {}
+        self.v3_consolidated = False
         #: an NCZarr flavor (NCZarr keys and V1 objects are read), set by read()
         self.nczarr = False
         self.v1_names: set[str] = set()
@@ -295,6 +296,8 @@ class Reader:
         self.anon: dict[int, Dimension] = {}
         if flavor == "zarr-v3":
             node = self.json("zarr.json") or {}
+            # a root with consolidated metadata: views write a .zmetadata of their own
+            self.v3_consolidated = isinstance(node.get("consolidated_metadata"), dict)
             if node.get("node_type") == "array":
                 self.problem("zarr.json", "the root is an array, not a group (netCDF shows an empty dataset)")
             else:
@@ -306,7 +309,8 @@ class Reader:
                 self.read_group("", root)
         if flavor == "V1" and (".nczarray" in self.v1_names or ".nczattrs" in self.v1_names):
             flavor = "V1-dev"
-        return Dataset(root, flavor, consolidated=bool(self.consolidated), problems=self.problems, notes=self.notes)
+        return Dataset(root, flavor, consolidated=bool(self.consolidated) or self.v3_consolidated,
+                       problems=self.problems, notes=self.notes)
 
     def group_meta(self, prefix: str) -> tuple[dict, dict, dict | None]:
         """(.zgroup, .zattrs, NCZarr group dict or None)."""

@@ -78,3 +78,24 @@ def test_xarray_reads_every_type_through_the_xarray_view_as_it_reads_the_store(s
         shown = xr.open_zarr(m.path / "types.zarr", consolidated=False, zarr_format=2)
         for name in VALUES:
             assert shown[name].values.tolist() == direct[name].values.tolist(), name
+
+
+def test_consolidated_zarr_v3_metadata_gives_a_zmetadata_in_v2_views(tmp_path):
+    """A v3 ``zarr.json`` holding ``consolidated_metadata`` is shown with a ``.zmetadata``: xarray's
+    ``consolidated=True`` and netCDF-C's ``mode=...,consolidated`` work through the views, and it
+    follows writes to the store."""
+    src = tmp_path / "src"
+    ds = xr.Dataset({"v": (("t",), np.arange(4.0))}, attrs={"title": "cons"})
+    ds.to_zarr(src / "c.zarr", zarr_format=3, consolidated=True)
+    with mounted(DirectoryBackend(src), tmp_path / "mx", "--present", "xarray") as m:
+        assert (m.path / "c.zarr" / ".zmetadata").is_file()
+        opened = xr.open_zarr(m.path / "c.zarr", consolidated=True, zarr_format=2)
+        assert opened["v"].values.tolist() == [0.0, 1.0, 2.0, 3.0] and opened.attrs["title"] == "cons"
+    with mounted(DirectoryBackend(src), tmp_path / "mn", "--present", "netcdf-4.10", "-o", "metadata_ttl=0") as m:
+        with netCDF4.Dataset(f"file://{m.path}/c.zarr#mode=nczarr,file,consolidated") as nc:
+            assert nc["v"][:].tolist() == [0.0, 1.0, 2.0, 3.0] and nc.title == "cons"
+        g = zarr.open_group(str(src / "c.zarr"), mode="r+", zarr_format=3)
+        g.attrs["title"] = "changed"
+        zarr.consolidate_metadata(str(src / "c.zarr"), zarr_format=3)
+        with netCDF4.Dataset(f"file://{m.path}/c.zarr#mode=nczarr,file,consolidated") as nc:
+            assert nc.title == "changed"
