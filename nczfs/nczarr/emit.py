@@ -496,6 +496,8 @@ def emit(ds: Dataset, view: str, reader: bool = True, transcode: str = "auto", f
             attrs = v.attributes
             if view != "xarray" or from_v3:  # netCDF-C wants it of the variable's type; v3: in fill_value
                 attrs = [a for a in attrs if a.name != "_FillValue" or (a.nctype == v.nctype and not from_v3)]
+            if view == "netcdf-4.9" and v.nctype == "string":  # shown as chars: a string fill is no char
+                attrs = [a for a in attrs if a.name != "_FillValue"]
             attrs = [*attrs, *_cf_attributes(v, view, g, plan_for(v, g))]
             values, types = _types(attrs, view, akey + ".zattrs", hidden)
             plan = plan_for(v, g)

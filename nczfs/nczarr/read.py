@@ -542,6 +542,8 @@ class Reader:
         if isinstance(dtype, dict):
             dtype, config = dtype.get("name"), dict(dtype.get("configuration") or {})
         nctype = V3_TYPES.get(dtype) if isinstance(dtype, str) else None
+        if dtype == "null_terminated_bytes" and config.get("length_bytes") == 1:
+            nctype = "char"  # as S1 in Zarr v2: what xarray writes for netCDF char variables
         if nctype is None:
             self.notes.append(f"{key}: data_type {dtype!r} has no netCDF type")
         codecs = node.get("codecs") or []
