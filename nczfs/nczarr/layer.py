@@ -26,7 +26,12 @@ def nczarr_layer(store: Store, config: MountConfig) -> Store:
     if not config.read_only:
         store = ConsolidatingStore(store)
     if config.present != "as-stored":
-        store = PresentingStore(store, config.present, config.metadata_ttl, config.transcode)
+        from nczfs.cache import default_cache_size
+
+        cache = default_cache_size() if config.cache_size is None else config.cache_size
+        # recoded chunks: a quarter of what --cache-size gives stored blocks
+        store = PresentingStore(store, config.present, config.metadata_ttl, config.transcode,
+                                recoded_cache_bytes=max(16 * 1024 * 1024, cache // 4))
     if not config.read_only:
         store = ValidatingStore(store, config.validate)
     return store

@@ -47,7 +47,8 @@ T = TypeVar("T")
 VIEW_FLAVOR = {"netcdf-4.10": "V2-ZA", "netcdf-4.9": "V2-UC", "netcdf-4.9.1": "V2-LC", "xarray": "zarr-v2"}
 #: the view that writes each stored flavor (to translate metadata written through a view back)
 STORED_AS = {"V2-ZA": "netcdf-4.10", "V2-UC": "netcdf-4.9", "V2-LC": "netcdf-4.9.1", "zarr-v2": "xarray"}
-#: bytes of recoded chunks a view keeps (the stored chunks are cached below it, as on every mount)
+#: bytes of recoded chunks a view keeps by default (the mount gives it a quarter of --cache-size;
+#: the stored chunks are cached below it, as on every mount)
 RECODED_CACHE_BYTES = 64 * 1024 * 1024
 ROOT_MARKERS = (".zgroup", "zarr.json", ".nczarr", ".zmetadata")
 #: the chunk "prefix" of a zero-rank Zarr v3 array: its one chunk is "c" (shown as "0")
@@ -147,11 +148,13 @@ def _shard_of(v: DatasetView, key: str) -> tuple[ShardedArray, str] | None:
 
 
 class PresentingStore(WrapperStore):
-    def __init__(self, inner: Store, view: str, ttl: float = 1.0, transcode: str = "auto"):
+    def __init__(self, inner: Store, view: str, ttl: float = 1.0, transcode: str = "auto",
+                 recoded_cache_bytes: int = RECODED_CACHE_BYTES):
         super().__init__(inner)
         self.view = view
         self.ttl = ttl
         self.transcode = transcode
+        self.recoded_cache_bytes = recoded_cache_bytes
         self._roots: dict[str, tuple[float, bool]] = {}
         self._views: dict[str, DatasetView] = {}
         self._logged: set[tuple[str, str]] = set()
@@ -428,7 +431,7 @@ class PresentingStore(WrapperStore):
 
     async def _recode(self, key: str, plan: Recode, ident: tuple, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
         """The shown chunk ``key``: ``plan`` applied to the stored chunk ``fetch`` gets (whose
-        version ``ident`` names), kept in a cache of :data:`RECODED_CACHE_BYTES`."""
+        version ``ident`` names), kept in a cache of ``recoded_cache_bytes``."""
         ident = (*ident, plan.token)
         cached = self._recoded_cache.get(ident)
         if cached is not None:
@@ -437,7 +440,7 @@ class PresentingStore(WrapperStore):
         data = await run_blocking(plan.apply, await fetch(), key)
         self._recoded_cache[ident] = data
         self._recoded_bytes += len(data)
-        while self._recoded_bytes > RECODED_CACHE_BYTES and self._recoded_cache:
+        while self._recoded_bytes > self.recoded_cache_bytes and self._recoded_cache:
             _, old = self._recoded_cache.popitem(last=False)
             self._recoded_bytes -= len(old)
         return data
