@@ -146,6 +146,9 @@ def _cpu(pid: int) -> float:
 
 
 def main() -> None:
+    import warnings
+
+    warnings.simplefilter("ignore")  # zarr-python's and xarray's about the data types the corpus writes on purpose
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cdl", type=Path, default=CDL_DIR, help="a folder of CDL files (default: netCDF-C's corpus)")
     p.add_argument("--views", choices=("own", "all"), default="all", help="each reader's own view, or every view")
