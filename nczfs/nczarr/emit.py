@@ -411,10 +411,31 @@ def _xarray_v3_fill(var: Variable, dtype: str) -> Any:
     return _json_number(value[0].item()) if value.size == 1 else None
 
 
+#: netCDF-C 4.9.0's type for an untyped JSON integer: the first of these that holds it (zsync.c mininttype)
+_SMALLEST_INT = (("byte", -(2**7), 2**7 - 1), ("ubyte", 0, 2**8 - 1), ("short", -(2**15), 2**15 - 1),
+                 ("ushort", 0, 2**16 - 1), ("int", -(2**31), 2**31 - 1), ("uint", 0, 2**32 - 1),
+                 ("int64", -(2**63), 2**63 - 1), ("uint64", 0, 2**64 - 1))
+
+
+def _as_read_by(a: Attribute, view: str) -> Attribute:
+    """An untyped (pure Zarr) attribute as ``view``'s reader would type it reading the store
+    itself: 4.9.0 gives integers the smallest type that holds them (4.10 and nczfs: int first)."""
+    if view == "netcdf-4.9" and a.raw is not None and a.nctype in ("int", "uint", "int64", "uint64"):
+        for nctype, lo, hi in _SMALLEST_INT:
+            if all(lo <= v <= hi for v in a.value):
+                return Attribute(a.name, nctype, a.value, a.raw)
+    return a
+
+
 def _types(attrs: list[Attribute], view: str, key: str, dropped: list[tuple[str, str]]) -> tuple[dict, dict]:
-    """(attribute values, NCZarr type strings) as ``view`` writes them."""
+    """(attribute values, NCZarr type strings) as ``view`` writes them; the xarray view shows
+    untyped (pure Zarr) attributes as they are stored."""
     values, types = {}, {}
     for a in attrs:
+        if view == "xarray" and a.raw is not None:
+            values[a.name] = a.raw
+            continue
+        a = _as_read_by(a, view)
         dtype = attr_dtype(a.nctype, view)
         if dtype is None:
             if len(a.value) != 1:
@@ -428,6 +449,34 @@ def _types(attrs: list[Attribute], view: str, key: str, dropped: list[tuple[str,
 
 def _dims_json(g: Group, unlimited: bool) -> dict:
     return {d.name: {"size": d.size, "unlimited": 1} if (d.unlimited and unlimited) else d.size for d in g.dims}
+
+
+def _pure_zarr_dims_as_read(ds: Dataset, view: str) -> None:
+    """Dimensions nczfs made for pure Zarr arrays, where the view's reader would make them reading
+    the store itself: netCDF-C 4.9.0 makes them in the root group (where netCDF datasets usually
+    declare them), 4.10.1 in the array's group, and takes a length of 0 as unlimited."""
+    if ds.flavor not in ("zarr-v2", "zarr-v3"):
+        return
+    if view == "netcdf-4.10":
+        for g in ds.root.walk():
+            for d in g.dims:
+                d.unlimited = d.unlimited or d.size == 0
+    if view != "netcdf-4.9":
+        return
+    for g in list(ds.root.walk())[1:]:
+        keep = []
+        for d in g.dims:
+            top = ds.root.dim(d.name)
+            if top is not None and top.size != d.size:
+                keep.append(d)  # 4.9.0 fails on the whole file here; the view keeps it in its group
+                continue
+            if top is None:
+                ds.root.dims.append(d)
+            old, new = f"{g.path.rstrip('/')}/{d.name}", f"/{d.name}"
+            for h in ds.root.walk():
+                for v in h.variables:
+                    v.dimrefs = [new if r == old else r for r in v.dimrefs]
+        g.dims = keep
 
 
 @dataclass
@@ -454,6 +503,8 @@ def emit(ds: Dataset, view: str, reader: bool = True, transcode: str = "auto", f
     facts = facts or {}
     layouts = layouts if layouts is not None else Layouts()
     hidden = _prune(ds, view, reader, transcode, facts)
+    if reader:
+        _pure_zarr_dims_as_read(ds, view)
     if reader and view == "netcdf-4.9":
         _scalars_on_a_dimension(ds, hidden)
         _strings_as_chars(ds, from_v3, facts, hidden, layouts)

@@ -104,8 +104,6 @@ def _standard(value: Any) -> Any:
         return [_standard(v) for v in value]
     if isinstance(value, str):
         return _clean(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     return value
 
 
@@ -115,8 +113,9 @@ def _clean(s: str) -> str:
 
 
 def dumps_zarr(value: Any) -> bytes:
-    """``value`` as standard JSON (what zarr-python reads), non-ASCII text as UTF-8."""
-    return json.dumps(_standard(value), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    """``value`` as zarr-python writes and reads JSON: standard, but for the NaN and Infinity tokens
+    Python's json module uses (where a Zarr field wants strings, the caller gives strings)."""
+    return json.dumps(_standard(value), ensure_ascii=False).encode("utf-8")
 
 
 def same(a: Any, b: Any) -> bool:

@@ -29,6 +29,9 @@ class Attribute:
     nctype: str
     #: a str for char, else a list of values (str for string, numbers otherwise)
     value: Any
+    #: the JSON value as stored, where its type was inferred from it (no NCZarr type): pure Zarr
+    #: readers are shown it as it is, netCDF readers as the reader would have typed it
+    raw: Any = None
 
 
 @dataclass

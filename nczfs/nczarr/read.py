@@ -350,17 +350,18 @@ class Reader:
                 nctype = var_type  # netCDF-C types _FillValue as its variable
             if t is not None and nctype is None:
                 self.problem(key, f"attribute {name!r} has unknown type {t!r}")
+            inferred = nctype is None
             if nctype is None:
                 if isinstance(raw, list) and not raw:
                     self.problem(key, f"attribute {name!r} is an empty list (netCDF-C fails on it)")
                     continue
                 nctype = infer_type(raw)
             try:
-                out.append(Attribute(name, nctype, attr_value(nctype, raw)))
+                out.append(Attribute(name, nctype, attr_value(nctype, raw), raw if inferred else None))
             except ValueError as exc:
                 if name == "_FillValue" and t is None:  # e.g. xarray's base64 fill for Zarr v3
                     self.notes.append(f"{key}: _FillValue {raw!r} is not a {nctype}; shown as text")
-                    out.append(Attribute(name, infer_type(raw), attr_value(infer_type(raw), raw)))
+                    out.append(Attribute(name, infer_type(raw), attr_value(infer_type(raw), raw), raw))
                 else:
                     self.problem(key, f"attribute {name!r} is not a valid {nctype}: {exc}")
         return out

