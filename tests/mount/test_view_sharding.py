@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.helpers import mounted
+from tests.helpers import DirectoryBackend, mounted
 from tests.mount.test_view_recode import debian_read
 
 pytestmark = pytest.mark.fuse
@@ -48,8 +48,10 @@ def write_sharded(root) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture
-def backend(dir_or_s3):
-    return dir_or_s3
+def backend(tmp_path):
+    """A directory (tests/mount/test_fidelity.py reads the same sharding forms on S3 too)."""
+    (tmp_path / "backing").mkdir()
+    return DirectoryBackend(tmp_path / "backing")
 
 
 @pytest.fixture
