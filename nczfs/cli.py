@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import logging
-import logging.handlers
 import os
 import subprocess
 import sys
@@ -25,6 +25,7 @@ from nczfs.config import (
     present_view,
     validate_mode,
 )
+from nczfs import logs
 from nczfs.control import NotAnNczfsMount, read_control
 from nczfs.errors import SourceError
 from nczfs.mounts import kernel_path, topmost
@@ -50,7 +51,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="for a Type=notify unit: stay attached, report readiness over $NOTIFY_SOCKET, "
                         "log to stderr with journal priority prefixes")
     m.add_argument("-r", "--read-only", action="store_true", help="refuse every write with EROFS")
-    m.add_argument("-d", "--debug", action="store_true", help="log every request")
+    m.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log more: -v debug, -vv trace (every request)")
+    m.add_argument("-q", "--quiet", action="store_true", help="log only warnings and errors")
+    m.add_argument("--log-level", default=None, metavar="LEVEL", type=str.lower, choices=list(logs.LEVELS),
+                   help=f"one of {', '.join(logs.LEVELS)} (default info; a running daemon: 'nczfs log-level')")
+    m.add_argument("--log-format", default=None, choices=("text", "json"),
+                   help="json: one JSON object a line (time, level, logger, pid, message)")
+    m.add_argument("-d", "--debug", action="store_true", help="log every request (--log-level trace)")
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
                    help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=, ... "
                         "(every one in docs/OPERATIONS.md)")
@@ -66,7 +74,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="S3/reference: keep fetched object data in DIR across mounts (default: off)")
     m.add_argument("--cache-dir-size", default=None, metavar="BYTES",
                    help="bytes --cache-dir may hold, e.g. 50G (default 10G)")
-    m.add_argument("--log-file", default=None)
+    m.add_argument("--log-file", default=None, metavar="FILE",
+                   help="log to FILE (default: the journal through /dev/log, else "
+                        "/var/log/nczfs/MOUNT.log for root, $XDG_STATE_HOME/nczfs/MOUNT.log for others; "
+                        "-f: stderr)")
     m.add_argument("--endpoint-url", default=None, metavar="URL", help="S3: the server's endpoint URL")
     m.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
     m.add_argument("--region", default=None, help="S3: the bucket's region")
@@ -84,8 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("--stale-only", action="store_true",
                    help="only remove a mount whose daemon has died; otherwise do nothing (exit 0)")
 
-    st = sub.add_parser("stats", help="print a running mount's request counters")
+    st = sub.add_parser("stats", help="print a running mount's request counters, log and metrics address")
     st.add_argument("mountpoint")
+    st.add_argument("--json", action="store_true", help="print the daemon's control file as it is (JSON)")
+    ll = sub.add_parser("log-level", help="show or change a running mount's log level")
+    ll.add_argument("mountpoint")
+    ll.add_argument("level", nargs="?", type=str.lower, choices=list(logs.LEVELS),
+                    help=f"one of {', '.join(logs.LEVELS)} (none: print the current level)")
     y = sub.add_parser("sync", help="store pending writes now (zip: commit them into the archive)")
     y.add_argument("mountpoint")
 
@@ -145,8 +161,16 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
     values = parse_options(args.options)
     if args.read_only:
         values["read_only"] = True
-    if args.debug:
-        values["debug"] = True
+    if args.log_level:
+        values["log_level"] = args.log_level
+    elif args.debug or args.verbose >= 2:
+        values["log_level"] = "trace"
+    elif args.verbose:
+        values["log_level"] = "debug"
+    elif args.quiet:
+        values["log_level"] = "warning"
+    if args.log_format:
+        values["log_format"] = args.log_format
     if args.metadata_ttl is not None:
         if args.metadata_ttl < 0:
             raise UsageError("--metadata-ttl must not be negative")
@@ -190,70 +214,13 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
     return MountConfig(source=source, mountpoint=mountpoint, foreground=foreground, **values)  # type: ignore[arg-type]
 
 
-class JournalFormatter(logging.Formatter):
-    """``<N>`` syslog priority prefixes, which journald reads from a service's stderr."""
-
-    PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
-
-    def format(self, record: logging.LogRecord) -> str:
-        prio = self.PRIORITY.get(record.levelno, 6)
-        return "\n".join(f"<{prio}>{line}" for line in super().format(record).splitlines())
-
-
-class AnswerNoLongerAwaited(logging.Filter):
-    """pyfuse3 logs an ERROR when the kernel no longer waits for an answer (``fuse_reply_*``
-    fails with ENOENT): the mount went away while a request was being served, as a RELEASE the
-    kernel sends in the background after the last close can race an unmount. The work was done,
-    only its answer had nowhere to go: an INFO line that says so."""
-
-    MARK = "fuse_reply_* failed with No such file or directory"
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR and self.MARK in record.getMessage():
-            record.msg, record.args = f"{record.getMessage()} (the kernel no longer waited for this answer: unmounted or aborted meanwhile)", ()
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return True
-
-
-#: where a daemon without --log-file logs (journald and syslog daemons listen here)
-SYSLOG_ADDRESS = "/dev/log"
-
-
-def setup_logging(config: MountConfig, daemon: bool, journal: bool = False) -> None:
-    level = logging.DEBUG if config.debug else logging.INFO
-    root = logging.getLogger()
-    root.handlers.clear()
-    handler: logging.Handler
-    if config.log_file:
-        handler = logging.FileHandler(config.log_file)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
-    elif journal:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(JournalFormatter("%(levelname)s %(name)s: %(message)s"))
-    elif not daemon:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    elif os.path.exists(SYSLOG_ADDRESS):
-        handler = logging.handlers.SysLogHandler(address=SYSLOG_ADDRESS)
-        handler.setFormatter(logging.Formatter("nczfs[%(process)d]: %(levelname)s %(name)s: %(message)s"))
-    else:
-        handler = logging.NullHandler()
-    root.addHandler(handler)
-    root.setLevel(level)
-    pyfuse3_log = logging.getLogger("pyfuse3")
-    if not any(isinstance(f, AnswerNoLongerAwaited) for f in pyfuse3_log.filters):
-        pyfuse3_log.addFilter(AnswerNoLongerAwaited())
-    if not config.debug:
-        for noisy in ("pyfuse3", "trio"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 def cmd_mount(args: argparse.Namespace) -> int:
     config = build_config(args)
     from nczfs.mount import serve
 
     if config.foreground:
-        setup_logging(config, daemon=False, journal=args.systemd)
+        logs.setup(logs.choose(config.log_file, config.mountpoint, daemon=False, journal=args.systemd),
+                   config.log_level, config.log_format)
 
         def ready(err: str | None) -> None:
             if err and args.systemd:
@@ -263,6 +230,12 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
         return serve(config, ready)
 
+    try:
+        dest = logs.choose(config.log_file, config.mountpoint, daemon=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write the log file {logs.default_log_file(config.mountpoint)}: "
+                         f"{exc.strerror or exc}; give --log-file") from None
+    default_file = dest.kind == "file" and not config.log_file
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the daemon
@@ -273,7 +246,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
-        setup_logging(config, daemon=True)
+        logs.setup(dest, config.log_level, config.log_format, default_file=default_file)
         status = 1
         try:
             def ready(err: str | None) -> None:
@@ -289,13 +262,15 @@ def cmd_mount(args: argparse.Namespace) -> int:
     with os.fdopen(rfd, "rb") as r:
         msg = r.read().decode(errors="replace").strip()
     if msg == "ok":
+        if default_file:
+            print(f"nczfs: logging to {dest.path}", file=sys.stderr)
         return 0
     if msg.startswith("error "):
         print(f"nczfs: {msg[6:]}", file=sys.stderr)
         _, status = os.waitpid(pid, 0)
         return 2 if os.waitstatus_to_exitcode(status) == 2 else 1
     os.waitpid(pid, 0)
-    print("nczfs: the daemon exited before the mount was ready (see the log)", file=sys.stderr)
+    print(f"nczfs: the daemon exited before the mount was ready (see the log: {dest})", file=sys.stderr)
     return 1
 
 
@@ -344,17 +319,44 @@ def cmd_umount(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_stats(args: argparse.Namespace) -> int:
-    mnt = kernel_path(args.mountpoint)
+def _control(mountpoint: str) -> dict:
+    mnt = kernel_path(mountpoint)
     try:
-        counts = read_control(mnt)["counters"]
+        return read_control(mnt)
     except NotAnNczfsMount as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{mnt}: not an nczfs mount point ({exc.strerror})") from None
-    width = max((len(k) for k in counts), default=0)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    data = _control(args.mountpoint)
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+        return 0
+    about = {k: v for k, v in data.items() if k != "counters" and v is not None}
+    counts = data["counters"]
+    width = max((len(k) for k in (*counts, *about)), default=0)
+    for key in sorted(about):
+        print(f"{key:<{width}}  {about[key]}")
     for key in sorted(counts):
         print(f"{key:<{width}}  {counts[key]}")
+    return 0
+
+
+def cmd_log_level(args: argparse.Namespace) -> int:
+    """Print the daemon's log level, or set it with the signal the daemon takes for it (logs.py)."""
+    data = _control(args.mountpoint)
+    if args.level is None:
+        print(data.get("log_level", "info"))
+        return 0
+    os.kill(data["pid"], logs.level_signal(args.level))
+    deadline = time.monotonic() + 10
+    while _control(args.mountpoint).get("log_level") != args.level:
+        if time.monotonic() > deadline:
+            print(f"nczfs: {args.mountpoint}: the daemon did not take the new level", file=sys.stderr)
+            return 1
+        time.sleep(0.05)
     return 0
 
 
@@ -373,7 +375,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = ("mount", "umount", "sync", "stats", "demo", "inspect", "validate")
+COMMANDS = ("mount", "umount", "sync", "stats", "log-level", "demo", "inspect", "validate", "help")
 
 
 def _helper_form(argv: list[str]) -> list[str]:
@@ -394,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_stats(args)
         if args.command == "sync":
             return cmd_sync(args)
+        if args.command == "log-level":
+            return cmd_log_level(args)
         if args.command == "demo":
             from nczfs.demo import main as demo
 

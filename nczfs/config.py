@@ -31,7 +31,10 @@ class MountConfig:
     mountpoint: str
     read_only: bool = False
     foreground: bool = False
-    debug: bool = False
+    #: error, warning, info, debug or trace (every request): nczfs.logs.LEVELS
+    log_level: str = "info"
+    #: "text" or "json" (one object a line)
+    log_format: str = "text"
     allow_other: bool = False
     uid: int = dataclasses.field(default_factory=os.getuid)
     gid: int = dataclasses.field(default_factory=os.getgid)
@@ -121,8 +124,12 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["read_only"] = True
             elif key == "allow_other":
                 out["allow_other"] = True
-            elif key == "debug":
-                out["debug"] = True
+            elif key == "debug" and not eq:
+                out["log_level"] = "trace"
+            elif key == "log_level" and eq:
+                out["log_level"] = log_level(value)
+            elif key == "log_format" and eq:
+                out["log_format"] = log_format(value)
             elif key == "direct_io" and not eq:
                 out["direct_io"] = True
             elif key in ("uid", "gid") and eq:
@@ -197,6 +204,23 @@ SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:
     return SHORT_TTL if backend == "s3" and not read_only else LONG_TTL
+
+
+def log_level(value: str) -> str:
+    """``--log-level`` / ``-o log_level=``: error, warning, info, debug, trace."""
+    from nczfs.logs import parse_level
+
+    try:
+        return parse_level(value)
+    except ValueError as exc:
+        raise SourceError(str(exc)) from None
+
+
+def log_format(value: str) -> str:
+    """``--log-format`` / ``-o log_format=``: text or json."""
+    if value not in ("text", "json"):
+        raise SourceError(f"log_format={value}: must be text or json")
+    return value
 
 
 def validate_mode(value: str) -> str:

@@ -27,9 +27,17 @@ class NotAnNczfsMount(Exception):
     """``read_control`` found no daemon's control file at the path."""
 
 
+#: more about the daemon, shown by ``nczfs stats`` (the metrics address: metrics.py)
+ABOUT: dict[str, object] = {}
+
+
 def snapshot(counters: dict[str, int]) -> bytes:
-    """The control file's content at an open: this daemon's pid and its request counters."""
-    return json.dumps({"pid": os.getpid(), "counters": counters}, sort_keys=True).encode()
+    """The control file's content at an open: this daemon's pid, where and at which level it
+    logs, and its request counters."""
+    from nczfs import logs
+
+    about = {"pid": os.getpid(), "log": logs.STATE.get("log"), "log_level": logs.current_level(), **ABOUT}
+    return json.dumps({**about, "counters": counters}, sort_keys=True).encode()
 
 
 def read_control(mountpoint: str) -> dict:

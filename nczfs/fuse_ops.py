@@ -20,6 +20,7 @@ import pyfuse3
 from nczfs import config, control, pyfuse3_trio
 from nczfs.errors import KeyNotFound, NczfsError, to_errno
 from nczfs.filesystem import Attr, Filesystem, SetattrRequest
+from nczfs.logs import TRACE
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,8 @@ def _translate(fn: F) -> F:
     @functools.wraps(fn)
     async def wrapper(self: "Operations", *args: Any) -> Any:
         self._requests[fn.__name__] += 1
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("request %s%s", fn.__name__, _brief(args))
+        if log.isEnabledFor(TRACE):
+            log.log(TRACE, "request %s%s", fn.__name__, _brief(args))
         try:
             return await fn(self, *args)
         except pyfuse3.FUSEError:
@@ -65,7 +66,7 @@ def _translate(fn: F) -> F:
             if code == errno.EIO and fn.__name__ not in _LOGGED_BY_FILESYSTEM:
                 log.warning("%s failed: %s", fn.__name__, exc)  # the medium failed: one line, key and cause
             else:
-                log.debug("%s%r: %s", fn.__name__, args[:2], exc)
+                log.log(TRACE, "%s%r: %s", fn.__name__, args[:2], exc)
             raise pyfuse3.FUSEError(code) from None
         except Exception:
             log.exception("%s%r failed unexpectedly", fn.__name__, args[:2])

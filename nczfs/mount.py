@@ -19,7 +19,7 @@ import pyfuse3
 import trio
 
 import nczfs
-from nczfs import holders, pyfuse3_trio
+from nczfs import holders, logs, pyfuse3_trio
 from nczfs.cache import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
@@ -120,6 +120,7 @@ async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]
     async with trio.open_nursery() as nursery:
         flushed = trio.Event()  # by a signal: what failed then is not tried again below
         nursery.start_soon(_on_signals, fs, flushed)
+        nursery.start_soon(_on_level_signals)
         nursery.start_soon(_announce_ready, config, ready)
         if config.validate != "off" and not config.read_only:
             nursery.start_soon(_import_codecs)
@@ -175,6 +176,16 @@ async def _on_signals(fs: Filesystem, flushed: trio.Event) -> None:
                 log.info("signal %s: flushing pending writes, then unmounting", signum)
                 notify("STOPPING=1", status(f"signal {signum}: storing pending writes, then unmounting"))
                 nursery.start_soon(_flush_and_terminate, fs, flushed)
+
+
+async def _on_level_signals() -> None:
+    """SIGUSR2 and ``nczfs log-level``'s signals change the level of the log (nczfs.logs)."""
+    with trio.open_signal_receiver(*logs.signals()) as signals:
+        async for signum in signals:
+            name = logs.on_signal(signum)
+            if name is not None:
+                logs.set_level(name)
+                log.warning("log level now %s (signal %d)", name, signum)
 
 
 async def _flush_and_terminate(fs: Filesystem, flushed: trio.Event) -> None:

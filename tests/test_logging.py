@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pyfuse3
 import pytest
@@ -91,8 +95,8 @@ def test_daemon_without_log_file_logs_to_syslog(src, tmp_path):
     mnt.mkdir()
     script = textwrap.dedent(f"""
         import sys
-        import nczfs.cli as cli
-        cli.SYSLOG_ADDRESS = {str(sock_path)!r}
+        import nczfs.cli as cli, nczfs.logs as logs
+        logs.SYSLOG_ADDRESS = {str(sock_path)!r}
         sys.exit(cli.main(["mount", {str(src)!r}, {str(mnt)!r}]))
     """)
     try:
@@ -122,17 +126,14 @@ def test_secret_looking_source_parameters_are_masked_in_logs():
 def test_an_answer_the_kernel_no_longer_awaits_is_logged_as_info_not_an_error(tmp_path):
     """pyfuse3 logs ERROR when a reply finds its request gone (a RELEASE racing the unmount);
     the daemon's log says INFO and why. pyfuse3's other reply failures stay errors."""
-    from nczfs.cli import setup_logging
-    from nczfs.config import MountConfig
-    from nczfs.source import Source
+    from nczfs import logs
 
     root, pyfuse3_log = logging.getLogger(), logging.getLogger("pyfuse3")
     saved = (root.handlers[:], root.level, pyfuse3_log.filters[:], pyfuse3_log.level)
     log = tmp_path / "log"
     try:
-        config = MountConfig(Source("directory", str(tmp_path), text=str(tmp_path)), str(tmp_path), log_file=str(log))
-        setup_logging(config, daemon=True)
-        setup_logging(config, daemon=True)  # one filter, however often it is set up
+        logs.setup(logs.Destination("file", str(log)))
+        logs.setup(logs.Destination("file", str(log)))  # one filter, however often it is set up
         pyfuse3_log.error("fuse_release(): fuse_reply_* failed with %s", os.strerror(errno.ENOENT))
         pyfuse3_log.error("fuse_read(): fuse_reply_* failed with %s", os.strerror(errno.EINVAL))
         for h in root.handlers:
@@ -146,3 +147,130 @@ def test_an_answer_the_kernel_no_longer_awaits_is_logged_as_info_not_an_error(tm
     assert len(lines) == 2, lines
     assert " INFO pyfuse3: fuse_release(): fuse_reply_* failed with No such file or directory (the kernel no longer" in lines[0]
     assert " ERROR pyfuse3: fuse_read(): fuse_reply_* failed with Invalid argument" in lines[1]
+
+
+def _mount_script(src, mnt, *args: str, syslog: str = "/nonexistent/dev-log") -> str:
+    """``nczfs mount`` as a daemon, with /dev/log taken to be ``syslog``."""
+    return textwrap.dedent(f"""
+        import sys
+        import nczfs.cli as cli, nczfs.logs as logs
+        logs.SYSLOG_ADDRESS = {syslog!r}
+        sys.exit(cli.main(["mount", {str(src)!r}, {str(mnt)!r}, *{list(args)!r}]))
+    """)
+
+
+@pytest.mark.fuse
+def test_daemon_without_dev_log_logs_to_a_default_file_named_at_mount_and_in_stats(src, tmp_path):
+    """No /dev/log and no --log-file: a file under /var/log/nczfs/ (root), never nowhere."""
+    from nczfs.logs import default_log_file
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    expected = default_log_file(str(mnt))
+    assert expected == "/var/log/nczfs/" + str(mnt).strip("/").replace("/", "-") + ".log"
+    try:
+        res = subprocess.run([sys.executable, "-c", _mount_script(src, mnt)], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0 and is_mounted(mnt), res.stderr
+        assert res.stderr.strip() == f"nczfs: logging to {expected}"
+        (mnt / "d" / "a").read_bytes()
+        stats = run_nczfs("stats", str(mnt))
+        assert stats.returncode == 0 and any(line.split() == ["log", expected] for line in stats.stdout.splitlines()), stats.stdout
+        assert any(line.split() == ["log_level", "info"] for line in stats.stdout.splitlines())
+        assert f"mounting {src} on {mnt}" in open(expected).read()
+    finally:
+        if is_mounted(mnt):
+            assert run_nczfs("umount", str(mnt)).returncode == 0
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(expected)
+
+
+def test_default_log_file_of_other_users_is_under_xdg_state_home(monkeypatch, tmp_path):
+    from nczfs import logs
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert logs.default_log_file("/home/u/mnt/ocean") == str(tmp_path / "state" / "nczfs" / "home-u-mnt-ocean.log")
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", "/home/u")
+    assert logs.default_log_file("/data") == "/home/u/.local/state/nczfs/data.log"
+    monkeypatch.setattr(logs, "SYSLOG_ADDRESS", str(tmp_path / "no-socket"))
+    dest = logs.choose(None, "/mnt/x", daemon=True)
+    assert dest.kind == "file" and dest.path == "/home/u/.local/state/nczfs/mnt-x.log" or os.geteuid() == 0
+    # a socket file nobody listens on is not the journal either
+    dead = tmp_path / "dead.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(str(dead))
+    s.close()
+    assert not logs.syslog_listening(str(dead))
+
+
+def test_verbosity_flags_choose_the_log_level(tmp_path):
+    from nczfs.cli import _parser, build_config
+
+    mnt, src = tmp_path / "mnt", tmp_path / "src"
+    mnt.mkdir()
+    src.mkdir()
+
+    def level(*args: str) -> str:
+        return build_config(_parser().parse_args(["mount", str(src), str(mnt), *args])).log_level
+
+    assert level() == "info"
+    assert level("-q") == "warning"
+    assert level("-v") == "debug"
+    assert level("-vv") == "trace"
+    assert level("--debug") == "trace"
+    assert level("-o", "debug") == "trace"
+    assert level("--log-level", "ERROR") == "error"
+    assert level("-o", "log_level=debug") == "debug"
+    assert level("-vv", "--log-level", "warning") == "warning"  # the explicit level wins
+    bad = run_nczfs("mount", str(src), str(mnt), "-o", "log_level=loud")
+    assert bad.returncode == 2 and "must be one of error, warning, info, debug, trace" in bad.stderr
+
+
+@pytest.mark.fuse
+def test_quiet_and_json_logs(src, tmp_path):
+    log = tmp_path / "q.log"
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", "-q", log=log) as m:
+        (m.path / "d" / "a").read_bytes()
+    assert "INFO" not in log.read_text()
+    log = tmp_path / "j.log"
+    with mounted(DirectoryBackend(src), tmp_path / "mnt2", "--log-format", "json", "-vv", log=log) as m:
+        (m.path / "d" / "a").read_bytes()
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {"time", "level", "logger", "pid", "message"} <= set(records[0])
+    assert any(r["level"] == "INFO" and r["message"].startswith("nczfs 0.1.0: mounting") for r in records)
+    assert any(r["level"] == "TRACE" and r["message"].startswith("request read(") for r in records)
+
+
+@pytest.mark.fuse
+def test_a_running_daemon_changes_level_on_sigusr2_and_log_level(src, tmp_path):
+    log = tmp_path / "log"
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", log=log) as m:
+        pid = json.loads((m.path / ".nczfs").read_bytes())["pid"]
+
+        def level() -> str:
+            res = run_nczfs("log-level", str(m.path))
+            assert res.returncode == 0, res.stderr
+            return res.stdout.strip()
+
+        assert level() == "info"
+        (m.path / "d" / "a").read_bytes()
+        assert "request " not in log.read_text()
+        def toggled_to(name: str) -> str:
+            os.kill(pid, signal.SIGUSR2)
+            for _ in range(200):
+                if level() == name:
+                    break
+                time.sleep(0.05)
+            return level()
+
+        assert toggled_to("trace") == "trace"
+        os.stat(m.path / "d" / "a")
+        assert "request " in log.read_text()
+        assert toggled_to("info") == "info"  # and back
+        res = run_nczfs("log-level", str(m.path), "warning")
+        assert res.returncode == 0, res.stderr
+        assert level() == "warning"
+        assert "log level now warning" in log.read_text()
+        bad = run_nczfs("log-level", str(m.path), "loud")
+        assert bad.returncode == 2 and "invalid choice" in bad.stderr
