@@ -20,6 +20,7 @@ from nczfs.config import (
     XATTR_SYNC,
     MountConfig,
     default_metadata_ttl,
+    metrics_address,
     parse_options,
     parse_size,
     present_view,
@@ -78,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="log to FILE (default: the journal through /dev/log, else "
                         "/var/log/nczfs/MOUNT.log for root, $XDG_STATE_HOME/nczfs/MOUNT.log for others; "
                         "-f: stderr)")
+    m.add_argument("--metrics", default=None, metavar="ADDR:PORT",
+                   help="serve Prometheus metrics (every counter of 'nczfs stats') on ADDR:PORT")
     m.add_argument("--endpoint-url", default=None, metavar="URL", help="S3: the server's endpoint URL")
     m.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
     m.add_argument("--region", default=None, help="S3: the bucket's region")
@@ -171,6 +174,8 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         values["log_level"] = "warning"
     if args.log_format:
         values["log_format"] = args.log_format
+    if args.metrics:
+        values["metrics"] = metrics_address(args.metrics)
     if args.metadata_ttl is not None:
         if args.metadata_ttl < 0:
             raise UsageError("--metadata-ttl must not be negative")

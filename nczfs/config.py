@@ -62,6 +62,8 @@ class MountConfig:
     #: between 64 MiB and 1 GiB); a file growing past it spills to a temp file
     write_memory: int | None = None
     log_file: str | None = None
+    #: serve Prometheus metrics on this ADDR:PORT (metrics.py; None: off)
+    metrics: str | None = None
     #: kernel readahead for the mount, in KiB (see mount.set_read_ahead)
     read_ahead_kb: int = 4096
     #: S3: endpoint URL (else the URL's host, AWS_ENDPOINT_URL or AWS), AWS profile and region
@@ -166,6 +168,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["present"] = present_view(value)
             elif key == "transcode" and eq:
                 out["transcode"] = transcode_mode(value)
+            elif key == "metrics" and eq:
+                out["metrics"] = metrics_address(value)
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
             elif _is_option_key(key):
@@ -204,6 +208,14 @@ SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:
     return SHORT_TTL if backend == "s3" and not read_only else LONG_TTL
+
+
+def metrics_address(value: str) -> str:
+    """``-o metrics=`` / ``--metrics``: ADDR:PORT (checked here, bound at mount time)."""
+    from nczfs.metrics import parse_address
+
+    parse_address(value)
+    return value
 
 
 def log_level(value: str) -> str:

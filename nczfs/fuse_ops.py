@@ -298,18 +298,22 @@ class Operations(pyfuse3.Operations):
         s.f_namemax = 255
         return s
 
-    def _open_control(self, flags: int) -> pyfuse3.FileInfo:
-        if (flags & os.O_ACCMODE) != os.O_RDONLY or flags & os.O_TRUNC:
-            raise pyfuse3.FUSEError(errno.EACCES)  # a read-only file, even for root
+    def counters(self) -> dict[str, int]:
+        """Every counter of the daemon (``nczfs stats``, the control file, ``-o metrics=``)."""
         counters = dict(self.fs.store.counters())
         counters.update(self.fs.write_memory.counters())
         counters.update(self.fs.early.counters())
         counters.update(self.fs.stats)
         counters.update((f"fuse.{op}", n) for op, n in self._requests.items())
         counters.update(pyfuse3_trio.WAITS.counters())
+        return counters
+
+    def _open_control(self, flags: int) -> pyfuse3.FileInfo:
+        if (flags & os.O_ACCMODE) != os.O_RDONLY or flags & os.O_TRUNC:
+            raise pyfuse3.FUSEError(errno.EACCES)  # a read-only file, even for root
         fh = self._next_control_fh
         self._next_control_fh += 1
-        self._control[fh] = control.snapshot(counters)
+        self._control[fh] = control.snapshot(self.counters())
         return pyfuse3.FileInfo(fh=fh, direct_io=True)  # size 0 must not cut the reads short
 
     async def getxattr(self, inode, name, ctx):

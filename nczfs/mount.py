@@ -19,11 +19,12 @@ import pyfuse3
 import trio
 
 import nczfs
-from nczfs import holders, logs, pyfuse3_trio
+from nczfs import control, holders, logs, pyfuse3_trio
 from nczfs.cache import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions
+from nczfs.metrics import Exporter, trio_counters
 from nczfs.fuse_ops import Operations, invalidate_attrs
 from nczfs.nczarr.layer import nczarr_layer, watch_changes
 from nczfs.nczarr.validate import numcodecs_ids
@@ -74,12 +75,27 @@ def serve(config: MountConfig, ready: Ready) -> int:
         "nczfs %s: mounting %s on %s (%s)",
         nczfs.__version__, loggable_source(config.source.text), config.mountpoint, effective_options(config),
     )
+    exporter = None
     try:
+        if config.metrics:
+            exporter = Exporter(config.metrics, {"source": loggable_source(config.source.text),
+                                                 "mountpoint": config.mountpoint, "version": nczfs.__version__})
+            control.ABOUT["metrics"] = f"http://{exporter.address}/metrics"
         sync_store = open_store(config)
     except NczfsError as exc:
+        if exporter is not None:
+            exporter.close()
         notify(status(f"failed: {exc}"))
         ready(str(exc))
         return 2
+    try:
+        return _serve_store(config, ready, sync_store, exporter)
+    finally:
+        if exporter is not None:
+            exporter.close()
+
+
+def _serve_store(config: MountConfig, ready: Ready, sync_store, exporter) -> int:
     store = nczarr_layer(cached(ThreadedStore(sync_store), config), config)
     fs = Filesystem(
         store,
@@ -105,7 +121,7 @@ def serve(config: MountConfig, ready: Ready) -> int:
     fs.attrs_changed = invalidate_attrs
     failed: list[str] = []
     try:
-        failed = trio.run(_serve, fs, config, ready)
+        failed = trio.run(_serve, fs, config, ready, ops, exporter)
     finally:
         pyfuse3.close(unmount=True)
         sync_store.close()
@@ -116,7 +132,9 @@ def serve(config: MountConfig, ready: Ready) -> int:
     return 0
 
 
-async def _serve(fs: Filesystem, config: MountConfig, ready: Ready) -> list[str]:
+async def _serve(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operations, exporter) -> list[str]:
+    if exporter is not None:
+        exporter.source = trio_counters(ops.counters, trio.lowlevel.current_trio_token())
     async with trio.open_nursery() as nursery:
         flushed = trio.Event()  # by a signal: what failed then is not tried again below
         nursery.start_soon(_on_signals, fs, flushed)

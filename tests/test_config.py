@@ -7,7 +7,7 @@ from nczfs.errors import SourceError
 def test_every_known_option_maps_to_a_config_field():
     opts = parse_options(["ro,allow_other,debug", "uid=12,gid=34,umask=027",
                           "metadata_ttl=2.5,read_ahead_kb=512,log_file=/tmp/x.log"])
-    assert opts == {"read_only": True, "allow_other": True, "debug": True, "uid": 12, "gid": 34,
+    assert opts == {"read_only": True, "allow_other": True, "log_level": "trace", "uid": 12, "gid": 34,
                     "umask": 0o027, "metadata_ttl": 2.5, "read_ahead_kb": 512, "log_file": "/tmp/x.log"}
 
 
