@@ -17,6 +17,7 @@ import time
 
 import nczfs
 from nczfs.config import (
+    OPTION_HELP,
     XATTR_SYNC,
     MountConfig,
     default_metadata_ttl,
@@ -24,6 +25,7 @@ from nczfs.config import (
     parse_options,
     parse_size,
     present_view,
+    source_values,
     validate_mode,
 )
 from nczfs import logs
@@ -44,7 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"nczfs {nczfs.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    m = sub.add_parser("mount", help="mount SOURCE on MOUNTPOINT")
+    m = sub.add_parser("mount", help="mount SOURCE on MOUNTPOINT", epilog=options_epilog(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Mount SOURCE on MOUNTPOINT; return once the mount answers (a daemon "
+                                   "stays in the background unless -f or --systemd).")
     m.add_argument("source", help="a directory, a file:// URL (with #mode=...), ...")
     m.add_argument("mountpoint")
     m.add_argument("-f", "--foreground", action="store_true", help="stay attached; log to stderr")
@@ -61,8 +66,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="json: one JSON object a line (time, level, logger, pid, message)")
     m.add_argument("-d", "--debug", action="store_true", help="log every request (--log-level trace)")
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
-                   help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=, ... "
-                        "(every one in docs/OPERATIONS.md)")
+                   help="mount options, comma separated (every one below)")
     m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS",
                    help="reuse attributes, listings and missing names this long (default 1 for a "
                         "writable S3 mount, 60 otherwise)")
@@ -81,16 +85,11 @@ def _parser() -> argparse.ArgumentParser:
                         "-f: stderr)")
     m.add_argument("--metrics", default=None, metavar="ADDR:PORT",
                    help="serve Prometheus metrics (every counter of 'nczfs stats') on ADDR:PORT")
-    m.add_argument("--endpoint-url", default=None, metavar="URL", help="S3: the server's endpoint URL")
-    m.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
-    m.add_argument("--region", default=None, help="S3: the bucket's region")
-    m.add_argument("--no-sign-request", action="store_true", help="S3: anonymous (unsigned) requests")
     m.add_argument("--validate", default=None, metavar="off|warn|strict",
                    help="check metadata objects written through the mount (default strict: invalid -> EINVAL)")
     m.add_argument("--present", default=None, metavar="VIEW",
                    help="show datasets as: as-stored (default), netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray")
-    m.add_argument("--allow-root", dest="allow_roots", action="append", default=[], metavar="DIR",
-                   help="reference sets: local targets may lie below DIR (repeatable; default: the JSON's directory)")
+    source_options(m)
 
     u = sub.add_parser("umount", help="flush pending writes and unmount")
     u.add_argument("mountpoint")
@@ -111,8 +110,26 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="mount the bundled sample dataset, show it, unmount")
     from nczfs.nczarr.commands import add_parsers
 
-    add_parsers(sub)  # inspect, validate
+    add_parsers(sub, source_options)  # inspect, validate
+    h = sub.add_parser("help", help="show the help of nczfs or of one command")
+    h.add_argument("topic", nargs="?", metavar="COMMAND", help="a command (none: every command)")
     return p
+
+
+def source_options(p: argparse.ArgumentParser) -> None:
+    """What reaching SOURCE needs: the same for mount, inspect and validate."""
+    p.add_argument("--endpoint-url", default=None, metavar="URL", help="S3: the server's endpoint URL")
+    p.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
+    p.add_argument("--region", default=None, help="S3: the bucket's region")
+    p.add_argument("--no-sign-request", action="store_true", help="S3: anonymous (unsigned) requests")
+    p.add_argument("--allow-root", dest="allow_roots", action="append", default=[], metavar="DIR",
+                   help="reference sets: local targets may lie below DIR (repeatable; default: the JSON's directory)")
+
+
+def options_epilog() -> str:
+    width = max(len(form) for form, _ in OPTION_HELP)
+    lines = [f"  {form:<{width}}  {text}" for form, text in OPTION_HELP]
+    return "mount options (-o):\n" + "\n".join(lines) + "\n\nmore: man nczfs; nczfs help"
 
 
 def _check_mountpoint(path: str) -> str:
@@ -161,7 +178,7 @@ def build_config(args: argparse.Namespace) -> MountConfig:
 
 def _build_config(args: argparse.Namespace) -> MountConfig:
     source = parse_source(args.source)
-    values = parse_options(args.options)
+    values = source_values(args)
     if args.read_only:
         values["read_only"] = True
     if args.log_level:
@@ -198,13 +215,6 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         values["validate"] = validate_mode(args.validate)
     if args.present is not None:
         values["present"] = present_view(args.present)
-    for key in ("endpoint_url", "profile", "region"):
-        if getattr(args, key, None):
-            values[key] = getattr(args, key)
-    if getattr(args, "no_sign_request", False):
-        values["no_sign_request"] = True
-    if args.allow_roots:
-        values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]
     if source.backend == "directory" and not os.path.isdir(source.location):
         raise UsageError(f"{args.source}: {source.location} is not a directory")
     mountpoint = _check_mountpoint(args.mountpoint)
@@ -383,6 +393,19 @@ def cmd_sync(args: argparse.Namespace) -> int:
 COMMANDS = ("mount", "umount", "sync", "stats", "log-level", "demo", "inspect", "validate", "help")
 
 
+def cmd_help(args: argparse.Namespace) -> int:
+    """``nczfs help [COMMAND]``: what ``nczfs [COMMAND] --help`` prints."""
+    parser = _parser()
+    if args.topic is None:
+        parser.print_help()
+        return 0
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if args.topic not in sub.choices:
+        raise UsageError(f"help {args.topic}: no such command (commands: {', '.join(sub.choices)})")
+    sub.choices[args.topic].print_help()
+    return 0
+
+
 def _helper_form(argv: list[str]) -> list[str]:
     """mount(8) runs ``nczfs SOURCE MOUNTPOINT -o OPTS`` (through mount.fuse3): that is ``nczfs mount``."""
     if len(argv) >= 2 and argv[0] not in COMMANDS and not argv[0].startswith("-"):
@@ -403,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_sync(args)
         if args.command == "log-level":
             return cmd_log_level(args)
+        if args.command == "help":
+            return cmd_help(args)
         if args.command == "demo":
             from nczfs.demo import main as demo
 

@@ -21,6 +21,39 @@ IGNORED_OPTIONS = frozenset(
 )
 
 
+#: every -o option, as ``nczfs mount --help`` and the man page list them
+OPTION_HELP = (
+    ("ro, read_only", "refuse every write with EROFS (--read-only)"),
+    ("allow_other", "let other users in (non-root: user_allow_other in /etc/fuse.conf)"),
+    ("uid=N, gid=N", "owner and group of every file (default: who mounted)"),
+    ("umask=OCTAL", "files show 0666 & ~umask, directories 0777 & ~umask (default 022)"),
+    ("metadata_ttl=SECONDS", "reuse attributes, listings, missing names (default 1 writable S3, else 60)"),
+    ("cache_size=BYTES", "memory for cached object data, e.g. 512M (default 1/8 of RAM, 64M-1G)"),
+    ("cache_dir=DIR", "S3/reference: keep fetched data in DIR across mounts (default off)"),
+    ("cache_dir_size=BYTES", "bytes cache_dir may hold (default 10G)"),
+    ("write_memory=BYTES", "memory for pending writes of all files (default 1/8 of RAM, 64M-1G)"),
+    ("prefetch_siblings=N", "S3/reference: objects of a directory fetched ahead (default 16; 0 off)"),
+    ("list_tree_keys=N", "S3: list a dataset's tree in one request up to N keys (default 1000; 0 off)"),
+    ("direct_io", "skip the kernel's page cache (shared mmap then fails with ENODEV)"),
+    ("read_ahead_kb=KIB", "kernel readahead of the mount (default 4096)"),
+    ("log_file=FILE", "log to FILE (--log-file)"),
+    ("log_level=LEVEL", "error, warning, info (default), debug, trace (--log-level)"),
+    ("log_format=text|json", "log lines as text or JSON objects (--log-format)"),
+    ("debug", "log every request (log_level=trace)"),
+    ("metrics=ADDR:PORT", "serve Prometheus metrics there (--metrics)"),
+    ("endpoint_url=URL, url=URL", "S3: the server's endpoint (--endpoint-url; url= as in s3fs)"),
+    ("profile=NAME", "S3: the AWS profile (--profile)"),
+    ("region=NAME", "S3: the bucket's region (--region)"),
+    ("no_sign_request", "S3: anonymous requests (--no-sign-request)"),
+    ("use_path_request_style", "S3: path-style addressing (as in s3fs; custom endpoints always)"),
+    ("zip_layout=netcdf|flat", "zip: the layout of a new archive (default netcdf)"),
+    ("validate=strict|warn|off", "check metadata written through the mount (--validate)"),
+    ("present=VIEW", "show datasets as as-stored, netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray"),
+    ("allow_root=DIR", "reference sets: local targets may lie below DIR (--allow-root)"),
+    ("rw, nofail, _netdev, x-*, ...", "mount(8)'s generic options: ignored"),
+)
+
+
 #: --cache-dir-size when none is given
 DEFAULT_CACHE_DIR_SIZE = 10 * 1024**3
 
@@ -72,6 +105,9 @@ class MountConfig:
     region: str | None = None
     #: S3: send unsigned (anonymous) requests
     no_sign_request: bool = False
+    #: S3: address buckets path style (``host/bucket/key``) even on AWS (s3fs's use_path_request_style);
+    #: a custom endpoint is always addressed so
+    path_style: bool = False
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
     validate: str = "strict"
     #: metadata flavor shown: "as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1" or "xarray"
@@ -156,8 +192,10 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["list_tree_keys"] = _count(key, value)
             elif key == "allow_root" and eq and value:
                 out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))  # type: ignore[misc]
-            elif key in ("endpoint_url", "profile", "region") and eq and value:
-                out[key] = value
+            elif key in ("endpoint_url", "url", "profile", "region") and eq and value:
+                out["endpoint_url" if key == "url" else key] = value  # url=: s3fs's name
+            elif key == "use_path_request_style" and not eq:  # s3fs's name
+                out["path_style"] = True
             elif key == "no_sign_request" and not eq:
                 out["no_sign_request"] = True
             elif key == "zip_layout" and value in ("flat", "netcdf"):
@@ -261,3 +299,16 @@ def present_view(value: str) -> str:
     if value not in PRESENT_VIEWS:
         raise SourceError(f"present={value}: must be one of {', '.join(PRESENT_VIEWS)}")
     return value
+
+
+def source_values(args) -> dict[str, object]:
+    """The -o options and source flags of mount, inspect and validate, as MountConfig values."""
+    values = parse_options(getattr(args, "options", []))
+    for key in ("endpoint_url", "profile", "region"):
+        if getattr(args, key, None):
+            values[key] = getattr(args, key)
+    if getattr(args, "no_sign_request", False):
+        values["no_sign_request"] = True
+    if args.allow_roots:
+        values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]
+    return values

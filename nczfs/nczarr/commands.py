@@ -20,13 +20,15 @@ def dataset_name(source: Source) -> str:
     return base.split(".")[0] or "dataset"
 
 
-def open_read_only(source: Source) -> SyncStore:
-    return open_store(MountConfig(source=source, mountpoint="", read_only=True))
+def open_read_only(source: Source, **options) -> SyncStore:
+    """The store SOURCE names, read-only; ``options``: MountConfig fields (S3 endpoint, ...)."""
+    options.pop("read_only", None)
+    return open_store(MountConfig(source=source, mountpoint="", read_only=True, **options))
 
 
-def inspect(source: Source) -> str:
+def inspect(source: Source, **options) -> str:
     """The CDL header of the dataset, then its flavor (and problems) as CDL comments."""
-    store = open_read_only(source)
+    store = open_read_only(source, **options)
     try:
         ds = read_dataset(StoreObjects(store))
     finally:
@@ -84,33 +86,39 @@ def stale_consolidated(store: SyncStore, keys: list[str]) -> list[str]:
     return out
 
 
-def validate(source: Source, notes: list[str] | None = None) -> list[str]:
-    store = open_read_only(source)
+def validate(source: Source, notes: list[str] | None = None, **options) -> list[str]:
+    store = open_read_only(source, **options)
     try:
         return store_problems(store, notes)
     finally:
         store.close()
 
 
-def add_parsers(sub) -> None:
-    """The ``inspect`` and ``validate`` subcommands (registered by nczfs.cli)."""
+def add_parsers(sub, source_options) -> None:
+    """The ``inspect`` and ``validate`` subcommands (registered by nczfs.cli), with mount's
+    options for reaching SOURCE (``source_options``, and ``-o``)."""
     i = sub.add_parser("inspect", help="print a store's dataset as a CDL header, and its NCZarr flavor")
-    i.add_argument("source")
     v = sub.add_parser("validate", help="check every metadata object of a store; exit 1 listing each problem")
-    v.add_argument("source")
+    for p in (i, v):
+        p.add_argument("source")
+        source_options(p)
+        p.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
+                       help="mount options that concern SOURCE (endpoint_url=, profile=, allow_root=, ...)")
 
 
 def run(args) -> int:
     """Exit status: 0 fine, 1 problems found (validate) or unreadable, 2 bad SOURCE."""
     import sys
 
+    from nczfs.config import source_values
     from nczfs.source import parse_source
 
     try:
         source = parse_source(args.source)
+        options = source_values(args)
         if source.backend == "directory" and not os.path.isdir(source.location):
             raise NczfsError(f"{args.source}: {source.location} is not a directory")
-        store = open_read_only(source)
+        store = open_read_only(source, **options)
         store.close()
     except NczfsError as exc:
         print(f"nczfs: {exc}", file=sys.stderr)
@@ -119,10 +127,10 @@ def run(args) -> int:
     sys.stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
     try:
         if args.command == "inspect":
-            sys.stdout.write(inspect(source))
+            sys.stdout.write(inspect(source, **options))
             return 0
         notes: list[str] = []
-        problems = validate(source, notes)
+        problems = validate(source, notes, **options)
     except NczfsError as exc:
         print(f"nczfs: {args.source}: {exc}", file=sys.stderr)
         return 1

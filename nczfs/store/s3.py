@@ -142,7 +142,7 @@ def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: in
         read_timeout=60,
         max_pool_connections=max_pool,
         tcp_keepalive=True,
-        s3={"addressing_style": "path" if custom else "auto"},
+        s3={"addressing_style": "path" if custom or config.path_style else "auto"},
         signature_version=UNSIGNED if unsigned else None,
     )
     try:

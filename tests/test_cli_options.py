@@ -1,0 +1,107 @@
+"""Help, the -o option list, s3fs's option names, and the source options of inspect/validate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nczfs.cli import _parser
+from nczfs.config import OPTION_HELP, IGNORED_OPTIONS, MountConfig, parse_options
+from tests.helpers import S3Backend, mounted, run_nczfs
+
+#: MountConfig fields that no -o option sets
+NOT_OPTIONS = {"source", "mountpoint", "foreground", "spill_threshold"}
+
+
+def _documented_keys() -> list[str]:
+    keys = []
+    for form, _ in OPTION_HELP:
+        for part in form.split(", "):
+            keys.append(part.split("=")[0])
+    return keys
+
+
+def test_every_o_option_is_listed_by_mount_help_with_a_line_of_help():
+    res = run_nczfs("mount", "--help")
+    assert res.returncode == 0
+    listed = res.stdout.split("mount options (-o):", 1)[1]
+    for form, text in OPTION_HELP:
+        assert f"  {form}" in listed and text in listed
+    reached: set[str] = set()
+    samples = {"uid": "1", "gid": "1", "umask": "022", "metadata_ttl": "1", "cache_size": "1M", "cache_dir": "/tmp/x",
+               "cache_dir_size": "1G", "write_memory": "1M", "prefetch_siblings": "1", "list_tree_keys": "1",
+               "read_ahead_kb": "1", "log_file": "/tmp/l", "log_level": "info", "log_format": "json",
+               "metrics": "9100", "endpoint_url": "http://h", "url": "http://h", "profile": "p", "region": "r",
+               "zip_layout": "flat", "validate": "warn", "present": "xarray", "allow_root": "/tmp"}
+    for key in _documented_keys():
+        if key in IGNORED_OPTIONS or key in ("x-*", "..."):
+            continue
+        opt = f"{key}={samples[key]}" if key in samples else key
+        reached |= set(parse_options([opt]))
+    fields = {f for f in MountConfig.__dataclass_fields__} - NOT_OPTIONS
+    assert fields - reached == set(), "options nczfs mount --help does not list"
+
+
+def test_s3fs_option_names_are_aliases():
+    assert parse_options(["url=https://s3.example.org,use_path_request_style"]) == {
+        "endpoint_url": "https://s3.example.org", "path_style": True}
+
+
+def test_path_style_reaches_the_s3_client():
+    from nczfs.source import parse_source
+    from nczfs.store.s3 import make_client
+
+    source = parse_source("s3://bucket/prefix")
+    plain = make_client(MountConfig(source=source, mountpoint="", region="eu-west-1"))
+    path = make_client(MountConfig(source=source, mountpoint="", region="eu-west-1", path_style=True))
+    assert plain.meta.config.s3["addressing_style"] == "auto"
+    assert path.meta.config.s3["addressing_style"] == "path"
+
+
+@pytest.mark.fuse
+def test_s3fs_style_mount_options_mount(s3_server, tmp_path):
+    class ByUrl(S3Backend):
+        mount_args: list[str] = []  # the endpoint comes as s3fs's url= instead
+
+    backend = ByUrl(s3_server, s3_server.shared_bucket, s3_server.new_prefix())
+    backend.put("a", b"abc")
+    with mounted(backend, tmp_path / "mnt", "-o", f"url={s3_server.endpoint},use_path_request_style") as m:
+        assert (m.path / "a").read_bytes() == b"abc"
+
+
+def test_help_command():
+    top = run_nczfs("help")
+    assert top.returncode == 0 and "log-level" in top.stdout and "mount" in top.stdout
+    mount = run_nczfs("help", "mount")
+    assert mount.returncode == 0 and mount.stdout == run_nczfs("mount", "--help").stdout
+    bad = run_nczfs("help", "frobnicate")
+    assert bad.returncode == 2 and "help frobnicate: no such command" in bad.stderr
+
+
+def test_inspect_and_validate_take_the_source_options_of_mount():
+    parser = _parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+
+    def flags(cmd: str) -> set[str]:
+        return {o for a in sub.choices[cmd]._actions for o in a.option_strings}
+
+    source_flags = {"--endpoint-url", "--profile", "--region", "--no-sign-request", "--allow-root", "-o"}
+    assert source_flags <= flags("mount")
+    assert source_flags <= flags("inspect") and source_flags <= flags("validate")
+
+
+def test_inspect_and_validate_reach_s3_through_endpoint_url(s3_server):
+    backend = S3Backend(s3_server, s3_server.shared_bucket, s3_server.new_prefix())
+    backend.put_many({
+        ".zgroup": json.dumps({"zarr_format": 2}).encode(),
+        "t/.zarray": json.dumps({"zarr_format": 2, "shape": [3], "chunks": [3], "dtype": "<i2", "compressor": None,
+                                 "fill_value": 0, "filters": None, "order": "C"}).encode(),
+        "t/.zattrs": json.dumps({"_ARRAY_DIMENSIONS": ["x"]}).encode(),
+        "t/0": b"\x01\x00\x02\x00\x03\x00",
+    })
+    res = run_nczfs("inspect", backend.source, "--endpoint-url", s3_server.endpoint)
+    assert res.returncode == 0, res.stderr
+    assert "short t(x) ;" in res.stdout
+    res = run_nczfs("validate", backend.source, "-o", f"endpoint_url={s3_server.endpoint}")
+    assert res.returncode == 0, res.stdout + res.stderr
