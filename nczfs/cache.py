@@ -114,12 +114,17 @@ def _natural(name: str) -> tuple[str | int, ...]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", name)))
 
 
+def physical_memory() -> int:
+    """The machine's RAM in bytes (0: unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
 def default_cache_size() -> int:
     """An eighth of the machine's RAM, between 64 MiB and 1 GiB."""
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        ram = 8 * 1024 * MiB
+    ram = physical_memory() or 8 * 1024 * MiB
     return max(64 * MiB, min(1024 * MiB, ram // 8))
 
 

@@ -28,7 +28,7 @@ from nczfs.config import (
     source_values,
     validate_mode,
 )
-from nczfs import logs
+from nczfs import busy, logs
 from nczfs.control import NotAnNczfsMount, read_control
 from nczfs.errors import SourceError
 from nczfs.mounts import kernel_path, topmost
@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     u = sub.add_parser("umount", help="flush pending writes and unmount")
     u.add_argument("mountpoint")
     u.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the daemon to exit")
+    u.add_argument("-l", "--lazy", action="store_true",
+                   help="detach now even if busy (pending writes are stored first); the daemon exits "
+                        "once the last file open there is closed")
     u.add_argument("--stale-only", action="store_true",
                    help="only remove a mount whose daemon has died; otherwise do nothing (exit 0)")
 
@@ -132,7 +135,7 @@ def options_epilog() -> str:
     return "mount options (-o):\n" + "\n".join(lines) + "\n\nmore: man nczfs; nczfs help"
 
 
-def _check_mountpoint(path: str) -> str:
+def _check_mountpoint(path: str, nonempty: bool = False) -> str:
     """The mount point as the kernel will name the mount (symlinks resolved: mounts.py), checked."""
     path = kernel_path(path)
     try:
@@ -149,7 +152,28 @@ def _check_mountpoint(path: str) -> str:
         raise UsageError(f"{path}: not a directory")
     if _is_fuse_mount(path):
         raise UsageError(f"{path}: already a FUSE mount point")
+    if not nonempty and os.listdir(path):
+        raise UsageError(f"{path}: not empty (the mount would hide what it holds); -o nonempty mounts over it")
     return path
+
+
+def _check_memory(values: dict[str, object]) -> None:
+    """A memory bound larger than the machine's memory is a typo (1T for 1G), refused."""
+    from nczfs.cache import physical_memory
+
+    ram = physical_memory()
+    for key, flag in (("cache_size", "--cache-size"), ("write_memory", "--write-memory")):
+        size = values.get(key)
+        if isinstance(size, int) and ram and size > ram:
+            raise UsageError(f"{flag} / -o {key}={_human(size)}: more than this machine's memory ({_human(ram)})")
+
+
+def _human(n: int) -> str:
+    for unit in ("", "K", "M", "G", "T"):
+        if n < 1024 or unit == "T":
+            return f"{n:g}{unit}" if unit == "" else f"{n:.4g}{unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
 
 
 def _is_fuse_mount(path: str) -> bool:
@@ -217,7 +241,8 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         values["present"] = present_view(args.present)
     if source.backend == "directory" and not os.path.isdir(source.location):
         raise UsageError(f"{args.source}: {source.location} is not a directory")
-    mountpoint = _check_mountpoint(args.mountpoint)
+    _check_memory(values)
+    mountpoint = _check_mountpoint(args.mountpoint, bool(values.get("nonempty")))
     real_source = os.path.realpath(source.location)
     if source.backend == "directory" and (
         mountpoint == real_source or mountpoint.startswith(real_source.rstrip("/") + "/")
@@ -320,10 +345,17 @@ def cmd_umount(args: argparse.Namespace) -> int:
         if pid is not None and exc.errno != errno.EROFS:
             print(f"nczfs: {mnt}: pending writes could not be stored ({exc.strerror}); not unmounted", file=sys.stderr)
             return 1
-    res = subprocess.run(["fusermount3", "-u", mnt], capture_output=True, text=True)
+    res = subprocess.run(["fusermount3", "-u", *(["-z"] if args.lazy else []), mnt], capture_output=True, text=True)
     if res.returncode != 0:
-        print(f"nczfs: {res.stderr.strip() or 'fusermount3 -u failed'}", file=sys.stderr)
+        users = busy.processes_using(mnt) if "busy" in res.stderr else []
+        if users:
+            print(f"nczfs: {mnt}: busy, in use by {busy.describe(users)}; close what they hold there, "
+                  f"or 'nczfs umount --lazy {mnt}'", file=sys.stderr)
+        else:
+            print(f"nczfs: {res.stderr.strip() or 'fusermount3 -u failed'}", file=sys.stderr)
         return 1
+    if args.lazy:
+        return 0  # detached: the daemon exits once the last file open there is closed
     if pid is not None:
         deadline = time.monotonic() + args.timeout
         while _alive(pid):

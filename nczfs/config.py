@@ -25,6 +25,7 @@ IGNORED_OPTIONS = frozenset(
 OPTION_HELP = (
     ("ro, read_only", "refuse every write with EROFS (--read-only)"),
     ("allow_other", "let other users in (non-root: user_allow_other in /etc/fuse.conf)"),
+    ("nonempty", "mount over a directory that is not empty (refused otherwise)"),
     ("uid=N, gid=N", "owner and group of every file (default: who mounted)"),
     ("umask=OCTAL", "files show 0666 & ~umask, directories 0777 & ~umask (default 022)"),
     ("metadata_ttl=SECONDS", "reuse attributes, listings, missing names (default 1 writable S3, else 60)"),
@@ -69,6 +70,8 @@ class MountConfig:
     #: "text" or "json" (one object a line)
     log_format: str = "text"
     allow_other: bool = False
+    #: mount over a directory that is not empty (refused otherwise, as s3fs does)
+    nonempty: bool = False
     uid: int = dataclasses.field(default_factory=os.getuid)
     gid: int = dataclasses.field(default_factory=os.getgid)
     umask: int = 0o022
@@ -162,6 +165,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["read_only"] = True
             elif key == "allow_other":
                 out["allow_other"] = True
+            elif key == "nonempty" and not eq:
+                out["nonempty"] = True
             elif key == "debug" and not eq:
                 out["log_level"] = "trace"
             elif key == "log_level" and eq:

@@ -29,6 +29,7 @@ from nczfs.fuse_ops import Operations, invalidate_attrs
 from nczfs.nczarr.layer import nczarr_layer, watch_changes
 from nczfs.nczarr.validate import numcodecs_ids
 from nczfs.notify import notify, status
+from nczfs.source import absolute_text
 from nczfs.store import open_store
 from nczfs.threads import ThreadedStore, run_blocking
 
@@ -37,13 +38,15 @@ log = logging.getLogger(__name__)
 Ready = Callable[[str | None], None]
 
 
-def fuse_options(config: MountConfig) -> set[str]:
-    text = config.source.text
+def fuse_options(config: MountConfig, read_only_store: bool = False) -> set[str]:
+    """libfuse's options: the mount table shows SOURCE (a local path absolute) and ``ro`` for a
+    read-only mount, asked for or because the backend is (a reference set)."""
+    text = absolute_text(config.source)
     fsname = text if text.isascii() and "," not in text and text.isprintable() else "nczfs"
     opts = {f"fsname={fsname}", "subtype=nczfs", "default_permissions"}
     if config.allow_other:
         opts.add("allow_other")
-    if config.read_only:
+    if config.read_only or read_only_store:
         opts.add("ro")
     return opts
 
@@ -112,7 +115,7 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store, exporter) -> int
     watch_changes(store, fs)
     ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io)
     try:
-        pyfuse3.init(ops, config.mountpoint, fuse_options(config))
+        pyfuse3.init(ops, config.mountpoint, fuse_options(config, sync_store.read_only))
     except RuntimeError as exc:
         notify(status(f"failed: cannot mount {config.mountpoint}"))
         ready(f"{config.mountpoint}: cannot mount ({exc}); see the log for libfuse's reason")

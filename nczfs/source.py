@@ -31,6 +31,16 @@ class Source:
     text: str = ""
 
 
+def absolute_text(source: Source) -> str:
+    """SOURCE as given, with a local path made absolute (what the mount table shows)."""
+    if source.backend in ("s3", "memory"):
+        return source.text
+    body, hash_, fragment = source.text.strip().partition("#")
+    prefix = body[: body.rfind("]") + 1] if body.startswith("[") else ""
+    scheme, sep, _ = body[len(prefix):].partition("://")
+    return prefix + (f"{scheme}://{source.location}" if sep else source.location) + hash_ + fragment
+
+
 def parse_fragment(fragment: str) -> dict[str, str]:
     params: dict[str, str] = {}
     for part in fragment.split("&"):
