@@ -268,7 +268,11 @@ def cmd_mount(args: argparse.Namespace) -> int:
             elif err:
                 print(f"nczfs: {err}", file=sys.stderr)
 
-        return serve(config, ready)
+        def warn(msg: str) -> None:
+            if not args.systemd:  # the journal has the log line
+                print(f"nczfs: warning: {msg}", file=sys.stderr)
+
+        return serve(config, ready, warn)
 
     try:
         dest = logs.choose(config.log_file, config.mountpoint, daemon=True)
@@ -293,14 +297,20 @@ def cmd_mount(args: argparse.Namespace) -> int:
                 os.write(wfd, b"ok\n" if err is None else f"error {err}\n".encode())
                 os.close(wfd)
 
-            status = serve(config, ready)
+            def warn(msg: str) -> None:
+                os.write(wfd, f"warning {msg}\n".encode())
+
+            status = serve(config, ready, warn)
         except BaseException:
             log.exception("daemon failed")
         finally:
             os._exit(status)
     os.close(wfd)
     with os.fdopen(rfd, "rb") as r:
-        msg = r.read().decode(errors="replace").strip()
+        lines = r.read().decode(errors="replace").strip().splitlines() or [""]
+    for line in lines[:-1]:
+        print(f"nczfs: warning: {line.removeprefix('warning ')}", file=sys.stderr)
+    msg = lines[-1]
     if msg == "ok":
         if default_file:
             print(f"nczfs: logging to {dest.path}", file=sys.stderr)

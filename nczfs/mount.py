@@ -2,7 +2,8 @@
 
 ``serve`` runs in the daemon process (the foreground process, or the child forked by the
 CLI). ``ready`` is called once: with None when the mount answers requests, or with an
-error message if it could not be set up.
+error message if it could not be set up; ``warn`` before it with what the user should know
+at mount time (reference targets outside the allowed roots).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def reuse_freed_blocks() -> None:
     mallopt(m_arena_max, 1)
 
 
-def serve(config: MountConfig, ready: Ready) -> int:
+def serve(config: MountConfig, ready: Ready, warn: Callable[[str], None] | None = None) -> int:
     """Mount, serve until unmounted or signalled, flush, unmount. Returns the exit status."""
     reuse_freed_blocks()
     log.info(
@@ -85,6 +86,10 @@ def serve(config: MountConfig, ready: Ready) -> int:
                                                  "mountpoint": config.mountpoint, "version": nczfs.__version__})
             control.ABOUT["metrics"] = f"http://{exporter.address}/metrics"
         sync_store = open_store(config)
+        for problem in getattr(sync_store, "target_problems", list)():
+            log.warning("%s", problem)
+            if warn is not None:
+                warn(problem)
     except NczfsError as exc:
         if exporter is not None:
             exporter.close()

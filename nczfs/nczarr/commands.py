@@ -31,11 +31,12 @@ def inspect(source: Source, **options) -> str:
     store = open_read_only(source, **options)
     try:
         ds = read_dataset(StoreObjects(store))
+        problems = [*getattr(store, "target_problems", list)(), *ds.problems]
     finally:
         store.close()
     lines = [to_cdl(ds, dataset_name(source)).rstrip("\n")]
     lines.append(f"// flavor: {ds.flavor}{' (consolidated .zmetadata)' if ds.consolidated else ''}")
-    lines.extend(f"// problem: {p}" for p in ds.problems)
+    lines.extend(f"// problem: {p}" for p in problems)
     lines.extend(f"// note: {n}" for n in ds.notes)
     return "\n".join(lines) + "\n"
 
@@ -45,7 +46,7 @@ def store_problems(store: SyncStore, notes: list[str] | None = None) -> list[str
 
     What is valid but not readable by netCDF-C goes to ``notes``.
     """
-    problems: list[str] = []
+    problems: list[str] = list(getattr(store, "target_problems", list)())
     keys = store.list_prefix("")
     for key in keys:
         if is_metadata_key(key):

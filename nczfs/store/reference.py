@@ -60,6 +60,28 @@ class ReferenceStore(SyncStore):
     def describe(self) -> str:
         return f"reference://{self.path}"
 
+    def target_problems(self) -> list[str]:
+        """One line if local targets lie outside the allowed roots (kerchunk writes absolute
+        paths, the default root is the JSON's folder): their keys would answer EACCES. It names
+        the first such target and the --allow-root that admits it."""
+        outside: list[str] = []
+        checked: dict[str, bool] = {}  # folder -> allowed (targets are checked by their folder)
+        for value in self.refs.values():
+            if not isinstance(value, Ref) or "://" in value.url:
+                continue
+            folder = os.path.dirname(value.url)
+            if folder not in checked:
+                checked[folder] = self.targets.local.allows(os.path.join(os.path.realpath(folder), "x"))
+            if not checked[folder]:
+                outside.append(value.url)
+        if not outside:
+            return []
+        first = outside[0]
+        targets = len({u for u in outside})
+        return [f"reference target {first} lies outside the allowed roots ({', '.join(self.targets.local.roots)}): "
+                f"reads of its keys fail with EACCES; --allow-root {os.path.dirname(os.path.realpath(first))} admits it"
+                + (f" ({targets} targets outside)" if targets > 1 else "")]
+
     # ------------------------------------------------------------------ reading
 
     def _value(self, key: str) -> Value:

@@ -49,7 +49,8 @@ class LocalFiles:
         self._lock = threading.Lock()
         self._open: dict[str, tuple[int, int]] = {}  # path -> (fd, size)
 
-    def _allowed(self, real: str) -> bool:
+    def allows(self, real: str) -> bool:
+        """Whether a resolved path lies below an allowed root."""
         return any(real == r or real.startswith(r.rstrip("/") + "/") for r in self.roots)
 
     def _refuse(self, path: str, real: str) -> PermissionDenied:
@@ -102,7 +103,7 @@ class LocalFiles:
 
     def _open_checked(self, path: str) -> tuple[int, int]:
         real = self._resolve(path)
-        if not self._allowed(real):
+        if not self.allows(real):
             raise self._refuse(path, real)
         try:
             fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW)
@@ -110,7 +111,7 @@ class LocalFiles:
             raise BackendError(f"{path}: cannot open reference target ({exc.strerror})") from exc
         try:
             opened = os.readlink(f"/proc/self/fd/{fd}")
-            if not self._allowed(opened):  # a symlink swapped in after realpath
+            if not self.allows(opened):  # a symlink swapped in after realpath
                 raise self._refuse(path, opened)
             st = os.fstat(fd)
             if not stat_mod.S_ISREG(st.st_mode):
