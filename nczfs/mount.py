@@ -86,7 +86,7 @@ def serve(config: MountConfig, ready: Ready, warn: Callable[[str], None] | None 
                                                  "mountpoint": config.mountpoint, "version": nczfs.__version__})
             control.ABOUT["metrics"] = f"http://{exporter.address}/metrics"
         sync_store = open_store(config)
-        for problem in getattr(sync_store, "target_problems", list)():
+        for problem in sync_store.problems():
             log.warning("%s", problem)
             if warn is not None:
                 warn(problem)

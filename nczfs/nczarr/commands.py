@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 from nczfs.config import MountConfig
@@ -30,10 +31,14 @@ def inspect(source: Source, **options) -> str:
     """The CDL header of the dataset, then its flavor (and problems) as CDL comments."""
     store = open_read_only(source, **options)
     try:
-        ds = read_dataset(StoreObjects(store))
-        problems = [*getattr(store, "target_problems", list)(), *ds.problems]
+        return inspect_store(store, source)
     finally:
         store.close()
+
+
+def inspect_store(store: SyncStore, source: Source) -> str:
+    ds = read_dataset(StoreObjects(store))
+    problems = [*store.problems(), *ds.problems]
     lines = [to_cdl(ds, dataset_name(source)).rstrip("\n")]
     lines.append(f"// flavor: {ds.flavor}{' (consolidated .zmetadata)' if ds.consolidated else ''}")
     lines.extend(f"// problem: {p}" for p in problems)
@@ -46,7 +51,7 @@ def store_problems(store: SyncStore, notes: list[str] | None = None) -> list[str
 
     What is valid but not readable by netCDF-C goes to ``notes``.
     """
-    problems: list[str] = list(getattr(store, "target_problems", list)())
+    problems: list[str] = store.problems()
     keys = store.list_prefix("")
     for key in keys:
         if is_metadata_key(key):
@@ -107,8 +112,39 @@ def add_parsers(sub, source_options) -> None:
                        help="mount options that concern SOURCE (endpoint_url=, profile=, allow_root=, ...)")
 
 
+class _Warnings(logging.Handler):
+    """What the stores log as warnings while a command runs, each message once (a store
+    reloading its index repeats them), to be shown after what the command reports."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text not in self.messages:
+            self.messages.append(text)
+
+    def show(self, reported: str) -> None:
+        """Print the warnings not already in the command's output ``reported``."""
+        import sys
+
+        for text in self.messages:
+            if text not in reported:
+                print(f"nczfs: warning: {text}", file=sys.stderr)
+
+
 def run(args) -> int:
     """Exit status: 0 fine, 1 problems found (validate) or unreadable, 2 bad SOURCE."""
+    warnings = _Warnings()
+    logging.getLogger().addHandler(warnings)
+    try:
+        return _run(args, warnings)
+    finally:
+        logging.getLogger().removeHandler(warnings)
+
+
+def _run(args, warnings: _Warnings) -> int:
     import sys
 
     from nczfs.config import source_values
@@ -120,7 +156,6 @@ def run(args) -> int:
         if source.backend == "directory" and not os.path.isdir(source.location):
             raise NczfsError(f"{args.source}: {source.location} is not a directory")
         store = open_read_only(source, **options)
-        store.close()
     except NczfsError as exc:
         print(f"nczfs: {exc}", file=sys.stderr)
         return 2
@@ -128,16 +163,21 @@ def run(args) -> int:
     sys.stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
     try:
         if args.command == "inspect":
-            sys.stdout.write(inspect(source, **options))
+            text = inspect_store(store, source)
+            sys.stdout.write(text)
+            warnings.show(text)
             return 0
         notes: list[str] = []
-        problems = validate(source, notes, **options)
+        problems = store_problems(store, notes)
     except NczfsError as exc:
         print(f"nczfs: {args.source}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        store.close()
     for p in problems:
         print(p)
     for n in notes:
         print(f"note: {n}")
+    warnings.show("\n".join(problems + notes))
     print(f"{len(problems)} problem(s) in {args.source}", file=sys.stderr)
     return 1 if problems else 0

@@ -297,6 +297,11 @@ class SyncStore(abc.ABC):
         """Request counts by kind, for ``nczfs stats`` (stores that count nothing say so with {})."""
         return {}
 
+    def problems(self) -> list[str]:
+        """What is wrong with the medium itself, one line each (``nczfs validate``; warned at
+        mount time): duplicate zip members, reference targets no read may reach."""
+        return []
+
     def describe(self) -> str:
         return type(self).__name__
 

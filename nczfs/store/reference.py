@@ -60,7 +60,7 @@ class ReferenceStore(SyncStore):
     def describe(self) -> str:
         return f"reference://{self.path}"
 
-    def target_problems(self) -> list[str]:
+    def problems(self) -> list[str]:
         """One line if local targets lie outside the allowed roots (kerchunk writes absolute
         paths, the default root is the JSON's folder): their keys would answer EACCES. It names
         the first such target and the --allow-root that admits it."""

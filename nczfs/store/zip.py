@@ -204,6 +204,9 @@ class ZipStore(SyncStore):
     def describe(self) -> str:
         return f"file://{self.path}#mode=zip"
 
+    def problems(self) -> list[str]:
+        return [f"{self.path}: member {name!r} appears more than once; the last one is used" for name in self._duplicates]
+
     # ------------------------------------------------------------------ the archive and its index
 
     def _archive_ident(self) -> tuple[int, int, int] | None:
@@ -220,6 +223,7 @@ class ZipStore(SyncStore):
         self._dirs: dict[str, set[str]] = {"": set()}
         self._refs: collections.Counter[str] = collections.Counter()  # keys per staged file
         self._hidden: list[zipfile.ZipInfo] = []  # members outside the dataset directory: kept, not shown
+        self._duplicates: list[str] = []  # member names that appear more than once
         self._comment = b""
         self._cache.clear()
         self._cache_bytes = 0
@@ -261,7 +265,8 @@ class ZipStore(SyncStore):
                             self.path, self.layout, self._requested_layout)
         by_name: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
-            if info.filename in by_name:
+            if info.filename in by_name and info.filename not in self._duplicates:
+                self._duplicates.append(info.filename)
                 log.warning("%s: member %r appears more than once; the last one is used", self.path, info.filename)
             by_name[info.filename] = info
         start = self.top + "/" if self.top else ""
