@@ -1,3 +1,29 @@
-"""nczfs: a FUSE filesystem that shows NCZarr and Zarr stores as a plain directory tree."""
+"""nczfs: a FUSE filesystem that shows NCZarr and Zarr stores as a plain directory tree.
+
+The Python API (docs/API.md)::
+
+    with nczfs.mounted("s3://bucket/run.zarr", "/mnt/run", read_only=True) as mnt:
+        xarray.open_zarr(mnt.path)
+
+    store = nczfs.open_view("/data/ocean.file", present="xarray")  # no FUSE: a zarr store
+"""
 
 __version__ = "0.1.0"
+
+__all__ = ["MountError", "MountWarning", "NczfsError", "UnmountError", "mount", "mounted", "open_view"]
+
+
+def __getattr__(name: str):  # the API loads on first use: `import nczfs` stays cheap for the CLI
+    if name in ("MountError", "MountWarning", "mount", "mounted", "open_view"):
+        from nczfs import api
+
+        return getattr(api, name)
+    if name == "UnmountError":
+        from nczfs.umount import UnmountError
+
+        return UnmountError
+    if name == "NczfsError":
+        from nczfs.errors import NczfsError
+
+        return NczfsError
+    raise AttributeError(f"module 'nczfs' has no attribute {name!r}")

@@ -18,7 +18,6 @@ import time
 import nczfs
 from nczfs.config import (
     OPTION_HELP,
-    XATTR_SYNC,
     MountConfig,
     default_metadata_ttl,
     metrics_address,
@@ -28,11 +27,12 @@ from nczfs.config import (
     source_values,
     validate_mode,
 )
-from nczfs import busy, logs
+from nczfs import logs
 from nczfs.control import NotAnNczfsMount, read_control
 from nczfs.errors import SourceError
 from nczfs.mounts import kernel_path, topmost
 from nczfs.source import parse_source
+from nczfs.umount import UnmountError, store_pending, terminal, unmount
 
 log = logging.getLogger("nczfs")
 
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--systemd", action="store_true",
                    help="for a Type=notify unit: stay attached, report readiness over $NOTIFY_SOCKET, "
                         "log to stderr with journal priority prefixes")
+    m.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)  # nczfs.mounted()
     m.add_argument("-r", "--read-only", action="store_true", help="refuse every write with EROFS")
     m.add_argument("-v", "--verbose", action="count", default=0,
                    help="log more: -v debug, -vv trace (every request)")
@@ -133,6 +134,28 @@ def options_epilog() -> str:
     width = max(len(form) for form, _ in OPTION_HELP)
     lines = [f"  {form:<{width}}  {text}" for form, text in OPTION_HELP]
     return "mount options (-o):\n" + "\n".join(lines) + "\n\nmore: man nczfs; nczfs help"
+
+
+def _daemon_log(config: MountConfig) -> logs.Destination:
+    try:
+        return logs.choose(config.log_file, config.mountpoint, daemon=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write the log file {logs.default_log_file(config.mountpoint)}: "
+                         f"{exc.strerror or exc}; give --log-file") from None
+
+
+def _reporter(fd: int):  # type: ignore[no-untyped-def]
+    """``ready`` and ``warn`` for mount.serve that tell the process waiting on pipe ``fd``:
+    ``warning MSG`` lines, then ``ok`` or ``error MSG``; the pipe is closed once ready."""
+
+    def ready(err: str | None) -> None:
+        os.write(fd, b"ok\n" if err is None else f"error {err}\n".encode())
+        os.close(fd)
+
+    def warn(msg: str) -> None:
+        os.write(fd, f"warning {msg}\n".encode())
+
+    return ready, warn
 
 
 def _check_mountpoint(path: str, nonempty: bool = False) -> str:
@@ -258,6 +281,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
     config = build_config(args)
     from nczfs.mount import serve
 
+    if args.ready_fd is not None:  # started by nczfs.mounted(): the caller waits on the pipe
+        dest = _daemon_log(config)
+        logs.setup(dest, config.log_level, config.log_format, default_file=dest.kind == "file" and not config.log_file)
+        return serve(config, *_reporter(args.ready_fd))
     if config.foreground:
         logs.setup(logs.choose(config.log_file, config.mountpoint, daemon=False, journal=args.systemd),
                    config.log_level, config.log_format)
@@ -274,11 +301,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
         return serve(config, ready, warn)
 
-    try:
-        dest = logs.choose(config.log_file, config.mountpoint, daemon=True)
-    except OSError as exc:
-        raise UsageError(f"cannot write the log file {logs.default_log_file(config.mountpoint)}: "
-                         f"{exc.strerror or exc}; give --log-file") from None
+    dest = _daemon_log(config)
     default_file = dest.kind == "file" and not config.log_file
     rfd, wfd = os.pipe()
     pid = os.fork()
@@ -293,14 +316,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         logs.setup(dest, config.log_level, config.log_format, default_file=default_file)
         status = 1
         try:
-            def ready(err: str | None) -> None:
-                os.write(wfd, b"ok\n" if err is None else f"error {err}\n".encode())
-                os.close(wfd)
-
-            def warn(msg: str) -> None:
-                os.write(wfd, f"warning {msg}\n".encode())
-
-            status = serve(config, ready, warn)
+            status = serve(config, *_reporter(wfd))
         except BaseException:
             log.exception("daemon failed")
         finally:
@@ -324,14 +340,6 @@ def cmd_mount(args: argparse.Namespace) -> int:
     return 1
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def cmd_umount(args: argparse.Namespace) -> int:
     mnt = kernel_path(args.mountpoint)
     pid = None
@@ -349,30 +357,10 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if args.stale_only:
         return 0
     try:
-        os.setxattr(mnt, XATTR_SYNC, b"1")
-    except OSError as exc:
-        # EROFS: the kernel refuses setxattr on a read-only mount, which has no pending writes
-        if pid is not None and exc.errno != errno.EROFS:
-            print(f"nczfs: {mnt}: pending writes could not be stored ({exc.strerror}); not unmounted", file=sys.stderr)
-            return 1
-    res = subprocess.run(["fusermount3", "-u", *(["-z"] if args.lazy else []), mnt], capture_output=True, text=True)
-    if res.returncode != 0:
-        users = busy.processes_using(mnt) if "busy" in res.stderr else []
-        if users:
-            print(f"nczfs: {mnt}: busy, in use by {busy.describe(users)}; close what they hold there, "
-                  f"or 'nczfs umount --lazy {mnt}'", file=sys.stderr)
-        else:
-            print(f"nczfs: {res.stderr.strip() or 'fusermount3 -u failed'}", file=sys.stderr)
+        unmount(mnt, pid, lazy=args.lazy, timeout=args.timeout, progress=terminal())
+    except UnmountError as exc:
+        print(f"nczfs: {exc}", file=sys.stderr)
         return 1
-    if args.lazy:
-        return 0  # detached: the daemon exits once the last file open there is closed
-    if pid is not None:
-        deadline = time.monotonic() + args.timeout
-        while _alive(pid):
-            if time.monotonic() > deadline:
-                print(f"nczfs: daemon {pid} still running after {args.timeout}s", file=sys.stderr)
-                return 1
-            time.sleep(0.05)
     return 0
 
 
@@ -423,11 +411,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if not _is_fuse_mount(mnt):
         raise UsageError(f"{mnt}: not an nczfs mount point")
     try:
-        os.setxattr(mnt, XATTR_SYNC, b"1")
-    except OSError as exc:
-        if exc.errno == errno.EROFS:  # a read-only mount has nothing to store
-            return 0
-        print(f"nczfs: {mnt}: pending writes could not be stored ({exc.strerror}); see the log", file=sys.stderr)
+        store_pending(mnt, terminal())
+    except UnmountError as exc:
+        print(f"nczfs: {exc}; see the log", file=sys.stderr)
         return 1
     return 0
 

@@ -934,6 +934,11 @@ class Filesystem:
             st = FsStats(big, big, 1 << 32, 1 << 32)
         return st
 
+    def pending_bytes(self) -> int:
+        """Bytes of files written and not yet stored (``write.bytes-pending``)."""
+        return sum(n.content.size for n in self.table.by_ino.values()
+                   if n.content is not None and n.content.dirty and not n.detached)
+
     async def flush_all(self, retry_failed: bool = True) -> list[str]:
         """Upload every file with pending writes, :data:`FLUSH_PARALLEL` at once (a stalled store
         costs one round of retries, not one a file); returns the keys that could not be stored.

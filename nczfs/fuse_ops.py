@@ -304,6 +304,7 @@ class Operations(pyfuse3.Operations):
         counters.update(self.fs.write_memory.counters())
         counters.update(self.fs.early.counters())
         counters.update(self.fs.stats)
+        counters["write.bytes-pending"] = self.fs.pending_bytes()
         counters.update((f"fuse.{op}", n) for op, n in self._requests.items())
         counters.update(pyfuse3_trio.WAITS.counters())
         return counters

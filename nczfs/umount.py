@@ -1,0 +1,121 @@
+"""Store a mount's pending writes and unmount it: ``nczfs sync``, ``nczfs umount``, the Python API.
+
+Storing is one request to the daemon (setxattr on the mount root); while it runs, a terminal
+sees what is left to store (the control file's ``write.bytes-pending``) once it has taken more
+than :data:`PROGRESS_AFTER` seconds. Errors are :class:`UnmountError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import TextIO
+
+from nczfs import busy
+from nczfs.config import XATTR_SYNC
+from nczfs.control import NotAnNczfsMount, read_control
+from nczfs.errors import NczfsError
+
+#: seconds a store of pending writes runs before a terminal is shown what is left
+PROGRESS_AFTER = float(os.environ.get("NCZFS_PROGRESS_AFTER", "2"))
+#: seconds between two progress lines
+PROGRESS_EVERY = 0.5
+
+
+class UnmountError(NczfsError):
+    """Pending writes could not be stored, or the mount could not be removed."""
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _pending(mnt: str) -> int | None:
+    try:
+        return read_control(mnt)["counters"].get("write.bytes-pending")
+    except (OSError, NotAnNczfsMount):
+        return None
+
+
+def store_pending(mnt: str, progress: TextIO | None = None) -> None:
+    """Have the daemon store every pending write; ``progress``: a terminal shown what is left."""
+    result: list[BaseException | None] = []
+
+    def request() -> None:
+        try:
+            os.setxattr(mnt, XATTR_SYNC, b"1")
+            result.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            result.append(exc)
+
+    worker = threading.Thread(target=request, name="nczfs sync", daemon=True)
+    worker.start()
+    started, shown = time.monotonic(), False
+    while True:
+        worker.join(PROGRESS_AFTER if not shown else PROGRESS_EVERY)
+        if not worker.is_alive():
+            break
+        if progress is None:
+            continue
+        left = _pending(mnt)
+        if left is not None:
+            progress.write(f"\rnczfs: storing pending writes: {_size(left)} left, {time.monotonic() - started:.0f} s  ")
+            progress.flush()
+            shown = True
+    if shown and progress is not None:
+        progress.write("\r\033[K")
+        progress.flush()
+    exc = result[0]
+    if exc is None:
+        return
+    if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+        return  # the kernel refuses setxattr on a read-only mount, which has no pending writes
+    if isinstance(exc, OSError):
+        raise UnmountError(f"{mnt}: pending writes could not be stored ({exc.strerror})") from None
+    raise exc
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def terminal() -> TextIO | None:
+    """stderr, if a person watches it."""
+    return sys.stderr if sys.stderr.isatty() else None
+
+
+def unmount(mnt: str, pid: int | None, lazy: bool = False, timeout: float = 60.0,
+            progress: TextIO | None = None) -> None:
+    """Store pending writes, unmount, wait for daemon ``pid`` to exit (``lazy``: detach even if
+    busy, and do not wait: the daemon exits once the last file open there is closed)."""
+    try:
+        store_pending(mnt, progress)
+    except UnmountError as exc:
+        if pid is not None:
+            raise UnmountError(f"{exc}; not unmounted") from None
+    res = subprocess.run(["fusermount3", "-u", *(["-z"] if lazy else []), mnt], capture_output=True, text=True)
+    if res.returncode != 0:
+        users = busy.processes_using(mnt) if "busy" in res.stderr else []
+        if users:
+            raise UnmountError(f"{mnt}: busy, in use by {busy.describe(users)}; close what they hold there, "
+                               f"or 'nczfs umount --lazy {mnt}'")
+        raise UnmountError(res.stderr.strip() or "fusermount3 -u failed")
+    if lazy or pid is None:
+        return
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            raise UnmountError(f"daemon {pid} still running after {timeout}s")
+        time.sleep(0.05)

@@ -1,0 +1,179 @@
+"""nczfs's store stack as a zarr-python store, in process (``nczfs.open_view``).
+
+The stack a mount serves (backend, cache, NCZarr layer: views, validation, consolidation) is
+trio code; it runs on a thread of its own running trio, and zarr's asyncio calls reach it from
+worker threads (``trio.from_thread``). Nothing here touches FUSE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
+
+import trio
+from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
+from zarr.core.buffer import Buffer, BufferPrototype
+
+from nczfs.cache import cached
+from nczfs.config import MountConfig
+from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory
+from nczfs.nczarr.layer import nczarr_layer
+from nczfs.store import open_store
+from nczfs.store.base import ByteRange
+from nczfs.threads import ThreadedStore
+
+
+class _TrioThread:
+    """A thread running trio until stopped; ``call`` runs an async function there."""
+
+    def __init__(self) -> None:
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=trio.run, args=(self._main,), name="nczfs view", daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    async def _main(self) -> None:
+        self.token = trio.lowlevel.current_trio_token()
+        self._stop = trio.Event()
+        self._started.set()
+        await self._stop.wait()
+
+    def call(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        return trio.from_thread.run(fn, *args, trio_token=self.token)
+
+    def stop(self) -> None:
+        trio.from_thread.run_sync(self._stop.set, trio_token=self.token)
+        self._thread.join()
+
+
+class NczfsZarrStore(Store):
+    """A zarr-python store over nczfs's NCZarr layer (see the module doc)."""
+
+    supports_listing = True
+    supports_partial_writes = False
+
+    def __init__(self, config: MountConfig, sync_store, trio_thread: _TrioThread, stack) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(read_only=config.read_only or sync_store.read_only)
+        self.config = config
+        self._sync_store = sync_store
+        self._trio = trio_thread
+        self._stack = stack
+        self._is_open = True  # zarr's flag: nothing more to open
+
+    @classmethod
+    def open(cls, config: MountConfig) -> "NczfsZarrStore":  # type: ignore[override]
+        sync_store = open_store(config)
+        thread = _TrioThread()
+        try:
+            stack = thread.call(_build, sync_store, config)
+        except BaseException:
+            thread.stop()
+            sync_store.close()
+            raise
+        return cls(config, sync_store, thread, stack)
+
+    @property
+    def supports_writes(self) -> bool:  # type: ignore[override]
+        return not self.read_only
+
+    @property
+    def supports_deletes(self) -> bool:  # type: ignore[override]
+        return not self.read_only
+
+    def problems(self) -> list[str]:
+        """What is wrong with the medium itself (as ``nczfs validate`` reports it)."""
+        return self._sync_store.problems()
+
+    async def _call(self, name: str, *args: Any) -> Any:
+        method = getattr(self._stack, name)
+        return await asyncio.to_thread(self._trio.call, method, *args)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return f"NczfsZarrStore({self.config.source.text!r}, present={self.config.present!r})"
+
+    async def _range(self, key: str, byte_range: ByteRequest | None) -> ByteRange | None:
+        if byte_range is None:
+            return None
+        if isinstance(byte_range, RangeByteRequest):
+            return ByteRange(byte_range.start, byte_range.end)
+        if isinstance(byte_range, OffsetByteRequest):
+            return ByteRange(byte_range.offset)
+        if isinstance(byte_range, SuffixByteRequest):
+            size = (await self._call("stat", key)).size
+            return ByteRange(max(0, size - byte_range.suffix))
+        raise TypeError(f"unexpected byte range {byte_range!r}")
+
+    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
+        try:
+            data = await self._call("get", key, await self._range(key, byte_range))
+        except (KeyNotFound, IsADirectory, NotADirectory):
+            return None
+        return prototype.buffer.from_bytes(bytes(data))
+
+    async def get_partial_values(self, prototype: BufferPrototype,
+                                 key_ranges: Iterable[tuple[str, ByteRequest | None]]) -> list[Buffer | None]:
+        return [await self.get(key, prototype, rng) for key, rng in key_ranges]
+
+    async def exists(self, key: str) -> bool:
+        try:
+            entry = await self._call("entry", key)
+        except (KeyNotFound, NotADirectory):
+            return False
+        return entry is not None and not entry.is_dir
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        await self._call("set", key, value.to_bytes())
+
+    async def delete(self, key: str) -> None:
+        self._check_writable()
+        try:
+            await self._call("delete", key)
+        except KeyNotFound:
+            pass
+
+    async def list(self) -> AsyncIterator[str]:
+        for key in await self._call("list_prefix", ""):
+            yield key
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        folder = prefix.rstrip("/") if prefix.endswith("/") else prefix.rpartition("/")[0]
+        try:
+            keys = await self._call("list_prefix", folder)
+        except (KeyNotFound, NotADirectory):
+            return
+        for key in keys:
+            if key.startswith(prefix):
+                yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        try:
+            entries = await self._call("list_dir", prefix.rstrip("/"))
+        except (KeyNotFound, NotADirectory):
+            return
+        for entry in entries:
+            yield entry.name
+
+    def close(self) -> None:
+        """Store what was written, then stop the store's thread (idempotent)."""
+        if self._trio is None:
+            return
+        try:
+            self._trio.call(self._stack.sync)
+            self._trio.call(self._stack.close)
+        finally:
+            self._trio.stop()
+            self._trio = None  # type: ignore[assignment]
+            self._sync_store.close()
+        super().close()
+
+
+async def _build(sync_store, config: MountConfig):  # type: ignore[no-untyped-def]
+    return nczarr_layer(cached(ThreadedStore(sync_store), config), config)

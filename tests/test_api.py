@@ -1,0 +1,109 @@
+"""The Python API: ``nczfs.mounted`` (a real mount, no fork of the caller) and
+``nczfs.open_view`` (the views and validation in process, no FUSE), driven by zarr and xarray."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import zarr
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+
+import nczfs
+from tests.helpers import is_mounted
+
+xr = pytest.importorskip("xarray")
+
+
+@pytest.fixture
+def v1(corpus, tmp_path):
+    """netCDF-C 4.8.0's NCZarr V1 flavor: neither zarr-python nor xarray reads it as stored."""
+    dst = tmp_path / "v1.file"
+    shutil.copytree(corpus / "handmade" / "v1.file", dst)
+    return dst
+
+
+def test_open_view_serves_a_view_to_xarray_and_zarr_without_fuse(v1):
+    with pytest.raises(Exception):
+        xr.open_zarr(v1, consolidated=False)  # as stored: no .zgroup, no .zarray
+    mounts_before = open("/proc/self/mounts").read()
+    store = nczfs.open_view(str(v1), present="xarray", read_only=True)
+    try:
+        ds = xr.open_zarr(store, consolidated=False)
+        assert ds["v"].dims == ("x", "y")
+        np.testing.assert_array_equal(ds["v"].values, [[1, 2, 3], [4, 5, 6]])
+        assert ds["v"].attrs["units"] == "m" and int(ds.attrs["n"]) == 7
+        group = zarr.open_group(store, mode="r")
+        np.testing.assert_array_equal(group["g/w"][:], [[1, 2], [3, 4]])
+        assert store.problems() == []
+    finally:
+        store.close()
+    assert open("/proc/self/mounts").read() == mounts_before
+
+
+def test_open_view_validates_and_stores_writes(corpus, tmp_path):
+    root = tmp_path / "z.file"
+    shutil.copytree(corpus / "handmade" / "zarr.file", root)
+    store = nczfs.open_view(str(root))
+    try:
+        proto = default_buffer_prototype()
+        with pytest.raises(nczfs.NczfsError, match="bad/.zarray"):
+            sync(store.set("bad/.zarray", proto.buffer.from_bytes(b'{"zarr_format": 2, "shape": "x"}')))
+        assert not (root / "bad" / ".zarray").exists()
+        a = zarr.create_array(store, name="new", shape=(4,), chunks=(2,), dtype="i4", zarr_format=2)
+        a[:] = np.arange(4)
+        assert sync(store.exists("new/.zarray")) and not sync(store.exists("new"))
+        assert sorted(sync(_collect(store.list_dir("new/")))) == [".zarray", ".zattrs", "0", "1"]
+        assert sorted(sync(_collect(store.list_prefix("new/")))) == ["new/.zarray", "new/.zattrs", "new/0", "new/1"]
+    finally:
+        store.close()
+    assert (root / "new" / ".zarray").is_file()
+    np.testing.assert_array_equal(zarr.open_array(root / "new", mode="r")[:], np.arange(4))
+
+
+async def _collect(it):
+    return [x async for x in it]
+
+
+@pytest.mark.fuse
+def test_mounted_makes_a_mount_xarray_writes_through_and_unmounts_on_exit(tmp_path):
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    data = xr.Dataset({"t": (("x",), np.arange(5, dtype="f4"))})
+    with nczfs.mounted(str(src), mnt, log_file=str(tmp_path / "log")) as m:
+        assert is_mounted(mnt) and m.path == mnt
+        assert m.pid != os.getpid() and os.getppid() != m.pid
+        with open(f"/proc/{m.pid}/cmdline", "rb") as f:
+            assert b"\0-m\0nczfs\0mount\0" in f.read()  # a new interpreter, not a fork of this one
+        data.to_zarr(m.path / "d.zarr", zarr_format=2, consolidated=False)
+        assert xr.open_zarr(m.path / "d.zarr", consolidated=False)["t"].values.tolist() == [0, 1, 2, 3, 4]
+        assert m.stats()["fuse.write"] >= 1 and m.log == str(tmp_path / "log")
+        m.sync()
+        pid = m.pid
+    assert not is_mounted(mnt) and not os.path.exists(f"/proc/{pid}")
+    assert xr.open_zarr(src / "d.zarr", consolidated=False)["t"].values.tolist() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.fuse
+def test_mounted_raises_errors_as_exceptions(tmp_path):
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    with pytest.raises(nczfs.MountError, match="is not a directory"):
+        with nczfs.mounted(str(tmp_path / "missing"), mnt):
+            pass
+    with pytest.raises(nczfs.MountError, match="-o frobnicate: unknown mount option"):
+        with nczfs.mounted(str(src), mnt, frobnicate=True):
+            pass
+    (mnt / "x").write_text("")
+    with pytest.raises(nczfs.MountError, match="not empty"):
+        with nczfs.mounted(str(src), mnt):
+            pass
+    with nczfs.mounted(str(src), mnt, nonempty=True, read_only=True, log_file=str(tmp_path / "log")) as m:
+        with pytest.raises(OSError):
+            (m.path / "y").write_text("")
+    assert not is_mounted(mnt)
