@@ -133,7 +133,15 @@ def source_options(p: argparse.ArgumentParser) -> None:
 def options_epilog() -> str:
     width = max(len(form) for form, _ in OPTION_HELP)
     lines = [f"  {form:<{width}}  {text}" for form, text in OPTION_HELP]
-    return "mount options (-o):\n" + "\n".join(lines) + "\n\nmore: man nczfs; nczfs help"
+    return "mount options (-o):\n" + "\n".join(lines) + f"\n\nmore: man nczfs; the documents in {docs_dir()}"
+
+
+def docs_dir() -> str:
+    """Where the package installed README.md and docs/ (pyproject's data-files), else the checkout's."""
+    installed = os.path.join(sys.prefix, "share", "doc", "nczfs")
+    if os.path.isdir(installed):
+        return installed + "/"
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs") + "/"
 
 
 def _daemon_log(config: MountConfig) -> logs.Destination:

@@ -8,6 +8,12 @@ from tests.helpers import DirectoryBackend, S3Backend, ZipBackend, mounted
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 
+# Every nczfs a test starts (python -m nczfs, mount(8) through /usr/local/bin/nczfs, whichever
+# checkout's virtualenv that links, nczfs.mounted) runs this checkout's code: scripts/install.sh
+# installs a wheel, which is the code as it was at the last install.
+_ROOT = str(Path(__file__).resolve().parents[1])
+os.environ["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
+
 
 def pytest_collection_modifyitems(config, items):
     if os.path.exists("/dev/fuse") and shutil.which("fusermount3"):

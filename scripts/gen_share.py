@@ -1,0 +1,85 @@
+"""Write the man page and the bash/zsh completions from nczfs's argparse parser.
+
+    .venv/bin/python scripts/gen_share.py      # after changing a command or option
+
+They are committed under share/ and installed with the package (pyproject's data-files);
+tests/test_packaging.py checks they match the parser.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: each generated file, relative to the repository, as pyproject installs it below the prefix
+OUTPUTS = {
+    "man": Path("share/man/man1/nczfs.1"),
+    "bash": Path("share/bash-completion/completions/nczfs"),
+    "zsh": Path("share/zsh/site-functions/_nczfs"),
+}
+
+EXTRA = """[EXAMPLES]
+.nf
+nczfs mount s3://climate/runs/ocean.zarr /mnt/ocean \\-o ro,endpoint_url=https://s3.example.org
+nczfs mount /srv/data/ocean.zarr.zip /mnt/ocean \\-\\-present netcdf\\-4.9
+mount \\-t fuse.nczfs /srv/data/run42.file /mnt/run42 \\-o allow_other,umask=002
+nczfs stats /mnt/ocean; nczfs log\\-level /mnt/ocean debug; nczfs umount /mnt/ocean
+.fi
+
+[FILES]
+.TP
+.B /var/log/nczfs/MOUNTPOINT.log, $XDG_STATE_HOME/nczfs/MOUNTPOINT.log
+where a daemon logs when given no \\-\\-log\\-file and nothing listens on /dev/log (root, other users)
+.TP
+.B MOUNTPOINT/.nczfs
+the daemon's pid, log and counters as JSON (what nczfs stats \\-\\-json prints)
+
+[SEE ALSO]
+.BR fusermount3 (1),
+.BR mount.fuse3 (8),
+.BR fstab (5),
+.BR ncdump (1).
+The documents installed in PREFIX/share/doc/nczfs/ (README.md, docs/OPERATIONS.md,
+docs/SEMANTICS.md, docs/API.md); the systemd units in PREFIX/share/nczfs/systemd/.
+"""
+
+
+def generate() -> dict[str, str]:
+    import shtab
+    from argparse_manpage.manpage import Manpage
+
+    import nczfs
+    from nczfs.cli import _parser
+
+    from nczfs.config import OPTION_HELP
+
+    options = "[MOUNT OPTIONS]\nGiven as -o OPT[,OPT...] to nczfs mount, mount(8) or in fstab.\n" + "".join(
+        f".TP\n.B {form}\n{text}\n" for form, text in OPTION_HELP)
+    include = ROOT / "build" / "nczfs-man-include.txt"
+    include.parent.mkdir(exist_ok=True)
+    include.write_text(options.replace("-", "\\-") + "\n" + EXTRA)
+    man = Manpage(_parser(), _data={
+        "project_name": "nczfs", "version": nczfs.__version__, "date": f"nczfs {nczfs.__version__}",
+        "manual_title": "nczfs manual", "manual_section": 1, "include": str(include),
+        "description": "mount NCZarr and Zarr stores as a directory tree",
+    })
+    return {
+        "man": str(man).rstrip("\n") + "\n",
+        "bash": shtab.complete(_parser(), shell="bash"),
+        "zsh": shtab.complete(_parser(), shell="zsh"),
+    }
+
+
+def main() -> None:
+    for kind, text in generate().items():
+        path = ROOT / OUTPUTS[kind]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {OUTPUTS[kind]}")
+
+
+if __name__ == "__main__":
+    main()
