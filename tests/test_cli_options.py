@@ -105,3 +105,12 @@ def test_inspect_and_validate_reach_s3_through_endpoint_url(s3_server):
     assert "short t(x) ;" in res.stdout
     res = run_nczfs("validate", backend.source, "-o", f"endpoint_url={s3_server.endpoint}")
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_the_readme_option_table_lists_every_o_option():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("| `-o` option | meaning |", 1)[1].split("\n\n", 1)[0]
+    for form, text in OPTION_HELP:
+        assert f"| `{form.replace(', ', '`, `')}` | {text.replace('|', '/')} |" in table, form

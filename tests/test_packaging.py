@@ -129,3 +129,20 @@ def test_install_links_replace_only_links_into_nczfs_virtualenvs(tmp_path):
     assert os.readlink(link) == "/usr/bin/true" and "(it points to /usr/bin/true)" in res.stderr
     res = _link_only(prefix, NCZFS_FORCE_LINK="1")
     assert os.readlink(link) == str(ours)
+
+
+def test_the_containerfile_builds_from_the_debian_packages_install_sh_names():
+    """The image's build stage installs what install.sh installs for the runtime (it cannot be
+    built here: no container registry), and the README says how to run it."""
+    import re
+
+    install = (ROOT / "scripts" / "install.sh").read_text()
+    runtime = set(re.search(r"apt_pkgs=\(([^)]*)\)", install).group(1).split())
+    container = (ROOT / "Containerfile").read_text()
+    stages = container.split("\nFROM ")[1:]
+    assert len(stages) == 2 and all(s.startswith("docker.io/library/debian:bookworm") for s in stages)
+    build_pkgs = set(re.search(r"--no-install-recommends \\\n\s+([^\\]+)\\", stages[0]).group(1).split())
+    assert runtime <= build_pkgs, runtime - build_pkgs
+    assert "pip install --no-cache-dir /src" in stages[0] and "fuse3" in stages[1]
+    readme = (ROOT / "README.md").read_text()
+    assert "--device /dev/fuse --cap-add SYS_ADMIN" in readme and "-f Containerfile" in readme
