@@ -85,7 +85,11 @@ class Mount:
 
     def unmount(self, lazy: bool = False, timeout: float = 60.0) -> None:
         """Store pending writes, unmount and wait for the daemon (raises UnmountError)."""
-        if self.process.poll() is not None:
+        status = self.process.poll()
+        if status is not None:  # the daemon died: what it held is gone; the mount is only removed
+            if _is_mounted(self.path):
+                subprocess.run(["fusermount3", "-u", "-z", str(self.path)], capture_output=True)
+                raise UnmountError(f"{self.path}: the daemon had exited (status {status}); removed its stale mount")
             return
         unmount(str(self.path), self.process.pid, lazy=lazy, timeout=timeout)
         if lazy:
@@ -128,6 +132,12 @@ def mount(source: str, mountpoint: str | os.PathLike, **options: Any) -> Mount:
     if lines and lines[-1].startswith("error "):
         raise MountError(lines[-1][6:])
     raise MountError(said.removeprefix("nczfs: ") or f"the daemon exited with status {status} before the mount was ready")
+
+
+def _is_mounted(path: Path) -> bool:
+    from nczfs.mounts import table
+
+    return any(m.path == str(path) for m in table())
 
 
 def _child_env() -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import warnings
 
 import numpy as np
@@ -111,4 +112,16 @@ def test_mounted_raises_errors_as_exceptions(tmp_path):
     with nczfs.mounted(str(src), mnt, nonempty=True, read_only=True, log_file=str(tmp_path / "log")) as m:
         with pytest.raises(OSError):
             (m.path / "y").write_text("")
+    assert not is_mounted(mnt)
+
+
+@pytest.mark.fuse
+def test_mounted_whose_daemon_died_removes_the_stale_mount_and_says_so(tmp_path):
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    with pytest.raises(nczfs.UnmountError, match="the daemon had exited"):
+        with nczfs.mounted(str(src), mnt, log_file=str(tmp_path / "log")) as m:
+            os.kill(m.pid, signal.SIGKILL)
+            m.process.wait()
     assert not is_mounted(mnt)
