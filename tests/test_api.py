@@ -21,6 +21,14 @@ xr = pytest.importorskip("xarray")
 
 
 @pytest.fixture
+def dirs(tmp_path):
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    return src, mnt
+
+
+@pytest.fixture
 def v1(corpus, tmp_path):
     """netCDF-C 4.8.0's NCZarr V1 flavor: neither zarr-python nor xarray reads it as stored."""
     dst = tmp_path / "v1.file"
@@ -75,10 +83,8 @@ async def _collect(it):
 
 
 @pytest.mark.fuse
-def test_mounted_makes_a_mount_xarray_writes_through_and_unmounts_on_exit(tmp_path):
-    src, mnt = tmp_path / "src", tmp_path / "mnt"
-    src.mkdir()
-    mnt.mkdir()
+def test_mounted_makes_a_mount_xarray_writes_through_and_unmounts_on_exit(dirs, tmp_path):
+    src, mnt = dirs
     data = xr.Dataset({"t": (("x",), np.arange(5, dtype="f4"))})
     with nczfs.mounted(str(src), mnt, log_file=str(tmp_path / "log")) as m:
         assert is_mounted(mnt) and m.path == mnt
@@ -95,10 +101,8 @@ def test_mounted_makes_a_mount_xarray_writes_through_and_unmounts_on_exit(tmp_pa
 
 
 @pytest.mark.fuse
-def test_mounted_raises_errors_as_exceptions(tmp_path):
-    src, mnt = tmp_path / "src", tmp_path / "mnt"
-    src.mkdir()
-    mnt.mkdir()
+def test_mounted_raises_errors_as_exceptions(dirs, tmp_path):
+    src, mnt = dirs
     with pytest.raises(nczfs.MountError, match="is not a directory"):
         with nczfs.mounted(str(tmp_path / "missing"), mnt):
             pass
@@ -116,10 +120,8 @@ def test_mounted_raises_errors_as_exceptions(tmp_path):
 
 
 @pytest.mark.fuse
-def test_mounted_whose_daemon_died_removes_the_stale_mount_and_says_so(tmp_path):
-    src, mnt = tmp_path / "src", tmp_path / "mnt"
-    src.mkdir()
-    mnt.mkdir()
+def test_mounted_whose_daemon_died_removes_the_stale_mount_and_says_so(dirs, tmp_path):
+    src, mnt = dirs
     with pytest.raises(nczfs.UnmountError, match="the daemon had exited"):
         with nczfs.mounted(str(src), mnt, log_file=str(tmp_path / "log")) as m:
             os.kill(m.pid, signal.SIGKILL)
