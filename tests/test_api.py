@@ -16,16 +16,9 @@ from zarr.core.sync import sync
 
 import nczfs
 from tests.helpers import is_mounted
+from tests.test_cli import dirs  # noqa: F401 - the fixture: src and mnt folders
 
 xr = pytest.importorskip("xarray")
-
-
-@pytest.fixture
-def dirs(tmp_path):
-    src, mnt = tmp_path / "src", tmp_path / "mnt"
-    src.mkdir()
-    mnt.mkdir()
-    return src, mnt
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.test_cli import dirs  # noqa: F401 - the fixture: src and mnt folders
 from tests.helpers import NCZFS, DirectoryBackend, is_mounted, mounted, run_nczfs, unmount
 
 
@@ -19,17 +20,15 @@ def _mount_entry(mnt) -> list[str]:
 
 
 @pytest.fixture
-def dirs(tmp_path):
-    src, mnt = tmp_path / "src", tmp_path / "mnt"
-    src.mkdir()
-    mnt.mkdir()
-    (src / "a").write_bytes(b"abc")
-    return src, mnt
+def src_a(dirs):
+    """src (holding a file ``a``) and mnt."""
+    (dirs[0] / "a").write_bytes(b"abc")
+    return dirs
 
 
 @pytest.mark.fuse
-def test_a_non_empty_mount_point_is_refused_unless_nonempty(dirs, tmp_path):
-    src, mnt = dirs
+def test_a_non_empty_mount_point_is_refused_unless_nonempty(src_a, tmp_path):
+    src, mnt = src_a
     (mnt / "hidden").write_text("x")
     res = run_nczfs("mount", str(src), str(mnt), "--log-file", str(tmp_path / "log"))
     assert res.returncode == 2 and not is_mounted(mnt)
@@ -40,8 +39,8 @@ def test_a_non_empty_mount_point_is_refused_unless_nonempty(dirs, tmp_path):
 
 
 @pytest.mark.fuse
-def test_the_mount_table_shows_source_absolute_and_ro_for_read_only_backends(dirs, tmp_path):
-    src, mnt = dirs
+def test_the_mount_table_shows_source_absolute_and_ro_for_read_only_backends(src_a, tmp_path):
+    src, mnt = src_a
     res = subprocess.run([*NCZFS, "mount", "src", "mnt",
                           "--log-file", "log"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
@@ -65,8 +64,8 @@ def test_the_mount_table_shows_source_absolute_and_ro_for_read_only_backends(dir
 
 
 @pytest.mark.fuse
-def test_a_busy_umount_names_the_processes_and_lazy_detaches(dirs, tmp_path):
-    src, mnt = dirs
+def test_a_busy_umount_names_the_processes_and_lazy_detaches(src_a, tmp_path):
+    src, mnt = src_a
     with mounted(DirectoryBackend(src), mnt) as m:
         holder = subprocess.Popen(["sleep", "300"], cwd=m.path)
         try:
@@ -91,8 +90,8 @@ def test_a_busy_umount_names_the_processes_and_lazy_detaches(dirs, tmp_path):
         assert not os.path.exists(f"/proc/{pid}"), "the daemon outlived its last user"
 
 
-def test_memory_bounds_larger_than_the_machine_are_refused(dirs):
-    src, mnt = dirs
+def test_memory_bounds_larger_than_the_machine_are_refused(src_a):
+    src, mnt = src_a
     for args in (["--cache-size", "1T"], ["-o", "write_memory=1T"]):
         res = run_nczfs("mount", str(src), str(mnt), *args)
         assert res.returncode == 2 and "more than this machine's memory (" in res.stderr, res.stderr
