@@ -104,7 +104,7 @@ def _rows(path: str) -> list[tuple[Any, Any, Any, Any]]:
     try:
         import fastparquet
     except ImportError:
-        raise SourceError("parquet references need fastparquet (pip install 'nczfs[parquet]')") from None
+        raise SourceError("parquet references need fastparquet (pip install fastparquet into nczfs's environment, or install nczfs with its parquet extra: pip install '.[parquet]')") from None
     try:
         df = fastparquet.ParquetFile(path).to_pandas()
     except Exception as exc:  # fastparquet raises many kinds for a damaged file
