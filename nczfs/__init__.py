@@ -10,11 +10,12 @@ The Python API (docs/API.md)::
 
 __version__ = "0.1.0"
 
-__all__ = ["MountError", "MountWarning", "NczfsError", "UnmountError", "mount", "mounted", "open_view"]
+__all__ = ["MountError", "MountWarning", "NczfsError", "UnmountError", "mounted", "open_view"]
 
 
 def __getattr__(name: str):  # the API loads on first use: `import nczfs` stays cheap for the CLI
-    if name in ("MountError", "MountWarning", "mount", "mounted", "open_view"):
+    # (never a name of a submodule: `from nczfs import mount` must import nczfs/mount.py)
+    if name in ("MountError", "MountWarning", "mounted", "open_view"):
         from nczfs import api
 
         return getattr(api, name)

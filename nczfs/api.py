@@ -103,8 +103,9 @@ class Mount:
         return f"<nczfs mount of {self.source} on {self.path}, pid {self.pid}>"
 
 
-def mount(source: str, mountpoint: str | os.PathLike, **options: Any) -> Mount:
-    """Mount ``source`` on ``mountpoint``; returns once the mount answers requests."""
+def start(source: str, mountpoint: str | os.PathLike, **options: Any) -> Mount:
+    """Mount ``source`` on ``mountpoint``; returns once the mount answers requests (``nczfs.mount``
+    is the module that serves a mount: this is ``nczfs.api.start``)."""
     opts = option_strings(options)
     try:
         parse_options(opts)  # a bad option is refused here, as the command line would
@@ -153,9 +154,9 @@ def _child_env() -> dict[str, str]:
 
 @contextlib.contextmanager
 def mounted(source: str, mountpoint: str | os.PathLike, **options: Any) -> Iterator[Mount]:
-    """``with nczfs.mounted(source, mountpoint, **options) as mnt:`` -- see :func:`mount`;
+    """``with nczfs.mounted(source, mountpoint, **options) as mnt:`` -- see :func:`start`;
     on leaving, pending writes are stored and the mount is removed."""
-    m = mount(source, mountpoint, **options)
+    m = start(source, mountpoint, **options)
     try:
         yield m
     finally:

@@ -32,6 +32,7 @@ from nczfs.nczarr.validate import numcodecs_ids
 from nczfs.notify import notify, status
 from nczfs.source import absolute_text
 from nczfs.store import open_store
+from nczfs.store.base import SyncStore
 from nczfs.threads import ThreadedStore, run_blocking
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def serve(config: MountConfig, ready: Ready, warn: Callable[[str], None] | None 
             exporter.close()
 
 
-def _serve_store(config: MountConfig, ready: Ready, sync_store, exporter) -> int:
+def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, exporter: Exporter | None) -> int:
     store = nczarr_layer(cached(ThreadedStore(sync_store), config), config)
     fs = Filesystem(
         store,
@@ -140,8 +141,9 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store, exporter) -> int
     return 0
 
 
-async def _serve(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operations, exporter) -> list[str]:
-    if exporter is not None:
+async def _serve(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operations | None = None,
+                 exporter: Exporter | None = None) -> list[str]:
+    if exporter is not None and ops is not None:
         exporter.source = trio_counters(ops.counters, trio.lowlevel.current_trio_token())
     async with trio.open_nursery() as nursery:
         flushed = trio.Event()  # by a signal: what failed then is not tried again below

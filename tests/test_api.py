@@ -120,3 +120,14 @@ def test_mounted_whose_daemon_died_removes_the_stale_mount_and_says_so(dirs, tmp
             os.kill(m.pid, signal.SIGKILL)
             m.process.wait()
     assert not is_mounted(mnt)
+
+
+def test_the_api_names_shadow_no_submodule():
+    """``from nczfs import mount`` is the module serving a mount, not an API function (a name
+    clash broke it: the package's lazy attributes answered first)."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", "from nczfs import mount; print(type(mount).__name__, mount.__name__)"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.stdout.split() == ["module", "nczfs.mount"], res.stdout + res.stderr

@@ -912,10 +912,11 @@ def test_bad_cache_size_is_refused(bad):
     (["s3://bucket/p", "--metadata-ttl", "7"], 7.0),
     ([str(DATA), "-o", "metadata_ttl=0"], 0.0),
 ])
-def test_metadata_ttl_default_depends_on_the_backend(argv, ttl):
+def test_metadata_ttl_default_depends_on_the_backend(argv, ttl, tmp_path):
     from nczfs.cli import _parser, build_config
 
-    args = _parser().parse_args(["mount", argv[0], "/mnt", *argv[1:]])
+    # an empty mount point of the test's own (/mnt need not be empty: refused without -o nonempty)
+    args = _parser().parse_args(["mount", argv[0], str(tmp_path), *argv[1:]])
     assert build_config(args).metadata_ttl == ttl
 
 
@@ -945,12 +946,12 @@ def test_direct_io_option():
         parse_options(["direct_io=1"])
 
 
-def test_cache_size_flag():
+def test_cache_size_flag(tmp_path):
     from nczfs.cli import _parser, build_config
 
-    args = _parser().parse_args(["mount", "s3://bucket/p", "/mnt", "--cache-size", "256M"])
+    args = _parser().parse_args(["mount", "s3://bucket/p", str(tmp_path), "--cache-size", "256M"])
     assert build_config(args).cache_size == 256 * 1024 * KiB
-    assert build_config(_parser().parse_args(["mount", "s3://bucket/p", "/mnt"])).cache_size is None
+    assert build_config(_parser().parse_args(["mount", "s3://bucket/p", str(tmp_path)])).cache_size is None
 
 
 def test_default_cache_size_is_bounded():
