@@ -50,6 +50,8 @@ OPTION_HELP = (
     ("zip_layout=netcdf|flat", "zip: the layout of a new archive (default netcdf)"),
     ("validate=strict|warn|off", "check metadata written through the mount (--validate)"),
     ("present=VIEW", "show datasets as as-stored, netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray"),
+    ("transcode=auto|none|zlib|off", "views: chunks the reader cannot decode shown decoded (auto), all "
+                                     "decoded, re-encoded with zlib, or their arrays hidden"),
     ("allow_root=DIR", "reference sets: local targets may lie below DIR (--allow-root)"),
     ("rw, nofail, _netdev, x-*, ...", "mount(8)'s generic options: ignored"),
 )

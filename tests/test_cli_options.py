@@ -33,7 +33,8 @@ def test_every_o_option_is_listed_by_mount_help_with_a_line_of_help():
                "cache_dir_size": "1G", "write_memory": "1M", "prefetch_siblings": "1", "list_tree_keys": "1",
                "read_ahead_kb": "1", "log_file": "/tmp/l", "log_level": "info", "log_format": "json",
                "metrics": "9100", "endpoint_url": "http://h", "url": "http://h", "profile": "p", "region": "r",
-               "zip_layout": "flat", "validate": "warn", "present": "xarray", "allow_root": "/tmp"}
+               "zip_layout": "flat", "validate": "warn", "present": "xarray", "allow_root": "/tmp",
+               "transcode": "zlib"}
     for key in _documented_keys():
         if key in IGNORED_OPTIONS or key in ("x-*", "..."):
             continue
@@ -113,4 +114,5 @@ def test_the_readme_option_table_lists_every_o_option():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     table = readme.split("| `-o` option | meaning |", 1)[1].split("\n\n", 1)[0]
     for form, text in OPTION_HELP:
-        assert f"| `{form.replace(', ', '`, `')}` | {text.replace('|', '/')} |" in table, form
+        cell = form.replace(", ", "`, `").replace("|", "\\|")  # a | in a table cell is written \|
+        assert f"| `{cell}` | {text.replace('|', '/')} |" in table, form
