@@ -3,7 +3,8 @@
 Destinations, first that applies: ``--log-file``; stderr (``-f``; ``--systemd`` with journal
 priority prefixes); the journal/syslog through ``/dev/log`` when a daemon finds it listening;
 else a default file, ``/var/log/nczfs/MOUNT.log`` for root or
-``$XDG_STATE_HOME/nczfs/MOUNT.log`` (``~/.local/state``) for other users. Never nowhere.
+``$XDG_STATE_HOME/nczfs/MOUNT.log`` (``~/.local/state``) for other users, or in
+``$NCZFS_LOG_DIR``. Never nowhere.
 
 Levels: error, warning, info (default), debug (``-v``), trace (``-vv``, ``--debug``: also
 every FUSE request, and pyfuse3's and trio's own debug lines). A running daemon changes level
@@ -56,8 +57,11 @@ def parse_level(value: str) -> str:
 
 
 def default_log_file(mountpoint: str) -> str:
-    """The log file of a daemon given no --log-file where /dev/log does not listen."""
-    if os.geteuid() == 0:
+    """The log file of a daemon given no --log-file where /dev/log does not listen
+    (``$NCZFS_LOG_DIR`` chooses its folder, as mountpoint-s3's --log-directory)."""
+    if os.environ.get("NCZFS_LOG_DIR"):
+        base = os.environ["NCZFS_LOG_DIR"]
+    elif os.geteuid() == 0:
         base = "/var/log/nczfs"
     else:
         base = os.path.join(os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "nczfs")

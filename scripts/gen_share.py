@@ -32,7 +32,8 @@ nczfs stats /mnt/ocean; nczfs log\\-level /mnt/ocean debug; nczfs umount /mnt/oc
 [FILES]
 .TP
 .B /var/log/nczfs/MOUNTPOINT.log, $XDG_STATE_HOME/nczfs/MOUNTPOINT.log
-where a daemon logs when given no \\-\\-log\\-file and nothing listens on /dev/log (root, other users)
+where a daemon logs when given no \\-\\-log\\-file and nothing listens on /dev/log (root, other users;
+$NCZFS_LOG_DIR chooses another folder)
 .TP
 .B MOUNTPOINT/.nczfs
 the daemon's pid, log and counters as JSON (what nczfs stats \\-\\-json prints)

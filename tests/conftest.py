@@ -24,6 +24,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _default_log_dir(tmp_path_factory):
+    """Daemons started without --log-file log into the session's folder, not /var/log/nczfs."""
+    os.environ["NCZFS_LOG_DIR"] = str(tmp_path_factory.mktemp("nczfs-logs"))
+    yield
+    os.environ.pop("NCZFS_LOG_DIR", None)
+
+
 @pytest.fixture
 def corpus() -> Path:
     if not CORPUS.is_dir():

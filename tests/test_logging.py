@@ -162,14 +162,14 @@ def _mount_script(src, mnt, *args: str, syslog: str = "/nonexistent/dev-log") ->
 @pytest.mark.fuse
 def test_daemon_without_dev_log_logs_to_a_default_file_named_at_mount_and_in_stats(src, tmp_path):
     """No /dev/log and no --log-file: a file under /var/log/nczfs/ (root), never nowhere."""
-    from nczfs.logs import default_log_file
 
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    expected = default_log_file(str(mnt))
-    assert expected == "/var/log/nczfs/" + str(mnt).strip("/").replace("/", "-") + ".log"
+    expected = "/var/log/nczfs/" + str(mnt).strip("/").replace("/", "-") + ".log"
+    env = {k: v for k, v in os.environ.items() if k != "NCZFS_LOG_DIR"}  # conftest's folder: not here
     try:
-        res = subprocess.run([sys.executable, "-c", _mount_script(src, mnt)], capture_output=True, text=True, timeout=60)
+        res = subprocess.run([sys.executable, "-c", _mount_script(src, mnt)], capture_output=True, text=True, timeout=60,
+                             env=env)
         assert res.returncode == 0 and is_mounted(mnt), res.stderr
         assert res.stderr.strip() == f"nczfs: logging to {expected}"
         (mnt / "d" / "a").read_bytes()
@@ -186,6 +186,10 @@ def test_daemon_without_dev_log_logs_to_a_default_file_named_at_mount_and_in_sta
 
 def test_default_log_file_of_other_users_is_under_xdg_state_home(monkeypatch, tmp_path):
     from nczfs import logs
+
+    monkeypatch.setenv("NCZFS_LOG_DIR", str(tmp_path / "logs"))
+    assert logs.default_log_file("/mnt/x") == str(tmp_path / "logs" / "mnt-x.log")
+    monkeypatch.delenv("NCZFS_LOG_DIR")
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
