@@ -1073,7 +1073,7 @@ class CachingStore(WrapperStore):
 
 #: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
 #: archive is already in the kernel's page cache)
-BYTE_CACHED_BACKENDS = frozenset({"s3", "reference"})
+BYTE_CACHED_BACKENDS = frozenset({"s3", "gcs", "azure", "http", "reference"})
 
 
 def cached(store, config) -> CachingStore:

@@ -65,8 +65,12 @@ class MountConfig:
     endpoint_url: str | None = None
     profile: str | None = None
     region: str | None = None
-    #: S3: send unsigned (anonymous) requests
+    #: S3, GCS, Azure: send unsigned (anonymous) requests (-o anon, --no-sign-request)
     no_sign_request: bool = False
+    #: GCS: the credentials file (service-account key or gcloud's application-default credentials)
+    google_application_credentials: str | None = None
+    #: Azure: the storage account (else the URL's, or AZURE_STORAGE_ACCOUNT_NAME)
+    azure_storage_account: str | None = None
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
     validate: str = "strict"
     #: metadata flavor shown: "as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1" or "xarray"
@@ -149,8 +153,12 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))  # type: ignore[misc]
             elif key in ("endpoint_url", "profile", "region") and eq and value:
                 out[key] = value
-            elif key == "no_sign_request" and not eq:
+            elif key in ("no_sign_request", "anon") and not eq:
                 out["no_sign_request"] = True
+            elif key == "google_application_credentials" and eq and value:
+                out[key] = os.path.abspath(value)
+            elif key == "azure_storage_account" and eq and value:
+                out[key] = value
             elif key == "zip_layout" and value in ("flat", "netcdf"):
                 out["zip_layout"] = value
             elif key == "validate" and eq:
@@ -196,7 +204,7 @@ SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:
-    return SHORT_TTL if backend == "s3" and not read_only else LONG_TTL
+    return SHORT_TTL if backend in ("s3", "gcs", "azure") and not read_only else LONG_TTL
 
 
 def validate_mode(value: str) -> str:

@@ -11,6 +11,8 @@ if [ "${1:-}" = "--test" ]; then
     extra=test
     apt_pkgs+=(rsync netcdf-bin tar diffutils findutils zip unzip)
     apt_pkgs+=(systemd mount util-linux passwd)  # systemd-analyze verify; mount -T; setpriv; useradd
+    apt_pkgs+=(openssl iproute2 nginx-core)  # test certificates; a sealed network namespace; a web server
+    command -v npm >/dev/null || apt_pkgs+=(nodejs npm)  # Azurite, the Azure Blob emulator (npm)
 fi
 
 missing=()
@@ -32,6 +34,11 @@ if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extra
     exit 1
 fi
 .venv/bin/python -c "import nczfs, pyfuse3, trio" 
+if [ "$extra" = test ] && [ ! -x .venv/azurite/node_modules/.bin/azurite-blob ]; then
+    # 3.35 is the last Azurite that runs on Debian 12's nodejs 18
+    npm install --silent --no-audit --no-fund --prefix .venv/azurite azurite@3.35.0 >.venv/npm.log 2>&1 \
+        || { cat .venv/npm.log; echo "npm install azurite failed" >&2; exit 1; }
+fi
 # mount(8) / fstab / systemd find the program as `nczfs` on the system PATH (via mount.fuse3)
 ln -sfn "$(pwd)/.venv/bin/nczfs" /usr/local/bin/nczfs
 echo "nczfs installed in $(pwd)/.venv ($(.venv/bin/nczfs --version))"

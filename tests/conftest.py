@@ -47,6 +47,38 @@ def s3_server(tmp_path_factory):
                 os.environ[k] = v
 
 
+def _serving(server):
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory):
+    """One fake-gcs-server (behind its XML adapter, tests/gcsserver.py) for the whole session."""
+    from tests.gcsserver import FakeGCS
+
+    yield from _serving(FakeGCS(tmp_path_factory.mktemp("fake-gcs")))
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory):
+    """One Azurite (Azure Blob emulator) for the whole session."""
+    from tests.azurite import Azurite
+
+    yield from _serving(Azurite(tmp_path_factory.mktemp("azurite")))
+
+
+@pytest.fixture(scope="session")
+def web_server(tmp_path_factory):
+    """One nginx serving a directory (``web_server.root``) for the whole session."""
+    from tests.webserver import Nginx
+
+    yield from _serving(Nginx(tmp_path_factory.mktemp("nginx")))
+
+
 @pytest.fixture
 def s3_bucket(s3_server) -> str:
     """A bucket of the test's own (see SeaweedS3.shared_bucket before using many)."""
