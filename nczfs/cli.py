@@ -43,7 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("mount", help="mount SOURCE on MOUNTPOINT")
-    m.add_argument("source", help="a directory, a file:// URL (with #mode=...), ...")
+    m.add_argument("source", help="a directory, a file:// URL (with #mode=...), a zip file, s3://BUCKET/PREFIX "
+                                  "(or any S3 URL netCDF-C takes), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX, "
+                                  "abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX, "
+                                  "https://HOST/PATH/X.zarr (a web server's Zarr, read-only), a reference set")
     m.add_argument("mountpoint")
     m.add_argument("-f", "--foreground", action="store_true", help="stay attached; log to stderr")
     m.add_argument("--systemd", action="store_true",
@@ -52,25 +55,28 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("-r", "--read-only", action="store_true", help="refuse every write with EROFS")
     m.add_argument("-d", "--debug", action="store_true", help="log every request")
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
-                   help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=, ... "
+                   help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=, anon, "
+                        "google_application_credentials=FILE, azure_storage_account=NAME, ... "
                         "(every one in docs/OPERATIONS.md)")
     m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS",
                    help="reuse attributes, listings and missing names this long (default 1 for a "
-                        "writable S3 mount, 60 otherwise)")
+                        "writable S3, GCS or Azure mount, 60 otherwise)")
     m.add_argument("--cache-size", default=None, metavar="BYTES",
                    help="memory for cached object data, e.g. 512M (default: 1/8 of RAM, at most 1G)")
     m.add_argument("--write-memory", default=None, metavar="BYTES",
                    help="memory for pending writes of all files together; past it a file being "
                         "written goes to a temp file, e.g. 256M (default: 1/8 of RAM, at most 1G)")
     m.add_argument("--cache-dir", default=None, metavar="DIR",
-                   help="S3/reference: keep fetched object data in DIR across mounts (default: off)")
+                   help="object stores/reference: keep fetched object data in DIR across mounts (default: off)")
     m.add_argument("--cache-dir-size", default=None, metavar="BYTES",
                    help="bytes --cache-dir may hold, e.g. 50G (default 10G)")
     m.add_argument("--log-file", default=None)
-    m.add_argument("--endpoint-url", default=None, metavar="URL", help="S3: the server's endpoint URL")
+    m.add_argument("--endpoint-url", default=None, metavar="URL",
+                   help="S3, GCS, Azure: the server's endpoint URL (an S3-compatible server, an emulator)")
     m.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
     m.add_argument("--region", default=None, help="S3: the bucket's region")
-    m.add_argument("--no-sign-request", action="store_true", help="S3: anonymous (unsigned) requests")
+    m.add_argument("--no-sign-request", action="store_true",
+                   help="S3, GCS, Azure: anonymous (unsigned) requests, as -o anon (GCS and Azure: read-only)")
     m.add_argument("--validate", default=None, metavar="off|warn|strict",
                    help="check metadata objects written through the mount (default strict: invalid -> EINVAL)")
     m.add_argument("--present", default=None, metavar="VIEW",
