@@ -30,7 +30,7 @@ def s3_server(tmp_path_factory):
     """One SeaweedFS server for the whole session, with AWS CLI style credential files in the environment."""
     from tests.s3server import SeaweedS3
 
-    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"), tls=True)  # also https (a private CA)
     saved = {k: os.environ.get(k) for k in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
                                              "AWS_EC2_METADATA_DISABLED", "AWS_PROFILE")}
     os.environ.update(server.write_aws_files(server.workdir / "aws"))

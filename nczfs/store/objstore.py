@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 import threading
 import time
 from collections import Counter
@@ -49,6 +50,8 @@ from nczfs.store.base import (
 log = logging.getLogger(__name__)
 
 MAX_KEY_BYTES = 1024
+#: keys one listing page holds (S3's, GCS's and Azure's most)
+LIST_PAGE = 1000
 
 #: names of the requests in ``nczfs stats``, by kind (S3 names its own: s3.py)
 GENERIC_OPS = {"get": "GET", "head": "HEAD", "list": "LIST", "put": "PUT", "delete": "DELETE", "copy": "COPY",
@@ -60,9 +63,19 @@ class RangeNotSatisfiable(Exception):
 
 
 def _first_line(exc: BaseException) -> str:
-    """object_store's messages carry a debug dump after the first line: keep the line."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text if len(text) <= 400 else text[:400] + "..."
+    """What went wrong, in one line: the HTTP status and the service's error code and message
+    (S3, GCS and Azure answer ``<Code>``/``<Message>``), else object_store's first line (its
+    messages carry a debug dump after it)."""
+    text = str(exc)
+    status = re.search(r"status code: (\d{3}[^:<]*)", text)
+    if status:
+        code = re.search(r"<Code>([^<]+)</Code>", text)
+        message = re.search(r"<Message>([^<]+)</Message>", text) or re.search(r'"message"\s*:\s*"([^"]+)"', text)
+        line = f"HTTP {status.group(1).strip()}" + (f" {code.group(1)}" if code else "") + (
+            f": {message.group(1).strip()}" if message else "")
+    else:
+        line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return line if len(line) <= 400 else line[:400] + "..."
 
 
 def translate(exc: BaseException, key: str, op: str, service: str) -> NczfsError:
@@ -106,16 +119,22 @@ def _mtime_ns(value: datetime.datetime | None) -> int:
     return int(value.timestamp() * 1e9) if value is not None else time.time_ns()
 
 
+#: seconds one attempt of a request may take in all (an answer trickled a byte at a time is
+#: given up then): 32 MiB, the largest single PUT, at 1 Mbit/s
+REQUEST_TIMEOUT = 300.0
+
+
 def obstore_client_options(endpoint: str | None, ca_file: str | None = None, *, connect_timeout: float = 5,
-                           read_timeout: float = 60, allow_http: bool | None = None) -> dict[str, Any]:
+                           read_timeout: float = 60, request_timeout: float = REQUEST_TIMEOUT,
+                           allow_http: bool | None = None) -> dict[str, Any]:
     """obstore's HTTP client options: timeouts, ``http://`` allowed for an explicit ``http://``
-    endpoint, a private CA's certificate added to the trusted ones. The whole request is
-    bounded by the read timeout per read (a stall) and nothing else: an 8 MiB part on a slow
-    link may take longer than any fixed bound."""
+    endpoint, a private CA's certificate added to the trusted ones. An attempt ends when no
+    byte came for ``read_timeout`` seconds (a stall) or after ``request_timeout`` in all (a
+    server trickling its answer); it is then retried as a connection failure is."""
     opts: dict[str, Any] = {
         "connect_timeout": datetime.timedelta(seconds=connect_timeout),
         "read_timeout": datetime.timedelta(seconds=read_timeout),
-        "timeout": datetime.timedelta(hours=24),
+        "timeout": datetime.timedelta(seconds=request_timeout),
         "pool_idle_timeout": datetime.timedelta(seconds=50),
     }
     if allow_http or (allow_http is None and (endpoint or "").startswith("http://")):
@@ -131,6 +150,12 @@ def retry_config(retries: int = 2, *, retry_timeout: float = 120) -> dict[str, A
     return {"max_retries": retries, "retry_timeout": datetime.timedelta(seconds=retry_timeout),
             "backoff": {"init_backoff": datetime.timedelta(milliseconds=50), "max_backoff": datetime.timedelta(seconds=5),
                         "base": 2}}
+
+
+def _pages(n: int) -> int:
+    """The fewest listing pages that hold ``n`` entries (S3, GCS, Azure: 1,000 to a page):
+    obstore pages by itself and does not say how many requests it sent."""
+    return max(1, -(-n // LIST_PAGE))
 
 
 class ObjectStoreBackend(SyncStore):
@@ -195,6 +220,13 @@ class ObjectStoreBackend(SyncStore):
         return full or None
 
     def _err(self, exc: BaseException, key: str, kind: str) -> NczfsError:
+        """The nczfs error for a failed request; the attempts obstore made (its message says how
+        many it retried) are counted as requests."""
+        retried = re.search(r"after (\d+) retries", str(exc))
+        if retried and int(retried.group(1)):
+            self._count(kind, int(retried.group(1)))
+            with self._count_lock:
+                self._counts["retries-considered"] += int(retried.group(1))
         return translate(exc, key, self.ops[kind], self.service)
 
     def _info(self, key: str, meta: dict) -> ObjectInfo:
@@ -250,11 +282,13 @@ class ObjectStoreBackend(SyncStore):
 
     def _listing(self, prefix: str) -> tuple[str | None, dict]:
         base = self._dir_path(prefix)
-        self._count("list")
         try:
-            return base, obs.list_with_delimiter(self.store, base)
+            page = obs.list_with_delimiter(self.store, base)
         except Exception as exc:
+            self._count("list")
             raise self._err(exc, prefix or "/", "list") from None
+        self._count("list", _pages(len(page["objects"]) + len(page["common_prefixes"])))
+        return base, page
 
     def list_dir(self, prefix: str) -> list[DirEntry]:
         check_prefix(prefix)
@@ -276,12 +310,16 @@ class ObjectStoreBackend(SyncStore):
         base = self._dir_path(prefix)
         try:
             stream = obs.list(self.store, base, chunk_size=chunk_size)
+            first = True
             while True:
-                self._count("list")  # a chunk may span pages: counted as one request at least
                 try:
                     chunk = next(stream)
                 except StopIteration:
+                    if first:
+                        self._count("list")  # the request that found nothing
                     return
+                first = False
+                self._count("list", _pages(len(chunk)))
                 yield chunk
         except NczfsError:
             raise
@@ -297,8 +335,26 @@ class ObjectStoreBackend(SyncStore):
             break
         if len(objects) > limit:
             return None
-        return tree_listings(prefix, ((self._rel(m["path"], base), self._info(join(prefix, self._rel(m["path"], base)), m))
-                                      for m in objects))
+        listed = []
+        for m in objects:
+            rel = self._rel(m["path"], base)
+            # a directory marker ("rel/") is a directory: tree_listings knows keys ending in "/"
+            listed.append((rel + "/" if self._is_marker(m) else rel, self._info(join(prefix, rel), m)))
+        return tree_listings(prefix, listed)
+
+    def _is_marker(self, meta: dict) -> bool:
+        """Is this listed object a directory marker (a key ``path/`` other tools write)? obstore
+        lists ``path/`` as ``path``: an empty object whose HEAD finds nothing under ``path``."""
+        if meta["size"] != 0:
+            return False
+        self._count("head")
+        try:
+            obs.head(self.store, meta["path"])
+        except FileNotFoundError:
+            return True
+        except Exception as exc:
+            raise self._err(exc, meta["path"], "head") from None
+        return False
 
     @staticmethod
     def _usable(name: str, path: str) -> bool:
@@ -318,7 +374,8 @@ class ObjectStoreBackend(SyncStore):
                 except NczfsError:
                     log.debug("object key %r cannot be shown; skipped", meta["path"])
                     continue
-                out.append(key)
+                if not self._is_marker(meta):
+                    out.append(key)
         return sorted(out)
 
     def dir_exists(self, prefix: str) -> bool:

@@ -1,20 +1,25 @@
-"""A prefix of an S3 bucket as a store, through boto3 (blocking; lifted by ThreadedStore).
+"""A prefix of an S3 bucket as a store: obstore for reads, listings and PUTs; boto3 for the rest.
 
-S3 error codes become nczfs exceptions here and nowhere else. Keys map to ``<prefix>/<key>``.
-Reads are ranged GETs (``If-Match`` pins an open file to one version); listings are
-ListObjectsV2 with delimiter ``/``, paginated; writes are one PutObject, or a multipart upload
-above ``multipart_threshold`` (parts sent in parallel, a file's read part by part; aborted on
-failure). No directory-marker objects are written; keys ending in ``/`` written by other tools
-show as directories.
+Every GET (ranged, pinned to the version with ``If-Match``), HEAD, LIST (ListObjectsV2 with
+delimiter ``/``, all pages) and PutObject goes through obstore (nczfs/store/objstore.py): AWS
+virtual-hosted over https, S3-compatible servers path style over http or https. boto3 stays for
+what obstore does not offer: multipart uploads by upload id (parts sent while a file is written,
+completed at close or at a rename; parts sent in parallel; aborted on failure) and server-side
+copies (multipart above 5 GiB). Both are configured from one boto3 client, so both follow the
+AWS CLI's credential chain, endpoint, region and CA bundle (``AWS_CA_BUNDLE``); obstore is given
+the client's credentials and never looks for any itself (no instance-metadata lookup of its
+own). S3 error codes become nczfs exceptions here (boto3's) and in objstore.py (obstore's).
+No directory-marker objects are written; keys ending in ``/`` written by other tools show as
+directories.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -27,7 +32,6 @@ from botocore.config import Config
 
 from nczfs.errors import (
     BackendError,
-    InvalidKey,
     KeyNotFound,
     NameTooLong,
     NczfsError,
@@ -36,32 +40,23 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
-from nczfs.store.s3lean import LeanS3, RangeNotSatisfiable, ranged_body
-from nczfs.store.base import (
-    ByteRange,
-    DirEntry,
-    ObjectInfo,
-    Staged,
-    SyncStore,
-    Upload,
-    check_key,
-    check_prefix,
-    join,
-    tree_listings,
-    usable_name,
-)
-from nczfs.threads import run_blocking
+from nczfs.store.base import ObjectInfo, Staged, Upload, check_key, join
+from nczfs.store.objstore import ObjectStoreBackend, obstore_client_options, retry_config
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig
 
 log = logging.getLogger(__name__)
 
-MAX_KEY_BYTES = 1024
 #: CopyObject copies up to 5 GiB; larger objects need a multipart copy
 MAX_SINGLE_COPY = 5 * 1024**3
 NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 DENIED = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
+#: the request names ``nczfs stats`` shows for obstore's requests (boto3's name themselves)
+S3_OPS = {"get": "GetObject", "head": "HeadObject", "list": "ListObjectsV2", "put": "PutObject",
+          "delete": "DeleteObject", "copy": "CopyObject", "multipart": "MultipartUpload"}
+#: credentials that botocore refreshes are handed to obstore for at most this long
+CREDENTIALS_TTL = datetime.timedelta(minutes=5)
 
 
 def _code(exc: botocore.exceptions.ClientError) -> str:
@@ -94,26 +89,6 @@ def translate(exc: Exception, key: str, op: str) -> NczfsError:
 
 def _etag(value: str | None) -> str:
     return (value or "").strip('"')
-
-
-def _range_header(rng: ByteRange | None) -> str | None:
-    """The ``Range`` header for ``rng`` (None: the whole object)."""
-    if rng is None or (rng.start == 0 and rng.end is None):
-        return None
-    return f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
-
-
-def _past_the_end(key: str, rng: ByteRange | None, info: ObjectInfo) -> bytes:
-    """What a GET answered "range not satisfiable" (416) reads: nothing if the range starts at
-    or past the end of the object, as HTTP means; a range inside it is an error, not an end."""
-    start = rng.start if rng is not None else 0
-    if start < info.size:
-        raise BackendError(f"{key!r}: S3 GetObject answered 416 for bytes from {start} of an object of {info.size}")
-    return b""
-
-
-def _mtime_ns(value: Any) -> int:
-    return int(value.timestamp() * 1e9) if value is not None else time.time_ns()
 
 
 def resolve_location(config: MountConfig) -> S3Location:
@@ -158,11 +133,68 @@ def open_s3(config: MountConfig) -> S3Store:
     return store
 
 
-class S3Store(SyncStore):
-    stores_directories = False
-    keys_form_a_tree = False
-    checks_versions = True  # GETs carry If-Match
-    lists_trees = True
+class BotoCredentials:
+    """obstore's credential provider: the boto3 client's own credentials (the AWS CLI's chain,
+    refreshed by botocore), so obstore never looks for credentials itself."""
+
+    def __init__(self, client: Any):
+        self._signer = client._request_signer
+
+    def __call__(self) -> dict[str, Any]:
+        creds = self._signer._credentials
+        if creds is None:
+            raise PermissionError("no AWS credentials found (set a profile, AWS_ACCESS_KEY_ID, or --no-sign-request)")
+        frozen = creds.get_frozen_credentials()
+        refreshing = getattr(creds, "refresh_needed", None) is not None
+        return {"access_key_id": frozen.access_key, "secret_access_key": frozen.secret_key, "token": frozen.token,
+                "expires_at": datetime.datetime.now(datetime.timezone.utc) + CREDENTIALS_TTL if refreshing else None}
+
+
+def _ca_bundle(client: Any) -> str | None:
+    """The CA bundle the boto3 client verifies with (``AWS_CA_BUNDLE``, the profile's ``ca_bundle``)."""
+    verify = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_verify", None)
+    if isinstance(verify, str) and os.path.isfile(verify):
+        return verify
+    return os.environ.get("AWS_CA_BUNDLE") or None
+
+
+def obstore_s3(client: Any, bucket: str, *, retries: int | None = None, connect_timeout: float | None = None,
+               read_timeout: float | None = None) -> Any:
+    """An obstore S3 store for ``bucket`` configured as the boto3 ``client`` is: its endpoint (AWS:
+    virtual-hosted, unless the bucket's name has dots; another endpoint: path style, unless the
+    client says virtual), region, credentials or unsigned requests, CA bundle."""
+    from obstore.store import S3Store as ObstoreS3
+
+    meta = client.meta
+    cfg = meta.config
+    endpoint = meta.endpoint_url.rstrip("/")
+    host = endpoint.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+    style = (cfg.s3 or {}).get("addressing_style") or "auto"
+    kwargs: dict[str, Any] = {"region": meta.region_name or "us-east-1"}
+    if host.endswith(".amazonaws.com") and style != "path":
+        kwargs["virtual_hosted_style_request"] = "." not in bucket
+        if "." in bucket or style == "virtual":
+            kwargs["endpoint"] = endpoint
+    else:
+        kwargs["endpoint"] = endpoint
+        kwargs["virtual_hosted_style_request"] = style == "virtual"
+        if style == "virtual":  # obstore wants the bucket in a virtual-hosted endpoint
+            scheme, rest = endpoint.split("://", 1)
+            kwargs["endpoint"] = f"{scheme}://{bucket}.{rest}"
+    if endpoint.startswith("https://"):
+        kwargs["unsigned_payload"] = True  # as botocore signs over TLS: no SHA-256 of every body
+    credentials = None
+    if cfg.signature_version is UNSIGNED:
+        kwargs["skip_signature"] = True
+    else:
+        credentials = BotoCredentials(client)
+    timeouts = {k: v for k, v in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout)) if v is not None}
+    return ObstoreS3(bucket, credential_provider=credentials, client_options=obstore_client_options(
+        endpoint, _ca_bundle(client), **timeouts), retry_config=retry_config() if retries is None else retry_config(retries),
+        **kwargs)
+
+
+class S3Store(ObjectStoreBackend):
     #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
     #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
     emptied_dirs_may_linger = True
@@ -177,29 +209,18 @@ class S3Store(SyncStore):
         multipart_threshold: int = 32 * 1024**2,
         part_size: int = 8 * 1024**2,
         max_concurrency: int = 16,
-        lean_requests: bool = True,
+        store: Any = None,
     ):
+        super().__init__(store if store is not None else obstore_s3(client, bucket), prefix,
+                         url=f"s3://{bucket}/{prefix.strip('/')}", service="S3", read_only=read_only, ops=S3_OPS,
+                         multipart_threshold=multipart_threshold, part_size=part_size, max_concurrency=max_concurrency)
         self.client = client
         self.bucket = bucket
-        self.prefix = prefix.strip("/")
-        self.read_only = read_only
-        self.multipart_threshold = multipart_threshold
-        self.part_size = part_size
         self.copy_threshold = MAX_SINGLE_COPY
-        #: ThreadedStore sizes its limiter from this (the client's connection pool)
-        self.max_concurrency = max_concurrency
-        self._counts: Counter[str] = Counter()
-        self._count_lock = threading.Lock()
         #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
         self._staged: dict[str, str] = {}
         client.meta.events.register("before-send.s3", self._count_request)
         client.meta.events.register("needs-retry.s3", self._count_retry)
-        #: GETs, listings and (over http://) PUTs signed and sent without botocore where that is
-        #: exact (path-style endpoints); connections for the calls in the store's slots and in as
-        #: many spare ones (threads.py)
-        self.lean = LeanS3(client, bucket, count=self._count_one, pool_size=2 * max_concurrency) if lean_requests and LeanS3.usable(client) else None
-        #: PutObject and UploadPart sent that way too, without botocore's per-byte CPU (http:// only)
-        self._lean_puts = self.lean is not None and self.lean.puts
 
     # ------------------------------------------------------------------ helpers
 
@@ -214,49 +235,12 @@ class S3Store(SyncStore):
             with self._count_lock:
                 self._counts["retries-considered"] += 1
 
-    def _count_one(self, kind: str) -> None:
-        with self._count_lock:
-            self._counts[kind] += 1
-
-    def counters(self) -> dict[str, int]:
-        with self._count_lock:
-            return dict(self._counts)
-
-    def _full(self, key: str) -> str:
-        full = f"{self.prefix}/{key}" if self.prefix else key
-        try:
-            full.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidKey(key, "S3 keys are UTF-8; this name is not") from None
-        if "\\" in key:  # S3 gateways over a filer (SeaweedFS) turn it into "/"
-            raise InvalidKey(key, "a backslash in an S3 key is refused (not portable between S3 servers)")
-        if len(full.encode("utf-8")) > MAX_KEY_BYTES:
-            raise NameTooLong(f"{key!r}: S3 keys are at most {MAX_KEY_BYTES} bytes")
-        return full
-
     def _dir_prefix(self, prefix: str) -> str:
         """The S3 prefix listing the children of ``prefix`` ("" is the mount root)."""
-        full = f"{self.prefix}/{prefix}" if self.prefix and prefix else (prefix or self.prefix)
+        full = self._dir_path(prefix)
         return f"{full}/" if full else ""
 
-    def _info(self, key: str, item: dict) -> ObjectInfo:
-        return ObjectInfo(key, int(item["Size"]), _mtime_ns(item.get("LastModified")), _etag(item.get("ETag")))
-
-    def _pages(self, s3_prefix: str, delimiter: bool, key: str, max_keys: int | None = None):
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": s3_prefix}
-        if delimiter:
-            kwargs["Delimiter"] = "/"
-        try:
-            if self.lean is not None:  # parsed without botocore (s3lean.py)
-                yield from self.lean.list_pages(key or "/", s3_prefix, delimiter, max_keys)
-                return
-            if max_keys is not None:
-                kwargs["PaginationConfig"] = {"PageSize": max_keys}
-            yield from self.client.get_paginator("list_objects_v2").paginate(**kwargs)
-        except Exception as exc:
-            raise translate(exc, key or "/", "ListObjectsV2") from None
-
-    def probe(self, text: str) -> None:
+    def probe(self, text: str) -> None:  # type: ignore[override]
         """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint down."""
         try:
             self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""), MaxKeys=1)
@@ -274,141 +258,6 @@ class S3Store(SyncStore):
         except botocore.exceptions.BotoCoreError as exc:  # unreachable endpoint, timeouts, bad config
             raise SourceError(f"{text}: cannot reach S3: {exc}") from None
 
-    # ------------------------------------------------------------------ reads
-
-    def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        return self.get_version(key, rng, None)
-
-    def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
-        check_key(key)
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._full(key)}
-        if etag:
-            kwargs["IfMatch"] = f'"{etag}"'
-        if rng is not None and rng.end == rng.start:  # nothing to read: only say whether the object exists
-            self.stat(key)
-            return b""
-        if (header := _range_header(rng)) is not None:
-            kwargs["Range"] = header
-        try:
-            if self.lean is not None:  # the same GET without botocore's per-request CPU (s3lean.py)
-                return self.lean.get(key, kwargs["Key"], kwargs.get("Range"), etag)
-            resp = self.client.get_object(**kwargs)
-            meta = resp["ResponseMetadata"]
-            headers = {b"content-range": v.encode("latin-1") for k, v in meta.get("HTTPHeaders", {}).items() if k.lower() == "content-range"}
-            return ranged_body(kwargs.get("Range"), meta.get("HTTPStatusCode", 200), headers, resp["Body"].read())
-        except RangeNotSatisfiable:
-            return _past_the_end(key, rng, self.stat(key))
-        except botocore.exceptions.ClientError as exc:
-            if _code(exc) == "InvalidRange":  # a range past the end: clipped to nothing
-                return _past_the_end(key, rng, self.stat(key))
-            raise translate(exc, key, "GetObject") from None
-        except Exception as exc:
-            raise translate(exc, key, "GetObject") from None
-
-    async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
-        """:meth:`get_version` from the trio thread, without a worker thread's round trip (lean
-        GETs over ``http://``, s3lean.py); None where only :meth:`get_version` can do it (the caller
-        then runs that in a worker thread): no lean GETs here, an empty range."""
-        if self.lean is None or (rng is not None and rng.end == rng.start):
-            return None
-        check_key(key)
-        try:
-            return await self.lean.get_async(key, self._full(key), _range_header(rng), etag)
-        except RangeNotSatisfiable:  # a range past the end: empty, if the object exists
-            return _past_the_end(key, rng, await run_blocking(self.stat, key))
-
-    def stat(self, key: str) -> ObjectInfo:
-        check_key(key)
-        try:
-            resp = self.client.head_object(Bucket=self.bucket, Key=self._full(key))
-        except Exception as exc:
-            raise translate(exc, key, "HeadObject") from None
-        if resp.get("ContentLength") is None:  # a proxy that dropped it: not a size of 0
-            raise BackendError(f"{key!r}: S3 HeadObject answered without a Content-Length")
-        return ObjectInfo(key, int(resp["ContentLength"]), _mtime_ns(resp.get("LastModified")), _etag(resp.get("ETag")))
-
-    def list_dir(self, prefix: str) -> list[DirEntry]:
-        check_prefix(prefix)
-        s3_prefix = self._dir_prefix(prefix)
-        entries: dict[str, DirEntry] = {}
-        for page in self._pages(s3_prefix, True, prefix):
-            for cp in page.get("CommonPrefixes", ()):
-                name = cp["Prefix"][len(s3_prefix) :].rstrip("/")
-                if self._usable(name, cp["Prefix"]):
-                    entries[name] = DirEntry(name, True)
-            for item in page.get("Contents", ()):
-                name = item["Key"][len(s3_prefix) :]
-                if name == "" or not self._usable(name, item["Key"]):
-                    continue  # the directory's own marker object
-                if name not in entries:  # an object and a directory of one name: the directory wins
-                    entries[name] = DirEntry(name, False, self._info(join(prefix, name), item))
-        return [entries[n] for n in sorted(entries)]
-
-    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        check_prefix(prefix)
-        s3_prefix = self._dir_prefix(prefix)
-        page = next(self._pages(s3_prefix, False, prefix, limit))  # the first page only
-        if page.get("IsTruncated"):
-            return None
-        below = ((item["Key"][len(s3_prefix) :], item) for item in page.get("Contents", ()))
-        return tree_listings(prefix, ((rel, self._info(join(prefix, rel), item)) for rel, item in below))
-
-    @staticmethod
-    def _usable(name: str, s3_key: str) -> bool:
-        if not usable_name(name):
-            log.debug("S3 key %r has no file name nczfs can show; skipped", s3_key)
-            return False
-        return True
-
-    def list_prefix(self, prefix: str) -> list[str]:
-        check_prefix(prefix)
-        s3_prefix = self._dir_prefix(prefix)
-        base = self._dir_prefix("")
-        out = []
-        for page in self._pages(s3_prefix, False, prefix):
-            for item in page.get("Contents", ()):
-                full = item["Key"]
-                if full.endswith("/"):
-                    continue  # directory marker
-                key = full[len(base) :]
-                try:
-                    check_key(key)
-                except NczfsError:
-                    log.debug("S3 key %r cannot be shown; skipped", full)
-                    continue
-                out.append(key)
-        return sorted(out)
-
-    def dir_exists(self, prefix: str) -> bool:
-        if prefix == "":
-            return True
-        check_key(prefix)
-        try:
-            resp = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(prefix), MaxKeys=1)
-        except Exception as exc:
-            raise translate(exc, prefix, "ListObjectsV2") from None
-        return bool(resp.get("KeyCount") or resp.get("Contents") or resp.get("CommonPrefixes"))
-
-    def entry(self, key: str) -> DirEntry | None:
-        """One LIST answers most lookups: the object itself, its directory, or nothing at all."""
-        check_key(key)
-        full = self._full(key)
-        name = key.rpartition("/")[2]
-        try:
-            resp = self.client.list_objects_v2(Bucket=self.bucket, Prefix=full, Delimiter="/", MaxKeys=2)
-        except Exception as exc:
-            raise translate(exc, key, "ListObjectsV2") from None
-        is_dir = any(cp["Prefix"] == full + "/" for cp in resp.get("CommonPrefixes", ()))
-        if is_dir:
-            return DirEntry(name, True)
-        for item in resp.get("Contents", ()):
-            if item["Key"] == full:
-                return DirEntry(name, False, self._info(key, item))
-        if not resp.get("IsTruncated"):
-            return None
-        # siblings such as "0.0" sort before "0/": ask for the directory itself
-        return DirEntry(name, True) if self.dir_exists(key) else None
-
     # ------------------------------------------------------------------ writes
 
     def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
@@ -417,14 +266,7 @@ class S3Store(SyncStore):
         if len(data) >= self.multipart_threshold:
             view = memoryview(data)
             return self._multipart(key, len(data), lambda start, size: view[start : start + size]).commit()
-        try:
-            if self._lean_puts:
-                etag = self.lean.put("PutObject", key, self._full(key), data)
-            else:
-                etag = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=bytes(data)).get("ETag")
-        except Exception as exc:
-            raise translate(exc, key, "PutObject") from None
-        return ObjectInfo(key, len(data), time.time_ns(), _etag(etag))
+        return self._put(key, data, len(data))
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         """Store ``size`` bytes of the file object ``f`` from its position; above the multipart
@@ -459,7 +301,7 @@ class S3Store(SyncStore):
     def _multipart(self, key: str, size: int, part: Callable[[int, int], bytes | memoryview]) -> Staged:
         """A multipart upload of ``size`` bytes to ``key``, its parts (``part(start, length)``
         gives each: ``part_size`` bytes, the last one shorter) sent in parallel, as s3transfer
-        sends them but through the lean client where it can; returns it staged. Any failure
+        sends them; returns it staged. Any failure
         aborts it: no parts are left behind."""
         upload = self.open_upload(key)
         starts = range(0, size, self.part_size)
@@ -486,10 +328,7 @@ class S3Store(SyncStore):
         self.check_writable(key)
         s3_key = self._full(key)
         try:
-            if self._lean_puts:
-                upload_id = self.lean.create_upload(key, s3_key)
-            else:
-                upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key)["UploadId"]
+            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key)["UploadId"]
         except Exception as exc:
             raise translate(exc, key, "CreateMultipartUpload") from None
         with self._count_lock:
@@ -508,13 +347,10 @@ class S3Store(SyncStore):
                 if not numbers or numbers != list(range(1, len(numbers) + 1)):
                     raise BackendError(f"{key!r}: parts {numbers} sent, not 1..n")
                 tags = [etags[n] for n in numbers]
-                if self._lean_puts:
-                    etag = self.lean.complete_upload(key, s3_key, upload_id, tags)
-                else:
-                    etag = self.client.complete_multipart_upload(
-                        Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
-                        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
-                    ).get("ETag")
+                etag = self.client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
+                    MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
+                ).get("ETag")
             except Exception as exc:
                 self._abort_staged(key, s3_key, upload_id)
                 raise translate(exc, key, "CompleteMultipartUpload") from None
@@ -525,8 +361,6 @@ class S3Store(SyncStore):
         return Upload(key, self.part_size, send, complete, lambda: self._abort_staged(key, s3_key, upload_id))
 
     def _upload_part(self, key: str, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
-        if self._lean_puts:
-            return self.lean.put("UploadPart", key, s3_key, part, {"partNumber": str(number), "uploadId": upload_id})
         return self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
                                        Body=part if isinstance(part, bytes) else bytes(part))["ETag"]
 
@@ -542,16 +376,7 @@ class S3Store(SyncStore):
     def delete(self, key: str) -> None:
         check_key(key)
         self.check_writable(key)
-        self._delete_object(key, self._full(key))
-
-    def _delete_object(self, key: str, s3_key: str) -> None:
-        """DELETE ``s3_key``; one already gone is no error."""
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=s3_key)
-        except Exception as exc:
-            err = translate(exc, key, "DeleteObject")
-            if not isinstance(err, KeyNotFound):
-                raise err from None
+        self._delete_path(key, self._full(key))
 
     def copy(self, src: str, dst: str) -> ObjectInfo:
         check_key(src)
@@ -618,19 +443,15 @@ class S3Store(SyncStore):
 
     def _drop_marker(self, prefix: str) -> None:
         """Delete ``prefix/`` (a directory marker other tools write; absent markers cost one no-op DELETE)."""
-        self._delete_object(prefix, self._full(prefix) + "/")
+        self._delete_path(prefix, self._full(prefix) + "/")
 
     def close(self) -> None:
         with self._count_lock:
             staged = list(self._staged.items())
         for upload_id, s3_key in staged:  # written to temp files never renamed into place
             self._abort_staged(s3_key, s3_key, upload_id)
-        if self.lean is not None:
-            self.lean.close()
         try:
             self.client.close()
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
 
-    def describe(self) -> str:
-        return f"s3://{self.bucket}/{self.prefix}"

@@ -570,3 +570,27 @@ def test_a_read_that_fails_costs_one_round_of_attempts(s3_server, tmp_path):
             assert os.pread(fd, 100_000, 0) == b"x" * 100_000
         finally:
             os.close(fd)
+
+
+# ---------------------------------------------------------------------- https, a private CA
+
+
+def test_https_with_a_private_ca_named_by_aws_ca_bundle(s3, tmp_path, monkeypatch):
+    """S3 over https with a certificate of a private CA, trusted as the AWS CLI trusts it
+    (``AWS_CA_BUNDLE``): listings, reads and writes work (listings used to fail with EIO: the
+    hand-written client ignored the bundle); without the bundle the mount is refused at once."""
+    server = s3.server
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(server.ca_file))
+    s3.put("d/x", b"hello")
+    with mounted(s3, tmp_path / "mnt2", "--endpoint-url", server.https_endpoint) as m:
+        assert os.listdir(m.path) == ["d"] and os.listdir(m.path / "d") == ["x"]
+        assert (m.path / "d" / "x").read_bytes() == b"hello"
+        (m.path / "d" / "y").write_bytes(b"world")
+        assert counts(m.path).get("ListObjectsV2", 0) >= 1
+    assert "Traceback" not in m.log_text() and " ERROR " not in m.log_text(), m.log_text()
+    assert s3.read("d/y") == b"world"
+    monkeypatch.delenv("AWS_CA_BUNDLE")
+    (tmp_path / "mnt3").mkdir()
+    res = run_nczfs("mount", s3.source, str(tmp_path / "mnt3"), "--endpoint-url", server.https_endpoint)
+    assert res.returncode != 0 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not is_mounted(tmp_path / "mnt3")

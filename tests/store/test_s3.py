@@ -101,32 +101,11 @@ async def test_copy_above_the_single_copy_limit_is_multipart(s3_server, bucket):
     assert store.get("copy") == data
 
 
-async def test_pagination_with_small_pages(s3_server, bucket):
-    client = s3_server.client()
-    store = S3Store(client, bucket, "p")
-    for i in range(25):
-        client.put_object(Bucket=bucket, Key=f"p/d/{i:03d}", Body=b"x")
-        client.put_object(Bucket=bucket, Key=f"p/d/sub{i:03d}/x", Body=b"x")
-    real = client.get_paginator
-
-    def small_pages(name):
-        pag = real(name)
-        orig = pag.paginate
-        pag.paginate = lambda **kw: orig(**kw, PaginationConfig={"PageSize": 7})
-        return pag
-
-    client.get_paginator = small_pages
-    entries = store.list_dir("d")
-    assert len(entries) == 50 and sum(e.is_dir for e in entries) == 25
-    assert len(store.list_prefix("d")) == 50
-
-
-@pytest.mark.parametrize("lean", [True, False], ids=["lean", "boto3"])
-async def test_a_tree_listing_shows_what_listing_each_directory_shows(s3_server, bucket, lean):
+async def test_a_tree_listing_shows_what_listing_each_directory_shows(s3_server, bucket):
     """Keys other tools write: directory markers (of an empty directory and of one with keys);
     one ListObjectsV2 for the whole tree."""
     client = s3_server.client()
-    store = S3Store(client, bucket, "t", lean_requests=lean)
+    store = S3Store(client, bucket, "t")
     for key in ("t/ds/v0/.zarray", "t/ds/v1/.zarray", "t/ds/v1/0.0", "t/ds/empty/", "t/ds/marked/",
                 "t/ds/marked/x", "t/ds/v2/deep/er/x", "t/ds/.zgroup", "t/ds/", "t/other/x"):
         client.put_object(Bucket=bucket, Key=key, Body=b"{}")
@@ -190,13 +169,11 @@ async def test_a_staged_write_is_invisible_until_committed_and_aborts_cleanly(s3
     assert await store.stage("empty", b"") is None  # nothing to send: the caller PUTs it
 
 
-@pytest.mark.parametrize("path", ["botocore", "lean"])
-async def test_the_parts_of_a_staged_write_go_up_in_parallel(s3_server, path):
+async def test_the_parts_of_a_staged_write_go_up_in_parallel(s3_server):
     """Each part waits at a barrier until all three are being sent: parts sent one after another
     would break it (after 30 s) and fail the stage."""
     prefix = s3_server.new_prefix("stagepar")
-    sync_store = S3Store(s3_server.client(), s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024,
-                         lean_requests=path == "lean")
+    sync_store = S3Store(s3_server.client(), s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024)
     barrier = threading.Barrier(3, timeout=30)
     real = sync_store._upload_part
 
@@ -212,32 +189,14 @@ async def test_the_parts_of_a_staged_write_go_up_in_parallel(s3_server, path):
     assert got["Body"].read() == data and got["ETag"].endswith('-3"')  # three parts, in order
 
 
-def fail_lean_when(store: S3Store, predicate) -> None:
-    """The lean requests (s3lean.py) bypass botocore's hooks: a request that ``predicate(target)``
-    picks is not sent, and is answered with an S3 error instead (HTTP 500: retried, then failed)."""
-    send = store.lean.pool.send
-
-    def failing(method, target, headers, body):
-        if predicate(target):
-            return 500, b"<Error><Code>InternalError</Code></Error>", {}
-        return send(method, target, headers, body)
-
-    store.lean.pool.send = failing
-
-
 @pytest.mark.parametrize("how", ["set", "set_file", "stage"])
-@pytest.mark.parametrize("path", ["botocore", "lean"])
-async def test_a_failed_part_leaves_no_upload_and_the_old_object(s3_server, tmp_path, path, how):
+async def test_a_failed_part_leaves_no_upload_and_the_old_object(s3_server, tmp_path, how):
     """A multipart upload (of bytes, of a spilled file, or staged) whose third part fails."""
     prefix = s3_server.new_prefix("partfail")
     client = s3_server.client()
     sync_store = S3Store(client, s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024,
-                         multipart_threshold=5 * 1024 * 1024, lean_requests=path == "lean")
-    assert (sync_store.lean is not None) == (path == "lean")
-    if path == "lean":
-        fail_lean_when(sync_store, lambda target: "partNumber=3&" in target)
-    else:
-        fail_when(client, "UploadPart", lambda p: p["PartNumber"] == 3)
+                         multipart_threshold=5 * 1024 * 1024)
+    fail_when(client, "UploadPart", lambda p: p["PartNumber"] == 3)
     store = ThreadedStore(sync_store)
     await store.set("k", b"old")
     data = b"n" * (21 * 1024 * 1024)
