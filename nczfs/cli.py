@@ -55,9 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("-r", "--read-only", action="store_true", help="refuse every write with EROFS")
     m.add_argument("-d", "--debug", action="store_true", help="log every request")
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
-                   help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=, anon, "
-                        "google_application_credentials=FILE, azure_storage_account=NAME, ... "
-                        "(every one in docs/OPERATIONS.md)")
+                   help="mount options: ro, allow_other, uid=, gid=, umask=, metadata_ttl=, log_file=, ...; "
+                        "object stores: retries=N (attempts after the first, default 2), connect_timeout=S "
+                        "(default 5), read_timeout=S (seconds without a byte, default 60), anon; S3: "
+                        "requester_pays, sse=AES256|aws:kms|aws:kms:dsse, sse_kms_key_id=KEY, "
+                        "storage_class=CLASS; GCS: google_application_credentials=FILE; Azure: "
+                        "azure_storage_account=NAME (every one in docs/OPERATIONS.md)")
     m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS",
                    help="reuse attributes, listings and missing names this long (default 1 for a "
                         "writable S3, GCS or Azure mount, 60 otherwise)")

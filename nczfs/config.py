@@ -67,6 +67,19 @@ class MountConfig:
     region: str | None = None
     #: S3, GCS, Azure: send unsigned (anonymous) requests (-o anon, --no-sign-request)
     no_sign_request: bool = False
+    #: object stores: attempts after the first (None: 2, three in all), seconds to connect, and
+    #: seconds without a byte before an attempt is given up (None: 5 and 60)
+    retries: int | None = None
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    #: S3: requests say the requester pays (x-amz-request-payer), as for requester-pays buckets
+    requester_pays: bool = False
+    #: S3: server-side encryption of what the mount writes ("AES256", "aws:kms", "aws:kms:dsse")
+    #: and the KMS key (its id, alias or ARN; implies aws:kms)
+    sse: str | None = None
+    sse_kms_key_id: str | None = None
+    #: S3: the storage class of what the mount writes (STANDARD_IA, INTELLIGENT_TIERING, ...)
+    storage_class: str | None = None
     #: GCS: the credentials file (service-account key or gcloud's application-default credentials)
     google_application_credentials: str | None = None
     #: Azure: the storage account (else the URL's, or AZURE_STORAGE_ACCOUNT_NAME)
@@ -106,6 +119,36 @@ def _float(key: str, value: str) -> float:
     if v < 0:
         raise SourceError(f"-o {key}={value}: must not be negative")
     return v
+
+
+def _positive(key: str, value: str) -> float:
+    v = _float(key, value)
+    if v == 0:
+        raise SourceError(f"-o {key}={value}: must be more than 0")
+    return v
+
+
+#: S3's server-side encryption modes, by the names users give them
+SSE_MODES = {"aes256": "AES256", "s3": "AES256", "aws:kms": "aws:kms", "kms": "aws:kms", "aws:kms:dsse": "aws:kms:dsse"}
+#: S3's storage classes (AWS's; S3-compatible servers take a subset)
+STORAGE_CLASSES = ("STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER",
+                   "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE")
+
+
+def sse_mode(value: str) -> str:
+    """``-o sse=``: AES256 (or s3), aws:kms (or kms), aws:kms:dsse."""
+    mode = SSE_MODES.get(value.strip().lower())
+    if mode is None:
+        raise SourceError(f"-o sse={value}: must be AES256, aws:kms or aws:kms:dsse")
+    return mode
+
+
+def storage_class(value: str) -> str:
+    """``-o storage_class=``: one of S3's storage classes, any case."""
+    cls = value.strip().upper()
+    if cls not in STORAGE_CLASSES:
+        raise SourceError(f"-o storage_class={value}: not an S3 storage class ({', '.join(STORAGE_CLASSES)})")
+    return cls
 
 
 def parse_options(opts: list[str]) -> dict[str, object]:
@@ -155,6 +198,19 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out[key] = value
             elif key in ("no_sign_request", "anon") and not eq:
                 out["no_sign_request"] = True
+            elif key == "retries" and eq:
+                out["retries"] = _count(key, value)
+            elif key in ("connect_timeout", "read_timeout") and eq:
+                out[key] = _positive(key, value)
+            elif key == "requester_pays" and not eq:
+                out["requester_pays"] = True
+            elif key == "sse" and eq:
+                out["sse"] = sse_mode(value)
+            elif key == "sse_kms_key_id" and eq and value:
+                out["sse_kms_key_id"] = value
+                out.setdefault("sse", "aws:kms")
+            elif key == "storage_class" and eq:
+                out["storage_class"] = storage_class(value)
             elif key == "google_application_credentials" and eq and value:
                 out[key] = os.path.abspath(value)
             elif key == "azure_storage_account" and eq and value:

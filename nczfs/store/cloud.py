@@ -23,24 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from nczfs.cloudurl import parse_azure_source, parse_cloud_url
 from nczfs.errors import SourceError
-from nczfs.store.objstore import ObjectStoreBackend, obstore_client_options, retry_config
+from nczfs.store.objstore import ObjectStoreBackend, transport
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig
 
 
-def _client_options(config: MountConfig, endpoint: str | None) -> dict[str, Any]:
-    """Timeouts from the mount options; a private CA's certificates from ``SSL_CERT_FILE``."""
-    return obstore_client_options(endpoint, os.environ.get("SSL_CERT_FILE") or None, **timeouts(config))
-
-
-def timeouts(config: MountConfig) -> dict[str, float]:
-    return {k: v for k in ("connect_timeout", "read_timeout") if (v := getattr(config, k, None)) is not None}
-
-
-def _retries(config: MountConfig) -> dict[str, Any]:
-    retries = getattr(config, "retries", None)
-    return retry_config() if retries is None else retry_config(retries)
+def _transport(config: MountConfig, endpoint: str | None) -> dict[str, Any]:
+    """Timeouts and retries from the mount options; a private CA's certificates from ``SSL_CERT_FILE``."""
+    return transport(config, endpoint, os.environ.get("SSL_CERT_FILE") or None)
 
 
 def _readonly_if_anonymous(config: MountConfig) -> bool:
@@ -64,7 +55,7 @@ def open_gcs(config: MountConfig) -> ObjectStoreBackend:
             raise SourceError(f"{text}: google_application_credentials={path}: no such file")
         kwargs["application_credentials"] = path
     try:
-        store = GCSStore(loc.bucket, client_options=_client_options(config, endpoint), retry_config=_retries(config), **kwargs)
+        store = GCSStore(loc.bucket, **_transport(config, endpoint), **kwargs)
     except Exception as exc:  # bad credentials files, unknown settings
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
     backend = ObjectStoreBackend(store, loc.prefix, url=f"gs://{loc.location}", service="GCS",
@@ -120,7 +111,7 @@ def open_azure(config: MountConfig) -> ObjectStoreBackend:
         if sas := conn.get("SharedAccessSignature"):
             kwargs["sas_key"] = sas
     try:
-        store = AzureStore(loc.bucket, client_options=_client_options(config, endpoint), retry_config=_retries(config), **kwargs)
+        store = AzureStore(loc.bucket, **_transport(config, endpoint), **kwargs)
     except Exception as exc:
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
     backend = ObjectStoreBackend(store, loc.prefix, url=f"az://{loc.location}", service="Azure",

@@ -58,6 +58,14 @@ GENERIC_OPS = {"get": "GET", "head": "HEAD", "list": "LIST", "put": "PUT", "dele
                "multipart": "MultipartUpload"}
 
 
+def transport(config: Any, endpoint: str | None, ca_file: str | None) -> dict[str, Any]:
+    """obstore's ``client_options`` and ``retry_config`` from a mount's options (-o retries=,
+    connect_timeout=, read_timeout=)."""
+    timeouts = {k: v for k in ("connect_timeout", "read_timeout") if (v := getattr(config, k)) is not None}
+    return {"client_options": obstore_client_options(endpoint, ca_file, **timeouts),
+            "retry_config": retry_config() if config.retries is None else retry_config(config.retries)}
+
+
 class RangeNotSatisfiable(Exception):
     """HTTP 416: the range starts at or past the end of the object."""
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from dataclasses import dataclass
 import os
 import threading
 import time
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import boto3
 import botocore.exceptions
+import obstore as obs
 from boto3.s3.transfer import TransferConfig
 from botocore import UNSIGNED
 from botocore.config import Config
@@ -40,7 +42,7 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
-from nczfs.store.base import ObjectInfo, Staged, Upload, check_key, join
+from nczfs.store.base import DirEntry, ObjectInfo, Staged, Upload, check_key, join, parent_of
 from nczfs.store.objstore import ObjectStoreBackend, obstore_client_options, retry_config
 
 if TYPE_CHECKING:
@@ -110,11 +112,12 @@ def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: in
     )
     endpoint = config.endpoint_url or loc.endpoint_url
     custom = bool(endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+    opts = S3Options.of(config)
     cfg = Config(
         region_name=region,
-        retries={"mode": "standard", "max_attempts": 3},
-        connect_timeout=5,
-        read_timeout=60,
+        retries={"mode": "standard", "max_attempts": opts.retries + 1},
+        connect_timeout=opts.connect_timeout,
+        read_timeout=opts.read_timeout,
         max_pool_connections=max_pool,
         tcp_keepalive=True,
         s3={"addressing_style": "path" if custom else "auto"},
@@ -126,9 +129,45 @@ def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: in
         raise SourceError(f"{config.source.text}: {exc}") from None
 
 
+@dataclass(frozen=True)
+class S3Options:
+    """What a mount's options ask of every S3 request (-o retries=, connect_timeout=,
+    read_timeout=, requester_pays, sse=, sse_kms_key_id=, storage_class=)."""
+
+    retries: int = 2
+    connect_timeout: float = 5.0
+    read_timeout: float = 60.0
+    requester_pays: bool = False
+    sse: str | None = None
+    sse_kms_key_id: str | None = None
+    storage_class: str | None = None
+
+    @classmethod
+    def of(cls, config: MountConfig) -> S3Options:
+        given = {k: getattr(config, k) for k in ("retries", "connect_timeout", "read_timeout", "sse", "sse_kms_key_id",
+                                                  "storage_class") if getattr(config, k) is not None}
+        return cls(requester_pays=config.requester_pays, **given)
+
+    def payer(self) -> dict[str, str]:
+        """boto3's argument naming the requester as the payer, if asked for."""
+        return {"RequestPayer": "requester"} if self.requester_pays else {}
+
+    def writes(self) -> dict[str, str]:
+        """boto3's arguments of a request that makes an object (multipart upload, copy)."""
+        out = self.payer()
+        if self.storage_class:
+            out["StorageClass"] = self.storage_class
+        if self.sse:
+            out["ServerSideEncryption"] = self.sse
+        if self.sse_kms_key_id:
+            out["SSEKMSKeyId"] = self.sse_kms_key_id
+        return out
+
+
 def open_s3(config: MountConfig) -> S3Store:
     loc = resolve_location(config)
-    store = S3Store(make_client(config, loc), loc.bucket, loc.prefix, read_only=config.read_only)
+    store = S3Store(make_client(config, loc), loc.bucket, loc.prefix, read_only=config.read_only,
+                    options=S3Options.of(config))
     store.probe(config.source.text)
     return store
 
@@ -158,11 +197,11 @@ def _ca_bundle(client: Any) -> str | None:
     return os.environ.get("AWS_CA_BUNDLE") or None
 
 
-def obstore_s3(client: Any, bucket: str, *, retries: int | None = None, connect_timeout: float | None = None,
-               read_timeout: float | None = None) -> Any:
+def obstore_s3(client: Any, bucket: str, options: S3Options) -> Any:
     """An obstore S3 store for ``bucket`` configured as the boto3 ``client`` is: its endpoint (AWS:
     virtual-hosted, unless the bucket's name has dots; another endpoint: path style, unless the
-    client says virtual), region, credentials or unsigned requests, CA bundle."""
+    client says virtual), region, credentials or unsigned requests, CA bundle; and as
+    ``options`` ask (retries, timeouts, requester pays, server-side encryption)."""
     from obstore.store import S3Store as ObstoreS3
 
     meta = client.meta
@@ -188,10 +227,15 @@ def obstore_s3(client: Any, bucket: str, *, retries: int | None = None, connect_
         kwargs["skip_signature"] = True
     else:
         credentials = BotoCredentials(client)
-    timeouts = {k: v for k, v in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout)) if v is not None}
+    if options.requester_pays:
+        kwargs["request_payer"] = True
+    if options.sse:
+        kwargs["server_side_encryption"] = options.sse
+    if options.sse_kms_key_id:
+        kwargs["sse_kms_key_id"] = options.sse_kms_key_id
     return ObstoreS3(bucket, credential_provider=credentials, client_options=obstore_client_options(
-        endpoint, _ca_bundle(client), **timeouts), retry_config=retry_config() if retries is None else retry_config(retries),
-        **kwargs)
+        endpoint, _ca_bundle(client), connect_timeout=options.connect_timeout, read_timeout=options.read_timeout),
+        retry_config=retry_config(options.retries), **kwargs)
 
 
 class S3Store(ObjectStoreBackend):
@@ -209,13 +253,14 @@ class S3Store(ObjectStoreBackend):
         multipart_threshold: int = 32 * 1024**2,
         part_size: int = 8 * 1024**2,
         max_concurrency: int = 16,
-        store: Any = None,
+        options: S3Options = S3Options(),
     ):
-        super().__init__(store if store is not None else obstore_s3(client, bucket), prefix,
+        super().__init__(obstore_s3(client, bucket, options), prefix,
                          url=f"s3://{bucket}/{prefix.strip('/')}", service="S3", read_only=read_only, ops=S3_OPS,
                          multipart_threshold=multipart_threshold, part_size=part_size, max_concurrency=max_concurrency)
         self.client = client
         self.bucket = bucket
+        self.options = options
         self.copy_threshold = MAX_SINGLE_COPY
         #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
         self._staged: dict[str, str] = {}
@@ -240,10 +285,14 @@ class S3Store(ObjectStoreBackend):
         full = self._dir_path(prefix)
         return f"{full}/" if full else ""
 
+    def put_arguments(self) -> dict[str, Any]:
+        """The storage class asked for (obstore sends it as ``x-amz-storage-class``)."""
+        return {"attributes": {"Storage-Class": self.options.storage_class}} if self.options.storage_class else {}
+
     def probe(self, text: str) -> None:  # type: ignore[override]
         """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint down."""
         try:
-            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""), MaxKeys=1)
+            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""), MaxKeys=1, **self.options.payer())
         except botocore.exceptions.ClientError as exc:
             code = _code(exc)
             if code == "NoSuchBucket":
@@ -257,6 +306,32 @@ class S3Store(ObjectStoreBackend):
             ) from None
         except botocore.exceptions.BotoCoreError as exc:  # unreachable endpoint, timeouts, bad config
             raise SourceError(f"{text}: cannot reach S3: {exc}") from None
+
+    def entry(self, key: str) -> DirEntry | None:
+        """Mostly one LIST: the keys from just before ``key`` on, in its directory (S3's
+        start-after), say whether it is an object, a directory (which wins, as in listings) or
+        nothing. Where the first keys leave that open (a directory named like ``key`` less its
+        last character, full of keys), a LIST of ``key/`` and a HEAD decide."""
+        check_key(key)
+        full = self._full(key)
+        before = _start_after(full)
+        if before is None:
+            return super().entry(key)
+        name = key.rpartition("/")[2]
+        self._count("list")
+        try:
+            chunk = next(iter(obs.list(self.store, self._dir_path(parent_of(key)), offset=before, chunk_size=ENTRY_KEYS)), [])
+        except Exception as exc:
+            raise self._err(exc, key, "list") from None
+        paths = [m["path"] for m in chunk]
+        if any(p.startswith(full + "/") for p in paths):
+            return DirEntry(name, True)
+        if len(chunk) == ENTRY_KEYS and paths[-1] <= full + "/":
+            return super().entry(key)  # not decided by the keys seen
+        for meta in chunk:
+            if meta["path"] == full:
+                return DirEntry(name, True) if self._is_marker(meta) else DirEntry(name, False, self._info(key, meta))
+        return None
 
     # ------------------------------------------------------------------ writes
 
@@ -328,7 +403,7 @@ class S3Store(ObjectStoreBackend):
         self.check_writable(key)
         s3_key = self._full(key)
         try:
-            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key)["UploadId"]
+            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, **self.options.writes())["UploadId"]
         except Exception as exc:
             raise translate(exc, key, "CreateMultipartUpload") from None
         with self._count_lock:
@@ -348,7 +423,7 @@ class S3Store(ObjectStoreBackend):
                     raise BackendError(f"{key!r}: parts {numbers} sent, not 1..n")
                 tags = [etags[n] for n in numbers]
                 etag = self.client.complete_multipart_upload(
-                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
+                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer(),
                     MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
                 ).get("ETag")
             except Exception as exc:
@@ -362,6 +437,7 @@ class S3Store(ObjectStoreBackend):
 
     def _upload_part(self, key: str, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
         return self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
+                                       **self.options.payer(),
                                        Body=part if isinstance(part, bytes) else bytes(part))["ETag"]
 
     def _abort_staged(self, key: str, s3_key: str, upload_id: str) -> None:
@@ -369,7 +445,7 @@ class S3Store(ObjectStoreBackend):
             if self._staged.pop(upload_id, None) is None:
                 return  # completed or aborted already
         try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id)
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer())
         except Exception as exc:  # the parts stay invisible; a bucket lifecycle rule removes them
             log.warning("%r: could not abort the staged upload %s: %s", key, upload_id, _message(exc))
 
@@ -386,7 +462,8 @@ class S3Store(ObjectStoreBackend):
         source = {"Bucket": self.bucket, "Key": self._full(src)}
         try:
             if info.size <= self.copy_threshold:
-                resp = self.client.copy_object(Bucket=self.bucket, Key=self._full(dst), CopySource=source)
+                resp = self.client.copy_object(Bucket=self.bucket, Key=self._full(dst), CopySource=source,
+                                               **self.options.writes())
                 etag = _etag(resp.get("CopyObjectResult", {}).get("ETag"))
                 return ObjectInfo(dst, info.size, time.time_ns(), etag)
             cfg = TransferConfig(
@@ -394,7 +471,7 @@ class S3Store(ObjectStoreBackend):
                 multipart_chunksize=max(self.part_size, -(-info.size // 9000)),
                 max_concurrency=min(8, self.max_concurrency),
             )
-            self.client.copy(source, self.bucket, self._full(dst), Config=cfg)
+            self.client.copy(source, self.bucket, self._full(dst), ExtraArgs=self.options.writes() or None, Config=cfg)
         except Exception as exc:
             raise translate(exc, src, f"copy to {dst!r}") from None
         return self.stat(dst)
@@ -455,3 +532,19 @@ class S3Store(ObjectStoreBackend):
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
 
+
+#: keys one lookup's LIST looks at (the page it fetches holds up to 1,000)
+ENTRY_KEYS = 8
+
+
+def _start_after(key: str) -> str | None:
+    """An S3 start-after from which a listing of ``key``'s directory begins with ``key`` (or
+    with keys of a directory named like ``key`` less its last character, where that character
+    follows "/"); None where none can be written."""
+    last = ord(key[-1])
+    prev = chr(last - 1) if last > 1 else ""
+    if prev == "/":  # "x0": from "x." on ("x/..." comes first: the keys of directory "x")
+        prev = "."
+    if not prev or 0xD800 <= ord(prev) <= 0xDFFF:
+        return None
+    return key[:-1] + prev + "\U0010ffff"

@@ -26,10 +26,9 @@ from nczfs.store.objstore import (
     _first_line,
     _mtime_ns,
     _unsatisfiable,
-    obstore_client_options,
     plain_etag,
-    retry_config,
     translate,
+    transport,
 )
 
 #: how many chunk names one listing may hold (a directory of more is refused, not built in memory)
@@ -301,14 +300,9 @@ class WebZarrStore(SyncStore):
 def open_http(config) -> WebZarrStore:
     from obstore.store import HTTPStore
 
-    from nczfs.store.cloud import timeouts
-
     url = config.source.location
-    options = obstore_client_options(url, os.environ.get("SSL_CERT_FILE") or None, **timeouts(config))
-    retries = getattr(config, "retries", None)
     try:
-        store = HTTPStore.from_url(url + "/", client_options=options,
-                                   retry_config=retry_config() if retries is None else retry_config(retries))
+        store = HTTPStore.from_url(url + "/", **transport(config, url, os.environ.get("SSL_CERT_FILE") or None))
     except Exception as exc:
         raise SourceError(f"{config.source.text}: {_first_line(exc)}") from None
     return WebZarrStore(store, url)

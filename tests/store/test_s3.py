@@ -221,3 +221,86 @@ async def test_closing_the_store_aborts_staged_writes_never_committed(s3_server)
     admin = s3_server.client()
     assert not admin.list_multipart_uploads(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Uploads")
     assert not admin.list_objects_v2(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Contents")
+
+
+class Recorder:
+    """An HTTP server on 127.0.0.1 that answers every PUT with 200 and an ETag and every GET
+    with a 3-byte object, recording each request's method, path and headers."""
+
+    def __init__(self):
+        import http.server
+
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, body: bytes) -> None:
+                rec.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(200)
+                self.send_header("ETag", '"abc"')
+                self.send_header("Last-Modified", "Thu, 26 Nov 2026 09:00:00 GMT")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_PUT(self):
+                self._answer(b"")
+
+            def do_GET(self):
+                self._answer(b"abc")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_encryption_storage_class_and_requester_pays_reach_every_request(s3_server):
+    """-o sse=, sse_kms_key_id=, storage_class=, requester_pays: the headers of obstore's PUT and
+    GET (seen by a recording server) and boto3's arguments for multipart uploads and copies."""
+    import boto3
+    from botocore.config import Config
+
+    from nczfs.store.s3 import S3Options
+
+    options = S3Options(sse="aws:kms", sse_kms_key_id="alias/k", storage_class="STANDARD_IA", requester_pays=True)
+    rec = Recorder()
+    try:
+        client = boto3.client("s3", endpoint_url=rec.endpoint, aws_access_key_id="a", aws_secret_access_key="b",
+                              region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
+        store = S3Store(client, "bkt", "p", options=options)
+        store.set("k", b"abc")
+        assert store.get("k") == b"abc"
+    finally:
+        rec.close()
+    (put_method, put_path, put), (get_method, _, get) = rec.requests
+    assert (put_method, put_path) == ("PUT", "/bkt/p/k")
+    assert put["x-amz-server-side-encryption"] == "aws:kms" and put["x-amz-server-side-encryption-aws-kms-key-id"] == "alias/k"
+    assert put["x-amz-storage-class"] == "STANDARD_IA" and put["x-amz-request-payer"] == "requester"
+    assert get_method == "GET" and get["x-amz-request-payer"] == "requester"
+
+    client = s3_server.client()
+    seen: dict[str, dict] = {}
+    for op in ("CreateMultipartUpload", "CopyObject"):
+        fail_when(client, op, lambda params, op=op: seen.setdefault(op, dict(params)) is not None)
+    prefix = s3_server.new_prefix("opts")
+    s3_server.client().put_object(Bucket=s3_server.shared_bucket, Key=f"{prefix}/y", Body=b"y")
+    store = S3Store(client, s3_server.shared_bucket, prefix, options=options)
+    with pytest.raises(Exception):
+        store.stage("big", b"x" * 100)
+    with pytest.raises(Exception):
+        store.copy("y", "x")
+    for op in seen:
+        assert {k: seen[op][k] for k in ("StorageClass", "ServerSideEncryption", "SSEKMSKeyId", "RequestPayer")} == {
+            "StorageClass": "STANDARD_IA", "ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/k",
+            "RequestPayer": "requester"}, op
+    assert set(seen) == {"CreateMultipartUpload", "CopyObject"}
