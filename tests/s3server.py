@@ -179,8 +179,9 @@ class SeaweedS3:
         self.buckets.append(name)
         return name
 
-    def write_aws_files(self, home: Path) -> dict[str, str]:
-        """AWS CLI style config files for this server; returns the environment that selects them."""
+    def write_aws_files(self, home: Path, addressing_style: str | None = None) -> dict[str, str]:
+        """AWS CLI style config files for this server (``addressing_style``: the default profile's
+        ``s3 = addressing_style``); returns the environment that selects them."""
         home.mkdir(parents=True, exist_ok=True)
         creds = home / "credentials"
         creds.write_text(
@@ -189,7 +190,8 @@ class SeaweedS3:
             f"[wrong]\naws_access_key_id = {ADMIN[0]}\naws_secret_access_key = not-the-secret\n"
         )
         cfg = home / "config"
-        cfg.write_text("[default]\nregion = us-east-1\n\n[profile reader]\nregion = us-east-1\n\n"
+        style = f"s3 =\n    addressing_style = {addressing_style}\n" if addressing_style else ""
+        cfg.write_text(f"[default]\nregion = us-east-1\n{style}\n[profile reader]\nregion = us-east-1\n\n"
                        "[profile wrong]\nregion = us-east-1\n")
         return {
             "AWS_SHARED_CREDENTIALS_FILE": str(creds),

@@ -113,6 +113,12 @@ def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: in
     endpoint = config.endpoint_url or loc.endpoint_url
     custom = bool(endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
     opts = S3Options.of(config)
+    # the profile's "s3 = addressing_style" (as the AWS CLI reads it), else path style for an
+    # endpoint of its own (S3-compatible servers), and AWS's choice on AWS
+    try:
+        style = (session._session.get_scoped_config().get("s3") or {}).get("addressing_style")
+    except botocore.exceptions.BotoCoreError as exc:  # ProfileNotFound and friends
+        raise SourceError(f"{config.source.text}: {exc}") from None
     cfg = Config(
         region_name=region,
         retries={"mode": "standard", "max_attempts": opts.retries + 1},
@@ -120,7 +126,7 @@ def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: in
         read_timeout=opts.read_timeout,
         max_pool_connections=max_pool,
         tcp_keepalive=True,
-        s3={"addressing_style": "path" if custom else "auto"},
+        s3={"addressing_style": style or ("path" if custom else "auto")},
         signature_version=UNSIGNED if unsigned else None,
     )
     try:

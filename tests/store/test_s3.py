@@ -304,3 +304,26 @@ def test_encryption_storage_class_and_requester_pays_reach_every_request(s3_serv
             "StorageClass": "STANDARD_IA", "ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/k",
             "RequestPayer": "requester"}, op
     assert set(seen) == {"CreateMultipartUpload", "CopyObject"}
+
+
+@pytest.mark.parametrize("endpoint, style, bucket, expect", [
+    (None, "auto", "climate-data", {"virtual_hosted_style_request": "true", "region": "eu-west-1"}),
+    ("https://s3.eu-west-1.amazonaws.com", "auto", "my.dotted.bucket",  # TLS names no dotted bucket host
+     {"virtual_hosted_style_request": "false", "endpoint": "https://s3.eu-west-1.amazonaws.com"}),
+    ("http://127.0.0.1:8333", "path", "bkt", {"virtual_hosted_style_request": "false", "endpoint": "http://127.0.0.1:8333"}),
+    ("https://s3.example.org", "virtual", "bkt", {"virtual_hosted_style_request": "true", "endpoint": "https://bkt.s3.example.org"}),
+], ids=["aws", "aws-dotted-bucket", "path-style-server", "virtual-hosted-server"])
+def test_obstore_addresses_the_bucket_as_boto3_would(endpoint, style, bucket, expect):
+    """AWS: virtual-hosted over https (no endpoint: obstore's own for the region); other servers:
+    path style unless the AWS config says virtual; https bodies not hashed for the signature."""
+    import boto3
+    from botocore.config import Config
+
+    from nczfs.store.s3 import S3Options, obstore_s3
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="a",
+                          aws_secret_access_key="b", config=Config(s3={"addressing_style": style}))
+    config = obstore_s3(client, bucket, S3Options()).config
+    assert {k: config.get(k) for k in expect} == expect
+    assert ("endpoint" in config) == ("endpoint" in expect)
+    assert config.get("unsigned_payload") == ("true" if (endpoint or "https:").startswith("https:") else None)
