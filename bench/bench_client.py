@@ -152,8 +152,6 @@ def main() -> None:
         c.put_object(Bucket=bucket, Key="small", Body=os.urandom(MiB))
         c.put_object(Bucket=bucket, Key="big", Body=os.urandom(8 * MiB))
         endpoint, ca = (server.https_endpoint, str(server.ca_file)) if args.https else (server.endpoint, None)
-        if ca:  # the hand path (s3lean.py) takes no CA bundle but urllib3's default context reads this
-            os.environ["SSL_CERT_FILE"] = ca
         paths = make_paths(endpoint, bucket, ca)
         wanted = args.paths.split(",")
         results: dict[tuple[str, str], list[tuple[float, float]]] = {}
