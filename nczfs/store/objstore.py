@@ -26,7 +26,7 @@ from typing import Any, BinaryIO, Iterator
 import obstore as obs
 from obstore.exceptions import (
     AlreadyExistsError,
-    BaseError,
+    InvalidPathError,
     NotSupportedError,
     PermissionDeniedError,
     PreconditionError,
@@ -158,6 +158,11 @@ def retry_config(retries: int = 2, *, retry_timeout: float = 120) -> dict[str, A
     return {"max_retries": retries, "retry_timeout": datetime.timedelta(seconds=retry_timeout),
             "backoff": {"init_backoff": datetime.timedelta(milliseconds=50), "max_backoff": datetime.timedelta(seconds=5),
                         "base": 2}}
+
+
+def _unnamable(exc: BaseException) -> bool:
+    """A failure because obstore cannot name a key (a control character in it, as S3 allows)."""
+    return isinstance(exc, (InvalidPathError, ValueError)) and "path" in str(exc).lower()
 
 
 def _pages(n: int) -> int:
@@ -294,9 +299,18 @@ class ObjectStoreBackend(SyncStore):
             page = obs.list_with_delimiter(self.store, base)
         except Exception as exc:
             self._count("list")
+            if _unnamable(exc) and (other := self.list_other_way(base, True)) is not None:
+                return base, next(other)
             raise self._err(exc, prefix or "/", "list") from None
         self._count("list", _pages(len(page["objects"]) + len(page["common_prefixes"])))
         return base, page
+
+    def list_other_way(self, base: str | None, delimiter: bool) -> Iterator[Any] | None:
+        """A listing of ``base`` where obstore cannot give one (a key it cannot name: a control
+        character): with the delimiter one page ``{"common_prefixes", "objects"}``, without
+        chunks of objects, shaped as obstore's (a marker ``d/`` as ``d``, marked ``"marker"``).
+        None: this store has no other way (the listing fails, naming the key)."""
+        return None
 
     def list_dir(self, prefix: str) -> list[DirEntry]:
         check_prefix(prefix)
@@ -316,23 +330,32 @@ class ObjectStoreBackend(SyncStore):
 
     def _walk(self, prefix: str, chunk_size: int = 1000) -> Iterator[list[dict]]:
         base = self._dir_path(prefix)
+        given = 0
         try:
             stream = obs.list(self.store, base, chunk_size=chunk_size)
-            first = True
             while True:
                 try:
                     chunk = next(stream)
                 except StopIteration:
-                    if first:
+                    if not given:
                         self._count("list")  # the request that found nothing
                     return
-                first = False
                 self._count("list", _pages(len(chunk)))
+                given += len(chunk)
                 yield chunk
         except NczfsError:
             raise
         except Exception as exc:
-            raise self._err(exc, prefix or "/", "list") from None
+            other = self.list_other_way(base, False) if _unnamable(exc) else None
+            if other is None:
+                raise self._err(exc, prefix or "/", "list") from None
+        skip = given  # the same order: from past what obstore gave already
+        for chunk in other:
+            if skip >= len(chunk):
+                skip -= len(chunk)
+                continue
+            yield chunk[skip:]
+            skip = 0
 
     def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
         check_prefix(prefix)
@@ -353,8 +376,8 @@ class ObjectStoreBackend(SyncStore):
     def _is_marker(self, meta: dict) -> bool:
         """Is this listed object a directory marker (a key ``path/`` other tools write)? obstore
         lists ``path/`` as ``path``: an empty object whose HEAD finds nothing under ``path``."""
-        if meta["size"] != 0:
-            return False
+        if "marker" in meta or meta["size"] != 0:
+            return bool(meta.get("marker"))
         self._count("head")
         try:
             obs.head(self.store, meta["path"])

@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 from dataclasses import dataclass
 import os
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 import boto3
 import botocore.exceptions
 import obstore as obs
+from obstore.exceptions import InvalidPathError
 from boto3.s3.transfer import TransferConfig
 from botocore import UNSIGNED
 from botocore.config import Config
@@ -42,7 +44,7 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
-from nczfs.store.base import DirEntry, ObjectInfo, Staged, Upload, check_key, join, parent_of
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload, check_key, join, parent_of
 from nczfs.store.objstore import ObjectStoreBackend, obstore_client_options, retry_config
 
 if TYPE_CHECKING:
@@ -291,6 +293,94 @@ class S3Store(ObjectStoreBackend):
         full = self._dir_path(prefix)
         return f"{full}/" if full else ""
 
+    # ------------------------------------------------------------------ keys obstore cannot name
+    # S3 takes any UTF-8 in a key; obstore (object_store's paths) refuses ASCII control
+    # characters, and fails a whole listing that holds one. boto3 serves those keys and listings.
+
+    def list_other_way(self, base: str | None, delimiter: bool) -> Iterator[Any] | None:
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=f"{base}/" if base else "", **({"Delimiter": "/"} if delimiter else {}),
+            **self.options.payer())
+
+        def meta(item: dict) -> dict:
+            key = item["Key"]
+            return {"path": key.rstrip("/"), "size": int(item["Size"]), "last_modified": item.get("LastModified"),
+                    "e_tag": item.get("ETag"), "marker": key.endswith("/")}
+
+        def listing() -> Iterator[Any]:
+            try:
+                if delimiter:
+                    prefixes, objects = [], []
+                    for page in pages:
+                        self._count_one("ListObjectsV2")
+                        prefixes += [cp["Prefix"].rstrip("/") for cp in page.get("CommonPrefixes", ())]
+                        objects += [meta(item) for item in page.get("Contents", ())]
+                    yield {"common_prefixes": prefixes, "objects": objects}
+                else:
+                    for page in pages:
+                        self._count_one("ListObjectsV2")
+                        yield [meta(item) for item in page.get("Contents", ())]
+            except Exception as exc:
+                raise translate(exc, base or "/", "ListObjectsV2") from None
+
+        return listing()
+
+    def _count_one(self, kind: str) -> None:
+        with self._count_lock:
+            self._counts[kind] += 1
+
+    def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        check_key(key)
+        full = self._full(key)
+        if not _CONTROL.search(full) or (rng is not None and rng.end == rng.start):
+            return super().get_version(key, rng, etag)
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full, **self.options.payer()}
+        if etag:
+            kwargs["IfMatch"] = f'"{etag}"'
+        if rng is not None and not (rng.start == 0 and rng.end is None):
+            kwargs["Range"] = f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
+        try:
+            return self.client.get_object(**kwargs)["Body"].read()
+        except botocore.exceptions.ClientError as exc:
+            if _code(exc) == "InvalidRange":
+                return self._past_the_end(key, rng)
+            raise translate(exc, key, "GetObject") from None
+        except Exception as exc:
+            raise translate(exc, key, "GetObject") from None
+
+    def stat(self, key: str) -> ObjectInfo:
+        check_key(key)
+        full = self._full(key)
+        if not _CONTROL.search(full):
+            return super().stat(key)
+        try:
+            resp = self.client.head_object(Bucket=self.bucket, Key=full, **self.options.payer())
+        except Exception as exc:
+            raise translate(exc, key, "HeadObject") from None
+        return ObjectInfo(key, int(resp["ContentLength"]), int(resp["LastModified"].timestamp() * 1e9),
+                          _etag(resp.get("ETag")))
+
+    def _put(self, key: str, body: Any, size: int) -> ObjectInfo:
+        full = self._full(key)
+        if not _CONTROL.search(full):
+            return super()._put(key, body, size)
+        try:
+            data = body if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body)
+            etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data), **self.options.writes()).get("ETag")
+        except Exception as exc:
+            raise translate(exc, key, "PutObject") from None
+        return ObjectInfo(key, size, time.time_ns(), _etag(etag))
+
+    def _delete_path(self, key: str, path: str) -> None:
+        if not _CONTROL.search(path):
+            return super()._delete_path(key, path)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=path, **self.options.payer())
+        except Exception as exc:
+            err = translate(exc, key, "DeleteObject")
+            if not isinstance(err, KeyNotFound):
+                raise err from None
+
     def put_arguments(self) -> dict[str, Any]:
         """The storage class asked for (obstore sends it as ``x-amz-storage-class``)."""
         return {"attributes": {"Storage-Class": self.options.storage_class}} if self.options.storage_class else {}
@@ -313,7 +403,7 @@ class S3Store(ObjectStoreBackend):
         except botocore.exceptions.BotoCoreError as exc:  # unreachable endpoint, timeouts, bad config
             raise SourceError(f"{text}: cannot reach S3: {exc}") from None
 
-    def entry(self, key: str) -> DirEntry | None:
+    def entry(self, key: str) -> DirEntry | None:  # noqa: C901
         """Mostly one LIST: the keys from just before ``key`` on, in its directory (S3's
         start-after), say whether it is an object, a directory (which wins, as in listings) or
         nothing. Where the first keys leave that open (a directory named like ``key`` less its
@@ -321,13 +411,15 @@ class S3Store(ObjectStoreBackend):
         check_key(key)
         full = self._full(key)
         before = _start_after(full)
-        if before is None:
+        if before is None or _CONTROL.search(full):
             return super().entry(key)
         name = key.rpartition("/")[2]
         self._count("list")
         try:
             chunk = next(iter(obs.list(self.store, self._dir_path(parent_of(key)), offset=before, chunk_size=ENTRY_KEYS)), [])
         except Exception as exc:
+            if isinstance(exc, (InvalidPathError, ValueError)):  # a key obstore cannot name nearby
+                return super().entry(key)
             raise self._err(exc, key, "list") from None
         paths = [m["path"] for m in chunk]
         if any(p.startswith(full + "/") for p in paths):
@@ -539,6 +631,8 @@ class S3Store(ObjectStoreBackend):
             pass
 
 
+#: the characters obstore cannot put in a key (ASCII controls); S3 can
+_CONTROL = re.compile("[\x01-\x1f\x7f]")
 #: keys one lookup's LIST looks at (the page it fetches holds up to 1,000)
 ENTRY_KEYS = 8
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from nczfs.errors import BackendError, KeyNotFound
-from nczfs.store.base import DirEntry, ObjectInfo, tree_listings
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, tree_listings
 from nczfs.store.s3 import S3Store
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
@@ -327,3 +327,30 @@ def test_obstore_addresses_the_bucket_as_boto3_would(endpoint, style, bucket, ex
     assert {k: config.get(k) for k in expect} == expect
     assert ("endpoint" in config) == ("endpoint" in expect)
     assert config.get("unsigned_payload") == ("true" if (endpoint or "https:").startswith("https:") else None)
+
+
+async def test_keys_with_control_characters_are_served_and_do_not_break_listings(s3_server, bucket):
+    """S3 takes any UTF-8 in a key; obstore refuses ASCII control characters in its paths and
+    fails a whole listing holding one: such keys (written by other tools, or through the mount)
+    are served through boto3, and the listings around them work."""
+    client = s3_server.client()
+    for key in ("p/d/ok", "p/d/new\nline", "p/d/tab\tdir/x", "p/d/marked\x7f/"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"" if key.endswith("/") else key.encode())
+    store = ThreadedStore(S3Store(client, bucket, "p"))
+    entries = await store.list_dir("d")
+    assert [(e.name, e.is_dir) for e in entries] == [("marked\x7f", True), ("new\nline", False), ("ok", False),
+                                                     ("tab\tdir", True)]
+    assert await store.list_prefix("d") == ["d/new\nline", "d/ok", "d/tab\tdir/x"]
+    assert await store.get("d/new\nline") == b"p/d/new\nline"
+    assert await store.get("d/new\nline", ByteRange(4, 7)) == b"new"
+    assert (await store.stat("d/new\nline")).size == len(b"p/d/new\nline")
+    assert (await store.entry("d/tab\tdir")).is_dir and not (await store.entry("d/new\nline")).is_dir
+    assert (await store.entry("d/ok")).info.size == 6
+    tree = await store.list_tree("d", 1000)
+    assert [e.name for e in tree["d"]] == ["marked\x7f", "new\nline", "ok", "tab\tdir"]
+    await store.set("d/bell\x07", b"ring")
+    assert client.get_object(Bucket=bucket, Key="p/d/bell\x07")["Body"].read() == b"ring"
+    await store.rename_dir("d", "e")
+    assert sorted(await store.list_prefix("e")) == ["e/bell\x07", "e/new\nline", "e/ok", "e/tab\tdir/x"]
+    await store.delete("e/bell\x07")
+    assert await store.entry("e/bell\x07") is None
