@@ -825,7 +825,7 @@ class CachingStore(WrapperStore):
         lo = start - first * b
         hi = None if end is None else end - first * b
         # a view, not a copy: the FUSE adapter copies it into its reply
-        out = memoryview(data)[lo:hi] if (lo or (hi is not None and hi < len(data))) else data
+        out = memoryview(data)[lo:hi] if (lo or (hi is not None and hi < len(data))) else bytes(data)
         self.stats["cache.bytes-served"] += len(out)  # to readers, from blocks cached or just fetched
         return out
 
