@@ -57,9 +57,24 @@ MiB = 1024 * 1024
 NCZFS_LABELS = ("nczfs", "nczfs-ro", "nczfs-dio")
 
 
+#: the domain SeaweedFS answers virtual-hosted requests for (``--virtual-hosted``: the bucket's
+#: name under it is added to /etc/hosts for the run)
+VIRTUAL_DOMAIN = "s3.nczfs.test"
+
+
 class Paths:
-    def __init__(self, server: SeaweedS3, bucket: str, work: Path, nczfs_args: list[str]):
+    def __init__(self, server: SeaweedS3, bucket: str, work: Path, nczfs_args: list[str], https: bool = False,
+                 virtual: bool = False):
         self.server, self.bucket, self.work = server, bucket, work
+        #: where every path reaches S3: http or https (a private CA: ``server.ca_file``), path
+        #: style or virtual-hosted (``<bucket>.s3.nczfs.test``)
+        self.https, self.virtual = https, virtual
+        host = f"{VIRTUAL_DOMAIN}" if virtual else "127.0.0.1"
+        port = server.ports[4] if https else server.s3_port
+        self.endpoint = f"{'https' if https else 'http'}://{host}:{port}"
+        self.env = dict(os.environ)
+        if https:  # each client's own way of trusting a private CA
+            self.env |= {"AWS_CA_BUNDLE": str(server.ca_file), "CURL_CA_BUNDLE": str(server.ca_file)}
         self.mnt = {"nczfs": work / "mnt-nczfs", "nczfs-ro": work / "mnt-nczfs-ro", "nczfs-dio": work / "mnt-nczfs-dio",
                     "s3fs-fuse": work / "mnt-s3fs"}
         for m in self.mnt.values():
@@ -90,12 +105,14 @@ class Paths:
     def mount(self, label: str) -> None:
         mnt = self.mnt[label]
         if label.startswith("nczfs"):
-            subprocess.run([*NCZFS, "mount", f"s3://{self.bucket}", str(mnt), "--endpoint-url", self.server.endpoint,
+            subprocess.run([*NCZFS, "mount", f"s3://{self.bucket}", str(mnt), "--endpoint-url", self.endpoint,
                             *(["--read-only"] if label == "nczfs-ro" else []),
-                            *(["-o", "direct_io"] if label == "nczfs-dio" else []), *self.nczfs_args], check=True)
+                            *(["-o", "direct_io"] if label == "nczfs-dio" else []), *self.nczfs_args], check=True,
+                           env=self.env)
         else:
+            style = [] if self.virtual else ["-o", "use_path_request_style"]
             subprocess.run(["s3fs", self.bucket, str(mnt), "-o", f"passwd_file={self.passwd}",
-                            "-o", f"url={self.server.endpoint},use_path_request_style"], check=True)
+                            "-o", f"url={self.endpoint}", *style], check=True, env=self.env)
             deadline = time.monotonic() + 30
             while not os.path.ismount(mnt):
                 if time.monotonic() > deadline:
@@ -116,8 +133,12 @@ class Paths:
     def fs(self, asynchronous: bool = False):
         import s3fs
 
+        kwargs = {"endpoint_url": self.endpoint, "region_name": "us-east-1"}
+        if self.https:
+            kwargs["verify"] = str(self.server.ca_file)
         return s3fs.S3FileSystem(key=ADMIN[0], secret=ADMIN[1], skip_instance_cache=True, asynchronous=asynchronous,
-                                 client_kwargs={"endpoint_url": self.server.endpoint, "region_name": "us-east-1"})
+                                 client_kwargs=kwargs,
+                                 config_kwargs={"s3": {"addressing_style": "virtual" if self.virtual else "path"}})
 
     def store(self, label: str, name: str, read_only: bool = True):
         if label in self.mnt:
@@ -296,19 +317,25 @@ def main() -> None:
     ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse",
                     help="which paths to run (comma list; also nczfs-dio)")
     ap.add_argument("--nczfs-args", default="", help="extra nczfs mount arguments, e.g. '--cache-size 256M'")
+    ap.add_argument("--https", action="store_true", help="every path reaches S3 over https (SeaweedFS's TLS port)")
+    ap.add_argument("--virtual-hosted", action="store_true",
+                    help=f"every path addresses the bucket virtual-hosted style (<bucket>.{VIRTUAL_DOMAIN}, in /etc/hosts)")
     args = ap.parse_args()
     labels = [label for label in args.labels.split(",") if label != "s3fs-fuse" or shutil.which("s3fs")]
     if "s3fs-fuse" not in labels:
         print("note: s3fs (s3fs-fuse) not installed: its column is skipped", file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="nczfs-bench-s3-"))
-    server = SeaweedS3(work / "weed")
-    os.environ.update(server.write_aws_files(work / "aws"))
+    server = SeaweedS3(work / "weed", tls=args.https, domain=VIRTUAL_DOMAIN if args.virtual_hosted else None)
+    os.environ.update(server.write_aws_files(work / "aws", addressing_style="virtual" if args.virtual_hosted else None))
     server.start()
     big_file = Path(f"/dev/shm/nczfs-bench-{os.getpid()}.bin")
     rows: dict[str, dict[str, Run]] = {}
     targets: dict[str, list[tuple[str, float]]] = {}
     try:
-        p = Paths(server, server.new_bucket("bench"), work, args.nczfs_args.split())
+        bucket = server.new_bucket("bench")
+        if args.virtual_hosted:
+            hosts_entry(f"{bucket}.{VIRTUAL_DOMAIN}")
+        p = Paths(server, bucket, work, args.nczfs_args.split(), https=args.https, virtual=args.virtual_hosted)
         n = args.mib * MiB // 4
         big = zarr.create_array(p.store("direct", "big.zarr", False), shape=(n,), chunks=(CHUNK,),
                                 dtype="f4", compressors=None, zarr_format=2)
@@ -353,9 +380,38 @@ def main() -> None:
         server.stop()
         subprocess.run(["rm", "-rf", str(work)])
         big_file.unlink(missing_ok=True)
+        hosts_entry(None)
 
+    print(f"\nS3 over {'https (a private CA)' if args.https else 'http'}, "
+          f"{'virtual-hosted' if args.virtual_hosted else 'path style'}; load average at the end {os.getloadavg()}")
     print_results(rows, targets, labels, args.runs)
+    print_daemon_cpu(rows, labels, args.mib, args.small)
     print(f"\nnczfs daemon peak RSS (VmHWM) over all runs: {p.peak_rss / MiB:.0f} MiB")
+
+
+HOSTS_MARK = "# nczfs bench_s3"
+
+
+def hosts_entry(name: str | None) -> None:
+    """Point ``name`` at 127.0.0.1 in /etc/hosts (None: remove what this script added)."""
+    hosts = Path("/etc/hosts")
+    lines = [line for line in hosts.read_text().splitlines() if not line.endswith(HOSTS_MARK)]
+    if name:
+        lines.append(f"127.0.0.1 {name} {HOSTS_MARK}")
+    hosts.write_text("\n".join(lines) + "\n")
+
+
+def print_daemon_cpu(rows: dict[str, dict[str, Run]], labels: list[str], mib: int, small: int) -> None:
+    """The FUSE daemons' CPU per GiB of a cold array read and per 10,000 small chunks read."""
+    fuse = [label for label in labels if label != "direct"]
+    per = [(f"read {mib} MiB array (8 MiB chunks), cold", 1024 / mib, "per GiB read"),
+           (f"read {small:,} chunks of 4 KiB, cold", 10000 / small, "per 10,000 chunks of 4 KiB")]
+    print("\n| FUSE daemon CPU s | " + " | ".join(fuse) + " |")
+    print("|---|" + "---:|" * len(fuse))
+    for name, scale, what in per:
+        if name in rows:
+            print(f"| {what} | " + " | ".join(f"{rows[name][label].daemon * scale:.2f}" if label in rows[name] else "-"
+                                            for label in fuse) + " |")
 
 
 def median_run(runs: list[Run]) -> Run:

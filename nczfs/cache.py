@@ -830,7 +830,7 @@ class CachingStore(WrapperStore):
         lo = start - first * b
         hi = None if end is None else end - first * b
         # a view, not a copy: the FUSE adapter copies it into its reply
-        out = memoryview(data)[lo:hi] if (lo or (hi is not None and hi < len(data))) else data
+        out = memoryview(data)[lo:hi] if (lo or (hi is not None and hi < len(data))) else bytes(data)
         self.stats["cache.bytes-served"] += len(out)  # to readers, from blocks cached or just fetched
         return out
 
@@ -1078,7 +1078,7 @@ class CachingStore(WrapperStore):
 
 #: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
 #: archive is already in the kernel's page cache)
-BYTE_CACHED_BACKENDS = frozenset({"s3", "reference"})
+BYTE_CACHED_BACKENDS = frozenset({"s3", "gcs", "azure", "http", "reference"})
 
 
 def cached(store, config) -> CachingStore:

@@ -50,7 +50,10 @@ def _parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Mount SOURCE on MOUNTPOINT; return once the mount answers (a daemon "
                                    "stays in the background unless -f or --systemd).")
-    m.add_argument("source", help="a directory, a file:// URL (with #mode=...), ...")
+    m.add_argument("source", help="a directory, a file:// URL (with #mode=...), a zip file, s3://BUCKET/PREFIX "
+                                  "(or any S3 URL netCDF-C takes), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX, "
+                                  "abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX, "
+                                  "https://HOST/PATH/X.zarr (a web server's Zarr, read-only), a reference set")
     m.add_argument("mountpoint")
     m.add_argument("-f", "--foreground", action="store_true", help="stay attached; log to stderr")
     m.add_argument("--systemd", action="store_true",
@@ -70,14 +73,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="mount options, comma separated (every one below)")
     m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS",
                    help="reuse attributes, listings and missing names this long (default 1 for a "
-                        "writable S3 mount, 60 otherwise)")
+                        "writable S3, GCS or Azure mount, 60 otherwise)")
     m.add_argument("--cache-size", default=None, metavar="BYTES",
                    help="memory for cached object data, e.g. 512M (default: 1/8 of RAM, at most 1G)")
     m.add_argument("--write-memory", default=None, metavar="BYTES",
                    help="memory for pending writes of all files together; past it a file being "
                         "written goes to a temp file, e.g. 256M (default: 1/8 of RAM, at most 1G)")
     m.add_argument("--cache-dir", default=None, metavar="DIR",
-                   help="S3/reference: keep fetched object data in DIR across mounts (default: off)")
+                   help="object stores/reference: keep fetched object data in DIR across mounts (default: off)")
     m.add_argument("--cache-dir-size", default=None, metavar="BYTES",
                    help="bytes --cache-dir may hold, e.g. 50G (default 10G)")
     m.add_argument("--log-file", default=None, metavar="FILE",
@@ -122,10 +125,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def source_options(p: argparse.ArgumentParser) -> None:
     """What reaching SOURCE needs: the same for mount, inspect and validate."""
-    p.add_argument("--endpoint-url", default=None, metavar="URL", help="S3: the server's endpoint URL")
+    p.add_argument("--endpoint-url", default=None, metavar="URL",
+                   help="S3, GCS, Azure: the server's endpoint URL (an S3-compatible server, an emulator)")
     p.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
     p.add_argument("--region", default=None, help="S3: the bucket's region")
-    p.add_argument("--no-sign-request", action="store_true", help="S3: anonymous (unsigned) requests")
+    p.add_argument("--no-sign-request", action="store_true",
+                   help="S3, GCS, Azure: anonymous (unsigned) requests, as -o anon (GCS and Azure: read-only)")
     p.add_argument("--allow-root", dest="allow_roots", action="append", default=[], metavar="DIR",
                    help="reference sets: local targets may lie below DIR (repeatable; default: the JSON's directory)")
 

@@ -42,11 +42,21 @@ OPTION_HELP = (
     ("log_format=text|json", "log lines as text or JSON objects (--log-format)"),
     ("debug", "log every request (log_level=trace)"),
     ("metrics=ADDR:PORT", "serve Prometheus metrics there (--metrics)"),
-    ("endpoint_url=URL, url=URL", "S3: the server's endpoint (--endpoint-url; url= as in s3fs)"),
+    ("endpoint_url=URL, url=URL", "S3, GCS, Azure: the server's endpoint (--endpoint-url; url= as in s3fs)"),
     ("profile=NAME", "S3: the AWS profile (--profile)"),
     ("region=NAME", "S3: the bucket's region (--region)"),
     ("no_sign_request", "S3: anonymous requests (--no-sign-request)"),
     ("use_path_request_style", "S3: path-style addressing (as in s3fs; custom endpoints always)"),
+    ("anon", "S3, GCS, Azure: anonymous requests (GCS and Azure: read-only)"),
+    ("retries=N", "object stores: attempts after the first before EIO (default 2)"),
+    ("connect_timeout=SECONDS", "object stores: seconds to connect (default 5)"),
+    ("read_timeout=SECONDS", "object stores: seconds without a byte of an answer (default 60)"),
+    ("requester_pays", "S3: requests say the requester pays"),
+    ("sse=AES256|aws:kms|aws:kms:dsse", "S3: server-side encryption of what the mount writes"),
+    ("sse_kms_key_id=KEY", "S3: the KMS key (implies sse=aws:kms)"),
+    ("storage_class=CLASS", "S3: the storage class of what the mount writes"),
+    ("google_application_credentials=FILE", "GCS: the credentials file"),
+    ("azure_storage_account=NAME", "Azure: the storage account"),
     ("zip_layout=netcdf|flat", "zip: the layout of a new archive (default netcdf)"),
     ("validate=strict|warn|off", "check metadata written through the mount (--validate)"),
     ("present=VIEW", "show datasets as as-stored, netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray"),
@@ -108,11 +118,28 @@ class MountConfig:
     endpoint_url: str | None = None
     profile: str | None = None
     region: str | None = None
-    #: S3: send unsigned (anonymous) requests
+    #: S3, GCS, Azure: send unsigned (anonymous) requests (-o anon, --no-sign-request)
     no_sign_request: bool = False
     #: S3: address buckets path style (``host/bucket/key``) even on AWS (s3fs's use_path_request_style);
     #: a custom endpoint is always addressed so
     path_style: bool = False
+    #: object stores: attempts after the first (None: 2, three in all), seconds to connect, and
+    #: seconds without a byte before an attempt is given up (None: 5 and 60)
+    retries: int | None = None
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    #: S3: requests say the requester pays (x-amz-request-payer), as for requester-pays buckets
+    requester_pays: bool = False
+    #: S3: server-side encryption of what the mount writes ("AES256", "aws:kms", "aws:kms:dsse")
+    #: and the KMS key (its id, alias or ARN; implies aws:kms)
+    sse: str | None = None
+    sse_kms_key_id: str | None = None
+    #: S3: the storage class of what the mount writes (STANDARD_IA, INTELLIGENT_TIERING, ...)
+    storage_class: str | None = None
+    #: GCS: the credentials file (service-account key or gcloud's application-default credentials)
+    google_application_credentials: str | None = None
+    #: Azure: the storage account (else the URL's, or AZURE_STORAGE_ACCOUNT_NAME)
+    azure_storage_account: str | None = None
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
     validate: str = "strict"
     #: metadata flavor shown: "as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1" or "xarray"
@@ -148,6 +175,36 @@ def _float(key: str, value: str) -> float:
     if v < 0:
         raise SourceError(f"-o {key}={value}: must not be negative")
     return v
+
+
+def _positive(key: str, value: str) -> float:
+    v = _float(key, value)
+    if v == 0:
+        raise SourceError(f"-o {key}={value}: must be more than 0")
+    return v
+
+
+#: S3's server-side encryption modes, by the names users give them
+SSE_MODES = {"aes256": "AES256", "s3": "AES256", "aws:kms": "aws:kms", "kms": "aws:kms", "aws:kms:dsse": "aws:kms:dsse"}
+#: S3's storage classes (AWS's; S3-compatible servers take a subset)
+STORAGE_CLASSES = ("STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER",
+                   "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE")
+
+
+def sse_mode(value: str) -> str:
+    """``-o sse=``: AES256 (or s3), aws:kms (or kms), aws:kms:dsse."""
+    mode = SSE_MODES.get(value.strip().lower())
+    if mode is None:
+        raise SourceError(f"-o sse={value}: must be AES256, aws:kms or aws:kms:dsse")
+    return mode
+
+
+def storage_class(value: str) -> str:
+    """``-o storage_class=``: one of S3's storage classes, any case."""
+    cls = value.strip().upper()
+    if cls not in STORAGE_CLASSES:
+        raise SourceError(f"-o storage_class={value}: not an S3 storage class ({', '.join(STORAGE_CLASSES)})")
+    return cls
 
 
 def parse_options(opts: list[str]) -> dict[str, object]:
@@ -203,8 +260,25 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["endpoint_url" if key == "url" else key] = value  # url=: s3fs's name
             elif key == "use_path_request_style" and not eq:  # s3fs's name
                 out["path_style"] = True
-            elif key == "no_sign_request" and not eq:
+            elif key in ("no_sign_request", "anon") and not eq:
                 out["no_sign_request"] = True
+            elif key == "retries" and eq:
+                out["retries"] = _count(key, value)
+            elif key in ("connect_timeout", "read_timeout") and eq:
+                out[key] = _positive(key, value)
+            elif key == "requester_pays" and not eq:
+                out["requester_pays"] = True
+            elif key == "sse" and eq:
+                out["sse"] = sse_mode(value)
+            elif key == "sse_kms_key_id" and eq and value:
+                out["sse_kms_key_id"] = value
+                out.setdefault("sse", "aws:kms")
+            elif key == "storage_class" and eq:
+                out["storage_class"] = storage_class(value)
+            elif key == "google_application_credentials" and eq and value:
+                out[key] = os.path.abspath(value)
+            elif key == "azure_storage_account" and eq and value:
+                out[key] = value
             elif key == "zip_layout" and value in ("flat", "netcdf"):
                 out["zip_layout"] = value
             elif key == "validate" and eq:
@@ -252,7 +326,7 @@ SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:
-    return SHORT_TTL if backend == "s3" and not read_only else LONG_TTL
+    return SHORT_TTL if backend in ("s3", "gcs", "azure") and not read_only else LONG_TTL
 
 
 def metrics_address(value: str) -> str:

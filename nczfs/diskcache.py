@@ -76,6 +76,9 @@ def source_identity(config) -> str:
         endpoint = (config.endpoint_url or loc.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
                     or os.environ.get("AWS_ENDPOINT_URL"))
         region = config.region or loc.region
+    elif src.backend in ("gcs", "azure"):
+        endpoint = config.endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST") or os.environ.get("AZURE_STORAGE_ENDPOINT")
+        region = getattr(config, "azure_storage_account", None)
     return json.dumps([src.backend, src.location, endpoint, region, config.profile])
 
 

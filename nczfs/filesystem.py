@@ -325,6 +325,8 @@ class Filesystem:
             mtime, nlink = node.mtime_ns, 1
             if node.content is None and not node.pending and node.fetched >= 0:
                 valid_for = max(0.0, self.opts.metadata_ttl - (self._now() - node.fetched))
+            elif node.content is None and not node.pending:
+                valid_for = 0.0  # listed without its size (a web server's Zarr): the kernel asks getattr
         if ov.mtime_ns is not None:
             mtime = ov.mtime_ns
         return Attr(
@@ -362,6 +364,8 @@ class Filesystem:
         try:
             info = await self.store.stat(node.path)
         except KeyNotFound:
+            if node.fetched < 0:  # named by a listing, never found: missing, not gone
+                raise
             raise Stale(f"{node.path!r}: gone from the store") from None
         self._record(node, info)
         return self.attr(node)

@@ -20,12 +20,18 @@ KNOWN_MODES = frozenset(
 ) | {"refs"}  # nczfs's own word: the file is a kerchunk reference set
 #: which backend a mode word selects
 MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3", "refs": "reference"}
+#: URL schemes of the object stores other than S3, by backend
+CLOUD_SCHEMES = {"gs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure", "adl": "azure"}
+#: backends reached over the network, whose objects other clients may change
+OBJECT_STORE_BACKENDS = frozenset({"s3", "gcs", "azure", "http"})
 
 
 @dataclass(frozen=True)
 class Source:
-    backend: str  # "directory", "memory", "zip", "s3" or "reference"
-    location: str  # an absolute path, a memory store name, or "bucket/prefix"
+    backend: str  # "directory", "memory", "zip", "s3", "gcs", "azure", "http" or "reference"
+    #: an absolute path, a memory store name, "bucket/prefix" (S3, GCS), "container/prefix"
+    #: (Azure) or the URL of a Zarr on a web server (http)
+    location: str
     modes: frozenset[str] = frozenset()
     params: dict[str, str] = field(default_factory=dict)
     text: str = ""
@@ -82,6 +88,14 @@ def _map_from_modes(modes: frozenset[str], text: str) -> str | None:
     return maps.pop() if maps else None
 
 
+def _is_s3_http(host: str, modes: frozenset[str]) -> bool:
+    """Is an http(s) URL an S3 source? As netCDF-C decides (NCZARR_FORMATS.md section 6): its
+    mode says s3 or gs3, or its host is AWS's or Google's S3 endpoint; otherwise it names a
+    Zarr on a web server."""
+    host = host.lower()
+    return bool(modes & {"s3", "gs3"}) or host.endswith(".amazonaws.com") or host == "storage.googleapis.com"
+
+
 def parse_source(text: str, cwd: str | None = None) -> Source:
     """Turn the SOURCE argument into a :class:`Source`, or raise SourceError with a one-line reason."""
     if not text or not text.strip():
@@ -105,6 +119,14 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
         if chosen not in (None,):
             raise SourceError(f"{text}: mode {', '.join(sorted(modes & set(MAP_MODES)))} does not fit memory://")
         return Source("memory", parts.netloc + parts.path, modes, params, text)
+    if scheme in ("http", "https") and not _is_s3_http(parts.hostname or "", modes):
+        if chosen is not None:
+            raise SourceError(f"{text}: mode {chosen} does not fit a web server's URL (S3 endpoints need mode=s3)")
+        from nczfs.cloudurl import azure_https_location
+
+        if (azure := azure_https_location(text)) is not None:
+            return Source("azure", azure, modes, params, text)
+        return Source("http", text.split("#", 1)[0].rstrip("/"), modes, params, text)
     if scheme in ("s3", "gs3", "http", "https"):
         backend = "s3"
         if scheme in ("http", "https") and chosen not in (None, "s3"):
@@ -113,12 +135,19 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
 
         loc = parse_s3_url(text)
         return Source(backend, f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text)
+    if scheme in CLOUD_SCHEMES:
+        if chosen is not None:
+            raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")
+        from nczfs.cloudurl import parse_cloud_url
+
+        return Source(CLOUD_SCHEMES[scheme], parse_cloud_url(text).location, modes, params, text)
     if scheme == "reference":  # reference://path/refs.json
         if chosen not in (None, "reference"):
             raise SourceError(f"{text}: reference:// URLs name a reference set; mode names {chosen}")
         chosen = "reference"
     elif scheme and scheme != "file":
-        raise SourceError(f"{text}: unsupported URL scheme {scheme!r} (use a path, file://, s3:// or https://)")
+        raise SourceError(f"{text}: unsupported URL scheme {scheme!r} "
+                          "(use a path, file://, s3://, gs://, az://, abfs:// or https://)")
 
     if scheme in ("file", "reference"):
         path = unquote(parts.path)

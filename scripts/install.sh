@@ -77,6 +77,8 @@ apt_pkgs=(fuse3 libfuse3-dev pkg-config gcc python3 python3-venv python3-dev)
 if [ "$extra" = test ]; then
     apt_pkgs+=(rsync netcdf-bin tar diffutils findutils zip unzip man-db)
     apt_pkgs+=(systemd mount util-linux passwd)  # systemd-analyze verify; mount -T; setpriv; useradd
+    apt_pkgs+=(openssl iproute2 nginx-core)  # test certificates; a sealed network namespace; a web server
+    command -v npm >/dev/null || apt_pkgs+=(nodejs npm)  # Azurite, the Azure Blob emulator (npm)
 fi
 
 missing=()
@@ -104,5 +106,10 @@ if ! pip wheel --no-deps -w build/wheel . || ! pip uninstall -y nczfs || ! pip i
     exit 1
 fi
 (cd / && "$venv/bin/python" -c "import nczfs.cli, pyfuse3, trio")
+if [ "$extra" = test ] && [ ! -x .venv/azurite/node_modules/.bin/azurite-blob ]; then
+    # 3.35 is the last Azurite that runs on Debian 12's nodejs 18
+    npm install --silent --no-audit --no-fund --prefix .venv/azurite azurite@3.35.0 >.venv/npm.log 2>&1 \
+        || { cat .venv/npm.log; echo "npm install azurite failed" >&2; exit 1; }
+fi
 make_links || true
 echo "nczfs installed in $venv ($(.venv/bin/nczfs --version))"

@@ -44,7 +44,7 @@ def s3_server(tmp_path_factory):
     """One SeaweedFS server for the whole session, with AWS CLI style credential files in the environment."""
     from tests.s3server import SeaweedS3
 
-    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"))
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs"), tls=True)  # also https (a private CA)
     saved = {k: os.environ.get(k) for k in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
                                              "AWS_EC2_METADATA_DISABLED", "AWS_PROFILE")}
     os.environ.update(server.write_aws_files(server.workdir / "aws"))
@@ -59,6 +59,38 @@ def s3_server(tmp_path_factory):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _serving(server):
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory):
+    """One fake-gcs-server (behind its XML adapter, tests/gcsserver.py) for the whole session."""
+    from tests.gcsserver import FakeGCS
+
+    yield from _serving(FakeGCS(tmp_path_factory.mktemp("fake-gcs")))
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory):
+    """One Azurite (Azure Blob emulator) for the whole session."""
+    from tests.azurite import Azurite
+
+    yield from _serving(Azurite(tmp_path_factory.mktemp("azurite")))
+
+
+@pytest.fixture(scope="session")
+def web_server(tmp_path_factory):
+    """One nginx serving a directory (``web_server.root``) for the whole session."""
+    from tests.webserver import Nginx
+
+    yield from _serving(Nginx(tmp_path_factory.mktemp("nginx")))
 
 
 @pytest.fixture

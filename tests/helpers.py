@@ -258,3 +258,38 @@ def _kill_daemon_of(mnt: Path) -> None:
         if b"nczfs" in b" ".join(argv[:3]) and b"mount" in argv and target in argv:
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(proc.name), signal.SIGKILL)
+
+
+
+@dataclass
+class CloudBackend:
+    """The bytes live under a prefix of a bucket (container) on the session's fake-gcs-server
+    (tests/gcsserver.py, ``gs``) or Azurite (tests/azurite.py, ``az``), reached by the mount
+    with ``mount_args`` (credentials as users give them); the test reads the medium directly."""
+
+    server: object  # tests.gcsserver.FakeGCS or tests.azurite.Azurite: get/put/keys(bucket, ...)
+    bucket: str
+    scheme: str
+    mount_args: list[str]
+    prefix: str = "data"
+
+    @property
+    def name(self) -> str:
+        return {"gs": "gcs", "az": "azure"}[self.scheme]
+
+    @property
+    def source(self) -> str:
+        return f"{self.scheme}://{self.bucket}/{self.prefix}"
+
+    def read(self, key: str) -> bytes:
+        data = self.server.get(self.bucket, f"{self.prefix}/{key}")
+        if data is None:
+            raise KeyError(key)
+        return data
+
+    def keys(self, prefix: str = "") -> list[str]:
+        base = f"{self.prefix}/{prefix}/" if prefix else f"{self.prefix}/"
+        return [k[len(self.prefix) + 1:] for k in self.server.keys(self.bucket, base)]
+
+    def put(self, key: str, data: bytes) -> None:
+        self.server.put(self.bucket, f"{self.prefix}/{key}", data)

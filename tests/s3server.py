@@ -67,13 +67,26 @@ class SeaweedS3:
     workdir: Path
     s3_port: int = 0
     proc: subprocess.Popen | None = None
-    #: s3, master, volume, filer ports, kept so that a restart serves the same endpoint
+    #: s3, master, volume, filer (and with ``tls``, s3 over https) ports, kept so that a restart
+    #: serves the same endpoints
     ports: list[int] = field(default_factory=list)
     buckets: list[str] = field(default_factory=list)
+    #: also serve S3 over https (``https_endpoint``), with a certificate of a private CA (``ca_file``)
+    tls: bool = False
+    #: also answer virtual-hosted requests (``<bucket>.<domain>``) for this domain
+    domain: str | None = None
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.s3_port}"
+
+    @property
+    def https_endpoint(self) -> str:
+        return f"https://127.0.0.1:{self.ports[4]}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.workdir / "tls" / "ca.pem"
 
     def start(self, timeout: float = 60.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -86,16 +99,22 @@ class SeaweedS3:
              "actions": ["Read", "List"]},
         ]}))
         if not self.ports:
-            self.ports = free_ports(4)
-        s3, master, volume, filer = self.ports
+            self.ports = free_ports(5 if self.tls else 4)
+        s3, master, volume, filer = self.ports[:4]
         self.s3_port = s3
+        extra = [f"-s3.domainName={self.domain}"] if self.domain else []
+        if self.tls:
+            from tests.tlscerts import make_certs
+
+            certs = make_certs(self.workdir / "tls", (self.domain,) if self.domain else ())
+            extra += [f"-s3.port.https={self.ports[4]}", f"-s3.cert.file={certs.cert}", f"-s3.key.file={certs.key}"]
         self.log = open(self.workdir / "weed.log", "ab")
         self.proc = subprocess.Popen(
             [
                 _weed(), "server", f"-dir={self.workdir / 'data'}", "-s3", f"-s3.port={s3}",
                 "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}", f"-volume.port={volume}",
                 f"-filer.port={filer}", "-master.telemetry=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-                f"-s3.config={config}", "-volume.max=300", "-master.volumeSizeLimitMB=64",
+                f"-s3.config={config}", "-volume.max=300", "-master.volumeSizeLimitMB=64", *extra,
             ],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -160,8 +179,9 @@ class SeaweedS3:
         self.buckets.append(name)
         return name
 
-    def write_aws_files(self, home: Path) -> dict[str, str]:
-        """AWS CLI style config files for this server; returns the environment that selects them."""
+    def write_aws_files(self, home: Path, addressing_style: str | None = None) -> dict[str, str]:
+        """AWS CLI style config files for this server (``addressing_style``: the default profile's
+        ``s3 = addressing_style``); returns the environment that selects them."""
         home.mkdir(parents=True, exist_ok=True)
         creds = home / "credentials"
         creds.write_text(
@@ -170,7 +190,8 @@ class SeaweedS3:
             f"[wrong]\naws_access_key_id = {ADMIN[0]}\naws_secret_access_key = not-the-secret\n"
         )
         cfg = home / "config"
-        cfg.write_text("[default]\nregion = us-east-1\n\n[profile reader]\nregion = us-east-1\n\n"
+        style = f"s3 =\n    addressing_style = {addressing_style}\n" if addressing_style else ""
+        cfg.write_text(f"[default]\nregion = us-east-1\n{style}\n[profile reader]\nregion = us-east-1\n\n"
                        "[profile wrong]\nregion = us-east-1\n")
         return {
             "AWS_SHARED_CREDENTIALS_FILE": str(creds),

@@ -34,7 +34,9 @@ def test_every_o_option_is_listed_by_mount_help_with_a_line_of_help():
                "read_ahead_kb": "1", "log_file": "/tmp/l", "log_level": "info", "log_format": "json",
                "metrics": "9100", "endpoint_url": "http://h", "url": "http://h", "profile": "p", "region": "r",
                "zip_layout": "flat", "validate": "warn", "present": "xarray", "allow_root": "/tmp",
-               "transcode": "zlib"}
+               "transcode": "zlib", "retries": "2", "connect_timeout": "5", "read_timeout": "60", "sse": "AES256",
+               "sse_kms_key_id": "k", "storage_class": "STANDARD_IA", "google_application_credentials": "/tmp/c.json",
+               "azure_storage_account": "acct"}
     for key in _documented_keys():
         if key in IGNORED_OPTIONS or key in ("x-*", "..."):
             continue

@@ -47,3 +47,19 @@ def test_write_memory_reaches_the_config(tmp_path):
     assert config("-o", "write_memory=1G").write_memory == 1024**3
     with pytest.raises(SourceError, match="write_memory=lots"):
         parse_options(["write_memory=lots"])
+
+
+def test_object_store_options_users_of_the_peers_expect():
+    from nczfs.config import parse_options
+
+    got = parse_options(["retries=5,connect_timeout=2.5,read_timeout=30,requester_pays",
+                         "sse=kms,sse_kms_key_id=alias/climate,storage_class=standard_ia,anon"])
+    assert got == {"retries": 5, "connect_timeout": 2.5, "read_timeout": 30.0, "requester_pays": True,
+                   "sse": "aws:kms", "sse_kms_key_id": "alias/climate", "storage_class": "STANDARD_IA",
+                   "no_sign_request": True}
+    assert parse_options(["sse_kms_key_id=k"]) == {"sse_kms_key_id": "k", "sse": "aws:kms"}
+    assert parse_options(["sse=AES256"]) == {"sse": "AES256"}
+    for bad, reason in (("retries=-1", "negative"), ("read_timeout=0", "more than 0"), ("sse=rot13", "AES256"),
+                        ("storage_class=cheap", "storage class"), ("connect_timeout=soon", "not a number")):
+        with pytest.raises(SourceError, match=reason):
+            parse_options([bad])

@@ -37,4 +37,16 @@ def open_store(config: MountConfig) -> SyncStore:
         from nczfs.store.s3 import open_s3
 
         return open_s3(config)
+    if source.backend == "gcs":
+        from nczfs.store.cloud import open_gcs
+
+        return open_gcs(config)
+    if source.backend == "azure":
+        from nczfs.store.cloud import open_azure
+
+        return open_azure(config)
+    if source.backend == "http":
+        from nczfs.store.webzarr import open_http
+
+        return open_http(config)
     raise SourceError(f"{source.text}: the {source.backend} backend is not available in this version")

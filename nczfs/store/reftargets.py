@@ -231,6 +231,7 @@ class S3Files:
             self.client = s3.make_client(config, parse_s3_url(first_url))
         except NczfsError as exc:
             raise BackendError(f"{first_url}: no S3 client for reference targets ({exc})") from exc
+        self._options = s3.S3Options.of(config)
         self._stores: dict[str, object] = {}
         self._lock = threading.Lock()
 
@@ -244,7 +245,8 @@ class S3Files:
         with self._lock:
             store = self._stores.get(loc.bucket)
             if store is None:
-                store = self._stores[loc.bucket] = self._s3.S3Store(self.client, loc.bucket, "", read_only=True)
+                store = self._stores[loc.bucket] = self._s3.S3Store(self.client, loc.bucket, "", read_only=True,
+                                                                    options=self._options)
         return store, loc.prefix
 
     def size(self, url: str) -> int:

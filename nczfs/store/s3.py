@@ -1,33 +1,41 @@
-"""A prefix of an S3 bucket as a store, through boto3 (blocking; lifted by ThreadedStore).
+"""A prefix of an S3 bucket as a store: obstore for reads, listings and PUTs; boto3 for the rest.
 
-S3 error codes become nczfs exceptions here and nowhere else. Keys map to ``<prefix>/<key>``.
-Reads are ranged GETs (``If-Match`` pins an open file to one version); listings are
-ListObjectsV2 with delimiter ``/``, paginated; writes are one PutObject, or a multipart upload
-above ``multipart_threshold`` (parts sent in parallel, a file's read part by part; aborted on
-failure). No directory-marker objects are written; keys ending in ``/`` written by other tools
-show as directories.
+Every GET (ranged, pinned to the version with ``If-Match``), HEAD, LIST (ListObjectsV2 with
+delimiter ``/``, all pages) and PutObject goes through obstore (nczfs/store/objstore.py): AWS
+virtual-hosted over https, S3-compatible servers path style over http or https. boto3 stays for
+what obstore does not offer: multipart uploads by upload id (parts sent while a file is written,
+completed at close or at a rename; parts sent in parallel; aborted on failure) and server-side
+copies (multipart above 5 GiB). Both are configured from one boto3 client, so both follow the
+AWS CLI's credential chain, endpoint, region and CA bundle (``AWS_CA_BUNDLE``); obstore is given
+the client's credentials and never looks for any itself (no instance-metadata lookup of its
+own). S3 error codes become nczfs exceptions here (boto3's) and in objstore.py (obstore's).
+No directory-marker objects are written; keys ending in ``/`` written by other tools show as
+directories.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
+import re
+from dataclasses import dataclass
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 import boto3
 import botocore.exceptions
+import obstore as obs
+from obstore.exceptions import InvalidPathError
 from boto3.s3.transfer import TransferConfig
 from botocore import UNSIGNED
 from botocore.config import Config
 
 from nczfs.errors import (
     BackendError,
-    InvalidKey,
     KeyNotFound,
     NameTooLong,
     NczfsError,
@@ -36,32 +44,23 @@ from nczfs.errors import (
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
-from nczfs.store.s3lean import LeanS3, RangeNotSatisfiable, ranged_body
-from nczfs.store.base import (
-    ByteRange,
-    DirEntry,
-    ObjectInfo,
-    Staged,
-    SyncStore,
-    Upload,
-    check_key,
-    check_prefix,
-    join,
-    tree_listings,
-    usable_name,
-)
-from nczfs.threads import run_blocking
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload, check_key, join, parent_of
+from nczfs.store.objstore import ObjectStoreBackend, obstore_client_options, retry_config
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig
 
 log = logging.getLogger(__name__)
 
-MAX_KEY_BYTES = 1024
 #: CopyObject copies up to 5 GiB; larger objects need a multipart copy
 MAX_SINGLE_COPY = 5 * 1024**3
 NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 DENIED = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
+#: the request names ``nczfs stats`` shows for obstore's requests (boto3's name themselves)
+S3_OPS = {"get": "GetObject", "head": "HeadObject", "list": "ListObjectsV2", "put": "PutObject",
+          "delete": "DeleteObject", "copy": "CopyObject", "multipart": "MultipartUpload"}
+#: credentials that botocore refreshes are handed to obstore for at most this long
+CREDENTIALS_TTL = datetime.timedelta(minutes=5)
 
 
 def _code(exc: botocore.exceptions.ClientError) -> str:
@@ -96,26 +95,6 @@ def _etag(value: str | None) -> str:
     return (value or "").strip('"')
 
 
-def _range_header(rng: ByteRange | None) -> str | None:
-    """The ``Range`` header for ``rng`` (None: the whole object)."""
-    if rng is None or (rng.start == 0 and rng.end is None):
-        return None
-    return f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
-
-
-def _past_the_end(key: str, rng: ByteRange | None, info: ObjectInfo) -> bytes:
-    """What a GET answered "range not satisfiable" (416) reads: nothing if the range starts at
-    or past the end of the object, as HTTP means; a range inside it is an error, not an end."""
-    start = rng.start if rng is not None else 0
-    if start < info.size:
-        raise BackendError(f"{key!r}: S3 GetObject answered 416 for bytes from {start} of an object of {info.size}")
-    return b""
-
-
-def _mtime_ns(value: Any) -> int:
-    return int(value.timestamp() * 1e9) if value is not None else time.time_ns()
-
-
 def resolve_location(config: MountConfig) -> S3Location:
     return parse_s3_url(config.source.text)
 
@@ -135,14 +114,21 @@ def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: in
     )
     endpoint = config.endpoint_url or loc.endpoint_url
     custom = bool(endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+    opts = S3Options.of(config)
+    # the profile's "s3 = addressing_style" (as the AWS CLI reads it), else path style for an
+    # endpoint of its own (S3-compatible servers), and AWS's choice on AWS
+    try:
+        style = (session._session.get_scoped_config().get("s3") or {}).get("addressing_style")
+    except botocore.exceptions.BotoCoreError as exc:  # ProfileNotFound and friends
+        raise SourceError(f"{config.source.text}: {exc}") from None
     cfg = Config(
         region_name=region,
-        retries={"mode": "standard", "max_attempts": 3},
-        connect_timeout=5,
-        read_timeout=60,
+        retries={"mode": "standard", "max_attempts": opts.retries + 1},
+        connect_timeout=opts.connect_timeout,
+        read_timeout=opts.read_timeout,
         max_pool_connections=max_pool,
         tcp_keepalive=True,
-        s3={"addressing_style": "path" if custom or config.path_style else "auto"},
+        s3={"addressing_style": style or ("path" if custom or config.path_style else "auto")},
         signature_version=UNSIGNED if unsigned else None,
     )
     try:
@@ -151,18 +137,116 @@ def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: in
         raise SourceError(f"{config.source.text}: {exc}") from None
 
 
+@dataclass(frozen=True)
+class S3Options:
+    """What a mount's options ask of every S3 request (-o retries=, connect_timeout=,
+    read_timeout=, requester_pays, sse=, sse_kms_key_id=, storage_class=)."""
+
+    retries: int = 2
+    connect_timeout: float = 5.0
+    read_timeout: float = 60.0
+    requester_pays: bool = False
+    sse: str | None = None
+    sse_kms_key_id: str | None = None
+    storage_class: str | None = None
+
+    @classmethod
+    def of(cls, config: MountConfig) -> S3Options:
+        given = {k: getattr(config, k) for k in ("retries", "connect_timeout", "read_timeout", "sse", "sse_kms_key_id",
+                                                  "storage_class") if getattr(config, k) is not None}
+        return cls(requester_pays=config.requester_pays, **given)
+
+    def payer(self) -> dict[str, str]:
+        """boto3's argument naming the requester as the payer, if asked for."""
+        return {"RequestPayer": "requester"} if self.requester_pays else {}
+
+    def writes(self) -> dict[str, str]:
+        """boto3's arguments of a request that makes an object (multipart upload, copy)."""
+        out = self.payer()
+        if self.storage_class:
+            out["StorageClass"] = self.storage_class
+        if self.sse:
+            out["ServerSideEncryption"] = self.sse
+        if self.sse_kms_key_id:
+            out["SSEKMSKeyId"] = self.sse_kms_key_id
+        return out
+
+
 def open_s3(config: MountConfig) -> S3Store:
     loc = resolve_location(config)
-    store = S3Store(make_client(config, loc), loc.bucket, loc.prefix, read_only=config.read_only)
+    store = S3Store(make_client(config, loc), loc.bucket, loc.prefix, read_only=config.read_only,
+                    options=S3Options.of(config))
     store.probe(config.source.text)
     return store
 
 
-class S3Store(SyncStore):
-    stores_directories = False
-    keys_form_a_tree = False
-    checks_versions = True  # GETs carry If-Match
-    lists_trees = True
+class BotoCredentials:
+    """obstore's credential provider: the boto3 client's own credentials (the AWS CLI's chain,
+    refreshed by botocore), so obstore never looks for credentials itself."""
+
+    def __init__(self, client: Any):
+        self._signer = client._request_signer
+
+    def __call__(self) -> dict[str, Any]:
+        creds = self._signer._credentials
+        if creds is None:
+            raise PermissionError("no AWS credentials found (set a profile, AWS_ACCESS_KEY_ID, or --no-sign-request)")
+        frozen = creds.get_frozen_credentials()
+        refreshing = getattr(creds, "refresh_needed", None) is not None
+        return {"access_key_id": frozen.access_key, "secret_access_key": frozen.secret_key, "token": frozen.token,
+                "expires_at": datetime.datetime.now(datetime.timezone.utc) + CREDENTIALS_TTL if refreshing else None}
+
+
+def _ca_bundle(client: Any) -> str | None:
+    """The CA bundle the boto3 client verifies with (``AWS_CA_BUNDLE``, the profile's ``ca_bundle``)."""
+    verify = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_verify", None)
+    if isinstance(verify, str) and os.path.isfile(verify):
+        return verify
+    return os.environ.get("AWS_CA_BUNDLE") or None
+
+
+def obstore_s3(client: Any, bucket: str, options: S3Options) -> Any:
+    """An obstore S3 store for ``bucket`` configured as the boto3 ``client`` is: its endpoint (AWS:
+    virtual-hosted, unless the bucket's name has dots; another endpoint: path style, unless the
+    client says virtual), region, credentials or unsigned requests, CA bundle; and as
+    ``options`` ask (retries, timeouts, requester pays, server-side encryption)."""
+    from obstore.store import S3Store as ObstoreS3
+
+    meta = client.meta
+    cfg = meta.config
+    endpoint = meta.endpoint_url.rstrip("/")
+    host = endpoint.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+    style = (cfg.s3 or {}).get("addressing_style") or "auto"
+    kwargs: dict[str, Any] = {"region": meta.region_name or "us-east-1"}
+    if host.endswith(".amazonaws.com") and style != "path":
+        kwargs["virtual_hosted_style_request"] = "." not in bucket
+        if "." in bucket or style == "virtual":
+            kwargs["endpoint"] = endpoint
+    else:
+        kwargs["endpoint"] = endpoint
+        kwargs["virtual_hosted_style_request"] = style == "virtual"
+        if style == "virtual":  # obstore wants the bucket in a virtual-hosted endpoint
+            scheme, rest = endpoint.split("://", 1)
+            kwargs["endpoint"] = f"{scheme}://{bucket}.{rest}"
+    if endpoint.startswith("https://"):
+        kwargs["unsigned_payload"] = True  # as botocore signs over TLS: no SHA-256 of every body
+    credentials = None
+    if cfg.signature_version is UNSIGNED:
+        kwargs["skip_signature"] = True
+    else:
+        credentials = BotoCredentials(client)
+    if options.requester_pays:
+        kwargs["request_payer"] = True
+    if options.sse:
+        kwargs["server_side_encryption"] = options.sse
+    if options.sse_kms_key_id:
+        kwargs["sse_kms_key_id"] = options.sse_kms_key_id
+    return ObstoreS3(bucket, credential_provider=credentials, client_options=obstore_client_options(
+        endpoint, _ca_bundle(client), connect_timeout=options.connect_timeout, read_timeout=options.read_timeout),
+        retry_config=retry_config(options.retries), **kwargs)
+
+
+class S3Store(ObjectStoreBackend):
     #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
     #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
     emptied_dirs_may_linger = True
@@ -177,29 +261,19 @@ class S3Store(SyncStore):
         multipart_threshold: int = 32 * 1024**2,
         part_size: int = 8 * 1024**2,
         max_concurrency: int = 16,
-        lean_requests: bool = True,
+        options: S3Options = S3Options(),
     ):
+        super().__init__(obstore_s3(client, bucket, options), prefix,
+                         url=f"s3://{bucket}/{prefix.strip('/')}", service="S3", read_only=read_only, ops=S3_OPS,
+                         multipart_threshold=multipart_threshold, part_size=part_size, max_concurrency=max_concurrency)
         self.client = client
         self.bucket = bucket
-        self.prefix = prefix.strip("/")
-        self.read_only = read_only
-        self.multipart_threshold = multipart_threshold
-        self.part_size = part_size
+        self.options = options
         self.copy_threshold = MAX_SINGLE_COPY
-        #: ThreadedStore sizes its limiter from this (the client's connection pool)
-        self.max_concurrency = max_concurrency
-        self._counts: Counter[str] = Counter()
-        self._count_lock = threading.Lock()
         #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
         self._staged: dict[str, str] = {}
         client.meta.events.register("before-send.s3", self._count_request)
         client.meta.events.register("needs-retry.s3", self._count_retry)
-        #: GETs, listings and (over http://) PUTs signed and sent without botocore where that is
-        #: exact (path-style endpoints); connections for the calls in the store's slots and in as
-        #: many spare ones (threads.py)
-        self.lean = LeanS3(client, bucket, count=self._count_one, pool_size=2 * max_concurrency) if lean_requests and LeanS3.usable(client) else None
-        #: PutObject and UploadPart sent that way too, without botocore's per-byte CPU (http:// only)
-        self._lean_puts = self.lean is not None and self.lean.puts
 
     # ------------------------------------------------------------------ helpers
 
@@ -214,52 +288,107 @@ class S3Store(SyncStore):
             with self._count_lock:
                 self._counts["retries-considered"] += 1
 
+    def _dir_prefix(self, prefix: str) -> str:
+        """The S3 prefix listing the children of ``prefix`` ("" is the mount root)."""
+        full = self._dir_path(prefix)
+        return f"{full}/" if full else ""
+
+    # ------------------------------------------------------------------ keys obstore cannot name
+    # S3 takes any UTF-8 in a key; obstore (object_store's paths) refuses ASCII control
+    # characters, and fails a whole listing that holds one. boto3 serves those keys and listings.
+
+    def list_other_way(self, base: str | None, delimiter: bool) -> Iterator[Any] | None:
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=f"{base}/" if base else "", **({"Delimiter": "/"} if delimiter else {}),
+            **self.options.payer())
+
+        def meta(item: dict) -> dict:
+            key = item["Key"]
+            return {"path": key.rstrip("/"), "size": int(item["Size"]), "last_modified": item.get("LastModified"),
+                    "e_tag": item.get("ETag"), "marker": key.endswith("/")}
+
+        def listing() -> Iterator[Any]:
+            try:
+                if delimiter:
+                    prefixes, objects = [], []
+                    for page in pages:
+                        self._count_one("ListObjectsV2")
+                        prefixes += [cp["Prefix"].rstrip("/") for cp in page.get("CommonPrefixes", ())]
+                        objects += [meta(item) for item in page.get("Contents", ())]
+                    yield {"common_prefixes": prefixes, "objects": objects}
+                else:
+                    for page in pages:
+                        self._count_one("ListObjectsV2")
+                        yield [meta(item) for item in page.get("Contents", ())]
+            except Exception as exc:
+                raise translate(exc, base or "/", "ListObjectsV2") from None
+
+        return listing()
+
     def _count_one(self, kind: str) -> None:
         with self._count_lock:
             self._counts[kind] += 1
 
-    def counters(self) -> dict[str, int]:
-        with self._count_lock:
-            return dict(self._counts)
-
-    def _full(self, key: str) -> str:
-        full = f"{self.prefix}/{key}" if self.prefix else key
+    def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        check_key(key)
+        full = self._full(key)
+        if not _CONTROL.search(full) or (rng is not None and rng.end == rng.start):
+            return super().get_version(key, rng, etag)
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full, **self.options.payer()}
+        if etag:
+            kwargs["IfMatch"] = f'"{etag}"'
+        if rng is not None and not (rng.start == 0 and rng.end is None):
+            kwargs["Range"] = f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
         try:
-            full.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidKey(key, "S3 keys are UTF-8; this name is not") from None
-        if "\\" in key:  # S3 gateways over a filer (SeaweedFS) turn it into "/"
-            raise InvalidKey(key, "a backslash in an S3 key is refused (not portable between S3 servers)")
-        if len(full.encode("utf-8")) > MAX_KEY_BYTES:
-            raise NameTooLong(f"{key!r}: S3 keys are at most {MAX_KEY_BYTES} bytes")
-        return full
-
-    def _dir_prefix(self, prefix: str) -> str:
-        """The S3 prefix listing the children of ``prefix`` ("" is the mount root)."""
-        full = f"{self.prefix}/{prefix}" if self.prefix and prefix else (prefix or self.prefix)
-        return f"{full}/" if full else ""
-
-    def _info(self, key: str, item: dict) -> ObjectInfo:
-        return ObjectInfo(key, int(item["Size"]), _mtime_ns(item.get("LastModified")), _etag(item.get("ETag")))
-
-    def _pages(self, s3_prefix: str, delimiter: bool, key: str, max_keys: int | None = None):
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": s3_prefix}
-        if delimiter:
-            kwargs["Delimiter"] = "/"
-        try:
-            if self.lean is not None:  # parsed without botocore (s3lean.py)
-                yield from self.lean.list_pages(key or "/", s3_prefix, delimiter, max_keys)
-                return
-            if max_keys is not None:
-                kwargs["PaginationConfig"] = {"PageSize": max_keys}
-            yield from self.client.get_paginator("list_objects_v2").paginate(**kwargs)
+            return self.client.get_object(**kwargs)["Body"].read()
+        except botocore.exceptions.ClientError as exc:
+            if _code(exc) == "InvalidRange":
+                return self._past_the_end(key, rng)
+            raise translate(exc, key, "GetObject") from None
         except Exception as exc:
-            raise translate(exc, key or "/", "ListObjectsV2") from None
+            raise translate(exc, key, "GetObject") from None
 
-    def probe(self, text: str) -> None:
+    def stat(self, key: str) -> ObjectInfo:
+        check_key(key)
+        full = self._full(key)
+        if not _CONTROL.search(full):
+            return super().stat(key)
+        try:
+            resp = self.client.head_object(Bucket=self.bucket, Key=full, **self.options.payer())
+        except Exception as exc:
+            raise translate(exc, key, "HeadObject") from None
+        return ObjectInfo(key, int(resp["ContentLength"]), int(resp["LastModified"].timestamp() * 1e9),
+                          _etag(resp.get("ETag")))
+
+    def _put(self, key: str, body: Any, size: int) -> ObjectInfo:
+        full = self._full(key)
+        if not _CONTROL.search(full):
+            return super()._put(key, body, size)
+        try:
+            data = body if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body)
+            etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data), **self.options.writes()).get("ETag")
+        except Exception as exc:
+            raise translate(exc, key, "PutObject") from None
+        return ObjectInfo(key, size, time.time_ns(), _etag(etag))
+
+    def _delete_path(self, key: str, path: str) -> None:
+        if not _CONTROL.search(path):
+            return super()._delete_path(key, path)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=path, **self.options.payer())
+        except Exception as exc:
+            err = translate(exc, key, "DeleteObject")
+            if not isinstance(err, KeyNotFound):
+                raise err from None
+
+    def put_arguments(self) -> dict[str, Any]:
+        """The storage class asked for (obstore sends it as ``x-amz-storage-class``)."""
+        return {"attributes": {"Storage-Class": self.options.storage_class}} if self.options.storage_class else {}
+
+    def probe(self, text: str) -> None:  # type: ignore[override]
         """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint down."""
         try:
-            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""), MaxKeys=1)
+            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""), MaxKeys=1, **self.options.payer())
         except botocore.exceptions.ClientError as exc:
             code = _code(exc)
             if code == "NoSuchBucket":
@@ -274,140 +403,33 @@ class S3Store(SyncStore):
         except botocore.exceptions.BotoCoreError as exc:  # unreachable endpoint, timeouts, bad config
             raise SourceError(f"{text}: cannot reach S3: {exc}") from None
 
-    # ------------------------------------------------------------------ reads
-
-    def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        return self.get_version(key, rng, None)
-
-    def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
-        check_key(key)
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._full(key)}
-        if etag:
-            kwargs["IfMatch"] = f'"{etag}"'
-        if rng is not None and rng.end == rng.start:  # nothing to read: only say whether the object exists
-            self.stat(key)
-            return b""
-        if (header := _range_header(rng)) is not None:
-            kwargs["Range"] = header
-        try:
-            if self.lean is not None:  # the same GET without botocore's per-request CPU (s3lean.py)
-                return self.lean.get(key, kwargs["Key"], kwargs.get("Range"), etag)
-            resp = self.client.get_object(**kwargs)
-            meta = resp["ResponseMetadata"]
-            headers = {b"content-range": v.encode("latin-1") for k, v in meta.get("HTTPHeaders", {}).items() if k.lower() == "content-range"}
-            return ranged_body(kwargs.get("Range"), meta.get("HTTPStatusCode", 200), headers, resp["Body"].read())
-        except RangeNotSatisfiable:
-            return _past_the_end(key, rng, self.stat(key))
-        except botocore.exceptions.ClientError as exc:
-            if _code(exc) == "InvalidRange":  # a range past the end: clipped to nothing
-                return _past_the_end(key, rng, self.stat(key))
-            raise translate(exc, key, "GetObject") from None
-        except Exception as exc:
-            raise translate(exc, key, "GetObject") from None
-
-    async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
-        """:meth:`get_version` from the trio thread, without a worker thread's round trip (lean
-        GETs over ``http://``, s3lean.py); None where only :meth:`get_version` can do it (the caller
-        then runs that in a worker thread): no lean GETs here, an empty range."""
-        if self.lean is None or (rng is not None and rng.end == rng.start):
-            return None
-        check_key(key)
-        try:
-            return await self.lean.get_async(key, self._full(key), _range_header(rng), etag)
-        except RangeNotSatisfiable:  # a range past the end: empty, if the object exists
-            return _past_the_end(key, rng, await run_blocking(self.stat, key))
-
-    def stat(self, key: str) -> ObjectInfo:
-        check_key(key)
-        try:
-            resp = self.client.head_object(Bucket=self.bucket, Key=self._full(key))
-        except Exception as exc:
-            raise translate(exc, key, "HeadObject") from None
-        if resp.get("ContentLength") is None:  # a proxy that dropped it: not a size of 0
-            raise BackendError(f"{key!r}: S3 HeadObject answered without a Content-Length")
-        return ObjectInfo(key, int(resp["ContentLength"]), _mtime_ns(resp.get("LastModified")), _etag(resp.get("ETag")))
-
-    def list_dir(self, prefix: str) -> list[DirEntry]:
-        check_prefix(prefix)
-        s3_prefix = self._dir_prefix(prefix)
-        entries: dict[str, DirEntry] = {}
-        for page in self._pages(s3_prefix, True, prefix):
-            for cp in page.get("CommonPrefixes", ()):
-                name = cp["Prefix"][len(s3_prefix) :].rstrip("/")
-                if self._usable(name, cp["Prefix"]):
-                    entries[name] = DirEntry(name, True)
-            for item in page.get("Contents", ()):
-                name = item["Key"][len(s3_prefix) :]
-                if name == "" or not self._usable(name, item["Key"]):
-                    continue  # the directory's own marker object
-                if name not in entries:  # an object and a directory of one name: the directory wins
-                    entries[name] = DirEntry(name, False, self._info(join(prefix, name), item))
-        return [entries[n] for n in sorted(entries)]
-
-    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        check_prefix(prefix)
-        s3_prefix = self._dir_prefix(prefix)
-        page = next(self._pages(s3_prefix, False, prefix, limit))  # the first page only
-        if page.get("IsTruncated"):
-            return None
-        below = ((item["Key"][len(s3_prefix) :], item) for item in page.get("Contents", ()))
-        return tree_listings(prefix, ((rel, self._info(join(prefix, rel), item)) for rel, item in below))
-
-    @staticmethod
-    def _usable(name: str, s3_key: str) -> bool:
-        if not usable_name(name):
-            log.debug("S3 key %r has no file name nczfs can show; skipped", s3_key)
-            return False
-        return True
-
-    def list_prefix(self, prefix: str) -> list[str]:
-        check_prefix(prefix)
-        s3_prefix = self._dir_prefix(prefix)
-        base = self._dir_prefix("")
-        out = []
-        for page in self._pages(s3_prefix, False, prefix):
-            for item in page.get("Contents", ()):
-                full = item["Key"]
-                if full.endswith("/"):
-                    continue  # directory marker
-                key = full[len(base) :]
-                try:
-                    check_key(key)
-                except NczfsError:
-                    log.debug("S3 key %r cannot be shown; skipped", full)
-                    continue
-                out.append(key)
-        return sorted(out)
-
-    def dir_exists(self, prefix: str) -> bool:
-        if prefix == "":
-            return True
-        check_key(prefix)
-        try:
-            resp = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(prefix), MaxKeys=1)
-        except Exception as exc:
-            raise translate(exc, prefix, "ListObjectsV2") from None
-        return bool(resp.get("KeyCount") or resp.get("Contents") or resp.get("CommonPrefixes"))
-
-    def entry(self, key: str) -> DirEntry | None:
-        """One LIST answers most lookups: the object itself, its directory, or nothing at all."""
+    def entry(self, key: str) -> DirEntry | None:  # noqa: C901
+        """Mostly one LIST: the keys from just before ``key`` on, in its directory (S3's
+        start-after), say whether it is an object, a directory (which wins, as in listings) or
+        nothing. Where the first keys leave that open (a directory named like ``key`` less its
+        last character, full of keys), a LIST of ``key/`` and a HEAD decide."""
         check_key(key)
         full = self._full(key)
+        before = _start_after(full)
+        if before is None or _CONTROL.search(full):
+            return super().entry(key)
         name = key.rpartition("/")[2]
+        self._count("list")
         try:
-            resp = self.client.list_objects_v2(Bucket=self.bucket, Prefix=full, Delimiter="/", MaxKeys=2)
+            chunk = next(iter(obs.list(self.store, self._dir_path(parent_of(key)), offset=before, chunk_size=ENTRY_KEYS)), [])
         except Exception as exc:
-            raise translate(exc, key, "ListObjectsV2") from None
-        is_dir = any(cp["Prefix"] == full + "/" for cp in resp.get("CommonPrefixes", ()))
-        if is_dir:
+            if isinstance(exc, (InvalidPathError, ValueError)):  # a key obstore cannot name nearby
+                return super().entry(key)
+            raise self._err(exc, key, "list") from None
+        paths = [m["path"] for m in chunk]
+        if any(p.startswith(full + "/") for p in paths):
             return DirEntry(name, True)
-        for item in resp.get("Contents", ()):
-            if item["Key"] == full:
-                return DirEntry(name, False, self._info(key, item))
-        if not resp.get("IsTruncated"):
-            return None
-        # siblings such as "0.0" sort before "0/": ask for the directory itself
-        return DirEntry(name, True) if self.dir_exists(key) else None
+        if len(chunk) == ENTRY_KEYS and paths[-1] <= full + "/":
+            return super().entry(key)  # not decided by the keys seen
+        for meta in chunk:
+            if meta["path"] == full:
+                return DirEntry(name, True) if self._is_marker(meta) else DirEntry(name, False, self._info(key, meta))
+        return None
 
     # ------------------------------------------------------------------ writes
 
@@ -417,14 +439,7 @@ class S3Store(SyncStore):
         if len(data) >= self.multipart_threshold:
             view = memoryview(data)
             return self._multipart(key, len(data), lambda start, size: view[start : start + size]).commit()
-        try:
-            if self._lean_puts:
-                etag = self.lean.put("PutObject", key, self._full(key), data)
-            else:
-                etag = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=bytes(data)).get("ETag")
-        except Exception as exc:
-            raise translate(exc, key, "PutObject") from None
-        return ObjectInfo(key, len(data), time.time_ns(), _etag(etag))
+        return self._put(key, data, len(data))
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         """Store ``size`` bytes of the file object ``f`` from its position; above the multipart
@@ -459,7 +474,7 @@ class S3Store(SyncStore):
     def _multipart(self, key: str, size: int, part: Callable[[int, int], bytes | memoryview]) -> Staged:
         """A multipart upload of ``size`` bytes to ``key``, its parts (``part(start, length)``
         gives each: ``part_size`` bytes, the last one shorter) sent in parallel, as s3transfer
-        sends them but through the lean client where it can; returns it staged. Any failure
+        sends them; returns it staged. Any failure
         aborts it: no parts are left behind."""
         upload = self.open_upload(key)
         starts = range(0, size, self.part_size)
@@ -486,10 +501,7 @@ class S3Store(SyncStore):
         self.check_writable(key)
         s3_key = self._full(key)
         try:
-            if self._lean_puts:
-                upload_id = self.lean.create_upload(key, s3_key)
-            else:
-                upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key)["UploadId"]
+            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, **self.options.writes())["UploadId"]
         except Exception as exc:
             raise translate(exc, key, "CreateMultipartUpload") from None
         with self._count_lock:
@@ -508,13 +520,10 @@ class S3Store(SyncStore):
                 if not numbers or numbers != list(range(1, len(numbers) + 1)):
                     raise BackendError(f"{key!r}: parts {numbers} sent, not 1..n")
                 tags = [etags[n] for n in numbers]
-                if self._lean_puts:
-                    etag = self.lean.complete_upload(key, s3_key, upload_id, tags)
-                else:
-                    etag = self.client.complete_multipart_upload(
-                        Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
-                        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
-                    ).get("ETag")
+                etag = self.client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer(),
+                    MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
+                ).get("ETag")
             except Exception as exc:
                 self._abort_staged(key, s3_key, upload_id)
                 raise translate(exc, key, "CompleteMultipartUpload") from None
@@ -525,9 +534,8 @@ class S3Store(SyncStore):
         return Upload(key, self.part_size, send, complete, lambda: self._abort_staged(key, s3_key, upload_id))
 
     def _upload_part(self, key: str, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
-        if self._lean_puts:
-            return self.lean.put("UploadPart", key, s3_key, part, {"partNumber": str(number), "uploadId": upload_id})
         return self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
+                                       **self.options.payer(),
                                        Body=part if isinstance(part, bytes) else bytes(part))["ETag"]
 
     def _abort_staged(self, key: str, s3_key: str, upload_id: str) -> None:
@@ -535,23 +543,14 @@ class S3Store(SyncStore):
             if self._staged.pop(upload_id, None) is None:
                 return  # completed or aborted already
         try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id)
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer())
         except Exception as exc:  # the parts stay invisible; a bucket lifecycle rule removes them
             log.warning("%r: could not abort the staged upload %s: %s", key, upload_id, _message(exc))
 
     def delete(self, key: str) -> None:
         check_key(key)
         self.check_writable(key)
-        self._delete_object(key, self._full(key))
-
-    def _delete_object(self, key: str, s3_key: str) -> None:
-        """DELETE ``s3_key``; one already gone is no error."""
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=s3_key)
-        except Exception as exc:
-            err = translate(exc, key, "DeleteObject")
-            if not isinstance(err, KeyNotFound):
-                raise err from None
+        self._delete_path(key, self._full(key))
 
     def copy(self, src: str, dst: str) -> ObjectInfo:
         check_key(src)
@@ -561,7 +560,8 @@ class S3Store(SyncStore):
         source = {"Bucket": self.bucket, "Key": self._full(src)}
         try:
             if info.size <= self.copy_threshold:
-                resp = self.client.copy_object(Bucket=self.bucket, Key=self._full(dst), CopySource=source)
+                resp = self.client.copy_object(Bucket=self.bucket, Key=self._full(dst), CopySource=source,
+                                               **self.options.writes())
                 etag = _etag(resp.get("CopyObjectResult", {}).get("ETag"))
                 return ObjectInfo(dst, info.size, time.time_ns(), etag)
             cfg = TransferConfig(
@@ -569,7 +569,7 @@ class S3Store(SyncStore):
                 multipart_chunksize=max(self.part_size, -(-info.size // 9000)),
                 max_concurrency=min(8, self.max_concurrency),
             )
-            self.client.copy(source, self.bucket, self._full(dst), Config=cfg)
+            self.client.copy(source, self.bucket, self._full(dst), ExtraArgs=self.options.writes() or None, Config=cfg)
         except Exception as exc:
             raise translate(exc, src, f"copy to {dst!r}") from None
         return self.stat(dst)
@@ -618,19 +618,33 @@ class S3Store(SyncStore):
 
     def _drop_marker(self, prefix: str) -> None:
         """Delete ``prefix/`` (a directory marker other tools write; absent markers cost one no-op DELETE)."""
-        self._delete_object(prefix, self._full(prefix) + "/")
+        self._delete_path(prefix, self._full(prefix) + "/")
 
     def close(self) -> None:
         with self._count_lock:
             staged = list(self._staged.items())
         for upload_id, s3_key in staged:  # written to temp files never renamed into place
             self._abort_staged(s3_key, s3_key, upload_id)
-        if self.lean is not None:
-            self.lean.close()
         try:
             self.client.close()
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
 
-    def describe(self) -> str:
-        return f"s3://{self.bucket}/{self.prefix}"
+
+#: the characters obstore cannot put in a key (ASCII controls); S3 can
+_CONTROL = re.compile("[\x01-\x1f\x7f]")
+#: keys one lookup's LIST looks at (the page it fetches holds up to 1,000)
+ENTRY_KEYS = 8
+
+
+def _start_after(key: str) -> str | None:
+    """An S3 start-after from which a listing of ``key``'s directory begins with ``key`` (or
+    with keys of a directory named like ``key`` less its last character, where that character
+    follows "/"); None where none can be written."""
+    last = ord(key[-1])
+    prev = chr(last - 1) if last > 1 else ""
+    if prev == "/":  # "x0": from "x." on ("x/..." comes first: the keys of directory "x")
+        prev = "."
+    if not prev or 0xD800 <= ord(prev) <= 0xDFFF:
+        return None
+    return key[:-1] + prev + "\U0010ffff"

@@ -570,3 +570,44 @@ def test_a_read_that_fails_costs_one_round_of_attempts(s3_server, tmp_path):
             assert os.pread(fd, 100_000, 0) == b"x" * 100_000
         finally:
             os.close(fd)
+
+
+# ---------------------------------------------------------------------- https, a private CA
+
+
+def test_https_with_a_private_ca_named_by_aws_ca_bundle(s3, tmp_path, monkeypatch):
+    """S3 over https with a certificate of a private CA, trusted as the AWS CLI trusts it
+    (``AWS_CA_BUNDLE``): listings, reads and writes work (listings used to fail with EIO: the
+    hand-written client ignored the bundle); without the bundle the mount is refused at once."""
+    server = s3.server
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(server.ca_file))
+    s3.put("d/x", b"hello")
+    with mounted(s3, tmp_path / "mnt2", "--endpoint-url", server.https_endpoint) as m:
+        assert os.listdir(m.path) == ["d"] and os.listdir(m.path / "d") == ["x"]
+        assert (m.path / "d" / "x").read_bytes() == b"hello"
+        (m.path / "d" / "y").write_bytes(b"world")
+        assert counts(m.path).get("ListObjectsV2", 0) >= 1
+    assert "Traceback" not in m.log_text() and " ERROR " not in m.log_text(), m.log_text()
+    assert s3.read("d/y") == b"world"
+    monkeypatch.delenv("AWS_CA_BUNDLE")
+    (tmp_path / "mnt3").mkdir()
+    res = run_nczfs("mount", s3.source, str(tmp_path / "mnt3"), "--endpoint-url", server.https_endpoint)
+    assert res.returncode != 0 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not is_mounted(tmp_path / "mnt3")
+
+
+def test_storage_class_requester_pays_and_bounds_from_mount_options(s3, tmp_path):
+    """-o storage_class=, requester_pays, retries=, connect_timeout=, read_timeout= reach the S3
+    requests: what the mount writes (one PUT, a multipart upload, a rename's copy) has the
+    storage class asked for."""
+    big = os.urandom(40 * 1024 * 1024)
+    with mounted(s3, tmp_path / "mnt", "-o", "storage_class=standard_ia,requester_pays,retries=1,"
+                 "connect_timeout=3,read_timeout=20") as m:
+        (m.path / "small").write_bytes(b"x" * 100)
+        (m.path / "big").write_bytes(big)
+        os.rename(m.path / "small", m.path / "moved")
+    assert "Traceback" not in m.log_text() and " ERROR " not in m.log_text(), m.log_text()
+    client = s3.server.client()
+    for key in ("moved", "big"):
+        assert client.head_object(Bucket=s3.bucket, Key=f"{s3.prefix}/{key}").get("StorageClass") == "STANDARD_IA", key
+    assert s3.read("big") == big

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from nczfs.errors import BackendError, KeyNotFound
-from nczfs.store.base import DirEntry, ObjectInfo, tree_listings
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, tree_listings
 from nczfs.store.s3 import S3Store
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
@@ -101,32 +101,11 @@ async def test_copy_above_the_single_copy_limit_is_multipart(s3_server, bucket):
     assert store.get("copy") == data
 
 
-async def test_pagination_with_small_pages(s3_server, bucket):
-    client = s3_server.client()
-    store = S3Store(client, bucket, "p")
-    for i in range(25):
-        client.put_object(Bucket=bucket, Key=f"p/d/{i:03d}", Body=b"x")
-        client.put_object(Bucket=bucket, Key=f"p/d/sub{i:03d}/x", Body=b"x")
-    real = client.get_paginator
-
-    def small_pages(name):
-        pag = real(name)
-        orig = pag.paginate
-        pag.paginate = lambda **kw: orig(**kw, PaginationConfig={"PageSize": 7})
-        return pag
-
-    client.get_paginator = small_pages
-    entries = store.list_dir("d")
-    assert len(entries) == 50 and sum(e.is_dir for e in entries) == 25
-    assert len(store.list_prefix("d")) == 50
-
-
-@pytest.mark.parametrize("lean", [True, False], ids=["lean", "boto3"])
-async def test_a_tree_listing_shows_what_listing_each_directory_shows(s3_server, bucket, lean):
+async def test_a_tree_listing_shows_what_listing_each_directory_shows(s3_server, bucket):
     """Keys other tools write: directory markers (of an empty directory and of one with keys);
     one ListObjectsV2 for the whole tree."""
     client = s3_server.client()
-    store = S3Store(client, bucket, "t", lean_requests=lean)
+    store = S3Store(client, bucket, "t")
     for key in ("t/ds/v0/.zarray", "t/ds/v1/.zarray", "t/ds/v1/0.0", "t/ds/empty/", "t/ds/marked/",
                 "t/ds/marked/x", "t/ds/v2/deep/er/x", "t/ds/.zgroup", "t/ds/", "t/other/x"):
         client.put_object(Bucket=bucket, Key=key, Body=b"{}")
@@ -190,13 +169,11 @@ async def test_a_staged_write_is_invisible_until_committed_and_aborts_cleanly(s3
     assert await store.stage("empty", b"") is None  # nothing to send: the caller PUTs it
 
 
-@pytest.mark.parametrize("path", ["botocore", "lean"])
-async def test_the_parts_of_a_staged_write_go_up_in_parallel(s3_server, path):
+async def test_the_parts_of_a_staged_write_go_up_in_parallel(s3_server):
     """Each part waits at a barrier until all three are being sent: parts sent one after another
     would break it (after 30 s) and fail the stage."""
     prefix = s3_server.new_prefix("stagepar")
-    sync_store = S3Store(s3_server.client(), s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024,
-                         lean_requests=path == "lean")
+    sync_store = S3Store(s3_server.client(), s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024)
     barrier = threading.Barrier(3, timeout=30)
     real = sync_store._upload_part
 
@@ -212,32 +189,14 @@ async def test_the_parts_of_a_staged_write_go_up_in_parallel(s3_server, path):
     assert got["Body"].read() == data and got["ETag"].endswith('-3"')  # three parts, in order
 
 
-def fail_lean_when(store: S3Store, predicate) -> None:
-    """The lean requests (s3lean.py) bypass botocore's hooks: a request that ``predicate(target)``
-    picks is not sent, and is answered with an S3 error instead (HTTP 500: retried, then failed)."""
-    send = store.lean.pool.send
-
-    def failing(method, target, headers, body):
-        if predicate(target):
-            return 500, b"<Error><Code>InternalError</Code></Error>", {}
-        return send(method, target, headers, body)
-
-    store.lean.pool.send = failing
-
-
 @pytest.mark.parametrize("how", ["set", "set_file", "stage"])
-@pytest.mark.parametrize("path", ["botocore", "lean"])
-async def test_a_failed_part_leaves_no_upload_and_the_old_object(s3_server, tmp_path, path, how):
+async def test_a_failed_part_leaves_no_upload_and_the_old_object(s3_server, tmp_path, how):
     """A multipart upload (of bytes, of a spilled file, or staged) whose third part fails."""
     prefix = s3_server.new_prefix("partfail")
     client = s3_server.client()
     sync_store = S3Store(client, s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024,
-                         multipart_threshold=5 * 1024 * 1024, lean_requests=path == "lean")
-    assert (sync_store.lean is not None) == (path == "lean")
-    if path == "lean":
-        fail_lean_when(sync_store, lambda target: "partNumber=3&" in target)
-    else:
-        fail_when(client, "UploadPart", lambda p: p["PartNumber"] == 3)
+                         multipart_threshold=5 * 1024 * 1024)
+    fail_when(client, "UploadPart", lambda p: p["PartNumber"] == 3)
     store = ThreadedStore(sync_store)
     await store.set("k", b"old")
     data = b"n" * (21 * 1024 * 1024)
@@ -262,3 +221,136 @@ async def test_closing_the_store_aborts_staged_writes_never_committed(s3_server)
     admin = s3_server.client()
     assert not admin.list_multipart_uploads(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Uploads")
     assert not admin.list_objects_v2(Bucket=s3_server.shared_bucket, Prefix=prefix + "/").get("Contents")
+
+
+class Recorder:
+    """An HTTP server on 127.0.0.1 that answers every PUT with 200 and an ETag and every GET
+    with a 3-byte object, recording each request's method, path and headers."""
+
+    def __init__(self):
+        import http.server
+
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, body: bytes) -> None:
+                rec.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(200)
+                self.send_header("ETag", '"abc"')
+                self.send_header("Last-Modified", "Thu, 26 Nov 2026 09:00:00 GMT")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_PUT(self):
+                self._answer(b"")
+
+            def do_GET(self):
+                self._answer(b"abc")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_encryption_storage_class_and_requester_pays_reach_every_request(s3_server):
+    """-o sse=, sse_kms_key_id=, storage_class=, requester_pays: the headers of obstore's PUT and
+    GET (seen by a recording server) and boto3's arguments for multipart uploads and copies."""
+    import boto3
+    from botocore.config import Config
+
+    from nczfs.store.s3 import S3Options
+
+    options = S3Options(sse="aws:kms", sse_kms_key_id="alias/k", storage_class="STANDARD_IA", requester_pays=True)
+    rec = Recorder()
+    try:
+        client = boto3.client("s3", endpoint_url=rec.endpoint, aws_access_key_id="a", aws_secret_access_key="b",
+                              region_name="us-east-1", config=Config(s3={"addressing_style": "path"}))
+        store = S3Store(client, "bkt", "p", options=options)
+        store.set("k", b"abc")
+        assert store.get("k") == b"abc"
+    finally:
+        rec.close()
+    (put_method, put_path, put), (get_method, _, get) = rec.requests
+    assert (put_method, put_path) == ("PUT", "/bkt/p/k")
+    assert put["x-amz-server-side-encryption"] == "aws:kms" and put["x-amz-server-side-encryption-aws-kms-key-id"] == "alias/k"
+    assert put["x-amz-storage-class"] == "STANDARD_IA" and put["x-amz-request-payer"] == "requester"
+    assert get_method == "GET" and get["x-amz-request-payer"] == "requester"
+
+    client = s3_server.client()
+    seen: dict[str, dict] = {}
+    for op in ("CreateMultipartUpload", "CopyObject"):
+        fail_when(client, op, lambda params, op=op: seen.setdefault(op, dict(params)) is not None)
+    prefix = s3_server.new_prefix("opts")
+    s3_server.client().put_object(Bucket=s3_server.shared_bucket, Key=f"{prefix}/y", Body=b"y")
+    store = S3Store(client, s3_server.shared_bucket, prefix, options=options)
+    with pytest.raises(Exception):
+        store.stage("big", b"x" * 100)
+    with pytest.raises(Exception):
+        store.copy("y", "x")
+    for op in seen:
+        assert {k: seen[op][k] for k in ("StorageClass", "ServerSideEncryption", "SSEKMSKeyId", "RequestPayer")} == {
+            "StorageClass": "STANDARD_IA", "ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/k",
+            "RequestPayer": "requester"}, op
+    assert set(seen) == {"CreateMultipartUpload", "CopyObject"}
+
+
+@pytest.mark.parametrize("endpoint, style, bucket, expect", [
+    (None, "auto", "climate-data", {"virtual_hosted_style_request": "true", "region": "eu-west-1"}),
+    ("https://s3.eu-west-1.amazonaws.com", "auto", "my.dotted.bucket",  # TLS names no dotted bucket host
+     {"virtual_hosted_style_request": "false", "endpoint": "https://s3.eu-west-1.amazonaws.com"}),
+    ("http://127.0.0.1:8333", "path", "bkt", {"virtual_hosted_style_request": "false", "endpoint": "http://127.0.0.1:8333"}),
+    ("https://s3.example.org", "virtual", "bkt", {"virtual_hosted_style_request": "true", "endpoint": "https://bkt.s3.example.org"}),
+], ids=["aws", "aws-dotted-bucket", "path-style-server", "virtual-hosted-server"])
+def test_obstore_addresses_the_bucket_as_boto3_would(endpoint, style, bucket, expect):
+    """AWS: virtual-hosted over https (no endpoint: obstore's own for the region); other servers:
+    path style unless the AWS config says virtual; https bodies not hashed for the signature."""
+    import boto3
+    from botocore.config import Config
+
+    from nczfs.store.s3 import S3Options, obstore_s3
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="a",
+                          aws_secret_access_key="b", config=Config(s3={"addressing_style": style}))
+    config = obstore_s3(client, bucket, S3Options()).config
+    assert {k: config.get(k) for k in expect} == expect
+    assert ("endpoint" in config) == ("endpoint" in expect)
+    assert config.get("unsigned_payload") == ("true" if (endpoint or "https:").startswith("https:") else None)
+
+
+async def test_keys_with_control_characters_are_served_and_do_not_break_listings(s3_server, bucket):
+    """S3 takes any UTF-8 in a key; obstore refuses ASCII control characters in its paths and
+    fails a whole listing holding one: such keys (written by other tools, or through the mount)
+    are served through boto3, and the listings around them work."""
+    client = s3_server.client()
+    for key in ("p/d/ok", "p/d/new\nline", "p/d/tab\tdir/x", "p/d/marked\x7f/"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"" if key.endswith("/") else key.encode())
+    store = ThreadedStore(S3Store(client, bucket, "p"))
+    entries = await store.list_dir("d")
+    assert [(e.name, e.is_dir) for e in entries] == [("marked\x7f", True), ("new\nline", False), ("ok", False),
+                                                     ("tab\tdir", True)]
+    assert await store.list_prefix("d") == ["d/new\nline", "d/ok", "d/tab\tdir/x"]
+    assert await store.get("d/new\nline") == b"p/d/new\nline"
+    assert await store.get("d/new\nline", ByteRange(4, 7)) == b"new"
+    assert (await store.stat("d/new\nline")).size == len(b"p/d/new\nline")
+    assert (await store.entry("d/tab\tdir")).is_dir and not (await store.entry("d/new\nline")).is_dir
+    assert (await store.entry("d/ok")).info.size == 6
+    tree = await store.list_tree("d", 1000)
+    assert [e.name for e in tree["d"]] == ["marked\x7f", "new\nline", "ok", "tab\tdir"]
+    await store.set("d/bell\x07", b"ring")
+    assert client.get_object(Bucket=bucket, Key="p/d/bell\x07")["Body"].read() == b"ring"
+    await store.rename_dir("d", "e")
+    assert sorted(await store.list_prefix("e")) == ["e/bell\x07", "e/new\nline", "e/ok", "e/tab\tdir/x"]
+    await store.delete("e/bell\x07")
+    assert await store.entry("e/bell\x07") is None

