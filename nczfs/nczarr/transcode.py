@@ -59,6 +59,17 @@ class Codecs:
             return buf if buf.dtype == object else buf.tobytes()
         return ensure_bytes(buf)
 
+    def for_items(self, itemsize: int) -> Codecs:
+        """These codecs for elements of ``itemsize`` bytes: netCDF-C writes the shuffle filter with
+        ``elementsize: 0``, meaning the variable's type size (numcodecs would not unshuffle)."""
+        def fix(c: Any) -> Any:
+            if isinstance(c, dict) and c.get("id") == "shuffle" and not c.get("elementsize"):
+                return {**c, "elementsize": itemsize}
+            return c
+
+        filters = tuple(fix(c) for c in self.filters)
+        return self if filters == self.filters else Codecs(self.compressor, filters)
+
     def encode(self, data: bytes) -> bytes:
         from numcodecs.compat import ensure_bytes
 
@@ -98,7 +109,7 @@ class Recode:
     def apply(self, data: bytes, key: str = "") -> bytes:
         """The shown chunk made from the stored chunk ``data`` (CPU work: run it off the trio thread)."""
         try:
-            raw = self.codecs.decode(data) if self.codecs else bytes(data)
+            raw = self.codecs.for_items(np.dtype(self.dtype).itemsize).decode(data) if self.codecs else bytes(data)
         except Exception as exc:  # noqa: BLE001 - any codec's failure on bad bytes
             raise InvalidArgument(f"{key!r}: the stored chunk cannot be decoded: {exc}") from exc
         count = math.prod(self.chunks)
@@ -120,4 +131,6 @@ class Recode:
             nat = ints == np.iinfo("i8").min
             arr = np.where(nat, ints, ints // self.divide)
         out = np.ascontiguousarray(arr.astype(self.shown_dtype, copy=False)).tobytes()
-        return self.shown_codecs.encode(out) if self.shown_codecs else out
+        if not self.shown_codecs:
+            return out
+        return self.shown_codecs.for_items(np.dtype(self.shown_dtype).itemsize).encode(out)
