@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="check metadata objects written through the mount (default strict: invalid -> EINVAL)")
     m.add_argument("--present", default=None, metavar="VIEW",
                    help="show datasets as: as-stored (default), netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray")
+    m.add_argument("--nc-files", action="store_true",
+                   help="every dataset NAME also shows as read-only netCDF classic files NAME.nc (and NAME.GROUP.nc)")
     source_options(m)
 
     u = sub.add_parser("umount", help="flush pending writes and unmount")
@@ -275,6 +277,8 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         values["validate"] = validate_mode(args.validate)
     if args.present is not None:
         values["present"] = present_view(args.present)
+    if getattr(args, "nc_files", False):
+        values["nc_files"] = True
     if source.backend == "directory" and not os.path.isdir(source.location):
         raise UsageError(f"{args.source}: {source.location} is not a directory")
     _check_memory(values)

@@ -147,6 +147,8 @@ class MountConfig:
     #: views: chunks whose codecs the reader lacks are shown "auto" decoded, "none" every
     #: compressed chunk decoded, "zlib" re-encoded with zlib, "off" never (hidden)
     transcode: str = "auto"
+    #: every dataset also shows as read-only netCDF classic files (NAME.nc, NAME.GROUP.nc)
+    nc_files: bool = False
     #: layout of a zip archive the mount creates: "netcdf" (default) or "flat" (zarr-python's)
     zip_layout: str | None = None
     #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
@@ -260,6 +262,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["endpoint_url" if key == "url" else key] = value  # url=: s3fs's name
             elif key == "use_path_request_style" and not eq:  # s3fs's name
                 out["path_style"] = True
+            elif key == "nc_files" and not eq:
+                out["nc_files"] = True
             elif key in ("no_sign_request", "anon") and not eq:
                 out["no_sign_request"] = True
             elif key == "retries" and eq:

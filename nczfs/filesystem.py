@@ -220,6 +220,8 @@ class Filesystem:
     def _writable(self, what: str) -> None:
         if self.read_only:
             raise ReadOnly(f"{what!r}: mounted read-only")
+        if self.store.read_only_key(what):
+            raise ReadOnly(f"{what!r}: a read-only file")
 
     def _now(self) -> float:
         return time.monotonic()
@@ -321,6 +323,8 @@ class Filesystem:
             size, mtime, nlink = 0, self._started_ns, 2
         else:
             mode = stat.S_IFREG | (ov.mode if ov.mode is not None else self.file_mode)
+            if self.store.read_only_key(node.path):
+                mode &= ~0o222
             size = node.content.size if node.content is not None else node.size
             mtime, nlink = node.mtime_ns, 1
             if node.content is None and not node.pending and node.fetched >= 0:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from nczfs.nczarr.consolidating import ConsolidatingStore
+from nczfs.nczarr.ncfiles import NcFilesStore, decoded_cache_bytes, root_name
 from nczfs.nczarr.presenting import PresentingStore
 from nczfs.nczarr.validating import ValidatingStore
 from nczfs.store.base import Store
@@ -20,9 +21,13 @@ log = logging.getLogger(__name__)
 
 
 def nczarr_layer(store: Store, config: MountConfig) -> Store:
-    """``store`` wrapped, innermost first: consolidated metadata kept in step with writes,
+    """``store`` wrapped, innermost first: every dataset shown as .nc files too (``-o nc_files``),
+    consolidated metadata kept in step with writes,
     ``-o present=`` (a view), then (outermost) metadata as its writer meant it, checked as
     ``-o validate=`` says."""
+    if config.nc_files:
+        store = NcFilesStore(store, config.metadata_ttl, root_name(config.source),
+                             decoded_cache_bytes(config.cache_size))
     if not config.read_only:
         store = ConsolidatingStore(store)
     if config.present != "as-stored":
@@ -38,13 +43,9 @@ def nczarr_layer(store: Store, config: MountConfig) -> Store:
 
 
 def watch_changes(store: Store, fs: Filesystem) -> None:
-    """Objects the NCZarr layer rewrites on its own (consolidated metadata) are dropped from the
-    filesystem's and the kernel's caches, so their new size shows at once."""
-    while store is not None and not isinstance(store, ConsolidatingStore):
-        store = getattr(store, "inner", None)  # type: ignore[assignment]
-    if store is None:
-        return
-
+    """Objects the NCZarr layer changes on its own (consolidated metadata, the .nc files of a
+    dataset written to) are dropped from the filesystem's and the kernel's caches, so their new
+    size shows at once."""
     def changed(key: str) -> None:
         node = fs.table.at(key)
         if node is None:
@@ -52,7 +53,10 @@ def watch_changes(store: Store, fs: Filesystem) -> None:
         node.fetched = -1.0
         trio.lowlevel.spawn_system_task(_invalidate, node.ino)
 
-    store.on_change = changed
+    while store is not None:
+        if isinstance(store, (ConsolidatingStore, NcFilesStore)):
+            store.on_change = changed
+        store = getattr(store, "inner", None)  # type: ignore[assignment]
 
 
 async def _invalidate(ino: int) -> None:

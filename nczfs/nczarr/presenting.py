@@ -33,6 +33,7 @@ from nczfs.nczarr import jsontext
 from nczfs.nczarr.emit import Layouts, emit, signature, v3_chunk_prefix, v3_to_v2
 from nczfs.nczarr.model import Dataset
 from nczfs.nczarr.read import DictObjects, read_dataset
+from nczfs.nczarr.roots import Roots
 from nczfs.nczarr.sharding import IndexCache, Located, ShardedArray, Sharding
 from nczfs.nczarr.transcode import Codecs, Recode
 from nczfs.nczarr.validate import METADATA_NAMES, is_metadata_key, stale_tail_prefix
@@ -50,7 +51,6 @@ STORED_AS = {"V2-ZA": "netcdf-4.10", "V2-UC": "netcdf-4.9", "V2-LC": "netcdf-4.9
 #: bytes of recoded chunks a view keeps by default (the mount gives it a quarter of --cache-size;
 #: the stored chunks are cached below it, as on every mount)
 RECODED_CACHE_BYTES = 64 * 1024 * 1024
-ROOT_MARKERS = (".zgroup", "zarr.json", ".nczarr", ".zmetadata")
 #: the chunk "prefix" of a zero-rank Zarr v3 array: its one chunk is "c" (shown as "0")
 ZERO_RANK = "<zero-rank>"
 GROUP_META = (".zgroup", ".zattrs", ".zmetadata", ".nczarr", ".nczgroup", ".nczattr", ".nczattrs", "zarr.json")
@@ -155,7 +155,7 @@ class PresentingStore(WrapperStore):
         self.ttl = ttl
         self.transcode = transcode
         self.recoded_cache_bytes = recoded_cache_bytes
-        self._roots: dict[str, tuple[float, bool]] = {}
+        self._roots = Roots(inner, ttl)
         self._views: dict[str, DatasetView] = {}
         self._logged: set[tuple[str, str]] = set()
         #: recoded chunks by (stored key, stored version, recode), least recently used first
@@ -174,20 +174,7 @@ class PresentingStore(WrapperStore):
     # -- finding and building views --------------------------------------------------------------
 
     async def _is_root(self, folder: str) -> bool:
-        now = time.monotonic()
-        cached = self._roots.get(folder)
-        if cached and now - cached[0] < self.ttl:
-            return cached[1]
-        found = False
-        for name in ROOT_MARKERS:
-            try:
-                if await self.inner.entry(join(folder, name)) is not None:
-                    found = True
-                    break
-            except NczfsError:
-                break
-        self._roots[folder] = (now, found)
-        return found
+        return await self._roots.is_root(folder)
 
     async def view_for(self, key: str, reading: bool = False) -> DatasetView | None:
         """The view of the dataset ``key`` lies in (None: in no dataset).
@@ -327,9 +314,7 @@ class PresentingStore(WrapperStore):
 
     def _forget(self, key: str) -> None:
         """A write changed the store under ``key``: rebuild what depends on it."""
-        for folder in list(self._roots):
-            if key == folder or key.startswith(folder + "/") or folder == "":
-                self._roots.pop(folder, None)
+        self._roots.forget(key)
         for root in list(self._views):
             if root == "" or key == root or key.startswith(root + "/"):
                 self._views.pop(root, None)

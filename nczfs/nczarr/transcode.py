@@ -125,7 +125,7 @@ class Recode:
                 raise InvalidArgument(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
                                       f"not {count * dt.itemsize} ({self.chunks} of {self.dtype})")
             arr = np.frombuffer(raw, dtype=dt).reshape(self.chunks, order=self.order)  # type: ignore[call-overload]
-            arr = arr[tuple(slice(0, c) for c in self.shown_chunks)]
+            arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
         if self.divide != 1:
             ints = arr.astype("<i8")
             nat = ints == np.iinfo("i8").min

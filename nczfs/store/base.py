@@ -356,6 +356,11 @@ class Store(abc.ABC):
         """``SyncStore.list_tree``."""
         return None
 
+    def read_only_key(self, key: str) -> bool:
+        """Is ``key`` an object nothing may change (a file a wrapper makes up, as ``-o nc_files``
+        does)? Only keys already shown by ``entry``/``stat``/``list_dir`` are asked about."""
+        return False
+
     def counters(self) -> dict[str, int]:
         return {}
 

@@ -66,6 +66,9 @@ class WrapperStore(Store):
     def checks_content(self, key: str) -> bool:
         return self.inner.checks_content(key)
 
+    def read_only_key(self, key: str) -> bool:
+        return self.inner.read_only_key(key)
+
     async def check_content(self, key: str, data: bytes) -> None:
         await self.inner.check_content(key, data)
 

@@ -1,0 +1,351 @@
+"""The netCDF classic file of one group of a dataset: what it holds and where its values come from.
+
+The classic formats have no groups: a dataset ``NAME`` gives ``NAME.nc`` for its root group and
+``NAME.G.nc`` (``NAME.G.H.nc`` ...) for each sub-group holding arrays. A group's file holds its
+dimensions, the dimensions of outer groups its variables use (renamed ``x_1`` ... where names
+clash), its attributes as global attributes, and every variable the format has a type for:
+
+* the netCDF types as they are; ``ubyte``, ``ushort``, ``uint``, ``int64``, ``uint64`` (of a
+  variable or an attribute) make the file CDF-5;
+* fixed-width strings (``|S<n>``) as char arrays with one more dimension ``string<n>``;
+* a scalar as a variable without dimensions;
+* one unlimited dimension, the first one every variable using it uses as its first axis, as the
+  record dimension; the others fixed at their length;
+* a string attribute of one value as text; ``_FillValue`` of the variable's type, or else the
+  Zarr ``fill_value`` as ``_FillValue``.
+
+Left out, each with its reason (``nczfs inspect`` lists them): variables of types with no netCDF
+type (``bool``, complex, ``<U``, variable-length strings), variables whose codecs cannot be
+decoded here, variables on a dimension of length 0 that is not the record dimension, names the
+classic formats refuse, string attributes of several values, attribute values out of their
+type's range. Pure computation: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from nczfs.nczarr import jsontext
+from nczfs.nczarr.classic import TYPES, Attr, Dim, Layout, Var, layout, valid_name
+from nczfs.nczarr.emit import V2Array, _xarray_v3_fill, v3_to_v2
+from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
+from nczfs.nczarr.transcode import Codecs, Recode
+
+_FIXED_STRING = re.compile(r"^[<>|]?S(\d+)$")
+
+
+@dataclass
+class Values:
+    """Where a classic variable's values come from: one Zarr array, element for element.
+
+    Elements are counted over ``shape``: the array's shape, except that a record variable's first
+    axis has the file's number of records (records past the array's length are fill values). A
+    fixed-width string is one element of ``dtype`` ``|S<n>`` (its n chars in the file)."""
+
+    #: the array's key prefix in the store (where its chunks lie)
+    array: str
+    shape: tuple[int, ...]
+    #: the stored array's shape (elements outside it are fill values)
+    stored: tuple[int, ...]
+    chunks: tuple[int, ...]
+    #: an element in the file: big-endian number, ``|S1`` char or ``|S<n>`` string
+    dtype: str
+    #: one element of fill, for chunks missing in the store
+    fill: bytes
+    #: a stored chunk -> its elements as ``dtype``, in C order
+    recode: Recode
+    #: between the chunk indexes; what comes before them (Zarr v3: ``c/``, ``c.``)
+    separator: str = "."
+    chunk_prefix: str = ""
+
+    def key_of(self, index: tuple[int, ...]) -> str:
+        """The store key of chunk ``index`` (zero-rank: Zarr v2 ``0``, v3 ``c``)."""
+        name = self.chunk_prefix + self.separator.join(map(str, index)) if index else \
+            (self.chunk_prefix.rstrip("/.") or "0")
+        return f"{self.array}/{name}" if self.array else name
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Chunks along each axis of the stored array."""
+        return tuple(math.ceil(s / c) if c else 0 for s, c in zip(self.stored, self.chunks))
+
+
+@dataclass
+class GroupFile:
+    """The classic file of one group."""
+
+    #: the group's path in the dataset (``/``, ``/g``)
+    group: str
+    layout: Layout
+    #: parallel to ``layout.vars``
+    values: list[Values]
+    #: what the file leaves out: ``/g/v: reason`` or ``/g/v:attr: reason``
+    left_out: list[str] = field(default_factory=list)
+
+    @property
+    def format(self) -> str:
+        return f"CDF-{self.layout.version}"
+
+
+def file_names(ds: Dataset, name: str) -> dict[str, str]:
+    """``{file name: group path}`` of the dataset ``name``: its root, and each sub-group holding
+    arrays. None for a dataset without any array."""
+    if not any(g.variables for g in ds.root.walk()):
+        return {}
+    out = {f"{name}.nc": "/"}
+    for g in ds.root.walk():
+        if g is not ds.root and g.variables:
+            out[f"{name}.{'.'.join(g.path.strip('/').split('/'))}.nc"] = g.path
+    return out
+
+
+def _join(gpath: str, name: str) -> str:
+    return f"{gpath.rstrip('/')}/{name}"
+
+
+def _encode_attr(nctype: str, value: Any) -> bytes:
+    if nctype == "char":
+        return value.encode("utf-8", "replace")
+    return np.asarray(value, dtype=TYPES[nctype][1]).tobytes()
+
+
+def classic_attr(a: Attribute) -> Attr | str:
+    """The classic form of a model attribute, or why it has none."""
+    if not valid_name(a.name):
+        return "a name the classic formats refuse"
+    nctype, value = a.nctype, a.value
+    if nctype == "string":
+        if len(value) != 1:
+            return f"a string attribute of {len(value)} values (the classic formats have text only)"
+        nctype, value = "char", value[0]
+    if nctype not in TYPES:
+        return f"type {nctype} has no classic form"
+    try:
+        with np.errstate(over="raise", invalid="raise"):
+            data = _encode_attr(nctype, value)
+    except (OverflowError, ValueError, FloatingPointError, TypeError) as exc:
+        return f"values {value!r} do not fit {nctype} ({exc})"
+    return Attr(a.name, nctype, data)
+
+
+def _fill_bytes(nctype: str, dtype: str, fill: Any) -> bytes:
+    """One element of the value Zarr gives a missing chunk (zarr-python: ``fill_value``, else 0)."""
+    dt = np.dtype(dtype)
+    if dt.kind == "S":
+        if isinstance(fill, str) and len(fill) == dt.itemsize and nctype == "char":
+            return fill.encode("latin-1", "replace")
+        return bytes(dt.itemsize)
+    try:
+        with np.errstate(over="raise", invalid="raise"):
+            return np.asarray(fill if isinstance(fill, (int, float)) else 0, dtype=dt).tobytes()
+    except (OverflowError, ValueError, FloatingPointError, TypeError):
+        return bytes(dt.itemsize)
+
+
+class _Builder:
+    def __init__(self, ds: Dataset, group: Group, prefix: str, encodings: dict[str, str]):
+        self.ds, self.group, self.prefix, self.encodings = ds, group, prefix, encodings
+        self.left_out: list[str] = []
+        #: dimension key (FQN, or ``string:<n>``) -> Dim, in file order
+        self.dims: dict[str, Dim] = {}
+
+    def leave_out(self, what: str, why: str) -> None:
+        self.left_out.append(f"{what}: {why}")
+
+    def dim(self, key: str, name: str, size: int) -> int:
+        if key not in self.dims:
+            taken = {d.name for d in self.dims.values()}
+            shown, n = name, 0
+            while shown in taken:
+                n += 1
+                shown = f"{name}_{n}"
+            self.dims[key] = Dim(shown, size)
+        return list(self.dims).index(key)
+
+    def record_dim(self, usable: list[tuple[Variable, list[Dimension]]]) -> Dimension | None:
+        """The first unlimited dimension that every variable using it has as its first axis only."""
+        seen: list[Dimension] = []
+        for _, dims in usable:
+            seen.extend(d for d in dims if d.unlimited and d not in seen)
+        for cand in seen:
+            if all(cand not in dims[1:] for _, dims in usable):
+                return cand
+        return None
+
+    def codecs(self, var: Variable) -> tuple[V2Array | None, str | None]:
+        if self.ds.flavor == "zarr-v3":
+            v2 = v3_to_v2(var)
+            if isinstance(v2, str):
+                return None, v2
+        else:
+            v2 = V2Array(var.dtype, var.order, var.compressor, var.filters or None, var.dimension_separator)
+        if v2.order not in ("C", "F"):
+            return None, f"order {v2.order!r}"
+        why = Codecs(v2.compressor, tuple(v2.filters or ())).check()
+        return v2, why
+
+    def build(self) -> GroupFile:
+        g = self.group
+        path = g.path
+        usable: list[tuple[Variable, list[Dimension]]] = []
+        for var in g.variables:
+            what = _join(path, var.name)
+            if not valid_name(var.name):
+                self.leave_out(what, "a name the classic formats refuse")
+                continue
+            if var.nctype is None:
+                self.leave_out(what, f"type {var.dtype} has no netCDF type")
+                continue
+            if var.nctype == "string" and not _FIXED_STRING.match(var.dtype):
+                self.leave_out(what, f"variable-length strings ({var.dtype}): their width is not in the metadata")
+                continue
+            dims = []
+            for ref in ([] if var.scalar or not var.shape else var.dimrefs):
+                d = self.ds.find_dim(ref)
+                if d is None:
+                    break
+                dims.append(d)
+            if len(dims) != (0 if var.scalar or not var.shape else len(var.shape)):
+                self.leave_out(what, "its dimensions are not all declared")
+                continue
+            usable.append((var, dims))
+        rec = self.record_dim(usable)
+        for d in g.dims:  # the group's own dimensions first, in their order
+            if d.size > 0 or d is rec:
+                self.dim(_join(path, d.name), d.name, d.size)
+        vars: list[Var] = []
+        values: list[Values] = []
+        for var, dims in usable:
+            what = _join(path, var.name)
+            zero = [d.name for d in dims if d.size == 0 and d is not rec]
+            if zero:
+                self.leave_out(what, f"dimension {zero[0]} has length 0 and is not the record dimension")
+                continue
+            v2, why = self.codecs(var)
+            if why is not None or v2 is None:
+                self.leave_out(what, why or "no codecs")
+                continue
+            refs = [r if r.startswith("/") else "/" + r for r in var.dimrefs] if dims else []
+            dimids = [self.dim(ref, d.name, d.size) for ref, d in zip(refs, dims)]
+            nctype, dtype, stored_dtype = var.nctype, "", v2.dtype
+            width = 0
+            if nctype == "char":
+                dtype = stored_dtype = "|S1"
+            elif nctype == "string":
+                width = int(_FIXED_STRING.match(var.dtype).group(1))  # type: ignore[union-attr]
+                nctype, dtype = "char", f"|S{width}"
+                stored_dtype = dtype
+                dimids.append(self.dim(f"string:{width}", f"string{width}", width))
+            else:
+                dtype = TYPES[nctype][1]
+            attrs = self.var_attrs(var, what, nctype, dtype, width)
+            vars.append(Var(var.name, nctype, dimids, attrs))
+            stored = tuple(var.shape)
+            chunks = tuple(var.chunks) if var.shape else ()
+            codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
+            recode = Recode(stored_dtype, chunks, v2.order, codecs, dtype, chunks)
+            sep, cprefix = v2.separator, ""
+            if self.ds.flavor == "zarr-v3":
+                enc = self.encodings.get(what, "default")
+                cprefix = f"c{sep}" if enc == "default" else ""
+                if not stored:
+                    cprefix = "c" if enc == "default" else ""
+            array = "/".join(p for p in (self.prefix, path.strip("/"), var.name) if p)
+            values.append(Values(array, stored, stored, chunks, dtype,
+                                 _fill_bytes(var.nctype, dtype, var.fill_value), recode, sep, cprefix))
+        dims_list = list(self.dims.values())
+        if rec is not None:
+            for key, d in self.dims.items():
+                if self.ds.find_dim(key) is rec:
+                    d.is_record = True
+        gattrs = []
+        for a in g.attributes:
+            got = classic_attr(a)
+            if isinstance(got, str):
+                self.leave_out(f"{path}:{a.name}", got)
+            else:
+                gattrs.append(got)
+        if rec is not None:
+            lengths = [val.stored[0] for var, val in zip(vars, values) if var.dimids and dims_list[var.dimids[0]].is_record]
+            numrecs = max([rec.size, *lengths])
+            for d in dims_list:
+                if d.is_record:
+                    d.size = numrecs
+            for var, val in zip(vars, values):
+                if var.dimids and dims_list[var.dimids[0]].is_record:
+                    val.shape = (numrecs, *val.stored[1:])
+        lay = layout(dims_list, gattrs, vars)
+        return GroupFile(path, lay, values, self.left_out)
+
+    def var_attrs(self, var: Variable, what: str, nctype: str, dtype: str, width: int) -> list[Attr]:
+        out = []
+        fill_attr: Attr | None = None
+        for a in var.attributes:
+            if a.name == "_FillValue":
+                if width or a.nctype != var.nctype:
+                    value = _xarray_v3_fill(var, dtype) if self.ds.flavor == "zarr-v3" and not width else None
+                    if value is None:
+                        self.leave_out(f"{what}:{a.name}", f"a {a.nctype} _FillValue on a {var.nctype} variable")
+                        continue
+                    a = Attribute("_FillValue", nctype, [value])
+                got = classic_attr(a)
+                if isinstance(got, Attr):
+                    fill_attr = got
+                else:
+                    self.leave_out(f"{what}:{a.name}", got)
+                continue
+            got = classic_attr(a)
+            if isinstance(got, str):
+                self.leave_out(f"{what}:{a.name}", got)
+            else:
+                out.append(got)
+        if fill_attr is None and var.fill_value is not None and not width:
+            fill = var.fill_value
+            if nctype == "char":
+                ok = isinstance(fill, str) and len(fill.encode("utf-8", "replace")) == 1
+                if ok:
+                    fill_attr = Attr("_FillValue", "char", fill.encode("utf-8", "replace"))
+            elif isinstance(fill, (int, float)) and not isinstance(fill, bool):
+                got = classic_attr(Attribute("_FillValue", nctype, [fill]))
+                if isinstance(got, Attr):
+                    fill_attr = got
+        if fill_attr is not None:
+            out.append(fill_attr)
+        return out
+
+
+def group_file(ds: Dataset, group: str, prefix: str = "", encodings: dict[str, str] | None = None) -> GroupFile:
+    """The classic file of ``group`` (a path: ``/``, ``/g``) of ``ds``, stored under ``prefix``.
+    ``encodings``: Zarr v3 arrays' ``chunk_key_encoding`` names, by path (``/g/v``; default "default")."""
+    g = ds.group(group)
+    if g is None:
+        raise KeyError(group)
+    return _Builder(ds, g, prefix, encodings or {}).build()
+
+
+def v3_encodings(ds: Dataset, get: Callable[[str], bytes | None]) -> dict[str, str]:
+    """The ``chunk_key_encoding`` name of each Zarr v3 array (by path ``/g/v``), from its
+    ``zarr.json`` (``get`` takes a key relative to the dataset root)."""
+    out: dict[str, str] = {}
+    if ds.flavor != "zarr-v3":
+        return out
+    for g in ds.root.walk():
+        for v in g.variables:
+            path = _join(g.path, v.name)
+            raw = get(f"{path.strip('/')}/zarr.json")
+            try:
+                node = jsontext.loads(raw) if raw is not None else {}
+            except ValueError:
+                node = {}
+            enc = node.get("chunk_key_encoding") if isinstance(node, dict) else None
+            out[path] = str(enc.get("name", "default")) if isinstance(enc, dict) else "default"
+    return out

@@ -1,0 +1,504 @@
+"""NcFilesStore: every dataset also shows as read-only netCDF classic files (``-o nc_files``).
+
+A dataset is the topmost folder holding ``.zgroup``, ``zarr.json``, ``.nczarr`` or
+``.zmetadata`` (as for views). Beside a dataset folder ``NAME`` its parent lists ``NAME.nc``
+and ``NAME.GROUP.nc`` (:func:`nczfs.nczarr.ncfile.file_names`); a dataset at the mount's root
+shows them in the root, named after the source. A file is made of the dataset's metadata
+(read with :func:`nczfs.nczarr.read.read_dataset`) and the listing of its arrays' chunks: its
+size and header are known without reading a chunk; its version tag is a hash of the header and
+of every chunk's version, its mtime the newest of theirs, so that a change of any chunk or
+metadata object gives a new version (rebuilt after ``ttl`` seconds, or at once after a write
+through the mount). A read is answered from the chunks it covers (:mod:`nczfs.nczarr.ncread`),
+decoded in worker threads and kept, decoded, in a cache of ``decoded_bytes``; a read through a
+descriptor stays on the version it opened (the chunk versions listed then), as long as that
+version is remembered. Names that exist in the store are never shadowed.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import trio
+
+from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale
+from nczfs.nczarr import ncread
+from nczfs.nczarr.ncfile import GroupFile, Values, file_names, group_file, v3_encodings
+from nczfs.nczarr.read import read_dataset
+from nczfs.nczarr.roots import Roots
+from nczfs.nczarr.validate import is_metadata_key
+from nczfs.source import Source
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
+from nczfs.store.wrapper import WrapperStore
+from nczfs.threads import run_blocking
+
+log = logging.getLogger(__name__)
+
+#: file versions remembered for descriptors still reading them
+MAX_VERSIONS = 256
+#: decoded chunks fetched ahead of a reader going through an array (each, in C order)
+CHUNKS_AHEAD = 2
+
+
+@dataclass
+class NcVersion:
+    """One version of one ``.nc`` file."""
+
+    key: str
+    file: GroupFile
+    #: store key -> version tag of every chunk of the file's arrays that exists
+    chunks: dict[str, str]
+    etag: str
+    mtime_ns: int
+
+    def info(self) -> ObjectInfo:
+        return ObjectInfo(self.key, self.file.layout.size, self.mtime_ns, self.etag)
+
+
+@dataclass
+class Built:
+    at: float
+    #: file name -> its current version
+    files: dict[str, NcVersion] = field(default_factory=dict)
+
+
+class _Objects:
+    """The reader's objects (:class:`nczfs.nczarr.read.Objects`), fetched from a worker thread
+    through the trio thread; the infos of what it lists are kept."""
+
+    def __init__(self, store: Store, root: str):
+        self.store, self.root = store, root
+        self.objects: dict[str, bytes] = {}
+        self.infos: list[ObjectInfo] = []
+
+    def _full(self, key: str) -> str:
+        return join(self.root, key) if key else self.root
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            data = trio.from_thread.run(self.store.get, self._full(key))
+        except KeyNotFound:
+            return None
+        self.objects[key] = data
+        return data
+
+    def children(self, prefix: str) -> list[str]:
+        try:
+            entries = trio.from_thread.run(self.store.list_dir, self._full(prefix))
+        except KeyNotFound:
+            return []
+        self.infos.extend(e.info for e in entries if e.info is not None)
+        return [e.name for e in entries]
+
+
+def _next_index(index: tuple[int, ...], grid: tuple[int, ...]) -> tuple[int, ...] | None:
+    out = list(index)
+    for axis in reversed(range(len(out))):
+        out[axis] += 1
+        if out[axis] < grid[axis]:
+            return tuple(out)
+        out[axis] = 0
+    return None
+
+
+class NcFilesStore(WrapperStore):
+    def __init__(self, inner: Store, ttl: float = 1.0, root_name: str = "dataset",
+                 decoded_bytes: int = 256 * 1024 * 1024):
+        super().__init__(inner)
+        self.ttl = ttl
+        self.root_name = root_name
+        self.decoded_limit = decoded_bytes
+        self._roots = Roots(inner, ttl)
+        self._built: dict[str, Built] = {}
+        self._building: dict[str, trio.Event] = {}
+        self._versions: collections.OrderedDict[tuple[str, str], NcVersion] = collections.OrderedDict()
+        self._decoded: collections.OrderedDict[tuple, np.ndarray | None] = collections.OrderedDict()
+        self._decoded_bytes = 0
+        self._decoding: dict[tuple, trio.Event] = {}
+        #: keys of the files shown (read-only)
+        self._shown: set[str] = set()
+        self._logged: set[str] = set()
+        #: called with the key of a file whose dataset changed through the mount (layer.watch_changes)
+        self.on_change: Callable[[str], None] | None = None
+
+    # -- datasets and their files -----------------------------------------------------------------
+
+    async def _is_root(self, folder: str) -> bool:
+        return await self._roots.is_root(folder)
+
+    async def _in_dataset(self, folder: str) -> bool:
+        """Is ``folder`` a dataset or inside one?"""
+        parts = folder.split("/") if folder else []
+        for i in range(len(parts) + 1):
+            if await self._is_root("/".join(parts[:i])):
+                return True
+        return False
+
+    def _name_of(self, root: str) -> str:
+        return root.rpartition("/")[2] if root else self.root_name
+
+    async def _files(self, root: str) -> dict[str, NcVersion]:
+        """The current files of the dataset at ``root`` (rebuilt when older than the TTL)."""
+        while True:
+            b = self._built.get(root)
+            if b is not None and time.monotonic() - b.at < self.ttl:
+                return b.files
+            waiting = self._building.get(root)
+            if waiting is None:
+                break
+            await waiting.wait()
+        done = self._building[root] = trio.Event()
+        try:
+            built = await self._build(root)
+        finally:
+            del self._building[root]
+            done.set()
+        old = self._built.get(root)
+        self._built[root] = built
+        folder = parent_of(root) if root else ""
+        if old is not None:
+            self._shown.difference_update(join(folder, n) for n in old.files)
+        self._shown.update(join(folder, n) for n in built.files)
+        return built.files
+
+    async def _build(self, root: str) -> Built:
+        at = time.monotonic()
+        objects = _Objects(self.inner, root)
+        try:
+            ds = await run_blocking(read_dataset, objects)
+        except KeyNotFound:
+            return Built(at)
+        except NczfsError as exc:
+            if root not in self._logged:
+                self._logged.add(root)
+                log.warning("%r: no .nc file: %s", root or "/", exc)
+            return Built(at)
+        names = file_names(ds, self._name_of(root))
+        encodings = v3_encodings(ds, lambda k: objects.objects.get(k))
+        files = {name: group_file(ds, group, root, encodings) for name, group in names.items()}
+        listed: dict[str, ObjectInfo] = {}
+        arrays = {val.array for f in files.values() for val in f.values}
+        async with trio.open_nursery() as nursery:
+            for array in arrays:
+                nursery.start_soon(self._list_chunks, array, listed)
+        meta_mtime = max((i.mtime_ns for i in objects.infos), default=0)
+        folder = parent_of(root) if root else ""
+        built = Built(at)
+        for name, f in files.items():
+            key = join(folder, name)
+            for why in f.left_out:
+                if f"{key}: {why}" not in self._logged:
+                    self._logged.add(f"{key}: {why}")
+                    log.info("%s leaves out %s", key, why)
+            prefixes = tuple(v.array + "/" for v in f.values)
+            chunks = {k: i.etag for k, i in listed.items() if k.startswith(prefixes) and not is_metadata_key(k)}
+            h = hashlib.sha1(f.layout.header)
+            for k in sorted(chunks):
+                h.update(f"\0{k}\0{chunks[k]}".encode())
+            mtime = max([meta_mtime, *(listed[k].mtime_ns for k in listed if k.startswith(prefixes))])
+            v = NcVersion(key, f, chunks, h.hexdigest(), mtime or time.time_ns())
+            built.files[name] = v
+            self._versions[(key, v.etag)] = v
+            self._versions.move_to_end((key, v.etag))
+        while len(self._versions) > MAX_VERSIONS:
+            self._versions.popitem(last=False)
+        return built
+
+    async def _list_chunks(self, prefix: str, out: dict[str, ObjectInfo]) -> None:
+        try:
+            entries = await self.inner.list_dir(prefix)
+        except KeyNotFound:
+            return
+        for e in entries:
+            key = join(prefix, e.name)
+            if e.is_dir:
+                await self._list_chunks(key, out)
+            elif e.info is not None:
+                out[key] = e.info
+            else:
+                try:
+                    out[key] = await self.inner.stat(key)
+                except KeyNotFound:
+                    pass
+
+    async def _listed_files(self, folder: str) -> dict[str, NcVersion]:
+        """The files shown in ``folder``, by name."""
+        if folder == "" and await self._is_root(""):
+            return dict(await self._files(""))
+        if await self._in_dataset(folder):
+            return {}
+        out: dict[str, NcVersion] = {}
+        dirs = [e.name for e in await self.inner.list_dir(folder) if e.is_dir]
+        roots: dict[str, bool] = {}
+
+        async def check(name: str) -> None:
+            roots[name] = await self._is_root(join(folder, name))
+
+        async with trio.open_nursery() as nursery:
+            for name in dirs:
+                nursery.start_soon(check, name)
+        for name in dirs:
+            if roots[name]:
+                try:
+                    out.update(await self._files(join(folder, name)))
+                except NczfsError as exc:
+                    log.warning("%r: no .nc files listed: %s", join(folder, name), exc)
+        return out
+
+    async def _file(self, key: str) -> NcVersion | None:
+        """The current version of the file ``key`` shows, if it is one."""
+        folder, _, name = key.rpartition("/")
+        if not name.endswith(".nc"):
+            return None
+        if folder == "" and await self._is_root(""):
+            return (await self._files("")).get(name)
+        if await self._in_dataset(folder):
+            return None
+        stem = name[:-3]
+        candidates = [stem[:i] for i, c in enumerate(stem) if c == "."] + [stem]
+        for cand in candidates:
+            if cand and await self._is_root(join(folder, cand)):
+                found = (await self._files(join(folder, cand))).get(name)
+                if found is not None:
+                    return found
+        return None
+
+    async def _shown_file(self, key: str) -> NcVersion | None:
+        """``_file``, unless the store has an object or folder of that name."""
+        v = await self._file(key)
+        if v is None or await self.inner.entry(key) is not None:
+            return None
+        return v
+
+    def read_only_key(self, key: str) -> bool:
+        return key in self._shown or self.inner.read_only_key(key)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    async def entry(self, key: str) -> DirEntry | None:
+        found = await self.inner.entry(key)
+        if found is None and key.endswith(".nc"):
+            v = await self._file(key)
+            if v is not None:
+                return DirEntry(key.rpartition("/")[2], False, v.info())
+        return found
+
+    async def stat(self, key: str) -> ObjectInfo:
+        try:
+            return await self.inner.stat(key)
+        except KeyNotFound:
+            v = await self._file(key) if key.endswith(".nc") else None
+            if v is None:
+                raise
+            return v.info()
+
+    async def list_dir(self, prefix: str) -> list[DirEntry]:
+        entries = await self.inner.list_dir(prefix)
+        names = {e.name for e in entries}
+        shown = await self._listed_files(prefix)
+        extra = [DirEntry(n, False, v.info()) for n, v in shown.items() if n not in names]
+        return sorted([*entries, *extra], key=lambda e: e.name)
+
+    async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        return await self.get_version(key, rng, None)
+
+    async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        v = self._versions.get((key, etag)) if etag else None
+        if v is None and key.endswith(".nc"):
+            v = await self._shown_file(key)
+            if v is not None and etag and v.etag != etag:
+                raise Stale(f"{key!r}: the dataset changed since this version was read")
+        if v is None:
+            return await self.inner.get_version(key, rng, etag)
+        self._versions.move_to_end((key, v.etag))
+        start = rng.start if rng else 0
+        end = rng.end if rng and rng.end is not None else v.file.layout.size
+        return await self._read(v, start, min(end, v.file.layout.size))
+
+    async def _read(self, v: NcVersion, start: int, end: int) -> bytes:
+        if start >= end:
+            return b""
+        runs = ncread.runs(v.file, start, end)
+        got: list[dict] = [{} for _ in runs]
+        wanted = []
+        for i, run in enumerate(runs):
+            val = v.file.values[run.var]
+            e0, e1 = run.elements(val.itemsize)
+            wanted.extend((i, val, idx) for idx in ncread.chunks_needed(val, e0, e1))
+
+        async def one(i: int, val: Values, idx: tuple[int, ...]) -> None:
+            got[i][idx] = await self._chunk(v, val, idx)
+
+        if len(wanted) == 1:
+            await one(*wanted[0])
+        elif wanted:
+            async with trio.open_nursery() as nursery:
+                for w in wanted:
+                    nursery.start_soon(one, *w)
+        last: dict[int, tuple[Values, tuple[int, ...]]] = {}
+        for i, val, idx in wanted:
+            last[id(val)] = (val, idx)
+        for val, idx in last.values():
+            self._ahead(v, val, idx)
+        return ncread.assemble(v.file, start, end, runs, got)
+
+    def _ahead(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> None:
+        """Decode the next chunks of the array in the background (a reader going through it)."""
+        grid = val.grid
+        nxt: tuple[int, ...] | None = idx
+        for _ in range(CHUNKS_AHEAD):
+            nxt = _next_index(nxt, grid) if nxt is not None else None
+            if nxt is None:
+                return
+            key = val.key_of(nxt)
+            etag = v.chunks.get(key)
+            if etag is None:
+                continue
+            ident = (key, etag, val.recode.token)
+            if ident in self._decoded or ident in self._decoding:
+                continue
+            trio.lowlevel.spawn_system_task(self._quietly, v, val, nxt)
+
+    async def _quietly(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> None:
+        try:
+            await self._chunk(v, val, idx)
+        except Exception as exc:  # noqa: BLE001 - a background fetch; the reader's own fetch reports it
+            log.debug("fetch ahead of %s: %s", val.key_of(idx), exc)
+
+    async def _chunk(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> np.ndarray | None:
+        """Chunk ``idx`` of ``val``'s array as this version lists it, decoded (None: missing)."""
+        key = val.key_of(idx)
+        etag = v.chunks.get(key)
+        if etag is None:
+            return None
+        ident = (key, etag, val.recode.token)
+        while True:
+            if ident in self._decoded:
+                self._decoded.move_to_end(ident)
+                return self._decoded[ident]
+            waiting = self._decoding.get(ident)
+            if waiting is None:
+                break
+            await waiting.wait()
+            if ident not in self._decoded:  # that fetch failed: this reader tries again
+                continue
+        done = self._decoding[ident] = trio.Event()
+        try:
+            try:
+                raw = await self.inner.get_version(key, None, etag or None)
+            except KeyNotFound:
+                arr = None
+            else:
+                arr = await run_blocking(_decode, val, raw, key)
+            self._keep(ident, arr)
+            return arr
+        finally:
+            del self._decoding[ident]
+            done.set()
+
+    def _keep(self, ident: tuple, arr: np.ndarray | None) -> None:
+        self._decoded[ident] = arr
+        self._decoded_bytes += arr.nbytes if arr is not None else 0
+        while self._decoded_bytes > self.decoded_limit and len(self._decoded) > 1:
+            _, old = self._decoded.popitem(last=False)
+            self._decoded_bytes -= old.nbytes if old is not None else 0
+
+    # -- writes: the files are read-only; a write into a dataset makes its files new ----------------
+
+    async def _refuse(self, key: str) -> None:
+        if key.endswith(".nc") and await self._shown_file(key) is not None:
+            raise ReadOnly(f"{key!r}: a netCDF file made from a dataset (-o nc_files): read-only")
+
+    def _forget(self, key: str) -> None:
+        self._roots.forget(key)
+        for root in list(self._built):
+            if root == "" or key == root or key.startswith(root + "/") or root.startswith(key + "/"):
+                built = self._built.pop(root)
+                folder = parent_of(root) if root else ""
+                for name in built.files:
+                    if self.on_change is not None:
+                        self.on_change(join(folder, name))
+
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        await self._refuse(key)
+        try:
+            return await self.inner.set(key, data)
+        finally:
+            self._forget(key)
+
+    async def set_file(self, key, f, size):  # type: ignore[no-untyped-def]
+        await self._refuse(key)
+        try:
+            return await self.inner.set_file(key, f, size)
+        finally:
+            self._forget(key)
+
+    async def delete(self, key: str) -> None:
+        await self._refuse(key)
+        try:
+            await self.inner.delete(key)
+        finally:
+            self._forget(key)
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        await self._refuse(dst)
+        if src.endswith(".nc") and await self._shown_file(src) is not None:
+            return await self.inner.set(dst, await self.get(src))
+        try:
+            return await self.inner.copy(src, dst)
+        finally:
+            self._forget(dst)
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self._refuse(src)
+        await self._refuse(dst)
+        try:
+            await self.inner.rename(src, dst)
+        finally:
+            self._forget(src)
+            self._forget(dst)
+
+    async def rename_dir(self, src: str, dst: str) -> None:
+        try:
+            await self.inner.rename_dir(src, dst)
+        finally:
+            self._forget(src)
+            self._forget(dst)
+
+    async def mkdir(self, prefix: str) -> None:
+        try:
+            await self.inner.mkdir(prefix)
+        finally:
+            self._forget(prefix)
+
+    async def rmdir(self, prefix: str) -> None:
+        try:
+            await self.inner.rmdir(prefix)
+        finally:
+            self._forget(prefix)
+
+
+def _decode(val: Values, raw: bytes, key: str) -> np.ndarray:
+    """A stored chunk as its elements in the file's form (CPU work: off the trio thread)."""
+    return np.frombuffer(val.recode.apply(raw, key), dtype=val.dtype).reshape(val.chunks)
+
+
+def root_name(source: Source) -> str:
+    """What the files of a dataset at the mount's root are named after: the source's last path
+    component (an archive or reference set without its extension), else ``dataset``."""
+    base = source.location.rstrip("/").rpartition("/")[2]
+    if source.backend in ("zip", "reference"):
+        base = base.rpartition(".")[0] or base
+    return base or "dataset"
+
+
+def decoded_cache_bytes(cache_size: int | None) -> int:
+    """Decoded chunks kept: a quarter of the mount's cache size, at least 64 MiB."""
+    from nczfs.cache import default_cache_size
+
+    return max(64 * 1024 * 1024, (cache_size if cache_size is not None else default_cache_size()) // 4)

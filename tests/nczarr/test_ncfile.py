@@ -1,0 +1,254 @@
+"""The classic files made from datasets, without a mount: headers byte for byte as netCDF-C
+writes them, values as zarr-python reads the store, any byte range the same as the whole."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from nczfs.errors import KeyNotFound
+from nczfs.nczarr import ncread
+from nczfs.nczarr.classic import Attr, Dim, Var, layout
+from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
+from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.store.directory import DirectoryStore
+
+netCDF4 = pytest.importorskip("netCDF4")
+zarr = pytest.importorskip("zarr")
+numcodecs = pytest.importorskip("numcodecs")
+
+
+def render(gf, store, start=0, end=None) -> bytes:
+    """Bytes start..end of the file, its chunks read from ``store`` (a SyncStore)."""
+    end = gf.layout.size if end is None else end
+    runs = ncread.runs(gf, start, end)
+    got = []
+    for run in runs:
+        val = gf.values[run.var]
+        e0, e1 = run.elements(val.itemsize)
+        chunks = {}
+        for idx in ncread.chunks_needed(val, e0, e1):
+            try:
+                raw = store.get(val.key_of(idx))
+            except KeyNotFound:
+                chunks[idx] = None
+                continue
+            chunks[idx] = np.frombuffer(val.recode.apply(raw), dtype=val.dtype).reshape(val.chunks)
+        got.append(chunks)
+    return ncread.assemble(gf, start, end, runs, got)
+
+
+class Below(StoreObjects):
+    """The reader's objects of the dataset in folder ``prefix`` of a store."""
+
+    def __init__(self, store, prefix):
+        super().__init__(store)
+        self.prefix = prefix
+
+    def get(self, key):
+        return super().get(f"{self.prefix}/{key}")
+
+    def children(self, prefix):
+        return super().children(f"{self.prefix}/{prefix}" if prefix else self.prefix)
+
+
+def files_of(root, name):
+    store = DirectoryStore(str(root))
+    objects = Below(store, name)
+    ds = read_dataset(objects)
+    enc = v3_encodings(ds, objects.get)
+    return store, ds, {fname: group_file(ds, g, name, enc) for fname, g in file_names(ds, name).items()}
+
+
+# -- headers: what netCDF-C writes for the same definitions ----------------------------------------
+
+def _definitions(int_type: str):
+    dims = [Dim("time", 3, True), Dim("x", 3), Dim("yy", 5)]
+    gattrs = [Attr("title", "char", b"hello"), Attr("n", int_type, np.asarray([1, 2], ">" + {"short": "i2", "int64": "i8"}[int_type]).tobytes())]
+    vars_ = [Var("a", "short", [1, 2], [Attr("units", "char", b"m")]), Var("t", "double", [0]), Var("r", "byte", [0, 1])]
+    return dims, gattrs, vars_
+
+
+def _wheel_file(path, fmt, int_type, big=0):
+    with netCDF4.Dataset(path, "w", format=fmt) as nc:
+        nc.set_fill_off()
+        nc.createDimension("time", None)
+        nc.createDimension("x", 3)
+        nc.createDimension("yy", 5)
+        nc.title = "hello"
+        nc.setncattr("n", np.array([1, 2], dtype={"short": "i2", "int64": "i8"}[int_type]))
+        nc.createVariable("a", "i2", ("x", "yy")).units = "m"
+        if big:
+            nc.createDimension("big", big)
+            nc.createVariable("huge", "i1", ("big",))
+        nc.createVariable("t", "f8", ("time",))[:] = [1, 2, 3]
+        nc.createVariable("r", "i1", ("time", "x"))
+    return path.read_bytes() if not big else path.open("rb").read(4096)
+
+
+@pytest.mark.parametrize("fmt,version,int_type", [("NETCDF3_CLASSIC", 1, "short"), ("NETCDF3_64BIT_DATA", 5, "int64")])
+def test_header_is_the_one_netcdf_c_writes(tmp_path, fmt, version, int_type):
+    raw = _wheel_file(tmp_path / "w.nc", fmt, int_type)
+    lay = layout(*_definitions(int_type))
+    assert lay.version == version
+    assert raw[:len(lay.header)] == lay.header
+    assert len(raw) == lay.size
+    assert lay.recsize == 12  # t's 8 bytes and r's 3, padded
+
+
+def test_offsets_past_2_gib_make_cdf2(tmp_path):
+    dims, gattrs, vars_ = _definitions("short")
+    dims.append(Dim("big", 2**31 - 1))
+    vars_.insert(1, Var("huge", "byte", [3]))
+    lay = layout(dims, gattrs, vars_)
+    raw = _wheel_file(tmp_path / "w.nc", "NETCDF3_64BIT_OFFSET", "short", big=2**31 - 1)
+    assert lay.version == 2
+    assert raw[:len(lay.header)] == lay.header
+    assert (tmp_path / "w.nc").stat().st_size == lay.size
+
+
+# -- values: the datasets the mount tests use, rendered without a mount ------------------------------
+
+def make_cf(path) -> None:
+    """A CF dataset as the netCDF4 wheel writes NCZarr: unlimited time, packed shorts (zlib), a
+    fixed-width string, 64-bit integers, a chunk never written (fill values), a sub-group."""
+    with netCDF4.Dataset(f"file://{path}#mode=nczarr,file", "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("lat", 5)
+        nc.createDimension("lon", 7)
+        nc.Conventions = "CF-1.8"
+        nc.title = "packed temperatures"
+        t = nc.createVariable("time", "f8", ("time",))
+        t.units = "days since 2000-01-01"
+        t.calendar = "standard"
+        lat = nc.createVariable("lat", "f4", ("lat",))
+        lat.units = "degrees_north"
+        lat[:] = np.linspace(-10, 10, 5)
+        temp = nc.createVariable("temp", "i2", ("time", "lat", "lon"), chunksizes=(2, 3, 4), zlib=True,
+                                 shuffle=False, fill_value=-999)
+        temp.scale_factor = 0.01
+        temp.add_offset = 273.15
+        temp.units = "K"
+        for i in range(5):
+            t[i] = i
+            temp[i] = np.arange(35).reshape(5, 7) * 7 + i * 100
+        temp[4, 4, 6] = np.ma.masked
+        nc.createVariable("count", "i8", ("lat",))[:] = np.arange(5) * 2**40
+        nc.createVariable("station", str, ("lat",))[:] = np.array(["a", "bb", "ccc", "dddd", "e"], dtype=object)
+        nc.createVariable("c", "S1", ("lon",))[:] = np.array(list("abcdefg"), dtype="S1")
+        nc.createVariable("sparse", "f4", ("lat", "lon"), chunksizes=(2, 2))[0:2, 0:2] = 1.5
+        g = nc.createGroup("g")
+        g.createDimension("z", 3)
+        g.source = "sub-group"
+        g.createVariable("w", "f4", ("lat", "z"))[:] = np.arange(15).reshape(5, 3)
+
+
+def make_v3(path) -> None:
+    """Zarr v3 by zarr-python: zstd, a scalar, dimension names, an array of a type netCDF lacks."""
+    g = zarr.open_group(str(path), mode="w", zarr_format=3)
+    g.attrs["title"] = "v3"
+    a = g.create_array("a", shape=(6, 4), chunks=(4, 3), dtype="float64", dimension_names=["y", "x"],
+                       compressors=zarr.codecs.ZstdCodec(level=1), fill_value=-1.0)
+    a[:4, :] = np.arange(16).reshape(4, 4) / 3
+    u = g.create_array("u", shape=(4,), chunks=(3,), dtype="uint16", dimension_names=["x"])
+    u[:] = [1, 2, 65535, 7]
+    s = g.create_array("s", shape=(), dtype="int32")
+    s[...] = 42
+    g.create_array("flag", shape=(4,), chunks=(4,), dtype="bool", dimension_names=["x"])[:] = True
+
+
+def make_xarray_v2(path) -> None:
+    """Zarr v2 with blosc and a Fortran-order array, as zarr-python writes it for xarray."""
+    g = zarr.open_group(str(path), mode="w", zarr_format=2)
+    a = g.create_array("v", shape=(3, 10), chunks=(2, 4), dtype="<i4",
+                       compressors=numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE), fill_value=7)
+    a[:] = np.arange(30).reshape(3, 10)
+    a.attrs["_ARRAY_DIMENSIONS"] = ["y", "x"]
+    a.attrs["long_name"] = "values"
+    f = g.create_array("f", shape=(3, 10), chunks=(3, 3), dtype=">f4", order="F")
+    f[:] = np.arange(30).reshape(3, 10) * 0.5
+    f.attrs["_ARRAY_DIMENSIONS"] = ["y", "x"]
+
+
+def compare_with_zarr(nc, root, name, group="/") -> int:
+    """Every variable of open classic file ``nc`` against zarr-python reading the store."""
+    zg = zarr.open_group(str(root / name), mode="r")
+    if group != "/":
+        zg = zg[group.strip("/")]
+    nc.set_auto_maskandscale(False)
+    checked = 0
+    for vname, var in nc.variables.items():
+        try:
+            want = np.asarray(zg[vname][...])
+        except ValueError:  # zarr-python 3 refuses netCDF-C's >S1 chars: the wheel reads the store
+            with netCDF4.Dataset(f"file://{root / name}#mode=nczarr,file") as direct:
+                direct.set_auto_maskandscale(False)
+                want = np.asarray((direct[group] if group != "/" else direct)[vname][...])
+        got = var[...]
+        if want.dtype.kind == "S" and want.dtype.itemsize > 1:
+            got = netCDF4.chartostring(got).astype(want.dtype)
+        assert got.shape == want.shape, vname
+        assert np.array_equal(got, want, equal_nan=want.dtype.kind == "f"), vname
+        checked += 1
+    return checked
+
+
+@pytest.fixture(scope="module")
+def corpus_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ncfile")
+    make_cf(root / "cf.zarr")
+    make_v3(root / "v3.zarr")
+    make_xarray_v2(root / "x.zarr")
+    return root
+
+
+@pytest.mark.parametrize("name,files,formats", [
+    ("cf.zarr", ["cf.zarr.nc", "cf.zarr.g.nc"], ["CDF-5", "CDF-1"]),
+    ("v3.zarr", ["v3.zarr.nc"], ["CDF-5"]),
+    ("x.zarr", ["x.zarr.nc"], ["CDF-1"]),
+])
+def test_values_are_zarr_pythons(corpus_root, name, files, formats):
+    store, ds, gfs = files_of(corpus_root, name)
+    assert list(gfs) == files
+    assert [gf.format for gf in gfs.values()] == formats
+    for fname, gf in gfs.items():
+        data = render(gf, store)
+        assert len(data) == gf.layout.size
+        with netCDF4.Dataset(fname, memory=data) as nc:
+            assert compare_with_zarr(nc, corpus_root, name, gf.group) == len(gf.layout.vars)
+
+
+def test_cf_dataset_keeps_its_record_dimension_and_attributes(corpus_root):
+    store, ds, gfs = files_of(corpus_root, "cf.zarr")
+    with netCDF4.Dataset("cf.nc", memory=render(gfs["cf.zarr.nc"], store)) as nc:
+        assert nc.dimensions["time"].isunlimited() and len(nc.dimensions["time"]) == 5
+        assert nc.Conventions == "CF-1.8"
+        assert nc["temp"].scale_factor == 0.01 and nc["temp"]._FillValue == -999
+        assert nc["temp"].dimensions == ("time", "lat", "lon")
+        assert nc["station"].dimensions == ("lat", "string128")
+        assert nc.data_model == "NETCDF3_64BIT_DATA"  # for the int64 variable
+        with netCDF4.Dataset(f"file://{corpus_root / 'cf.zarr'}#mode=nczarr,file") as direct:
+            unpacked = direct["temp"][...]  # masked and scaled, by the wheel from the store
+        assert np.ma.is_masked(nc["temp"][4, 4, 6])
+        assert np.ma.allclose(nc["temp"][...], unpacked) and (nc["temp"][...].mask == unpacked.mask).all()
+    with netCDF4.Dataset("g.nc", memory=render(gfs["cf.zarr.g.nc"], store)) as nc:
+        assert nc.source == "sub-group" and nc["w"].dimensions == ("lat", "z")
+
+
+def test_what_a_file_leaves_out_is_named(corpus_root):
+    _, _, gfs = files_of(corpus_root, "v3.zarr")
+    assert gfs["v3.zarr.nc"].left_out == ["/flag: type bool has no netCDF type"]
+
+
+def test_any_byte_range_is_the_whole_files_slice(corpus_root):
+    rnd = random.Random(36)
+    for name in ("cf.zarr", "v3.zarr", "x.zarr"):
+        store, _, gfs = files_of(corpus_root, name)
+        for gf in gfs.values():
+            whole = render(gf, store)
+            for _ in range(150):
+                a = rnd.randrange(len(whole) + 1)
+                b = rnd.randrange(a, len(whole) + 8)
+                assert render(gf, store, a, b) == whole[a:b], (name, a, b)
