@@ -123,8 +123,12 @@ class NcFilesStore(WrapperStore):
         #: keys of the files shown (read-only)
         self._shown: set[str] = set()
         self._logged: set[str] = set()
+        self.stats = {"ncfiles.chunks-decoded": 0, "ncfiles.builds": 0}
         #: called with the key of a file whose dataset changed through the mount (layer.watch_changes)
         self.on_change: Callable[[str], None] | None = None
+
+    def counters(self) -> dict[str, int]:
+        return {**self.inner.counters(), **self.stats, "ncfiles.decoded-bytes-held": self._decoded_bytes}
 
     # -- datasets and their files -----------------------------------------------------------------
 
@@ -168,6 +172,7 @@ class NcFilesStore(WrapperStore):
 
     async def _build(self, root: str) -> Built:
         at = time.monotonic()
+        self.stats["ncfiles.builds"] += 1
         objects = _Objects(self.inner, root)
         try:
             ds = await run_blocking(read_dataset, objects)
@@ -395,6 +400,7 @@ class NcFilesStore(WrapperStore):
                 arr = None
             else:
                 arr = await run_blocking(_decode, val, raw, key)
+                self.stats["ncfiles.chunks-decoded"] += 1
             self._keep(ident, arr)
             return arr
         finally:

@@ -1,0 +1,318 @@
+"""``-o nc_files`` on real mounts of every backend: the .nc files beside each dataset, read by
+programs that know no Zarr, each value compared with zarr-python reading the store (netCDF-C's
+``>S1`` chars, which zarr-python 3 refuses: with the netCDF4 wheel reading the store)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import CORPUS as corpus
+from tests.helpers import DirectoryBackend, S3Backend, ZipBackend, counts, mounted
+from tests.nczarr.test_ncfile import make_cf, make_v3, make_xarray_v2
+
+pytestmark = pytest.mark.fuse
+
+netCDF4 = pytest.importorskip("netCDF4")
+zarr = pytest.importorskip("zarr")
+xr = pytest.importorskip("xarray")
+numcodecs = pytest.importorskip("numcodecs")
+
+#: dataset folder -> (its files, their formats)
+FILES = {
+    "cf.zarr": {"cf.zarr.nc": 5, "cf.zarr.g.nc": 1},
+    "v3.zarr": {"v3.zarr.nc": 5},
+    "x.zarr": {"x.zarr.nc": 1},
+}
+HANDMADE = ["v2za.file", "v2lc_allzattrs.file", "v2uc.file", "zarr.file"]
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory) -> Path:
+    """The datasets, as files: the project's own and handmade ones from the shared corpus."""
+    root = tmp_path_factory.mktemp("ncdata")
+    make_cf(root / "cf.zarr")
+    make_v3(root / "v3.zarr")
+    make_xarray_v2(root / "x.zarr")
+    for name in HANDMADE:
+        shutil.copytree(corpus / "handmade" / name, root / name)
+    return root
+
+
+@pytest.fixture(scope="module", params=["directory", "zip", "s3"])
+def mnt(request, local, tmp_path_factory):
+    base = tmp_path_factory.mktemp(f"ncmount-{request.param}")
+    if request.param == "directory":
+        backend = DirectoryBackend(base / "backing")
+        backend.root.mkdir()
+    elif request.param == "zip":
+        backend = ZipBackend(base / "backing.zip")
+    else:
+        server = request.getfixturevalue("s3_server")
+        backend = S3Backend(server, server.shared_bucket, server.new_prefix())
+    backend.put_many(tree(local))
+    with mounted(backend, base / "mnt", "--nc-files") as m:
+        yield m
+    text = m.log_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
+
+
+def want_of(local: Path, dataset: str, group: str, var: str) -> np.ndarray:
+    """What zarr-python reads (the wheel, from the store, where zarr-python refuses the dtype)."""
+    try:
+        zg = zarr.open_group(str(local / dataset), mode="r")
+        return np.asarray((zg[group.strip("/")] if group != "/" else zg)[var][...])
+    except ValueError:
+        with netCDF4.Dataset(f"file://{local / dataset}#mode=nczarr,file") as nc:
+            nc.set_auto_maskandscale(False)
+            return np.asarray((nc[group] if group != "/" else nc)[var][...])
+
+
+def as_text(a: np.ndarray) -> list[str]:
+    """Fixed-width strings or char rows as Python strings."""
+    if a.dtype.kind == "S" and a.dtype.itemsize == 1 and a.ndim > 1:
+        a = a.view(f"S{a.shape[-1]}")[..., 0]
+    return [s.decode() for s in np.atleast_1d(a).ravel()]
+
+
+def same(got: np.ndarray, want: np.ndarray) -> bool:
+    if want.dtype.kind == "S":
+        return as_text(np.asarray(got)) == as_text(want) if want.ndim else as_text(np.asarray(got)) == as_text(want)
+    got = np.asarray(got).reshape(want.shape)
+    return np.array_equal(got.astype(want.dtype), want, equal_nan=want.dtype.kind == "f")
+
+
+def files(mnt) -> dict[str, tuple[str, str]]:
+    """Every .nc file of the mount -> (dataset, group)."""
+    out = {}
+    for name in sorted(os.listdir(mnt.path)):
+        if name.endswith(".nc"):
+            stem = name[:-3]
+            ds = next(d for d in sorted(os.listdir(mnt.path), key=len, reverse=True)
+                      if (mnt.path / d).is_dir() and (stem == d or stem.startswith(d + ".")))
+            out[name] = (ds, "/" + stem[len(ds) + 1:].replace(".", "/") if stem != ds else "/")
+    return out
+
+
+def test_each_dataset_shows_its_files_read_only_with_exact_sizes(mnt):
+    names = sorted(n for n in os.listdir(mnt.path) if n.endswith(".nc"))
+    expected = sorted([*(f for d in FILES.values() for f in d), *(f"{h}.nc" for h in HANDMADE), "v2za.file.g.nc",
+                       "v2lc_allzattrs.file.g.nc", "v2uc.file.g.nc", "zarr.file.g.nc"])
+    assert names == expected
+    for name in names:
+        st = os.stat(mnt.path / name)
+        assert stat.S_IMODE(st.st_mode) == 0o444
+        data = (mnt.path / name).read_bytes()
+        assert len(data) == st.st_size and data[:3] == b"CDF"
+    for dataset, fmts in FILES.items():
+        for name, version in fmts.items():
+            assert (mnt.path / name).read_bytes()[3] == version, name
+    with pytest.raises(OSError) as e:
+        (mnt.path / "x.zarr.nc").write_bytes(b"x")
+    assert e.value.errno in (errno.EROFS, errno.EACCES)
+    for call in (lambda: os.unlink(mnt.path / "x.zarr.nc"), lambda: os.rename(mnt.path / "x.zarr.nc", mnt.path / "y.nc")):
+        with pytest.raises(OSError) as e:
+            call()
+        assert e.value.errno == errno.EROFS
+
+
+def test_netcdf4_wheel_reads_every_value(mnt, local):
+    checked = 0
+    for name, (dataset, group) in files(mnt).items():
+        with netCDF4.Dataset(mnt.path / name) as nc:
+            nc.set_auto_maskandscale(False)
+            for vname, var in nc.variables.items():
+                assert same(var[...], want_of(local, dataset, group, vname)), (name, vname)
+                checked += 1
+    assert checked >= 20
+
+
+def _ncdump_values(text: str) -> dict[str, list[str]]:
+    data = text.split("\ndata:\n", 1)[1]
+    out = {}
+    for m in re.finditer(r"^ (\w+) =\s*(.*?) ;$", data, re.S | re.M):
+        out[m.group(1)] = re.findall(r'"(?:[^"\\]|\\.)*"|[^,\s]+', m.group(2))
+    return out
+
+
+def test_debian_ncdump_dumps_every_value(mnt, local):
+    for name, (dataset, group) in files(mnt).items():
+        res = subprocess.run(["ncdump", str(mnt.path / name)], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        with netCDF4.Dataset(mnt.path / name) as nc:
+            fills = {v: nc[v].getncattr("_FillValue") for v in nc.variables if "_FillValue" in nc[v].ncattrs()}
+        for vname, values in _ncdump_values(res.stdout).items():
+            want = want_of(local, dataset, group, vname)
+            if want.dtype.kind == "S":
+                # a char row per string; a 1-D char variable is one string
+                assert "".join(v.strip('"') for v in values) == "".join(as_text(want)), (name, vname)
+                continue
+            got = [fills[vname] if v == "_" else float(v.rstrip("fbsLUS").rstrip("UL") or "nan") for v in values]
+            assert np.allclose(np.asarray(got, dtype="f8"), want.ravel().astype("f8"), rtol=1e-6, equal_nan=True), (name, vname)
+
+
+@pytest.mark.parametrize("engine", ["scipy", "netcdf4"])
+def test_xarray_reads_every_value(mnt, local, engine):
+    for name, (dataset, group) in files(mnt).items():
+        path = mnt.path / name
+        if engine == "scipy" and path.read_bytes()[3] == 5:
+            continue  # scipy reads CDF-1 and CDF-2 only
+        with xr.open_dataset(path, engine=engine, decode_cf=False, mask_and_scale=False) as xds:
+            for vname in xds.variables:
+                want = want_of(local, dataset, group, vname)
+                assert same(xds[vname].values, want), (engine, name, vname)
+
+
+def test_ncks_prints_every_value(mnt, local):
+    for name, (dataset, group) in files(mnt).items():
+        res = subprocess.run(["ncks", "--jsn", "-C", str(mnt.path / name)], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        for vname, v in json.loads(res.stdout)["variables"].items():
+            want = want_of(local, dataset, group, vname)
+            got = np.asarray(v["data"], dtype=object)
+            if want.dtype.kind == "S":
+                assert "".join(str(s) for s in np.atleast_1d(got).ravel()) == "".join(as_text(want)), (name, vname)
+            else:
+                got = np.asarray([np.nan if x is None else x for x in got.ravel()], dtype="f8")
+                assert np.allclose(got, want.ravel().astype("f8"), equal_nan=True), (name, vname)
+
+
+def test_cdo_reads_every_field(mnt, local):
+    """``cdo info`` (per field: minimum, mean, maximum) and ``outputf`` (every value) of the
+    variables CDO takes (it skips chars), unpacked and with missing values as CDO shows them."""
+    for name in ("cf.zarr.nc", "x.zarr.nc", "v2za.file.nc"):
+        dataset, group = files(mnt)[name]
+        path = str(mnt.path / name)
+        info = subprocess.run(["cdo", "-s", "info", path], capture_output=True, text=True, timeout=60)
+        assert info.returncode == 0, info.stderr
+        with netCDF4.Dataset(path) as nc:
+            names = [v for v in nc.variables if nc[v].dtype != "S1" and nc[v].ndim >= 2]
+            for vname in names:
+                var = nc[vname]
+                want = want_of(local, dataset, group, vname).astype("f8")
+                fill = var.getncattr("_FillValue") if "_FillValue" in var.ncattrs() else None
+                mask = want == fill if fill is not None else np.zeros(want.shape, bool)
+                want = want * getattr(var, "scale_factor", 1.0) + getattr(var, "add_offset", 0.0)
+                out = subprocess.run(["cdo", "-s", "outputf,%.12g,1", f"-selname,{vname}", path],
+                                     capture_output=True, text=True, timeout=60)
+                assert out.returncode == 0, out.stderr
+                got = np.asarray([float(x) for x in out.stdout.split()])
+                assert got.size == want.size, (name, vname)
+                ok = np.isclose(got, want.ravel(), rtol=1e-9) | mask.ravel()
+                assert ok.all(), (name, vname)
+                field_min = float(want[~mask].min())
+                assert f"{field_min:.4g}"[:3] in info.stdout or str(int(field_min)) in info.stdout, (name, vname)
+
+
+def test_gdal_reads_every_raster(mnt, local, tmp_path):
+    """gdalinfo lists each variable; gdal_translate gives its values, rows bottom-up (GDAL shows
+    north up). Debian's GDAL does not open CDF-5 files."""
+    for name, (dataset, group) in files(mnt).items():
+        path = str(mnt.path / name)
+        if (mnt.path / name).read_bytes()[3] == 5:
+            continue
+        info = subprocess.run(["gdalinfo", path], capture_output=True, text=True, timeout=60)
+        assert info.returncode == 0 and "netCDF" in info.stdout, info.stderr
+        with netCDF4.Dataset(path) as nc:
+            rasters = [v for v in nc.variables if nc[v].ndim >= 2 and nc[v].dtype != "S1"]
+        for vname in rasters:
+            out = tmp_path / f"{name}.{vname}.img"
+            res = subprocess.run(["gdal_translate", "-q", "-of", "ENVI", f'NETCDF:"{path}":{vname}', str(out)],
+                                 capture_output=True, text=True, timeout=60)
+            assert res.returncode == 0, res.stderr
+            want = want_of(local, dataset, group, vname)
+            got = np.fromfile(out, dtype=want.dtype.newbyteorder("<")).reshape(want.shape)
+            assert np.array_equal(got, want[..., ::-1, :], equal_nan=want.dtype.kind == "f"), (name, vname)
+
+
+@pytest.fixture(params=["directory", "s3"])
+def fresh(request, local, tmp_path):
+    """A mount of its own (TTL 1 s), over a copy of x.zarr, for tests that change it."""
+    if request.param == "directory":
+        backend = DirectoryBackend(tmp_path / "backing")
+        backend.root.mkdir()
+    else:
+        server = request.getfixturevalue("s3_server")
+        backend = S3Backend(server, server.shared_bucket, server.new_prefix())
+    backend.put_many({f"x.zarr/{k}": v for k, v in tree(local / "x.zarr").items()})
+    with mounted(backend, tmp_path / "mnt", "--nc-files", "-o", "metadata_ttl=1") as m:
+        yield m
+    assert "Traceback" not in m.log_text()
+
+
+def _values(path: Path, var: str) -> np.ndarray:
+    with netCDF4.Dataset(path) as nc:
+        nc.set_auto_maskandscale(False)
+        return nc[var][...]
+
+
+def test_the_file_follows_writes_through_the_mount_at_once(fresh):
+    nc = fresh.path / "x.zarr.nc"
+    before, old = os.stat(nc), nc.read_bytes()
+    time.sleep(0.01)
+    arr = zarr.open_array(str(fresh.path / "x.zarr" / "v"), mode="r+")
+    arr[0, 0] = 99  # a chunk rewritten through the mount
+    after = os.stat(nc)
+    assert after.st_mtime_ns > before.st_mtime_ns
+    assert _values(nc, "v")[0, 0] == 99 and nc.read_bytes() != old
+    arr.attrs["comment"] = "a new attribute"  # metadata: the header grows
+    assert os.stat(nc).st_size > after.st_size
+    with netCDF4.Dataset(nc) as ds:
+        assert ds["v"].comment == "a new attribute"
+
+
+def test_the_file_follows_changes_made_elsewhere_after_the_ttl(fresh, local):
+    nc = fresh.path / "x.zarr.nc"
+    assert _values(nc, "v")[2, 9] == 29
+    chunk = local / "x.zarr" / "v" / "1.2"
+    values = np.frombuffer(numcodecs.Blosc().decode(chunk.read_bytes()), "<i4").copy()
+    values[1] = 1234  # chunk 1.2 holds rows 2-3, columns 8-11: (2, 9) is its element 1
+    fresh.backend.put("x.zarr/v/1.2", numcodecs.Blosc("lz4", 5, 1).encode(values.tobytes()))
+    deadline = time.monotonic() + 10
+    while _values(nc, "v")[2, 9] != 1234 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    got = _values(nc, "v")
+    assert got[2, 9] == 1234 and got[2, 8] == 28
+
+
+def test_reading_front_to_back_decodes_each_chunk_once(tmp_path):
+    """Two record variables interleaved, 64 records of 256 KiB: a reader going through the file
+    in the kernel's pieces gets each chunk decoded once."""
+    local = tmp_path / "local"
+    local.mkdir()
+    with netCDF4.Dataset(f"file://{local / 'rec.zarr'}#mode=nczarr,file", "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("y", 256)
+        nc.createDimension("x", 256)
+        field = nc.createVariable("field", "f4", ("time", "y", "x"), chunksizes=(1, 256, 256), zlib=True)
+        stamp = nc.createVariable("stamp", "i4", ("time",), chunksizes=(16,))
+        for i in range(64):
+            field[i] = np.full((256, 256), i, dtype="f4")
+            stamp[i] = i
+    backend = DirectoryBackend(tmp_path / "backing")
+    backend.root.mkdir()
+    backend.put_many({f"rec.zarr/{k}": v for k, v in tree(local / "rec.zarr").items()})
+    chunks = [k for k in tree(local / "rec.zarr") if not k.rpartition("/")[2].startswith(".")]
+    with mounted(backend, tmp_path / "mnt", "--nc-files") as m:
+        path = m.path / "rec.zarr.nc"
+        with open(path, "rb", buffering=0) as f:
+            while f.read(128 * 1024):
+                pass
+        decoded = counts(m.path)["ncfiles.chunks-decoded"]
+        with netCDF4.Dataset(path) as nc:
+            assert nc["field"][63, 255, 255] == 63 and list(nc["stamp"][:]) == list(range(64))
+    assert decoded == len(chunks), (decoded, sorted(chunks))
