@@ -186,6 +186,8 @@ class _Builder:
             v2 = v3_to_v2(var)
             if isinstance(v2, str):
                 return None, v2
+            if v2.sharding is not None:
+                return None, "a sharded Zarr v3 array (its chunks lie inside shards: not read into .nc files yet)"
         else:
             v2 = V2Array(var.dtype, var.order, var.compressor, var.filters or None, var.dimension_separator)
         if v2.order not in ("C", "F"):

@@ -157,6 +157,7 @@ def make_v3(path) -> None:
     s = g.create_array("s", shape=(), dtype="int32")
     s[...] = 42
     g.create_array("flag", shape=(4,), chunks=(4,), dtype="bool", dimension_names=["x"])[:] = True
+    g.create_array("sharded", shape=(4,), chunks=(2,), shards=(4,), dtype="int16", dimension_names=["x"])[:] = 3
 
 
 def make_xarray_v2(path) -> None:
@@ -239,7 +240,9 @@ def test_cf_dataset_keeps_its_record_dimension_and_attributes(corpus_root):
 
 def test_what_a_file_leaves_out_is_named(corpus_root):
     _, _, gfs = files_of(corpus_root, "v3.zarr")
-    assert gfs["v3.zarr.nc"].left_out == ["/flag: type bool has no netCDF type"]
+    assert gfs["v3.zarr.nc"].left_out == [
+        "/flag: type bool has no netCDF type",
+        "/sharded: a sharded Zarr v3 array (its chunks lie inside shards: not read into .nc files yet)"]
 
 
 def test_any_byte_range_is_the_whole_files_slice(corpus_root):
