@@ -36,13 +36,30 @@ def inspect(source: Source, **options) -> str:
         store.close()
 
 
+def nc_file_lines(ds, source: Source, objects: StoreObjects) -> list[str]:
+    """The .nc files ``-o nc_files`` shows for the dataset (at a mount's root), and what each
+    leaves out."""
+    from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
+    from nczfs.nczarr.ncfiles import root_name
+
+    out = []
+    encodings = v3_encodings(ds, objects.get)
+    for name, group in file_names(ds, root_name(source)).items():
+        gf = group_file(ds, group, "", encodings)
+        out.append(f"// nc file: {name} ({gf.format}, {gf.layout.size} bytes)")
+        out.extend(f"// nc file {name} leaves out {why}" for why in gf.left_out)
+    return out
+
+
 def inspect_store(store: SyncStore, source: Source) -> str:
-    ds = read_dataset(StoreObjects(store))
+    objects = StoreObjects(store)
+    ds = read_dataset(objects)
     problems = [*store.problems(), *ds.problems]
     lines = [to_cdl(ds, dataset_name(source)).rstrip("\n")]
     lines.append(f"// flavor: {ds.flavor}{' (consolidated .zmetadata)' if ds.consolidated else ''}")
     lines.extend(f"// problem: {p}" for p in problems)
     lines.extend(f"// note: {n}" for n in ds.notes)
+    lines.extend(nc_file_lines(ds, source, objects))
     return "\n".join(lines) + "\n"
 
 

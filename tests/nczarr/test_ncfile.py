@@ -255,3 +255,15 @@ def test_any_byte_range_is_the_whole_files_slice(corpus_root):
                 a = rnd.randrange(len(whole) + 1)
                 b = rnd.randrange(a, len(whole) + 8)
                 assert render(gf, store, a, b) == whole[a:b], (name, a, b)
+
+
+def test_inspect_names_the_files_and_what_they_leave_out(corpus_root):
+    from tests.helpers import run_nczfs
+
+    res = run_nczfs("inspect", str(corpus_root / "v3.zarr"))
+    assert res.returncode == 0, res.stderr
+    lines = [line for line in res.stdout.splitlines() if line.startswith("// nc file")]
+    assert lines[0].startswith("// nc file: v3.zarr.nc (CDF-5, ")
+    assert "// nc file v3.zarr.nc leaves out /flag: type bool has no netCDF type" in lines
+    res = run_nczfs("inspect", str(corpus_root / "cf.zarr"))
+    assert "// nc file: cf.zarr.g.nc (CDF-1, " in res.stdout
