@@ -316,3 +316,26 @@ def test_reading_front_to_back_decodes_each_chunk_once(tmp_path):
         with netCDF4.Dataset(path) as nc:
             assert nc["field"][63, 255, 255] == 63 and list(nc["stamp"][:]) == list(range(64))
     assert decoded == len(chunks), (decoded, sorted(chunks))
+
+
+@pytest.mark.skipif(not os.environ.get("NCZFS_BIG_TESTS"), reason="opt-in: NCZFS_BIG_TESTS=1 (writes and reads 2 GiB)")
+def test_a_1_gib_variable_reads_whole_through_the_file(tmp_path):
+    """A 1 GiB float32 variable (zlib, 16 MiB chunks) read whole by the netCDF4 wheel through the
+    .nc file equals zarr-python's read, block of records by block of records."""
+    local = tmp_path / "local"
+    g = zarr.open_group(str(local / "big.zarr"), mode="w", zarr_format=2)
+    a = g.create_array("big", shape=(1024, 512, 512), chunks=(16, 512, 512), dtype="<f4",
+                       compressors=numcodecs.Zlib(1), fill_value=np.nan)
+    a.attrs["_ARRAY_DIMENSIONS"] = ["t", "y", "x"]
+    for i in range(0, 1024, 64):
+        a[i:i + 64] = np.arange(i, i + 64, dtype="f4")[:, None, None] + np.zeros((1, 512, 512), "f4")
+    a[1000:] = np.nan  # stored chunks of fill only
+    backend = DirectoryBackend(local)
+    with mounted(backend, tmp_path / "mnt", "--nc-files") as m:
+        path = m.path / "big.zarr.nc"
+        assert os.stat(path).st_size > 2**30
+        with netCDF4.Dataset(path) as nc:
+            nc.set_auto_maskandscale(False)
+            assert nc.data_model == "NETCDF3_CLASSIC"
+            for i in range(0, 1024, 64):
+                assert np.array_equal(nc["big"][i:i + 64], a[i:i + 64], equal_nan=True), i
