@@ -162,12 +162,7 @@ class NcFilesStore(WrapperStore):
         finally:
             del self._building[root]
             done.set()
-        old = self._built.get(root)
         self._built[root] = built
-        folder = parent_of(root) if root else ""
-        if old is not None:
-            self._shown.difference_update(join(folder, n) for n in old.files)
-        self._shown.update(join(folder, n) for n in built.files)
         return built.files
 
     async def _build(self, root: str) -> Built:
@@ -285,28 +280,44 @@ class NcFilesStore(WrapperStore):
 
     # -- reads --------------------------------------------------------------------------------
 
+    def _showing(self, key: str, shown: bool) -> None:
+        """Whether ``key`` now names a file made here (read-only) or a name the store holds."""
+        if shown:
+            self._shown.add(key)
+        else:
+            self._shown.discard(key)
+
     async def entry(self, key: str) -> DirEntry | None:
         found = await self.inner.entry(key)
         if found is None and key.endswith(".nc"):
             v = await self._file(key)
             if v is not None:
+                self._showing(key, True)
                 return DirEntry(key.rpartition("/")[2], False, v.info())
+        self._showing(key, False)
         return found
 
     async def stat(self, key: str) -> ObjectInfo:
         try:
-            return await self.inner.stat(key)
+            info = await self.inner.stat(key)
         except KeyNotFound:
             v = await self._file(key) if key.endswith(".nc") else None
             if v is None:
                 raise
+            self._showing(key, True)
             return v.info()
+        self._showing(key, False)
+        return info
 
     async def list_dir(self, prefix: str) -> list[DirEntry]:
         entries = await self.inner.list_dir(prefix)
         names = {e.name for e in entries}
         shown = await self._listed_files(prefix)
         extra = [DirEntry(n, False, v.info()) for n, v in shown.items() if n not in names]
+        for e in extra:
+            self._showing(join(prefix, e.name), True)
+        for n in names & set(shown):
+            self._showing(join(prefix, n), False)
         return sorted([*entries, *extra], key=lambda e: e.name)
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:

@@ -339,3 +339,18 @@ def test_a_1_gib_variable_reads_whole_through_the_file(tmp_path):
             assert nc.data_model == "NETCDF3_CLASSIC"
             for i in range(0, 1024, 64):
                 assert np.array_equal(nc["big"][i:i + 64], a[i:i + 64], equal_nan=True), i
+
+
+def test_a_dataset_at_the_root_shows_its_file_named_after_the_source_and_names_in_the_store_win(local, tmp_path):
+    backend = DirectoryBackend(tmp_path / "x.zarr")
+    shutil.copytree(local / "x.zarr", backend.root)
+    shutil.copytree(local / "cf.zarr", tmp_path / "both" / "cf.zarr")
+    (tmp_path / "both" / "cf.zarr.g.nc").write_bytes(b"mine")
+    with mounted(backend, tmp_path / "mnt", "--nc-files") as m:
+        assert sorted(n for n in os.listdir(m.path) if n.endswith(".nc")) == ["x.zarr.nc"]
+        assert same(_values(m.path / "x.zarr.nc", "v"), want_of(local, "x.zarr", "/", "v"))
+        assert np.array_equal(zarr.open_group(str(m.path), mode="r")["v"][...], want_of(local, "x.zarr", "/", "v"))
+    with mounted(DirectoryBackend(tmp_path / "both"), tmp_path / "mnt2", "--nc-files") as m:
+        assert (m.path / "cf.zarr.g.nc").read_bytes() == b"mine"
+        assert stat.S_IMODE(os.stat(m.path / "cf.zarr.g.nc").st_mode) == 0o644
+        assert (m.path / "cf.zarr.nc").read_bytes()[:3] == b"CDF"
