@@ -169,10 +169,6 @@ def scatter(out: np.ndarray, run: Run, data: np.ndarray) -> None:
     out[p:p + x1 - last_start] = data[last_start - x0:]
 
 
-def header_part(gf: GroupFile, start: int, end: int) -> bytes:
-    return gf.layout.header[start:end]
-
-
 def assemble(gf: GroupFile, start: int, end: int, runs_: list[Run],
              chunks: list[dict[Index, np.ndarray | None]]) -> bytes:
     """Bytes ``start``..``end`` of the file (clipped at its end); ``chunks[i]`` holds what
