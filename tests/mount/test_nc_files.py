@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import CORPUS as corpus
 from tests.helpers import DirectoryBackend, S3Backend, ZipBackend, counts, mounted
+from tests.mount.test_reference_mount import RefsBackend
 from tests.nczarr.test_ncfile import make_cf, make_v3, make_xarray_v2
 
 pytestmark = pytest.mark.fuse
@@ -53,9 +54,22 @@ def local(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module", params=["directory", "zip", "s3"])
+@pytest.fixture(scope="module", params=["directory", "zip", "s3", "reference"])
 def mnt(request, local, tmp_path_factory):
     base = tmp_path_factory.mktemp(f"ncmount-{request.param}")
+    if request.param == "reference":  # metadata inline, chunks as byte ranges of the local files
+        refs = {}
+        for key, data in tree(local).items():
+            name = key.rpartition("/")[2]
+            refs[key] = data.decode() if name.startswith(".") or name == "zarr.json" or not data \
+                else [str(local / key), 0, len(data)]
+        (local / "refs.json").write_text(json.dumps({"version": 1, "refs": refs}))
+        with mounted(RefsBackend(local / "refs.json"), base / "mnt", "--nc-files",
+                     source=f"reference://{local / 'refs.json'}") as m:
+            yield m
+        (local / "refs.json").unlink()
+        assert "Traceback" not in m.log_text() and " ERROR " not in m.log_text(), m.log_text()
+        return
     if request.param == "directory":
         backend = DirectoryBackend(base / "backing")
         backend.root.mkdir()
