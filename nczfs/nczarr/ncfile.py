@@ -8,6 +8,8 @@ clash), its attributes as global attributes, and every variable the format has a
 * the netCDF types as they are; ``ubyte``, ``ushort``, ``uint``, ``int64``, ``uint64`` (of a
   variable or an attribute) make the file CDF-5;
 * fixed-width strings (``|S<n>``) as char arrays with one more dimension ``string<n>``;
+* numpy's unicode strings (``<U<n>``, xarray's) as UTF-8 in chars of a dimension ``string<4n>``,
+  with ``_Encoding = "utf-8"``;
 * a scalar as a variable without dimensions;
 * one unlimited dimension, the first one every variable using it uses as its first axis, as the
   record dimension; the others fixed at their length;
@@ -15,7 +17,7 @@ clash), its attributes as global attributes, and every variable the format has a
   Zarr ``fill_value`` as ``_FillValue``.
 
 Left out, each with its reason (``nczfs inspect`` lists them): variables of types with no netCDF
-type (``bool``, complex, ``<U``, variable-length strings), variables whose codecs cannot be
+type (``bool``, complex, variable-length strings), variables whose codecs cannot be
 decoded here, variables on a dimension of length 0 that is not the record dimension, names the
 classic formats refuse, string attributes of several values, attribute values out of their
 type's range. Pure computation: no I/O.
@@ -37,6 +39,7 @@ from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.transcode import Codecs, Recode
 
 _FIXED_STRING = re.compile(r"^[<>|]?S(\d+)$")
+_UNICODE = re.compile(r"^[<>|]?U(\d+)$")
 
 
 @dataclass
@@ -62,6 +65,16 @@ class Values:
     #: between the chunk indexes; what comes before them (Zarr v3: ``c/``, ``c.``)
     separator: str = "."
     chunk_prefix: str = ""
+    #: numpy unicode strings (``<U<n>``): what ``recode`` gives, each then UTF-8 in ``dtype``
+    text: str = ""
+
+    def decode(self, raw: bytes, key: str = "") -> np.ndarray:
+        """A stored chunk as its elements in the file's form (CPU work: off the trio thread)."""
+        out = self.recode.apply(raw, key)
+        if self.text:
+            arr = np.frombuffer(out, dtype=self.text).reshape(self.chunks)
+            return np.char.encode(arr, "utf-8").astype(self.dtype)
+        return np.frombuffer(out, dtype=self.dtype).reshape(self.chunks)
 
     def key_of(self, index: tuple[int, ...]) -> str:
         """The store key of chunk ``index`` (zero-rank: Zarr v2 ``0``, v3 ``c``)."""
@@ -181,6 +194,9 @@ class _Builder:
                 return cand
         return None
 
+    def unicode(self, var: Variable) -> bool:
+        return var.nctype is None and self.ds.flavor != "zarr-v3" and bool(_UNICODE.match(var.dtype))
+
     def codecs(self, var: Variable) -> tuple[V2Array | None, str | None]:
         if self.ds.flavor == "zarr-v3":
             v2 = v3_to_v2(var)
@@ -204,7 +220,7 @@ class _Builder:
             if not valid_name(var.name):
                 self.leave_out(what, "a name the classic formats refuse")
                 continue
-            if var.nctype is None:
+            if var.nctype is None and not self.unicode(var):
                 self.leave_out(what, f"type {var.dtype} has no netCDF type")
                 continue
             if var.nctype == "string" and not _FIXED_STRING.match(var.dtype):
@@ -240,7 +256,14 @@ class _Builder:
             dimids = [self.dim(ref, d.name, d.size) for ref, d in zip(refs, dims)]
             nctype, dtype, stored_dtype = var.nctype, "", v2.dtype
             width = 0
-            if nctype == "char":
+            text = ""
+            if self.unicode(var):  # numpy's fixed-width unicode (xarray's strings): UTF-8, 4 bytes a character
+                text = "<" + var.dtype.lstrip("<>|")
+                width = 4 * int(_UNICODE.match(var.dtype).group(1))  # type: ignore[union-attr]
+                nctype, dtype = "char", f"|S{width}"
+                stored_dtype = text
+                dimids.append(self.dim(f"string:{width}", f"string{width}", width))
+            elif nctype == "char":
                 dtype = stored_dtype = "|S1"
             elif nctype == "string":
                 width = int(_FIXED_STRING.match(var.dtype).group(1))  # type: ignore[union-attr]
@@ -250,11 +273,13 @@ class _Builder:
             else:
                 dtype = TYPES[nctype][1]
             attrs = self.var_attrs(var, what, nctype, dtype, width)
+            if text and not any(a.name == "_Encoding" for a in attrs):
+                attrs.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
             vars.append(Var(var.name, nctype, dimids, attrs))
             stored = tuple(var.shape)
             chunks = tuple(var.chunks) if var.shape else ()
             codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
-            recode = Recode(stored_dtype, chunks, v2.order, codecs, dtype, chunks)
+            recode = Recode(stored_dtype, chunks, v2.order, codecs, text or dtype, chunks)
             sep, cprefix = v2.separator, ""
             if self.ds.flavor == "zarr-v3":
                 enc = self.encodings.get(what, "default")
@@ -262,8 +287,10 @@ class _Builder:
                 if not stored:
                     cprefix = "c" if enc == "default" else ""
             array = "/".join(p for p in (self.prefix, path.strip("/"), var.name) if p)
-            values.append(Values(array, stored, stored, chunks, dtype,
-                                 _fill_bytes(var.nctype, dtype, var.fill_value), recode, sep, cprefix))
+            fill = _fill_bytes(var.nctype or "string", dtype, var.fill_value)
+            if text and isinstance(var.fill_value, str):
+                fill = var.fill_value.encode("utf-8")[:width].ljust(width, b"\0")
+            values.append(Values(array, stored, stored, chunks, dtype, fill, recode, sep, cprefix, text))
         dims_list = list(self.dims.values())
         if rec is not None:
             for key, d in self.dims.items():

@@ -410,7 +410,7 @@ class NcFilesStore(WrapperStore):
             except KeyNotFound:
                 arr = None
             else:
-                arr = await run_blocking(_decode, val, raw, key)
+                arr = await run_blocking(val.decode, raw, key)
                 self.stats["ncfiles.chunks-decoded"] += 1
             self._keep(ident, arr)
             return arr
@@ -498,11 +498,6 @@ class NcFilesStore(WrapperStore):
             await self.inner.rmdir(prefix)
         finally:
             self._forget(prefix)
-
-
-def _decode(val: Values, raw: bytes, key: str) -> np.ndarray:
-    """A stored chunk as its elements in the file's form (CPU work: off the trio thread)."""
-    return np.frombuffer(val.recode.apply(raw, key), dtype=val.dtype).reshape(val.chunks)
 
 
 def root_name(source: Source) -> str:
