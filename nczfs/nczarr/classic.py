@@ -212,8 +212,9 @@ def _offsets_fit(version: int, vars: list[Var]) -> bool:
     return version != 1 or all(v.begin <= MAX_OFFSET_1 for v in vars)
 
 
-def layout(dims: list[Dim], attrs: list[Attr], vars: list[Var]) -> Layout:
-    """The file holding ``dims``, global ``attrs`` and ``vars`` in the oldest version that can.
+def layout(dims: list[Dim], attrs: list[Attr], vars: list[Var], oldest: int = 1) -> Layout:
+    """The file holding ``dims``, global ``attrs`` and ``vars`` in the oldest version (from
+    ``oldest`` on) that can.
 
     A variable is a record variable if its first dimension is the record dimension (at most one
     dimension is). ``vars`` are changed in place (vsize, begin, shape, is_record)."""
@@ -224,7 +225,7 @@ def layout(dims: list[Dim], attrs: list[Attr], vars: list[Var]) -> Layout:
         v.vsize = _pad4(v.slice_bytes)
     needs5 = any(a.nctype in CDF5_TYPES for a in attrs) or any(
         v.nctype in CDF5_TYPES or any(a.nctype in CDF5_TYPES for a in v.attrs) for v in vars)
-    for version in ((5,) if needs5 else (1, 2, 5)):
+    for version in [v for v in ((5,) if needs5 else (1, 2, 5)) if v >= oldest]:
         if not _counts_fit(version, dims, vars, numrecs):
             continue
         header = _header(version, dims, attrs, vars, numrecs)  # the offsets' values do not change its length

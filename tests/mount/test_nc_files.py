@@ -1,10 +1,13 @@
-"""``-o nc_files`` on real mounts of every backend: the .nc files beside each dataset, read by
-programs that know no Zarr, each value compared with zarr-python reading the store (netCDF-C's
-``>S1`` chars, which zarr-python 3 refuses: with the netCDF4 wheel reading the store)."""
+"""``-o nc_files`` on real mounts: the .nc files beside each dataset, read by programs that know
+no Zarr, each value compared with zarr-python reading the store (netCDF-C's ``>S1`` chars, which
+zarr-python 3 refuses: with the netCDF4 wheel reading the store). Every backend shows the files
+and gives the netCDF4 wheel every value; the other readers, which read the same bytes, read
+them from a directory mount."""
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import json
 import os
@@ -15,12 +18,13 @@ import subprocess
 import time
 import zipfile
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
 
 from tests.conftest import CORPUS
-from tests.helpers import DirectoryBackend, S3Backend, ZipBackend, counts, mounted
+from tests.helpers import DirectoryBackend, Mount, S3Backend, ZipBackend, counts, mounted
 from tests.mount.test_reference_mount import RefsBackend
 from tests.nczarr.test_ncfile import make_cf, make_v3, make_xarray_v2
 
@@ -66,35 +70,47 @@ def local(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module", params=["directory", "zip", "s3", "reference"])
-def mnt(request, local, tmp_path_factory):
-    base = tmp_path_factory.mktemp(f"ncmount-{request.param}")
-    if request.param == "reference":  # metadata inline, chunks as byte ranges of the local files
+@contextlib.contextmanager
+def mount_of(kind: str, local: Path, base: Path, request) -> Iterator[Mount]:
+    """The datasets of ``local`` on a ``kind`` backend, mounted with --nc-files."""
+    if kind == "reference":  # metadata inline, chunks as byte ranges of the local files
         refs = {}
         for key, data in tree(local).items():
             name = key.rpartition("/")[2]
             refs[key] = data.decode() if name.startswith(".") or name == "zarr.json" or not data \
                 else [str(local / key), 0, len(data)]
-        (local / "refs.json").write_text(json.dumps({"version": 1, "refs": refs}))
-        with mounted(RefsBackend(local / "refs.json"), base / "mnt", "--nc-files",
-                     source=f"reference://{local / 'refs.json'}") as m:
-            yield m
-        (local / "refs.json").unlink()
-        assert "Traceback" not in m.log_text() and " ERROR " not in m.log_text(), m.log_text()
-        return
-    if request.param == "directory":
-        backend = DirectoryBackend(base / "backing")
+        (base / "refs.json").write_text(json.dumps({"version": 1, "refs": refs}))
+        backend, source = RefsBackend(base / "refs.json"), f"reference://{base / 'refs.json'}"
+        extra = ["-o", f"allow_root={local}"]
+    elif kind == "directory":
+        backend, source = DirectoryBackend(base / "backing"), None
         backend.root.mkdir()
-    elif request.param == "zip":
-        backend = ZipBackend(base / "backing.zip")
+    elif kind == "zip":
+        backend, source = ZipBackend(base / "backing.zip"), None
     else:
         server = request.getfixturevalue("s3_server")
-        backend = S3Backend(server, server.shared_bucket, server.new_prefix())
-    backend.put_many(tree(local))
-    with mounted(backend, base / "mnt", "--nc-files") as m:
+        backend, source = S3Backend(server, server.shared_bucket, server.new_prefix()), None
+    if kind != "reference":
+        backend.put_many(tree(local))
+        extra = []
+    with mounted(backend, base / "mnt", "--nc-files", *extra, source=source) as m:
         yield m
     text = m.log_text()
     assert "Traceback" not in text and " ERROR " not in text, text
+
+
+@pytest.fixture(scope="module", params=["directory", "zip", "s3", "reference"])
+def mnt(request, local, tmp_path_factory):
+    """A mount of each backend (the bytes of the files do not depend on it)."""
+    with mount_of(request.param, local, tmp_path_factory.mktemp(f"ncmount-{request.param}"), request) as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def dmnt(request, local, tmp_path_factory):
+    """A directory mount, for the readers that only read the files' bytes."""
+    with mount_of("directory", local, tmp_path_factory.mktemp("ncmount-readers"), request) as m:
+        yield m
 
 
 def want_of(local: Path, dataset: str, group: str, var: str) -> np.ndarray:
@@ -175,11 +191,11 @@ def _ncdump_values(text: str) -> dict[str, list[str]]:
     return out
 
 
-def test_debian_ncdump_dumps_every_value(mnt, local):
-    for name, (dataset, group) in files(mnt).items():
-        res = subprocess.run(["ncdump", str(mnt.path / name)], capture_output=True, text=True, timeout=60)
+def test_debian_ncdump_dumps_every_value(dmnt, local):
+    for name, (dataset, group) in files(dmnt).items():
+        res = subprocess.run(["ncdump", str(dmnt.path / name)], capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
-        with netCDF4.Dataset(mnt.path / name) as nc:
+        with netCDF4.Dataset(dmnt.path / name) as nc:
             fills = {v: nc[v].getncattr("_FillValue") for v in nc.variables if "_FillValue" in nc[v].ncattrs()}
         for vname, values in _ncdump_values(res.stdout).items():
             want = want_of(local, dataset, group, vname)
@@ -194,9 +210,9 @@ def test_debian_ncdump_dumps_every_value(mnt, local):
 
 
 @pytest.mark.parametrize("engine", ["scipy", "netcdf4"])
-def test_xarray_reads_every_value(mnt, local, engine):
-    for name, (dataset, group) in files(mnt).items():
-        path = mnt.path / name
+def test_xarray_reads_every_value(dmnt, local, engine):
+    for name, (dataset, group) in files(dmnt).items():
+        path = dmnt.path / name
         if engine == "scipy" and path.read_bytes()[3] == 5:
             continue  # scipy reads CDF-1 and CDF-2 only
         with xr.open_dataset(path, engine=engine, decode_cf=False, mask_and_scale=False) as xds:
@@ -205,9 +221,9 @@ def test_xarray_reads_every_value(mnt, local, engine):
                 assert same(xds[vname].values, want), (engine, name, vname)
 
 
-def test_ncks_prints_every_value(mnt, local):
-    for name, (dataset, group) in files(mnt).items():
-        res = subprocess.run(["ncks", "--jsn", "-C", str(mnt.path / name)], capture_output=True, text=True, timeout=60)
+def test_ncks_prints_every_value(dmnt, local):
+    for name, (dataset, group) in files(dmnt).items():
+        res = subprocess.run(["ncks", "--jsn", "-C", str(dmnt.path / name)], capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         for vname, v in json.loads(res.stdout)["variables"].items():
             want = want_of(local, dataset, group, vname)
@@ -219,12 +235,12 @@ def test_ncks_prints_every_value(mnt, local):
                 assert np.allclose(got, want.ravel().astype("f8"), equal_nan=True), (name, vname)
 
 
-def test_cdo_reads_every_field(mnt, local):
+def test_cdo_reads_every_field(dmnt, local):
     """``cdo info`` (per field: minimum, mean, maximum) and ``outputf`` (every value) of the
     variables CDO takes (it skips chars), unpacked and with missing values as CDO shows them."""
     for name in ("cf.zarr.nc", "x.zarr.nc", "v2za.file.nc"):
-        dataset, group = files(mnt)[name]
-        path = str(mnt.path / name)
+        dataset, group = files(dmnt)[name]
+        path = str(dmnt.path / name)
         info = subprocess.run(["cdo", "-s", "info", path], capture_output=True, text=True, timeout=60)
         assert info.returncode == 0, info.stderr
         with netCDF4.Dataset(path) as nc:
@@ -246,13 +262,13 @@ def test_cdo_reads_every_field(mnt, local):
                 assert f"{field_min:.4g}"[:3] in info.stdout or str(int(field_min)) in info.stdout, (name, vname)
 
 
-def test_gdal_reads_every_raster(mnt, local, tmp_path):
+def test_gdal_reads_every_raster(dmnt, local, tmp_path):
     """gdalinfo opens each file holding a raster (a variable of 2 dimensions or more);
     gdal_translate gives each raster's values, rows bottom-up (GDAL shows north up). Debian's
     GDAL does not open CDF-5 files."""
-    for name, (dataset, group) in files(mnt).items():
-        path = str(mnt.path / name)
-        if (mnt.path / name).read_bytes()[3] == 5:
+    for name, (dataset, group) in files(dmnt).items():
+        path = str(dmnt.path / name)
+        if (dmnt.path / name).read_bytes()[3] == 5:
             continue
         with netCDF4.Dataset(path) as nc:
             rasters = [v for v in nc.variables if nc[v].ndim >= 2 and nc[v].dtype != "S1"]
@@ -291,6 +307,7 @@ def _values(path: Path, var: str) -> np.ndarray:
         return nc[var][...]
 
 
+@pytest.mark.parametrize("fresh", ["directory"], indirect=True)
 def test_the_file_follows_writes_through_the_mount_at_once(fresh):
     nc = fresh.path / "x.zarr.nc"
     before, old = os.stat(nc), nc.read_bytes()
@@ -306,6 +323,7 @@ def test_the_file_follows_writes_through_the_mount_at_once(fresh):
         assert ds["v"].comment == "a new attribute"
 
 
+@pytest.mark.parametrize("fresh", ["s3"], indirect=True)
 def test_the_file_follows_changes_made_elsewhere_after_the_ttl(fresh, local):
     nc = fresh.path / "x.zarr.nc"
     assert _values(nc, "v")[2, 9] == 29

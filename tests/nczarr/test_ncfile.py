@@ -71,7 +71,7 @@ def _definitions(int_type: str):
     return dims, gattrs, vars_
 
 
-def _wheel_file(path, fmt, int_type, big=0):
+def _wheel_file(path, fmt, int_type):
     with netCDF4.Dataset(path, "w", format=fmt) as nc:
         nc.set_fill_off()
         nc.createDimension("time", None)
@@ -80,33 +80,34 @@ def _wheel_file(path, fmt, int_type, big=0):
         nc.title = "hello"
         nc.setncattr("n", np.array([1, 2], dtype={"short": "i2", "int64": "i8"}[int_type]))
         nc.createVariable("a", "i2", ("x", "yy")).units = "m"
-        if big:
-            nc.createDimension("big", big)
-            nc.createVariable("huge", "i1", ("big",))
         nc.createVariable("t", "f8", ("time",))[:] = [1, 2, 3]
         nc.createVariable("r", "i1", ("time", "x"))
-    return path.read_bytes() if not big else path.open("rb").read(4096)
+    return path.read_bytes()
 
 
-@pytest.mark.parametrize("fmt,version,int_type", [("NETCDF3_CLASSIC", 1, "short"), ("NETCDF3_64BIT_DATA", 5, "int64")])
+@pytest.mark.parametrize("fmt,version,int_type", [
+    ("NETCDF3_CLASSIC", 1, "short"), ("NETCDF3_64BIT_OFFSET", 2, "short"), ("NETCDF3_64BIT_DATA", 5, "int64")])
 def test_header_is_the_one_netcdf_c_writes(tmp_path, fmt, version, int_type):
     raw = _wheel_file(tmp_path / "w.nc", fmt, int_type)
-    lay = layout(*_definitions(int_type))
+    lay = layout(*_definitions(int_type), oldest=version)
     assert lay.version == version
     assert raw[:len(lay.header)] == lay.header
     assert len(raw) == lay.size
     assert lay.recsize == 12  # t's 8 bytes and r's 3, padded
 
 
-def test_offsets_past_2_gib_make_cdf2(tmp_path):
+def test_the_oldest_format_that_holds_the_file_is_chosen():
+    assert layout(*_definitions("short")).version == 1
     dims, gattrs, vars_ = _definitions("short")
     dims.append(Dim("big", 2**31 - 1))
     vars_.insert(1, Var("huge", "byte", [3]))
     lay = layout(dims, gattrs, vars_)
-    raw = _wheel_file(tmp_path / "w.nc", "NETCDF3_64BIT_OFFSET", "short", big=2**31 - 1)
-    assert lay.version == 2
-    assert raw[:len(lay.header)] == lay.header
-    assert (tmp_path / "w.nc").stat().st_size == lay.size
+    assert lay.version == 2 and lay.vars[2].begin > 2**31  # offsets past 2 GiB: CDF-2
+    dims[3].size = 2**31 - 1
+    vars_.insert(1, Var("huger", "int", [3]))  # 8 GiB: a variable CDF-2 cannot hold
+    assert layout(dims, gattrs, vars_).version == 5
+    dims, gattrs, vars_ = _definitions("int64")
+    assert layout(dims, gattrs, vars_).version == 5  # an int64 attribute
 
 
 # -- values: the datasets the mount tests use, rendered without a mount ------------------------------
