@@ -17,7 +17,8 @@ clash), its attributes as global attributes, and every variable the format has a
   Zarr ``fill_value`` as ``_FillValue``.
 
 Left out, each with its reason (``nczfs inspect`` lists them): variables of types with no netCDF
-type (``bool``, complex, variable-length strings), variables whose codecs cannot be
+type (complex, ``float16``, variable-length strings; Zarr v3 ``bool`` is shown as ``byte``,
+datetimes as ``int64`` with CF ``units``), variables whose codecs cannot be
 decoded here, variables on a dimension of length 0 that is not the record dimension, names the
 classic formats refuse, string attributes of several values, attribute values out of their
 type's range. Pure computation: no I/O.
@@ -34,7 +35,7 @@ import numpy as np
 
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.classic import TYPES, Attr, Dim, Layout, Var, layout, valid_name
-from nczfs.nczarr.emit import V2Array, _xarray_v3_fill, v3_to_v2
+from nczfs.nczarr.emit import TIME_UNITS, V2Array, _xarray_v3_fill, v3_to_v2
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.transcode import Codecs, Recode
 
@@ -223,9 +224,6 @@ class _Builder:
             if var.nctype is None and not self.unicode(var):
                 self.leave_out(what, f"type {var.dtype} has no netCDF type")
                 continue
-            if var.nctype == "string" and not _FIXED_STRING.match(var.dtype):
-                self.leave_out(what, f"variable-length strings ({var.dtype}): their width is not in the metadata")
-                continue
             dims = []
             for ref in ([] if var.scalar or not var.shape else var.dimrefs):
                 d = self.ds.find_dim(ref)
@@ -252,6 +250,9 @@ class _Builder:
             if why is not None or v2 is None:
                 self.leave_out(what, why or "no codecs")
                 continue
+            if var.nctype == "string" and not _FIXED_STRING.match(v2.dtype):
+                self.leave_out(what, f"variable-length strings ({var.dtype}): their width is not in the metadata")
+                continue
             refs = [r if r.startswith("/") else "/" + r for r in var.dimrefs] if dims else []
             dimids = [self.dim(ref, d.name, d.size) for ref, d in zip(refs, dims)]
             nctype, dtype, stored_dtype = var.nctype, "", v2.dtype
@@ -266,13 +267,17 @@ class _Builder:
             elif nctype == "char":
                 dtype = stored_dtype = "|S1"
             elif nctype == "string":
-                width = int(_FIXED_STRING.match(var.dtype).group(1))  # type: ignore[union-attr]
+                width = int(_FIXED_STRING.match(v2.dtype).group(1))  # type: ignore[union-attr]
                 nctype, dtype = "char", f"|S{width}"
                 stored_dtype = dtype
                 dimids.append(self.dim(f"string:{width}", f"string{width}", width))
             else:
                 dtype = TYPES[nctype][1]
             attrs = self.var_attrs(var, what, nctype, dtype, width)
+            if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and not any(a.name == "units" for a in attrs):
+                unit = TIME_UNITS.get(str(var.dtype_config.get("unit")), "")
+                since = " since 1970-01-01" if var.dtype == "numpy.datetime64" else ""
+                attrs.append(Attr("units", "char", f"{unit}{since}".encode()))  # CF: the int64 counts' meaning
             if text and not any(a.name == "_Encoding" for a in attrs):
                 attrs.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
             vars.append(Var(var.name, nctype, dimids, attrs))

@@ -147,7 +147,8 @@ def make_cf(path) -> None:
 
 
 def make_v3(path) -> None:
-    """Zarr v3 by zarr-python: zstd, a scalar, dimension names, an array of a type netCDF lacks."""
+    """Zarr v3 by zarr-python: zstd, a scalar, dimension names, bool (shown as byte), an array of a
+    type netCDF lacks, a sharded one."""
     g = zarr.open_group(str(path), mode="w", zarr_format=3)
     g.attrs["title"] = "v3"
     a = g.create_array("a", shape=(6, 4), chunks=(4, 3), dtype="float64", dimension_names=["y", "x"],
@@ -157,7 +158,8 @@ def make_v3(path) -> None:
     u[:] = [1, 2, 65535, 7]
     s = g.create_array("s", shape=(), dtype="int32")
     s[...] = 42
-    g.create_array("flag", shape=(4,), chunks=(4,), dtype="bool", dimension_names=["x"])[:] = True
+    g.create_array("flag", shape=(4,), chunks=(4,), dtype="bool", dimension_names=["x"])[:] = [True, False, True, True]
+    g.create_array("cplx", shape=(4,), chunks=(4,), dtype="complex64", dimension_names=["x"])[:] = 1j
     g.create_array("sharded", shape=(4,), chunks=(2,), shards=(4,), dtype="int16", dimension_names=["x"])[:] = 3
 
 
@@ -247,7 +249,7 @@ def test_cf_dataset_keeps_its_record_dimension_and_attributes(corpus_root):
 def test_what_a_file_leaves_out_is_named(corpus_root):
     _, _, gfs = files_of(corpus_root, "v3.zarr")
     assert gfs["v3.zarr.nc"].left_out == [
-        "/flag: type bool has no netCDF type",
+        "/cplx: type complex64 has no netCDF type",
         "/sharded: a sharded Zarr v3 array (its chunks lie inside shards: not read into .nc files yet)"]
 
 
@@ -277,6 +279,6 @@ def test_inspect_names_the_files_and_what_they_leave_out(corpus_root):
     assert res.returncode == 0, res.stderr
     lines = [line for line in res.stdout.splitlines() if line.startswith("// nc file")]
     assert lines[0].startswith("// nc file: v3.zarr.nc (CDF-5, ")
-    assert "// nc file v3.zarr.nc leaves out /flag: type bool has no netCDF type" in lines
+    assert "// nc file v3.zarr.nc leaves out /cplx: type complex64 has no netCDF type" in lines
     res = run_nczfs("inspect", str(corpus_root / "cf.zarr"))
     assert "// nc file: cf.zarr.g.nc (CDF-1, " in res.stdout
