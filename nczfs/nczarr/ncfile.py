@@ -342,7 +342,8 @@ class _Builder:
                 self.leave_out(f"{what}:{a.name}", got)
             else:
                 out.append(got)
-        if fill_attr is None and var.fill_value is not None and not width:
+        if fill_attr is None and var.fill_value is not None and not width and var.dtype != "bool":
+            # (a bool's fill, false, would make every false value missing)
             fill = var.fill_value
             if nctype == "char":
                 ok = isinstance(fill, str) and len(fill.encode("utf-8", "replace")) == 1

@@ -160,6 +160,8 @@ def make_v3(path) -> None:
     s[...] = 42
     g.create_array("flag", shape=(4,), chunks=(4,), dtype="bool", dimension_names=["x"])[:] = [True, False, True, True]
     g.create_array("cplx", shape=(4,), chunks=(4,), dtype="complex64", dimension_names=["x"])[:] = 1j
+    when = g.create_array("when", shape=(4,), chunks=(2,), dtype="datetime64[s]", dimension_names=["x"])
+    when[:] = np.array(["2000-01-01", "2000-01-02", "1969-12-31T23:59:59", "2024-02-29"], dtype="datetime64[s]")
     g.create_array("sharded", shape=(4,), chunks=(2,), shards=(4,), dtype="int16", dimension_names=["x"])[:] = 3
 
 
@@ -198,6 +200,8 @@ def compare_with_zarr(nc, root, name, group="/") -> int:
             got = netCDF4.chartostring(got).astype(want.dtype)
         elif want.dtype.kind == "U" and got.dtype.kind != "U":  # UTF-8 chars (the wheel decodes them by _Encoding)
             got = netCDF4.chartostring(got, encoding="utf-8")
+        if want.dtype.kind in "mM":  # times: int64 counts of their unit
+            want = want.astype("i8")
         assert got.shape == want.shape, vname
         assert np.array_equal(got, want, equal_nan=want.dtype.kind == "f"), vname
         checked += 1
@@ -251,6 +255,15 @@ def test_what_a_file_leaves_out_is_named(corpus_root):
     assert gfs["v3.zarr.nc"].left_out == [
         "/cplx: type complex64 has no netCDF type",
         "/sharded: a sharded Zarr v3 array (its chunks lie inside shards: not read into .nc files yet)"]
+
+
+def test_zarr_v3_times_are_int64_counts_with_cf_units(corpus_root):
+    store, _, gfs = files_of(corpus_root, "v3.zarr")
+    with netCDF4.Dataset("v3.nc", memory=render(gfs["v3.zarr.nc"], store)) as nc:
+        assert nc["when"].dtype == np.int64 and nc["when"].units == "seconds since 1970-01-01"
+        assert list(netCDF4.num2date(nc["when"][:], nc["when"].units).astype(str))[:2] == [
+            "2000-01-01 00:00:00", "2000-01-02 00:00:00"]
+        assert nc["flag"].dtype == np.int8 and list(nc["flag"][:]) == [1, 0, 1, 1]
 
 
 def test_numpy_unicode_strings_are_utf_8_chars(corpus_root):
