@@ -63,6 +63,7 @@ OPTION_HELP = (
     ("transcode=auto|none|zlib|off", "views: chunks the reader cannot decode shown decoded (auto), all "
                                      "decoded, re-encoded with zlib, or their arrays hidden"),
     ("allow_root=DIR", "reference sets: local targets may lie below DIR (--allow-root)"),
+    ("nc_files", "every dataset NAME also shows read-only netCDF classic files NAME.nc, NAME.GROUP.nc (--nc-files)"),
     ("rw, nofail, _netdev, x-*, ...", "mount(8)'s generic options: ignored"),
 )
 
