@@ -367,7 +367,7 @@ class CachingStore(WrapperStore):
             return hit[1]
         parent, _, name = key.rpartition("/")
         listing = self._fresh_listing(parent)
-        if listing is not None:
+        if listing is not None and (name in listing or not self.inner.hides(key)):
             return listing.get(name)
         while parent:  # below a missing name nothing exists
             hit = self._entries.get(parent)
@@ -1078,7 +1078,7 @@ class CachingStore(WrapperStore):
 
 #: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
 #: archive is already in the kernel's page cache)
-BYTE_CACHED_BACKENDS = frozenset({"s3", "gcs", "azure", "http", "reference"})
+BYTE_CACHED_BACKENDS = frozenset({"s3", "gcs", "azure", "http", "reference", "icechunk"})
 
 
 def cached(store, config) -> CachingStore:

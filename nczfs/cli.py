@@ -17,6 +17,7 @@ import time
 
 import nczfs
 from nczfs.config import (
+    ICECHUNK_OPTIONS,
     OPTION_HELP,
     MountConfig,
     default_metadata_ttl,
@@ -241,8 +242,10 @@ def build_config(args: argparse.Namespace) -> MountConfig:
 def _build_config(args: argparse.Namespace) -> MountConfig:
     source = parse_source(args.source)
     values = source_values(args)
-    if args.read_only:
+    if args.read_only or values.get("tag") or values.get("snapshot"):  # Icechunk: a tag or snapshot never changes
         values["read_only"] = True
+    if source.backend != "icechunk" and (given := sorted(ICECHUNK_OPTIONS & {k.rstrip("s") for k in values})):
+        raise UsageError(f"-o {given[0]}: an option of Icechunk sources (icechunk:// or icechunk+s3://)")
     if args.log_level:
         values["log_level"] = args.log_level
     elif args.debug or args.verbose >= 2:

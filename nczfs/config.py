@@ -63,6 +63,9 @@ OPTION_HELP = (
     ("transcode=auto|none|zlib|off", "views: chunks the reader cannot decode shown decoded (auto), all "
                                      "decoded, re-encoded with zlib, or their arrays hidden"),
     ("allow_root=DIR", "reference sets: local targets may lie below DIR (--allow-root)"),
+    ("branch=NAME, tag=NAME, snapshot=ID", "Icechunk: what the root shows (default branch main; a tag or snapshot: read-only)"),
+    ("commit_message=TEXT", "Icechunk: the message of the mount's commits (default: host and time)"),
+    ("virtual_chunk_container=PREFIX[=URL]", "Icechunk: read virtual chunks below PREFIX (file://, s3://, https://; repeatable)"),
     ("nc_files", "every dataset NAME also shows read-only netCDF classic files NAME.nc, NAME.GROUP.nc (--nc-files)"),
     ("rw, nofail, _netdev, x-*, ...", "mount(8)'s generic options: ignored"),
 )
@@ -154,6 +157,14 @@ class MountConfig:
     zip_layout: str | None = None
     #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
     allow_roots: tuple[str, ...] = ()
+    #: Icechunk: what the mount root shows (a branch, default main; a tag or snapshot mounts
+    #: read-only), the message of the commits it makes, and the virtual chunk containers
+    #: (``PREFIX[=URL]``) whose chunks it may read
+    branch: str | None = None
+    tag: str | None = None
+    snapshot: str | None = None
+    commit_message: str | None = None
+    virtual_chunk_containers: tuple[str, ...] = ()
 
 
 def _int(key: str, value: str, base: int = 10) -> int:
@@ -294,6 +305,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out["transcode"] = transcode_mode(value)
             elif key == "metrics" and eq:
                 out["metrics"] = metrics_address(value)
+            elif key in ICECHUNK_OPTIONS and eq and value:
+                _icechunk_option(out, key, value)
             elif key == "log_file" and eq:
                 out["log_file"] = os.path.abspath(value)
             elif _is_option_key(key):
@@ -301,6 +314,18 @@ def parse_options(opts: list[str]) -> dict[str, object]:
             else:
                 raise SourceError(f"-o {item}: unknown mount option")
     return out
+
+
+ICECHUNK_OPTIONS = frozenset({"branch", "tag", "snapshot", "commit_message", "virtual_chunk_container"})
+
+
+def _icechunk_option(out: dict[str, object], key: str, value: str) -> None:
+    if key == "virtual_chunk_container":
+        out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]
+        return
+    if key in ("branch", "tag", "snapshot") and any(k in out for k in ("branch", "tag", "snapshot") if k != key):
+        raise SourceError(f"-o {key}={value}: choose one of branch=, tag= and snapshot=")
+    out[key] = value
 
 
 def _is_option_key(key: str) -> bool:
@@ -331,7 +356,7 @@ SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:
-    return SHORT_TTL if backend in ("s3", "gcs", "azure") and not read_only else LONG_TTL
+    return SHORT_TTL if backend in ("s3", "gcs", "azure", "icechunk") and not read_only else LONG_TTL
 
 
 def metrics_address(value: str) -> str:

@@ -28,9 +28,10 @@ OBJECT_STORE_BACKENDS = frozenset({"s3", "gcs", "azure", "http"})
 
 @dataclass(frozen=True)
 class Source:
-    backend: str  # "directory", "memory", "zip", "s3", "gcs", "azure", "http" or "reference"
+    backend: str  # "directory", "memory", "zip", "s3", "gcs", "azure", "http", "reference" or "icechunk"
     #: an absolute path, a memory store name, "bucket/prefix" (S3, GCS), "container/prefix"
-    #: (Azure) or the URL of a Zarr on a web server (http)
+    #: (Azure) the URL of a Zarr on a web server (http),
+    #: or (icechunk) an absolute path or "s3://bucket/prefix"
     location: str
     modes: frozenset[str] = frozenset()
     params: dict[str, str] = field(default_factory=dict)
@@ -141,6 +142,8 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
         from nczfs.cloudurl import parse_cloud_url
 
         return Source(CLOUD_SCHEMES[scheme], parse_cloud_url(text).location, modes, params, text)
+    if scheme.startswith("icechunk"):
+        return _icechunk_source(scheme, parts, modes, params, text, cwd)
     if scheme == "reference":  # reference://path/refs.json
         if chosen not in (None, "reference"):
             raise SourceError(f"{text}: reference:// URLs name a reference set; mode names {chosen}")
@@ -165,3 +168,19 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     if backend == "s3":
         raise SourceError(f"{text}: mode s3 needs an s3:// or https:// URL, not a local path")
     return Source(backend, path, modes, params, text)
+
+
+def _icechunk_source(scheme: str, parts, modes: frozenset[str], params: dict[str, str], text: str, cwd: str) -> Source:
+    """``icechunk:///path/repo`` (a local repository) or ``icechunk+s3://bucket/prefix``."""
+    if scheme == "icechunk+s3":
+        if not parts.netloc:
+            raise SourceError(f"{text}: no bucket in the URL")
+        return Source("icechunk", f"s3://{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/"), modes, params, text)
+    if scheme != "icechunk":
+        raise SourceError(f"{text}: unsupported URL scheme {scheme!r} (use icechunk:///path or icechunk+s3://bucket/prefix)")
+    path = unquote(parts.path)
+    if parts.netloc and parts.netloc != "localhost":
+        path = parts.netloc + path  # icechunk://relative/path
+    if not path:
+        raise SourceError(f"{text}: no path")
+    return Source("icechunk", os.path.normpath(os.path.join(cwd, os.path.expanduser(path))), modes, params, text)

@@ -133,6 +133,9 @@ class ThreadedStore(Store):
             return None
         return await self._call(self.impl.list_tree, prefix, limit)
 
+    def hides(self, key: str) -> bool:
+        return self.impl.hides(key)
+
     def counters(self) -> dict[str, int]:
         counts = self.impl.counters()
         if self.spare_slots_taken:

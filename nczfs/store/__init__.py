@@ -49,4 +49,8 @@ def open_store(config: MountConfig) -> SyncStore:
         from nczfs.store.webzarr import open_http
 
         return open_http(config)
+    if source.backend == "icechunk":
+        from nczfs.store.icechunk import open_icechunk
+
+        return open_icechunk(config)
     raise SourceError(f"{source.text}: the {source.backend} backend is not available in this version")

@@ -287,6 +287,11 @@ class SyncStore(abc.ABC):
     def statfs(self) -> FsStats | None:
         return None
 
+    def hides(self, key: str) -> bool:
+        """Does ``key`` exist without being listed (Icechunk's ``.icechunk``)? Then its parent's
+        listing does not tell that it is missing."""
+        return False
+
     def sync(self) -> None:
         """Make every accepted write part of the medium (zip: commit the staged changes)."""
 
@@ -363,6 +368,10 @@ class Store(abc.ABC):
 
     def counters(self) -> dict[str, int]:
         return {}
+
+    def hides(self, key: str) -> bool:
+        """``SyncStore.hides``."""
+        return False
 
     @abc.abstractmethod
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo: ...

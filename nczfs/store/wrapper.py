@@ -75,6 +75,9 @@ class WrapperStore(Store):
     def counters(self) -> dict[str, int]:
         return self.inner.counters()
 
+    def hides(self, key: str) -> bool:
+        return self.inner.hides(key)
+
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         return await self.inner.set(key, data)
 

@@ -1,0 +1,715 @@
+"""Icechunk repositories: a branch, tag or snapshot as a store, and its history under ``.icechunk/``.
+
+Keys are the Zarr v3 keys zarr-python uses (``zarr.json``, ``v/zarr.json``, ``v/c/0/1``), read and
+written through the ``icechunk`` package's store, whose calls are coroutines run on one asyncio
+loop (:mod:`nczfs.aiobridge`): reads from trio without a worker thread (``get_version_async``),
+the rest from the worker threads every SyncStore runs in.
+
+A branch mount writes in one writable session; :meth:`IcechunkStore.sync` (``nczfs sync``, fsync,
+unmount) makes its changes one commit, rebased onto commits made elsewhere meanwhile when they do
+not conflict. Files Icechunk cannot hold (yet) wait in the session: a chunk written before its
+array's ``zarr.json`` is stored when the array is; any other file (not Zarr v3) makes the commit
+fail, naming it, until it is removed or renamed. Objects' etags name the snapshot their bytes come
+from (and a write counter for bytes written in the session), so nczfs's cache is keyed by
+snapshot and chunk.
+
+``.icechunk/`` is never listed in the root but can be looked up: ``branches/NAME/``,
+``tags/NAME/`` and ``snapshots/ID/`` (the ancestry of what is mounted), each a read-only tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import socket
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from nczfs.aiobridge import AsyncioBridge
+from nczfs.errors import (
+    BackendError,
+    InvalidArgument,
+    IsADirectory,
+    KeyNotFound,
+    NczfsError,
+    NotADirectory,
+    ReadOnly,
+    SourceError,
+)
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join, usable_name
+
+if TYPE_CHECKING:
+    from nczfs.config import MountConfig
+
+#: the hidden directory of branches, tags and snapshots
+HISTORY = ".icechunk"
+HISTORY_KINDS = ("branches", "snapshots", "tags")
+#: Zarr v2 metadata names, which Icechunk refuses
+V2_NAMES = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata"})
+#: seconds a branch tip, the branch and tag lists and the ancestry are reused under .icechunk/
+REF_TTL = 1.0
+#: read-only sessions kept open for .icechunk/ (one per snapshot)
+TREES_KEPT = 32
+
+
+def reason(exc: BaseException) -> str:
+    """Icechunk's error text on one line: its message and the causes it lists."""
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    head = next((ln.removeprefix("x ").strip() for ln in lines if ln), type(exc).__name__)
+    causes = [ln.split("-> ", 1)[1].strip() for ln in lines if "-> " in ln and ln[:1] in "|`"]
+    return ": ".join(dict.fromkeys([head, *causes]))
+
+
+def _refused_key(exc: BaseException) -> bool:
+    """Did Icechunk refuse a write because of the key (not yet or never a Zarr v3 key of a node
+    it has), rather than because of the data?"""
+    text = str(exc)
+    return isinstance(exc, KeyError) or "invalid zarr key" in text or "invalid chunk index" in text or "node not found" in text
+
+
+def _missing(exc: BaseException) -> bool:
+    return isinstance(exc, KeyError) or "invalid zarr key" in str(exc) or "not found" in str(exc)
+
+
+@dataclass(frozen=True)
+class ChunkLayout:
+    """Where an array's chunk keys lie: how many key segments a chunk key has below the array."""
+
+    depth: int
+
+    @classmethod
+    def of(cls, meta: dict[str, Any]) -> "ChunkLayout":
+        ndim = len(meta.get("shape") or ())
+        enc = meta.get("chunk_key_encoding") or {}
+        name = enc.get("name", "default")
+        sep = (enc.get("configuration") or {}).get("separator", "/" if name == "default" else ".")
+        if sep != "/":
+            return cls(1)
+        return cls(ndim + 1 if name == "default" else max(ndim, 1))
+
+
+class SnapshotTree:
+    """The Zarr tree of one Icechunk session, read through its store."""
+
+    def __init__(self, bridge: AsyncioBridge, session: Any, etag: str, mtime_ns: int):
+        self.bridge = bridge
+        self.session = session
+        self.py = session.store._store  # the coroutines of icechunk's IcechunkStore, without zarr's buffers
+        self.etag = etag
+        self.mtime_ns = mtime_ns
+        #: node path -> its chunk layout (None: not an array)
+        self._layouts: dict[str, ChunkLayout | None] = {}
+
+    # -------------------------------------------------------------- coroutines (run in the loop)
+
+    async def _get(self, key: str, rng: ByteRange | None) -> bytes:
+        try:
+            return bytes(await self.py.get(key, (None, None) if rng is None else (rng.start, rng.end)))
+        except Exception as exc:  # noqa: BLE001 - icechunk raises KeyError and IcechunkError
+            if _missing(exc):
+                raise KeyNotFound(key) from None
+            raise BackendError(f"{key!r}: {reason(exc)}") from exc
+
+    async def _size(self, key: str) -> int | None:
+        try:
+            if not await self.py.exists(key):  # getsize answers 0 for a missing chunk
+                return None
+            return await self.py.getsize(key)
+        except Exception as exc:  # noqa: BLE001
+            if _missing(exc):
+                return None
+            raise BackendError(f"{key!r}: {reason(exc)}") from exc
+
+    async def _names(self, method: str, prefix: str) -> list[str]:
+        try:
+            return [k async for k in getattr(self.py, method)(prefix)]
+        except Exception as exc:  # noqa: BLE001
+            if _missing(exc):
+                return []
+            raise BackendError(f"{prefix or '/'}: listing failed: {reason(exc)}") from exc
+
+    # -------------------------------------------------------------- blocking face
+
+    def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        return self.bridge.run(self._get, key, rng)
+
+    async def get_async(self, key: str, rng: ByteRange | None) -> bytes:
+        return await self.bridge.trio_run(self._get, key, rng)
+
+    def size(self, key: str) -> int | None:
+        return self.bridge.run(self._size, key)
+
+    def layout(self, node: str) -> ChunkLayout | None:
+        if node in self._layouts:
+            return self._layouts[node]
+        try:
+            meta = json.loads(self.get(join(node, "zarr.json")))
+        except (KeyNotFound, ValueError):
+            meta = None
+        found = ChunkLayout.of(meta) if isinstance(meta, dict) and meta.get("node_type") == "array" else None
+        self._layouts[node] = found
+        return found
+
+    def forget_layouts(self) -> None:
+        self._layouts.clear()
+
+    def file_test(self, prefix: str) -> Callable[[str], bool]:
+        """Which children of ``prefix`` are files: ``zarr.json``, and chunk keys at their depth."""
+        segs = prefix.split("/") if prefix else []
+        for i in range(len(segs), -1, -1):
+            layout = self.layout("/".join(segs[:i]))
+            if layout is not None:
+                below = len(segs) - i
+                return lambda name: (below == 0 and name == "zarr.json") or below + 1 == layout.depth
+        return lambda name: name == "zarr.json"
+
+    def list_dir(self, prefix: str) -> list[DirEntry]:
+        names = self.bridge.run(self._names, "list_dir", prefix)
+        if not names:
+            return []
+        is_file = self.file_test(prefix)
+        return [DirEntry(n, not is_file(n)) for n in sorted(set(names)) if usable_name(n)]
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        # Icechunk lists below a node only: below a chunk directory its array is listed, below
+        # anything else that is no node the whole tree, and the keys filtered
+        segs = prefix.split("/") if prefix else []
+        node = next(("/".join(segs[:i]) for i in range(len(segs), -1, -1) if self.layout("/".join(segs[:i]))), None)
+        try:
+            keys = self.bridge.run(self._names, "list_prefix", prefix if node is None else node)
+        except BackendError:
+            keys = self.bridge.run(self._names, "list_prefix", "")
+        return sorted(k for k in keys if not prefix or k.startswith(prefix + "/"))
+
+    def info(self, key: str) -> ObjectInfo | None:
+        size = self.size(key)
+        return None if size is None else ObjectInfo(key, size, self.mtime_ns, self.etag)
+
+
+class _SharedExclusive:
+    """Writes share it; a commit has it alone."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive)
+            self._exclusive = True
+            self._cond.wait_for(lambda: self._shared == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+def _written_ns(info: Any) -> int:
+    return int(info.written_at.timestamp() * 1e9)
+
+
+class IcechunkStore(SyncStore):
+    stores_directories = False
+    keys_form_a_tree = True
+
+    def __init__(
+        self,
+        repo: Any,
+        *,
+        branch: str | None = None,
+        tag: str | None = None,
+        snapshot: str | None = None,
+        read_only: bool = False,
+        commit_message: str | None = None,
+        where: str = "",
+        bridge: AsyncioBridge | None = None,
+    ):
+        if sum(x is not None for x in (branch, tag, snapshot)) > 1:
+            raise SourceError("choose one of -o branch=, -o tag= and -o snapshot=")
+        self.repo = repo
+        self.where = where or "icechunk repository"
+        self.tag, self.snapshot = tag, snapshot
+        self.branch = branch if branch is not None or tag is not None or snapshot is not None else "main"
+        self.read_only = read_only or tag is not None or snapshot is not None
+        self.commit_message = commit_message
+        self.bridge = bridge or AsyncioBridge("icechunk-io")
+        self._own_bridge = bridge is None
+        self._rw = _SharedExclusive()
+        self._meta_lock = threading.Lock()
+        #: files written in the session that Icechunk does not take (yet): key -> (bytes, info)
+        self._waiting: dict[str, tuple[bytes, ObjectInfo]] = {}
+        #: etag and mtime of objects written in this session
+        self._written: dict[str, tuple[str, int]] = {}
+        self._writes = 0
+        self._refs: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._trees: OrderedDict[str, SnapshotTree] = OrderedDict()
+        self.commits = 0
+        self.tree = self._open_main()
+
+    # ------------------------------------------------------------------ sessions
+
+    def _open_main(self) -> SnapshotTree:
+        try:
+            if self.tag is not None:
+                session = self.repo.readonly_session(tag=self.tag)
+            elif self.snapshot is not None:
+                session = self.repo.readonly_session(snapshot_id=self.snapshot)
+            elif self.read_only:
+                session = self.repo.readonly_session(branch=self.branch)
+            else:
+                session = self.repo.writable_session(self.branch)
+        except Exception as exc:  # noqa: BLE001 - a missing ref is an IcechunkError
+            what = f"tag {self.tag!r}" if self.tag else f"snapshot {self.snapshot!r}" if self.snapshot else f"branch {self.branch!r}"
+            raise SourceError(f"{self.where}: cannot open {what}: {reason(exc)}") from None
+        snap = session.snapshot_id
+        return SnapshotTree(self.bridge, session, snap, self._snapshot_ns(snap))
+
+    def _snapshot_ns(self, snap: str) -> int:
+        try:
+            return _written_ns(self.repo.lookup_snapshot(snap))
+        except Exception:  # noqa: BLE001 - a time is only decoration
+            return time.time_ns()
+
+    # ------------------------------------------------------------------ routing
+
+    @staticmethod
+    def _history(key: str) -> list[str] | None:
+        if key == HISTORY or key.startswith(HISTORY + "/"):
+            return key.split("/")[1:]
+        return None
+
+    def _ref(self, kind: str, name: str, fetch: Callable[[], Any]) -> Any:
+        now = time.monotonic()
+        hit = self._refs.get((kind, name))
+        if hit is not None and now - hit[0] < REF_TTL:
+            return hit[1]
+        value = fetch()
+        self._refs[(kind, name)] = (now, value)
+        return value
+
+    def _ancestry(self) -> list[str]:
+        def fetch() -> list[str]:
+            if self.tag is not None:
+                infos = self.repo.ancestry(tag=self.tag)
+            elif self.snapshot is not None:
+                infos = self.repo.ancestry(snapshot_id=self.snapshot)
+            else:
+                infos = self.repo.ancestry(branch=self.branch)
+            return [i.id for i in infos]
+
+        return self._ref("ancestry", "", fetch)
+
+    def _kind_names(self, kind: str) -> list[str]:
+        if kind == "branches":
+            names = self._ref("list", kind, lambda: sorted(self.repo.list_branches()))
+        elif kind == "tags":
+            names = self._ref("list", kind, lambda: sorted(self.repo.list_tags()))
+        else:
+            names = sorted(self._ancestry())
+        return [n for n in names if usable_name(n)]
+
+    def _resolve(self, kind: str, name: str) -> str | None:
+        """The snapshot id ``.icechunk/KIND/NAME`` shows, or None."""
+        if kind not in HISTORY_KINDS:
+            return None
+        if kind == "snapshots":
+            return name if name in self._ancestry() else None
+        lookup = self.repo.lookup_branch if kind == "branches" else self.repo.lookup_tag
+
+        def fetch() -> str | None:
+            try:
+                return lookup(name)
+            except Exception:  # noqa: BLE001 - no such branch or tag
+                return None
+
+        return self._ref(kind, name, fetch)
+
+    def _tree_for(self, snap: str) -> SnapshotTree:
+        with self._meta_lock:
+            tree = self._trees.get(snap)
+            if tree is not None:
+                self._trees.move_to_end(snap)
+                return tree
+        session = self.repo.readonly_session(snapshot_id=snap)
+        tree = SnapshotTree(self.bridge, session, snap, self._snapshot_ns(snap))
+        with self._meta_lock:
+            self._trees[snap] = tree
+            while len(self._trees) > TREES_KEPT:
+                self._trees.popitem(last=False)
+        return tree
+
+    def _history_tree(self, parts: list[str]) -> tuple[SnapshotTree, str] | None:
+        """The tree and key within it that ``.icechunk/KIND/NAME/rest`` names (None: no such ref)."""
+        snap = self._resolve(parts[0], parts[1])
+        if snap is None:
+            return None
+        return self._tree_for(snap), "/".join(parts[2:])
+
+    # ------------------------------------------------------------------ reads
+
+    def _main_info(self, key: str) -> ObjectInfo | None:
+        waiting = self._waiting.get(key)
+        if waiting is not None:
+            return waiting[1]
+        info = self.tree.info(key)
+        if info is not None and key in self._written:
+            etag, mtime = self._written[key]
+            info = ObjectInfo(key, info.size, mtime, etag)
+        return info
+
+    def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        check_key(key)
+        parts = self._history(key)
+        if parts is not None:
+            found = self._history_tree(parts) if len(parts) > 2 else None
+            if found is None:
+                raise KeyNotFound(key)
+            return found[0].get(found[1], rng)
+        waiting = self._waiting.get(key)
+        if waiting is not None:
+            return waiting[0] if rng is None else rng.slice(waiting[0])
+        return self.tree.get(key, rng)
+
+    async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
+        """Reads of the mounted tree from trio, through the loop without a worker thread (None:
+        let a worker thread do it: history keys, whose refs may need looking up)."""
+        check_key(key)
+        if self._history(key) is not None or key in self._waiting:
+            return None
+        return await self.tree.get_async(key, rng)
+
+    def stat(self, key: str) -> ObjectInfo:
+        check_key(key)
+        parts = self._history(key)
+        if parts is not None:
+            found = self._history_tree(parts) if len(parts) > 2 else None
+            info = found[0].info(found[1]) if found is not None and found[1] else None
+            if info is None:
+                raise KeyNotFound(key)
+            return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
+        info = self._main_info(key)
+        if info is None:
+            raise KeyNotFound(key)
+        return info
+
+    def list_dir(self, prefix: str) -> list[DirEntry]:
+        check_prefix(prefix)
+        parts = self._history(prefix)
+        if parts is not None:
+            if not parts:
+                return [DirEntry(k, True) for k in HISTORY_KINDS]
+            if len(parts) == 1:
+                return [DirEntry(n, True) for n in self._kind_names(parts[0])] if parts[0] in HISTORY_KINDS else []
+            found = self._history_tree(parts)
+            return found[0].list_dir(found[1]) if found is not None else []
+        entries = {e.name: e for e in self.tree.list_dir(prefix)}
+        start = prefix + "/" if prefix else ""
+        for key in list(self._waiting):
+            if key.startswith(start):
+                name, _, rest = key[len(start):].partition("/")
+                if rest:
+                    entries[name] = DirEntry(name, True)
+                elif name not in entries:
+                    entries[name] = DirEntry(name, False, self._waiting[key][1])
+        return [entries[n] for n in sorted(entries)]
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        check_prefix(prefix)
+        if self._history(prefix) is not None:
+            return super().list_prefix(prefix)
+        start = prefix + "/" if prefix else ""
+        keys = set(self.tree.list_prefix(prefix)) | {k for k in self._waiting if k.startswith(start)}
+        return sorted(keys)
+
+    def dir_exists(self, prefix: str) -> bool:
+        parts = self._history(prefix)
+        if parts is not None and len(parts) == 2:
+            return parts[0] in HISTORY_KINDS and self._resolve(parts[0], parts[1]) is not None
+        if parts is not None and len(parts) < 2:
+            return not parts or parts[0] in HISTORY_KINDS
+        return super().dir_exists(prefix)
+
+    def hides(self, key: str) -> bool:
+        return key == HISTORY
+
+    # ------------------------------------------------------------------ writes
+
+    def _check_main_write(self, key: str) -> None:
+        check_key(key)
+        if self._history(key) is not None:
+            raise ReadOnly(f"{key!r}: {HISTORY}/ shows the repository's history, read-only")
+        self.check_writable(key)
+        if key.rpartition("/")[2] in V2_NAMES:
+            raise InvalidArgument(f"{key!r}: an Icechunk repository holds Zarr v3 only (zarr.json), not Zarr v2 metadata")
+
+    def _note_write(self, key: str, size: int) -> ObjectInfo:
+        with self._meta_lock:
+            self._writes += 1
+            etag, mtime = f"{self.tree.etag}.w{self._writes}", time.time_ns()
+            self._written[key] = (etag, mtime)
+        return ObjectInfo(key, size, mtime, etag)
+
+    def _set_in_session(self, key: str, data: bytes) -> bool:
+        """Store ``data`` in the session; False if Icechunk refuses the key (for now)."""
+        try:
+            self.bridge.run(self.tree.py.set, key, data)
+        except Exception as exc:  # noqa: BLE001
+            if _refused_key(exc):
+                return False
+            if "bad metadata" in str(exc) or "V2 metadata" in str(exc):
+                raise InvalidArgument(f"{key!r}: Icechunk refuses this metadata: {reason(exc)}") from None
+            raise BackendError(f"{key!r}: not stored: {reason(exc)}") from exc
+        if key == "zarr.json" or key.endswith("/zarr.json"):
+            self.tree.forget_layouts()
+        return True
+
+    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        self._check_main_write(key)
+        data = bytes(data)
+        with self._rw.shared():
+            stored = self._set_in_session(key, data)
+            if not stored:
+                self._check_tree(key)
+            info = self._note_write(key, len(data))
+            if stored:
+                self._waiting.pop(key, None)
+                if key == "zarr.json" or key.endswith("/zarr.json"):
+                    self._settle(key.rpartition("/")[0])
+            else:
+                self._waiting[key] = (data, info)
+        return info
+
+    def _check_tree(self, key: str) -> None:
+        """A file waiting in the session keeps the tree a tree: no file where a directory is, none
+        below a file (Icechunk's own keys are a tree by construction)."""
+        if self.dir_exists(key):
+            raise IsADirectory(f"{key!r}: a directory has that name")
+        parent = key.rpartition("/")[0]
+        while parent:
+            if self._main_info(parent) is not None:
+                raise NotADirectory(f"{key!r}: {parent!r} is a file")
+            parent = parent.rpartition("/")[0]
+
+    def _settle(self, node: str) -> None:
+        """Chunks of ``node`` written before its zarr.json go into the session now that it is there."""
+        start = node + "/" if node else ""
+        for key in [k for k in self._waiting if k.startswith(start)]:
+            if self._set_in_session(key, self._waiting[key][0]):
+                self._waiting.pop(key, None)
+
+    def delete(self, key: str) -> None:
+        self._check_main_write(key)
+        with self._rw.shared():
+            self._waiting.pop(key, None)
+            self._written.pop(key, None)
+            try:
+                self.bridge.run(self.tree.py.delete, key)
+            except Exception as exc:  # noqa: BLE001
+                if not _missing(exc):
+                    raise BackendError(f"{key!r}: not deleted: {reason(exc)}") from exc
+            if key == "zarr.json" or key.endswith("/zarr.json"):
+                self.tree.forget_layouts()
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        # metadata first: the chunks follow their array at once instead of waiting for it
+        keys = self.list_prefix(src)
+        for key in sorted(keys, key=lambda k: (not k.endswith("zarr.json"), k)):
+            self.copy(key, dst + key[len(src):])
+        for key in sorted(keys, key=lambda k: (k.endswith("zarr.json"), k)):
+            self.delete(key)
+
+    # ------------------------------------------------------------------ commits
+
+    def default_message(self) -> str:
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"nczfs: writes on {socket.gethostname()} at {now}"
+
+    def sync(self) -> None:
+        """Commit the session's changes (one commit), or follow the branch if there are none."""
+        if self.read_only:
+            return
+        with self._rw.exclusive():
+            for key in list(self._waiting):
+                if self._set_in_session(key, self._waiting[key][0]):
+                    self._waiting.pop(key)
+            if self._waiting:
+                keys = sorted(self._waiting)
+                shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+                raise BackendError(
+                    f"{self.where}: not committed: Icechunk holds Zarr v3 keys of existing nodes only, "
+                    f"not {shown}; remove or rename them (the session keeps every write) and sync again"
+                )
+            committed = self.tree.session.has_uncommitted_changes
+            if committed:
+                self._commit(self.tree.session)
+            tree = self._open_main()  # the branch's tip: this commit, or commits made elsewhere
+            if committed or tree.etag != self.tree.etag:
+                with self._meta_lock:
+                    self.tree = tree
+                    self._written.clear()
+
+    def _commit(self, session: Any) -> None:
+        import icechunk
+
+        message = self.commit_message or self.default_message()
+        try:
+            session.commit(message, rebase_with=icechunk.ConflictDetector())
+        except icechunk.RebaseFailedError as exc:
+            conflicts = "; ".join(f"{c.path}: {c.conflict_type}" for c in getattr(exc, "conflicts", [])[:5])
+            raise BackendError(
+                f"{self.where}: not committed: branch {self.branch!r} moved on with conflicting changes "
+                f"({conflicts or reason(exc)}); the session keeps every write: run nczfs sync again "
+                "once the conflict is resolved"
+            ) from None
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(
+                f"{self.where}: not committed: {reason(exc)}; the session keeps every write: run nczfs sync again"
+            ) from None
+        self.commits += 1
+
+    # ------------------------------------------------------------------ the rest
+
+    def counters(self) -> dict[str, int]:
+        return {"icechunk.commits": self.commits, "icechunk.waiting-files": len(self._waiting)}
+
+    def describe(self) -> str:
+        what = f"tag {self.tag}" if self.tag else f"snapshot {self.snapshot}" if self.snapshot else f"branch {self.branch}"
+        return f"icechunk {self.where} ({what})"
+
+    def close(self) -> None:
+        if self._own_bridge:
+            self.bridge.close()
+
+
+# ---------------------------------------------------------------------- opening a repository
+
+
+def _s3_credentials(config: MountConfig) -> dict[str, Any]:
+    """The mount's S3 credentials as icechunk takes them: anonymous, or the AWS CLI's chain."""
+    if config.no_sign_request:
+        return {"anonymous": True}
+    import boto3
+    import botocore.exceptions
+
+    try:
+        creds = boto3.session.Session(profile_name=config.profile).get_credentials()
+    except botocore.exceptions.BotoCoreError as exc:
+        raise SourceError(f"{config.source.text}: {exc}") from None
+    if creds is None:
+        return {"anonymous": True}
+    frozen = creds.get_frozen_credentials()
+    return {"access_key_id": frozen.access_key, "secret_access_key": frozen.secret_key, "session_token": frozen.token}
+
+
+def _region(config: MountConfig) -> str:
+    if config.region:
+        return config.region
+    import boto3
+
+    try:
+        return boto3.session.Session(profile_name=config.profile).region_name or "us-east-1"
+    except Exception:  # noqa: BLE001 - ProfileNotFound is reported by _s3_credentials
+        return "us-east-1"
+
+
+def _endpoint(config: MountConfig) -> str | None:
+    return config.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def storage_for(config: MountConfig) -> Any:
+    import icechunk
+
+    location = config.source.location
+    if not location.startswith("s3://"):
+        return icechunk.local_filesystem_storage(location)
+    bucket, _, prefix = location[len("s3://"):].partition("/")
+    endpoint = _endpoint(config)
+    return icechunk.s3_storage(
+        bucket=bucket, prefix=prefix.strip("/") or None, region=_region(config), endpoint_url=endpoint,
+        allow_http=bool(endpoint and endpoint.startswith("http://")), force_path_style=bool(endpoint),
+        **_s3_credentials(config),
+    )
+
+
+def virtual_containers(config: MountConfig) -> tuple[list[Any], dict[str, Any]]:
+    """The ``-o virtual_chunk_container=PREFIX[=URL]`` containers, and the credentials of each."""
+    import icechunk
+
+    containers, creds = [], {}
+    for spec in config.virtual_chunk_containers:
+        prefix, _, url = spec.partition("=")
+        if prefix.startswith("file://"):
+            store = icechunk.local_filesystem_store(url or prefix[len("file://"):])
+            cred = None
+        elif prefix.startswith(("s3://", "gs3://")):
+            endpoint = url or _endpoint(config)
+            store = icechunk.s3_store(
+                region=_region(config), endpoint_url=endpoint, allow_http=bool(endpoint and endpoint.startswith("http://")),
+                anonymous=config.no_sign_request, s3_compatible=bool(endpoint), force_path_style=bool(endpoint),
+            )
+            cred = icechunk.s3_credentials(**_s3_credentials(config))
+        elif prefix.startswith(("http://", "https://")):
+            store, cred = icechunk.http_store(), None
+        else:
+            raise SourceError(f"-o virtual_chunk_container={spec}: the prefix must be a file://, s3:// or http(s):// URL")
+        containers.append(icechunk.VirtualChunkContainer(prefix, store))
+        creds[prefix] = cred
+    return containers, creds
+
+
+def open_repository(config: MountConfig) -> Any:
+    import icechunk
+
+    if not os.environ.get("ICECHUNK_LOG"):
+        icechunk.set_logs_filter("error")  # its warnings would go to stderr, not the mount's log
+    storage = storage_for(config)
+    try:
+        repo = icechunk.Repository.open(storage)
+        containers, creds = virtual_containers(config)
+        if containers:
+            repo_config = repo.config
+            for container in containers:
+                repo_config.set_virtual_chunk_container(container)
+            repo = icechunk.Repository.open(
+                storage, config=repo_config, authorize_virtual_chunk_access=icechunk.containers_credentials(creds)
+            )
+    except NczfsError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - no repository there, storage unreachable
+        raise SourceError(f"{config.source.text}: cannot open the Icechunk repository: {reason(exc)}") from None
+    return repo
+
+
+def open_icechunk(config: MountConfig) -> IcechunkStore:
+    return IcechunkStore(
+        open_repository(config),
+        branch=config.branch,
+        tag=config.tag,
+        snapshot=config.snapshot,
+        read_only=config.read_only,
+        commit_message=config.commit_message,
+        where=config.source.text,
+    )
