@@ -35,7 +35,12 @@ class AsyncioBridge:
         # the awaitable is made inside the loop: libraries built on pyo3-async-runtimes look up the
         # running loop when they are called, not when they are awaited
         async def call() -> T:
-            return await fn(*args)
+            try:
+                return await fn(*args)
+            except (Exception, asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # a Rust panic (pyo3's PanicException): an error, not an exit
+                raise RuntimeError(f"{type(exc).__name__}: {exc}") from exc
 
         return asyncio.run_coroutine_threadsafe(call(), self.loop)
 

@@ -19,6 +19,7 @@ snapshot and chunk.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import json
@@ -111,6 +112,9 @@ class SnapshotTree:
 
     async def _get(self, key: str, rng: ByteRange | None) -> bytes:
         try:
+            if rng is not None and key.rpartition("/")[2] == "zarr.json":
+                # Icechunk 1.1 panics on a range past the end of metadata (chunks are clipped)
+                return rng.slice(await self.py.get(key, (None, None)))
             return bytes(await self.py.get(key, (None, None) if rng is None else (rng.start, rng.end)))
         except Exception as exc:  # noqa: BLE001 - icechunk raises KeyError and IcechunkError
             if _missing(exc):
@@ -170,12 +174,25 @@ class SnapshotTree:
                 return lambda name: (below == 0 and name == "zarr.json") or below + 1 == layout.depth
         return lambda name: name == "zarr.json"
 
+    async def _sizes(self, keys: list[str]) -> list[int]:
+        try:
+            return list(await asyncio.gather(*(self.py.getsize(k) for k in keys)))
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"{keys[0] if keys else ''!r}...: sizes not read: {reason(exc)}") from exc
+
     def list_dir(self, prefix: str) -> list[DirEntry]:
         names = self.bridge.run(self._names, "list_dir", prefix)
         if not names:
             return []
         is_file = self.file_test(prefix)
-        return [DirEntry(n, not is_file(n)) for n in sorted(set(names)) if usable_name(n)]
+        names = [n for n in sorted(set(names)) if usable_name(n)]
+        files = [n for n in names if is_file(n)]
+        # sizes come with the listing, as every store's do (ls -l, readdirplus)
+        sizes = dict(zip(files, self.bridge.run(self._sizes, [join(prefix, n) for n in files]))) if files else {}
+        return [
+            DirEntry(n, False, ObjectInfo(join(prefix, n), sizes[n], self.mtime_ns, self.etag)) if n in sizes else DirEntry(n, True)
+            for n in names
+        ]
 
     def list_prefix(self, prefix: str) -> list[str]:
         # Icechunk lists below a node only: below a chunk directory its array is listed, below
@@ -424,8 +441,14 @@ class IcechunkStore(SyncStore):
             if len(parts) == 1:
                 return [DirEntry(n, True) for n in self._kind_names(parts[0])] if parts[0] in HISTORY_KINDS else []
             found = self._history_tree(parts)
-            return found[0].list_dir(found[1]) if found is not None else []
-        entries = {e.name: e for e in self.tree.list_dir(prefix)}
+            if found is None:
+                return []
+            return [e if e.info is None else DirEntry(e.name, False, ObjectInfo(join(prefix, e.name), e.info.size, e.info.mtime_ns, e.info.etag))
+                    for e in found[0].list_dir(found[1])]
+        entries = {}
+        for e in self.tree.list_dir(prefix):
+            written = self._written.get(join(prefix, e.name)) if e.info is not None else None
+            entries[e.name] = e if written is None else DirEntry(e.name, False, ObjectInfo(e.info.key, e.info.size, written[1], written[0]))
         start = prefix + "/" if prefix else ""
         for key in list(self._waiting):
             if key.startswith(start):

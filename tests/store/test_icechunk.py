@@ -122,3 +122,205 @@ class TestIcechunkStore(StoreConformance):
         commit_elsewhere(self.path, {"bd/c/0": b"changed!"})
         await store.sync()
         assert await store.get("bd/c/0") == b"changed!"
+
+
+# ---------------------------------------------------------------------- Icechunk only
+
+
+@pytest.fixture
+def repo_path(tmp_path):
+    path = tmp_path / "repo"
+    local_repo(path)
+    commit_elsewhere(path, {"zarr.json": GROUP, "v/zarr.json": array_meta((4, 4), (2, 2)),
+                            "v/c/0/0": b"a" * 16, "v/c/1/1": b"b" * 16, "s/zarr.json": array_meta((), ())}, "v1")
+    return path
+
+
+@pytest.fixture
+async def ice(repo_path):
+    s = ThreadedStore(IcechunkStore(reopen(repo_path), where=str(repo_path)))
+    yield s
+    await s.close()
+
+
+async def test_listings_tell_chunks_from_directories_and_carry_sizes(ice):
+    """Before: every listed chunk and zarr.json had no size (readdirplus gave ls -l size 0)."""
+    root = await ice.list_dir("")
+    assert [(e.name, e.is_dir) for e in root] == [("s", True), ("v", True), ("zarr.json", False)]
+    assert root[2].info.size == len(GROUP)
+    assert [(e.name, e.is_dir) for e in await ice.list_dir("v")] == [("c", True), ("zarr.json", False)]
+    assert [(e.name, e.is_dir) for e in await ice.list_dir("v/c")] == [("0", True), ("1", True)]
+    chunks = await ice.list_dir("v/c/1")
+    assert [(e.name, e.is_dir, e.info.size) for e in chunks] == [("1", False, 16)]
+    assert await ice.list_prefix("v/c") == ["v/c/0/0", "v/c/1/1"]
+    assert (await ice.entry("v/c/0")).is_dir and not (await ice.entry("v/c/0/0")).is_dir
+    assert await ice.entry("v/c/0/1") is None and await ice.entry("nope") is None
+
+
+async def test_a_ranged_read_of_metadata_past_its_end_is_clipped(ice):
+    """Before: Icechunk 1.1 panicked on it (read() of zarr.json with a 4 KiB buffer failed, EIO)."""
+    whole = await ice.get("zarr.json")
+    assert await ice.get("zarr.json", ByteRange(0, 4096)) == whole
+    assert await ice.get("zarr.json", ByteRange(5, 10_000)) == whole[5:]
+    assert await ice.get("v/c/0/0", ByteRange(10, 100)) == b"a" * 6
+
+
+async def test_reads_of_the_mounted_tree_take_no_worker_thread(ice, monkeypatch):
+    calls = []
+    real = ice._call
+    monkeypatch.setattr(ice, "_call", lambda fn, *a: calls.append(fn.__name__) or real(fn, *a))
+    assert await ice.get("v/c/1/1") == b"b" * 16
+    assert await ice.get_version("v/c/0/0", ByteRange(0, 4), None) == b"aaaa"
+    with pytest.raises(KeyNotFound):
+        await ice.get("v/c/0/1")
+    assert calls == []
+
+
+async def test_zarr_v2_metadata_and_bad_metadata_are_refused(ice):
+    for key, data in ((".zgroup", b'{"zarr_format": 2}'), ("v/.zarray", b"{}"), ("w/zarr.json", b"not json"),
+                      ("w/zarr.json", b'{"zarr_format": 3}')):
+        with pytest.raises(InvalidArgument) as info:
+            await ice.set(key, data)
+        assert key in str(info.value)
+    assert await ice.list_prefix("w") == [] and await ice.entry(".zgroup") is None
+
+
+async def test_chunks_written_before_their_array_wait_for_it(ice, repo_path):
+    """cp -r may copy an array's chunks before its zarr.json; they are stored when it arrives."""
+    await ice.set("n/c/1", b"later")
+    assert await ice.get("n/c/1") == b"later"
+    assert [(e.name, e.is_dir) for e in await ice.list_dir("n")] == [("c", True)]
+    assert ice.counters()["icechunk.waiting-files"] == 1
+    await ice.set("n/zarr.json", array_meta((4,), (2,)))
+    assert ice.counters()["icechunk.waiting-files"] == 0
+    await ice.sync()
+    assert read_branch(repo_path, "n/c/1") == b"later"
+
+
+async def test_files_icechunk_cannot_hold_keep_the_commit_back_and_lose_nothing(ice, repo_path):
+    await ice.set("v/c/0/0", b"c" * 16)
+    await ice.set("notes.txt", b"not zarr")
+    with pytest.raises(BackendError) as info:
+        await ice.sync()
+    assert "notes.txt" in str(info.value) and "not committed" in str(info.value)
+    assert read_branch(repo_path, "v/c/0/0") == b"a" * 16  # nothing committed
+    assert await ice.get("v/c/0/0") == b"c" * 16 and await ice.get("notes.txt") == b"not zarr"
+    await ice.rename("notes.txt", "v/c/0/1")  # now a chunk key: it can be held
+    await ice.sync()
+    assert read_branch(repo_path, "v/c/0/0") == b"c" * 16 and read_branch(repo_path, "v/c/0/1") == b"not zarr"
+
+
+async def test_one_commit_per_sync_with_the_message_given(repo_path):
+    store = IcechunkStore(reopen(repo_path), commit_message="from the mount")
+    try:
+        store.set("v/c/0/0", b"x" * 16)
+        store.set("v/c/0/1", b"y" * 16)
+        store.sync()
+        store.sync()  # nothing new: no commit
+        history = list(reopen(repo_path).ancestry(branch="main"))
+        assert [h.message for h in history[:2]] == ["from the mount", "v1"]
+        assert store.counters()["icechunk.commits"] == 1
+    finally:
+        store.close()
+
+
+async def test_the_default_message_names_the_host_and_time(repo_path):
+    import socket
+
+    store = IcechunkStore(reopen(repo_path))
+    try:
+        store.set("v/c/0/0", b"x" * 16)
+        store.sync()
+        message = next(iter(reopen(repo_path).ancestry(branch="main"))).message
+        assert socket.gethostname() in message and "T" in message and message.startswith("nczfs:")
+    finally:
+        store.close()
+
+
+async def test_commits_made_elsewhere_meanwhile_are_rebased_onto(repo_path):
+    store = IcechunkStore(reopen(repo_path))
+    try:
+        store.set("v/c/0/0", b"mine" * 4)
+        commit_elsewhere(repo_path, {"v/c/1/1": b"theirs" + b"!" * 10}, "theirs")
+        store.sync()
+        assert read_branch(repo_path, "v/c/0/0") == b"mine" * 4
+        assert read_branch(repo_path, "v/c/1/1") == b"theirs" + b"!" * 10
+        assert store.get("v/c/1/1") == b"theirs" + b"!" * 10  # the session follows the new tip
+        assert [h.message for h in reopen(repo_path).ancestry(branch="main")][1] == "theirs"
+    finally:
+        store.close()
+
+
+async def test_a_conflict_fails_the_sync_clearly_and_keeps_the_session(repo_path):
+    store = IcechunkStore(reopen(repo_path))
+    try:
+        store.set("v/c/0/0", b"mine" * 4)
+        commit_elsewhere(repo_path, {"v/c/0/0": b"theirs!!" * 2}, "theirs")
+        for _ in range(2):  # retried: the same clear error, nothing lost
+            with pytest.raises(BackendError) as info:
+                store.sync()
+            text = str(info.value)
+            assert "not committed" in text and "conflict" in text and "/v" in text and "nczfs sync" in text
+            assert store.get("v/c/0/0") == b"mine" * 4
+        assert read_branch(repo_path, "v/c/0/0") == b"theirs!!" * 2
+    finally:
+        store.close()
+
+
+async def test_history_directories_show_branches_tags_and_the_ancestry(repo_path):
+    repo = reopen(repo_path)
+    v1 = repo.lookup_branch("main")
+    repo.create_tag("v1", v1)
+    repo.create_branch("dev", v1)
+    commit_elsewhere(repo_path, {"v/c/0/0": b"z" * 16}, "v2")
+    s = ThreadedStore(IcechunkStore(reopen(repo_path)))
+    try:
+        assert ".icechunk" not in [e.name for e in await s.list_dir("")]
+        assert s.hides(".icechunk") and (await s.entry(".icechunk")).is_dir
+        assert [e.name for e in await s.list_dir(".icechunk")] == ["branches", "snapshots", "tags"]
+        assert [e.name for e in await s.list_dir(".icechunk/branches")] == ["dev", "main"]
+        assert [e.name for e in await s.list_dir(".icechunk/tags")] == ["v1"]
+        ancestry = [h.id for h in reopen(repo_path).ancestry(branch="main")]
+        assert [e.name for e in await s.list_dir(".icechunk/snapshots")] == sorted(ancestry)
+        assert await s.get(".icechunk/tags/v1/v/c/0/0") == b"a" * 16
+        assert await s.get(f".icechunk/snapshots/{ancestry[0]}/v/c/0/0") == b"z" * 16
+        assert await s.get(".icechunk/branches/dev/v/c/0/0") == b"a" * 16
+        assert (await s.stat(".icechunk/tags/v1/v/c/0/0")).etag == v1  # cached by snapshot
+        assert [(e.name, e.info.key) for e in await s.list_dir(".icechunk/tags/v1/v/c/0")] == [("0", ".icechunk/tags/v1/v/c/0/0")]
+        assert await s.entry(".icechunk/tags/nope") is None and await s.entry(".icechunk/nope") is None
+        with pytest.raises(KeyNotFound):
+            await s.get(".icechunk/tags/nope/zarr.json")
+        with pytest.raises(ReadOnly):
+            await s.set(".icechunk/branches/dev/v/c/0/0", b"x")
+    finally:
+        await s.close()
+
+
+async def test_a_tag_or_snapshot_mounts_read_only(repo_path):
+    repo = reopen(repo_path)
+    snap = repo.lookup_branch("main")
+    repo.create_tag("v1", snap)
+    for kw in ({"tag": "v1"}, {"snapshot": snap}):
+        store = IcechunkStore(reopen(repo_path), **kw)
+        try:
+            assert store.read_only and store.get("v/c/0/0") == b"a" * 16
+            with pytest.raises(ReadOnly):
+                store.set("v/c/0/0", b"x")
+        finally:
+            store.close()
+    with pytest.raises(Exception) as info:
+        IcechunkStore(reopen(repo_path), tag="nope")
+    assert "tag 'nope'" in str(info.value)
+
+
+async def test_the_cache_finds_the_hidden_history_after_listing_the_root(repo_path):
+    """Before: the cache answered the lookup of .icechunk from the root's listing (missing)."""
+    from nczfs.cache import CachingStore
+
+    s = CachingStore(ThreadedStore(IcechunkStore(reopen(repo_path))), ttl=60.0)
+    try:
+        assert ".icechunk" not in [e.name for e in await s.list_dir("")]
+        assert (await s.entry(".icechunk")).is_dir
+        assert await s.entry("nope") is None  # the listing still answers for names it does not hide
+    finally:
+        await s.close()
