@@ -119,6 +119,9 @@ class SnapshotTree:
         except Exception as exc:  # noqa: BLE001 - icechunk raises KeyError and IcechunkError
             if _missing(exc):
                 raise KeyNotFound(key) from None
+            if "virtual chunk container" in str(exc):
+                raise BackendError(f"{key!r}: a virtual chunk whose container the mount does not name: mount with "
+                                   f"-o virtual_chunk_container=PREFIX[=URL] ({reason(exc).split(', see http')[0]})") from None
             raise BackendError(f"{key!r}: {reason(exc)}") from exc
 
     async def _size(self, key: str) -> int | None:

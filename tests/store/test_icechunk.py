@@ -438,3 +438,77 @@ def test_racing_commits_on_seaweedfs_are_both_kept(s3_server):
         assert [tip.get(f"v/c/{i}") for i in range(4)] == [bytes([i]) * 4 for i in range(4)]
     finally:
         tip.close()
+
+
+# ---------------------------------------------------------------------- virtual chunks
+
+
+def netcdf_with_contiguous_data(path, values) -> tuple[int, int]:
+    """A netCDF-4 (HDF5) file holding ``values`` contiguous and uncompressed: its data's offset and length."""
+    import h5py
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", len(values))
+        v = nc.createVariable("t", "<f4", ("x",), contiguous=True)
+        v[:] = values
+    with h5py.File(path, "r") as f:
+        return f["t"].id.get_offset(), f["t"].id.get_storage_size()
+
+
+def virtual_repo(path, url: str, offset: int, length: int, n: int) -> None:
+    repo = local_repo(path)
+    session = repo.writable_session("main")
+    store = session.store
+    proto = zarr.core.buffer.default_buffer_prototype().buffer
+    zarr.core.sync.sync(store.set("zarr.json", proto.from_bytes(GROUP)))
+    zarr.core.sync.sync(store.set("t/zarr.json", proto.from_bytes(array_meta((n,), (n,), "float32"))))
+    store.set_virtual_ref("t/c/0", url, offset=offset, length=length, validate_container=False)
+    session.commit("virtual")
+
+
+def virtual_config(repo_path, *containers: str, **kw):
+    from nczfs.config import MountConfig
+    from nczfs.source import parse_source
+
+    return MountConfig(source=parse_source(f"icechunk://{repo_path}"), mountpoint="/nonexistent",
+                       virtual_chunk_containers=containers, **kw)
+
+
+def test_a_virtual_chunk_in_a_local_netcdf_file_is_read_once_its_container_is_configured(tmp_path):
+    from nczfs.store.icechunk import open_icechunk
+
+    values = np.arange(10, dtype="<f4") * 1.5
+    nc = tmp_path / "archive" / "data.nc"
+    nc.parent.mkdir()
+    offset, length = netcdf_with_contiguous_data(nc, values)
+    virtual_repo(tmp_path / "repo", f"file://{nc}", offset, length, len(values))
+    bare = open_icechunk(virtual_config(tmp_path / "repo"))
+    try:
+        with pytest.raises(BackendError) as info:
+            bare.get("t/c/0")
+        assert "t/c/0" in str(info.value) and "-o virtual_chunk_container=" in str(info.value)
+    finally:
+        bare.close()
+    store = open_icechunk(virtual_config(tmp_path / "repo", f"file://{nc.parent}/"))
+    try:
+        assert store.get("t/c/0") == values.tobytes()
+        assert store.stat("t/c/0").size == length
+    finally:
+        store.close()
+
+
+def test_a_virtual_chunk_in_an_object_on_seaweedfs_is_read_with_the_mounts_credentials(s3_server, tmp_path):
+    from nczfs.store.icechunk import open_icechunk
+
+    values = np.arange(7, dtype="<f4") - 3
+    nc = tmp_path / "data.nc"
+    offset, length = netcdf_with_contiguous_data(nc, values)
+    bucket, key = s3_server.shared_bucket, s3_server.new_prefix("vc") + "/data.nc"
+    s3_server.client().put_object(Bucket=bucket, Key=key, Body=nc.read_bytes())
+    virtual_repo(tmp_path / "repo", f"s3://{bucket}/{key}", offset, length, len(values))
+    store = open_icechunk(virtual_config(tmp_path / "repo", f"s3://{bucket}/={s3_server.endpoint}", region="us-east-1"))
+    try:
+        assert store.get("t/c/0") == values.tobytes()
+    finally:
+        store.close()
