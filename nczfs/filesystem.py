@@ -877,6 +877,7 @@ class Filesystem:
         src_path = self._child_path(self.table[old_parent], old_name)
         dst_path = self._child_path(self.table[new_parent], new_name)
         self._writable(src_path)
+        self._writable(dst_path)
         if flags & RENAME_EXCHANGE:
             raise InvalidArgument(f"{src_path!r}: RENAME_EXCHANGE is not supported")
         src = await self._find(src_path)

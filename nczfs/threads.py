@@ -136,6 +136,9 @@ class ThreadedStore(Store):
     def hides(self, key: str) -> bool:
         return self.impl.hides(key)
 
+    def read_only_key(self, key: str) -> bool:
+        return self.impl.read_only_key(key)
+
     def counters(self) -> dict[str, int]:
         counts = self.impl.counters()
         if self.spare_slots_taken:

@@ -185,7 +185,9 @@ class PresentingStore(WrapperStore):
         """
         stale_ok = reading and not is_metadata_key(key)
         parts = key.split("/") if key else []
-        for i in range(len(parts) + 1):
+        # a folder the store hides (Icechunk's history) is no part of the dataset around it
+        start = max((i for i in range(1, len(parts) + 1) if self.inner.hides("/".join(parts[:i]))), default=0)
+        for i in range(start, len(parts) + 1):
             folder = "/".join(parts[:i])
             if stale_ok and folder in self._views:
                 return self._views[folder]

@@ -292,6 +292,11 @@ class SyncStore(abc.ABC):
         listing does not tell that it is missing."""
         return False
 
+    def read_only_key(self, key: str) -> bool:
+        """``Store.read_only_key``: also a directory whose whole tree refuses writes although the
+        store takes others (Icechunk's ``.icechunk`` history)."""
+        return False
+
     def sync(self) -> None:
         """Make every accepted write part of the medium (zip: commit the staged changes)."""
 

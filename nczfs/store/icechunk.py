@@ -481,6 +481,9 @@ class IcechunkStore(SyncStore):
     def hides(self, key: str) -> bool:
         return key == HISTORY
 
+    def read_only_key(self, key: str) -> bool:
+        return self._history(key) is not None
+
     # ------------------------------------------------------------------ writes
 
     def _check_main_write(self, key: str) -> None:
