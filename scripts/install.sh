@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extra=demo
+extra=demo,icechunk
 link_only=false
 case "${1:-}" in
     --test) extra=test ;;

@@ -710,7 +710,11 @@ def virtual_containers(config: MountConfig) -> tuple[list[Any], dict[str, Any]]:
 
 
 def open_repository(config: MountConfig) -> Any:
-    import icechunk
+    try:
+        import icechunk
+    except ImportError:
+        raise SourceError(f"{config.source.text}: Icechunk sources need the icechunk package "
+                          "(pip install 'nczfs[icechunk]')") from None
 
     if not os.environ.get("ICECHUNK_LOG"):
         icechunk.set_logs_filter("error")  # its warnings would go to stderr, not the mount's log

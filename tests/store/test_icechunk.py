@@ -210,29 +210,22 @@ async def test_files_icechunk_cannot_hold_keep_the_commit_back_and_lose_nothing(
     assert read_branch(repo_path, "v/c/0/0") == b"c" * 16 and read_branch(repo_path, "v/c/0/1") == b"not zarr"
 
 
-async def test_one_commit_per_sync_with_the_message_given(repo_path):
-    store = IcechunkStore(reopen(repo_path), commit_message="from the mount")
+@pytest.mark.parametrize("message", ["from the mount", None])
+async def test_one_commit_per_sync_with_the_message_given_or_one_naming_host_and_time(repo_path, message):
+    import socket
+
+    store = IcechunkStore(reopen(repo_path), commit_message=message)
     try:
         store.set("v/c/0/0", b"x" * 16)
         store.set("v/c/0/1", b"y" * 16)
         store.sync()
         store.sync()  # nothing new: no commit
-        history = list(reopen(repo_path).ancestry(branch="main"))
-        assert [h.message for h in history[:2]] == ["from the mount", "v1"]
-        assert store.counters()["icechunk.commits"] == 1
-    finally:
-        store.close()
-
-
-async def test_the_default_message_names_the_host_and_time(repo_path):
-    import socket
-
-    store = IcechunkStore(reopen(repo_path))
-    try:
-        store.set("v/c/0/0", b"x" * 16)
-        store.sync()
-        message = next(iter(reopen(repo_path).ancestry(branch="main"))).message
-        assert socket.gethostname() in message and "T" in message and message.startswith("nczfs:")
+        history = [h.message for h in reopen(repo_path).ancestry(branch="main")]
+        assert history[1:] == ["v1", "Repository initialized"] and store.counters()["icechunk.commits"] == 1
+        if message is None:
+            assert history[0].startswith(f"nczfs: writes on {socket.gethostname()} at ") and history[0].endswith("Z")
+        else:
+            assert history[0] == message
     finally:
         store.close()
 

@@ -1,0 +1,259 @@
+"""Icechunk backend: the read workloads of bench_s3.py on an Icechunk repository on S3, next to the
+same data as plain Zarr v3 in the same bucket, through nczfs and directly.
+
+    .venv/bin/pip install -e ".[bench]"
+    .venv/bin/python bench/bench_icechunk.py [--mib 256] [--small 4000] [--preads 1000] [--runs 3]
+
+Starts its own SeaweedFS on 127.0.0.1 (tests/s3server.py) and writes, with zarr-python, one big
+array (8 MiB chunks, uncompressed) and one of many 4 KiB chunks twice: into an Icechunk repository
+(one commit) and as plain Zarr v3 objects. Paths:
+
+- ``nczfs-icechunk``: ``nczfs mount icechunk+s3://bucket/repo`` (read-only mount of main);
+- ``nczfs-zarr``: ``nczfs mount s3://bucket`` over the plain copy (read-only);
+- ``icechunk``: zarr-python over ``icechunk``'s own store, a fresh Repository each run (the direct
+  path to the repository, nczfs's peer);
+- ``zarr-s3``: zarr-python + fsspec ``s3fs`` over the plain copy.
+
+Each workload: one warm-up, then --runs cold runs (a fresh mount or client, page cache dropped);
+the big read is also repeated warm in the same mount. Prints medians, the ratios
+icechunk/nczfs-icechunk and nczfs-zarr/nczfs-icechunk (>1: the Icechunk mount is faster), and
+the CPU seconds of the S3 server, the FUSE daemon and the reader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import zarr
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_directory import drop_caches  # noqa: E402
+from bench.bench_s3 import CHUNK, MiB, Run, cpu_seconds, median_run  # noqa: E402
+from tests.s3server import ADMIN, SeaweedS3  # noqa: E402
+
+NCZFS = [sys.executable, "-m", "nczfs"]
+LABELS = ("nczfs-icechunk", "nczfs-zarr", "icechunk", "zarr-s3")
+
+
+class Paths:
+    def __init__(self, server: SeaweedS3, bucket: str, work: Path):
+        self.server, self.bucket, self.work = server, bucket, work
+        self.mnt = {"nczfs-icechunk": work / "mnt-icechunk", "nczfs-zarr": work / "mnt-zarr"}
+        for m in self.mnt.values():
+            m.mkdir()
+
+    def source(self, label: str) -> str:
+        return f"icechunk+s3://{self.bucket}/repo" if label == "nczfs-icechunk" else f"s3://{self.bucket}/plain"
+
+    def mount(self, label: str) -> None:
+        subprocess.run([*NCZFS, "mount", self.source(label), str(self.mnt[label]), "--read-only",
+                        "--endpoint-url", self.server.endpoint], check=True)
+
+    def umount(self, label: str) -> None:
+        subprocess.run([*NCZFS, "umount", str(self.mnt[label])], check=True)
+
+    def daemon_pid(self, label: str) -> int | None:
+        if label not in self.mnt:
+            return None
+        from nczfs.control import read_control
+
+        return read_control(str(self.mnt[label]))["pid"]
+
+    def storage(self):
+        import icechunk
+
+        return icechunk.s3_storage(bucket=self.bucket, prefix="repo", endpoint_url=self.server.endpoint,
+                                   allow_http=True, region="us-east-1", access_key_id=ADMIN[0],
+                                   secret_access_key=ADMIN[1], force_path_style=True)
+
+    def fs(self, asynchronous: bool = False):
+        import s3fs
+
+        return s3fs.S3FileSystem(key=ADMIN[0], secret=ADMIN[1], skip_instance_cache=True, asynchronous=asynchronous,
+                                 client_kwargs={"endpoint_url": self.server.endpoint, "region_name": "us-east-1"})
+
+    def array(self, label: str, name: str):
+        if label in self.mnt:
+            return zarr.open_array(zarr.storage.LocalStore(self.mnt[label] / name, read_only=True), mode="r")
+        if label == "icechunk":
+            import icechunk
+
+            session = icechunk.Repository.open(self.storage()).readonly_session(branch="main")
+            return zarr.open_array(session.store, path=name, mode="r")
+        store = zarr.storage.FsspecStore(self.fs(asynchronous=True), path=f"{self.bucket}/plain/{name}", read_only=True)
+        return zarr.open_array(store, mode="r")
+
+
+def write_data(p: Paths, mib: int, small: int) -> None:
+    import icechunk
+
+    n = mib * MiB // 4
+    repo = icechunk.Repository.create(p.storage())
+    session = repo.writable_session("main")
+    plain = zarr.storage.FsspecStore(p.fs(asynchronous=True), path=f"{p.bucket}/plain", read_only=False)
+    for store in (session.store, plain):
+        big = zarr.create_array(store, name="big", shape=(n,), chunks=(CHUNK,), dtype="f4", compressors=None,
+                                zarr_format=3)
+        big[:] = np.arange(n, dtype="f4")
+        s = zarr.create_array(store, name="small", shape=(small * 1024,), chunks=(1024,), dtype="f4",
+                              compressors=None, zarr_format=3)
+        s[:] = 1.0
+    session.commit("bench data")
+
+
+def read_big(p: Paths, label: str) -> float:
+    t = time.perf_counter()
+    assert float(p.array(label, "big")[:].sum(dtype="f8")) > 0
+    return time.perf_counter() - t
+
+
+def read_small(p: Paths, label: str) -> float:
+    t = time.perf_counter()
+    a = p.array(label, "small")
+    assert float(a[:].sum()) == a.size
+    return time.perf_counter() - t
+
+
+def list_small(p: Paths, label: str) -> float:
+    t = time.perf_counter()
+    if label in p.mnt:
+        out = subprocess.run(["ls", "-lR", str(p.mnt[label] / "small")], check=True, capture_output=True).stdout
+        n = out.count(b"\n")
+    elif label == "icechunk":
+        import icechunk
+
+        store = icechunk.Repository.open(p.storage()).readonly_session(branch="main").store
+
+        async def count() -> int:
+            return len([k async for k in store.list_prefix("small")])
+
+        n = zarr.core.sync.sync(count())
+    else:
+        n = len(p.fs().find(f"{p.bucket}/plain/small", detail=True))
+    assert n > 100
+    return time.perf_counter() - t
+
+
+def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
+    """``count`` reads of 4 KiB at random offsets of the big array's chunks, each its own open."""
+    rng = random.Random(42)
+    nchunks = mib * MiB // (CHUNK * 4)
+    picks = [(rng.randrange(nchunks), rng.randrange(CHUNK * 4 // 4096) * 4096) for _ in range(count)]
+    t = time.perf_counter()
+    if label in p.mnt:
+        for c, off in picks:
+            fd = os.open(p.mnt[label] / "big" / "c" / str(c), os.O_RDONLY)
+            try:
+                assert len(os.pread(fd, 4096, off)) == 4096
+            finally:
+                os.close(fd)
+    elif label == "icechunk":
+        import icechunk
+        from zarr.abc.store import RangeByteRequest
+        from zarr.core.buffer import default_buffer_prototype
+
+        store = icechunk.Repository.open(p.storage()).readonly_session(branch="main").store
+
+        async def reads() -> None:
+            for c, off in picks:
+                buf = await store.get(f"big/c/{c}", default_buffer_prototype(), RangeByteRequest(off, off + 4096))
+                assert len(buf) == 4096
+
+        zarr.core.sync.sync(reads())
+    else:
+        fs = p.fs()
+        for c, off in picks:
+            assert len(fs.cat_file(f"{p.bucket}/plain/big/c/{c}", start=off, end=off + 4096)) == 4096
+    return time.perf_counter() - t
+
+
+def timed(p: Paths, label: str, fn: Callable[[Paths, str], float]) -> Run:
+    daemon, server = p.daemon_pid(label), p.server.proc.pid
+    s0, d0, r0 = cpu_seconds(server), cpu_seconds(daemon) if daemon else 0.0, os.times()
+    wall = fn(p, label)
+    r1 = os.times()
+    reader = r1.user - r0.user + r1.system - r0.system + r1.children_user - r0.children_user + r1.children_system - r0.children_system
+    return Run(wall, cpu_seconds(server) - s0, (cpu_seconds(daemon) - d0) if daemon else 0.0, reader)
+
+
+def measure(p: Paths, label: str, fn: Callable[[Paths, str], float], runs: int, warm: bool) -> tuple[list[Run], list[Run]]:
+    cold, hot = [], []
+    for i in range(runs + 1):
+        drop_caches()
+        if label in p.mnt:
+            p.mount(label)
+        try:
+            run = timed(p, label, fn)
+            if i:
+                cold.append(run)
+                if warm and label in p.mnt:
+                    hot.append(timed(p, label, fn))
+        finally:
+            if label in p.mnt:
+                p.umount(label)
+    return cold, hot
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--small", type=int, default=4000)
+    ap.add_argument("--preads", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--labels", default=",".join(LABELS))
+    args = ap.parse_args()
+    labels = args.labels.split(",")
+    work = Path(tempfile.mkdtemp(prefix="nczfs-bench-icechunk-"))
+    server = SeaweedS3(work / "weed")
+    os.environ.update(server.write_aws_files(work / "aws"))
+    server.start()
+    rows: dict[str, dict[str, Run]] = {}
+    try:
+        p = Paths(server, server.new_bucket("bench"), work)
+        write_data(p, args.mib, args.small)
+        cases = [
+            (f"read {args.mib} MiB array (8 MiB chunks)", read_big, True),
+            (f"read {args.small:,} chunks of 4 KiB", read_small, False),
+            (f"list {args.small:,} chunks (mounts: ls -lR)", list_small, False),
+            (f"{args.preads:,} random 4 KiB reads in the chunks", lambda p, l: random_preads(p, l, args.preads, args.mib), False),
+        ]
+        for name, fn, warm in cases:
+            for label in labels:
+                cold, hot = measure(p, label, fn, args.runs, warm)
+                for kind, found in (("cold", cold), ("warm", hot)):
+                    if found:
+                        rows.setdefault(f"{name}, {kind}", {})[label] = median_run(found)
+                print(f"{name} {label}: cold {' '.join(f'{r.wall:.3f}' for r in cold)}"
+                      + (f" warm {' '.join(f'{r.wall:.3f}' for r in hot)}" if hot else ""), file=sys.stderr)
+    finally:
+        for m in work.glob("mnt-*"):
+            subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
+        server.stop()
+        subprocess.run(["rm", "-rf", str(work)])
+
+    pairs = [(o, "nczfs-icechunk") for o in ("icechunk", "nczfs-zarr", "zarr-s3") if o in labels and "nczfs-icechunk" in labels]
+    heads = [f"{label} s" for label in labels] + [f"{o}/{z}" for o, z in pairs]
+    print(f"\n| workload (S3 on SeaweedFS, loopback; median of {args.runs}) | " + " | ".join(heads) + " |")
+    print("|---|" + "---:|" * len(heads))
+    for name, r in rows.items():
+        cells = [f"{r[label].wall:.3f}" if label in r else "-" for label in labels]
+        cells += [f"{r[o].wall / r[z].wall:.2f}" if o in r and z in r and r[z].wall else "-" for o, z in pairs]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"\n| CPU seconds (median of {args.runs}) | path | wall | S3 server | FUSE daemon | reader |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name, r in rows.items():
+        for label, run in r.items():
+            print(f"| {name} | {label} | {run.wall:.3f} | {run.server:.2f} | {run.daemon:.2f} | {run.reader:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
