@@ -124,10 +124,15 @@ def test_an_fsync_of_the_root_and_the_unmount_each_make_one_commit(local, tmp_pa
         finally:
             os.close(fd)
         assert len(local.messages()) == 4 and local.dataset().t.values.tolist() == (T1 + 1).tolist()
+        with open(m.path / "t" / "c" / "0" / "0", "r+b") as f:  # an fsync of a file commits too (as on zip)
+            f.write(np.full(4, -1, "<f4").tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+            assert len(local.messages()) == 5
         xr.Dataset({"t": (("x", "y"), T1 + 2)}).to_zarr(m.path, mode="r+", zarr_format=3, consolidated=False)
     assert not is_mounted(m.path)
     messages = local.messages()
-    assert len(messages) == 5 and messages[0].startswith("nczfs: writes on ")
+    assert len(messages) == 6 and messages[0].startswith("nczfs: writes on ")
     assert local.dataset().t.values.tolist() == (T1 + 2).tolist()
 
 
@@ -164,6 +169,14 @@ def test_posix_tools_copy_a_zarr_store_in_and_stray_files_hold_the_commit_back(l
     with mounted(local, tmp_path / "mnt") as m:
         subprocess.run(["cp", "-r", str(src), str(m.path / "copy")], check=True)
         (m.path / "README").write_text("not zarr\n")
+        (m.path / "bad").mkdir()
+        with pytest.raises(OSError) as info:  # metadata validation, as on every backend
+            (m.path / "bad" / "zarr.json").write_bytes(b'{"zarr_format": 3}')
+        assert info.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as info:  # Zarr v2 metadata: Icechunk holds none
+            (m.path / "bad" / ".zgroup").write_bytes(b'{"zarr_format": 2}')
+        assert info.value.errno == errno.EINVAL
+        (m.path / "bad").rmdir()
         assert sync(m.path).returncode == 1 and "README" in m.log_text()
         os.unlink(m.path / "README")
         assert sync(m.path).returncode == 0

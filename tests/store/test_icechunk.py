@@ -55,7 +55,11 @@ def commit_elsewhere(path, writes: dict[str, bytes], message="elsewhere", branch
 
 def read_branch(path, key: str, branch="main") -> bytes | None:
     store = reopen(path).readonly_session(branch=branch).store
-    buf = zarr.core.sync.sync(store.get(key, zarr.core.buffer.default_buffer_prototype()))
+    try:
+        buf = zarr.core.sync.sync(store.get(key, zarr.core.buffer.default_buffer_prototype()))
+    except icechunk.IcechunkError as exc:  # a key below a node that is not there
+        assert "node not found" in str(exc)
+        return None
     return None if buf is None else buf.to_bytes()
 
 
@@ -195,6 +199,16 @@ async def test_chunks_written_before_their_array_wait_for_it(ice, repo_path):
     assert ice.counters()["icechunk.waiting-files"] == 0
     await ice.sync()
     assert read_branch(repo_path, "n/c/1") == b"later"
+
+
+async def test_removing_an_arrays_zarr_json_removes_the_array_and_a_rename_moves_it_whole(ice, repo_path):
+    await ice.rename_dir("v", "w")
+    assert await ice.list_prefix("w") == ["w/c/0/0", "w/c/1/1", "w/zarr.json"] and await ice.list_prefix("v") == []
+    assert ice.counters()["icechunk.waiting-files"] == 0
+    await ice.delete("w/zarr.json")  # Icechunk keeps no chunk without its array
+    assert await ice.list_prefix("w") == [] and await ice.entry("w") is None
+    await ice.sync()
+    assert read_branch(repo_path, "v/c/0/0") is None and read_branch(repo_path, "w/zarr.json") is None
 
 
 async def test_files_icechunk_cannot_hold_keep_the_commit_back_and_lose_nothing(ice, repo_path):
