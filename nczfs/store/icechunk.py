@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import datetime
 import json
+import logging
 import os
 import socket
 import threading
@@ -46,6 +47,8 @@ from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_k
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig
+
+log = logging.getLogger(__name__)
 
 #: the hidden directory of branches, tags and snapshots
 HISTORY = ".icechunk"
@@ -287,6 +290,8 @@ class IcechunkStore(SyncStore):
         self._refs: dict[tuple[str, str], tuple[float, Any]] = {}
         self._trees: OrderedDict[str, SnapshotTree] = OrderedDict()
         self.commits = 0
+        #: the branch the uncommitted writes were kept on at close (None: there were none)
+        self.unmerged_branch: str | None = None
         self.tree = self._open_main()
 
     # ------------------------------------------------------------------ sessions
@@ -629,8 +634,28 @@ class IcechunkStore(SyncStore):
         return f"icechunk {self.where} ({what})"
 
     def close(self) -> None:
-        if self._own_bridge:
-            self.bridge.close()
+        try:
+            self._keep_uncommitted()
+        finally:
+            if self._own_bridge:
+                self.bridge.close()
+
+    def _keep_uncommitted(self) -> None:
+        """Writes still uncommitted at the end (their sync failed: a conflict) are not lost: they
+        become a snapshot on a branch of their own, named in the log."""
+        if self.read_only or not self.tree.session.has_uncommitted_changes:
+            return
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        name = f"nczfs-unmerged-{self.branch}-{stamp}"
+        try:
+            snap = self.tree.session.flush(f"{self.commit_message or self.default_message()} (not merged into {self.branch})")
+            self.repo.create_branch(name, snap)
+        except Exception as exc:  # noqa: BLE001 - logged: nothing else can be done at exit
+            log.error("%s: writes not committed and not kept: %s", self.where, reason(exc))
+            return
+        self.unmerged_branch = name
+        log.error("%s: writes not committed to branch %r kept on branch %r (snapshot %s): merge them from there",
+                  self.where, self.branch, name, snap)
 
 
 # ---------------------------------------------------------------------- opening a repository

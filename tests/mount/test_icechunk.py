@@ -8,6 +8,7 @@ import errno
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,7 +161,13 @@ def test_a_conflicting_commit_elsewhere_fails_the_sync_and_loses_nothing(local, 
         res = run_nczfs("umount", str(m.path))
         assert res.returncode == 1 and "not unmounted" in res.stderr and is_mounted(m.path)
         assert local.dataset().t.values.tolist() == (T1 - 100).tolist()
-        subprocess.run(["fusermount3", "-u", str(m.path)], check=True)  # the user gives the writes up
+        subprocess.run(["fusermount3", "-u", str(m.path)], check=True)  # the daemon keeps them on a branch
+        deadline = time.monotonic() + 30
+        while "kept on branch" not in m.log_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    kept = [b for b in local.repo().list_branches() if b.startswith("nczfs-unmerged-main-")]
+    assert len(kept) == 1 and f"kept on branch {kept[0]!r}" in m.log_text()
+    assert local.dataset(branch=kept[0]).t.values.tolist() == (T1 + 100).tolist()
 
 
 def test_posix_tools_copy_a_zarr_store_in_and_stray_files_hold_the_commit_back(local, tmp_path):

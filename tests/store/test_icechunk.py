@@ -272,6 +272,10 @@ async def test_a_conflict_fails_the_sync_clearly_and_keeps_the_session(repo_path
         assert read_branch(repo_path, "v/c/0/0") == b"theirs!!" * 2
     finally:
         store.close()
+    # at the end (the unmount) the writes are kept on a branch of their own
+    assert store.unmerged_branch is not None and store.unmerged_branch.startswith("nczfs-unmerged-main-")
+    assert read_branch(repo_path, "v/c/0/0", branch=store.unmerged_branch) == b"mine" * 4
+    assert read_branch(repo_path, "v/c/0/0") == b"theirs!!" * 2
 
 
 async def test_history_directories_show_branches_tags_and_the_ancestry(repo_path):
