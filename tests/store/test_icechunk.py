@@ -523,3 +523,73 @@ def test_a_virtual_chunk_in_an_object_on_seaweedfs_is_read_with_the_mounts_crede
         assert store.get("t/c/0") == values.tobytes()
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------------- SOURCE and -o options
+
+
+@pytest.mark.parametrize("text,location", [
+    ("icechunk:///data/repo", "/data/repo"),
+    ("icechunk:///data/repo/", "/data/repo"),
+    ("icechunk://rel/repo", "/cwd/rel/repo"),
+    ("icechunk+s3://bucket/some/prefix", "s3://bucket/some/prefix"),
+    ("icechunk+s3://bucket", "s3://bucket"),
+])
+def test_icechunk_sources(text, location):
+    from nczfs.source import parse_source
+
+    src = parse_source(text, cwd="/cwd")
+    assert (src.backend, src.location) == ("icechunk", location)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("icechunk+gs://bucket/p", "unsupported URL scheme 'icechunk+gs'"),
+    ("icechunk+s3:///p", "no bucket"),
+])
+def test_bad_icechunk_sources(text, message):
+    from nczfs.errors import SourceError
+    from nczfs.source import parse_source
+
+    with pytest.raises(SourceError) as info:
+        parse_source(text)
+    assert message in str(info.value)
+
+
+def mount_config(*argv: str, mountpoint: str = "/"):
+    from nczfs.cli import _parser, build_config
+
+    return build_config(_parser().parse_args(["mount", argv[0], mountpoint, *argv[1:]]))
+
+
+def test_icechunk_options(tmp_path):
+    from nczfs.cli import UsageError
+
+    c = mount_config("icechunk:///r", "-o", "branch=dev,commit_message=hello",
+                     "-o", "virtual_chunk_container=s3://b/=http://127.0.0.1:1,virtual_chunk_container=file:///d/",
+                     mountpoint=str(tmp_path))
+    assert (c.branch, c.commit_message, c.read_only) == ("dev", "hello", False)
+    assert c.virtual_chunk_containers == ("s3://b/=http://127.0.0.1:1", "file:///d/")
+    assert c.metadata_ttl == 1.0  # a writable branch: others commit to it
+    for opt in ("tag=v1", "snapshot=ABC"):  # a tag or a snapshot never changes: read-only
+        c = mount_config("icechunk:///r", "-o", opt, mountpoint=str(tmp_path))
+        assert c.read_only and c.metadata_ttl == 60.0
+    with pytest.raises(UsageError) as info:
+        mount_config("icechunk:///r", "-o", "branch=a,tag=b", mountpoint=str(tmp_path))
+    assert "choose one of branch=, tag= and snapshot=" in str(info.value)
+    for opt in ("branch=main", "virtual_chunk_container=file:///d/"):
+        with pytest.raises(UsageError) as info:
+            mount_config("s3://bucket/p", "-o", opt, mountpoint=str(tmp_path))
+        assert "an option of Icechunk sources" in str(info.value)
+
+
+def test_a_missing_repository_or_branch_is_a_clear_error(tmp_path):
+    from nczfs.errors import SourceError
+    from nczfs.store.icechunk import open_icechunk
+
+    with pytest.raises(SourceError) as info:
+        open_icechunk(mount_config(f"icechunk://{tmp_path}/nothing", mountpoint=str(tmp_path)))
+    assert "cannot open the Icechunk repository" in str(info.value)
+    local_repo(tmp_path / "repo")
+    with pytest.raises(SourceError) as info:
+        open_icechunk(mount_config(f"icechunk://{tmp_path}/repo", "-o", "branch=nope", mountpoint=str(tmp_path)))
+    assert "cannot open branch 'nope'" in str(info.value)
