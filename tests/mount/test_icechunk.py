@@ -197,13 +197,19 @@ def test_posix_tools_copy_a_zarr_store_in_and_stray_files_hold_the_commit_back(l
     assert xr.open_zarr(session.store, group="copy", consolidated=False).w.values.tolist() == list(np.arange(6.0))
 
 
-def test_debian_ncdump_reads_a_repository_xarray_wrote_through_a_view(local, tmp_path):
+def test_ncdump_the_wheel_and_xarray_read_a_repository_xarray_wrote_through_their_views(local, tmp_path):
     with mounted(local, tmp_path / "m49", "--present", "netcdf-4.9") as m:
         with debian_read(m.path, tmp_path) as nc:
             assert nc["t"][:].tolist() == (T1 * 10).tolist() and nc["t"].units == "K"
             assert nc["x"][:].tolist() == [10, 20, 30] and nc.title == "ice"
         with debian_read(m.path / ".icechunk" / "tags" / "v1", tmp_path) as nc:
             assert nc["t"][:].tolist() == T1.tolist()
+    netCDF4 = pytest.importorskip("netCDF4")
+    with mounted(local, tmp_path / "m410", "--read-only", "--present", "netcdf-4.10") as m:
+        with netCDF4.Dataset(f"file://{m.path}#mode=nczarr,file") as nc:  # the pip wheel's netCDF-C
+            assert nc["t"][:].tolist() == (T1 * 10).tolist() and nc.title == "ice"
+    with mounted(local, tmp_path / "mxa", "--read-only", "--present", "xarray") as m:
+        assert xr.open_zarr(m.path, consolidated=False, zarr_format=2).t.values.tolist() == (T1 * 10).tolist()
 
 
 def test_a_repository_on_s3_mounts_writes_and_commits(on_s3, tmp_path):
