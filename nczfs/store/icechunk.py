@@ -200,6 +200,10 @@ class SnapshotTree:
             for n in names
         ]
 
+    def has_children(self, prefix: str) -> bool:
+        """Is ``prefix`` a directory of the tree (names only: no sizes asked for)?"""
+        return bool(self.bridge.run(self._names, "list_dir", prefix))
+
     def list_prefix(self, prefix: str) -> list[str]:
         # Icechunk lists below a node only: below a chunk directory its array is listed, below
         # anything else that is no node the whole tree, and the keys filtered
@@ -481,7 +485,11 @@ class IcechunkStore(SyncStore):
             return parts[0] in HISTORY_KINDS and self._resolve(parts[0], parts[1]) is not None
         if parts is not None and len(parts) < 2:
             return not parts or parts[0] in HISTORY_KINDS
-        return super().dir_exists(prefix)
+        if parts is not None:
+            found = self._history_tree(parts)
+            return found is not None and found[0].has_children(found[1])
+        start = prefix + "/" if prefix else ""
+        return prefix == "" or any(k.startswith(start) for k in self._waiting) or self.tree.has_children(prefix)
 
     def hides(self, key: str) -> bool:
         return key == HISTORY

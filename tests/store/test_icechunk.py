@@ -299,6 +299,8 @@ async def test_history_directories_show_branches_tags_and_the_ancestry(repo_path
         assert (await s.stat(".icechunk/tags/v1/v/c/0/0")).etag == v1  # cached by snapshot
         assert [(e.name, e.info.key) for e in await s.list_dir(".icechunk/tags/v1/v/c/0")] == [("0", ".icechunk/tags/v1/v/c/0/0")]
         assert await s.entry(".icechunk/tags/nope") is None and await s.entry(".icechunk/nope") is None
+        assert (await s.entry(".icechunk/tags/v1/v/c")).is_dir and await s.entry(".icechunk/tags/v1/v/c/9") is None
+        assert (await s.entry("v/c/1")).is_dir and await s.entry("v/c/9") is None
         with pytest.raises(KeyNotFound):
             await s.get(".icechunk/tags/nope/zarr.json")
         with pytest.raises(ReadOnly):
