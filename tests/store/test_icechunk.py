@@ -595,3 +595,23 @@ def test_a_missing_repository_or_branch_is_a_clear_error(tmp_path):
     with pytest.raises(SourceError) as info:
         open_icechunk(mount_config(f"icechunk://{tmp_path}/repo", "-o", "branch=nope", mountpoint=str(tmp_path)))
     assert "cannot open branch 'nope'" in str(info.value)
+
+
+def test_the_mounts_profile_gives_the_credentials_on_s3(s3_server):
+    """-o profile= (here SeaweedFS's read-only identity) is used for the repository's storage."""
+    from nczfs.store.icechunk import open_icechunk
+
+    config = s3_repo(s3_server, s3_server.new_prefix("prof"))
+    writer = open_icechunk(config)
+    writer.set("zarr.json", GROUP)
+    writer.sync()
+    writer.close()
+    reader = open_icechunk(s3_config(s3_server, config.source.text, profile="reader"))
+    try:
+        assert reader.get("zarr.json") == GROUP
+        reader.set("v/zarr.json", array_meta())
+        with pytest.raises(BackendError) as info:
+            reader.sync()
+        assert "not committed" in str(info.value)
+    finally:
+        reader.close()
