@@ -588,12 +588,14 @@ def test_a_missing_repository_or_branch_is_a_clear_error(tmp_path):
     from nczfs.errors import SourceError
     from nczfs.store.icechunk import open_icechunk
 
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
     with pytest.raises(SourceError) as info:
-        open_icechunk(mount_config(f"icechunk://{tmp_path}/nothing", mountpoint=str(tmp_path)))
+        open_icechunk(mount_config(f"icechunk://{tmp_path}/nothing", mountpoint=str(mnt)))
     assert "cannot open the Icechunk repository" in str(info.value)
     local_repo(tmp_path / "repo")
     with pytest.raises(SourceError) as info:
-        open_icechunk(mount_config(f"icechunk://{tmp_path}/repo", "-o", "branch=nope", mountpoint=str(tmp_path)))
+        open_icechunk(mount_config(f"icechunk://{tmp_path}/repo", "-o", "branch=nope", mountpoint=str(mnt)))
     assert "cannot open branch 'nope'" in str(info.value)
 
 
