@@ -16,6 +16,8 @@ clash), its attributes as global attributes, and every variable the format has a
 * a string attribute of one value as text; ``_FillValue`` of the variable's type, or else the
   Zarr ``fill_value`` as ``_FillValue``.
 
+A sharded Zarr v3 array's values come from its innermost chunks, each a byte range of its shard.
+
 Left out, each with its reason (``nczfs inspect`` lists them): variables of types with no netCDF
 type (complex, ``float16``, variable-length strings; Zarr v3 ``bool`` is shown as ``byte``,
 datetimes as ``int64`` with CF ``units``), variables whose codecs cannot be
@@ -26,6 +28,7 @@ type's range. Pure computation: no I/O.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -37,6 +40,7 @@ from nczfs.nczarr import jsontext
 from nczfs.nczarr.classic import TYPES, Attr, Dim, Layout, Var, layout, valid_name
 from nczfs.nczarr.emit import TIME_UNITS, V2Array, _xarray_v3_fill, v3_to_v2
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
+from nczfs.nczarr.sharding import ShardedArray, Sharding
 from nczfs.nczarr.transcode import Codecs, Recode
 
 _FIXED_STRING = re.compile(r"^[<>|]?S(\d+)$")
@@ -68,6 +72,9 @@ class Values:
     chunk_prefix: str = ""
     #: numpy unicode strings (``<U<n>``): what ``recode`` gives, each then UTF-8 in ``dtype``
     text: str = ""
+    #: a sharded Zarr v3 array: ``chunks`` are its innermost chunks, each a byte range of the
+    #: shard that :meth:`key_of` names for the shard's grid index (see :attr:`shards`)
+    sharding: Sharding | None = None
 
     def decode(self, raw: bytes, key: str = "") -> np.ndarray:
         """A stored chunk as its elements in the file's form (CPU work: off the trio thread)."""
@@ -82,6 +89,13 @@ class Values:
         name = self.chunk_prefix + self.separator.join(map(str, index)) if index else \
             (self.chunk_prefix.rstrip("/.") or "0")
         return f"{self.array}/{name}" if self.array else name
+
+    @functools.cached_property
+    def shards(self) -> ShardedArray | None:
+        """How to find an innermost chunk in its shard (None: not sharded)."""
+        if self.sharding is None:
+            return None
+        return ShardedArray(self.array, self.chunk_prefix, self.separator, self.sharding, self.grid)
 
     @property
     def itemsize(self) -> int:
@@ -203,8 +217,6 @@ class _Builder:
             v2 = v3_to_v2(var)
             if isinstance(v2, str):
                 return None, v2
-            if v2.sharding is not None:
-                return None, "a sharded Zarr v3 array (its chunks lie inside shards: not read into .nc files yet)"
         else:
             v2 = V2Array(var.dtype, var.order, var.compressor, var.filters or None, var.dimension_separator)
         if v2.order not in ("C", "F"):
@@ -282,10 +294,11 @@ class _Builder:
                 attrs.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
             vars.append(Var(var.name, nctype, dimids, attrs))
             stored = tuple(var.shape)
-            chunks = tuple(var.chunks) if var.shape else ()
+            chunks = tuple(v2.chunks or var.chunks) if var.shape else ()  # sharded: the innermost chunks
             codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
             recode = Recode(stored_dtype, chunks, v2.order, codecs, text or dtype, chunks)
-            sep, cprefix = v2.separator, ""
+            # a sharded array's chunk keys name its shards
+            sep, cprefix = (var.dimension_separator if v2.sharding is not None else v2.separator), ""
             if self.ds.flavor == "zarr-v3":
                 enc = self.encodings.get(what, "default")
                 cprefix = f"c{sep}" if enc == "default" else ""
@@ -295,7 +308,7 @@ class _Builder:
             fill = _fill_bytes(var.nctype or "string", dtype, var.fill_value)
             if text and isinstance(var.fill_value, str):
                 fill = var.fill_value.encode("utf-8")[:width].ljust(width, b"\0")
-            values.append(Values(array, stored, stored, chunks, dtype, fill, recode, sep, cprefix, text))
+            values.append(Values(array, stored, stored, chunks, dtype, fill, recode, sep, cprefix, text, v2.sharding))
         dims_list = list(self.dims.values())
         if rec is not None:
             for key, d in self.dims.items():

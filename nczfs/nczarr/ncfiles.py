@@ -11,7 +11,9 @@ metadata object gives a new version (rebuilt after ``ttl`` seconds, or at once a
 through the mount). A read is answered from the chunks it covers (:mod:`nczfs.nczarr.ncread`),
 decoded in worker threads and kept, decoded, in a cache of ``decoded_bytes``; a read through a
 descriptor stays on the version it opened (the chunk versions listed then), as long as that
-version is remembered. Names that exist in the store are never shadowed.
+version is remembered. A sharded Zarr v3 array's chunks are read as byte ranges of its shards,
+found through the shards' indexes (kept, per shard version). Names that exist in the store are
+never shadowed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from nczfs.nczarr import ncread
 from nczfs.nczarr.ncfile import GroupFile, Values, file_names, group_file, v3_encodings
 from nczfs.nczarr.read import read_dataset
 from nczfs.nczarr.roots import Roots
+from nczfs.nczarr.sharding import IndexCache
 from nczfs.nczarr.validate import is_metadata_key
 from nczfs.source import Source
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
@@ -51,8 +54,8 @@ class NcVersion:
 
     key: str
     file: GroupFile
-    #: store key -> version tag of every chunk of the file's arrays that exists
-    chunks: dict[str, str]
+    #: store key -> what the listing said of every chunk (shard) of the file's arrays that exists
+    chunks: dict[str, ObjectInfo]
     etag: str
     mtime_ns: int
 
@@ -96,6 +99,20 @@ class _Objects:
         return [e.name for e in entries]
 
 
+def _ident(v: NcVersion, val: Values, idx: tuple[int, ...]) -> tuple | None:
+    """Chunk ``idx`` of ``val`` in the decoded cache: its stored object (a sharded array's: its
+    shard, and where in it), the object's version, how it is decoded; None if the version lists
+    no such object (the chunk is missing: fill values)."""
+    if val.sharding is None:
+        key = val.key_of(idx)
+        info = v.chunks.get(key)
+        return None if info is None else (key, info.etag, val.recode.token)
+    shard, _ = val.sharding.locate(idx)
+    key = val.key_of(shard)
+    info = v.chunks.get(key)
+    return None if info is None else (key, info.etag, idx, val.recode.token)
+
+
 def _next_index(index: tuple[int, ...], grid: tuple[int, ...]) -> tuple[int, ...] | None:
     out = list(index)
     for axis in reversed(range(len(out))):
@@ -120,6 +137,8 @@ class NcFilesStore(WrapperStore):
         self._decoded: collections.OrderedDict[tuple, np.ndarray | None] = collections.OrderedDict()
         self._decoded_bytes = 0
         self._decoding: dict[tuple, trio.Event] = {}
+        #: the indexes of shards (sharded Zarr v3 arrays), by shard, version and byte range
+        self._indexes = IndexCache()
         #: keys of the files shown (read-only)
         self._shown: set[str] = set()
         self._logged: set[str] = set()
@@ -196,10 +215,10 @@ class NcFilesStore(WrapperStore):
                     self._logged.add(f"{key}: {why}")
                     log.info("%s leaves out %s", key, why)
             prefixes = tuple(v.array + "/" for v in f.values)
-            chunks = {k: i.etag for k, i in listed.items() if k.startswith(prefixes) and not is_metadata_key(k)}
+            chunks = {k: i for k, i in listed.items() if k.startswith(prefixes) and not is_metadata_key(k)}
             h = hashlib.sha1(f.layout.header)
             for k in sorted(chunks):
-                h.update(f"\0{k}\0{chunks[k]}".encode())
+                h.update(f"\0{k}\0{chunks[k].etag}".encode())
             mtime = max([meta_mtime, *(listed[k].mtime_ns for k in listed if k.startswith(prefixes))])
             v = NcVersion(key, f, chunks, h.hexdigest(), mtime or time.time_ns())
             built.files[name] = v
@@ -371,12 +390,8 @@ class NcFilesStore(WrapperStore):
             nxt = _next_index(nxt, grid) if nxt is not None else None
             if nxt is None:
                 return
-            key = val.key_of(nxt)
-            etag = v.chunks.get(key)
-            if etag is None:
-                continue
-            ident = (key, etag, val.recode.token)
-            if ident in self._decoded or ident in self._decoding:
+            ident = _ident(v, val, nxt)
+            if ident is None or ident in self._decoded or ident in self._decoding:
                 continue
             trio.lowlevel.spawn_system_task(self._quietly, v, val, nxt)
 
@@ -388,11 +403,9 @@ class NcFilesStore(WrapperStore):
 
     async def _chunk(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> np.ndarray | None:
         """Chunk ``idx`` of ``val``'s array as this version lists it, decoded (None: missing)."""
-        key = val.key_of(idx)
-        etag = v.chunks.get(key)
-        if etag is None:
+        ident = _ident(v, val, idx)
+        if ident is None:
             return None
-        ident = (key, etag, val.recode.token)
         while True:
             if ident in self._decoded:
                 self._decoded.move_to_end(ident)
@@ -405,11 +418,13 @@ class NcFilesStore(WrapperStore):
                 continue
         done = self._decoding[ident] = trio.Event()
         try:
+            key = ident[0]
             try:
-                raw = await self.inner.get_version(key, None, etag or None)
+                raw = await self._stored(v, val, idx, key)
             except KeyNotFound:
-                arr = None
-            else:
+                raw = None
+            arr = None
+            if raw is not None:
                 arr = await run_blocking(val.decode, raw, key)
                 self.stats["ncfiles.chunks-decoded"] += 1
             self._keep(ident, arr)
@@ -417,6 +432,17 @@ class NcFilesStore(WrapperStore):
         finally:
             del self._decoding[ident]
             done.set()
+
+    async def _stored(self, v: NcVersion, val: Values, idx: tuple[int, ...], key: str) -> bytes | None:
+        """The stored bytes of chunk ``idx`` (a sharded array's: its byte range of shard ``key``,
+        found through the shard's indexes, read once per shard version); None: missing."""
+        info = v.chunks[key]
+        if val.shards is None:
+            return await self.inner.get_version(key, None, info.etag or None)
+        loc = await val.shards.locate_in(self.inner, self._indexes, idx, key, info)
+        if loc is None:
+            return None
+        return await self.inner.get_version(key, ByteRange(loc.start, loc.end), info.etag or None)
 
     def _keep(self, ident: tuple, arr: np.ndarray | None) -> None:
         self._decoded[ident] = arr

@@ -209,12 +209,20 @@ class ShardedArray:
         index = self.chunk_index(name)
         if index is None:
             return None
-        shard, positions = self.sharding.locate(index)
+        shard, _ = self.sharding.locate(index)
         key = self.shard_key(shard)
         try:
             info = await store.stat(key)
         except KeyNotFound:
             return None
+        return await self.locate_in(store, cache, index, key, info)
+
+    async def locate_in(self, store: Any, cache: IndexCache, index: tuple[int, ...], key: str,
+                        info: Any) -> Located | None:
+        """Where innermost chunk ``index`` lies in its shard ``key`` of the version and size ``info``
+        (an ObjectInfo) gives, or None if its entry is empty. Indexes are read pinned to that
+        version (a rewritten shard: Stale)."""
+        _, positions = self.sharding.locate(index)
         start, end = 0, info.size
         for level, pos in zip(self.sharding.levels, positions):
             off, n = (int(x) for x in (await self._index(store, cache, key, info.etag, level, start, end))[pos])

@@ -26,6 +26,7 @@ import pytest
 from tests.conftest import CORPUS
 from tests.helpers import DirectoryBackend, Mount, S3Backend, ZipBackend, counts, mounted
 from tests.mount.test_reference_mount import RefsBackend
+from tests.mount.test_view_sharding import write_sharded
 from tests.nczarr.test_ncfile import make_cf, make_v3, make_xarray_v2
 
 pytestmark = pytest.mark.fuse
@@ -40,6 +41,7 @@ FILES = {
     "cf.zarr": {"cf.zarr.nc": 5, "cf.zarr.g.nc": 1},
     "v3.zarr": {"v3.zarr.nc": 5},
     "x.zarr": {"x.zarr.nc": 1},
+    "sharded.zarr": {"sharded.zarr.nc": 1},  # every sharding form (tests/mount/test_view_sharding.py)
 }
 HANDMADE = ["v2za.file", "v2lc_allzattrs.file", "v2uc.file", "zarr.file"]
 #: netCDF-C's own test datasets (shared/corpus/netcdf-c): V2-LC by 4.9.2, V2-ZA with a group,
@@ -61,6 +63,7 @@ def local(tmp_path_factory) -> Path:
     make_cf(root / "cf.zarr")
     make_v3(root / "v3.zarr")
     make_xarray_v2(root / "x.zarr")
+    write_sharded(root)
     for name in HANDMADE:
         shutil.copytree(CORPUS / "handmade" / name, root / name)
     for name in NETCDF_C:

@@ -7,17 +7,38 @@ import random
 
 import numpy as np
 import pytest
+import trio
 
 from nczfs.errors import KeyNotFound
 from nczfs.nczarr import ncread
 from nczfs.nczarr.classic import Attr, Dim, Var, layout
 from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
 from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.sharding import IndexCache
+from nczfs.store.base import ByteRange
 from nczfs.store.directory import DirectoryStore
+from nczfs.threads import ThreadedStore
 
 netCDF4 = pytest.importorskip("netCDF4")
 zarr = pytest.importorskip("zarr")
 numcodecs = pytest.importorskip("numcodecs")
+from tests.mount.test_view_sharding import write_sharded  # noqa: E402  (every sharding form)
+
+
+def stored_chunk(store, val, idx) -> bytes | None:
+    """Chunk ``idx`` of ``val`` as stored (a sharded array's: its byte range of its shard)."""
+    if val.sharding is None:
+        try:
+            return store.get(val.key_of(idx))
+        except KeyNotFound:
+            return None
+    key = val.key_of(val.sharding.locate(idx)[0])
+    try:
+        info = store.stat(key)
+    except KeyNotFound:
+        return None
+    loc = trio.run(val.shards.locate_in, ThreadedStore(store), IndexCache(), idx, key, info)
+    return None if loc is None else store.get(key, ByteRange(loc.start, loc.end))
 
 
 def render(gf, store, start=0, end=None) -> bytes:
@@ -30,12 +51,8 @@ def render(gf, store, start=0, end=None) -> bytes:
         e0, e1 = run.elements(val.itemsize)
         chunks = {}
         for idx in ncread.chunks_needed(val, e0, e1):
-            try:
-                raw = store.get(val.key_of(idx))
-            except KeyNotFound:
-                chunks[idx] = None
-                continue
-            chunks[idx] = val.decode(raw)
+            raw = stored_chunk(store, val, idx)
+            chunks[idx] = None if raw is None else val.decode(raw)
         got.append(chunks)
     return ncread.assemble(gf, start, end, runs, got)
 
@@ -214,6 +231,7 @@ def corpus_root(tmp_path_factory):
     make_cf(root / "cf.zarr")
     make_v3(root / "v3.zarr")
     make_xarray_v2(root / "x.zarr")
+    write_sharded(root)
     return root
 
 
@@ -221,6 +239,7 @@ def corpus_root(tmp_path_factory):
     ("cf.zarr", ["cf.zarr.nc", "cf.zarr.g.nc"], ["CDF-5", "CDF-1"]),
     ("v3.zarr", ["v3.zarr.nc"], ["CDF-5"]),
     ("x.zarr", ["x.zarr.nc"], ["CDF-1"]),
+    ("sharded.zarr", ["sharded.zarr.nc"], ["CDF-1"]),
 ])
 def test_values_are_zarr_pythons(corpus_root, name, files, formats):
     store, ds, gfs = files_of(corpus_root, name)
@@ -252,9 +271,25 @@ def test_cf_dataset_keeps_its_record_dimension_and_attributes(corpus_root):
 
 def test_what_a_file_leaves_out_is_named(corpus_root):
     _, _, gfs = files_of(corpus_root, "v3.zarr")
-    assert gfs["v3.zarr.nc"].left_out == [
-        "/cplx: type complex64 has no netCDF type",
-        "/sharded: a sharded Zarr v3 array (its chunks lie inside shards: not read into .nc files yet)"]
+    assert gfs["v3.zarr.nc"].left_out == ["/cplx: type complex64 has no netCDF type"]
+
+
+def test_sharded_arrays_are_read_from_their_inner_chunks(corpus_root):
+    """Every sharding form (index at the end with crc32c, at the start, nested shards, blosc
+    inside, inner chunks never written, a partial last shard): each inner chunk is read from its
+    byte range of its shard, the values zarr-python's."""
+    store, _, gfs = files_of(corpus_root, "sharded.zarr")
+    gf = gfs["sharded.zarr.nc"]
+    assert gf.left_out == []
+    values = {lay.name: val for lay, val in zip(gf.layout.vars, gf.values)}
+    assert values["plain"].chunks == (2, 4) and values["nested"].chunks == (2, 2)
+    assert values["start"].key_of((1,)) == "sharded.zarr/start/c/1"  # the shard's key
+    zg = zarr.open_group(str(corpus_root / "sharded.zarr"), mode="r")
+    with netCDF4.Dataset("s.nc", memory=render(gf, store)) as nc:
+        nc.set_auto_maskandscale(False)
+        for name in ("plain", "nested", "start", "blosc"):
+            assert np.array_equal(nc[name][...], zg[name][...]), name
+        assert list(nc["start"][...]) == [0.5, 1.5, 2.5, 3.5, -1, -1, -1, -1, -1]
 
 
 def test_zarr_v3_times_are_int64_counts_with_cf_units(corpus_root):
@@ -275,7 +310,7 @@ def test_numpy_unicode_strings_are_utf_8_chars(corpus_root):
 
 def test_any_byte_range_is_the_whole_files_slice(corpus_root):
     rnd = random.Random(36)
-    for name in ("cf.zarr", "v3.zarr", "x.zarr"):
+    for name in ("cf.zarr", "v3.zarr", "x.zarr", "sharded.zarr"):
         store, _, gfs = files_of(corpus_root, name)
         for gf in gfs.values():
             whole = render(gf, store)
