@@ -2,7 +2,7 @@
 against the same tool on a real .nc copy on the local disk, and against the netCDF4 wheel reading
 the store directly through ``#mode=nczarr,s3``.
 
-    .venv/bin/python bench/bench_ncfiles.py [--mib 512] [--runs 3] [--tool ncks|cdo] [--zlib]
+    .venv/bin/python bench/bench_ncfiles.py [--mib 512] [--runs 3] [--tool ncks|cdo] [--zlib] [--profile DIR]
 
 Needs the test extra and Debian's nco/cdo (scripts/install.sh --test). Starts its own SeaweedFS
 on 127.0.0.1, writes an NCZarr dataset with the netCDF4 wheel (a variable ``temp(time, y, x)``
@@ -12,7 +12,10 @@ dropped, the mount remounted): ``ncks -O -v temp IN OUT`` (or ``cdo -s selname,t
 with IN the mount's ``ds.zarr.nc`` and with IN the local copy, OUT on the local disk; and the
 wheel reading ``temp`` whole from the store over S3. Prints medians, MiB/s, the ratio of the mount
 against the local file (the target: at least 0.5), and the CPU seconds of the S3 server, the FUSE
-daemon and the tool.
+daemon and the tool. ``--profile DIR``: py-spy (PyPI ``py-spy``) samples the daemon during each
+mount run, every thread (``--native``: the C frames too), into ``DIR/run-N.txt`` (py-spy's
+``raw`` format: one collapsed stack a line with its count); a summary of the functions seen most
+on CPU is printed.
 """
 
 from __future__ import annotations
@@ -92,13 +95,51 @@ def timed(fn, server_pid: int, daemon_pid: int | None) -> tuple[float, float, fl
             children_cpu() + time.process_time() - c0)
 
 
+def profiled(pid: int, out: Path) -> subprocess.Popen:
+    """py-spy sampling the daemon ``pid`` into ``out`` until it is sent SIGINT."""
+    import shutil
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--threads", "--native",
+                             "--rate", "200", "--output", str(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the tool starts
+    return proc
+
+
+def stop_profile(proc: subprocess.Popen, out: Path) -> None:
+    import signal
+
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    samples: dict[str, int] = {}
+    total = idle = 0
+    for line in out.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        frames = stack.split(";")[1:]
+        total += int(n)
+        if any("acquire_lock" in f or "epoll_wait" in f or "get_events" in f for f in frames):
+            idle += int(n)  # a worker waiting for work, the trio thread waiting for events
+            continue
+        py = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0] for f in frames if ".py:" in f]
+        leaf = py[-1] + ")" if py else frames[-1]
+        samples[leaf] = samples.get(leaf, 0) + int(n)
+    busy = total - idle
+    print(f"  profile {out}: {busy / 200:.2f} s of samples busy (200/s, every thread), by innermost Python function:")
+    for frame, n in sorted(samples.items(), key=lambda kv: -kv[1])[:20]:
+        print(f"    {n / 200:6.2f} s  {n / max(busy, 1):6.1%}  {frame}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=512)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tool", choices=("ncks", "cdo"), default="ncks")
     ap.add_argument("--zlib", action="store_true")
+    ap.add_argument("--profile", type=Path, help="py-spy the daemon into this folder")
     args = ap.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR", "/var/tmp")) as tmp:
         work = Path(tmp)
         server = SeaweedS3(work / "weed")
@@ -113,7 +154,7 @@ def main() -> None:
             upload(server, bucket, store)
             out = work / "out.nc"
             results: dict[str, list[tuple[float, float, float, float]]] = {"nczfs .nc": [], "local .nc": [], "wheel nczarr,s3": []}
-            for _ in range(args.runs):
+            for run in range(args.runs):
                 drop_caches()
                 subprocess.run([*NCZFS, "mount", f"s3://{bucket}", str(mnt), "--read-only", "--nc-files",
                                 "--endpoint-url", server.endpoint], check=True)
@@ -121,9 +162,12 @@ def main() -> None:
                     from nczfs.control import read_control
 
                     pid = read_control(str(mnt))["pid"]
+                    spy = profiled(pid, args.profile / f"run-{run}.txt") if args.profile else None
                     results["nczfs .nc"].append(timed(
                         lambda: subprocess.run(tool_cmd(args.tool, mnt / "ds.zarr.nc", out), check=True),
                         server.proc.pid, pid))
+                    if spy is not None:
+                        stop_profile(spy, args.profile / f"run-{run}.txt")
                 finally:
                     subprocess.run([*NCZFS, "umount", str(mnt)], check=True)
                 drop_caches()
