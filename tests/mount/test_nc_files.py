@@ -326,6 +326,29 @@ def test_the_file_follows_writes_through_the_mount_at_once(fresh):
         assert ds["v"].comment == "a new attribute"
 
 
+@pytest.mark.parametrize("fresh", ["directory"], indirect=True)
+def test_a_descriptor_that_read_an_old_version_gets_estale_never_a_mix(fresh):
+    """A chunk rewritten while a descriptor is open: once it has read, it gets ESTALE (the
+    kernel's pages dropped so that the daemon answers), as for any object, never a mix of two
+    versions; a new open reads the new version whole."""
+    nc = fresh.path / "x.zarr.nc"
+    fd = os.open(nc, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        old = os.pread(fd, size, 0)
+        arr = zarr.open_array(str(fresh.path / "x.zarr" / "v"), mode="r+")
+        arr[0, 0] = 99
+        new = nc.read_bytes()
+        assert new != old and len(new) == size
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        with pytest.raises(OSError) as info:
+            os.pread(fd, size, 0)
+        assert info.value.errno == errno.ESTALE
+    finally:
+        os.close(fd)
+    assert _values(nc, "v")[0, 0] == 99
+
+
 @pytest.mark.parametrize("fresh", ["s3"], indirect=True)
 def test_the_file_follows_changes_made_elsewhere_after_the_ttl(fresh, local):
     nc = fresh.path / "x.zarr.nc"
