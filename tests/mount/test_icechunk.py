@@ -219,3 +219,13 @@ def test_a_repository_on_s3_mounts_writes_and_commits(on_s3, tmp_path):
         xr.Dataset({"t": (("x", "y"), T1 + 7)}).to_zarr(m.path, mode="r+", zarr_format=3, consolidated=False)
         assert sync(m.path).returncode == 0
         assert on_s3.dataset().t.values.tolist() == (T1 + 7).tolist() and len(on_s3.messages()) == 4
+
+
+def test_a_repository_shows_a_netcdf_classic_file_with_nc_files(local, tmp_path):
+    """-o nc_files over an Icechunk mount: the root dataset's .nc file holds the branch's values."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    with mounted(local, tmp_path / "mnt", "--read-only", "--nc-files") as m:
+        files = sorted(p.name for p in m.path.iterdir() if p.name.endswith(".nc"))
+        assert len(files) == 1, files
+        with netCDF4.Dataset(m.path / files[0]) as nc:
+            assert nc["t"][:].tolist() == (T1 * 10).tolist() and nc.title == "ice"
