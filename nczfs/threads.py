@@ -4,8 +4,9 @@ One :class:`trio.CapacityLimiter` per store bounds how many calls run at once (f
 matches the connection pool). A call that waits :data:`SLOT_PATIENCE` seconds for a slot takes
 one of as many spare ones instead: calls stalled on a server that stopped answering (S3: up to
 3 attempts of 60 s) then hold up the others for seconds, not minutes. Stores that never block
-(memory) are called inline; a backend may offer ``get_version_async``, reads done with
-non-blocking sockets on the trio thread (S3).
+(memory) are called inline; a backend may offer ``get_version_async``, reads awaited on the
+trio thread without a worker (Icechunk's, and large GETs of object stores over https, both
+sent on an asyncio loop thread); it answers None for a read it leaves to a worker thread.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ class ThreadedStore(Store):
         self.read_only = impl.read_only
         # a backend's non-blocking reads, run on the trio thread itself (S3 over http: a worker
         # thread's round trip costs more CPU than a small GET); None from it: use the thread.
-        # Its ``get`` must be ``get_version`` without a version (as S3's is).
         self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = getattr(
             impl, "get_version_async", None)
 
@@ -78,17 +78,25 @@ class ThreadedStore(Store):
             return await run_blocking(fn, *args, limiter=self._threads)
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        if self._get_async is not None:
-            return await self.get_version(key, rng, None)
-        return await self._call(self.impl.get, key, rng)
+        data = await self._read(key, rng, None, self.impl.get, key, rng)
+        return data if isinstance(data, bytes) else bytes(data)  # get gives bytes, never a view
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
-        if self._get_async is not None:
-            async with self._slot():  # the same bound as the threads' (S3: the connection pool's size)
-                data = await self._get_async(key, rng, etag)
+        return await self._read(key, rng, etag, self.impl.get_version, key, rng, etag)
+
+    async def _read(self, key: str, rng: ByteRange | None, etag: str | None, fn: Callable[..., T], *args: Any) -> T:
+        """A GET in one of the store's slots: the backend's own async read where it takes this
+        one (the same bound as the threads': S3, the connection pool's size), else ``fn(*args)``
+        in a worker thread."""
+        if self._get_async is None:
+            return await self._call(fn, *args)
+        async with self._slot():
+            data = await self._get_async(key, rng, etag)
             if data is not None:
-                return data
-        return await self._call(self.impl.get_version, key, rng, etag)
+                return data  # type: ignore[return-value]
+            if self.impl.non_blocking:
+                return fn(*args)
+            return await run_blocking(fn, *args, limiter=self._threads)
 
     async def stat(self, key: str) -> ObjectInfo:
         return await self._call(self.impl.stat, key)

@@ -59,7 +59,7 @@ def open_gcs(config: MountConfig) -> ObjectStoreBackend:
     except Exception as exc:  # bad credentials files, unknown settings
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
     backend = ObjectStoreBackend(store, loc.prefix, url=f"gs://{loc.location}", service="GCS",
-                                 read_only=_readonly_if_anonymous(config))
+                                 read_only=_readonly_if_anonymous(config), https=_https(endpoint))
     probe(backend, text)
     return backend
 
@@ -115,9 +115,14 @@ def open_azure(config: MountConfig) -> ObjectStoreBackend:
     except Exception as exc:
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
     backend = ObjectStoreBackend(store, loc.prefix, url=f"az://{loc.location}", service="Azure",
-                                 read_only=_readonly_if_anonymous(config))
+                                 read_only=_readonly_if_anonymous(config), https=_https(endpoint))
     probe(backend, text)
     return backend
+
+
+def _https(endpoint: str | None) -> bool:
+    """Are requests sent over TLS (the cloud's own endpoint, or an https:// one)?"""
+    return not endpoint or endpoint.startswith("https://")
 
 
 def probe(backend: ObjectStoreBackend, text: str) -> None:

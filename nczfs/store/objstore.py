@@ -33,6 +33,7 @@ from obstore.exceptions import (
     UnauthenticatedError,
 )
 
+from nczfs.aiobridge import AsyncioBridge
 from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NczfsError, PermissionDenied, Stale
 from nczfs.store.base import (
     ByteRange,
@@ -52,6 +53,10 @@ log = logging.getLogger(__name__)
 MAX_KEY_BYTES = 1024
 #: bodies at least this long are handed out as a view of obstore's buffer, not copied
 KEEP_BUFFER = 1024 * 1024
+#: over https, ranged GETs of at least this many bytes go through obstore's async API on one
+#: asyncio loop thread, which gathers a TLS body with less CPU than a worker thread does
+#: (docs/PERFORMANCE.md, issue #33)
+ASYNC_GET_FROM = 1024 * 1024
 #: keys one listing page holds (S3's, GCS's and Azure's most)
 LIST_PAGE = 1000
 
@@ -193,8 +198,14 @@ class ObjectStoreBackend(SyncStore):
         multipart_threshold: int = 32 * 1024**2,
         part_size: int = 8 * 1024**2,
         max_concurrency: int = 16,
+        https: bool = False,
     ):
         self.store = store
+        #: ranged GETs from this many bytes go through the asyncio loop of
+        #: :meth:`get_version_async` (https only; None: never)
+        self.async_get_from: int | None = ASYNC_GET_FROM if https else None
+        self._bridge: AsyncioBridge | None = None
+        self._bridge_lock = threading.Lock()
         self.prefix = prefix.strip("/")
         self.url = url
         self.service = service
@@ -279,13 +290,54 @@ class ObjectStoreBackend(SyncStore):
             return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]
         except Exception as exc:
             if _unsatisfiable(exc):
-                return self._past_the_end(key, rng)
+                return self._past_the_end(key, rng, etag)
             raise self._err(exc, key, "get") from None
 
-    def _past_the_end(self, key: str, rng: ByteRange | None) -> bytes:
+    async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
+        """A ranged GET of at least ASYNC_GET_FROM bytes over https, sent and gathered by obstore's
+        async API on one asyncio loop thread, awaited from trio (ThreadedStore); None for every
+        other read, and for an answer that needs the blocking path's handling (416), which then
+        sends it from a worker thread."""
+        least = self.async_get_from
+        if least is None or rng is None or rng.end is None or rng.end - rng.start < max(least, 1):
+            return None
+        check_key(key)
+        path = self._full(key)
+        self._count("get")
+        with self._count_lock:
+            self._counts["gets-on-loop"] += 1
+        try:
+            body = await self._loop().trio_run(self._get_body, path, self._get_options(rng, etag))
+        except Exception as exc:
+            if _unsatisfiable(exc):
+                return None
+            raise self._err(exc, key, "get") from None
+        return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]
+
+    async def _get_body(self, path: str, options: dict[str, Any]) -> Any:
+        result = await obs.get_async(self.store, path, options=options)
+        return await result.bytes_async()
+
+    def _loop(self) -> AsyncioBridge:
+        with self._bridge_lock:
+            if self._bridge is None:
+                self._bridge = AsyncioBridge(f"{self.service.lower()}-gets")
+            return self._bridge
+
+    def close(self) -> None:
+        with self._bridge_lock:
+            bridge, self._bridge = self._bridge, None
+        if bridge is not None:
+            bridge.close()
+
+    def _past_the_end(self, key: str, rng: ByteRange | None, etag: str | None = None) -> bytes:
         """What a GET answered "range not satisfiable" (416) reads: nothing if the range starts at
-        or past the end of the object, as HTTP means; a range inside it is an error, not an end."""
+        or past the end of the object, as HTTP means; a range inside it is an error, not an end,
+        unless the object is no longer the version the GET was pinned to (SeaweedFS answered 416,
+        not 412, to a GET sent while a new version was being written): then it is Stale."""
         info = self.stat(key)
+        if etag and info.etag and plain_etag(etag) != info.etag:
+            raise Stale(f"{key!r}: the object changed since version {etag}")
         start = rng.start if rng is not None else 0
         if start < info.size:
             raise BackendError(f"{key!r}: {self.service} GET answered 416 for bytes from {start} of an object of {info.size}")

@@ -265,7 +265,8 @@ class S3Store(ObjectStoreBackend):
     ):
         super().__init__(obstore_s3(client, bucket, options), prefix,
                          url=f"s3://{bucket}/{prefix.strip('/')}", service="S3", read_only=read_only, ops=S3_OPS,
-                         multipart_threshold=multipart_threshold, part_size=part_size, max_concurrency=max_concurrency)
+                         multipart_threshold=multipart_threshold, part_size=part_size, max_concurrency=max_concurrency,
+                         https=client.meta.endpoint_url.startswith("https://"))
         self.client = client
         self.bucket = bucket
         self.options = options
@@ -625,6 +626,7 @@ class S3Store(ObjectStoreBackend):
             staged = list(self._staged.items())
         for upload_id, s3_key in staged:  # written to temp files never renamed into place
             self._abort_staged(s3_key, s3_key, upload_id)
+        super().close()
         try:
             self.client.close()
         except Exception:  # noqa: BLE001 - closing is best effort

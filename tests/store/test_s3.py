@@ -40,6 +40,60 @@ class TestS3Store(StoreConformance):
             return None
 
 
+class TestS3StoreHttps(TestS3Store):
+    """The same over https (a private CA), every ranged GET sent through obstore's async API on
+    the store's asyncio loop, as GETs of 1 MiB and more over https are."""
+
+    @pytest.fixture
+    def sync_store(self, s3_server) -> S3Store:
+        self.server = s3_server
+        self.bucket = s3_server.shared_bucket
+        self.prefix = s3_server.new_prefix("conf") + "/ds"
+        store = S3Store(https_client(s3_server), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024,
+                        part_size=5 * 1024 * 1024)
+        assert store.async_get_from is not None
+        store.async_get_from = 1
+        return store
+
+    def read_only_store(self) -> S3Store:
+        return S3Store(https_client(self.server), self.bucket, self.prefix, read_only=True)
+
+
+def https_client(server):
+    import boto3
+    from botocore.config import Config
+
+    from tests.s3server import ADMIN
+
+    return boto3.client("s3", endpoint_url=server.https_endpoint, verify=str(server.ca_file),
+                        aws_access_key_id=ADMIN[0], aws_secret_access_key=ADMIN[1], region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"}, connect_timeout=3, read_timeout=30))
+
+
+async def test_large_https_gets_go_through_the_loop_pinned_to_their_version(s3_server, bucket):
+    """Over https a GET of 1 MiB or more is sent on the store's asyncio loop: the bytes asked
+    for, a stale version refused (Stale), a smaller GET and every GET over http on worker
+    threads."""
+    from nczfs.errors import Stale
+
+    data = bytes(range(256)) * 8192  # 2 MiB
+    client = s3_server.client()
+    client.put_object(Bucket=bucket, Key="big/x", Body=data)
+    store = ThreadedStore(S3Store(https_client(s3_server), bucket, "big"))
+    etag = (await store.stat("x")).etag
+    assert bytes(await store.get_version("x", ByteRange(1, 1 + 1024 * 1024), etag)) == data[1 : 1 + 1024 * 1024]
+    assert bytes(await store.get_version("x", ByteRange(0, 4096), etag)) == data[:4096]
+    assert store.counters()["gets-on-loop"] == 1
+    client.put_object(Bucket=bucket, Key="big/x", Body=data[::-1])
+    with pytest.raises(Stale):
+        await store.get_version("x", ByteRange(0, 2 * 1024 * 1024), etag)
+    await store.close()
+    plain = ThreadedStore(S3Store(client, bucket, "big"))
+    assert bytes(await plain.get_version("x", ByteRange(0, 2 * 1024 * 1024), None)) == data[::-1]
+    assert "gets-on-loop" not in plain.counters()
+    await plain.close()
+
+
 # ---------------------------------------------------------------------- S3 only
 # Failures are injected into the real client with botocore's event hooks: the request that
 # "fails" is never sent, everything else reaches the real server.
