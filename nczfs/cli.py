@@ -222,7 +222,7 @@ def _is_fuse_mount(path: str) -> bool:
 
 def _check_cache_dir(path: str, mountpoint: str) -> str:
     """``--cache-dir``: created if missing; refused unless entries can be written there."""
-    from nczfs.diskcache import prepare_dir
+    from nczfs.cache.disk import prepare_dir
 
     if (os.path.realpath(path).rstrip("/") + "/").startswith(mountpoint.rstrip("/") + "/"):
         raise UsageError(f"--cache-dir {path}: must not lie inside the mount point")

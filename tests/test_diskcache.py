@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from nczfs import diskcache
+from nczfs.cache import disk as diskcache
 from nczfs.cache import CachingStore
 from nczfs.config import MountConfig
-from nczfs.diskcache import HEADER, DiskCache, source_identity
+from nczfs.cache.disk import HEADER, DiskCache, source_identity
 from nczfs.errors import Stale
 from nczfs.source import parse_source
 from nczfs.store.base import ByteRange
@@ -442,7 +442,7 @@ async def test_a_bug_in_the_disk_code_is_logged_never_raised(tmp_path, monkeypat
 
 WRITER = """
 import sys, trio
-from nczfs.diskcache import DiskCache
+from nczfs.cache.disk import DiskCache
 
 async def main(root, limit, me):
     cache = DiskCache(root, int(limit), "src")

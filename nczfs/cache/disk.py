@@ -1,6 +1,6 @@
 """DiskCache: object blocks kept in a local directory (``--cache-dir``), so they survive remounts.
 
-The in-memory block cache (:mod:`nczfs.cache`) consults it before asking the backend and hands
+The in-memory block cache (:mod:`nczfs.cache.store`) consults it before asking the backend and hands
 it every block it fetched. An entry is one file, named by a hash of the mount's source identity
 (backend, bucket/prefix or path, endpoint, region), the object key, its ETag, the block size and
 the block index: a changed object (new ETag) never matches an old entry, and mounts of different

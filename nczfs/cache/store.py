@@ -43,7 +43,7 @@ from typing import Awaitable, BinaryIO, Callable, TypeVar
 
 import trio
 
-from nczfs.diskcache import DiskCache, source_identity
+from nczfs.cache.disk import DiskCache, source_identity
 from nczfs.errors import BackendError, KeyNotFound, NczfsError, Stale
 from nczfs.nczarr.validate import METADATA_NAMES
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload, join, parent_of
