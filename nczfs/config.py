@@ -100,9 +100,9 @@ class MountConfig:
     cache_dir: str | None = None
     #: bytes the cache directory may hold
     cache_dir_size: int = DEFAULT_CACHE_DIR_SIZE
-    #: objects of a directory fetched ahead of a reader walking it (cache.SIBLINGS_AHEAD; 0: off)
+    #: objects of a directory fetched ahead of a reader walking it (cache.prefetch.SIBLINGS_AHEAD; 0: off)
     prefetch_siblings: int = 16
-    #: a directory's parent tree listed in one request if it has at most this many keys (cache.TREE_KEYS; 0: off)
+    #: a directory's parent tree listed in one request if it has at most this many keys (cache.trees.TREE_KEYS; 0: off)
     list_tree_keys: int = 1000
     #: files are opened with the kernel's direct I/O: reads and writes bypass its page cache
     #: (one copy fewer; MAP_SHARED mmap is refused with ENODEV; -o direct_io, as in s3fs-fuse)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from nczfs.cache import store as cache_module
+from nczfs.cache import blocks as cache_module
 from nczfs.cache import CachingStore
 from nczfs.errors import BackendError, KeyNotFound, Stale
 from nczfs.store.base import ByteRange
@@ -965,7 +965,7 @@ def test_default_cache_size_is_bounded():
     [(256, 64), (2048, 256), (4096, 512), (8192, 1024), (65536, 1024)],
 )
 def test_default_cache_size_is_an_eighth_of_ram_between_64_mib_and_1_gib(monkeypatch, ram_mib, cache_mib):
-    from nczfs.cache import store as cache
+    from nczfs.cache import memory as cache
 
     pages = {"SC_PAGE_SIZE": 4 * KiB, "SC_PHYS_PAGES": ram_mib * 256}
     monkeypatch.setattr(cache.os, "sysconf", pages.__getitem__)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nczfs.cache.store import READAHEAD_BLOCKS
+from nczfs.cache.prefetch import READAHEAD_BLOCKS
 from tests.helpers import S3Backend, counts, delta, mounted, pages_in_memory, run_nczfs
 
 pytestmark = pytest.mark.fuse

@@ -1,0 +1,168 @@
+"""Block fetching: one backend request per block however many readers wait, and failures remembered briefly.
+
+A block is ``(key, etag, index)``, fetched pinned to its ETag, from the disk tier first
+(:mod:`.disk`) when there is one. Concurrent reads of one block wait for a single request; it
+runs as a trio system task, so that a cancelled reader never strands the readers waiting for
+the same block. A block whose fetch failed answers the reads that ask for it again with the
+same failure for ``FAILED_FOR`` seconds.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import trio
+
+from nczfs.cache.disk import DiskCache
+from nczfs.cache.memory import ByteCache
+from nczfs.cache.metadata import MetadataCache
+from nczfs.errors import BackendError, KeyNotFound, Stale
+from nczfs.store.base import ByteRange
+
+#: seconds a block's failed fetch answers the reads that ask for the block again: the kernel
+#: reads once more, at once, what its read-ahead could not get, and that read would pay another
+#: round of the store's attempts (S3 on a stalled server: 3 of 60 s)
+FAILED_FOR = 1.0
+
+Ident = tuple[str, str, int]
+
+
+@dataclass
+class Fetch:
+    """One backend request in flight; every reader of the block waits for it."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    data: bytes = b""
+    exc: BaseException | None = None
+
+    async def wait(self) -> bytes:
+        await self.done.wait()
+        if self.exc is not None:
+            raise self.exc
+        return self.data
+
+
+def as_long_as_its_version(key: str, etag: str, start: int, want: int | None, data: bytes) -> bytes:
+    """``data``, the backend's answer for bytes from ``start`` of that version, if it is as long
+    as the version's size says (``want``, from :meth:`MetadataCache.length`; None: unknown). A
+    server or proxy may answer a GET pinned to a version with fewer bytes and a self-consistent
+    Content-Range: kept, that block would read as the file's end, here and, through the disk
+    cache, after every remount. It is Stale instead (the reader gets the new version, or ESTALE)."""
+    if want is not None and len(data) != want:
+        raise Stale(f"{key!r}: {want} bytes from {start} of version {etag} came as {len(data)} bytes: "
+                    "the object is changing")
+    return data
+
+
+@dataclass
+class BlockFetcher:
+    """Fetches blocks of ``block_size`` bytes of ``inner`` into ``bytes``."""
+
+    inner: Any
+    meta: MetadataCache
+    bytes: ByteCache
+    disk: DiskCache | None
+    stats: collections.Counter[str]
+    block_size: int
+    inflight: dict[Ident, Fetch] = field(default_factory=dict)
+    #: fetches that failed, and until when they answer (FAILED_FOR)
+    failed: dict[Ident, tuple[Fetch, float]] = field(default_factory=dict)
+
+    def held(self, ident: Ident) -> bool:
+        """Is the block cached or being fetched?"""
+        return ident in self.bytes or ident in self.inflight
+
+    def claim(self, key: str, etag: str, indexes: range) -> list[bytes | Fetch]:
+        """Each block: its cached bytes, or the fetch (running, just failed, or started now) to wait for."""
+        out: list[bytes | Fetch] = []
+        for i in indexes:
+            ident = (key, etag, i)
+            data = self.bytes.get(ident)
+            if data is not None:
+                self.stats["cache.hits"] += 1
+                out.append(data)
+                continue
+            fetch = self.inflight.get(ident)
+            if fetch is not None:
+                self.stats["cache.coalesced"] += 1
+            elif (fetch := self._just_failed(ident)) is not None:
+                self.stats["cache.failures-repeated"] += 1
+            else:
+                self.stats["cache.misses"] += 1
+                fetch = self.start(ident)
+            out.append(fetch)
+        return out
+
+    def _just_failed(self, ident: Ident) -> Fetch | None:
+        """The fetch of this block that failed less than FAILED_FOR seconds ago, if any."""
+        failed = self.failed.get(ident)
+        if failed is not None and self.meta.clock() < failed[1]:
+            return failed[0]
+        return None
+
+    def _remember_failure(self, ident: Ident, fetch: Fetch) -> None:
+        now = self.meta.clock()
+        while self.failed:  # oldest first: they are kept in the order they failed
+            oldest = next(iter(self.failed))
+            if self.failed[oldest][1] > now:
+                break
+            del self.failed[oldest]
+        self.failed.pop(ident, None)
+        self.failed[ident] = (fetch, now + FAILED_FOR)
+
+    def start(self, ident: Ident, done: Callable[[], None] | None = None) -> Fetch:
+        """Fetch a block in a system task; ``done`` is called when it has ended, however."""
+        fetch = self.inflight[ident] = Fetch()
+        trio.lowlevel.spawn_system_task(self._fetch, ident, fetch, done, name=f"nczfs fetch {ident[0]}")
+        return fetch
+
+    async def _fetch(self, ident: Ident, fetch: Fetch, done: Callable[[], None] | None) -> None:
+        key, etag, i = ident
+        b = self.block_size
+        asked_at = self.meta.begin()
+        confirmed = False  # by the backend (a disk cache hit says nothing of the current version)
+        try:
+            length = self.meta.length(key, etag, i * b, (i + 1) * b)
+            data = await self.disk.get(key, etag, b, i, length) if self.disk is not None else None
+            if data is None:
+                data = await self.inner.get_version(key, ByteRange(i * b, (i + 1) * b), etag)
+                data = as_long_as_its_version(key, etag, i * b, length, data)
+                confirmed = True
+                self._fetched(ident, data)
+            fetch.data = data
+        except BaseException as exc:
+            if not self._failed(ident, fetch, exc):
+                raise
+        else:
+            if self.inflight.get(ident) is fetch:
+                self.bytes.put(ident, fetch.data)
+        finally:
+            if self.meta.end(key, asked_at) and confirmed and self.inner.checks_versions:
+                self.meta.confirm(key, etag)
+            if self.inflight.get(ident) is fetch:
+                del self.inflight[ident]
+            if done is not None:
+                done()
+            fetch.done.set()
+
+    def _fetched(self, ident: Ident, data: bytes) -> None:
+        """The backend answered: counted, and kept on disk in the background."""
+        self.stats["cache.bytes-fetched"] += len(data)
+        if self.disk is not None:
+            self.disk.put_soon(ident[0], ident[1], self.block_size, ident[2], data)
+
+    def _failed(self, ident: Ident, fetch: Fetch, exc: BaseException) -> bool:
+        """The fetch raised ``exc``: its waiters get it; a failure (not an answer of the store's)
+        is counted and remembered. False for a cancellation (unmount), which goes on up."""
+        failed = not isinstance(exc, (KeyNotFound, Stale))
+        if failed:
+            self.stats["errors"] += 1
+        if not isinstance(exc, Exception):  # cancelled: the waiters get an error of their own
+            fetch.exc = BackendError(f"{ident[0]!r}: read cancelled")
+            return False
+        fetch.exc = exc
+        if failed:
+            self._remember_failure(ident, fetch)
+        return True
