@@ -3,7 +3,8 @@
 ``s3://b/p``, ``gs3://b/p``, ``https://s3.<region>.amazonaws.com/b/p`` (path style),
 ``https://b.s3[.<region>].amazonaws.com/p`` (virtual host), ``https://storage.googleapis.com/b/p``,
 ``https://b.s3.<region>.<domain>/p`` and any other ``http(s)://host[:port]/b/p`` (an
-S3-compatible server, path style). The fragment is handled by :mod:`nczfs.source`.
+S3-compatible server, path style). The fragment is handled by :mod:`nczfs.source`,
+the ``[k=v]`` prefix by :mod:`nczfs.urlparams`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from nczfs.errors import SourceError
-from nczfs.source import _split_bracket_prefix
+from nczfs.urlparams import split_bracket_prefix
 
 GOOGLE_ENDPOINT = "https://storage.googleapis.com"
 #: S3 bucket naming rules (DNS-compatible names; dots allowed)
@@ -47,7 +48,7 @@ def _aws_region(host_rest: str) -> str | None:
 
 def parse_s3_url(text: str) -> S3Location:
     """Bucket, prefix, endpoint and region from an S3 URL; SourceError with one line if it is not one."""
-    body, _ = _split_bracket_prefix(text.split("#", 1)[0])  # netCDF-C's old [k=v] prefix
+    body, _ = split_bracket_prefix(text.split("#", 1)[0])  # netCDF-C's old [k=v] prefix
     parts = urlsplit(body)
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()

@@ -12,7 +12,10 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+from nczfs.cloudurl import azure_https_location, parse_cloud_url
 from nczfs.errors import SourceError
+from nczfs.s3url import parse_s3_url
+from nczfs.urlparams import parse_fragment, split_bracket_prefix
 
 #: mode words netCDF-C knows (dinfermodel.c, zarr.c)
 KNOWN_MODES = frozenset(
@@ -48,30 +51,6 @@ def absolute_text(source: Source) -> str:
     return prefix + (f"{scheme}://{source.location}" if sep else source.location) + hash_ + fragment
 
 
-def parse_fragment(fragment: str) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for part in fragment.split("&"):
-        if not part:
-            continue
-        key, _, value = part.partition("=")
-        key = unquote(key).strip().lower()
-        if key and key not in params:
-            params[key] = unquote(value)
-    return params
-
-
-def _split_bracket_prefix(text: str) -> tuple[str, dict[str, str]]:
-    params: dict[str, str] = {}
-    while text.startswith("["):
-        m = re.match(r"\[([^\]]*)\]", text)
-        if not m:
-            raise SourceError(f"{text}: unclosed '[' in URL prefix")
-        for k, v in parse_fragment(m.group(1)).items():
-            params.setdefault(k, v)
-        text = text[m.end() :]
-    return text, params
-
-
 def _modes(params: dict[str, str], text: str) -> frozenset[str]:
     words = [w.strip().lower() for w in params.get("mode", "").split(",") if w.strip()]
     unknown = sorted(set(words) - KNOWN_MODES)
@@ -102,7 +81,7 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     if not text or not text.strip():
         raise SourceError("empty SOURCE")
     cwd = cwd or os.getcwd()
-    body, params = _split_bracket_prefix(text.strip())
+    body, params = split_bracket_prefix(text.strip())
     scheme = body.split(":", 1)[0].lower() if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", body) else ""
 
     if scheme:
@@ -123,8 +102,6 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     if scheme in ("http", "https") and not _is_s3_http(parts.hostname or "", modes):
         if chosen is not None:
             raise SourceError(f"{text}: mode {chosen} does not fit a web server's URL (S3 endpoints need mode=s3)")
-        from nczfs.cloudurl import azure_https_location
-
         if (azure := azure_https_location(text)) is not None:
             return Source("azure", azure, modes, params, text)
         return Source("http", text.split("#", 1)[0].rstrip("/"), modes, params, text)
@@ -132,15 +109,11 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
         backend = "s3"
         if scheme in ("http", "https") and chosen not in (None, "s3"):
             raise SourceError(f"{text}: {scheme} URLs are S3 sources; mode names {chosen}")
-        from nczfs.s3url import parse_s3_url
-
         loc = parse_s3_url(text)
         return Source(backend, f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text)
     if scheme in CLOUD_SCHEMES:
         if chosen is not None:
             raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")
-        from nczfs.cloudurl import parse_cloud_url
-
         return Source(CLOUD_SCHEMES[scheme], parse_cloud_url(text).location, modes, params, text)
     if scheme.startswith("icechunk"):
         return _icechunk_source(scheme, parts, modes, params, text, cwd)
