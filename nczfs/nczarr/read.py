@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any, Protocol
 
 from nczfs.errors import InvalidArgument, KeyNotFound
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.model import NC_TYPE_CODES, Attribute, Dataset, Dimension, Group, Variable
+from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
+from nczfs.nczarr.spelling import alias, attr_type, dim_items, dim_spec, nctype_of_dtype, nczarr_key
+from nczfs.nczarr.validate import check_zarr_json, check_zarray
 from nczfs.store.base import SyncStore
 
 #: attribute names netCDF-C never shows (``_nczarr_*`` in any case is hidden too)
@@ -32,10 +33,6 @@ V3_TYPES = {
     # shown by netCDF views with CF attributes: bool as byte (flag_values), times as int64 (units)
     "bool": "byte", "numpy.datetime64": "int64", "numpy.timedelta64": "int64",
 }
-_DTYPE = re.compile(r"^([<>|=]?)([a-zA-Z])(\d+)$")
-_INT_TYPES = {("i", 1): "byte", ("u", 1): "ubyte", ("i", 2): "short", ("u", 2): "ushort",
-              ("i", 4): "int", ("u", 4): "uint", ("i", 8): "int64", ("u", 8): "uint64",
-              ("f", 4): "float", ("f", 8): "double"}
 _SPECIAL_FLOATS = {"nan": math.nan, "nanf": math.nan, "infinity": math.inf, "infinityf": math.inf,
                    "-infinity": -math.inf, "-infinityf": -math.inf}
 
@@ -90,55 +87,8 @@ def fqn(prefix: str) -> str:
     return "/" + prefix
 
 
-def nczarr_key(name: str, *dicts: dict | None) -> Any:
-    """The value of NCZarr key ``name`` (any letter case) from the first dict holding it."""
-    for d in dicts:
-        if not isinstance(d, dict):
-            continue
-        for k, v in d.items():
-            if k.lower() == name:
-                return v
-    return None
-
-
-def alias(d: dict, *names: str) -> Any:
-    for n in names:
-        for k, v in d.items():
-            if k.lower() == n:
-                return v
-    return None
-
-
 def is_hidden_attr(name: str) -> bool:
     return name in HIDDEN_ATTRS or name.lower().startswith("_nczarr_")
-
-
-def nctype_of_dtype(dtype: Any, nczarr: bool) -> tuple[str | None, bool]:
-    """(netCDF type or None if none fits, big-endian?) of a Zarr v2 dtype string."""
-    if not isinstance(dtype, str):
-        return None, False
-    m = _DTYPE.match(dtype)
-    if not m:
-        return None, False
-    order, kind, size = m.group(1), m.group(2), int(m.group(3))
-    big = order == ">" and size > 1
-    if (kind, size) in _INT_TYPES:
-        return _INT_TYPES[(kind, size)], big
-    if kind == "S":
-        # one byte an element: a char (what xarray writes for netCDF char variables; netCDF-C
-        # reads pure Zarr S1 as strings of at most one byte)
-        return ("char" if size == 1 else "string"), False
-    if kind == "U" and size == 1 and nczarr:
-        return "char", False  # written by netCDF-C <= 4.9.0
-    return None, False
-
-
-def attr_type(t: Any) -> str | None:
-    """An entry of ``_nczarr_attr.types``: a dtype or (V1) an nc_type code. None if unknown."""
-    if isinstance(t, int) or (isinstance(t, str) and t.isdigit()):
-        return NC_TYPE_CODES.get(int(t))
-    nctype, _ = nctype_of_dtype(t, nczarr=True)
-    return nctype
 
 
 def _fits(values: list[int], lo: int, hi: int) -> bool:
@@ -422,8 +372,6 @@ class Reader:
         if not _int_list(shape) or not _int_list(chunks) or len(shape) != len(chunks):
             self.problem(akey, "shape and chunks must be lists of integers of the same length")
             return None
-        from nczfs.nczarr.validate import check_zarray  # validate builds on this module
-
         errors = [e for e in check_zarray({k: v for k, v in zarray.items() if not k.lower().startswith("_nczarr")})
                   if not e.startswith(("compressor id", "filter id", "dtype", "fill_value", "zarr_format"))]
         if errors:  # unknown codec ids, dtypes and fills still show the array (readers then fail on it)
@@ -524,8 +472,6 @@ class Reader:
                 self.problem(join(child, "zarr.json"), f"unknown node_type {sub.get('node_type')!r}")
 
     def read_array_v3(self, prefix: str, group: Group, node: dict) -> Variable | None:
-        from nczfs.nczarr.validate import check_zarr_json  # validate builds on this module
-
         key = join(prefix, "zarr.json")
         errors = check_zarr_json(node)
         if errors:
@@ -561,26 +507,6 @@ class Reader:
             names = None
         self.pure_dims(key, var, group, names)
         return var
-
-
-def dim_items(dims: Any) -> list[tuple[str, Any]]:
-    if isinstance(dims, dict):
-        return list(dims.items())
-    if isinstance(dims, list):  # the documented-but-never-written list form
-        return [(d.get("name"), d) for d in dims if isinstance(d, dict) and isinstance(d.get("name"), str)]
-    return []
-
-
-def dim_spec(spec: Any) -> tuple[int | None, bool]:
-    if isinstance(spec, dict):
-        size, unlimited = spec.get("size"), bool(spec.get("unlimited"))
-    else:
-        size, unlimited = spec, False
-    if isinstance(size, list) and len(size) == 1:
-        size = size[0]
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        return None, False
-    return size, unlimited
 
 
 def _int_list(v: Any) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.read import dim_items, dim_spec, alias, attr_type, nczarr_key
+from nczfs.nczarr.spelling import alias, attr_type, dim_items, dim_spec, nczarr_key
 
 V2_OBJECTS = {".zgroup", ".zarray", ".zattrs", ".zmetadata"}
 V1_OBJECTS = {".nczarr", ".nczgroup", ".nczvar", ".nczarray", ".nczattr", ".nczattrs"}

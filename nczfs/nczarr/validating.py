@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 
 from nczfs.errors import InvalidArgument, KeyNotFound
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.read import nczarr_key
+from nczfs.nczarr.spelling import nczarr_key
 from nczfs.nczarr.validate import (
     check_object,
     codecs_known,
