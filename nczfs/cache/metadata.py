@@ -13,7 +13,7 @@ backend request.
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 import trio
 
@@ -21,8 +21,6 @@ from nczfs.cache.trees import LIST_PAGE, TreeListings
 from nczfs.errors import KeyNotFound, Stale
 from nczfs.store.base import DirEntry, ObjectInfo, parent_of
 
-if TYPE_CHECKING:
-    from nczfs.cache.blocks import Fetch
 
 #: lookups missing the cache in one directory before it is listed whole instead
 LIST_AFTER_MISSES = 8
@@ -67,8 +65,9 @@ class MetadataCache:
         self._hot_dirs: dict[str, float] = {}
         self._listing_now: dict[str, trio.Event] = {}
         self.trees = TreeListings(self, tree_keys)
-        #: a fetch whose success confirms what an expired listing says of a key (the prefetcher's)
-        self.confirming: Callable[[str], Fetch | None] = lambda key: None
+        #: the end of a fetch whose success confirms what an expired listing says of a key (the
+        #: prefetcher's)
+        self.confirming: Callable[[str], trio.Event | None] = lambda key: None
 
     # ------------------------------------------------------------------ what is cached
 
@@ -192,9 +191,9 @@ class MetadataCache:
         listing is fetched once (paginated LIST: 1,000 names a request) and answers them all."""
         hit = self.cached_entry(key)
         if hit is MISSING and self.ttl > 0:
-            fetch = self.confirming(key)
-            if fetch is not None:  # its success confirms the listed entry
-                await fetch.done.wait()
+            fetched = self.confirming(key)
+            if fetched is not None:  # its success confirms the listed entry
+                await fetched.wait()
                 hit = self.cached_entry(key)
         if hit is not MISSING or self.ttl <= 0 or self.list_after_misses <= 0:
             return hit

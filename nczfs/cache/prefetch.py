@@ -198,10 +198,10 @@ class Siblings:
             missing.append((ident, size))
         return window, largest, missing
 
-    def confirming_fetch(self, key: str) -> Fetch | None:
-        """A fetch of what an expired listing says ``key`` is, whose success would confirm it:
-        one already running (fetched ahead), or, for a small object in a directory whose
-        objects are being read one after another, one started now (the read that follows
+    def confirming_fetch(self, key: str) -> trio.Event | None:
+        """The end of a fetch of what an expired listing says ``key`` is, whose success would
+        confirm it: one already running (fetched ahead), or, for a small object in a directory
+        whose objects are being read one after another, one started now (the read that follows
         the lookup needs the bytes anyway; one GET instead of listing the directory again)."""
         listed = self.meta.listed(key)
         if listed is None or listed.is_dir or listed.info is None or not listed.info.etag:
@@ -211,7 +211,7 @@ class Siblings:
         if fetch is None and self._looked_up_by_get(ident, listed.info.size):
             self.stats["cache.lookups-by-get"] += 1
             fetch = self.fetcher.start(ident)
-        return fetch
+        return None if fetch is None else fetch.done
 
     def _looked_up_by_get(self, ident: Ident, size: int) -> bool:
         return (self.count > 0 and ident not in self.fetcher.bytes and self.fetcher.inner.checks_versions
