@@ -21,7 +21,7 @@ import trio
 
 import nczfs
 from nczfs import control, holders, logs, pyfuse3_trio
-from nczfs.cache import cached
+from nczfs.stack import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions

@@ -15,7 +15,7 @@ import trio
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from nczfs.cache import cached
+from nczfs.stack import cached
 from nczfs.config import MountConfig
 from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory
 from nczfs.nczarr.layer import nczarr_layer

@@ -60,7 +60,13 @@ def make(mem: MemoryStore, clock: Clock, **kw) -> tuple[CachingStore, FaultyStor
     kw.setdefault("cache_size", 1024 * KiB)
     kw.setdefault("ttl", 5.0)
     kw.setdefault("block_size", 64 * KiB)
+    kw.setdefault("is_metadata", is_metadata)
     return CachingStore(faulty, clock=clock, **kw), faulty
+
+
+def is_metadata(key: str) -> bool:
+    """Which keys are metadata objects: the stack's builder tells the cache (NCZarr knows)."""
+    return key.rpartition("/")[2] in (".zgroup", ".zarray", ".zattrs", "zarr.json")
 
 
 def put_behind(mem: MemoryStore, key: str, data: bytes) -> None:
@@ -798,6 +804,12 @@ async def test_reading_one_metadata_object_of_a_listed_tree_fetches_the_others_a
     assert faulty.calls["get"] == gets
     assert await cache.get("ds/v5/1") == mem.get("ds/v5/1") and faulty.calls["get"] == gets + 1
     cache, faulty = make(mem, clock, siblings=0)  # -o prefetch_siblings=0: nothing fetched ahead
+    await cache.list_dir("ds")
+    info = await cache.stat("ds/v0/.zarray")
+    await cache.get_version("ds/v0/.zarray", None, info.etag)
+    await trio.sleep(0.01)
+    assert faulty.calls["get"] == 1
+    cache, faulty = make(mem, clock, is_metadata=None)  # not told which keys are metadata: none
     await cache.list_dir("ds")
     info = await cache.stat("ds/v0/.zarray")
     await cache.get_version("ds/v0/.zarray", None, info.etag)

@@ -65,23 +65,6 @@ HELD_WIDTH = 20
 THREADS = 4
 
 
-def source_identity(config) -> str:
-    """What tells the mount's source apart from any other sharing a cache directory."""
-    src = config.source
-    endpoint = region = None
-    if src.backend == "s3":
-        from nczfs.s3url import parse_s3_url
-
-        loc = parse_s3_url(src.text)
-        endpoint = (config.endpoint_url or loc.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
-                    or os.environ.get("AWS_ENDPOINT_URL"))
-        region = config.region or loc.region
-    elif src.backend in ("gcs", "azure"):
-        endpoint = config.endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST") or os.environ.get("AZURE_STORAGE_ENDPOINT")
-        region = getattr(config, "azure_storage_account", None)
-    return json.dumps([src.backend, src.location, endpoint, region, config.profile])
-
-
 def prepare_dir(path: str) -> str:
     """Create ``path`` if needed and prove entries can be written there; OSError with the reason if not."""
     path = os.path.abspath(path)

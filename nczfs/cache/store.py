@@ -26,7 +26,7 @@ import time
 from typing import Awaitable, BinaryIO, Callable
 
 from nczfs.cache.blocks import BlockFetcher, Fetch, as_long_as_its_version
-from nczfs.cache.disk import DiskCache, source_identity
+from nczfs.cache.disk import DiskCache
 from nczfs.cache.memory import MiB, ByteCache, default_cache_size
 from nczfs.cache.metadata import LIST_AFTER_MISSES, MetadataCache
 from nczfs.cache.prefetch import (
@@ -39,15 +39,10 @@ from nczfs.cache.prefetch import (
 )
 from nczfs.cache.trees import TREE_KEYS
 from nczfs.errors import KeyNotFound, Stale
-from nczfs.nczarr.validate import is_metadata_key
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload
 from nczfs.store.wrapper import WrapperStore
 
 BLOCK_SIZE = 8 * MiB
-
-#: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
-#: archive is already in the kernel's page cache)
-BYTE_CACHED_BACKENDS = frozenset({"s3", "gcs", "azure", "http", "reference", "icechunk"})
 
 
 class CachingStore(WrapperStore):
@@ -67,7 +62,7 @@ class CachingStore(WrapperStore):
         clock: Callable[[], float] = time.monotonic,
         disk: DiskCache | None = None,
         kernel_keeps_reads: bool = True,
-        is_metadata: Callable[[str], bool] = is_metadata_key,
+        is_metadata: Callable[[str], bool] | None = None,
     ):
         super().__init__(inner)
         #: blocks kept on local disk across mounts (--cache-dir), consulted before the backend
@@ -88,7 +83,10 @@ class CachingStore(WrapperStore):
         self.readahead = Readahead(self.fetcher, self.stats, blocks=readahead, cache_size=self.cache_size)
         self.siblings = Siblings(self.fetcher, self.stats, count=siblings, window=sibling_window,
                                  cache_size=self.cache_size)
-        self.metadata_ahead = MetadataAhead(self.fetcher, self.stats, is_metadata, enabled=siblings > 0,
+        #: which keys are metadata objects is the NCZarr layer's knowledge: without it, none is
+        #: fetched ahead (``nczfs.stack.cached`` passes it)
+        self.metadata_ahead = MetadataAhead(self.fetcher, self.stats, is_metadata or (lambda key: False),
+                                            enabled=siblings > 0 and is_metadata is not None,
                                             cache_size=self.cache_size)
         # the prefetchers hear of what the metadata cache does
         self.meta.confirming = self.siblings.confirming_fetch
@@ -332,18 +330,3 @@ class CachingStore(WrapperStore):
         for f in fetches:
             out.append(await f.wait() if isinstance(f, Fetch) else f)
         return out
-
-
-def cached(store, config) -> CachingStore:
-    """The mount's cache over ``store``, as ``config`` (cache_size, metadata_ttl, backend) asks."""
-    return CachingStore(
-        store,
-        cache_size=config.cache_size,
-        ttl=config.metadata_ttl,
-        cache_bytes=config.source.backend in BYTE_CACHED_BACKENDS,
-        disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
-        if config.cache_dir and config.source.backend in BYTE_CACHED_BACKENDS else None,
-        siblings=config.prefetch_siblings,
-        tree_keys=config.list_tree_keys,
-        kernel_keeps_reads=not config.direct_io,
-    )

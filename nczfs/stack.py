@@ -1,0 +1,52 @@
+"""The store stack a mount serves, built from its :class:`~nczfs.config.MountConfig`.
+
+``nczarr_layer(cached(ThreadedStore(backend), config), config)``: the backend, its calls on
+worker threads (:mod:`nczfs.threads`), the cache (:mod:`nczfs.cache`), the NCZarr layer
+(:mod:`nczfs.nczarr.layer`). The cache knows neither backends nor NCZarr; what it needs of
+them (which backends are remote, what names a source, which keys are metadata) is chosen here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from nczfs.cache import CachingStore
+from nczfs.cache.disk import DiskCache
+from nczfs.nczarr.validate import is_metadata_key
+from nczfs.s3url import parse_s3_url
+
+#: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
+#: archive is already in the kernel's page cache)
+BYTE_CACHED_BACKENDS = frozenset({"s3", "gcs", "azure", "http", "reference", "icechunk"})
+
+
+def cached(store, config) -> CachingStore:
+    """The mount's cache over ``store``, as ``config`` (cache_size, metadata_ttl, backend) asks."""
+    return CachingStore(
+        store,
+        cache_size=config.cache_size,
+        ttl=config.metadata_ttl,
+        cache_bytes=config.source.backend in BYTE_CACHED_BACKENDS,
+        disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
+        if config.cache_dir and config.source.backend in BYTE_CACHED_BACKENDS else None,
+        siblings=config.prefetch_siblings,
+        tree_keys=config.list_tree_keys,
+        kernel_keeps_reads=not config.direct_io,
+        is_metadata=is_metadata_key,
+    )
+
+
+def source_identity(config) -> str:
+    """What tells the mount's source apart from any other sharing a cache directory."""
+    src = config.source
+    endpoint = region = None
+    if src.backend == "s3":
+        loc = parse_s3_url(src.text)
+        endpoint = (config.endpoint_url or loc.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
+                    or os.environ.get("AWS_ENDPOINT_URL"))
+        region = config.region or loc.region
+    elif src.backend in ("gcs", "azure"):
+        endpoint = config.endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST") or os.environ.get("AZURE_STORAGE_ENDPOINT")
+        region = getattr(config, "azure_storage_account", None)
+    return json.dumps([src.backend, src.location, endpoint, region, config.profile])

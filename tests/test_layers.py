@@ -1,0 +1,101 @@
+"""The layers stay layers: no import cycles among nczfs's modules, and the cache knows no NCZarr.
+
+Read from the source with ``ast`` (every import statement, in functions too, but not those
+under ``if TYPE_CHECKING:``, which annotations alone need), not by importing.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nczfs
+
+ROOT = Path(nczfs.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def walk(node: ast.AST):
+    """``ast.walk`` without the bodies of ``if TYPE_CHECKING:``."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not (isinstance(child, ast.If) and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")):
+            yield from walk(child)
+
+
+def imports() -> dict[str, set[str]]:
+    """``{module: the nczfs modules it imports}``, ``from pkg import mod`` counted as ``pkg.mod``."""
+    paths = {module_name(p): p for p in ROOT.rglob("*.py")}
+    out: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base for a in node.names)
+        out[name] = {m for m in found if m in paths and m != name}
+    return out
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle (its modules in order, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return path[path.index(n):] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_no_module_imports_itself_round_a_cycle():
+    assert cycle(imports()) is None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_cache_imports_nothing_of_the_layers_above_or_of_a_backend():
+    graph = imports()
+    cache = [m for m in graph if m == "nczfs.cache" or m.startswith("nczfs.cache.")]
+    assert cache
+    above = ("nczfs.nczarr", "nczfs.filesystem", "nczfs.fuse_ops", "nczfs.mount", "nczfs.s3url", "nczfs.stack",
+             "nczfs.source")
+    wrong = {m: sorted(n for n in graph[m] if n.startswith(above)) for m in cache}
+    assert {m: ns for m, ns in wrong.items() if ns} == {}
+
+
+def test_the_mount_tells_the_cache_which_keys_are_metadata(tmp_path):
+    from nczfs.config import MountConfig
+    from nczfs.source import parse_source
+    from nczfs.stack import cached
+    from nczfs.store.memory import MemoryStore
+    from nczfs.threads import ThreadedStore
+
+    config = MountConfig(source=parse_source("s3://bkt/p"), mountpoint=str(tmp_path))
+    ahead = cached(ThreadedStore(MemoryStore("layers")), config).metadata_ahead
+    assert ahead.enabled and ahead.is_metadata("a/b/.zarray") and not ahead.is_metadata("a/b/0.0")
