@@ -230,24 +230,18 @@ def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto",
     chunks, shape = v2.chunks or [1], var.shape or [1]
     codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
     reads = READER_CODECS[view]
-    lacks = [i for i in codecs.ids() if i not in reads] or (codecs and (var.scalar or not var.shape))
-    decode = bool(codecs) and (transcode == "none" or (transcode != "off" and bool(lacks)))
-    if lacks and transcode == "off":
-        return f"codecs {codecs.ids()} the {view} reader cannot decode (-o transcode=off)"
+    decode = _decodes(codecs, reads, var, transcode)
+    if isinstance(decode, str):
+        return f"codecs {codecs.ids()} the {view} reader {decode}"
     dtype = "|S1" if var.nctype == "char" else v2.dtype
     old = view == "netcdf-4.9"
     swap = old and dtype[0] == ">"
-    shown_dtype = _netcdf_dtype(("<" + dtype[1:]) if swap else dtype)
     shown_chunks = [min(c, s) if s else c for c, s in zip(chunks, shape)] if old else list(chunks)
-    text_width, divide = None, 1
-    if dtype == "|O":  # variable-length strings: shown fixed-width, as wide as the longest
-        width = (fact or {}).get("maxlen")
-        if width is None:
-            return "variable-length strings whose longest value is not known"
-        text_width = max(width, 1 if old else 2)  # netCDF-C reads S1 as char, S2 and wider as string
-        shown_dtype, decode = f"|S{text_width}", True
-    if var.dtype == "numpy.datetime64" and var.dtype_config.get("unit") == "ns" and (fact or {}).get("us_exact"):
-        divide = 1000  # shown as microseconds, which cftime decodes (it has no nanoseconds)
+    shown_type = _shown_type(var, dtype, old, swap, fact)
+    if isinstance(shown_type, str):
+        return shown_type
+    shown_dtype, text_width, divide = shown_type
+    decode = decode or text_width is not None
     if v2.order != "F" and not swap and shown_chunks == chunks and not decode and divide == 1:
         return None
     if codecs and (why := codecs.check()) is not None:
@@ -258,6 +252,30 @@ def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto",
     elif transcode == "zlib" and "zlib" in reads:
         shown = _ZLIB
     return Recode(dtype, tuple(chunks), v2.order, codecs, shown_dtype, tuple(shown_chunks), shown, text_width, divide)
+
+
+def _decodes(codecs: Codecs, reads: frozenset[str], var: Variable, transcode: str) -> bool | str:
+    """Whether the chunks are shown decoded (-o transcode=), or why they cannot be shown."""
+    lacks = [i for i in codecs.ids() if i not in reads] or (codecs and (var.scalar or not var.shape))
+    if lacks and transcode == "off":
+        return "cannot decode (-o transcode=off)"
+    return bool(codecs) and (transcode == "none" or (transcode != "off" and bool(lacks)))
+
+
+def _shown_type(var: Variable, dtype: str, old: bool, swap: bool, fact: dict | None) -> tuple[str, int | None, int] | str:
+    """(the dtype the reader is shown, the width of variable-length strings shown fixed-width,
+    the divisor of nanosecond times shown as microseconds), or why the array cannot be shown."""
+    shown_dtype = _netcdf_dtype(("<" + dtype[1:]) if swap else dtype)
+    text_width, divide = None, 1
+    if dtype == "|O":  # variable-length strings: shown fixed-width, as wide as the longest
+        width = (fact or {}).get("maxlen")
+        if width is None:
+            return "variable-length strings whose longest value is not known"
+        text_width = max(width, 1 if old else 2)  # netCDF-C reads S1 as char, S2 and wider as string
+        shown_dtype = f"|S{text_width}"
+    if var.dtype == "numpy.datetime64" and var.dtype_config.get("unit") == "ns" and (fact or {}).get("us_exact"):
+        divide = 1000  # shown as microseconds, which cftime decodes (it has no nanoseconds)
+    return shown_dtype, text_width, divide
 
 
 def _prune(ds: Dataset, view: str, reader: bool, transcode: str, facts: dict[str, dict]) -> list[tuple[str, str]]:
@@ -518,62 +536,19 @@ def emit(ds: Dataset, view: str, reader: bool = True, transcode: str = "auto", f
         prefix = g.path.strip("/")
         gkey = (prefix + "/") if prefix else ""
         values, types = _types(g.attributes, view, gkey + ".zattrs", hidden)
-        group_meta = {"arrays": [v.name for v in g.variables], "groups": [s.name for s in g.groups]}
-        zgroup: dict = {"zarr_format": 2}
-        if view == "netcdf-4.10":
-            zattrs = dict(values)
-            zattrs["_nczarr_group"] = {"dimensions": _dims_json(g, True), **group_meta}
-            if g is ds.root:
-                zattrs["_nczarr_superblock"] = {"version": "2.0.0"}
-            zattrs["_nczarr_attr"] = {"types": {**types, **{k: "|J0" for k in zattrs if k.startswith("_nczarr_")},
-                                                "_nczarr_attr": "|J0"}}
-        elif view in ("netcdf-4.9", "netcdf-4.9.1"):
-            up = view == "netcdf-4.9"
-            k = (lambda s: s.upper()) if up else (lambda s: s)
-            if g is ds.root:
-                zgroup[k("_nczarr_superblock")] = {"version": "2.0.0"}
-            zgroup[k("_nczarr_group")] = {"dims": _dims_json(g, False), "vars": group_meta["arrays"],
-                                          "groups": group_meta["groups"]}
-            zattrs = dict(values)
-            if values:
-                zattrs[k("_nczarr_attr")] = {"types": types}
-        else:
-            zattrs = dict(values)
+        zgroup, zattrs = _group_objects(g, g is ds.root, view, values, types)
         out[gkey + ".zgroup"] = _dumps(zgroup)
         if zattrs or view in ("netcdf-4.10", "netcdf-4.9.1"):
             out[gkey + ".zattrs"] = _dumps(zattrs)
         for v in g.variables:
             akey = gkey + v.name + "/"
-            attrs = v.attributes
-            if view != "xarray" or from_v3:  # netCDF-C wants it of the variable's type; v3: in fill_value
-                attrs = [a for a in attrs if a.name != "_FillValue" or (a.nctype == v.nctype and not from_v3)]
-            if view == "netcdf-4.9" and v.nctype == "string":  # shown as chars: a string fill is no char
-                attrs = [a for a in attrs if a.name != "_FillValue"]
-            attrs = [*attrs, *_cf_attributes(v, view, g, plan_for(v, g))]
-            values, types = _types(attrs, view, akey + ".zattrs", hidden)
             plan = plan_for(v, g)
+            values, types = _types(_array_attributes(v, g, view, from_v3, plan), view, akey + ".zattrs", hidden)
             if isinstance(plan, Recode):
                 layouts.recodes[_join(g.path, v.name)] = plan
-            zarray = _zarray(v, from_v3, view, plan if isinstance(plan, Recode) else None)
             if from_v3 and (sh := _v2_form(v, True).sharding) is not None:
                 layouts.shardings[_join(g.path, v.name)] = (sh, list(v.shape), v.dimension_separator)
-            if not v.shape and view != "xarray":
-                v.scalar = True  # a zero-rank Zarr array, shown as an NCZarr scalar
-            names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if v.shape else [])
-            zattrs = dict(values)
-            if view != "netcdf-4.9" or g is ds.root:
-                zattrs["_ARRAY_DIMENSIONS"] = names
-            if view == "netcdf-4.10":
-                ncz = {"dimension_references": v.dimrefs, "storage": "chunked"}
-                if v.scalar:
-                    ncz["scalar"] = 1
-                zattrs["_nczarr_array"] = ncz
-                zattrs["_nczarr_attr"] = {"types": {**types, "_nczarr_array": "|J0", "_nczarr_attr": "|J0"}}
-            elif view in ("netcdf-4.9", "netcdf-4.9.1"):
-                k = (lambda s: s.upper()) if view == "netcdf-4.9" else (lambda s: s)
-                zarray[k("_nczarr_array")] = {"dimrefs": v.dimrefs, "storage": "scalar" if v.scalar else "chunked"}
-                if types:
-                    zattrs[k("_nczarr_attr")] = {"types": types}
+            zarray, zattrs = _array_objects(v, g is ds.root, view, from_v3, plan, values, types)
             out[akey + ".zarray"] = _dumps(zarray)
             if zattrs or view in ("netcdf-4.10", "netcdf-4.9.1"):
                 out[akey + ".zattrs"] = _dumps(zattrs)
@@ -581,6 +556,68 @@ def emit(ds: Dataset, view: str, reader: bool = True, transcode: str = "auto", f
         meta = {k: jsontext.loads(b) for k, b in out.items()}
         out[".zmetadata"] = _dumps({"zarr_consolidated_format": 1, "metadata": meta})
     return out, hidden
+
+
+def _nczarr_key(view: str) -> Callable[[str], str]:
+    """How ``view`` spells NCZarr's keys (netCDF-C 4.9.0: upper case)."""
+    return (lambda s: s.upper()) if view == "netcdf-4.9" else (lambda s: s)
+
+
+def _group_objects(g: Group, root: bool, view: str, values: dict, types: dict) -> tuple[dict, dict]:
+    """A group's ``.zgroup`` and ``.zattrs`` as ``view`` writes them."""
+    group_meta = {"arrays": [v.name for v in g.variables], "groups": [s.name for s in g.groups]}
+    zgroup: dict = {"zarr_format": 2}
+    zattrs = dict(values)
+    if view == "netcdf-4.10":
+        zattrs["_nczarr_group"] = {"dimensions": _dims_json(g, True), **group_meta}
+        if root:
+            zattrs["_nczarr_superblock"] = {"version": "2.0.0"}
+        zattrs["_nczarr_attr"] = {"types": {**types, **{k: "|J0" for k in zattrs if k.startswith("_nczarr_")},
+                                            "_nczarr_attr": "|J0"}}
+    elif view in ("netcdf-4.9", "netcdf-4.9.1"):
+        k = _nczarr_key(view)
+        if root:
+            zgroup[k("_nczarr_superblock")] = {"version": "2.0.0"}
+        zgroup[k("_nczarr_group")] = {"dims": _dims_json(g, False), "vars": group_meta["arrays"],
+                                      "groups": group_meta["groups"]}
+        if values:
+            zattrs[k("_nczarr_attr")] = {"types": types}
+    return zgroup, zattrs
+
+
+def _array_attributes(v: Variable, g: Group, view: str, from_v3: bool, plan: Recode | str | None) -> list[Attribute]:
+    """The attributes ``view`` shows of ``v``: _FillValue only where its reader takes it, the CF
+    attributes that say what a shown type means."""
+    attrs = v.attributes
+    if view != "xarray" or from_v3:  # netCDF-C wants it of the variable's type; v3: in fill_value
+        attrs = [a for a in attrs if a.name != "_FillValue" or (a.nctype == v.nctype and not from_v3)]
+    if view == "netcdf-4.9" and v.nctype == "string":  # shown as chars: a string fill is no char
+        attrs = [a for a in attrs if a.name != "_FillValue"]
+    return [*attrs, *_cf_attributes(v, view, g, plan)]
+
+
+def _array_objects(v: Variable, root: bool, view: str, from_v3: bool, plan: Recode | str | None,
+                   values: dict, types: dict) -> tuple[dict, dict]:
+    """An array's ``.zarray`` and ``.zattrs`` as ``view`` writes them."""
+    zarray = _zarray(v, from_v3, view, plan if isinstance(plan, Recode) else None)
+    if not v.shape and view != "xarray":
+        v.scalar = True  # a zero-rank Zarr array, shown as an NCZarr scalar
+    names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if v.shape else [])
+    zattrs = dict(values)
+    if view != "netcdf-4.9" or root:
+        zattrs["_ARRAY_DIMENSIONS"] = names
+    if view == "netcdf-4.10":
+        ncz = {"dimension_references": v.dimrefs, "storage": "chunked"}
+        if v.scalar:
+            ncz["scalar"] = 1
+        zattrs["_nczarr_array"] = ncz
+        zattrs["_nczarr_attr"] = {"types": {**types, "_nczarr_array": "|J0", "_nczarr_attr": "|J0"}}
+    elif view in ("netcdf-4.9", "netcdf-4.9.1"):
+        k = _nczarr_key(view)
+        zarray[k("_nczarr_array")] = {"dimrefs": v.dimrefs, "storage": "scalar" if v.scalar else "chunked"}
+        if types:
+            zattrs[k("_nczarr_attr")] = {"types": types}
+    return zarray, zattrs
 
 
 def signature(ds: Dataset) -> str:
