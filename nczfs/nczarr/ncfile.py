@@ -226,112 +226,128 @@ class _Builder:
 
     def build(self) -> GroupFile:
         g = self.group
-        path = g.path
+        usable = self.usable()
+        rec = self.record_dim(usable)
+        for d in g.dims:  # the group's own dimensions first, in their order
+            if d.size > 0 or d is rec:
+                self.dim(_join(g.path, d.name), d.name, d.size)
+        vars: list[Var] = []
+        values: list[Values] = []
+        for var, dims in usable:
+            got = self.variable(var, dims, rec)
+            if got is not None:
+                vars.append(got[0])
+                values.append(got[1])
+        dims_list = list(self.dims.values())
+        if rec is not None:
+            self.records(rec, dims_list, vars, values)
+        lay = layout(dims_list, self.global_attrs(), vars)
+        return GroupFile(g.path, lay, values, self.left_out)
+
+    def usable(self) -> list[tuple[Variable, list[Dimension]]]:
+        """The group's variables a classic file can hold by name, type and dimensions, each with
+        its dimensions (the others left out, with the reason)."""
         usable: list[tuple[Variable, list[Dimension]]] = []
-        for var in g.variables:
-            what = _join(path, var.name)
+        for var in self.group.variables:
+            what = _join(self.group.path, var.name)
             if not valid_name(var.name):
                 self.leave_out(what, "a name the classic formats refuse")
                 continue
             if var.nctype is None and not self.unicode(var):
                 self.leave_out(what, f"type {var.dtype} has no netCDF type")
                 continue
-            dims = []
-            for ref in ([] if var.scalar or not var.shape else var.dimrefs):
-                d = self.ds.find_dim(ref)
-                if d is None:
-                    break
-                dims.append(d)
-            if len(dims) != (0 if var.scalar or not var.shape else len(var.shape)):
+            refs = [] if var.scalar or not var.shape else var.dimrefs
+            dims = [self.ds.find_dim(ref) for ref in refs]
+            if None in dims or len(dims) != (0 if var.scalar or not var.shape else len(var.shape)):
                 self.leave_out(what, "its dimensions are not all declared")
                 continue
-            usable.append((var, dims))
-        rec = self.record_dim(usable)
-        for d in g.dims:  # the group's own dimensions first, in their order
-            if d.size > 0 or d is rec:
-                self.dim(_join(path, d.name), d.name, d.size)
-        vars: list[Var] = []
-        values: list[Values] = []
-        for var, dims in usable:
-            what = _join(path, var.name)
-            zero = [d.name for d in dims if d.size == 0 and d is not rec]
-            if zero:
-                self.leave_out(what, f"dimension {zero[0]} has length 0 and is not the record dimension")
-                continue
-            v2, why = self.codecs(var)
-            if why is not None or v2 is None:
-                self.leave_out(what, why or "no codecs")
-                continue
-            if var.nctype == "string" and not _FIXED_STRING.match(v2.dtype):
-                self.leave_out(what, f"variable-length strings ({var.dtype}): their width is not in the metadata")
-                continue
-            refs = [r if r.startswith("/") else "/" + r for r in var.dimrefs] if dims else []
-            dimids = [self.dim(ref, d.name, d.size) for ref, d in zip(refs, dims)]
-            nctype, dtype, stored_dtype = var.nctype, "", v2.dtype
-            width = 0
-            text = ""
-            if self.unicode(var):  # numpy's fixed-width unicode (xarray's strings): UTF-8, 4 bytes a character
-                text = "<" + var.dtype.lstrip("<>|")
-                width = 4 * int(_UNICODE.match(var.dtype).group(1))  # type: ignore[union-attr]
-                nctype, dtype = "char", f"|S{width}"
-                stored_dtype = text
-                dimids.append(self.dim(f"string:{width}", f"string{width}", width))
-            elif nctype == "char":
-                dtype = stored_dtype = "|S1"
-            elif nctype == "string":
-                width = int(_FIXED_STRING.match(v2.dtype).group(1))  # type: ignore[union-attr]
-                nctype, dtype = "char", f"|S{width}"
-                stored_dtype = dtype
-                dimids.append(self.dim(f"string:{width}", f"string{width}", width))
-            else:
-                dtype = TYPES[nctype][1]
-            attrs = self.var_attrs(var, what, nctype, dtype, width)
-            if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and not any(a.name == "units" for a in attrs):
-                unit = TIME_UNITS.get(str(var.dtype_config.get("unit")), "")
-                since = " since 1970-01-01" if var.dtype == "numpy.datetime64" else ""
-                attrs.append(Attr("units", "char", f"{unit}{since}".encode()))  # CF: the int64 counts' meaning
-            if text and not any(a.name == "_Encoding" for a in attrs):
-                attrs.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
-            vars.append(Var(var.name, nctype, dimids, attrs))
-            stored = tuple(var.shape)
-            chunks = tuple(v2.chunks or var.chunks) if var.shape else ()  # sharded: the innermost chunks
-            codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
-            recode = Recode(stored_dtype, chunks, v2.order, codecs, text or dtype, chunks)
-            # a sharded array's chunk keys name its shards
-            sep, cprefix = (var.dimension_separator if v2.sharding is not None else v2.separator), ""
-            if self.ds.flavor == "zarr-v3":
-                enc = self.encodings.get(what, "default")
-                cprefix = f"c{sep}" if enc == "default" else ""
-                if not stored:
-                    cprefix = "c" if enc == "default" else ""
-            array = "/".join(p for p in (self.prefix, path.strip("/"), var.name) if p)
-            fill = _fill_bytes(var.nctype or "string", dtype, var.fill_value)
-            if text and isinstance(var.fill_value, str):
-                fill = var.fill_value.encode("utf-8")[:width].ljust(width, b"\0")
-            values.append(Values(array, stored, stored, chunks, dtype, fill, recode, sep, cprefix, text, v2.sharding))
-        dims_list = list(self.dims.values())
-        if rec is not None:
-            for key, d in self.dims.items():
-                if self.ds.find_dim(key) is rec:
-                    d.is_record = True
+            usable.append((var, dims))  # type: ignore[arg-type]
+        return usable
+
+    def variable(self, var: Variable, dims: list[Dimension], rec: Dimension | None) -> tuple[Var, Values] | None:
+        """``var`` as a variable of the file, with where its values come from (None: left out)."""
+        what = _join(self.group.path, var.name)
+        zero = [d.name for d in dims if d.size == 0 and d is not rec]
+        if zero:
+            self.leave_out(what, f"dimension {zero[0]} has length 0 and is not the record dimension")
+            return None
+        v2, why = self.codecs(var)
+        if why is not None or v2 is None:
+            self.leave_out(what, why or "no codecs")
+            return None
+        if var.nctype == "string" and not _FIXED_STRING.match(v2.dtype):
+            self.leave_out(what, f"variable-length strings ({var.dtype}): their width is not in the metadata")
+            return None
+        refs = [r if r.startswith("/") else "/" + r for r in var.dimrefs] if dims else []
+        dimids = [self.dim(ref, d.name, d.size) for ref, d in zip(refs, dims)]
+        nctype, dtype, stored_dtype, text, width = self.file_type(var, v2)
+        if width:
+            dimids.append(self.dim(f"string:{width}", f"string{width}", width))
+        attrs = self.var_attrs(var, what, nctype, dtype, width)
+        if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and not any(a.name == "units" for a in attrs):
+            unit = TIME_UNITS.get(str(var.dtype_config.get("unit")), "")
+            since = " since 1970-01-01" if var.dtype == "numpy.datetime64" else ""
+            attrs.append(Attr("units", "char", f"{unit}{since}".encode()))  # CF: the int64 counts' meaning
+        if text and not any(a.name == "_Encoding" for a in attrs):
+            attrs.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
+        return Var(var.name, nctype, dimids, attrs), self.values(var, v2, what, dtype, stored_dtype, text, width)
+
+    def file_type(self, var: Variable, v2: V2Array) -> tuple[str, str, str, str, int]:
+        """(the file's type, its numpy dtype, the stored dtype, numpy's unicode dtype of
+        xarray's strings or "", the width of a string's char dimension or 0)."""
+        if self.unicode(var):  # numpy's fixed-width unicode (xarray's strings): UTF-8, 4 bytes a character
+            width = 4 * int(_UNICODE.match(var.dtype).group(1))  # type: ignore[union-attr]
+            text = "<" + var.dtype.lstrip("<>|")
+            return "char", f"|S{width}", text, text, width
+        if var.nctype == "char":
+            return "char", "|S1", "|S1", "", 0
+        if var.nctype == "string":
+            width = int(_FIXED_STRING.match(v2.dtype).group(1))  # type: ignore[union-attr]
+            return "char", f"|S{width}", f"|S{width}", "", width
+        return var.nctype, TYPES[var.nctype][1], v2.dtype, "", 0  # type: ignore[index,return-value]
+
+    def values(self, var: Variable, v2: V2Array, what: str, dtype: str, stored_dtype: str, text: str,
+               width: int) -> Values:
+        """Where ``var``'s values come from: its chunks' keys, how each is decoded, its fill."""
+        stored = tuple(var.shape)
+        chunks = tuple(v2.chunks or var.chunks) if var.shape else ()  # sharded: the innermost chunks
+        codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
+        recode = Recode(stored_dtype, chunks, v2.order, codecs, text or dtype, chunks)
+        # a sharded array's chunk keys name its shards
+        sep, cprefix = (var.dimension_separator if v2.sharding is not None else v2.separator), ""
+        if self.ds.flavor == "zarr-v3":
+            default = self.encodings.get(what, "default") == "default"
+            cprefix = ("c" if not stored else f"c{sep}") if default else ""
+        array = "/".join(p for p in (self.prefix, self.group.path.strip("/"), var.name) if p)
+        fill = _fill_bytes(var.nctype or "string", dtype, var.fill_value)
+        if text and isinstance(var.fill_value, str):
+            fill = var.fill_value.encode("utf-8")[:width].ljust(width, b"\0")
+        return Values(array, stored, stored, chunks, dtype, fill, recode, sep, cprefix, text, v2.sharding)
+
+    def global_attrs(self) -> list[Attr]:
         gattrs = []
-        for a in g.attributes:
+        for a in self.group.attributes:
             got = classic_attr(a)
             if isinstance(got, str):
-                self.leave_out(f"{path}:{a.name}", got)
+                self.leave_out(f"{self.group.path}:{a.name}", got)
             else:
                 gattrs.append(got)
-        if rec is not None:
-            lengths = [val.stored[0] for var, val in zip(vars, values) if var.dimids and dims_list[var.dimids[0]].is_record]
-            numrecs = max([rec.size, *lengths])
-            for d in dims_list:
-                if d.is_record:
-                    d.size = numrecs
-            for var, val in zip(vars, values):
-                if var.dimids and dims_list[var.dimids[0]].is_record:
-                    val.shape = (numrecs, *val.stored[1:])
-        lay = layout(dims_list, gattrs, vars)
-        return GroupFile(path, lay, values, self.left_out)
+        return gattrs
+
+    def records(self, rec: Dimension, dims_list: list[Dim], vars: list[Var], values: list[Values]) -> None:
+        """Mark the record dimension; its length (and the record variables' shape) is the
+        longest record variable's."""
+        for key, d in self.dims.items():
+            if self.ds.find_dim(key) is rec:
+                d.is_record = True
+        lengths = [val.stored[0] for var, val in zip(vars, values) if var.dimids and dims_list[var.dimids[0]].is_record]
+        numrecs = max([rec.size, *lengths])
+        for d in dims_list:
+            if d.is_record:
+                d.size = numrecs
+        for var, val in zip(vars, values):
+            if var.dimids and dims_list[var.dimids[0]].is_record:
+                val.shape = (numrecs, *val.stored[1:])
 
     def var_attrs(self, var: Variable, what: str, nctype: str, dtype: str, width: int) -> list[Attr]:
         out = []
