@@ -474,60 +474,69 @@ class PresentingStore(WrapperStore):
         array = v.array_of(prefix)
         if array is not None and array in v.hidden:
             raise KeyNotFound(prefix)
-        out: dict[str, DirEntry] = {}
-        if array is not None and array in v.sharded:
+        if array is None:
+            out = {e.name: e for e in await self.inner.list_dir(prefix) if v.to_store(join(prefix, e.name)) is not None}
+        elif array in v.sharded or array in v.char_axis:
             if prefix != array:
                 raise KeyNotFound(prefix)
-            for name, loc in (await v.sharded[array].chunks(self.inner, self._indexes)).items():
-                out[name] = DirEntry(name, False, await self._shard_info(v, join(array, name), loc))
-        elif array is not None and array in v.char_axis:
-            if prefix != array:
-                raise KeyNotFound(prefix)
-            lead, separator = v.char_axis[array]
-            start = f"{array}/{'c' if lead == ZERO_RANK else lead}"
-            for key in await self.inner.list_prefix(array):
-                rest = key[len(start):] if key.startswith(start) else ""
-                if lead == ZERO_RANK:
-                    rest = "0" if key == start else ""
-                parts = rest.split(separator) if rest else []
-                if parts and all(p.isdigit() for p in parts):
-                    name = ".".join([*parts, "0"])
-                    e = await self.inner.entry(key)
-                    if e is not None:
-                        out[name] = await self._shown_entry(v, join(array, name), DirEntry(name, False, e.info))
-        elif array is not None and array not in v.v3:  # a v2 array whose chunks are recoded
-            for e in await self.inner.list_dir(prefix):
-                if v.to_store(join(prefix, e.name)) is not None:
-                    out[e.name] = await self._shown_entry(v, join(prefix, e.name), e)
-        elif array is not None and v.v3[array] == ZERO_RANK:
-            for e in await self.inner.list_dir(prefix):
-                if e.name == "c" and not e.is_dir:
-                    out["0"] = await self._shown_entry(v, join(prefix, "0"), DirEntry("0", False, e.info))
-        elif array is not None:  # a Zarr v3 array, or a folder of its chunks
-            cp = v.v3[array]
-            if cp.endswith("/") or prefix != array:
-                below = f"{array}/{cp}{prefix[len(array) + 1:]}".rstrip("/") if prefix != array else f"{array}/{cp.rstrip('/')}"
-                try:
-                    entries = await self.inner.list_dir(below)
-                except KeyNotFound:
-                    entries = []
-                for e in entries:
-                    out[e.name] = await self._shown_entry(v, join(prefix, e.name), e)
-            else:
-                for e in await self.inner.list_dir(prefix):
-                    if e.name.startswith(cp) and e.name not in METADATA_NAMES:
-                        name = e.name[len(cp):]
-                        out[name] = await self._shown_entry(v, join(prefix, name), DirEntry(name, e.is_dir, e.info))
+            out = await (self._shard_chunks(v, array) if array in v.sharded else self._char_axis_chunks(v, array))
+        elif array not in v.v3:  # a v2 array whose chunks are recoded
+            out = {e.name: await self._shown_entry(v, join(prefix, e.name), e)
+                   for e in await self.inner.list_dir(prefix) if v.to_store(join(prefix, e.name)) is not None}
         else:
-            for e in await self.inner.list_dir(prefix):
-                if v.to_store(join(prefix, e.name)) is not None:
-                    out[e.name] = e
+            out = await self._v3_chunks(v, prefix, array)
         start = prefix + "/" if prefix else ""
         for key in v.objects:
             if key.startswith(start) and "/" not in key[len(start):]:
                 name = key[len(start):]
                 out[name] = DirEntry(name, False, v.info(key))
         return [out[n] for n in sorted(out)]
+
+    async def _shard_chunks(self, v: DatasetView, array: str) -> dict[str, DirEntry]:
+        """A sharded array's inner chunks that exist, as files of the view."""
+        found = await v.sharded[array].chunks(self.inner, self._indexes)
+        return {name: DirEntry(name, False, await self._shard_info(v, join(array, name), loc)) for name, loc in found.items()}
+
+    async def _char_axis_chunks(self, v: DatasetView, array: str) -> dict[str, DirEntry]:
+        """A string array shown as chars: stored chunk ``i.j`` is chunk ``i.j.0`` of the view."""
+        out: dict[str, DirEntry] = {}
+        lead, separator = v.char_axis[array]
+        start = f"{array}/{'c' if lead == ZERO_RANK else lead}"
+        for key in await self.inner.list_prefix(array):
+            rest = key[len(start):] if key.startswith(start) else ""
+            if lead == ZERO_RANK:
+                rest = "0" if key == start else ""
+            parts = rest.split(separator) if rest else []
+            if parts and all(p.isdigit() for p in parts):
+                name = ".".join([*parts, "0"])
+                e = await self.inner.entry(key)
+                if e is not None:
+                    out[name] = await self._shown_entry(v, join(array, name), DirEntry(name, False, e.info))
+        return out
+
+    async def _v3_chunks(self, v: DatasetView, prefix: str, array: str) -> dict[str, DirEntry]:
+        """A Zarr v3 array (or a folder of its chunks) as v2 names: without the chunk key prefix
+        (``c/`` or ``c.``); a zero-rank array's one chunk ``c`` as ``0``."""
+        cp = v.v3[array]
+        out: dict[str, DirEntry] = {}
+        if cp == ZERO_RANK:
+            for e in await self.inner.list_dir(prefix):
+                if e.name == "c" and not e.is_dir:
+                    out["0"] = await self._shown_entry(v, join(prefix, "0"), DirEntry("0", False, e.info))
+        elif cp.endswith("/") or prefix != array:
+            below = f"{array}/{cp}{prefix[len(array) + 1:]}".rstrip("/") if prefix != array else f"{array}/{cp.rstrip('/')}"
+            try:
+                entries = await self.inner.list_dir(below)
+            except KeyNotFound:
+                entries = []
+            for e in entries:
+                out[e.name] = await self._shown_entry(v, join(prefix, e.name), e)
+        else:
+            for e in await self.inner.list_dir(prefix):
+                if e.name.startswith(cp) and e.name not in METADATA_NAMES:
+                    name = e.name[len(cp):]
+                    out[name] = await self._shown_entry(v, join(prefix, name), DirEntry(name, e.is_dir, e.info))
+        return out
 
     async def list_prefix(self, prefix: str) -> list[str]:
         out = []
