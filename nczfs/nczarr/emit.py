@@ -82,12 +82,9 @@ def v3_to_v2(var: Variable) -> V2Array | str:
         if isinstance(found, str):
             return found
         sharded, codecs, chunks, separator = found, list(found.codecs), list(found.chunks), "."
-    order = "C"
-    if codecs and codecs[0].get("name") == "transpose":
-        perm = (codecs.pop(0).get("configuration") or {}).get("order")
-        if list(perm or []) != list(reversed(range(len(var.shape)))):
-            return f"transpose order {perm} is neither C nor F"
-        order = "F"
+    order = _order(codecs, len(var.shape))
+    if order not in ("C", "F"):
+        return order
     mapped: list[dict] = []
     if base == "O" and codecs and codecs[0].get("name") == "vlen-utf8":  # the same bytes as numcodecs'
         codecs.pop(0)
@@ -100,25 +97,42 @@ def v3_to_v2(var: Variable) -> V2Array | str:
     endian = ">" if big else "<"
     dtype = ("|" if base in ("O", "b1", "i1", "u1") or base[0] == "S" else endian) + base
     for c in codecs:
-        name, conf = c.get("name"), dict(c.get("configuration") or {})
-        if name == "gzip":
-            mapped.append({"id": "gzip", "level": conf.get("level", 5)})
-        elif name == "zstd":
-            if conf.get("checksum"):
-                return "zstd with checksum has no numcodecs v2 equivalent"
-            mapped.append({"id": "zstd", "level": conf.get("level", 0)})
-        elif name == "blosc":
-            shuffle = _BLOSC_SHUFFLE.get(conf.get("shuffle", "noshuffle"), conf.get("shuffle"))
-            mapped.append({"id": "blosc", "cname": conf.get("cname", "lz4"), "clevel": conf.get("clevel", 5),
-                           "shuffle": shuffle, "blocksize": conf.get("blocksize", 0)})
-        elif name == "crc32c":
-            mapped.append({"id": "crc32c"})
-        elif isinstance(name, str) and name.startswith("numcodecs."):
-            mapped.append({"id": name[len("numcodecs."):], **conf})
-        else:
-            return f"codec {name!r} has no Zarr v2 equivalent"
+        got = _v2_codec(c.get("name"), dict(c.get("configuration") or {}))
+        if isinstance(got, str):
+            return got
+        mapped.append(got)
     compressor = mapped[-1] if mapped else None
     return V2Array(dtype, order, compressor, mapped[:-1] or None, separator, chunks, sharded)
+
+
+def _order(codecs: list[dict], rank: int) -> str:
+    """"C", or "F" for a leading transpose reversing the axes (taken off ``codecs``), or why
+    the array has no v2 order."""
+    if not codecs or codecs[0].get("name") != "transpose":
+        return "C"
+    perm = (codecs.pop(0).get("configuration") or {}).get("order")
+    if list(perm or []) != list(reversed(range(rank))):
+        return f"transpose order {perm} is neither C nor F"
+    return "F"
+
+
+def _v2_codec(name: Any, conf: dict) -> dict | str:
+    """The numcodecs (Zarr v2) configuration of a v3 bytes-to-bytes codec, or why it has none."""
+    if name == "gzip":
+        return {"id": "gzip", "level": conf.get("level", 5)}
+    if name == "zstd":
+        if conf.get("checksum"):
+            return "zstd with checksum has no numcodecs v2 equivalent"
+        return {"id": "zstd", "level": conf.get("level", 0)}
+    if name == "blosc":
+        shuffle = _BLOSC_SHUFFLE.get(conf.get("shuffle", "noshuffle"), conf.get("shuffle"))
+        return {"id": "blosc", "cname": conf.get("cname", "lz4"), "clevel": conf.get("clevel", 5),
+                "shuffle": shuffle, "blocksize": conf.get("blocksize", 0)}
+    if name == "crc32c":
+        return {"id": "crc32c"}
+    if isinstance(name, str) and name.startswith("numcodecs."):
+        return {"id": name[len("numcodecs."):], **conf}
+    return f"codec {name!r} has no Zarr v2 equivalent"
 
 
 def v3_chunk_prefix(var: Variable, encoding_name: str = "default") -> str:
