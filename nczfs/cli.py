@@ -362,9 +362,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 def cmd_umount(args: argparse.Namespace) -> int:
     mnt = kernel_path(args.mountpoint)
-    pid = None
+    control = None
     try:
-        pid = read_control(mnt)["pid"]
+        control = read_control(mnt)
     except (OSError, NotAnNczfsMount) as exc:
         if isinstance(exc, OSError) and exc.errno == errno.ENOTCONN:
             subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
@@ -377,7 +377,8 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if args.stale_only:
         return 0
     try:
-        unmount(mnt, pid, lazy=args.lazy, timeout=args.timeout, progress=terminal())
+        unmount(mnt, control["pid"] if control else None, lazy=args.lazy, timeout=args.timeout,
+                progress=terminal(), control=control)
     except UnmountError as exc:
         print(f"nczfs: {exc}", file=sys.stderr)
         return 1
@@ -428,10 +429,17 @@ def cmd_log_level(args: argparse.Namespace) -> int:
 def cmd_sync(args: argparse.Namespace) -> int:
     """Ask the daemon to store every pending write (the same request umount makes first)."""
     mnt = kernel_path(args.mountpoint)
-    if not _is_fuse_mount(mnt):
-        raise UsageError(f"{mnt}: not an nczfs mount point")
     try:
-        store_pending(mnt, terminal())
+        control = read_control(mnt)
+    except NotAnNczfsMount as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTCONN:
+            print(f"nczfs: {mnt}: stale mount (its daemon has died); see 'nczfs umount {mnt}'", file=sys.stderr)
+            return 1
+        raise UsageError(f"{mnt}: not an nczfs mount point ({exc.strerror})") from None
+    try:
+        store_pending(mnt, terminal(), control)
     except UnmountError as exc:
         print(f"nczfs: {exc}; see the log", file=sys.stderr)
         return 1

@@ -9,10 +9,6 @@ from dataclasses import dataclass
 from nczfs.errors import SourceError
 from nczfs.source import Source
 
-#: setxattr on the mount root: store every pending write (``nczfs sync``, ``nczfs umount``); the
-#: daemon's pid and counters are read from the control file instead (control.py)
-XATTR_SYNC = "user.nczfs.sync"
-
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(
     {"rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto", "noauto", "nofail",

@@ -3,10 +3,10 @@
 A virtual, read-only regular file at the mount root (as JuiceFS's ``.stats``): never listed by
 readdir, served by the FUSE adapter (fuse_ops.py) without reaching the store, and shadowing a store
 object of the same name at the root. Opening it takes a snapshot of ``{"pid": ..., "counters":
-{...}}`` as JSON; its size shows as 0 (the adapter opens it with direct_io, so reads are not cut at
-the size). It replaced the ``user.nczfs.pid``/``user.nczfs.stats`` xattrs so that the daemon can
-answer getxattr with ENOSYS, after which the kernel never sends getxattr again (``ls -l`` asked
-twice a file). Nothing here imports pyfuse3.
+{...}, "socket": PATH}`` as JSON (the socket: where the daemon takes requests to store pending
+writes, controlsock.py); its size shows as 0 (the adapter opens it with direct_io, so reads are
+not cut at the size). It replaced the ``user.nczfs.pid``/``user.nczfs.stats`` xattrs. Nothing here
+imports pyfuse3.
 """
 
 from __future__ import annotations
@@ -31,17 +31,17 @@ class NotAnNczfsMount(Exception):
 ABOUT: dict[str, object] = {}
 
 
-def snapshot(counters: dict[str, int]) -> bytes:
+def snapshot(counters: dict[str, int], socket: str | None = None) -> bytes:
     """The control file's content at an open: this daemon's pid, where and at which level it
-    logs, and its request counters."""
+    logs, its request counters and the path of its control socket."""
     from nczfs import logs
 
     about = {"pid": os.getpid(), "log": logs.STATE.get("log"), "log_level": logs.current_level(), **ABOUT}
-    return json.dumps({**about, "counters": counters}, sort_keys=True).encode()
+    return json.dumps({**about, "counters": counters, "socket": socket}, sort_keys=True).encode()
 
 
 def read_control(mountpoint: str) -> dict:
-    """``{"pid": int, "counters": {name: int}}`` read from a running nczfs mount.
+    """``{"pid": int, "counters": {name: int}, "socket": str}`` read from a running nczfs mount.
 
     Raises NotAnNczfsMount if ``mountpoint`` is not the root of an nczfs mount; an OSError from
     opening the file goes through as it is (ENOTCONN: the mount's daemon has died).

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import pyfuse3
 
-from nczfs import config, control, pyfuse3_trio
+from nczfs import control, pyfuse3_trio
 from nczfs.errors import KeyNotFound, NczfsError, to_errno
 from nczfs.filesystem import Attr, Filesystem, SetattrRequest
 from nczfs.logs import TRACE
@@ -26,8 +26,6 @@ log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
-#: the control attribute on the mount root (config.py): setxattr stores pending writes
-XATTR_SYNC = config.XATTR_SYNC.encode()
 #: the control file (control.py): its name in the root, and its handles' numbers (the
 #: filesystem's count up from 1 and never get near)
 CONTROL_NAME = os.fsencode(control.NAME)
@@ -35,7 +33,7 @@ _CONTROL_FH0 = 1 << 62
 
 
 #: operations whose medium failures the filesystem logs itself (uploads name the key there)
-_LOGGED_BY_FILESYSTEM = frozenset({"flush", "fsync", "release", "setxattr"})
+_LOGGED_BY_FILESYSTEM = frozenset({"flush", "fsync", "release"})
 
 
 def _brief(args: tuple[Any, ...]) -> str:
@@ -99,7 +97,7 @@ class Operations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, fs: Filesystem, ttl: float, direct_io: bool = False):
+    def __init__(self, fs: Filesystem, ttl: float, direct_io: bool = False, control_socket: str | None = None):
         super().__init__()
         self.fs = fs
         self.ttl = ttl
@@ -108,8 +106,9 @@ class Operations(pyfuse3.Operations):
         #: open handles of the control file: fh -> the snapshot taken at open
         self._control: dict[int, bytes] = {}
         self._next_control_fh = _CONTROL_FH0
-        #: requests that reached the daemon, by operation (the control file's fuse.* counters;
-        #: getxattr shown from the start, as 0 until the first turns them off)
+        #: the daemon's control socket (controlsock.py), named in the control file
+        self.control_socket = control_socket
+        #: requests that reached the daemon, by operation (the control file's fuse.* counters)
         self._requests: Counter[str] = Counter(getxattr=0)
 
     def _entry(self, a: Attr) -> pyfuse3.EntryAttributes:
@@ -314,23 +313,18 @@ class Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EACCES)  # a read-only file, even for root
         fh = self._next_control_fh
         self._next_control_fh += 1
-        self._control[fh] = control.snapshot(self.counters())
+        self._control[fh] = control.snapshot(self.counters(), self.control_socket)
         return pyfuse3.FileInfo(fh=fh, direct_io=True)  # size 0 must not cut the reads short
 
     async def getxattr(self, inode, name, ctx):
-        # ENOSYS: the kernel sends no getxattr to this mount again and answers EOPNOTSUPP itself
-        # (ls -l asked twice a file: ACL, SELinux label). Control goes through the control file
+        # no attribute of any name: ENODATA. Not ENOSYS, which would stop the kernel sending
+        # getxattr, but also setxattr with XATTR_CREATE/REPLACE (pyfuse3 asks getxattr first and
+        # passes its answer on), after which the kernel refuses every setxattr of the mount itself
         self._requests["getxattr"] += 1
-        raise pyfuse3.FUSEError(errno.ENOSYS)
+        raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
 
     @_translate
     async def setxattr(self, inode, name, value, ctx):
-        if inode == pyfuse3.ROOT_INODE and name == XATTR_SYNC:
-            failed = await self.fs.flush_all()
-            if failed:
-                log.error("sync: not stored: %s", ", ".join(failed))
-                raise pyfuse3.FUSEError(errno.EIO)
-            return
         raise pyfuse3.FUSEError(errno.ENOTSUP)
 
     @_translate

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -20,7 +21,7 @@ import pyfuse3
 import trio
 
 import nczfs
-from nczfs import control, holders, logs, pyfuse3_trio
+from nczfs import control, controlsock, holders, logs, pyfuse3_trio
 from nczfs.stack import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
@@ -119,10 +120,20 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
         ),
     )
     watch_changes(store, fs)
-    ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io)
+    try:
+        listener = controlsock.listen()
+    except OSError as exc:
+        sync_store.close()
+        notify(status("failed: no control socket"))
+        ready(f"cannot make the control socket in {controlsock.runtime_dir()}: {exc.strerror or exc}")
+        return 1
+    ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io,
+                     control_socket=controlsock.path_of(listener))
     try:
         pyfuse3.init(ops, config.mountpoint, fuse_options(config, sync_store.read_only))
     except RuntimeError as exc:
+        controlsock.close(listener)
+        sync_store.close()
         notify(status(f"failed: cannot mount {config.mountpoint}"))
         ready(f"{config.mountpoint}: cannot mount ({exc}); see the log for libfuse's reason")
         return 1
@@ -130,8 +141,9 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
     fs.attrs_changed = invalidate_attrs
     failed: list[str] = []
     try:
-        failed = trio.run(_serve, fs, config, ready, ops, exporter)
+        failed = trio.run(_serve, fs, config, ready, ops, exporter, listener)
     finally:
+        controlsock.close(listener)
         pyfuse3.close(unmount=True)
         sync_store.close()
     if failed:
@@ -142,13 +154,15 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
 
 
 async def _serve(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operations | None = None,
-                 exporter: Exporter | None = None) -> list[str]:
+                 exporter: Exporter | None = None, listener=None) -> list[str]:
     if exporter is not None and ops is not None:
         exporter.source = trio_counters(ops.counters, trio.lowlevel.current_trio_token())
     async with trio.open_nursery() as nursery:
         flushed = trio.Event()  # by a signal: what failed then is not tried again below
         nursery.start_soon(_on_signals, fs, flushed)
         nursery.start_soon(_on_level_signals)
+        if listener is not None:
+            nursery.start_soon(controlsock.serve, listener, functools.partial(_control_request, fs))
         nursery.start_soon(_announce_ready, config, ready)
         if config.validate != "off" and not config.read_only:
             nursery.start_soon(_import_codecs)
@@ -157,6 +171,17 @@ async def _serve(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operati
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))
     return await fs.flush_all(retry_failed=not flushed.is_set())
+
+
+async def _control_request(fs: Filesystem, command: str) -> dict:
+    """A request on the control socket (controlsock.py): ``sync`` stores every pending write."""
+    if command != "sync":
+        return {"ok": False, "error": f"unknown command {command!r}"}
+    failed = await fs.flush_all()
+    if failed:
+        log.error("sync: not stored: %s", ", ".join(failed))
+        return {"ok": False, "error": "not stored: " + ", ".join(failed), "failed": failed}
+    return {"ok": True}
 
 
 async def _import_codecs() -> None:

@@ -1,13 +1,13 @@
 """Store a mount's pending writes and unmount it: ``nczfs sync``, ``nczfs umount``, the Python API.
 
-Storing is one request to the daemon (setxattr on the mount root); while it runs, a terminal
+Storing is one request to the daemon over its control socket (controlsock.py: only root and the
+mounting user are answered, whatever the file system answers); while it runs, a terminal
 sees what is left to store (the control file's ``write.bytes-pending``) once it has taken more
 than :data:`PROGRESS_AFTER` seconds. Errors are :class:`UnmountError` with a one-line message.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import subprocess
 import sys
@@ -16,8 +16,8 @@ import time
 from typing import TextIO
 
 from nczfs import busy
-from nczfs.config import XATTR_SYNC
 from nczfs.control import NotAnNczfsMount, read_control
+from nczfs.controlsock import ControlError, request
 from nczfs.errors import NczfsError
 
 #: seconds a store of pending writes runs before a terminal is shown what is left
@@ -45,18 +45,29 @@ def _pending(mnt: str) -> int | None:
         return None
 
 
-def store_pending(mnt: str, progress: TextIO | None = None) -> None:
-    """Have the daemon store every pending write; ``progress``: a terminal shown what is left."""
-    result: list[BaseException | None] = []
-
-    def request() -> None:
+def store_pending(mnt: str, progress: TextIO | None = None, control: dict | None = None) -> None:
+    """Have the daemon store every pending write (zip: commit them), through the control socket
+    its control file names (``control``: that file, read already); ``progress``: a terminal
+    shown what is left."""
+    if control is None:
         try:
-            os.setxattr(mnt, XATTR_SYNC, b"1")
-            result.append(None)
+            control = read_control(mnt)
+        except NotAnNczfsMount as exc:
+            raise UnmountError(str(exc)) from None
+        except OSError as exc:
+            raise UnmountError(f"{mnt}: pending writes could not be stored ({exc.strerror})") from None
+    path = control.get("socket")
+    if not isinstance(path, str):
+        raise UnmountError(f"{mnt}: pending writes could not be stored (the daemon names no control socket)")
+    result: list[BaseException | dict] = []
+
+    def ask() -> None:
+        try:
+            result.append(request(path, control["pid"], "sync"))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             result.append(exc)
 
-    worker = threading.Thread(target=request, name="nczfs sync", daemon=True)
+    worker = threading.Thread(target=ask, name="nczfs sync", daemon=True)
     worker.start()
     started, shown = time.monotonic(), False
     while True:
@@ -73,14 +84,14 @@ def store_pending(mnt: str, progress: TextIO | None = None) -> None:
     if shown and progress is not None:
         progress.write("\r\033[K")
         progress.flush()
-    exc = result[0]
-    if exc is None:
-        return
-    if isinstance(exc, OSError) and exc.errno == errno.EROFS:
-        return  # the kernel refuses setxattr on a read-only mount, which has no pending writes
-    if isinstance(exc, OSError):
-        raise UnmountError(f"{mnt}: pending writes could not be stored ({exc.strerror})") from None
-    raise exc
+    reply = result[0]
+    if isinstance(reply, ControlError):
+        raise UnmountError(f"{mnt}: pending writes could not be stored ({reply})") from None
+    if isinstance(reply, BaseException):
+        raise reply
+    if reply.get("ok") is not True:
+        why = reply.get("error") or "the daemon refused"
+        raise UnmountError(f"{mnt}: pending writes could not be stored ({why})")
 
 
 def _alive(pid: int) -> bool:
@@ -97,11 +108,12 @@ def terminal() -> TextIO | None:
 
 
 def unmount(mnt: str, pid: int | None, lazy: bool = False, timeout: float = 60.0,
-            progress: TextIO | None = None) -> None:
+            progress: TextIO | None = None, control: dict | None = None) -> None:
     """Store pending writes, unmount, wait for daemon ``pid`` to exit (``lazy``: detach even if
-    busy, and do not wait: the daemon exits once the last file open there is closed)."""
+    busy, and do not wait: the daemon exits once the last file open there is closed);
+    ``control``: the mount's control file, read already."""
     try:
-        store_pending(mnt, progress)
+        store_pending(mnt, progress, control)
     except UnmountError as exc:
         if pid is not None:
             raise UnmountError(f"{exc}; not unmounted") from None

@@ -104,15 +104,14 @@ def medium_tree(path: Path, default_layout: str = "netcdf") -> tuple[dict[str, b
 
 def sync_mounts_of(source: str) -> None:
     """Ask every nczfs mount of ``source`` to commit (``nczfs sync``), so the archive is current."""
-    from nczfs.config import XATTR_SYNC
+    from nczfs.control import read_control
+    from nczfs.controlsock import request
 
     with open("/proc/self/mounts") as f:
         mounts = [line.split() for line in f]
     for fields in mounts:
         if len(fields) > 2 and fields[0] == source and fields[2] == "fuse.nczfs":
             mnt = fields[1].replace("\\040", " ")
-            try:
-                os.setxattr(mnt, XATTR_SYNC, b"1")
-            except OSError as exc:
-                if exc.errno != 30:  # EROFS: a read-only mount has nothing to commit
-                    raise
+            control = read_control(mnt)
+            reply = request(control["socket"], control["pid"], "sync")
+            assert reply["ok"], reply
