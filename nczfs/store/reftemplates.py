@@ -6,13 +6,20 @@ templates calling each other to double a string forty times would hang or exhaus
 daemon at mount time. So a template may only hold text, names, constants, arithmetic,
 comparisons, ``~``/``+`` concatenation, conditionals, indexing, a few harmless filters and
 calls of the set's own templates (``{{f(c='text')}}``); no statements but ``if``, no
-attributes, no globals. Numbers stay below :data:`MAX_INT_BITS` bits, and every rendered
-string (a template's result included) below :data:`MAX_TEXT`. Undefined names are errors.
+attributes, no globals. Numbers stay below :data:`MAX_INT_BITS` bits; every rendered
+string (a template's result included), every sequence made by ``*`` or ``+`` and every value
+passed to a template call below :data:`MAX_TEXT` characters (as text); ``%`` formats take no
+width or precision over 1000, nor one given by ``*``. The work is bounded too, not only the
+sizes: one rendering (with every template it calls) may take :data:`MAX_STEPS` template calls
+and checked operations, and :data:`MAX_SECONDS` (a template calling itself twice per level
+would otherwise run for ever at a constant size). Undefined names are errors.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+import time
 from typing import Any, Callable
 
 import jinja2
@@ -23,6 +30,10 @@ from nczfs.errors import SourceError
 
 MAX_TEXT = 64 * 1024
 MAX_INT_BITS = 4096
+#: template calls and checked operations (``*``, ``**``, ``%``, ``+``) one rendering may take
+MAX_STEPS = 10_000
+#: seconds one rendering may take
+MAX_SECONDS = 2.0
 
 ALLOWED_NODES = (
     nodes.Template, nodes.Output, nodes.TemplateData, nodes.If, nodes.Name, nodes.Const,
@@ -33,25 +44,68 @@ ALLOWED_NODES = (
 ALLOWED_FILTERS = frozenset(
     {"int", "float", "string", "lower", "upper", "trim", "abs", "round", "default", "d", "length", "first", "last"}
 )
-#: a width or precision in a ``%`` format
-_FORMAT_NUMBER = re.compile(r"%[-#0 +]*(\d*)(?:\.(\d+))?")
+#: the width and precision of a ``%`` conversion (``*``: taken from the arguments)
+_FORMAT_NUMBER = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?")
+
+
+class _Work(threading.local):
+    """The steps left to the rendering under way in this thread, and its deadline."""
+
+    steps: int | None = None
+    deadline: float = 0.0
+
+
+_WORK = _Work()
+
+
+def _step() -> None:
+    """Count one step of the rendering under way; SecurityError once its work is used up."""
+    if _WORK.steps is None:
+        return
+    _WORK.steps -= 1
+    if _WORK.steps < 0:
+        raise jinja2.sandbox.SecurityError(f"too much work: more than {MAX_STEPS} template calls and operations")
+    if time.monotonic() > _WORK.deadline:
+        raise jinja2.sandbox.SecurityError(f"too much work: more than {MAX_SECONDS:g} s")
+
+
+def _text_size(v: Any) -> int:
+    """About how many characters ``v`` makes as text (lists and tuples counted element by element)."""
+    if isinstance(v, str):
+        return len(v)
+    if isinstance(v, (list, tuple)):
+        total = 2
+        for item in v:
+            total += _text_size(item) + 2
+            if total > MAX_TEXT:  # no need to count further
+                break
+        return total
+    if _is_int(v):
+        return v.bit_length() // 3 + 2
+    return 8
 
 
 class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
-    intercepted_binops = frozenset({"*", "**", "%"})
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "**" and _is_int(left) and _is_int(right):
+        _step()
+        if operator == "+" and isinstance(left, (str, list, tuple)):
+            if _text_size(left) + _text_size(right) > MAX_TEXT:
+                raise jinja2.sandbox.SecurityError("joining these sequences makes too much")
+        elif operator == "**" and _is_int(left) and _is_int(right):
             if right > 0 and abs(left) > 1 and abs(left).bit_length() * right > MAX_INT_BITS:
                 raise jinja2.sandbox.SecurityError(f"{left} ** {right} is too large")
         elif operator == "*":
             if _is_int(left) and _is_int(right) and left.bit_length() + right.bit_length() > MAX_INT_BITS:
                 raise jinja2.sandbox.SecurityError("product too large")
             for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and _is_int(n) and len(seq) * n > MAX_TEXT:
+                if isinstance(seq, (str, list, tuple)) and _is_int(n) and _text_size(seq) * n > MAX_TEXT:
                     raise jinja2.sandbox.SecurityError(f"repeating a sequence {n} times is too much")
         elif operator == "%" and isinstance(left, str):
             for width, precision in _FORMAT_NUMBER.findall(left):
+                if "*" in (width, precision):
+                    raise jinja2.sandbox.SecurityError("format width or precision given by '*'")
                 if int(width or 0) > 1000 or int(precision or 0) > 1000:
                     raise jinja2.sandbox.SecurityError("format width too large")
         return super().call_binop(context, operator, left, right)
@@ -86,12 +140,20 @@ def compile_template(where: str, text: str) -> jinja2.Template:
 
 
 def render(where: str, template: jinja2.Template, names: dict[str, Any]) -> str:
+    """``template`` rendered with ``names``: the whole work of a rendering, with the template
+    calls it makes, bounded (MAX_STEPS, MAX_SECONDS); SourceError naming ``where`` if it fails."""
+    outermost = _WORK.steps is None
+    if outermost:
+        _WORK.steps, _WORK.deadline = MAX_STEPS, time.monotonic() + MAX_SECONDS
     try:
         out = template.render(**names)
     except jinja2.TemplateError as exc:  # undefined names, sandbox violations
         raise SourceError(f"{where}: template failed ({exc})") from None
     except (ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
         raise SourceError(f"{where}: template failed ({type(exc).__name__}: {exc})") from None
+    finally:
+        if outermost:
+            _WORK.steps = None
     if len(out) > MAX_TEXT:
         raise SourceError(f"{where}: template renders {len(out)} characters; at most {MAX_TEXT}")
     return out
@@ -118,6 +180,10 @@ def load_templates(raw: Any) -> dict[str, Any]:
 
 def _macro(where: str, template: jinja2.Template) -> Callable[..., str]:
     def call(**kwargs: Any) -> str:
+        _step()
+        for name, value in kwargs.items():
+            if _text_size(value) > MAX_TEXT:
+                raise jinja2.sandbox.SecurityError(f"{where}: argument {name!r} is longer than {MAX_TEXT} characters")
         try:
             return render(where, template, kwargs)
         except SourceError as exc:  # raised inside an outer render: keep the reason

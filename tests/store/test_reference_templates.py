@@ -55,11 +55,45 @@ DOUBLE = "{{ c }}{{ c }}"
         ("{{ lipsum(n=100000) }}", {}, "'lipsum' is undefined"),
         ("{{ f(*['a']) }}", {"f": DOUBLE}, "may only call templates by name"),
         ("{{" + "f(c=" * 40 + "'xxxxxxxx'" + ")" * 40 + "}}", {"f": DOUBLE}, "at most 65536"),
+        ("{{ '%.*f' % (500000000, 1.0) }}", {}, "given by '*'"),
+        ("{{ '%*d' % (500000000, 1) }}", {}, "given by '*'"),
+        ("{{ '%(a)0999999999d' % 1 }}", {}, "format width too large"),
+        ("{{ ([('x' * 65536)] * 65536)|string }}", {}, "too much"),
+        ("{{ g(g=g, s='x', n=40) }}", {"g": "{{ g(g=g, s=s ~ s, n=n-1) if n > 0 else s|length }}"}, "is longer than"),
+        ("{{ g(g=g, s=['x'], n=40) }}", {"g": "{{ g(g=g, s=s + s, n=n-1) if n > 0 else s|length }}"}, "makes too much"),
     ],
     ids=["big-power", "big-product", "str-repeat", "list-repeat", "format-width", "for", "set", "center",
-         "method", "attribute", "range", "lipsum", "star-args", "doubling-templates"],
+         "method", "attribute", "range", "lipsum", "star-args", "doubling-templates", "star-precision",
+         "star-width", "named-width", "list-of-long-strings", "doubling-argument", "doubling-list"],
 )
 def test_work_bombs_are_refused_with_a_reason(expr, templates, reason):
     with pytest.raises(SourceError) as info:
         url_of(expr, templates)
     assert reason in str(info.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_template_calling_itself_twice_per_level_is_stopped_by_its_work_not_its_size():
+    """Each level's result is a short string, so no size limit stops it: 2**40 calls. The mount
+    used to hang at 100% CPU for ever; now the rendering's steps run out."""
+    import time
+
+    templates = {"d": "{{ (f(f=f, n=n-1) ~ f(f=f, n=n-1))|length if n > 0 else 'x' }}"}
+    doc = {"version": 1, "templates": templates, "refs": {"k": ["{{ d(f=d, n=40) }}", 0, 4]}}
+    t0 = time.monotonic()
+    with pytest.raises(SourceError, match="too much work"):
+        parse_references(doc, "/base")
+    assert time.monotonic() - t0 < 10
+    # the same template at a depth whose work fits renders
+    doc["refs"]["k"] = ["http://h/{{ d(f=d, n=5) }}", 0, 4]
+    assert parse_references(doc, "/base")["k"].url == "http://h/2"
+
+
+@pytest.mark.timeout(60)
+def test_every_rendering_of_gen_gets_its_own_budget():
+    """The bound is per rendering: many keys, each a few calls, all render."""
+    doc = {"version": 1, "templates": {"f": "{{ c }}.nc"}, "refs": {},
+           "gen": [{"key": "k{{i}}", "url": "http://h/{{ f(c=f(c=f(c=i))) }}", "offset": "0", "length": "4",
+                    "dimensions": {"i": {"stop": 5000}}}]}
+    refs = parse_references(doc, "/base")
+    assert len(refs) == 5000 and refs["k4999"].url == "http://h/4999.nc.nc.nc"
