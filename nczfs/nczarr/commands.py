@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
+from nczfs.nczarr import jsontext
 from nczfs.nczarr.cdl import to_cdl
 from nczfs.nczarr.read import StoreObjects, read_dataset
 from nczfs.nczarr.validate import check_object, is_metadata_key
@@ -87,7 +87,7 @@ def store_problems(store: SyncStore, notes: list[str] | None = None) -> list[str
 
 def stale_consolidated(store: SyncStore, keys: list[str]) -> list[str]:
     try:
-        meta = json.loads(store.get(".zmetadata")).get("metadata")
+        meta = jsontext.loads(store.get(".zmetadata")).get("metadata")
     except (ValueError, AttributeError):
         return []
     if not isinstance(meta, dict):
@@ -98,7 +98,7 @@ def stale_consolidated(store: SyncStore, keys: list[str]) -> list[str]:
         if name not in (".zgroup", ".zarray", ".zattrs"):
             continue
         try:
-            stored = json.loads(store.get(key))
+            stored = jsontext.loads(store.get(key))
         except ValueError:
             continue
         if key not in meta:

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO, Callable
 import trio
 
 from nczfs.errors import KeyNotFound, NczfsError
+from nczfs.nczarr import jsontext
 from nczfs.store.base import ObjectInfo, Staged, Store, Upload, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
@@ -52,7 +53,7 @@ class ConsolidatingStore(WrapperStore):
 
     async def _json(self, key: str) -> Any:
         try:
-            return json.loads(await self.inner.get(key))
+            return jsontext.loads(await self.inner.get(key))
         except (KeyNotFound, ValueError, UnicodeDecodeError):
             return None
 
@@ -97,7 +98,7 @@ class ConsolidatingStore(WrapperStore):
 
     async def _after_write(self, key: str, data: bytes) -> None:
         try:
-            value = json.loads(data)
+            value = jsontext.loads(data)
         except (ValueError, UnicodeDecodeError):
             log.warning("%r: not JSON, so its consolidated metadata entry was left as it was", key)
             return

@@ -33,12 +33,24 @@ def encode(s: str) -> bytes:
         return s.encode("utf-8", "replace")
 
 
+#: levels of arrays and objects a metadata object may nest (real ones use a handful): Python's
+#: parser recurses once a level (100,000 nested lists raised RecursionError: EIO and a traceback
+#: through the mount), and a value nested just below its limit could still fail later, checked or
+#: written again from deeper in the stack
+MAX_DEPTH = 256
+_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+
+
 def loads(data: bytes | bytearray | memoryview) -> Any:
-    """Parse metadata JSON leniently; ValueError (with the reason) if it is not JSON."""
+    """Parse metadata JSON leniently; ValueError (with the reason) if it is not JSON, or nests
+    deeper than :data:`MAX_DEPTH`."""
+    s = text(data)
     try:
-        return json.loads(text(data), strict=False)
+        value = json.loads(s, strict=False)
     except RecursionError:
-        raise ValueError("nested too deeply") from None
+        raise ValueError(_TOO_DEEP) from None
+    _check_depth(s, value)
+    return value
 
 
 def loads_prefix(data: bytes | bytearray | memoryview) -> tuple[Any, int]:
@@ -47,8 +59,27 @@ def loads_prefix(data: bytes | bytearray | memoryview) -> tuple[Any, int]:
     try:
         value, end = json.JSONDecoder(strict=False).raw_decode(s)
     except RecursionError:
-        raise ValueError("nested too deeply") from None
+        raise ValueError(_TOO_DEEP) from None
+    _check_depth(s[:end], value)
     return value, len(encode(s[:end]))
+
+
+def _check_depth(s: str, value: Any) -> None:
+    if s.count("[") + s.count("{") > MAX_DEPTH and depth(value) > MAX_DEPTH:
+        raise ValueError(_TOO_DEEP)
+
+
+def depth(value: Any) -> int:
+    """How many levels of lists and dicts ``value`` nests (without recursing)."""
+    deepest = 0
+    todo = [(value, 1)] if isinstance(value, (list, dict)) else []
+    while todo:
+        node, level = todo.pop()
+        deepest = max(deepest, level)
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (list, dict)):
+                todo.append((child, level + 1))
+    return deepest
 
 
 def _number(v: float) -> str:

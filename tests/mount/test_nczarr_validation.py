@@ -70,6 +70,8 @@ RULES = {
     "dimref_rank": ({".zattrs": NCZ_ROOT, "v/.zattrs": {"_nczarr_array": {"dimension_references": ["/x", "/y"]}}}, "v/.zarray",
                     {**ZARRAY, "shape": [2], "chunks": [2]}, "2 dimension references for an array of rank 1"),
     "v1_types": ({}, "v/.nczattr", {"types": {"units": "99"}}, "attribute 'units' has type '99'"),
+    # Python's parser recursed once a level: EIO and a RecursionError traceback in the log
+    "json_nesting": ({}, ".zattrs", b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested more than 256 levels deep"),
 }
 
 
@@ -108,6 +110,8 @@ def test_each_rule_refuses_at_write_with_einval_and_keeps_the_old_object(backend
                 failures.append(f"{rule}: the old object changed")
         elif backend.exists(f"{rule}/{key}"):
             failures.append(f"{rule}: the refused object was stored")
+    if "Traceback" in log:
+        failures.append("a traceback in the log")
     assert failures == [], "\n".join(failures) + "\nlog:\n" + log
 
 

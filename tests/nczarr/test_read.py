@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from nczfs.nczarr.cdl import to_cdl
-from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.read import DictObjects, StoreObjects, read_dataset
 from nczfs.store.directory import DirectoryStore
 from tests.nczarr.util import HANDMADE_NCZARR, netcdf4_summary, read_objects, summary, unzip
 
@@ -245,6 +245,18 @@ def test_cli_validate_exits_1_listing_every_problem(tmp_path):
     assert "a/.zarray: dtype '<q9' is not a known Zarr v2 dtype" in res.stdout
     assert re.search(r"b/\.zattrs: not valid JSON", res.stdout)
     assert run_nczfs("validate", str(tmp_path / "missing")).returncode == 2
+
+
+def test_a_deeply_nested_metadata_object_is_a_problem_for_readers_not_a_crash():
+    from nczfs.nczarr import jsontext
+
+    deep = b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    ds = read_dataset(DictObjects({".zgroup": b'{"zarr_format": 2}', ".zattrs": deep}))
+    assert any("nested more than 256 levels deep" in p for p in ds.problems), ds.problems
+    at_limit = b"[" * 256 + b"]" * 256
+    assert jsontext.depth(jsontext.loads(at_limit)) == 256
+    with pytest.raises(ValueError, match="nested more than 256"):
+        jsontext.loads(b"[" + at_limit + b"]")
 
 
 def test_cli_validate_passes_every_valid_handmade_flavor(corpus):
