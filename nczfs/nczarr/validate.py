@@ -56,6 +56,22 @@ def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+#: the most elements an array or a chunk may hold: readers index them with 64-bit signed
+#: integers (numpy, zarr-python; netCDF-C's size_t products overflow past it too)
+MAX_ELEMENTS = 2**63 - 1
+
+
+def extent_error(what: str, dims: list[int]) -> str | None:
+    """Why an array (or chunk) of ``dims`` (non-negative integers) cannot be held by any reader."""
+    total = 1
+    for n in dims:
+        total *= n
+        if n > MAX_ELEMENTS or total > MAX_ELEMENTS:
+            shown = repr(dims) if len(repr(dims)) <= 80 else repr(dims)[:77] + "..."
+            return f"{what} {shown} holds more than 2**63-1 elements, which no reader can index"
+    return None
+
+
 def parse(data: bytes) -> tuple[Any, list[str]]:
     try:
         return jsontext.loads(data), []
@@ -166,10 +182,14 @@ def check_zarray(d: dict) -> list[str]:
     shape, chunks = d.get("shape"), d.get("chunks")
     if "shape" in d and not (isinstance(shape, list) and all(_int(n) and n >= 0 for n in shape)):
         errors.append(f"shape {shape!r} is not a list of non-negative integers")
+    elif "shape" in d and (err := extent_error("shape", shape)):
+        errors.append(err)
     if "chunks" in d and not (isinstance(chunks, list) and all(_int(n) and n > 0 for n in chunks)):
         errors.append(f"chunks {chunks!r} is not a list of positive integers")
     elif isinstance(shape, list) and isinstance(chunks, list) and len(shape) != len(chunks):
         errors.append(f"shape has rank {len(shape)} but chunks rank {len(chunks)}")
+    elif "chunks" in d and (err := extent_error("chunks", chunks)):
+        errors.append(err)
     dt = None
     if "dtype" in d:
         dt, err = _dtype(d["dtype"])
@@ -255,8 +275,11 @@ def check_ncz_group(v: Any) -> list[str]:
         if not isinstance(dims, dict):
             errors.append("_nczarr_group dimensions must be an object {name: size}")
         for name, spec in dim_items(dims):
-            if dim_spec(spec)[0] is None:
+            size = dim_spec(spec)[0]
+            if size is None:
                 errors.append(f"dimension {name!r} has no valid size ({spec!r})")
+            elif size > MAX_ELEMENTS:
+                errors.append(f"dimension {name!r} has size {size}, more than 2**63-1, which no reader can index")
     lists: dict[str, list[str]] = {}
     for k in ("vars", "arrays", "groups"):
         members = alias(v, k)
@@ -332,6 +355,8 @@ def check_zarr_json(d: dict) -> list[str]:
     shape = d.get("shape")
     if "shape" in d and not (isinstance(shape, list) and all(_int(n) and n >= 0 for n in shape)):
         errors.append(f"shape {shape!r} is not a list of non-negative integers")
+    elif "shape" in d and (err := extent_error("shape", shape)):
+        errors.append(err)
     dt = d.get("data_type")
     name = dt.get("name") if isinstance(dt, dict) else dt
     if "data_type" in d and not (isinstance(name, str) and (name in V3_DATA_TYPES or _RAW_BITS.match(name))):
@@ -346,6 +371,8 @@ def check_zarr_json(d: dict) -> list[str]:
             errors.append(f"chunk_shape {chunks!r} is not a list of positive integers")
         elif isinstance(shape, list) and len(chunks) != len(shape):
             errors.append(f"shape has rank {len(shape)} but chunk_shape rank {len(chunks)}")
+        elif err := extent_error("chunk_shape", chunks):
+            errors.append(err)
     enc = d.get("chunk_key_encoding")
     if "chunk_key_encoding" in d and not (isinstance(enc, dict) and enc.get("name") in ("default", "v2")
                                           and isinstance(enc.get("configuration", {}), dict)

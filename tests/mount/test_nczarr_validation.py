@@ -72,6 +72,13 @@ RULES = {
     "v1_types": ({}, "v/.nczattr", {"types": {"units": "99"}}, "attribute 'units' has type '99'"),
     # Python's parser recursed once a level: EIO and a RecursionError traceback in the log
     "json_nesting": ({}, ".zattrs", b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested more than 256 levels deep"),
+    # shapes no reader can index were accepted (numpy, zarr-python: 64-bit signed)
+    "shape_2_70": ({}, "v/.zarray", {**ZARRAY, "shape": [2**70, 3]}, "holds more than 2**63-1 elements"),
+    "shape_10_400": ({}, "v/.zarray", {**ZARRAY, "shape": [10**400, 3]}, "holds more than 2**63-1 elements"),
+    "shape_product": ({}, "v/.zarray", {**ZARRAY, "shape": [2**40, 2**40]}, "holds more than 2**63-1 elements"),
+    "v3_shape": ({}, "a/zarr.json", {**V3, "shape": [2**70]}, "holds more than 2**63-1 elements"),
+    "dim_size": ({}, ".zattrs", {**NCZ_ROOT, "_nczarr_group": {"dimensions": {"x": 2**70}, "arrays": [], "groups": []}},
+                 "dimension 'x' has size 1180591620717411303424, more than 2**63-1"),
 }
 
 

@@ -247,6 +247,27 @@ def test_cli_validate_exits_1_listing_every_problem(tmp_path):
     assert run_nczfs("validate", str(tmp_path / "missing")).returncode == 2
 
 
+def test_cli_validate_reports_deep_json_and_shapes_no_reader_can_hold(tmp_path):
+    """`nczfs validate` reported 0 problems for shapes of 2**70 and 10**400 elements, and a
+    RecursionError for JSON nested 100,000 levels deep."""
+    from tests.helpers import run_nczfs
+
+    (tmp_path / ".zgroup").write_text('{"zarr_format": 2}')
+    for name, shape in (("big", 2**70), ("huge", 10**400), ("fits", 2**62)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / ".zarray").write_text(
+            '{"zarr_format": 2, "shape": [%d], "chunks": [1000], "dtype": "<i4", "fill_value": null,'
+            ' "order": "C", "compressor": null, "filters": null}' % shape)
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "deep" / ".zattrs").write_bytes(b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    res = run_nczfs("validate", str(tmp_path))
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "big/.zarray: shape [1180591620717411303424] holds more than 2**63-1 elements" in res.stdout
+    assert "huge/.zarray: shape [1000000000" in res.stdout and "holds more than 2**63-1 elements" in res.stdout
+    assert "fits/.zarray" not in res.stdout
+    assert "deep/.zattrs: not valid JSON (nested more than 256 levels deep)" in res.stdout
+
+
 def test_a_deeply_nested_metadata_object_is_a_problem_for_readers_not_a_crash():
     from nczfs.nczarr import jsontext
 
