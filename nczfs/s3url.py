@@ -49,7 +49,11 @@ def _aws_region(host_rest: str) -> str | None:
 def parse_s3_url(text: str) -> S3Location:
     """Bucket, prefix, endpoint and region from an S3 URL; SourceError with one line if it is not one."""
     body, _ = split_bracket_prefix(text.split("#", 1)[0])  # netCDF-C's old [k=v] prefix
-    parts = urlsplit(body)
+    try:
+        parts = urlsplit(body)
+        parts.port  # noqa: B018 - a port out of range, or not a number, raises ValueError here
+    except ValueError as exc:
+        raise SourceError(f"{text}: not a valid URL ({exc})") from None
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
     if scheme in ("s3", "gs3"):

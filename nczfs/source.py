@@ -2,7 +2,9 @@
 
 Fragment rules follow netCDF-C (NCZARR_FORMATS.md section 6): ``#k=v&k2&...``, keys
 matched case-insensitively, the first occurrence wins; the old ``[k=v]url`` prefix form is
-accepted too. Unlike netCDF-C, unknown ``mode`` words are an error, not silently ignored.
+accepted too. Unlike netCDF-C, unknown ``mode`` words are an error, not silently ignored, and so
+are words that contradict each other or the URL (two storage maps, ``xarray`` with ``noxarray``,
+``zip`` on an ``s3://`` URL).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3", "refs":
 CLOUD_SCHEMES = {"gs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure", "adl": "azure"}
 #: backends reached over the network, whose objects other clients may change
 OBJECT_STORE_BACKENDS = frozenset({"s3", "gcs", "azure", "http"})
+#: mode words that cannot go together (besides two storage maps: see _map_from_modes)
+CONTRADICTIONS = (frozenset({"xarray", "noxarray"}),)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,9 @@ def _modes(params: dict[str, str], text: str) -> frozenset[str]:
         raise SourceError(
             f"{text}: unknown mode word(s) {', '.join(unknown)}; known: {', '.join(sorted(KNOWN_MODES))}"
         )
+    for pair in CONTRADICTIONS:
+        if pair <= set(words):
+            raise SourceError(f"{text}: the mode words {' and '.join(sorted(pair))} contradict each other")
     return frozenset(words)
 
 
@@ -85,7 +92,11 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     scheme = body.split(":", 1)[0].lower() if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", body) else ""
 
     if scheme:
-        parts = urlsplit(body)
+        try:
+            parts = urlsplit(body)
+            parts.port  # noqa: B018 - a port out of range, or not a number, raises ValueError here
+        except ValueError as exc:
+            raise SourceError(f"{text}: not a valid URL ({exc})") from None
         for k, v in parse_fragment(parts.fragment).items():
             params.setdefault(k, v)
     elif "#" in body and not os.path.exists(body):
@@ -107,8 +118,9 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
         return Source("http", text.split("#", 1)[0].rstrip("/"), modes, params, text)
     if scheme in ("s3", "gs3", "http", "https"):
         backend = "s3"
-        if scheme in ("http", "https") and chosen not in (None, "s3"):
-            raise SourceError(f"{text}: {scheme} URLs are S3 sources; mode names {chosen}")
+        if chosen not in (None, "s3"):
+            word = ",".join(sorted(m for m in modes if MAP_MODES.get(m) == chosen))
+            raise SourceError(f"{text}: mode {word} contradicts the URL: {scheme}:// URLs are S3 sources")
         loc = parse_s3_url(text)
         return Source(backend, f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text)
     if scheme in CLOUD_SCHEMES:

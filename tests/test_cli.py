@@ -40,6 +40,25 @@ def test_unknown_mode_word(dirs):
     assert "wat" in line
 
 
+@pytest.mark.parametrize(
+    "source, reason",
+    [
+        ("https://127.0.0.1:99999/bkt/p", "Port out of range"),  # a traceback, exit 1
+        ("https://127.0.0.1:port/bkt/p", "not a valid URL"),
+        ("https://[::1/bkt/p", "not a valid URL"),
+        ("s3://bkt/x#mode=zarr,zip", "mode zip contradicts the URL"),  # silently ignored
+        ("s3://bkt/x#mode=nczarr,file", "mode file contradicts the URL"),
+        ("https://127.0.0.1:9000/bkt/x#mode=zarr,zip", "mode zip does not fit a web server"),
+        ("s3://bkt/x#mode=zarr,xarray,noxarray", "noxarray and xarray contradict each other"),
+    ],
+    ids=["port-out-of-range", "port-not-a-number", "bad-ipv6", "s3-zip", "s3-file", "https-zip", "xarray-noxarray"],
+)
+def test_a_bad_url_or_contradictory_mode_is_one_line_and_exit_2(dirs, source, reason):
+    _, mnt = dirs
+    line = _one_line_error(run_nczfs("mount", source, str(mnt)))
+    assert reason in line and not is_mounted(mnt)
+
+
 def test_missing_mountpoint(dirs, tmp_path):
     src, _ = dirs
     assert "missing" in _one_line_error(run_nczfs("mount", str(src), str(tmp_path / "missing")))
