@@ -16,6 +16,7 @@ import sys
 import time
 
 import nczfs
+from nczfs import runstate
 from nczfs.config import (
     ICECHUNK_OPTIONS,
     OPTION_HELP,
@@ -360,6 +361,22 @@ def cmd_mount(args: argparse.Namespace) -> int:
     return 1
 
 
+def _report_stale(mnt: str, stale_only: bool) -> int:
+    """A stale mount was removed: say so, with what its dead daemon left pending and where
+    (runstate.py); exit 1 if it left anything, unless only asked to clear the way for a new
+    mount (``--stale-only``, which the systemd unit runs before mounting again)."""
+    found = runstate.find_dead(mnt)
+    pending = runstate.left_behind(*found) if found else []
+    if found and not pending:
+        runstate.remove_state(found[0], found[1]["pid"])
+    if not pending:
+        print(f"nczfs: {mnt}: removed a stale mount (its daemon had died)", file=sys.stderr)
+        return 0
+    print(f"nczfs: {mnt}: removed a stale mount (its daemon had died); it left pending: {'; '.join(pending)}",
+          file=sys.stderr)
+    return 0 if stale_only else 1
+
+
 def cmd_umount(args: argparse.Namespace) -> int:
     mnt = kernel_path(args.mountpoint)
     control = None
@@ -368,8 +385,7 @@ def cmd_umount(args: argparse.Namespace) -> int:
     except (OSError, NotAnNczfsMount) as exc:
         if isinstance(exc, OSError) and exc.errno == errno.ENOTCONN:
             subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
-            print(f"nczfs: {mnt}: removed a stale mount (its daemon had died)", file=sys.stderr)
-            return 0
+            return _report_stale(mnt, args.stale_only)
         if args.stale_only:
             return 0
         if not _is_fuse_mount(mnt):

@@ -4,8 +4,8 @@ pending writes (zip: commit them).
 A channel of its own, as rclone's remote control is, so that neither the file system's answers
 (a kernel that turned setxattr off for the mount) nor its permissions (an ``allow_other,umask=000``
 mount lets anyone write its root) decide who may make the daemon write: a Unix stream socket
-``PID.sock`` in a directory only the daemon's user may enter (root: ``/run/nczfs``; another user:
-``$XDG_RUNTIME_DIR/nczfs``, else ``/tmp/nczfs-UID``), mode 0600. The daemon answers only root and
+``PID.sock`` in a directory only the daemon's user may enter (runstate.py: root's is
+``/run/nczfs``, another user's ``$XDG_RUNTIME_DIR/nczfs``, else ``/tmp/nczfs-UID``), mode 0600. The daemon answers only root and
 its own user, by the peer's credentials the kernel gives (``SO_PEERCRED``); the client checks the
 other way round that the socket's peer is the daemon the control file names (control.py tells the
 socket's path and the daemon's pid).
@@ -17,14 +17,14 @@ pyfuse3; the server runs on trio, the client blocks.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
 import socket
-import stat
 import struct
 from typing import Any, Awaitable, Callable
+
+from nczfs.runstate import alive, private_dir, runtime_dir
 
 log = logging.getLogger(__name__)
 
@@ -40,46 +40,12 @@ class ControlError(Exception):
     """The daemon could not be asked, or refused; the message is for the user."""
 
 
-def runtime_dir(uid: int | None = None) -> str:
-    """Where the daemons of user ``uid`` (default: this process's) keep their sockets."""
-    uid = os.getuid() if uid is None else uid
-    if uid == 0:
-        return "/run/nczfs"
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg) and os.stat(xdg).st_uid == uid:
-        return os.path.join(xdg, "nczfs")
-    return f"/tmp/nczfs-{uid}"
-
-
-def _private_dir(path: str) -> str:
-    """``path`` made if missing (0700), and refused unless it is a directory of this user's that
-    no one else may write (in ``/tmp`` another user could have made it first)."""
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
-        raise OSError(errno.EPERM, f"{path} is not a private directory of uid {os.getuid()}")
-    return path
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def listen(directory: str | None = None) -> socket.socket:
     """The daemon's listening socket, ``DIR/PID.sock`` (sockets of daemons gone are removed first)."""
-    directory = _private_dir(directory or runtime_dir())
+    directory = private_dir(directory or runtime_dir())
     for name in os.listdir(directory):
         stem, dot, ext = name.partition(".")
-        if dot and ext == "sock" and stem.isdigit() and not _alive(int(stem)):
+        if dot and ext == "sock" and stem.isdigit() and not alive(int(stem)):
             try:
                 os.unlink(os.path.join(directory, name))
             except OSError:

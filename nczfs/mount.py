@@ -21,7 +21,7 @@ import pyfuse3
 import trio
 
 import nczfs
-from nczfs import control, controlsock, holders, logs, pyfuse3_trio
+from nczfs import control, controlsock, holders, logs, pyfuse3_trio, runstate
 from nczfs.stack import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
@@ -122,10 +122,14 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
     watch_changes(store, fs)
     try:
         listener = controlsock.listen()
+        state_dir = os.path.dirname(controlsock.path_of(listener))
+        runstate.prune(state_dir)
+        runstate.take_over(state_dir, config.source.backend, config.source.location)
+        runstate.write_state(state_dir, mount_state(config))
     except OSError as exc:
         sync_store.close()
         notify(status("failed: no control socket"))
-        ready(f"cannot make the control socket in {controlsock.runtime_dir()}: {exc.strerror or exc}")
+        ready(f"cannot make the control socket in {runstate.runtime_dir()}: {exc.strerror or exc}")
         return 1
     ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io,
                      control_socket=controlsock.path_of(listener))
@@ -133,6 +137,7 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
         pyfuse3.init(ops, config.mountpoint, fuse_options(config, sync_store.read_only))
     except RuntimeError as exc:
         controlsock.close(listener)
+        runstate.remove_state(state_dir)
         sync_store.close()
         notify(status(f"failed: cannot mount {config.mountpoint}"))
         ready(f"{config.mountpoint}: cannot mount ({exc}); see the log for libfuse's reason")
@@ -146,6 +151,7 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
         controlsock.close(listener)
         pyfuse3.close(unmount=True)
         sync_store.close()
+        runstate.remove_state(state_dir)
     if failed:
         log.error("unmounted with writes not stored: %s", ", ".join(failed))
         return 1
@@ -248,6 +254,19 @@ async def _flush_and_terminate(fs: Filesystem, flushed: trio.Event) -> None:
         log.error("writes not stored: %s", ", ".join(failed))
     pyfuse3.terminate()
     await trio.sleep_forever()  # stay a child task: a later signal is a second signal
+
+
+def mount_state(config: MountConfig) -> dict:
+    """What runstate.py keeps about this mount while it runs: where it is, what it serves, and
+    where writes wait to be committed (a writable zip's staging directory)."""
+    src = config.source
+    staging = None
+    if src.backend == "zip" and not config.read_only:
+        from nczfs.store.zip_staging import staging_dir
+
+        staging = staging_dir(src.location)
+    return {"mountpoint": config.mountpoint, "source": loggable_source(src.text), "backend": src.backend,
+            "location": src.location, "staging": staging}
 
 
 def effective_options(config: MountConfig) -> str:

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TextIO
 
-from nczfs import busy
+from nczfs import busy, runstate
 from nczfs.control import NotAnNczfsMount, read_control
 from nczfs.controlsock import ControlError, request
 from nczfs.errors import NczfsError
@@ -94,14 +94,6 @@ def store_pending(mnt: str, progress: TextIO | None = None, control: dict | None
         raise UnmountError(f"{mnt}: pending writes could not be stored ({why})")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def terminal() -> TextIO | None:
     """stderr, if a person watches it."""
     return sys.stderr if sys.stderr.isatty() else None
@@ -127,7 +119,7 @@ def unmount(mnt: str, pid: int | None, lazy: bool = False, timeout: float = 60.0
     if lazy or pid is None:
         return
     deadline = time.monotonic() + timeout
-    while _alive(pid):
+    while runstate.alive(pid):
         if time.monotonic() > deadline:
             raise UnmountError(f"daemon {pid} still running after {timeout}s")
         time.sleep(0.05)

@@ -38,6 +38,16 @@ def staging_dir(archive: str) -> str:
     return os.path.join(d, f".{name}.nczfs")
 
 
+def staged_changes(directory: str) -> int:
+    """How many changes the journal in the staging directory ``directory`` holds (0: none)."""
+    try:
+        with open(os.path.join(directory, "journal"), encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return 0
+    return sum(1 for line in lines[1:] if line.strip())
+
+
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -264,6 +264,43 @@ def test_kill_9_during_a_commit_leaves_a_whole_archive_and_the_next_mount_recove
     assert not (tmp_path / ".k.zip.nczfs").exists()
 
 
+def test_umount_after_a_killed_daemon_names_the_staged_writes_and_fails(tmp_path):
+    """``nczfs umount`` of a mount whose daemon died used to exit 0 ("removed a stale mount")
+    while writes were still only staged beside the archive: now it says how many and where,
+    and exits 1 (``--stale-only``, run before mounting again, exits 0 with the same line)."""
+    archive = tmp_path / "s.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("s/base", b"base")
+    mnt = tmp_path / "mnt"
+    with mounted(ZipBackend(archive), mnt) as m:
+        pid = read_control(str(m.path))["pid"]
+        (m.path / "new").write_bytes(b"staged, not committed")  # closed: staged
+        os.kill(pid, signal.SIGKILL)
+        while Path(f"/proc/{pid}").exists():
+            time.sleep(0.01)
+        res = run_nczfs("umount", "--stale-only", str(mnt))
+        assert res.returncode == 0 and "1 change(s) staged in" in res.stderr, res.stderr
+        res = run_nczfs("umount", str(mnt))  # already removed: nothing mounted there now
+        assert res.returncode == 2 and not is_mounted(mnt), res.stderr
+    with mounted(ZipBackend(archive), mnt) as m:  # again, killed with a staged write
+        pid = read_control(str(m.path))["pid"]
+        (m.path / "second").write_bytes(b"staged too")
+        os.kill(pid, signal.SIGKILL)
+        while Path(f"/proc/{pid}").exists():
+            time.sleep(0.01)
+        res = run_nczfs("umount", str(mnt))
+        assert res.returncode == 1 and not is_mounted(mnt), res.stderr
+        staging = tmp_path / ".s.zip.nczfs"
+        assert f"2 change(s) staged in {staging} are not yet in {archive}" in res.stderr, res.stderr
+        assert "mount it read/write again to commit them" in res.stderr and len(res.stderr.splitlines()) == 1
+    assert zip_members(archive) == {"base": b"base"}
+    with mounted(ZipBackend(archive), mnt) as m:  # the next mount commits them
+        assert (m.path / "new").read_bytes() == b"staged, not committed"
+    assert zip_members(archive) == {"base": b"base", "new": b"staged, not committed", "second": b"staged too"}
+    pid_files = [p for d in ("/run/nczfs",) if os.path.isdir(d) for p in os.listdir(d) if p == f"{pid}.json"]
+    assert pid_files == []  # the dead daemon's state went with the recovery
+
+
 # ----------------------------------------------------------------------------- hostile archives
 
 
