@@ -73,6 +73,12 @@ class BackendError(NczfsError):
     errno = _errno.EIO
 
 
+class OutcomeUnknown(BackendError):
+    """A write the store may or may not carry out: a request went out and no answer came back (it
+    timed out, the connection broke). The store checked what it could (S3: the object's ETag)
+    without learning the outcome: the object may still change to what was sent, later."""
+
+
 class WriteLost(NczfsError):
     """A file one of whose writes failed (its temp file could not take it, or the store refused
     the content it would have made): it is never stored, so that the store keeps its previous

@@ -33,6 +33,7 @@ from nczfs.errors import (
     KeyNotFound,
     NczfsError,
     NotADirectory,
+    OutcomeUnknown,
     ReadOnly,
     Stale,
     WriteLost,
@@ -677,7 +678,7 @@ class Filesystem:
                 if info is None:
                     info = await self._store_content(content, node.path)
             except Exception as exc:
-                content.failed_version = version
+                content.failed_version, content.failure = version, exc
                 log.error("write of %r failed: %s", node.path, str(exc) or repr(exc))
                 raise
             content.uploaded_version = version
@@ -741,6 +742,12 @@ class Filesystem:
         if not await self._closer_is_the_writer(h):
             self.stats["write.closes-not-storing"] += 1
             return
+        content = node.content
+        if content.failed_version == content.version and isinstance(content.failure, OutcomeUnknown):
+            # unchanged since its last upload (an fsync's) got no answer at all: the same answer
+            # at once, not another round of the store's attempts against a store that just
+            # answered none of them (S3 against a stopped server: minutes)
+            raise content.failure
         if not self._deferred(node):
             await self._upload(node)
         else:
@@ -826,7 +833,10 @@ class Filesystem:
                     await self._upload(node)
                 except Exception:
                     failed = True
-            if failed:
+            if failed and isinstance(content.failure, OutcomeUnknown):
+                log.error("%r: data written through the mount may or may not have been stored: the store never "
+                          "answered its upload (outcome unknown; the object may still change to it)", node.path)
+            elif failed:
                 log.error("%r: data written through the mount was not stored and is lost", node.path)
         if node.open_count == 0 and node.content is not None and not (self._deferred(node) and not node.detached):
             self.early.drop(node.ino)

@@ -83,8 +83,10 @@ class Content:
         #: bumped on every change; the flusher compares it to what it uploaded
         self.version = 0
         self.uploaded_version = -1 if dirty else 0
-        #: the version whose upload last failed (that failure was already reported to a caller)
+        #: the version whose upload last failed (that failure was already reported to a caller),
+        #: and why
         self.failed_version: int | None = None
+        self.failure: Exception | None = None
         #: why a write or truncate failed part way (its temp file could not take it, or the store
         #: refused what it would have made): the content no longer holds what its writer wrote,
         #: and is not stored until truncated to nothing

@@ -152,12 +152,14 @@ class SeaweedS3:
                 for sock in Path("/tmp").glob(f"seaweedfs-*-{n}.sock"):
                     sock.unlink(missing_ok=True)
 
-    def client(self, creds: tuple[str, str] = ADMIN):
+    def client(self, creds: tuple[str, str] = ADMIN, *, attempts: int = 3, read_timeout: float = 30,
+               endpoint: str | None = None):
+        """A boto3 client of this server (``endpoint``: another address that leads to it, a proxy's)."""
         return boto3.client(
-            "s3", endpoint_url=self.endpoint, aws_access_key_id=creds[0], aws_secret_access_key=creds[1],
+            "s3", endpoint_url=endpoint or self.endpoint, aws_access_key_id=creds[0], aws_secret_access_key=creds[1],
             region_name="us-east-1",
-            config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard", "max_attempts": 3},
-                          connect_timeout=3, read_timeout=30),
+            config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard", "total_max_attempts": attempts},
+                          connect_timeout=3, read_timeout=read_timeout),
         )
 
     @property

@@ -1111,6 +1111,38 @@ async def test_release_uploads_writes_made_after_a_reported_failure(fs, raw, fau
     assert faulty.calls["set"] == 2
     assert raw.get("v") == b"onetwo"
 
+async def test_a_close_after_an_unanswered_fsync_answers_its_error_without_another_upload(fs, raw, faulty):
+    """The close of a file whose fsync just got no answer from the store, unchanged since, used to
+    upload it whole again: another round of the store's attempts (S3 against a stopped server:
+    180 s more). A failure the store did answer is still tried again at close
+    (test_failed_flush_keeps_old_object_and_daemon_usable)."""
+    from nczfs.errors import OutcomeUnknown
+
+    raw.set("v", b"old")
+    fh = await fs.open(await ino_of(fs, "v"), os.O_RDWR)
+    await fs.write(fh, 0, b"new")
+    faulty.fail("set", OutcomeUnknown("'v': S3 PutObject got no answer (outcome unknown)"), times=1)
+    await fails(errno.EIO, fs.fsync, fh)
+    await fails(errno.EIO, fs.flush, fh)  # close(2): the same answer, at once
+    await fs.release(fh)
+    assert faulty.calls["set"] == 1 and raw.get("v") == b"old"
+
+
+async def test_an_upload_of_unknown_outcome_is_not_reported_lost(fs, raw, faulty, caplog):
+    """A store that got no answer to an upload cannot say it was not stored: the log says
+    outcome unknown, never 'lost', and close answers EIO all the same."""
+    from nczfs.errors import OutcomeUnknown
+
+    raw.set("v", b"old")
+    fh = await fs.open(await ino_of(fs, "v"), os.O_RDWR)
+    await fs.write(fh, 0, b"new")
+    faulty.fail("set", OutcomeUnknown("'v': S3 PutObject got no answer (outcome unknown)"))
+    await fails(errno.EIO, fs.flush, fh)
+    await fs.release(fh)
+    assert "may or may not have been stored" in caplog.text and "outcome unknown" in caplog.text
+    assert "is lost" not in caplog.text
+
+
 async def test_failed_store_listing_is_eio(fs, raw, faulty):
     raw.set("d/x", b"x")
     d = await ino_of(fs, "d")

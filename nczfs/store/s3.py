@@ -15,7 +15,9 @@ directories.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import hashlib
 import logging
 import re
 from dataclasses import dataclass
@@ -39,13 +41,14 @@ from nczfs.errors import (
     KeyNotFound,
     NameTooLong,
     NczfsError,
+    OutcomeUnknown,
     PermissionDenied,
     SourceError,
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload, check_key, join, parent_of
-from nczfs.store.objstore import ObjectStoreBackend, obstore_client_options, retry_config
+from nczfs.store.objstore import ObjectStoreBackend, _first_line, obstore_client_options, plain_etag, retry_config
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig
@@ -74,10 +77,23 @@ def _message(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
+#: writes whose request, sent without an answer, may still be carried out by the server
+WRITES = frozenset({"PutObject", "CompleteMultipartUpload", "CreateMultipartUpload"})
+#: botocore's failures after a request went out: no answer came (a timeout, a broken connection)
+UNANSWERED = (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError)
+#: obstore's (reqwest's) words for a request that never reached the server: it is certainly not carried out
+NOT_SENT = re.compile(r"tcp connect error|ConnectError|Connection refused|dns error|failed to lookup address", re.I)
+#: obstore's words for an answer: an HTTP status came back
+ANSWERED = re.compile(r"status code: \d{3}|Client error with status|Server error with status", re.I)
+
+
 def translate(exc: Exception, key: str, op: str) -> NczfsError:
     """One S3/botocore failure as an nczfs exception naming the key, the operation and the S3 error."""
     if isinstance(exc, NczfsError):
         return exc
+    if isinstance(exc, UNANSWERED) and op in WRITES:
+        return OutcomeUnknown(f"{key!r}: S3 {op} got no answer ({_message(exc)}); it may still be carried out "
+                              "(outcome unknown)")
     if isinstance(exc, botocore.exceptions.ClientError):
         code = _code(exc)
         if code in NOT_FOUND:
@@ -123,7 +139,7 @@ def make_client(config: MountConfig, loc: S3Location | None = None, max_pool: in
         raise SourceError(f"{config.source.text}: {exc}") from None
     cfg = Config(
         region_name=region,
-        retries={"mode": "standard", "max_attempts": opts.retries + 1},
+        retries={"mode": "standard", "total_max_attempts": opts.retries + 1},
         connect_timeout=opts.connect_timeout,
         read_timeout=opts.read_timeout,
         max_pool_connections=max_pool,
@@ -270,6 +286,10 @@ class S3Store(ObjectStoreBackend):
         self.client = client
         self.bucket = bucket
         self.options = options
+        #: PUTs go through a store making one attempt a call: each attempt's failure tells whether
+        #: the request went out without an answer (its outcome unknown), which obstore's own
+        #: retries would hide behind their last error; it also checks such writes (one HEAD)
+        self.once = obstore_s3(client, bucket, dataclasses.replace(options, retries=0))
         self.copy_threshold = MAX_SINGLE_COPY
         #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
         self._staged: dict[str, str] = {}
@@ -288,6 +308,8 @@ class S3Store(ObjectStoreBackend):
         if caught_exception is not None or (response is not None and (response[0] is None or response[0].status_code >= 500)):
             with self._count_lock:
                 self._counts["retries-considered"] += 1
+        if isinstance(caught_exception, UNANSWERED):
+            self._count_one("unanswered")  # an attempt went out and got no answer
 
     def _dir_prefix(self, prefix: str) -> str:
         """The S3 prefix listing the children of ``prefix`` ("" is the mount root)."""
@@ -362,15 +384,74 @@ class S3Store(ObjectStoreBackend):
                           _etag(resp.get("ETag")))
 
     def _put(self, key: str, body: Any, size: int) -> ObjectInfo:
+        """One PutObject; a write whose request went out without an answer is looked for (its
+        ETag: the MD5 of what was sent) before it is called of unknown outcome."""
         full = self._full(key)
-        if not _CONTROL.search(full):
-            return super()._put(key, body, size)
+        data = body if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body)
         try:
-            data = body if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body)
-            etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data), **self.options.writes()).get("ETag")
+            if _CONTROL.search(full):  # a key obstore cannot name
+                etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data),
+                                              **self.options.writes()).get("ETag")
+            else:
+                etag = self._put_attempts(key, full, data)
         except Exception as exc:
-            raise translate(exc, key, "PutObject") from None
+            err = translate(exc, key, "PutObject")
+            if isinstance(err, OutcomeUnknown):  # stored after all, if the object is what was sent
+                found = self._holds(key, hashlib.md5(data, usedforsecurity=False).hexdigest())
+                if found is not None:
+                    return found
+            raise err from None
         return ObjectInfo(key, size, time.time_ns(), _etag(etag))
+
+    def _put_attempts(self, key: str, full: str, data: bytes | bytearray | memoryview) -> str | None:
+        """obstore's PUT, ``-o retries=`` + 1 attempts, botocore's pauses between them. An attempt
+        that never reached the server (refused, no route) or was answered 5xx is tried again
+        as obstore would; one that went out and got no answer (a timeout, a broken connection)
+        too, but the write's outcome is then unknown whatever later attempts meet."""
+        unanswered, failure = False, ""
+        for attempt in range(self.options.retries + 1):
+            self._count("put")
+            try:
+                return obs.put(self.once, full, data, use_multipart=False, **self.put_arguments()).get("e_tag")
+            except Exception as exc:
+                text = str(exc)
+                if ANSWERED.search(text) and not re.search(r"status code: 5\d\d|Server error with status", text):
+                    raise self._err(exc, key, "put") from None  # refused: the answer is final
+                failure = _first_line(exc)
+                if not ANSWERED.search(text) and not NOT_SENT.search(text):
+                    unanswered = True
+                    self._count_one("unanswered")
+            if attempt < self.options.retries:
+                with self._count_lock:
+                    self._counts["retries-considered"] += 1
+                time.sleep(min(5.0, 0.05 * 2**attempt))
+        if unanswered:
+            raise OutcomeUnknown(f"{key!r}: S3 PutObject got no answer ({failure}); it may still be carried out "
+                                 "(outcome unknown)")
+        raise BackendError(f"{key!r}: S3 PutObject failed: {failure}")
+
+    def _holds(self, key: str, etag: str) -> ObjectInfo | None:
+        """After a write whose answer never came: the object's info if it is the version written
+        (its ETag: the MD5 of a single PUT's body, of a multipart upload's part MD5s and their
+        count), else None (another version, none, or no answer to the HEAD either). One attempt:
+        the answer is wanted now, not after another round of retries."""
+        if not etag:
+            return None
+        full = self._full(key)
+        try:
+            if _CONTROL.search(full):  # a key obstore cannot name
+                resp = self.client.head_object(Bucket=self.bucket, Key=full, **self.options.payer())
+                meta = {"size": resp["ContentLength"], "last_modified": resp["LastModified"], "e_tag": resp.get("ETag")}
+            else:
+                self._count("head")
+                meta = obs.head(self.once, full)
+        except Exception as exc:  # noqa: BLE001 - not known then either
+            log.warning("%r: checking a write that got no answer failed too: %s", key, _first_line(exc))
+            return None
+        if plain_etag(meta.get("e_tag")) != etag:
+            return None
+        log.warning("%r: a write got no answer, but the object is what it sent: stored", key)
+        return self._info(key, meta)
 
     def _delete_path(self, key: str, path: str) -> None:
         if not _CONTROL.search(path):
@@ -526,13 +607,43 @@ class S3Store(ObjectStoreBackend):
                     MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
                 ).get("ETag")
             except Exception as exc:
+                err = translate(exc, key, "CompleteMultipartUpload")
+                if isinstance(err, OutcomeUnknown):
+                    return self._settle(key, s3_key, upload_id, [etags[n] for n in numbers], err)
                 self._abort_staged(key, s3_key, upload_id)
-                raise translate(exc, key, "CompleteMultipartUpload") from None
+                raise err from None
             with self._count_lock:
                 self._staged.pop(upload_id, None)
             return ObjectInfo(key, size, time.time_ns(), _etag(etag))
 
         return Upload(key, self.part_size, send, complete, lambda: self._abort_staged(key, s3_key, upload_id))
+
+    def _settle(self, key: str, s3_key: str, upload_id: str, tags: list[str], err: OutcomeUnknown) -> ObjectInfo:
+        """A CompleteMultipartUpload that got no answer: done, if the object's ETag is the
+        upload's. If not, the upload is aborted, so that a completion the server carries out
+        later should find none (the object is looked at once more: it may have been done
+        meanwhile); the outcome then stays unknown: ``err`` is raised (some servers, SeaweedFS
+        among them, answer an abort of an upload already completed with success, and may carry
+        out a completion and an abort that arrive together in either order)."""
+        digest = hashlib.md5(b"".join(bytes.fromhex(_etag(t)) for t in tags), usedforsecurity=False).hexdigest()
+        expected = f"{digest}-{len(tags)}"
+        found = self._holds(key, expected)
+        if found is None:
+            try:
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
+                                                   **self.options.payer())
+            except Exception as exc:  # noqa: BLE001
+                log.warning("%r: the upload %s whose completion got no answer could not be aborted either: %s",
+                            key, upload_id, _message(exc))
+            else:
+                with self._count_lock:
+                    self._staged.pop(upload_id, None)
+            found = self._holds(key, expected)
+            if found is None:
+                raise err from None
+        with self._count_lock:
+            self._staged.pop(upload_id, None)
+        return found
 
     def _upload_part(self, key: str, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
         return self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,

@@ -408,3 +408,149 @@ async def test_keys_with_control_characters_are_served_and_do_not_break_listings
     assert sorted(await store.list_prefix("e")) == ["e/bell\x07", "e/new\nline", "e/ok", "e/tab\tdir/x"]
     await store.delete("e/bell\x07")
     assert await store.entry("e/bell\x07") is None
+
+
+# ---------------------------------------------------------------------- answers that never come
+# Through a proxy (tests/faultproxy.py) that swallows the answers to some requests, or stops
+# moving bytes altogether as a server stopped by SIGSTOP would, with short bounds: one second a
+# reply, two attempts. PUTs go through obstore, and through boto3 for a key obstore cannot name
+# (a control character): both paths are tried.
+
+#: a key of each PUT path
+PUT_KEYS = {"obstore": "k", "boto3": "k\x07"}
+
+
+@pytest.fixture
+def proxy(s3_server):
+    from tests.faultproxy import FaultProxy
+
+    with FaultProxy(s3_server.s3_port) as p:
+        yield p
+
+
+def proxied_store(s3_server, proxy, prefix: str, **kw) -> S3Store:
+    from nczfs.store.s3 import S3Options
+
+    return S3Store(s3_server.client(endpoint=proxy.endpoint, attempts=2, read_timeout=1), s3_server.shared_bucket,
+                   prefix, options=S3Options(retries=1, connect_timeout=1, read_timeout=1), **kw)
+
+
+def _object(s3_server, key: str) -> bytes:
+    return s3_server.client().get_object(Bucket=s3_server.shared_bucket, Key=key)["Body"].read()
+
+
+@pytest.mark.parametrize("path", PUT_KEYS)
+def test_a_put_whose_answers_are_lost_is_found_stored_by_its_etag(s3_server, proxy, path):
+    """The server stores the object, but no answer reaches the client: it is not reported lost
+    (it was not), nor an error: a HEAD shows the object is what was sent."""
+    prefix, key = s3_server.new_prefix("lostanswer"), PUT_KEYS[path]
+    store = proxied_store(s3_server, proxy, prefix)
+    proxy.drop_answers = lambda line: line.startswith("PUT ")
+    info = store.set(key, b"stored, though never answered")
+    assert len(proxy.dropped) == 2  # both attempts carried out, neither answered
+    assert _object(s3_server, f"{prefix}/{key}") == b"stored, though never answered"
+    assert info.etag == store.stat(key).etag and info.size == len(b"stored, though never answered")
+    assert store.counters()["unanswered"] == 2
+
+
+def test_a_completion_whose_answers_are_lost_is_found_done(s3_server, proxy):
+    prefix = s3_server.new_prefix("lostcomplete")
+    store = proxied_store(s3_server, proxy, prefix, part_size=5 * 1024 * 1024)
+    data = bytes(range(256)) * (44 * 1024)  # 11 MiB: three parts
+    staged = store.stage("k", data)
+    proxy.drop_answers = lambda line: line.startswith("POST ") and "uploadId=" in line
+    info = staged.commit()
+    assert proxy.dropped and info.etag.endswith("-3")
+    assert _object(s3_server, f"{prefix}/k") == data
+    assert not store._staged  # nothing left for close() to abort
+
+
+@pytest.mark.parametrize("path", PUT_KEYS)
+def test_a_write_to_a_frozen_server_is_outcome_unknown_within_its_bounds(s3_server, proxy, path):
+    """No answer to the PUT and none to the HEAD that checks it: the outcome is unknown, and said
+    so; the server, thawed, carries the held PUT out: the object appears later, as warned."""
+    import time
+
+    from nczfs.errors import OutcomeUnknown
+
+    prefix, key = s3_server.new_prefix("frozen"), PUT_KEYS[path]
+    store = proxied_store(s3_server, proxy, prefix)
+    proxy.freeze()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(OutcomeUnknown, match="outcome unknown"):
+            store.set(key, b"sent to a frozen server")
+        took = time.monotonic() - t0
+    finally:
+        proxy.thaw()
+    assert took < 15  # two attempts and a HEAD of one second each, and the pauses between
+    admin = s3_server.client()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the held requests arrive once thawed
+        try:
+            got = _object(s3_server, f"{prefix}/{key}")
+            break
+        except admin.exceptions.NoSuchKey:
+            time.sleep(0.1)
+    assert got == b"sent to a frozen server"
+
+
+def test_a_put_to_a_server_that_refuses_connections_is_not_stored_nor_unknown(s3_server):
+    """Nothing listens: no attempt reached a server, so the write is certainly not stored
+    (BackendError, not OutcomeUnknown: the log may say it is lost)."""
+    import socket
+
+    from nczfs.errors import OutcomeUnknown
+    from nczfs.store.s3 import S3Options
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: connections are refused
+    store = S3Store(s3_server.client(endpoint=f"http://127.0.0.1:{port}", attempts=2, read_timeout=1),
+                    s3_server.shared_bucket, "p", options=S3Options(retries=1, connect_timeout=1, read_timeout=1))
+    with pytest.raises(BackendError) as failed:
+        store.set("k", b"never sent")
+    assert not isinstance(failed.value, OutcomeUnknown) and "'k'" in str(failed.value)
+    assert store.counters()["PutObject"] == 2 and not store.counters().get("unanswered")
+
+
+def test_a_read_from_a_frozen_server_fails_within_its_bounds(s3_server, proxy):
+    import time
+
+    prefix = s3_server.new_prefix("frozenread")
+    s3_server.client().put_object(Bucket=s3_server.shared_bucket, Key=f"{prefix}/k", Body=b"x" * 1000)
+    store = proxied_store(s3_server, proxy, prefix)
+    proxy.freeze()
+    t0 = time.monotonic()
+    try:
+        for call in (lambda: store.get("k"), lambda: store.list_dir(""), lambda: store.stat("k")):
+            with pytest.raises(BackendError):
+                call()
+    finally:
+        proxy.thaw()
+    assert time.monotonic() - t0 < 3 * (2 * 1 + 1)
+    assert store.get("k") == b"x" * 1000
+
+
+def test_boto3_requests_make_retries_plus_one_attempts_as_obstore_does(monkeypatch):
+    """-o retries=N: N + 1 attempts in all for boto3's requests too (botocore's ``max_attempts``
+    counts the retries only: it was given N + 1 and made N + 2). Nothing listens at the
+    endpoint: every attempt is refused at once."""
+    import socket
+
+    from nczfs.config import MountConfig
+    from nczfs.source import parse_source
+    from nczfs.store.s3 import S3Options, make_client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again: connections are refused
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
+    for retries in (0, 1):
+        config = MountConfig(source=parse_source("s3://bucket/p"), mountpoint="/mnt", endpoint_url=endpoint,
+                             retries=retries, connect_timeout=1)
+        store = S3Store(make_client(config), "bucket", "p", options=S3Options.of(config))
+        with pytest.raises(BackendError):
+            store.open_upload("k")
+        assert store.counters()["CreateMultipartUpload"] == retries + 1
