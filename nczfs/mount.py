@@ -123,22 +123,29 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
     try:
         listener = controlsock.listen()
         state_dir = os.path.dirname(controlsock.path_of(listener))
+        scope = getattr(sync_store, "scope", None) or f"{config.source.backend}:{config.source.location}"
         runstate.prune(state_dir)
-        runstate.take_over(state_dir, config.source.backend, config.source.location)
-        runstate.write_state(state_dir, mount_state(config))
+        # what dead mounts of this scope left: a writable mount takes it over (a zip's staged
+        # writes were recovered when the store opened; open multipart uploads are aborted here)
+        stale = {} if config.read_only else runstate.take_over(state_dir, scope)
+        runstate.write_state(state_dir, mount_state(config, scope))
     except OSError as exc:
         sync_store.close()
         notify(status("failed: no control socket"))
         ready(f"cannot make the control socket in {runstate.runtime_dir()}: {exc.strerror or exc}")
         return 1
+    journal = None
+    if hasattr(sync_store, "abort_uploads") and not config.read_only:  # a store of multipart uploads (S3)
+        journal = sync_store.upload_log = runstate.UploadJournal(state_dir)  # type: ignore[attr-defined]
+        _abort_stale_uploads(sync_store, stale, journal)
     ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io,
                      control_socket=controlsock.path_of(listener))
     try:
         pyfuse3.init(ops, config.mountpoint, fuse_options(config, sync_store.read_only))
     except RuntimeError as exc:
         controlsock.close(listener)
-        runstate.remove_state(state_dir)
         sync_store.close()
+        _leave_state(state_dir, journal)
         notify(status(f"failed: cannot mount {config.mountpoint}"))
         ready(f"{config.mountpoint}: cannot mount ({exc}); see the log for libfuse's reason")
         return 1
@@ -151,7 +158,7 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
         controlsock.close(listener)
         pyfuse3.close(unmount=True)
         sync_store.close()
-        runstate.remove_state(state_dir)
+        _leave_state(state_dir, journal)
     if failed:
         log.error("unmounted with writes not stored: %s", ", ".join(failed))
         return 1
@@ -256,7 +263,32 @@ async def _flush_and_terminate(fs: Filesystem, flushed: trio.Event) -> None:
     await trio.sleep_forever()  # stay a child task: a later signal is a second signal
 
 
-def mount_state(config: MountConfig) -> dict:
+def _abort_stale_uploads(store, stale: dict[str, str], journal: runstate.UploadJournal) -> None:
+    """Abort the multipart uploads dead mounts of this scope left open (runstate.take_over);
+    those that cannot be aborted now are this mount's to abort, at its end or after it."""
+    if not stale:
+        return
+    left = store.abort_uploads(stale)
+    for upload_id, s3_key in left.items():
+        journal.opened(upload_id, s3_key)
+    log.info("aborted %d multipart upload(s) that a killed mount of %s had left open%s", len(stale) - len(left),
+             store.describe(), f"; {len(left)} could not be, and will be tried again" if left else "")
+
+
+def _leave_state(state_dir: str, journal: runstate.UploadJournal | None) -> None:
+    """A clean exit removes this daemon's state, unless uploads it could not abort are left:
+    the next mount of the scope aborts them."""
+    if journal is not None:
+        journal.close()
+        left = runstate.open_uploads(journal.path)
+        if left:
+            log.warning("%d multipart upload(s) could not be aborted (%s); the next mount of this prefix "
+                        "aborts them", len(left), ", ".join(sorted(left.values())[:3]))
+            return
+    runstate.remove_state(state_dir)
+
+
+def mount_state(config: MountConfig, scope: str) -> dict:
     """What runstate.py keeps about this mount while it runs: where it is, what it serves, and
     where writes wait to be committed (a writable zip's staging directory)."""
     src = config.source
@@ -266,7 +298,7 @@ def mount_state(config: MountConfig) -> dict:
 
         staging = staging_dir(src.location)
     return {"mountpoint": config.mountpoint, "source": loggable_source(src.text), "backend": src.backend,
-            "location": src.location, "staging": staging}
+            "location": src.location, "scope": scope, "staging": staging}
 
 
 def effective_options(config: MountConfig) -> str:

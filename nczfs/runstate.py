@@ -1,16 +1,21 @@
-"""What a mount's daemon keeps beside its control socket: a description of the mount, so that
-what a killed daemon left behind can be found.
+"""What a mount's daemon keeps beside its control socket: a description of the mount, and the
+multipart uploads it has open, so that what a killed daemon left behind can be found.
 
 In the runtime directory (root: ``/run/nczfs``; another user: ``$XDG_RUNTIME_DIR/nczfs``, else
 ``/tmp/nczfs-UID``; mode 0700), for the daemon ``PID``:
 
 - ``PID.sock``: the control socket (controlsock.py);
-- ``PID.json``: the mount point, the source, the backend and its location, written at start.
+- ``PID.json``: the mount point, the source, its scope (the backend and where it lives: an S3
+  endpoint, bucket and prefix), and where a zip mount stages its writes, written at start;
+- ``PID.uploads``: one line per multipart upload opened (``open ID KEY``) and per upload
+  completed or aborted (``done ID``), appended with one ``write`` each (S3 only).
 
-A clean exit removes them. After a ``kill -9`` they stay: ``nczfs umount`` of the stale mount
-reads them to say what was left behind and where (:func:`left_behind`); the next mount of the same
-source, which recovers it, removes them (:func:`take_over`), and so does any mount starting while
-nothing is left (:func:`prune`).
+A clean exit removes them (keeping ``PID.uploads`` and ``PID.json`` if an upload could not be
+aborted). After a ``kill -9`` they stay: ``nczfs umount`` of the stale mount reads them to say
+what was left behind and where (:func:`left_behind`); the next mount of the same scope takes them
+over (:func:`take_over`): it recovers what they left (a zip's staged writes) and aborts the
+uploads they had open, which no live writer can own; any mount starting removes those that left
+nothing (:func:`prune`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import errno
 import json
 import os
 import stat
+import threading
 from typing import Any
 
 
@@ -84,7 +90,7 @@ def write_state(directory: str, state: dict[str, Any]) -> None:
 def remove_state(directory: str, pid: int | None = None) -> None:
     """Remove the state of daemon ``pid`` (default: this one)."""
     pid = os.getpid() if pid is None else pid
-    for ext in ("json",):
+    for ext in ("json", "uploads"):
         try:
             os.unlink(_path(directory, pid, ext))
         except OSError:
@@ -133,6 +139,61 @@ def state_dirs() -> list[str]:
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
 
 
+# ------------------------------------------------------------------ multipart uploads
+
+
+class UploadJournal:
+    """``PID.uploads``: the multipart uploads this daemon has open, one appended line each change."""
+
+    def __init__(self, directory: str):
+        self.path = uploads_path(directory, os.getpid())
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def _append(self, line: str) -> None:
+        data = (line + "\n").encode()
+        with self._lock:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.write(self._fd, data)
+
+    def opened(self, upload_id: str, s3_key: str) -> None:
+        self._append(f"open {json.dumps(upload_id)} {json.dumps(s3_key)}")
+
+    def done(self, upload_id: str) -> None:
+        self._append(f"done {json.dumps(upload_id)}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+def open_uploads(path: str) -> dict[str, str]:
+    """The uploads a journal says are still open: upload id -> S3 key (a torn last line ignored)."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return out
+    for line in lines:
+        word, _, rest = line.partition(" ")
+        try:
+            if word == "open":
+                dec = json.JSONDecoder()
+                upload_id, end = dec.raw_decode(rest)
+                out[upload_id] = dec.raw_decode(rest[end:].lstrip())[0]
+            elif word == "done":
+                out.pop(json.loads(rest), None)
+        except ValueError:
+            continue
+    return out
+
+
+
+
 # ------------------------------------------------------------------ after a crash
 
 
@@ -157,6 +218,11 @@ def left_behind(directory: str, state: dict[str, Any]) -> list[str]:
         if n:
             out.append(f"{n} change(s) staged in {staging} are not yet in {state.get('location')}; "
                        f"mount it read/write again to commit them")
+    uploads = open_uploads(uploads_path(directory, state["pid"]))
+    if uploads:
+        shown = ", ".join(sorted(uploads.values())[:3]) + (" ..." if len(uploads) > 3 else "")
+        out.append(f"{len(uploads)} multipart upload(s) left open in {state.get('scope')} ({shown}); "
+                   f"the next mount of it aborts them")
     return out
 
 
@@ -167,10 +233,17 @@ def prune(directory: str) -> None:
             remove_state(directory, state["pid"])
 
 
-def take_over(directory: str, backend: str, location: str) -> list[dict[str, Any]]:
-    """This mount serves what dead daemons served (it has recovered what they left: a zip's
-    staged writes): their states are removed and returned."""
-    taken = [s for s in dead_states(directory) if (s.get("backend"), s.get("location")) == (backend, location)]
-    for state in taken:
-        remove_state(directory, state["pid"])
-    return taken
+def take_over(directory: str, scope: str) -> dict[str, str]:
+    """This mount serves the ``scope`` dead daemons served, and has recovered what they left
+    there (a zip's staged writes): their states are removed, and the multipart uploads they had
+    open returned (upload id -> S3 key) for the mount to abort."""
+    uploads: dict[str, str] = {}
+    for state in dead_states(directory):
+        if state.get("scope") == scope:
+            uploads.update(open_uploads(uploads_path(directory, state["pid"])))
+            remove_state(directory, state["pid"])
+    return uploads
+
+
+def uploads_path(directory: str, pid: int) -> str:
+    return _path(directory, pid, "uploads")

@@ -293,6 +293,9 @@ class S3Store(ObjectStoreBackend):
         self.copy_threshold = MAX_SINGLE_COPY
         #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
         self._staged: dict[str, str] = {}
+        #: told of every upload opened (``opened(id, s3_key)``) and finished (``done(id)``), so
+        #: that those a killed daemon left open can be aborted later (runstate.UploadJournal)
+        self.upload_log: Any = None
         client.meta.events.register("before-send.s3", self._count_request)
         client.meta.events.register("needs-retry.s3", self._count_retry)
 
@@ -588,6 +591,7 @@ class S3Store(ObjectStoreBackend):
             raise translate(exc, key, "CreateMultipartUpload") from None
         with self._count_lock:
             self._staged[upload_id] = s3_key
+        self._log_upload("opened", upload_id, s3_key)
         etags: dict[int, str] = {}
 
         def send(number: int, data: bytes | memoryview) -> None:
@@ -612,8 +616,7 @@ class S3Store(ObjectStoreBackend):
                     return self._settle(key, s3_key, upload_id, [etags[n] for n in numbers], err)
                 self._abort_staged(key, s3_key, upload_id)
                 raise err from None
-            with self._count_lock:
-                self._staged.pop(upload_id, None)
+            self._finished(upload_id)
             return ObjectInfo(key, size, time.time_ns(), _etag(etag))
 
         return Upload(key, self.part_size, send, complete, lambda: self._abort_staged(key, s3_key, upload_id))
@@ -636,14 +639,49 @@ class S3Store(ObjectStoreBackend):
                 log.warning("%r: the upload %s whose completion got no answer could not be aborted either: %s",
                             key, upload_id, _message(exc))
             else:
-                with self._count_lock:
-                    self._staged.pop(upload_id, None)
+                self._finished(upload_id)
             found = self._holds(key, expected)
             if found is None:
                 raise err from None
-        with self._count_lock:
-            self._staged.pop(upload_id, None)
+        self._finished(upload_id)
         return found
+
+    def _finished(self, upload_id: str) -> None:
+        """An upload completed or aborted: no longer to abort, at close or after a crash."""
+        with self._count_lock:
+            if self._staged.pop(upload_id, None) is None:
+                return
+        self._log_upload("done", upload_id)
+
+    def _log_upload(self, what: str, *args: str) -> None:
+        if self.upload_log is None:
+            return
+        try:
+            getattr(self.upload_log, what)(*args)
+        except OSError as exc:  # the journal only helps clean up after a crash
+            log.warning("multipart upload %s not recorded as %s: %s", args[0], what, exc)
+
+    @property
+    def scope(self) -> str:
+        """Where this store's objects live: the endpoint, the bucket and the prefix."""
+        return f"{self.client.meta.endpoint_url}/{self.bucket}/{self.prefix}"
+
+    def abort_uploads(self, uploads: dict[str, str]) -> dict[str, str]:
+        """Abort the multipart uploads ``uploads`` (upload id -> S3 key under this prefix) that
+        a daemon killed while sending them left open; one already gone is no error. Returns those
+        that could not be aborted (upload id -> key)."""
+        left = {}
+        for upload_id, s3_key in uploads.items():
+            try:
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
+                                                   **self.options.payer())
+            except Exception as exc:  # noqa: BLE001
+                if isinstance(exc, botocore.exceptions.ClientError) and _code(exc) in ("NoSuchUpload", "404"):
+                    continue
+                log.warning("%r: the multipart upload %s a killed mount left open could not be aborted: %s",
+                            s3_key, upload_id, _message(exc))
+                left[upload_id] = s3_key
+        return left
 
     def _upload_part(self, key: str, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
         return self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
@@ -656,8 +694,10 @@ class S3Store(ObjectStoreBackend):
                 return  # completed or aborted already
         try:
             self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer())
-        except Exception as exc:  # the parts stay invisible; a bucket lifecycle rule removes them
+        except Exception as exc:  # the parts stay invisible: the next mount aborts them (runstate.py)
             log.warning("%r: could not abort the staged upload %s: %s", key, upload_id, _message(exc))
+            return
+        self._log_upload("done", upload_id)
 
     def delete(self, key: str) -> None:
         check_key(key)

@@ -200,6 +200,57 @@ def test_a_staged_temp_file_never_renamed_is_aborted_at_unmount(s3, tmp_path):
     assert s3.keys() == ["w." + "ab" * 16 + ".partial"]  # stored under its own name at unmount, as before
 
 
+def _kill_daemon(mnt: Path) -> None:
+    import signal
+
+    from nczfs.control import read_control
+
+    pid = read_control(str(mnt))["pid"]
+    os.kill(pid, signal.SIGKILL)
+    while Path(f"/proc/{pid}").exists():
+        time.sleep(0.01)
+
+
+def _writing_big(path: Path, before: dict, mnt: Path):
+    """A file open for writing whose first parts went up early: 40 MiB written, 5 parts sent."""
+    f = open(path, "wb")
+    for _ in range(40):
+        f.write(os.urandom(1 << 20))
+    f.flush()
+    deadline = time.monotonic() + 60
+    while delta(before, counts(mnt)).get("UploadPart", 0) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return f
+
+
+def test_uploads_a_killed_mount_left_open_are_aborted_by_the_next_mount_only(s3, tmp_path):
+    """kill -9 while a big file was being sent left its multipart upload open for ever (4 of 5
+    kills). The dead daemon's journal of open uploads (runstate.py) names it: `nczfs umount`
+    says so, and the next mount of the prefix aborts it; an upload of a live mount is not touched
+    by another mount of the same prefix."""
+    with mounted(s3, tmp_path / "mnt") as m:
+        f = _writing_big(m.path / "big", counts(m.path), m.path)
+        _kill_daemon(m.path)
+        try:
+            f.close()
+        except OSError:
+            pass
+        left = _unfinished_uploads(s3)
+        assert [u["Key"] for u in left] == [f"{s3.prefix}/big"]
+        res = run_nczfs("umount", str(m.path))
+        assert res.returncode == 1 and "1 multipart upload(s) left open in" in res.stderr, res.stderr
+        assert f"{s3.prefix}/big" in res.stderr and not is_mounted(m.path)
+    assert _unfinished_uploads(s3) == left  # nothing else removes it
+    with mounted(s3, tmp_path / "mnt2") as live:
+        assert not _unfinished_uploads(s3)
+        assert "aborted 1 multipart upload(s) that a killed mount of" in live.log_text()
+        f = _writing_big(live.path / "big2", counts(live.path), live.path)
+        with mounted(s3, tmp_path / "mnt3"):  # a second mount of the prefix: the live upload stays
+            assert [u["Key"] for u in _unfinished_uploads(s3)] == [f"{s3.prefix}/big2"]
+        f.close()
+    assert not _unfinished_uploads(s3) and s3.keys() == ["big2"]
+
+
 # ---------------------------------------------------------------------- mount-time failures
 
 
