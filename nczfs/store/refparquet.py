@@ -54,7 +54,7 @@ def _load(root: str) -> dict[str, Value]:
     refs: dict[str, Value] = {}
     for key, value in doc["metadata"].items():
         refs[checked_key(key)] = parse_value(key, value, None, urls)
-    budget = refspec.MAX_GENERATED_KEYS
+    budget = refspec.MAX_KEYS
     for key in list(refs):
         if key == ".zarray" or key.endswith("/.zarray"):
             field = key[: -len(".zarray")].rstrip("/")
@@ -81,7 +81,7 @@ def _add_chunks(root: str, field: str, zarray: dict, record_size: int, urls: Url
     grid = [math.ceil(s / c) for s, c in zip(zarray["shape"], zarray["chunks"])] or [1]
     total = math.prod(grid)
     if total > budget:
-        raise SourceError(f"{field or '/'}: {total} chunks; at most {refspec.MAX_GENERATED_KEYS} keys in all are allowed")
+        raise SourceError(f"{field or '/'}: {total} chunks; at most {refspec.MAX_KEYS} keys in all are allowed")
     sep = zarray.get("dimension_separator") or "."
     prefix = f"{field}/" if field else ""
     names = itertools.product(*(range(n) for n in grid))  # C order, as the rows are

@@ -29,8 +29,13 @@ from nczfs.store import reftemplates
 from nczfs.store.base import check_key
 from nczfs.store.reftemplates import Renderer, has_template, load_templates
 
-#: the most keys a reference set may generate with ``gen`` (a guard against a runaway product)
-MAX_GENERATED_KEYS = 2_000_000
+#: the most keys a reference set may generate with ``gen`` (a guard against a runaway product):
+#: each key costs ~10 us of CPU at mount (a template rendered per key) and ~330 bytes while
+#: mounted (docs/PERFORMANCE.md: 2,000,000 took minutes and 650 MB); more chunks than this go in
+#: kerchunk's parquet form
+MAX_GENERATED_KEYS = 500_000
+#: the most keys a reference set's parquet form may hold (refparquet.py)
+MAX_KEYS = 2_000_000
 
 #: joins a gen entry's fields into one template (a control character no key or URL holds)
 GEN_FIELD_SEP = "\x1f"
@@ -77,29 +82,26 @@ def parse_references(doc: Any, base_dir: str) -> dict[str, Value]:
         raise SourceError(f"a reference set is a JSON object, not {type(doc).__name__}")
     version = doc.get("version")
     urls = UrlResolver(base_dir)
+    gens: Any = []
     if version is None:
         raw = doc
         render = None  # version 0 has no templates: URLs are taken as they are
-        generated: dict[str, Value] = {}
     elif version == 1 and not isinstance(version, bool):
         raw = doc.get("refs", {})
         if not isinstance(raw, dict):
             raise SourceError("'refs' must be a JSON object")
         render = Renderer(load_templates(doc.get("templates", {})))
-        generated = {}
         gens = doc.get("gen", [])
         if not isinstance(gens, list):
             raise SourceError("'gen' must be a list")
-        budget = [MAX_GENERATED_KEYS]
-        for i, gen in enumerate(gens):
-            generated.update(_expand_gen(i, gen, render, urls, budget))
     else:
         raise SourceError(f"unknown reference version {version!r} (nczfs reads versions 0 and 1)")
     refs: dict[str, Value] = {}
     for key, value in raw.items():
         refs[checked_key(key)] = parse_value(key, value, render, urls)
-    for key, value in generated.items():
-        refs[checked_key(key)] = value
+    budget = [MAX_GENERATED_KEYS]
+    for i, gen in enumerate(gens):  # generated keys win over "refs" (into the same dict: no copy)
+        _expand_gen(i, gen, render, urls, budget, refs)  # type: ignore[arg-type]
     check_tree(refs)
     return refs
 
@@ -195,7 +197,8 @@ def _dimension(where: str, name: str, spec: Any) -> list[Any] | range:
     raise SourceError(f"{where}: dimension {name!r} must be a list or {{\"start\", \"stop\", \"step\"}}")
 
 
-def _expand_gen(i: int, gen: Any, render: Renderer, urls: UrlResolver, budget: list[int]) -> dict[str, Value]:
+def _expand_gen(i: int, gen: Any, render: Renderer, urls: UrlResolver, budget: list[int], out: dict[str, Value]) -> None:
+    """Put the keys ``gen`` entry ``i`` generates into ``out``."""
     where = f"gen[{i}]"
     if not isinstance(gen, dict):
         raise SourceError(f"{where}: must be a JSON object")
@@ -215,22 +218,39 @@ def _expand_gen(i: int, gen: Any, render: Renderer, urls: UrlResolver, budget: l
     budget[0] -= count
     if budget[0] < 0:
         raise SourceError(f"{where}: generates {count} keys; at most {MAX_GENERATED_KEYS} in all are allowed")
-    # the fields as one template, rendered once per combination (a quarter of the work)
-    template = render.compiled(where, GEN_FIELD_SEP.join(str(gen[f]) for f in fields))
+    if any(GEN_FIELD_SEP in str(gen[f]) for f in fields) or any(
+            isinstance(v, str) and GEN_FIELD_SEP in v for d in dims.values() if isinstance(d, list) for v in d):
+        raise SourceError(f"{where}: a field holds or renders the character U+001F")
     names = dict(render.templates)
-    out: dict[str, Value] = {}
+    # fields of text and names alone ("data/{{i}}.{{j}}") are put together in Python; the others
+    # are one template, rendered once per combination through one jinja2 context
+    plain: dict[str, list] = {}
+    for field in fields:
+        pieces = reftemplates.plain_names(str(gen[field]))
+        if pieces is not None and all(isinstance(p, str) or p[0] in dims or isinstance(names.get(p[0]), str)
+                                      for p in pieces):
+            plain[field] = pieces
+    rest = [f for f in fields if f not in plain]
+    run = None
+    if rest:
+        template = render.compiled(where, GEN_FIELD_SEP.join(str(gen[f]) for f in rest))
+        run = reftemplates.renderer_over(where, template, names)
+    values: dict[str, str] = {}
     for combo in itertools.product(*dims.values()):
         names.update(zip(dims, combo))
-        parts = reftemplates.render(where, template, names).split(GEN_FIELD_SEP)
-        if len(parts) != len(fields):
-            raise SourceError(f"{where}: a field holds or renders the character U+001F")
-        key = parts[0]
-        url = urls(key, parts[1])
-        if len(parts) == 4:
-            out[key] = Ref(url, _count(key, "offset", parts[2]), _count(key, "length", parts[3]))
+        if run is not None:
+            parts = run().split(GEN_FIELD_SEP)
+            if len(parts) != len(rest):
+                raise SourceError(f"{where}: a field holds or renders the character U+001F")
+            values.update(zip(rest, parts))
+        for field, pieces in plain.items():
+            values[field] = "".join(p if p.__class__ is str else str(names[p[0]]) for p in pieces)
+        key = checked_key(values["key"])
+        url = urls(key, values["url"])
+        if "offset" in values:
+            out[key] = Ref(url, _count(key, "offset", values["offset"]), _count(key, "length", values["length"]))
         else:
             out[key] = Ref(url)
-    return out
 
 
 # ---------------------------------------------------------------------- shape

@@ -90,6 +90,10 @@ class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _step()
+        if left.__class__ is int and right.__class__ is int and operator != "**":  # gen's offsets: the common case
+            if operator == "*" and left.bit_length() + right.bit_length() > MAX_INT_BITS:
+                raise jinja2.sandbox.SecurityError("product too large")
+            return self.binop_table[operator](left, right)
         if operator == "+" and isinstance(left, (str, list, tuple)):
             if _text_size(left) + _text_size(right) > MAX_TEXT:
                 raise jinja2.sandbox.SecurityError("joining these sequences makes too much")
@@ -142,11 +146,44 @@ def compile_template(where: str, text: str) -> jinja2.Template:
 def render(where: str, template: jinja2.Template, names: dict[str, Any]) -> str:
     """``template`` rendered with ``names``: the whole work of a rendering, with the template
     calls it makes, bounded (MAX_STEPS, MAX_SECONDS); SourceError naming ``where`` if it fails."""
+    return _render(where, template, template.new_context(names))
+
+
+def renderer_over(where: str, template: jinja2.Template, names: dict[str, Any]) -> Callable[[], str]:
+    """A function rendering ``template`` with what ``names`` holds when it is called: one jinja2
+    context for every rendering (``gen`` renders a template once per combination of values, and
+    making a context each time was a fifth of that work)."""
+    context = template.new_context(names, shared=True)
+    return lambda: _render(where, template, context)
+
+
+def plain_names(text: str) -> list[str | tuple[str]] | None:
+    """``text`` as its pieces if it is only text and ``{{ name }}`` substitutions: strings as
+    they are, a name as ``(name,)``; None for anything else (which jinja2 renders)."""
+    try:
+        tree = _ENV.parse(text)
+    except jinja2.TemplateError:
+        return None
+    pieces: list[str | tuple[str]] = []
+    for output in tree.body:
+        if not isinstance(output, nodes.Output):
+            return None
+        for node in output.nodes:
+            if isinstance(node, nodes.TemplateData):
+                pieces.append(node.data)
+            elif isinstance(node, nodes.Name) and node.ctx == "load":
+                pieces.append((node.name,))
+            else:
+                return None
+    return pieces
+
+
+def _render(where: str, template: jinja2.Template, context: Any) -> str:
     outermost = _WORK.steps is None
     if outermost:
         _WORK.steps, _WORK.deadline = MAX_STEPS, time.monotonic() + MAX_SECONDS
     try:
-        out = template.render(**names)
+        out = "".join(template.root_render_func(context))
     except jinja2.TemplateError as exc:  # undefined names, sandbox violations
         raise SourceError(f"{where}: template failed ({exc})") from None
     except (ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
