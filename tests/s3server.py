@@ -135,6 +135,23 @@ class SeaweedS3:
                     raise RuntimeError(f"SeaweedFS did not answer within {timeout}s") from None
                 time.sleep(0.3)
 
+    def freeze(self) -> None:
+        """SIGSTOP the server: connections are still accepted by the kernel, nothing is answered."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT: the server takes up what it was sent while stopped."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL the server (start() brings it back on the same ports and data)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.stop()
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
