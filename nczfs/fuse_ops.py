@@ -29,6 +29,8 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 #: the control file (control.py): its name in the root, and its handles' numbers (the
 #: filesystem's count up from 1 and never get near)
 CONTROL_NAME = os.fsencode(control.NAME)
+#: the attribute the mount asks for once at start (mount.py): getxattr answers it ENOSYS
+XATTR_PROBE = b"user.nczfs.no-getxattr"
 _CONTROL_FH0 = 1 << 62
 
 
@@ -317,10 +319,15 @@ class Operations(pyfuse3.Operations):
         return pyfuse3.FileInfo(fh=fh, direct_io=True)  # size 0 must not cut the reads short
 
     async def getxattr(self, inode, name, ctx):
-        # no attribute of any name: ENODATA. Not ENOSYS, which would stop the kernel sending
-        # getxattr, but also setxattr with XATTR_CREATE/REPLACE (pyfuse3 asks getxattr first and
-        # passes its answer on), after which the kernel refuses every setxattr of the mount itself
         self._requests["getxattr"] += 1
+        if name == XATTR_PROBE:
+            # the mount's own first request (mount.py, before it is ready): ENOSYS, after which
+            # the kernel answers every getxattr of the mount itself (EOPNOTSUPP) instead of asking
+            # (ls -l asked two a file: a request each, ten times the time of a warm ls -lR)
+            raise pyfuse3.FUSEError(errno.ENOSYS)
+        # no attribute of this name: ENODATA. Never ENOSYS here: pyfuse3 asks getxattr before a
+        # setxattr with XATTR_CREATE or XATTR_REPLACE and passes the answer on, and an ENOSYS
+        # answer to a setxattr makes the kernel refuse every setxattr of the mount itself
         raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
 
     @_translate

@@ -208,10 +208,23 @@ async def _import_codecs() -> None:
 async def _announce_ready(config: MountConfig, ready: Ready) -> None:
     # stat goes through the kernel to our own main loop: once it answers, the mount is live
     st = await trio.to_thread.run_sync(os.stat, config.mountpoint)
+    await trio.to_thread.run_sync(turn_getxattr_off, config.mountpoint)
     await trio.to_thread.run_sync(set_read_ahead, st.st_dev, config.read_ahead_kb)
     log.info("mounted %s", config.mountpoint)
     ready(None)
     notify("READY=1", status(f"serving {loggable_source(config.source.text)} on {config.mountpoint}"))
+
+
+def turn_getxattr_off(mountpoint: str) -> None:
+    """Ask the mount for fuse_ops.XATTR_PROBE, which it answers ENOSYS: from then on the kernel
+    answers getxattr itself (EOPNOTSUPP), and only setxattr's own check (pyfuse3 asks getxattr
+    for XATTR_CREATE/REPLACE) reaches the daemon's getxattr, which answers it ENODATA."""
+    from nczfs.fuse_ops import XATTR_PROBE
+
+    try:
+        os.getxattr(mountpoint, os.fsdecode(XATTR_PROBE))
+    except OSError:
+        pass
 
 
 def set_read_ahead(dev: int, kib: int) -> None:
