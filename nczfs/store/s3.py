@@ -79,6 +79,9 @@ def _message(exc: Exception) -> str:
 
 #: writes whose request, sent without an answer, may still be carried out by the server
 WRITES = frozenset({"PutObject", "CompleteMultipartUpload", "CreateMultipartUpload"})
+#: an unanswered CreateMultipartUpload may still make an upload whose id nczfs never learns:
+#: uploads of its key begun from this many seconds before it (server clocks differ) are swept
+SWEEP_MARGIN = 60.0
 #: botocore's failures after a request went out: no answer came (a timeout, a broken connection)
 UNANSWERED = (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError)
 #: obstore's (reqwest's) words for a request that never reached the server: it is certainly not carried out
@@ -293,6 +296,8 @@ class S3Store(ObjectStoreBackend):
         self.copy_threshold = MAX_SINGLE_COPY
         #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
         self._staged: dict[str, str] = {}
+        #: CreateMultipartUploads that got no answer ("?TIME" -> S3 key): swept at close
+        self._unanswered: dict[str, str] = {}
         #: told of every upload opened (``opened(id, s3_key)``) and finished (``done(id)``), so
         #: that those a killed daemon left open can be aborted later (runstate.UploadJournal)
         self.upload_log: Any = None
@@ -588,7 +593,15 @@ class S3Store(ObjectStoreBackend):
         try:
             upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, **self.options.writes())["UploadId"]
         except Exception as exc:
-            raise translate(exc, key, "CreateMultipartUpload") from None
+            err = translate(exc, key, "CreateMultipartUpload")
+            if isinstance(err, OutcomeUnknown):
+                # the server may still make the upload, under an id never told: noted as "?TIME"
+                # and swept (_sweep) at close, or by the next mount if this daemon dies first
+                unanswered = f"?{time.time():.6f}"
+                with self._count_lock:
+                    self._unanswered[unanswered] = s3_key
+                self._log_upload("opened", unanswered, s3_key)
+            raise err from None
         with self._count_lock:
             self._staged[upload_id] = s3_key
         self._log_upload("opened", upload_id, s3_key)
@@ -664,6 +677,37 @@ class S3Store(ObjectStoreBackend):
         except OSError as exc:  # the journal only helps clean up after a crash
             log.warning("multipart upload %s not recorded as %s: %s", args[0], what, exc)
 
+    def _sweep(self, unanswered: str, s3_key: str) -> bool:
+        """Abort the uploads of ``s3_key`` that a CreateMultipartUpload without an answer, sent at
+        the time ``unanswered`` (``?TIME``) names, may have made: those begun since (less
+        SWEEP_MARGIN) that this store is not sending. (Another client's upload of that very key
+        begun since would be aborted too: its completion then fails, and its object is unchanged.)
+        False if the server could not be asked."""
+        since = float(unanswered[1:]) - SWEEP_MARGIN
+        try:
+            found = self.client.list_multipart_uploads(Bucket=self.bucket, Prefix=s3_key).get("Uploads", [])
+            with self._count_lock:
+                ours = set(self._staged)
+            for upload in found:
+                initiated = upload.get("Initiated")
+                if upload.get("Key") != s3_key or upload.get("UploadId") in ours:
+                    continue
+                if initiated is not None and initiated.timestamp() < since:
+                    continue
+                try:
+                    self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload["UploadId"],
+                                                       **self.options.payer())
+                except botocore.exceptions.ClientError as exc:
+                    if _code(exc) not in ("NoSuchUpload", "404"):
+                        raise
+                log.info("%r: aborted the upload %s that a CreateMultipartUpload without an answer made",
+                         s3_key, upload["UploadId"])
+        except Exception as exc:  # noqa: BLE001
+            log.warning("%r: uploads a CreateMultipartUpload without an answer may have made were not swept: %s",
+                        s3_key, _message(exc))
+            return False
+        return True
+
     @property
     def scope(self) -> str:
         """Where this store's objects live: the endpoint, the bucket and the prefix."""
@@ -671,10 +715,15 @@ class S3Store(ObjectStoreBackend):
 
     def abort_uploads(self, uploads: dict[str, str]) -> dict[str, str]:
         """Abort the multipart uploads ``uploads`` (upload id -> S3 key under this prefix) that
-        a daemon killed while sending them left open; one already gone is no error. Returns those
+        a daemon killed while sending them left open; one already gone is no error; an id
+        ``?TIME`` is a CreateMultipartUpload that got no answer (:meth:`_sweep`). Returns those
         that could not be aborted (upload id -> key)."""
         left = {}
         for upload_id, s3_key in uploads.items():
+            if upload_id.startswith("?"):
+                if not self._sweep(upload_id, s3_key):
+                    left[upload_id] = s3_key
+                continue
             try:
                 self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
                                                    **self.options.payer())
@@ -778,8 +827,12 @@ class S3Store(ObjectStoreBackend):
     def close(self) -> None:
         with self._count_lock:
             staged = list(self._staged.items())
+            unanswered, self._unanswered = dict(self._unanswered), {}
         for upload_id, s3_key in staged:  # written to temp files never renamed into place
             self._abort_staged(s3_key, s3_key, upload_id)
+        for mark, s3_key in unanswered.items():
+            if self._sweep(mark, s3_key):
+                self._log_upload("done", mark)
         super().close()
         try:
             self.client.close()

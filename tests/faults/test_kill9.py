@@ -27,7 +27,10 @@ from tests.ziputil import zip_members
 pytestmark = pytest.mark.fuse
 
 LONG = os.environ.get("NCZFS_FAULTS_LONG") == "1"
-long_only = pytest.mark.skipif(not LONG, reason="the long fault-injection runs: NCZFS_FAULTS_LONG=1")
+def long_only(fn):
+    """The long part: run with NCZFS_FAULTS_LONG=1, and given an hour."""
+    return pytest.mark.skipif(not LONG, reason="the long fault-injection runs: NCZFS_FAULTS_LONG=1")(
+        pytest.mark.timeout(3600)(fn))
 
 MIB = 1024 * 1024
 #: small and middling files; a 40 MiB one on S3 goes up in parts while it is written (early upload)

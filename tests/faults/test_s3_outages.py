@@ -162,13 +162,15 @@ def test_writes_meeting_a_killed_server_are_not_stored_stay_so_and_leave_no_uplo
 
 
 @pytest.mark.skipif(not LONG, reason="the long fault-injection runs: NCZFS_FAULTS_LONG=1")
+@pytest.mark.timeout(3600)
 def test_writers_and_readers_through_many_stops_and_kills_at_the_default_bounds(s3, tmp_path):
     """Eight rounds: a writer and a reader run while the server is stopped for 0-40 s or killed;
     every error comes within (retries + 1) x read_timeout and the pauses of the attempts that
     were under way, and the store passes the checks after each round."""
     rng = random.Random(33)
-    s3.put("r", os.urandom(3 * 1024 * 1024))
     for round_ in range(8):
+        s3 = S3Backend(s3.server, s3.bucket, s3.server.new_prefix("faultlong"))  # a store of its own
+        s3.put("r", os.urandom(3 * 1024 * 1024))
         book = tmp_path / f"ledger-{round_}"
         errors: list[float] = []
         with mounted(s3, tmp_path / "mnt", "-o", "metadata_ttl=0") as m:

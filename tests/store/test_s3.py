@@ -554,3 +554,55 @@ def test_boto3_requests_make_retries_plus_one_attempts_as_obstore_does(monkeypat
         with pytest.raises(BackendError):
             store.open_upload("k")
         assert store.counters()["CreateMultipartUpload"] == retries + 1
+
+
+@pytest.mark.parametrize("who", ["the store's close", "the next mount"])
+def test_uploads_an_unanswered_create_made_later_are_swept(s3_server, proxy, who):
+    """A CreateMultipartUpload sent to a stopped server gets no answer; thawed, the server makes
+    the upload anyway, under an id never told: found by its key and time and aborted, by the
+    store's close, or (the daemon killed first) by the next mount of the prefix through the
+    journal, where it is noted as ``?TIME``; an upload of another key is left alone."""
+    import time
+
+    from nczfs.errors import OutcomeUnknown
+
+    prefix = s3_server.new_prefix("sweep")
+    admin = s3_server.client()
+    other = admin.create_multipart_upload(Bucket=s3_server.shared_bucket, Key=f"{prefix}/other")["UploadId"]
+    store = proxied_store(s3_server, proxy, prefix)
+    noted: list[tuple] = []
+
+    class Journal:
+        def opened(self, *args):
+            noted.append(("opened", *args))
+
+        def done(self, *args):
+            noted.append(("done", *args))
+
+    store.upload_log = Journal()
+    proxy.freeze()
+    try:
+        with pytest.raises(OutcomeUnknown):
+            store.open_upload("k")
+    finally:
+        proxy.thaw()
+
+    def uploads(key):
+        found = admin.list_multipart_uploads(Bucket=s3_server.shared_bucket, Prefix=f"{prefix}/{key}").get("Uploads", [])
+        return [u for u in found if u["Key"] == f"{prefix}/{key}"]
+
+    deadline = time.monotonic() + 10
+    while not uploads("k") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert uploads("k"), "the held CreateMultipartUpload made no upload"
+    assert noted and noted[0][0] == "opened" and noted[0][1].startswith("?") and noted[0][2] == f"{prefix}/k"
+    if who == "the store's close":
+        store.close()
+        assert noted[-1] == ("done", noted[0][1])
+    else:
+        # killed: never closed, nothing swept; the journal's entry goes to the next mount
+        later = S3Store(s3_server.client(), s3_server.shared_bucket, prefix)
+        assert later.abort_uploads({noted[0][1]: noted[0][2]}) == {}
+    assert not uploads("k")
+    assert [u["UploadId"] for u in uploads("other")] == [other]
+    admin.abort_multipart_upload(Bucket=s3_server.shared_bucket, Key=f"{prefix}/other", UploadId=other)
