@@ -298,6 +298,8 @@ class S3Store(ObjectStoreBackend):
         self._staged: dict[str, str] = {}
         #: CreateMultipartUploads that got no answer ("?TIME" -> S3 key): swept at close
         self._unanswered: dict[str, str] = {}
+        #: whether an attempt of this thread's request went out without an answer
+        self._attempts = threading.local()
         #: told of every upload opened (``opened(id, s3_key)``) and finished (``done(id)``), so
         #: that those a killed daemon left open can be aborted later (runstate.UploadJournal)
         self.upload_log: Any = None
@@ -357,6 +359,8 @@ class S3Store(ObjectStoreBackend):
         return listing()
 
     def _count_one(self, kind: str) -> None:
+        if kind == "unanswered":  # an attempt of a write went out and got no answer (this thread's)
+            self._attempts.unanswered = True
         with self._count_lock:
             self._counts[kind] += 1
 
@@ -590,21 +594,20 @@ class S3Store(ObjectStoreBackend):
         check_key(key)
         self.check_writable(key)
         s3_key = self._full(key)
+        sent = time.time()
+        self._attempts.unanswered = False
         try:
             upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, **self.options.writes())["UploadId"]
         except Exception as exc:
             err = translate(exc, key, "CreateMultipartUpload")
-            if isinstance(err, OutcomeUnknown):
-                # the server may still make the upload, under an id never told: noted as "?TIME"
-                # and swept (_sweep) at close, or by the next mount if this daemon dies first
-                unanswered = f"?{time.time():.6f}"
-                with self._count_lock:
-                    self._unanswered[unanswered] = s3_key
-                self._log_upload("opened", unanswered, s3_key)
+            if isinstance(err, OutcomeUnknown) or self._attempts.unanswered:
+                self._note_unanswered_create(s3_key, sent)
             raise err from None
         with self._count_lock:
             self._staged[upload_id] = s3_key
         self._log_upload("opened", upload_id, s3_key)
+        if self._attempts.unanswered:  # an attempt before the one answered may make an upload too
+            self._note_unanswered_create(s3_key, sent)
         etags: dict[int, str] = {}
 
         def send(number: int, data: bytes | memoryview) -> None:
@@ -676,6 +679,15 @@ class S3Store(ObjectStoreBackend):
             getattr(self.upload_log, what)(*args)
         except OSError as exc:  # the journal only helps clean up after a crash
             log.warning("multipart upload %s not recorded as %s: %s", args[0], what, exc)
+
+    def _note_unanswered_create(self, s3_key: str, sent: float) -> None:
+        """A CreateMultipartUpload attempt sent at ``sent`` got no answer: the server may still make
+        an upload under an id never told. Noted as ``?TIME`` and swept (:meth:`_sweep`) at close,
+        or by the next mount through the journal if this daemon dies first."""
+        mark = f"?{sent:.6f}"
+        with self._count_lock:
+            self._unanswered[mark] = s3_key
+        self._log_upload("opened", mark, s3_key)
 
     def _sweep(self, unanswered: str, s3_key: str) -> bool:
         """Abort the uploads of ``s3_key`` that a CreateMultipartUpload without an answer, sent at

@@ -206,5 +206,5 @@ def test_writers_and_readers_through_many_stops_and_kills_at_the_default_bounds(
             assert s3.exists(name) is False or s3.read(name) == snapshot.get(name), name
         per_request = (S3Options.retries + 1) * S3Options.read_timeout  # the default bounds' worst case
         assert all(t < 2 * per_request + 15 for t in errors), errors  # a lookup and a read
-        with mounted(s3, tmp_path / "mnt"):
-            assert not _uploads(s3)
+        with mounted(s3, tmp_path / "mnt", log=tmp_path / f"again-{round_}.log") as again:
+            assert not _uploads(s3), log + again.log_text()

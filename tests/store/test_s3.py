@@ -556,6 +556,34 @@ def test_boto3_requests_make_retries_plus_one_attempts_as_obstore_does(monkeypat
         assert store.counters()["CreateMultipartUpload"] == retries + 1
 
 
+def test_an_upload_made_by_an_unanswered_attempt_before_an_answered_one_is_swept(s3_server, proxy):
+    """The first attempt of a CreateMultipartUpload gets no answer, the second does: the server
+    made two uploads, nczfs knows one. The other is aborted at close, the known one completes."""
+    import time
+
+    prefix = s3_server.new_prefix("sweep2")
+    admin = s3_server.client()
+    store = proxied_store(s3_server, proxy, prefix)
+    proxy.freeze()
+    threading.Timer(1.5, proxy.thaw).start()  # after the first attempt's second, before the second's
+    upload = store.open_upload("k")
+
+    def uploads():
+        found = admin.list_multipart_uploads(Bucket=s3_server.shared_bucket, Prefix=f"{prefix}/k").get("Uploads", [])
+        return [u for u in found if u["Key"] == f"{prefix}/k"]
+
+    deadline = time.monotonic() + 10
+    while len(uploads()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(uploads()) == 2, uploads()
+    upload.send(1, b"the one nczfs knows")
+    upload.complete(len(b"the one nczfs knows"))
+    assert len(uploads()) == 1  # the one it never learnt of
+    store.close()
+    assert uploads() == []
+    assert admin.get_object(Bucket=s3_server.shared_bucket, Key=f"{prefix}/k")["Body"].read() == b"the one nczfs knows"
+
+
 @pytest.mark.parametrize("who", ["the store's close", "the next mount"])
 def test_uploads_an_unanswered_create_made_later_are_swept(s3_server, proxy, who):
     """A CreateMultipartUpload sent to a stopped server gets no answer; thawed, the server makes
