@@ -594,20 +594,21 @@ class S3Store(ObjectStoreBackend):
         check_key(key)
         self.check_writable(key)
         s3_key = self._full(key)
-        sent = time.time()
+        # noted before it is sent: a daemon killed while the request is on its way, or before it
+        # notes the answer, leaves the mark, and the next mount sweeps what the server made
+        mark = f"?{time.time():.6f}"
+        self._log_upload("opened", mark, s3_key)
         self._attempts.unanswered = False
         try:
             upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, **self.options.writes())["UploadId"]
         except Exception as exc:
             err = translate(exc, key, "CreateMultipartUpload")
-            if isinstance(err, OutcomeUnknown) or self._attempts.unanswered:
-                self._note_unanswered_create(s3_key, sent)
+            self._settle_create(mark, s3_key, isinstance(err, OutcomeUnknown))
             raise err from None
         with self._count_lock:
             self._staged[upload_id] = s3_key
         self._log_upload("opened", upload_id, s3_key)
-        if self._attempts.unanswered:  # an attempt before the one answered may make an upload too
-            self._note_unanswered_create(s3_key, sent)
+        self._settle_create(mark, s3_key, False)
         etags: dict[int, str] = {}
 
         def send(number: int, data: bytes | memoryview) -> None:
@@ -680,14 +681,16 @@ class S3Store(ObjectStoreBackend):
         except OSError as exc:  # the journal only helps clean up after a crash
             log.warning("multipart upload %s not recorded as %s: %s", args[0], what, exc)
 
-    def _note_unanswered_create(self, s3_key: str, sent: float) -> None:
-        """A CreateMultipartUpload attempt sent at ``sent`` got no answer: the server may still make
-        an upload under an id never told. Noted as ``?TIME`` and swept (:meth:`_sweep`) at close,
-        or by the next mount through the journal if this daemon dies first."""
-        mark = f"?{sent:.6f}"
-        with self._count_lock:
-            self._unanswered[mark] = s3_key
-        self._log_upload("opened", mark, s3_key)
+    def _settle_create(self, mark: str, s3_key: str, unknown: bool) -> None:
+        """A CreateMultipartUpload noted as ``mark`` (``?TIME``) is over. If an attempt of it got
+        no answer (or its outcome is unknown), the server may still make an upload under an id
+        never told: the mark stays, swept (:meth:`_sweep`) at close, or by the next mount through
+        the journal if this daemon dies first; else it is done."""
+        if unknown or self._attempts.unanswered:
+            with self._count_lock:
+                self._unanswered[mark] = s3_key
+        else:
+            self._log_upload("done", mark)
 
     def _sweep(self, unanswered: str, s3_key: str) -> bool:
         """Abort the uploads of ``s3_key`` that a CreateMultipartUpload without an answer, sent at
