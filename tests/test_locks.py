@@ -13,7 +13,7 @@ import pytest
 import trio
 import trio.testing
 
-from nczfs import mount
+from nczfs import controlsock, mount
 from nczfs.config import MountConfig
 from nczfs.locks import Lock
 from nczfs.source import Source
@@ -176,7 +176,11 @@ async def test_the_daemon_runs_pyfuse3s_loop_on_this_lock(restore_pyfuse3_trio, 
     monkeypatch.setattr(pyfuse3, "main", main)
     pyfuse3.trio = trio  # as pyfuse3 has it before nczfs touches it
     config = MountConfig(Source("directory", str(tmp_path), text=str(tmp_path)), str(tmp_path), validate="off")
-    with trio.fail_after(30):
-        assert await mount._serve(Fs(), config, lambda error: None) == []
+    listener = controlsock.listen(str(tmp_path / "run"))
+    try:
+        with trio.fail_after(30):
+            assert await mount._serve(Fs(), config, lambda error: None, listener=listener) == []
+    finally:
+        controlsock.close(listener)
     assert locks == [Lock]
     assert pyfuse3.trio.lowlevel.wait_readable == WAITS.wait_readable
