@@ -38,7 +38,7 @@ def encode(s: str) -> bytes:
 #: through the mount), and a value nested just below its limit could still fail later, checked or
 #: written again from deeper in the stack
 MAX_DEPTH = 256
-_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
 
 
 def loads(data: bytes | bytearray | memoryview) -> Any:
@@ -48,7 +48,7 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
     try:
         value = json.loads(s, strict=False)
     except RecursionError:
-        raise ValueError(_TOO_DEEP) from None
+        raise ValueError(TOO_DEEP) from None
     _check_depth(s, value)
     return value
 
@@ -59,14 +59,14 @@ def loads_prefix(data: bytes | bytearray | memoryview) -> tuple[Any, int]:
     try:
         value, end = json.JSONDecoder(strict=False).raw_decode(s)
     except RecursionError:
-        raise ValueError(_TOO_DEEP) from None
+        raise ValueError(TOO_DEEP) from None
     _check_depth(s[:end], value)
     return value, len(encode(s[:end]))
 
 
 def _check_depth(s: str, value: Any) -> None:
     if s.count("[") + s.count("{") > MAX_DEPTH and depth(value) > MAX_DEPTH:
-        raise ValueError(_TOO_DEEP)
+        raise ValueError(TOO_DEEP)
 
 
 def depth(value: Any) -> int:

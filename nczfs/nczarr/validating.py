@@ -156,7 +156,9 @@ class ValidatingStore(WrapperStore):
         a stale tail); a file still being written is not judged."""
         if is_metadata_key(key):
             data = await self.meant(key, data)
-            if parse(data)[1]:
+            errors = parse(data)[1]
+            # not whole JSON yet (judged at close); but JSON nested too deep never can be valid
+            if errors and not any(jsontext.TOO_DEEP in e for e in errors):
                 return
             if self.mode == "strict":
                 await self.check(key, data)
