@@ -46,7 +46,7 @@ OPTION_HELP = (
     ("anon", "S3, GCS, Azure: anonymous requests (GCS and Azure: read-only)"),
     ("retries=N", "object stores: attempts after the first before EIO (default 2)"),
     ("connect_timeout=SECONDS", "object stores: seconds to connect (default 5)"),
-    ("read_timeout=SECONDS", "object stores: seconds without a byte of an answer (default 60)"),
+    ("read_timeout=SECONDS", "object stores: seconds without a byte of an answer (default 15)"),
     ("requester_pays", "S3: requests say the requester pays"),
     ("sse=AES256|aws:kms|aws:kms:dsse", "S3: server-side encryption of what the mount writes"),
     ("sse_kms_key_id=KEY", "S3: the KMS key (implies sse=aws:kms)"),

@@ -140,7 +140,7 @@ REQUEST_TIMEOUT = 300.0
 
 
 def obstore_client_options(endpoint: str | None, ca_file: str | None = None, *, connect_timeout: float = 5,
-                           read_timeout: float = 60, request_timeout: float = REQUEST_TIMEOUT,
+                           read_timeout: float = 15, request_timeout: float = REQUEST_TIMEOUT,
                            allow_http: bool | None = None) -> dict[str, Any]:
     """obstore's HTTP client options: timeouts, ``http://`` allowed for an explicit ``http://``
     endpoint, a private CA's certificate added to the trusted ones. An attempt ends when no

@@ -163,7 +163,7 @@ class S3Options:
 
     retries: int = 2
     connect_timeout: float = 5.0
-    read_timeout: float = 60.0
+    read_timeout: float = 15.0  # a stall, not a request: seconds without a byte
     requester_pays: bool = False
     sse: str | None = None
     sse_kms_key_id: str | None = None
