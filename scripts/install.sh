@@ -80,6 +80,9 @@ if [ "$extra" = test ]; then
     apt_pkgs+=(systemd mount util-linux passwd)  # systemd-analyze verify; mount -T; setpriv; useradd
     apt_pkgs+=(openssl iproute2 nginx-core)  # test certificates; a sealed network namespace; a web server
     command -v npm >/dev/null || apt_pkgs+=(nodejs npm)  # Azurite, the Azure Blob emulator (npm)
+    # pjdfstest, fsx and fsstress built from ../shared/posix-suites (tests/posix_suites.py), and the
+    # tools pjdfstest's scripts call; s3fs-fuse is the peer of the POSIX benchmark and interop test
+    apt_pkgs+=(autoconf automake make perl xfslibs-dev s3fs)
 fi
 
 missing=()
