@@ -51,6 +51,7 @@ OPTION_HELP = (
     ("sse=AES256|aws:kms|aws:kms:dsse", "S3: server-side encryption of what the mount writes"),
     ("sse_kms_key_id=KEY", "S3: the KMS key (implies sse=aws:kms)"),
     ("storage_class=CLASS", "S3: the storage class of what the mount writes"),
+    ("posix_meta", "S3: HEAD each object looked up or listed for the modes, owners, times, links in its metadata"),
     ("google_application_credentials=FILE", "GCS: the credentials file"),
     ("azure_storage_account=NAME", "Azure: the storage account"),
     ("zip_layout=netcdf|flat", "zip: the layout of a new archive (default netcdf)"),
@@ -140,6 +141,9 @@ class MountConfig:
     google_application_credentials: str | None = None
     #: Azure: the storage account (else the URL's, or AZURE_STORAGE_ACCOUNT_NAME)
     azure_storage_account: str | None = None
+    #: S3: every object looked up or listed is asked (HEAD) for the modes, owners, times and
+    #: types kept in its metadata (as s3fs-fuse does); else only what the mount wrote shows them
+    posix_meta: bool = False
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
     validate: str = "strict"
     #: metadata flavor shown: "as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1" or "xarray"
@@ -291,6 +295,8 @@ def parse_options(opts: list[str]) -> dict[str, object]:
                 out[key] = os.path.abspath(value)
             elif key == "azure_storage_account" and eq and value:
                 out[key] = value
+            elif key == "posix_meta" and not eq:
+                out["posix_meta"] = True
             elif key == "zip_layout" and value in ("flat", "netcdf"):
                 out["zip_layout"] = value
             elif key == "validate" and eq:

@@ -55,6 +55,12 @@ class InvalidArgument(NczfsError):
     errno = _errno.EINVAL
 
 
+class FileTooBig(NczfsError):
+    """A size beyond the largest object the store holds (S3: 5 TiB) or its temp file can."""
+
+    errno = _errno.EFBIG
+
+
 class PermissionDenied(NczfsError):
     errno = _errno.EACCES
 

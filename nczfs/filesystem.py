@@ -13,13 +13,14 @@ results (``InodeTable.overrides``).
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import re
 import stat
 import tempfile
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Callable
 
 import trio
@@ -28,12 +29,14 @@ from nczfs import control
 from nczfs.errors import (
     DirectoryNotEmpty,
     Exists,
+    FileTooBig,
     InvalidArgument,
     IsADirectory,
     KeyNotFound,
     NczfsError,
     NotADirectory,
     OutcomeUnknown,
+    NotSupported,
     ReadOnly,
     Stale,
     WriteLost,
@@ -43,7 +46,7 @@ from nczfs.early_upload import EarlyUploads
 from nczfs.handles import Content, WriteMemory
 from nczfs.locks import Lock
 from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
-from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, check_key, join, parent_of
+from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, check_key, join, parent_of
 from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,22 @@ class Attr:
     #: keeps them no longer, or it would read a version the daemon has moved on from up to the
     #: size of the one before
     valid_for: float | None = None
+    #: the device a character or block special file stands for
+    rdev: int = 0
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request, as the kernel says: new entries belong to this user."""
+
+    pid: int = 0
+    uid: int | None = None
+    gid: int | None = None
+
+
+#: attribute fields that setattr changes and the store keeps (ctime follows every change)
+_SETTABLE = ("mode", "uid", "gid", "atime_ns", "mtime_ns")
+_NO_META = Meta()
 
 
 @dataclass
@@ -133,6 +152,10 @@ MIN_SPILL_THRESHOLD = 64 * 1024 * 1024
 #: content in memory larger than this is uploaded through a reader over the pieces written
 #: (``set_file``: S3 reads it part by part), not joined into one copy first
 UPLOAD_BY_READER_BYTES = 32 * 1024 * 1024
+
+
+#: a closed file grown by truncate past this size is grown in a temp file (with a hole), not in memory
+GROW_IN_MEMORY = 1024 * 1024
 
 
 #: smaller temp files are not staged: staging costs two more requests (S3: create and complete a
@@ -204,6 +227,8 @@ class Filesystem:
         self.spill_threshold = max(MIN_SPILL_THRESHOLD, self.write_memory.limit // 4) if threshold is None else threshold
         self.file_mode = 0o666 & ~self.opts.umask
         self.dir_mode = 0o777 & ~self.opts.umask
+        #: the user the daemon runs as: what it creates shows as ``-o uid=``/``gid=``
+        self._daemon_uid, self._daemon_gid = os.getuid(), os.getgid()
         #: ``(opener, ino, openers) -> bool``: is a close of a description opened by thread
         #: ``opener`` another process's (holders.py)? None: cannot tell, every close stores
         self.someone_elses_close: Callable[[int, int, list[int]], bool] | None = None
@@ -234,12 +259,18 @@ class Filesystem:
         """What the store just said of a node's object; trusted for ``metadata_ttl``."""
         node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
         node.etag = info.etag
+        self._record_meta(node, info.meta)
 
-    def _initial_mode(self, path: str, mode: int, default: int) -> None:
-        """A new entry's permission bits, kept as an override only when not the default."""
-        self.table.overrides.pop(path, None)
-        if stat.S_IMODE(mode) not in (0, default):
-            self.table.overrides[path] = Overrides(mode=stat.S_IMODE(mode))
+    def _record_meta(self, node: Node, meta: Meta | None) -> None:
+        """The attributes the store keeps for a node (None: it said none; what is known stays)."""
+        if meta is None:
+            return
+        node.meta = meta
+        if meta.mtime_ns is not None and node.content is None:
+            node.mtime_ns = meta.mtime_ns
+        if meta.file_type and not node.is_dir:
+            node.ftype = meta.file_type
+        self.table.identify(node, meta.ident)
 
     def _child_path(self, parent: Node, name: str) -> str:
         if not parent.is_dir:
@@ -247,6 +278,125 @@ class Filesystem:
         path = join(parent.path, name)
         check_key(path)
         return path
+
+    def _new_path(self, parent: Node, name: str) -> str:
+        """The path of an entry about to be made: refused now if the store could not name it
+        (S3: a key over 1,024 bytes), not at its first upload."""
+        path = self._child_path(parent, name)
+        self.store.check_new_key(path)
+        return path
+
+    def _owner(self, who: Caller | None, parent: Node) -> tuple[int, int, bool]:
+        """(uid, gid) of an entry ``who`` makes in ``parent``, and whether ``parent`` has its
+        set-group-ID bit (the new entry takes its group, a new directory the bit too). The
+        user who mounted creates as ``-o uid=``/``gid=``; another user (``allow_other``) as
+        themselves."""
+        uid = self.opts.uid if who is None or who.uid is None or who.uid == self._daemon_uid else who.uid
+        gid = self.opts.gid if who is None or who.gid is None or who.gid == self._daemon_gid else who.gid
+        parent_attr = self.attr(parent)
+        sgid = bool(parent_attr.mode & stat.S_ISGID)
+        if sgid:
+            gid = parent_attr.gid
+        return uid, gid, sgid
+
+    def _initial_attrs(self, path: str, ftype: int, mode: int, uid: int, gid: int, *, applied: bool = False) -> None:
+        """A new entry's mode (0 included) and owner, and its times: kept as overrides where the
+        store does not show them itself (``applied``: a live store holds them already), only
+        when they differ from the mount's defaults (then written to a store that keeps them)."""
+        now = time.time_ns()
+        self.table.overrides.pop(path, None)
+        if applied:
+            return
+        live = self.store.live_meta
+        default = self.dir_mode if ftype == stat.S_IFDIR else (0o777 if ftype == stat.S_IFLNK else self.file_mode)
+        ov = Overrides(ctime_ns=now)
+        if ftype == stat.S_IFDIR:  # a file's mtime is the node's own until its first store
+            ov.mtime_ns = ov.atime_ns = now
+        if live or stat.S_IMODE(mode) != default:
+            ov.mode = stat.S_IMODE(mode)
+        if live or uid != self.opts.uid:
+            ov.uid = uid
+        if live or gid != self.opts.gid:
+            ov.gid = gid
+        self.table.overrides[path] = ov
+
+    def _dir_changed(self, parent: Node) -> None:
+        """An entry was made, removed or renamed in ``parent``: its mtime and ctime are now (a
+        live store's directory has them already: it is asked again)."""
+        if self.store.live_meta:
+            parent.fetched = -1.0
+            return
+        now = time.time_ns()
+        ov = self.table.overrides.setdefault(parent.path, Overrides())
+        ov.mtime_ns = ov.ctime_ns = now
+
+    def _ctime_changed(self, node: Node) -> None:
+        """A change of ``node`` itself (link, rename): its ctime is now."""
+        if self.store.live_meta:
+            node.fetched = -1.0
+            return
+        if not node.detached:
+            self.table.overrides.setdefault(node.path, Overrides()).ctime_ns = time.time_ns()
+
+    async def _refresh(self, node: Node) -> None:
+        """Ask a live store for a node's attributes again (after a change of them in it)."""
+        if not self.store.live_meta or node.detached or node.pending:
+            return
+        try:
+            found = await self.store.entry(node.path)
+        except KeyNotFound:
+            return
+        if found is None or found.is_dir != node.is_dir:
+            return
+        if found.info is not None:
+            self._record(node, found.info)
+        else:
+            self._record_meta(node, found.meta)
+        node.fetched = self._now()
+
+    def _other_names(self, node: Node) -> list[str]:
+        """The names of ``node`` but its path (hard links the mount keeps over a store without)."""
+        if self.store.live_meta:
+            return []
+        return sorted(p for p in node.names if p != node.path and self.table.at(p) is node)
+
+    def _unname(self, node: Node, path: str) -> None:
+        """``path`` no longer names ``node``; the attributes set through the mount follow it to
+        the name it keeps."""
+        old = node.path
+        self.table.unname(node, path)
+        if node.path != old and not node.detached:
+            ov = self.table.overrides.pop(old, None)
+            if ov is not None:
+                self.table.overrides[node.path] = ov
+        if len(node.names) <= 1 and not self.store.live_meta:
+            node.keep = node.ftype not in (stat.S_IFREG, stat.S_IFDIR) and node.meta is not None and node.keep
+
+    def _wanted_meta(self, node: Node) -> Meta:
+        """Every attribute the mount shows for ``node``, for a store that keeps them (all are
+        sent at once: S3 replaces the whole set)."""
+        a = self.attr(node)
+        return Meta(mode=a.mode, uid=a.uid, gid=a.gid, atime_ns=a.atime_ns, mtime_ns=a.mtime_ns, ctime_ns=a.ctime_ns,
+                    rdev=a.rdev)
+
+    async def _save_meta(self, node: Node) -> None:
+        """After an object was stored: the attributes set through the mount (its mode, owner,
+        times) reach the store too, where it keeps them (a live store: only those it was not
+        given yet, and the mount forgets them; S3, whose PUT drops them: every time)."""
+        ov = self.table.overrides.get(node.path)
+        if ov is None or node.detached or all(getattr(ov, f) is None for f in _SETTABLE):
+            return
+        try:
+            if self.store.live_meta:
+                changes = Meta(**{f: getattr(ov, f) for f in _SETTABLE})
+                self._record_meta(node, await self.store.set_meta(node.path, changes, node.is_dir))
+                del self.table.overrides[node.path]
+            elif self.store.keeps_meta:
+                wanted = self._wanted_meta(node)
+                for name in (node.path, *self._other_names(node)):
+                    self._record_meta(node, await self.store.set_meta(name, wanted, node.is_dir))
+        except NotSupported as exc:
+            log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
 
     def _lock(self, node: Node) -> Lock:
         lock = self._locks.get(node.ino)
@@ -288,11 +438,19 @@ class Filesystem:
         found = await self.store.entry(path)
         if found is None:
             return None
-        node = self.table.node_for(path, found.is_dir)
+        node = self._node_of(path, found)
         if found.info is not None:
             self._record(node, found.info)
+        else:
+            self._record_meta(node, found.meta)
         node.fetched = self._now()
         return node
+
+    def _node_of(self, path: str, e: DirEntry) -> Node:
+        """The node a store's entry names: of its type, and one node for the names of one file."""
+        attrs = e.attrs
+        return self.table.node_for(path, e.is_dir, attrs.file_type if attrs is not None else 0,
+                                   attrs.ident if attrs is not None and (attrs.nlink or 1) > 1 else None)
 
     async def _children(self, path: str) -> dict[str, DirEntry]:
         entries: dict[str, DirEntry] = {}
@@ -316,35 +474,41 @@ class Filesystem:
         return entries
 
     def attr(self, node: Node) -> Attr:
+        """What ``stat`` shows: what was set through the mount this mount's life (overrides),
+        over what the store keeps (node.meta), over the mount's defaults."""
         ov = self.table.overrides.get(node.path) if not node.detached else None
         ov = ov or Overrides()
+        m = node.meta or _NO_META
         valid_for = None
         if node.is_dir:
-            mode = stat.S_IFDIR | (ov.mode if ov.mode is not None else self.dir_mode)
-            size, mtime, nlink = 0, self._started_ns, 2
+            default, size, nlink = self.dir_mode, 0, m.nlink or 2
+            mtime = m.mtime_ns if m.mtime_ns is not None else self._started_ns
         else:
-            mode = stat.S_IFREG | (ov.mode if ov.mode is not None else self.file_mode)
-            if self.store.read_only_key(node.path):
-                mode &= ~0o222
+            default = 0o777 if node.ftype == stat.S_IFLNK else self.file_mode
             size = node.content.size if node.content is not None else node.size
-            mtime, nlink = node.mtime_ns, 1
+            mtime, nlink = node.mtime_ns, 0 if node.detached else (m.nlink or len(node.names))
             if node.content is None and not node.pending and node.fetched >= 0:
                 valid_for = max(0.0, self.opts.metadata_ttl - (self._now() - node.fetched))
             elif node.content is None and not node.pending:
                 valid_for = 0.0  # listed without its size (a web server's Zarr): the kernel asks getattr
+        perm = ov.mode if ov.mode is not None else (stat.S_IMODE(m.mode) if m.mode is not None else default)
+        if not node.is_dir and self.store.read_only_key(node.path):
+            perm &= ~0o222
         if ov.mtime_ns is not None:
             mtime = ov.mtime_ns
+        ctime = ov.ctime_ns if ov.ctime_ns is not None else m.ctime_ns
         return Attr(
             ino=node.ino,
-            mode=mode,
+            mode=node.ftype | perm,
             nlink=nlink,
-            uid=ov.uid if ov.uid is not None else self.opts.uid,
-            gid=ov.gid if ov.gid is not None else self.opts.gid,
+            uid=ov.uid if ov.uid is not None else (m.uid if m.uid is not None else self.opts.uid),
+            gid=ov.gid if ov.gid is not None else (m.gid if m.gid is not None else self.opts.gid),
             size=size,
-            atime_ns=ov.atime_ns if ov.atime_ns is not None else mtime,
+            atime_ns=ov.atime_ns if ov.atime_ns is not None else (m.atime_ns if m.atime_ns is not None else mtime),
             mtime_ns=mtime,
-            ctime_ns=mtime,
+            ctime_ns=mtime if ctime is None else max(ctime, mtime),
             valid_for=valid_for,
+            rdev=m.rdev,
         )
 
     # ------------------------------------------------------------------ lookups
@@ -364,6 +528,8 @@ class Filesystem:
 
     async def getattr(self, ino: int) -> Attr:
         node = self.table[ino]
+        if node.is_dir and self.store.live_meta and not node.detached and not self._fresh(node):
+            await self._refresh(node)
         if node.is_dir or node.detached or node.pending or node.content is not None or self._fresh(node):
             return self.attr(node)
         try:
@@ -392,18 +558,43 @@ class Filesystem:
             if node.is_dir:
                 raise IsADirectory(f"{node.path!r}: is a directory")
             await self._truncate(node, req.size)
-        changed = {f.name: getattr(req, f.name) for f in fields(Overrides) if getattr(req, f.name) is not None}
+        changed = {f: getattr(req, f) for f in _SETTABLE if getattr(req, f) is not None}
         if changed:
             if "mode" in changed:
                 changed["mode"] = stat.S_IMODE(changed["mode"])
-            ov = self.table.overrides.setdefault(node.path, Overrides())
-            for name, value in changed.items():
-                setattr(ov, name, value)
+            await self._set_attrs(node, changed)
         return self.attr(node)
+
+    async def _set_attrs(self, node: Node, changed: dict[str, int]) -> None:
+        """chmod, chown, utimens: the store keeps them where it can (a live store alone: its own
+        attributes show; S3 and zip: in the object's metadata, and the mount remembers them), else
+        the mount does for its life. The ctime is now."""
+        stored = not node.pending and not node.detached
+        if stored and self.store.live_meta:
+            try:
+                self._record_meta(node, await self.store.set_meta(node.path, Meta(**changed), node.is_dir))
+                node.fetched = self._now()
+                return
+            except NotSupported as exc:
+                log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
+        ov = self.table.overrides.setdefault(node.path, Overrides())
+        for name, value in changed.items():
+            setattr(ov, name, value)
+        ov.ctime_ns = time.time_ns()
+        if stored and not self.store.live_meta and self.store.keeps_meta:
+            try:
+                wanted = self._wanted_meta(node)
+                for name in (node.path, *self._other_names(node)):
+                    self._record_meta(node, await self.store.set_meta(name, wanted, node.is_dir))
+            except NotSupported as exc:
+                log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
 
     async def _truncate(self, node: Node, size: int) -> None:
         if size < 0:
             raise InvalidArgument(f"{node.path!r}: negative size")
+        limit = self.store.max_object_size
+        if limit is not None and size > limit:
+            raise FileTooBig(f"{node.path!r}: {size} bytes is more than the {limit} bytes an object can hold")
         self.early.drop(node.ino)
         if node.open_count > 0 or node.content is not None:
             if node.content is None and size == 0:
@@ -412,15 +603,40 @@ class Filesystem:
             try:
                 await content.truncate(size)
             except OSError as exc:
+                if exc.errno == errno.EFBIG:  # the size refused: nothing changed
+                    raise FileTooBig(f"{node.path!r}: {size} bytes is more than a temp file can hold") from None
                 self._log_lost_write(node.path, exc)
                 raise
             self._touched(node)
             return
-        # not open: change the object in the store right away
-        data = b"" if size == 0 else await self.store.get(node.path)
-        data = data[:size] + bytes(max(0, size - len(data)))
-        self._record(node, await self.store.set(node.path, data))
+        # not open: change the object in the store right away; in place where it can (a local
+        # file: extended with a hole), else rewritten whole, grown through a sparse temp file
+        try:
+            info = await self.store.truncate(node.path, size)
+        except NotSupported:
+            info = await self._rewrite_truncated(node, size)
+        self._record(node, info)
         self._clear_mtime(node)
+        await self._save_meta(node)
+
+    async def _rewrite_truncated(self, node: Node, size: int) -> ObjectInfo:
+        """A stored object cut or extended to ``size`` and stored again: what is kept of it is
+        read into a file buffer, which a big size sends to a temp file with a hole for the rest
+        (nothing but the old bytes is ever held in memory), and stored from there."""
+        old = b"" if size == 0 else await self.store.get(node.path, ByteRange(0, size))
+        # past what it holds now, the content goes to a temp file, where the rest is a hole
+        content = Content(old, dirty=True, spill_threshold=min(self.spill_threshold, max(len(old), GROW_IN_MEMORY)),
+                          spill_dir=self.opts.spill_dir, memory=self.write_memory)
+        try:
+            try:
+                await content.truncate(size)
+            except OSError as exc:
+                if exc.errno == errno.EFBIG:
+                    raise FileTooBig(f"{node.path!r}: {size} bytes is more than a temp file can hold") from None
+                raise
+            return await self._store_content(content, node.path)
+        finally:
+            content.close()
 
     def _touched(self, node: Node) -> None:
         node.mtime_ns = time.time_ns()
@@ -454,12 +670,16 @@ class Filesystem:
         assert h.snapshot is not None
         for i in range(start_id, len(h.snapshot)):
             e = h.snapshot[i]
-            node = self.table.node_for(join(h.node.path, e.name), e.is_dir)
+            node = self._node_of(join(h.node.path, e.name), e)
             # what the listing says is as old as the listing: it does not replace what was learnt
             # since (a write through the mount, a stat), and it is trusted for the TTL from then
-            if e.info is not None and node.content is None and not node.pending and node.fetched <= h.taken:
-                self._record(node, e.info)
-                node.fetched = h.taken
+            if node.content is None and not node.pending and node.fetched <= h.taken:
+                if e.info is not None:
+                    self._record(node, e.info)
+                    node.fetched = h.taken
+                elif e.meta is not None:
+                    self._record_meta(node, e.meta)
+                    node.fetched = h.taken
             if not add(e.name, self.attr(node), i + 1):
                 self.table.release(node)
                 return
@@ -472,21 +692,82 @@ class Filesystem:
     async def releasedir(self, fh: int) -> None:
         self._handles.pop(fh, None)
 
-    async def mkdir(self, parent_ino: int, name: str, mode: int) -> Attr:
+    async def _new_entry(self, parent_ino: int, name: str, who: Caller | None) -> tuple[Node, str, int, int, bool]:
+        """(parent, path, uid, gid, the parent's setgid bit) of an entry about to be made;
+        EROFS, EEXIST, ENAMETOOLONG first."""
         parent = self.table[parent_ino]
-        path = self._child_path(parent, name)
+        path = self._new_path(parent, name)
         self._writable(path)
         if await self._find(path) is not None:
             raise Exists(f"{path!r}: exists")
+        return parent, path, *self._owner(who, parent)
+
+    async def mkdir(self, parent_ino: int, name: str, mode: int, who: Caller | None = None) -> Attr:
+        parent, path, uid, gid, sgid = await self._new_entry(parent_ino, name, who)
+        mode = stat.S_IMODE(mode) | (stat.S_ISGID if sgid else 0)
         if self.store.stores_directories:
             await self.store.mkdir(path)
         else:
             self.local_dirs.add(path)
         node = self.table.node_for(path, True)
         node.fetched = self._now()
-        self._initial_mode(path, mode, self.dir_mode)
+        applied = False
+        if self.store.live_meta:
+            try:
+                self._record_meta(node, await self.store.set_meta(path, Meta(mode=stat.S_IFDIR | mode, uid=uid, gid=gid), True))
+                applied = True
+            except NotSupported as exc:
+                log.debug("%r: attributes kept by the mount only: %s", path, exc)
+        self._initial_attrs(path, stat.S_IFDIR, mode, uid, gid, applied=applied)
+        if not applied and self.store.stores_directories:
+            await self._save_meta(node)  # zip: in the directory's entry
+        self._dir_changed(parent)
         node.lookups += 1
         return self.attr(node)
+
+    async def mknod(self, parent_ino: int, name: str, mode: int, rdev: int = 0, who: Caller | None = None) -> Attr:
+        """A special file (fifo, socket, character or block device) or an empty regular file."""
+        ftype = stat.S_IFMT(mode) or stat.S_IFREG
+        if ftype == stat.S_IFDIR:
+            raise InvalidArgument(f"{name!r}: mknod of a directory")
+        return await self._make_node(parent_ino, name, ftype | stat.S_IMODE(mode), rdev, None, who)
+
+    async def symlink(self, parent_ino: int, name: str, target: str, who: Caller | None = None) -> Attr:
+        return await self._make_node(parent_ino, name, stat.S_IFLNK | 0o777, 0, target, who)
+
+    async def _make_node(self, parent_ino: int, name: str, mode: int, rdev: int, target: str | None,
+                         who: Caller | None) -> Attr:
+        parent, path, uid, gid, _ = await self._new_entry(parent_ino, name, who)
+        ftype = stat.S_IFMT(mode)
+        if ftype == stat.S_IFREG:
+            info = await self.store.set(path, b"")
+            applied = False
+        else:
+            info = await self.store.make_node(path, Meta(mode=mode, uid=uid, gid=gid, rdev=rdev), target)
+            applied = self.store.live_meta
+        node = self.table.node_for(path, False, ftype)
+        node.detached = node.pending = False
+        self._record(node, info)
+        if info.meta is None or not info.meta.file_type:
+            # the store said nothing of the type it holds (S3 answers lookups with listings):
+            # the mount remembers it for its life
+            node.meta = Meta(mode=mode, uid=uid, gid=gid, rdev=rdev)
+            node.keep = True
+        if target is not None:
+            node.target = target
+        self._initial_attrs(path, ftype, mode, uid, gid, applied=applied)
+        await self._save_meta(node)
+        self._dir_changed(parent)
+        node.lookups += 1
+        return self.attr(node)
+
+    async def readlink(self, ino: int) -> str:
+        node = self.table[ino]
+        if node.ftype != stat.S_IFLNK:
+            raise InvalidArgument(f"{node.path!r}: not a symlink")
+        if node.target is None:
+            node.target = await self.store.readlink(node.path)
+        return node.target
 
     async def _existing_child(self, parent_ino: int, name: str) -> tuple[str, Node]:
         """Path and node of an existing entry that is about to be changed (EROFS, ENOENT first)."""
@@ -511,6 +792,7 @@ class Filesystem:
         self._keep_parent(path)
         self.table.overrides.pop(path, None)
         self.table.detach(node)
+        self._dir_changed(self.table[parent_ino])
 
     # ------------------------------------------------------------------ files
 
@@ -566,9 +848,10 @@ class Filesystem:
         h = self._handles.get(fh)
         return isinstance(h, _Handle) and h.keep_cache
 
-    async def create(self, parent_ino: int, name: str, mode: int, flags: int, pid: int = 0) -> tuple[int, Attr]:
+    async def create(self, parent_ino: int, name: str, mode: int, flags: int, pid: int = 0,
+                     who: Caller | None = None) -> tuple[int, Attr]:
         parent = self.table[parent_ino]
-        path = self._child_path(parent, name)
+        path = self._new_path(parent, name)
         self._writable(path)
         existing = await self._find(path)
         if existing is not None:
@@ -579,12 +862,15 @@ class Filesystem:
             fh = await self.open(existing.ino, flags, pid)  # open() handles O_TRUNC
             existing.lookups += 1
             return fh, self.attr(existing)
-        node = self.table.node_for(path, False)
+        node = self.table.node_for(path, False, stat.S_IFREG)
         node.pending = True
         node.detached = False
+        node.meta = None
         node.content = self._make_content(b"", dirty=True)
         node.size, node.mtime_ns, node.fetched = 0, time.time_ns(), self._now()
-        self._initial_mode(path, mode, self.file_mode)
+        uid, gid, _ = self._owner(who, parent)
+        self._initial_attrs(path, stat.S_IFREG, mode, uid, gid)
+        self._dir_changed(parent)
         node.lookups += 1
         node.open_count += 1
         return self._new_fh(_Handle(node, True, opener=pid)), self.attr(node)
@@ -677,6 +963,8 @@ class Filesystem:
                 info = await self.early.finish(node.ino, node.path, content)
                 if info is None:
                     info = await self._store_content(content, node.path)
+                for other in self._other_names(node):  # a hard link kept by the mount: a copy per name
+                    await self.store.copy(node.path, other)
             except Exception as exc:
                 content.failed_version, content.failure = version, exc
                 log.error("write of %r failed: %s", node.path, str(exc) or repr(exc))
@@ -684,9 +972,11 @@ class Filesystem:
             content.uploaded_version = version
             node.pending = False
             node.size, node.fetched, node.etag = info.size, self._now(), info.etag
+            self._record_meta(node, info.meta)
             self._repin(node)
             if node.mtime_ns < info.mtime_ns:
                 node.mtime_ns = info.mtime_ns
+            await self._save_meta(node)
 
     async def _store_content(self, content: Content, key: str) -> ObjectInfo:
         """Store ``content`` as the object ``key``: from memory, or read part by part from its spill
@@ -720,6 +1010,7 @@ class Filesystem:
                 raise
             node.pending = False
             node.size, node.mtime_ns, node.etag, node.fetched = info.size, max(node.mtime_ns, info.mtime_ns), info.etag, self._now()
+            self._record_meta(node, info.meta)
             content.close()
             node.content = None
 
@@ -852,6 +1143,13 @@ class Filesystem:
         path, node = await self._existing_child(parent_ino, name)
         if node.is_dir:
             raise IsADirectory(f"{path!r}: is a directory")
+        self._dir_changed(self.table[parent_ino])
+        if not node.pending and any(p != path and self.table.at(p) is node for p in node.names):
+            await self.store.delete(path)  # one name of a file with others (a hard link)
+            self._unname(node, path)
+            await self._refresh(node)  # its link count and ctime
+            self._ctime_changed(node)
+            return
         await self._keep_open_content(node)
         self.early.drop(node.ino)
         if not node.pending:
@@ -864,9 +1162,11 @@ class Filesystem:
         self.table.detach(node)
 
     async def link(self, ino: int, new_parent_ino: int, new_name: str) -> Attr:
+        """A hard link where the store has them (a local directory); elsewhere a copy: a file of
+        its own under the new name, with the same content and attributes."""
         node = self.table[ino]
         parent = self.table[new_parent_ino]
-        path = self._child_path(parent, new_name)
+        path = self._new_path(parent, new_name)
         self._writable(path)
         if node.is_dir:
             raise InvalidArgument(f"{node.path!r}: cannot link a directory")
@@ -874,18 +1174,37 @@ class Filesystem:
             raise Exists(f"{path!r}: exists")
         if node.content is not None:
             await self._upload(node)
+        self._dir_changed(parent)
+        if self.store.live_meta and not node.pending and not node.detached:
+            try:
+                info = await self.store.link(node.path, path)
+            except NotSupported:
+                pass
+            else:
+                self.table.add_name(node, path)
+                self._record(node, info)
+                node.lookups += 1
+                return self.attr(node)
+        # the store keeps a copy under the new name; the mount keeps both names one file (one
+        # inode, a link count of 2, every change through either name made to both copies) for its life
         if node.content is not None:
-            info = await self.store.set(path, await node.content.getvalue())
+            await self.store.set(path, await node.content.getvalue())
+        elif node.ftype == stat.S_IFREG:
+            await self.store.copy(node.path, path)
         else:
-            info = await self.store.copy(node.path, path)
-        new = self.table.node_for(path, False)
-        self._record(new, info)
-        new.lookups += 1
-        return self.attr(new)
+            target = await self.readlink(node.ino) if node.ftype == stat.S_IFLNK else None
+            await self.store.make_node(path, self._wanted_meta(node), target)
+        self.table.add_name(node, path)
+        node.keep = True
+        self._ctime_changed(node)
+        if self.store.keeps_meta and not self.store.live_meta:
+            await self.store.set_meta(path, self._wanted_meta(node))
+        node.lookups += 1
+        return self.attr(node)
 
     async def rename(self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int = 0) -> None:
         src_path = self._child_path(self.table[old_parent], old_name)
-        dst_path = self._child_path(self.table[new_parent], new_name)
+        dst_path = self._new_path(self.table[new_parent], new_name)
         self._writable(src_path)
         self._writable(dst_path)
         if flags & RENAME_EXCHANGE:
@@ -896,8 +1215,11 @@ class Filesystem:
         if src_path == dst_path:
             return
         dst = await self._find(dst_path)
+        if dst is src:
+            return  # two names of one file (hard links): rename(2) does nothing
         if dst is not None and flags & RENAME_NOREPLACE:
             raise Exists(f"{dst_path!r}: exists")
+        stored_now = False
         if src.is_dir:
             if dst_path.startswith(src_path + "/"):
                 raise InvalidArgument(f"{src_path!r}: cannot move a directory into itself")
@@ -927,7 +1249,6 @@ class Filesystem:
                 await self._keep_open_content(dst)
                 self.early.drop(dst.ino)
             self.early.drop(src.ino)  # its parts went to the old key
-            stored_now = False
             if src.pending:
                 if self._deferred(src) and src.open_count == 0 and not is_temp_name(dst_path):
                     await self._store_as(src, dst_path)  # the temp file's one upload, under its final key
@@ -937,12 +1258,19 @@ class Filesystem:
             else:
                 await self.store.rename(src_path, dst_path)
             if dst is not None:
-                self.table.detach(dst)
+                self._unname(dst, dst_path)
+                await self._refresh(dst)  # another name of it stays: its link count and ctime
+                self._ctime_changed(dst)
         self.table.overrides.pop(dst_path, None)
         self.table.move(src_path, dst_path, subtree=src.is_dir)
         self._keep_parent(src_path)
         if not (src.is_dir or src.pending or stored_now):
             src.fetched = -1.0
+        self._dir_changed(self.table[old_parent])
+        self._dir_changed(self.table[new_parent])
+        self._ctime_changed(src)
+        if stored_now:
+            await self._save_meta(src)
 
     # ------------------------------------------------------------------ whole mount
 

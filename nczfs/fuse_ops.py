@@ -19,7 +19,7 @@ import pyfuse3
 
 from nczfs import control, pyfuse3_trio
 from nczfs.errors import KeyNotFound, NczfsError, to_errno
-from nczfs.filesystem import Attr, Filesystem, SetattrRequest
+from nczfs.filesystem import Attr, Caller, Filesystem, SetattrRequest
 from nczfs.logs import TRACE
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,11 @@ def _pid(ctx: Any) -> int:
     return getattr(ctx, "pid", 0) or 0
 
 
+def _caller(ctx: Any) -> Caller:
+    """Who sent the request (None fields: not said)."""
+    return Caller(_pid(ctx), getattr(ctx, "uid", None), getattr(ctx, "gid", None))
+
+
 def _name(raw: bytes) -> str:
     return os.fsdecode(raw)
 
@@ -123,7 +128,7 @@ class Operations(pyfuse3.Operations):
         e.st_nlink = a.nlink
         e.st_uid = a.uid
         e.st_gid = a.gid
-        e.st_rdev = 0
+        e.st_rdev = a.rdev
         e.st_size = a.size
         e.st_blksize = 128 * 1024
         e.st_blocks = (a.size + 511) // 512
@@ -207,7 +212,21 @@ class Operations(pyfuse3.Operations):
     @_translate
     async def mkdir(self, parent_inode, name, mode, ctx):
         self._refuse_control_name(parent_inode, name)
-        return self._entry(await self.fs.mkdir(parent_inode, _name(name), mode))
+        return self._entry(await self.fs.mkdir(parent_inode, _name(name), mode, _caller(ctx)))
+
+    @_translate
+    async def mknod(self, parent_inode, name, mode, rdev, ctx):
+        self._refuse_control_name(parent_inode, name)
+        return self._entry(await self.fs.mknod(parent_inode, _name(name), mode, rdev, _caller(ctx)))
+
+    @_translate
+    async def symlink(self, parent_inode, name, target, ctx):
+        self._refuse_control_name(parent_inode, name)
+        return self._entry(await self.fs.symlink(parent_inode, _name(name), os.fsdecode(target), _caller(ctx)))
+
+    @_translate
+    async def readlink(self, inode, ctx):
+        return os.fsencode(await self.fs.readlink(inode))
 
     @_translate
     async def rmdir(self, parent_inode, name, ctx):
@@ -244,7 +263,7 @@ class Operations(pyfuse3.Operations):
     @_translate
     async def create(self, parent_inode, name, mode, flags, ctx):
         self._refuse_control_name(parent_inode, name)
-        fh, a = await self.fs.create(parent_inode, _name(name), mode, flags, _pid(ctx))
+        fh, a = await self.fs.create(parent_inode, _name(name), mode, flags, _pid(ctx), _caller(ctx))
         return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=self.direct_io), self._entry(a)
 
     @_translate

@@ -10,6 +10,7 @@ when growing in memory would take the pending writes of all files past the mount
 from __future__ import annotations
 
 import bisect
+import errno
 import io
 import itertools
 import os
@@ -210,7 +211,8 @@ class Content:
             if self._file is not None:
                 await run_blocking(self._file.truncate, size)
         except OSError as exc:
-            self.write_error = self.write_error or exc
+            if exc.errno not in (errno.EFBIG, errno.EINVAL):  # those refused the size and changed nothing
+                self.write_error = self.write_error or exc
             raise
         if size == 0:
             self.write_error = None  # nothing is left of what a failed write should have changed

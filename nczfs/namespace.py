@@ -6,10 +6,12 @@ unlinked or replaced stays reachable by number until the kernel forgets it.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 
 from nczfs.errors import Stale
 from nczfs.handles import Content
+from nczfs.store.base import Meta
 
 ROOT_INO = 1
 
@@ -33,23 +35,44 @@ class Node:
     fetched: float = -1.0
     #: the object's version tag as last seen (reads through a handle are pinned to it)
     etag: str = ""
+    #: the file type: S_IFREG, S_IFDIR, or a symlink's or special file's
+    ftype: int = stat.S_IFREG
+    #: the POSIX attributes the store last reported for it (None: it keeps none)
+    meta: Meta | None = None
+    #: every name of the file (its hard links), ``path`` among them
+    names: set[str] = field(default_factory=set)
+    #: a symlink's target, once known
+    target: str | None = None
+    #: what the mount knows of it is known nowhere else it could look (a special file in a store
+    #: whose listings do not tell types): kept while its name lasts, not only while the kernel holds it
+    keep: bool = False
+
+    def __post_init__(self) -> None:
+        if self.is_dir:
+            self.ftype = stat.S_IFDIR
+        self.names.add(self.path)
 
 
 @dataclass
 class Overrides:
-    """chmod/chown/utimens results: kept in memory (no backend stores them) for the mount's life."""
+    """Attributes set through the mount (create, chmod, chown, utimens, and the times changes
+    give): kept in memory for the mount's life where the store does not show them itself
+    (``live_meta``), and written to it where it keeps them."""
 
     mode: int | None = None
     uid: int | None = None
     gid: int | None = None
     atime_ns: int | None = None
     mtime_ns: int | None = None
+    ctime_ns: int | None = None
 
 
 @dataclass
 class InodeTable:
     by_ino: dict[int, Node] = field(default_factory=dict)
     by_path: dict[str, Node] = field(default_factory=dict)
+    #: files by the store's identity of them (hard links: several names, one node)
+    by_ident: dict[tuple[int, int], Node] = field(default_factory=dict)
     overrides: dict[str, Overrides] = field(default_factory=dict)
     #: how many times a path stopped naming its node (unlink, rename, replacement): a directory
     #: listing handed out in parts checks it to learn that names it holds may be gone
@@ -70,23 +93,65 @@ class InodeTable:
     def at(self, path: str) -> Node | None:
         return self.by_path.get(path)
 
-    def node_for(self, path: str, is_dir: bool) -> Node:
-        """The node at ``path``, made anew if there is none or it is of the other kind."""
+    def node_for(self, path: str, is_dir: bool, ftype: int = 0, ident: tuple[int, int] | None = None) -> Node:
+        """The node at ``path``, made anew if there is none or it is of another type (``ftype``,
+        0: a regular file unless the node has a type already). ``ident``: the store's identity
+        of the file; a file known under another name of it is that node (a hard link)."""
         node = self.by_path.get(path)
-        if node is not None and node.is_dir == is_dir:
+        if is_dir:
+            ftype = stat.S_IFDIR
+        if (node is not None and node.is_dir == is_dir and (not ftype or node.ftype == ftype)
+                and (ident is None or node.meta is None or node.meta.ident in (None, ident))):
             return node
+        if ident is not None and not is_dir:
+            other = self.by_ident.get(ident)
+            if other is not None and not other.detached and (not ftype or other.ftype == ftype):
+                if node is not None:
+                    self.unname(node, path)
+                self.by_path[path] = other
+                other.names.add(path)
+                return other
         if node is not None:
-            self.detach(node)
-        node = Node(self._next, path, is_dir)
+            self.unname(node, path)
+        node = Node(self._next, path, is_dir, ftype=ftype or stat.S_IFREG)
         self._next += 1
         self.by_ino[node.ino] = node
         self.by_path[path] = node
+        if ident is not None and not is_dir:
+            self.by_ident[ident] = node
         return node
+
+    def add_name(self, node: Node, path: str) -> None:
+        """``path`` is one more name of ``node`` (a hard link made through the mount)."""
+        self.by_path[path] = node
+        node.names.add(path)
+
+    def identify(self, node: Node, ident: tuple[int, int] | None) -> None:
+        """The store names ``node``'s file ``ident`` (its other names will find it)."""
+        if ident is not None and not node.is_dir and not node.detached:
+            self.by_ident[ident] = node
+
+    def unname(self, node: Node, path: str) -> None:
+        """``path`` no longer names ``node`` (unlinked, or replaced); a node left without a name is
+        detached (see :meth:`detach`), one with other names (hard links) lives on under them."""
+        node.names.discard(path)
+        if self.by_path.get(path) is node:
+            del self.by_path[path]
+        if not any(self.by_path.get(p) is node for p in node.names):
+            node.names = {node.path}
+            self.detach(node)
+            return
+        self.removals += 1
+        if node.path == path:
+            node.path = min(p for p in node.names if self.by_path.get(p) is node)
 
     def detach(self, node: Node) -> None:
         """The path no longer names this node (unlinked or replaced); drop it once unused."""
-        if self.by_path.get(node.path) is node:
-            del self.by_path[node.path]
+        for p in node.names | {node.path}:
+            if self.by_path.get(p) is node:
+                del self.by_path[p]
+        if node.meta is not None and node.meta.ident is not None and self.by_ident.get(node.meta.ident) is node:
+            del self.by_ident[node.meta.ident]
         node.detached = True
         self.removals += 1
         self._maybe_drop(node)
@@ -104,11 +169,14 @@ class InodeTable:
     def _maybe_drop(self, node: Node) -> None:
         if node.lookups > 0 or node.open_count > 0 or node.ino == ROOT_INO:
             return
-        if node.pending and not node.detached:
+        if (node.pending or node.keep) and not node.detached:
             return  # a created file not yet uploaded is still the truth for its path
         self.by_ino.pop(node.ino, None)
-        if self.by_path.get(node.path) is node:
-            del self.by_path[node.path]
+        for p in node.names | {node.path}:
+            if self.by_path.get(p) is node:
+                del self.by_path[p]
+        if node.meta is not None and node.meta.ident is not None and self.by_ident.get(node.meta.ident) is node:
+            del self.by_ident[node.meta.ident]
 
     def move(self, old: str, new: str, *, subtree: bool) -> None:
         """Re-key ``old`` (with ``subtree``, also everything below it) to ``new``: nodes and overrides.
@@ -126,7 +194,10 @@ class InodeTable:
                 item = table.pop(p)
                 np = new + p[len(old) :]
                 if isinstance(item, Node):
-                    item.path = np
+                    item.names.discard(p)
+                    item.names.add(np)
+                    if item.path == p:
+                        item.path = np
                 table[np] = item  # type: ignore[index]
 
     def under(self, prefix: str) -> list[Node]:

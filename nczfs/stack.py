@@ -26,7 +26,9 @@ def cached(store, config) -> CachingStore:
     return CachingStore(
         store,
         cache_size=config.cache_size,
-        ttl=config.metadata_ttl,
+        # a local directory answers at once and its attributes change as it is used (link
+        # counts, times): it is asked every time the filesystem's own TTL is over
+        ttl=0 if store.live_meta else config.metadata_ttl,
         cache_bytes=config.source.backend in BYTE_CACHED_BACKENDS,
         disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
         if config.cache_dir and config.source.backend in BYTE_CACHED_BACKENDS else None,

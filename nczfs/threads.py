@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, TypeVar
 
 import trio
 
-from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Staged, Store, SyncStore, Upload
+from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, SyncStore, Upload
 
 T = TypeVar("T")
 
@@ -45,6 +45,9 @@ class ThreadedStore(Store):
         self.keys_form_a_tree = impl.keys_form_a_tree
         self.checks_versions = impl.checks_versions
         self.read_only = impl.read_only
+        self.keeps_meta = impl.keeps_meta
+        self.live_meta = impl.live_meta
+        self.max_object_size = impl.max_object_size
         # a backend's non-blocking reads, run on the trio thread itself (S3 over http: a worker
         # thread's round trip costs more CPU than a small GET); None from it: use the thread.
         self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = getattr(
@@ -188,6 +191,24 @@ class ThreadedStore(Store):
 
     async def statfs(self) -> FsStats | None:
         return await self._call(self.impl.statfs)
+
+    def check_new_key(self, key: str) -> None:
+        self.impl.check_new_key(key)
+
+    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        return await self._call(self.impl.set_meta, key, changes, is_dir)
+
+    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        return await self._call(self.impl.make_node, key, meta, target)
+
+    async def readlink(self, key: str) -> str:
+        return await self._call(self.impl.readlink, key)
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        return await self._call(self.impl.link, src, dst)
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        return await self._call(self.impl.truncate, key, size)
 
     async def sync(self) -> None:
         await self._call(self.impl.sync)

@@ -1,5 +1,9 @@
 import os
+import pwd
 import shutil
+import subprocess
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -30,6 +34,28 @@ def _default_log_dir(tmp_path_factory):
     os.environ["NCZFS_LOG_DIR"] = str(tmp_path_factory.mktemp("nczfs-logs"))
     yield
     os.environ.pop("NCZFS_LOG_DIR", None)
+
+
+@pytest.fixture
+def other_user():
+    """A user made for the test with ``useradd`` (removed in teardown)."""
+    name = f"nczfs-t{uuid.uuid4().hex[:8]}"
+    res = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+@pytest.fixture
+def public_dir():
+    """A world-searchable directory in /tmp (mount points other users reach), removed in teardown."""
+    d = Path(tempfile.mkdtemp(prefix="nczfs-public-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

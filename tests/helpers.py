@@ -20,6 +20,14 @@ from typing import Iterator
 NCZFS = [sys.executable, "-m", "nczfs"]
 
 
+def as_user(user, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``cmd`` as ``user`` (a pwd entry) with no supplementary groups."""
+    return subprocess.run(
+        ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", *cmd],
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
 def run_nczfs(*args: str, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run([*NCZFS, *args], capture_output=True, text=True, timeout=timeout, check=check)
 
@@ -62,6 +70,12 @@ class DirectoryBackend:
 
     def mkdir(self, key: str) -> None:
         (self.root / key).mkdir(parents=True)
+
+    def attrs(self, key: str):
+        """The POSIX attributes the medium keeps for ``key`` (a Meta), or None."""
+        from nczfs.store.directory import meta_of
+
+        return meta_of(os.lstat(self.root / key))
 
 
 @dataclass
@@ -115,6 +129,21 @@ class ZipBackend:
 
         rewrite_zip(self.archive, mkdirs={key}, default_layout=self.layout)
 
+    def attrs(self, key: str):
+        """The attributes the archive's entry for ``key`` carries (a Meta), or None; staged
+        changes are not looked at: unmount (or sync) first."""
+        import zipfile
+
+        from nczfs.store.zip import member_meta
+        from tests.ziputil import dataset_prefix
+
+        start = dataset_prefix(self.archive, self.layout)
+        with zipfile.ZipFile(self.archive) as zf:
+            for name in (start + key, start + key + "/"):
+                if name in zf.NameToInfo:
+                    return member_meta(zf.getinfo(name))
+        raise KeyError(key)
+
 
 @dataclass
 class S3Backend:
@@ -153,6 +182,16 @@ class S3Backend:
 
     def delete(self, key: str) -> None:
         self.server.client().delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def metadata(self, key: str) -> dict[str, str]:
+        """The object's user metadata (``x-amz-meta-*``, names without the prefix)."""
+        return self.server.client().head_object(Bucket=self.bucket, Key=self._key(key))["Metadata"]
+
+    def attrs(self, key: str):
+        """The POSIX attributes the object's metadata holds (a Meta), or None."""
+        from nczfs.store.s3 import meta_of
+
+        return meta_of(self.metadata(key))
 
     def put_many(self, items: dict[str, bytes]) -> None:
         from concurrent.futures import ThreadPoolExecutor

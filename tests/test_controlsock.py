@@ -16,7 +16,6 @@ import trio
 from nczfs import controlsock
 from nczfs.controlsock import ControlError, request
 from tests.mount.test_control import _as_user_in_process
-from tests.test_access import other_user, public_dir  # noqa: F401 - fixtures
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from nczfs.cache.prefetch import (
 )
 from nczfs.cache.trees import TREE_KEYS
 from nczfs.errors import KeyNotFound, Stale
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload
+from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.wrapper import WrapperStore
 
 BLOCK_SIZE = 8 * MiB
@@ -111,6 +111,8 @@ class CachingStore(WrapperStore):
     # ------------------------------------------------------------------ metadata
 
     async def entry(self, key: str) -> DirEntry | None:
+        if not key:  # the root directory's own attributes
+            return await self.inner.entry(key)
         return await self.meta.entry(key)
 
     async def stat(self, key: str) -> ObjectInfo:
@@ -244,6 +246,26 @@ class CachingStore(WrapperStore):
 
     async def forget_dir(self, prefix: str) -> None:
         await self._changing_dir(prefix, self.inner.forget_dir(prefix))
+
+    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        self._touch(key)
+        self.meta.drop_listing_of(key)
+        try:
+            return await self.inner.set_meta(key, changes, is_dir)
+        finally:
+            self._touch(key)
+            self.meta.drop_listing_of(key)
+
+    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        return await self._store(key, self.inner.make_node(key, meta, target))
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        self._touch(src)  # its link count changes
+        self.meta.drop_listing_of(src)
+        return await self._store(dst, self.inner.link(src, dst))
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        return await self._store(key, self.inner.truncate(key, size))
 
     # ------------------------------------------------------------------ bytes
 

@@ -12,10 +12,12 @@ Backends are written as synchronous classes (:class:`SyncStore`) and lifted to t
 from __future__ import annotations
 
 import abc
+import dataclasses
+import stat as stat_mod
 from dataclasses import dataclass
 from typing import Awaitable, BinaryIO, Callable, Iterable, Iterator
 
-from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
+from nczfs.errors import BackendError, InvalidArgument, InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
 
 
 @dataclass(frozen=True)
@@ -37,22 +39,62 @@ class ByteRange:
 
 
 @dataclass(frozen=True)
+class Meta:
+    """POSIX attributes the medium keeps for a key (None: not kept there; the mount shows its
+    own default or what it was told this mount's life)."""
+
+    #: ``st_mode``: the file type bits (regular, symlink, fifo, socket, device) and the permission bits
+    mode: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+    atime_ns: int | None = None
+    mtime_ns: int | None = None
+    ctime_ns: int | None = None
+    nlink: int | None = None
+    #: the device a character or block special file stands for
+    rdev: int = 0
+    #: the medium's identity of the file (a local directory: st_dev and st_ino): names of one
+    #: identity are hard links of one file
+    ident: tuple[int, int] | None = None
+
+    @property
+    def file_type(self) -> int:
+        """The ``S_IFMT`` bits (0: not said)."""
+        return stat_mod.S_IFMT(self.mode) if self.mode is not None else 0
+
+    def merged(self, changes: Meta) -> Meta:
+        """These attributes with every field ``changes`` says (not None) replaced."""
+        return dataclasses.replace(self, **{f.name: getattr(changes, f.name) for f in dataclasses.fields(Meta)
+                                            if getattr(changes, f.name) is not None and f.name not in ("rdev", "ident")})
+
+
+@dataclass(frozen=True)
 class ObjectInfo:
-    """What ``stat`` knows about an object: size in bytes, mtime in ns, and a version tag."""
+    """What ``stat`` knows about an object: size in bytes, mtime in ns, a version tag, and the
+    POSIX attributes the medium keeps for it (None: none; a symlink's or special file's type is
+    in ``meta.mode``)."""
 
     key: str
     size: int
     mtime_ns: int
     etag: str
+    meta: Meta | None = None
 
 
 @dataclass(frozen=True)
 class DirEntry:
-    """One child of a prefix: an object (with its info) or an implied directory."""
+    """One child of a prefix: an object (with its info) or a directory (with the attributes
+    the medium keeps for it, if any)."""
 
     name: str
     is_dir: bool
     info: ObjectInfo | None = None
+    meta: Meta | None = None
+
+    @property
+    def attrs(self) -> Meta | None:
+        """The POSIX attributes the medium keeps for this entry (a file's are in its info)."""
+        return self.meta if self.is_dir or self.info is None else self.info.meta
 
 
 @dataclass(frozen=True)
@@ -180,6 +222,14 @@ class SyncStore(abc.ABC):
     checks_versions: bool = False
     #: ``list_tree`` can answer (else it is not asked: no worker thread for a None)
     lists_trees: bool = False
+    #: ``set_meta`` keeps POSIX attributes of objects in the medium (modes, owners, times)
+    keeps_meta: bool = False
+    #: every ``stat``, ``entry`` and listing reports the attributes the medium holds, for
+    #: objects and directories alike, and changes made in the medium show there (a local
+    #: directory): the mount shows them and keeps none of its own
+    live_meta: bool = False
+    #: the largest object the medium can hold (None: no bound of its own; its writes fail)
+    max_object_size: int | None = None
 
     read_only: bool = False
 
@@ -281,6 +331,37 @@ class SyncStore(abc.ABC):
     def rmdir(self, prefix: str) -> None:
         raise NotSupported(f"{prefix!r}: this store keeps no empty directories")
 
+    def check_new_key(self, key: str) -> None:
+        """Refuse, before anything is written, a key the medium could not name (S3: longer than
+        1,024 bytes) with the error its write would give."""
+        check_key(key)
+
+    def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        """Keep the attributes ``changes`` says (the others as they are) for the object (or, with
+        ``is_dir``, the directory) ``key``; returns all the attributes it now has in the medium.
+        NotSupported where the medium keeps none (for that kind of entry)."""
+        raise NotSupported(f"{key!r}: this store keeps no file attributes")
+
+    def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        """Create a symlink to ``target`` (``meta.mode`` says S_IFLNK) or a special file (fifo,
+        socket, device: ``meta.mode`` and ``meta.rdev``) at ``key``, with these attributes.
+        NotSupported where the medium cannot hold it."""
+        raise NotSupported(f"{key!r}: this store holds regular files only")
+
+    def readlink(self, key: str) -> str:
+        """The target of the symlink ``key``."""
+        raise InvalidArgument(f"{key!r}: not a symlink")
+
+    def link(self, src: str, dst: str) -> ObjectInfo:
+        """Make ``dst`` a second name of the object ``src`` (a hard link). NotSupported where the
+        medium has none (the caller may copy instead)."""
+        raise NotSupported(f"{src!r}: this store has no hard links")
+
+    def truncate(self, key: str, size: int) -> ObjectInfo:
+        """Cut or extend (with a hole where the medium has them) the object ``key`` in place.
+        NotSupported where objects are only written whole (the caller rewrites it)."""
+        raise NotSupported(f"{key!r}: objects are written whole")
+
     def forget_dir(self, prefix: str) -> None:
         """An empty directory was removed on a store that keeps none: drop any trace of it (S3 markers)."""
 
@@ -370,6 +451,29 @@ class Store(abc.ABC):
         """Is ``key`` an object nothing may change (a file a wrapper makes up, as ``-o nc_files``
         does)? Only keys already shown by ``entry``/``stat``/``list_dir`` are asked about."""
         return False
+
+    keeps_meta: bool = False
+    live_meta: bool = False
+    max_object_size: int | None = None
+
+    def check_new_key(self, key: str) -> None:
+        """``SyncStore.check_new_key`` (no I/O)."""
+        check_key(key)
+
+    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        raise NotSupported(f"{key!r}: this store keeps no file attributes")
+
+    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        raise NotSupported(f"{key!r}: this store holds regular files only")
+
+    async def readlink(self, key: str) -> str:
+        raise InvalidArgument(f"{key!r}: not a symlink")
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        raise NotSupported(f"{src!r}: this store has no hard links")
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        raise NotSupported(f"{key!r}: objects are written whole")
 
     def counters(self) -> dict[str, int]:
         return {}

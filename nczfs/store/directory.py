@@ -1,26 +1,37 @@
 """A directory tree on local disk (netCDF-C's ``file`` map): one file per key.
 
 Writes go to a temporary file in the target directory and are renamed into place, so a
-reader never sees a half-written object and a failed write leaves the old one intact.
-Directories are real and persist when empty.
+reader never sees a half-written object and a failed write leaves the old one intact; the
+temp file takes the old file's mode and owner first. A file with more than one name (a hard
+link) is rewritten in place instead, so that every name keeps showing one file.
+Directories are real and persist when empty. The tree holds everything a file system does:
+modes, owners and times are the files' own (``live_meta``), and symlinks, fifos, sockets,
+device nodes and hard links are real ones; the final name of a key is never followed.
+
+A key whose backing path would be longer than the kernel takes (PATH_MAX, 4,096 bytes) is
+reached from the root one directory at a time (``openat``), so every path the mount accepts
+works whatever the length of the root's own path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat as stat_mod
 import uuid
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 from nczfs.errors import (
     BackendError,
     DirectoryNotEmpty,
     Exists,
+    InvalidArgument,
     IsADirectory,
     KeyNotFound,
     NotADirectory,
+    NotSupported,
     PermissionDenied,
     SourceError,
 )
@@ -28,6 +39,7 @@ from nczfs.store.base import (
     ByteRange,
     DirEntry,
     FsStats,
+    Meta,
     ObjectInfo,
     SyncStore,
     check_key,
@@ -39,9 +51,29 @@ from nczfs.store.base import (
 #: temporary files of in-flight writes; never listed
 TMP_MARK = ".nczfs-tmp-"
 
+#: a backing path shorter than this is used whole; a longer one is reached a directory at a
+#: time (the kernel refuses paths of PATH_MAX, 4,096 bytes with the NUL, and longer)
+DIRECT_PATH_BYTES = 4000
+#: bytes of path opened in one step when walking a long one
+WALK_STEP_BYTES = 3000
+
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def meta_of(st: os.stat_result) -> Meta:
+    return Meta(mode=st.st_mode, uid=st.st_uid, gid=st.st_gid, atime_ns=st.st_atime_ns, mtime_ns=st.st_mtime_ns,
+                ctime_ns=st.st_ctime_ns, nlink=st.st_nlink, rdev=st.st_rdev, ident=(st.st_dev, st.st_ino))
+
 
 def _info(key: str, st: os.stat_result) -> ObjectInfo:
-    return ObjectInfo(key, st.st_size, st.st_mtime_ns, f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}")
+    etag = f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}" if stat_mod.S_ISREG(st.st_mode) else ""
+    return ObjectInfo(key, st.st_size, st.st_mtime_ns, etag, meta_of(st))
+
+
+def _entry(name: str, key: str, st: os.stat_result) -> DirEntry:
+    if stat_mod.S_ISDIR(st.st_mode):
+        return DirEntry(name, True, meta=meta_of(st))
+    return DirEntry(name, False, _info(key, st))
 
 
 def _translate(key: str, exc: OSError) -> Exception:
@@ -66,6 +98,8 @@ def _translate(key: str, exc: OSError) -> Exception:
 
 class DirectoryStore(SyncStore):
     stores_directories = True
+    keeps_meta = True
+    live_meta = True
 
     def __init__(self, root: str, read_only: bool = False):
         root = os.path.abspath(root)
@@ -80,10 +114,74 @@ class DirectoryStore(SyncStore):
     def _path(self, key: str) -> str:
         return os.path.join(self.root, key) if key else self.root
 
+    # ------------------------------------------------------------------ paths of any length
+
+    def _open_dir(self, prefix: str) -> int:
+        """A descriptor of the directory ``prefix``, opened a few names at a time from the root."""
+        fd = os.open(self.root, _O_DIR)
+        parts = prefix.split("/") if prefix else []
+        i = 0
+        try:
+            while i < len(parts):
+                step, size = [], 0
+                while i < len(parts) and (not step or size + len(os.fsencode(parts[i])) + 1 < WALK_STEP_BYTES):
+                    step.append(parts[i])
+                    size += len(os.fsencode(parts[i])) + 1
+                    i += 1
+                new = os.open("/".join(step), _O_DIR, dir_fd=fd)
+                os.close(fd)
+                fd = new
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @contextlib.contextmanager
+    def _at(self, key: str) -> Iterator[tuple[str, int | None]]:
+        """``key``'s backing path for an os call as ``(path, dir_fd)``: the whole path, or, when
+        that is too long for the kernel, its last name and its parent directory's descriptor."""
+        full = self._path(key)
+        if len(os.fsencode(full)) < DIRECT_PATH_BYTES:
+            yield full, None
+            return
+        fd = self._open_dir(parent_of(key))
+        try:
+            yield key.rpartition("/")[2], fd
+        finally:
+            os.close(fd)
+
+    def _lstat(self, key: str) -> os.stat_result:
+        with self._at(key) as (p, d):
+            return os.stat(p, dir_fd=d, follow_symlinks=False)
+
+    def _makedirs(self, prefix: str) -> None:
+        """Make ``prefix`` and the directories above it that are missing."""
+        if not prefix:
+            return
+        try:
+            st = self._lstat(prefix)
+        except FileNotFoundError:
+            self._makedirs(parent_of(prefix))
+            try:
+                with self._at(prefix) as (p, d):
+                    os.mkdir(p, dir_fd=d)
+            except FileExistsError:
+                pass
+            return
+        if not stat_mod.S_ISDIR(st.st_mode):
+            raise NotADirectory(f"{prefix!r}: a parent is a file")
+
+    # ------------------------------------------------------------------ reads
+
     def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         check_key(key)
         try:
-            with open(self._path(key), "rb") as f:
+            with self._at(key) as (p, d):
+                # a fifo or a device is never opened (a symlink to a file is followed, as before)
+                if not stat_mod.S_ISREG(os.stat(p, dir_fd=d).st_mode):
+                    raise KeyNotFound(key, "not a regular file")
+                fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=d)
+            with open(fd, "rb") as f:
                 if rng is None:
                     return f.read()
                 end = rng.end
@@ -100,75 +198,33 @@ class DirectoryStore(SyncStore):
     def stat(self, key: str) -> ObjectInfo:
         check_key(key)
         try:
-            st = os.stat(self._path(key))
+            st = self._lstat(key)
         except NotADirectoryError:
             raise KeyNotFound(key, "a parent is a file") from None
         except OSError as exc:
             raise _translate(key, exc) from exc
-        if not stat_mod.S_ISREG(st.st_mode):
-            raise KeyNotFound(key, "not a regular file")
+        if stat_mod.S_ISDIR(st.st_mode):
+            raise KeyNotFound(key, "is a directory")
         return _info(key, st)
-
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        return self._replace(key, lambda out: out.write(data))
-
-    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        """``size`` bytes of ``f`` from its position, copied in pieces (never all in memory)."""
-        return self._replace(key, lambda out: out.writelines(file_pieces(key, f, size)))
-
-    def _replace(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
-        """Write the object ``key`` through ``fill`` into a temp file beside it, then rename it
-        into place: a reader sees the old object or the new one, never part of it."""
-        check_key(key)
-        self.check_writable(key)
-        path = self._path(key)
-        if os.path.isdir(path):
-            raise IsADirectory(f"{key!r}: is a directory")
-        tmp = os.path.join(os.path.dirname(path), f"{TMP_MARK}{uuid.uuid4().hex}")
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "wb") as out:
-                fill(out)
-            os.replace(tmp, path)
-            return _info(key, os.stat(path))
-        except BaseException as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            if not isinstance(exc, OSError):
-                raise
-            if exc.errno == errno.EEXIST:  # makedirs met a file on the way
-                raise NotADirectory(f"{key!r}: a parent is a file") from exc
-            raise _translate(key, exc) from exc
-
-    def delete(self, key: str) -> None:
-        check_key(key)
-        self.check_writable(key)
-        try:
-            os.unlink(self._path(key))
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            pass  # no object of that name (a parent is a file, or it is a directory)
-        except OSError as exc:
-            raise _translate(key, exc) from exc
 
     def list_dir(self, prefix: str) -> list[DirEntry]:
         check_prefix(prefix)
         out = []
         try:
-            with os.scandir(self._path(prefix)) as it:
-                for e in it:
-                    if e.name.startswith(TMP_MARK):
-                        continue
-                    try:
-                        st = e.stat()
-                    except OSError:
-                        continue  # dangling link or vanished
-                    key = f"{prefix}/{e.name}" if prefix else e.name
-                    if stat_mod.S_ISDIR(st.st_mode):
-                        out.append(DirEntry(e.name, True))
-                    elif stat_mod.S_ISREG(st.st_mode):
-                        out.append(DirEntry(e.name, False, _info(key, st)))
+            fd = self._open_dir(prefix) if len(os.fsencode(self._path(prefix))) >= DIRECT_PATH_BYTES else None
+            try:
+                with os.scandir(fd if fd is not None else self._path(prefix)) as it:
+                    for e in it:
+                        if e.name.startswith(TMP_MARK):
+                            continue
+                        try:
+                            st = e.stat(follow_symlinks=False)
+                        except OSError:
+                            continue  # vanished meanwhile
+                        out.append(_entry(e.name, f"{prefix}/{e.name}" if prefix else e.name, st))
+            finally:
+                if fd is not None:
+                    os.close(fd)
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
@@ -178,51 +234,155 @@ class DirectoryStore(SyncStore):
 
     def list_prefix(self, prefix: str) -> list[str]:
         check_prefix(prefix)
-        base = self._path(prefix)
         out = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            rel = os.path.relpath(dirpath, self.root)
-            for name in filenames:
-                if name.startswith(TMP_MARK):
-                    continue
-                out.append(name if rel == "." else f"{rel}/{name}")
+        for entry in self.list_dir(prefix):
+            key = f"{prefix}/{entry.name}" if prefix else entry.name
+            if entry.is_dir:
+                out.extend(self.list_prefix(key))
+            elif entry.info is not None and entry.info.meta is not None and stat_mod.S_ISREG(entry.info.meta.mode or 0):
+                out.append(key)
         return sorted(out)
 
     def dir_exists(self, prefix: str) -> bool:
         check_prefix(prefix)
-        return os.path.isdir(self._path(prefix))
+        if not prefix:
+            return True
+        try:
+            return stat_mod.S_ISDIR(self._lstat(prefix).st_mode)
+        except OSError:
+            return False
 
     def entry(self, key: str) -> DirEntry | None:
-        check_key(key)
+        check_prefix(key)  # "": the root directory itself
         try:
-            st = os.stat(self._path(key))
+            st = self._lstat(key)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
             raise _translate(key, exc) from exc
-        name = key.rpartition("/")[2]
-        if stat_mod.S_ISDIR(st.st_mode):
-            return DirEntry(name, True)
-        if stat_mod.S_ISREG(st.st_mode):
-            return DirEntry(name, False, _info(key, st))
-        return None
+        return _entry(key.rpartition("/")[2], key, st)
+
+    def readlink(self, key: str) -> str:
+        check_key(key)
+        try:
+            with self._at(key) as (p, d):
+                return os.fsdecode(os.readlink(p, dir_fd=d))
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                raise InvalidArgument(f"{key!r}: not a symlink") from None
+            raise _translate(key, exc) from exc
+
+    # ------------------------------------------------------------------ writes
+
+    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        return self._replace(key, lambda out: out.write(data))
+
+    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        """``size`` bytes of ``f`` from its position, copied in pieces (never all in memory);
+        where ``f`` is a file with holes, they stay holes."""
+        return self._replace(key, lambda out: _copy_sparse(key, f, out, size))
+
+    def _replace(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
+        """Write the object ``key`` through ``fill`` into a temp file beside it, then rename it
+        into place: a reader sees the old object or the new one, never part of it. The temp file
+        takes the old file's mode and owner. A file with other names is rewritten in place."""
+        check_key(key)
+        self.check_writable(key)
+        try:
+            old: os.stat_result | None = self._lstat(key)
+        except (FileNotFoundError, NotADirectoryError):
+            old = None
+        except OSError as exc:
+            raise _translate(key, exc) from exc
+        if old is not None and stat_mod.S_ISDIR(old.st_mode):
+            raise IsADirectory(f"{key!r}: is a directory")
+        if old is not None and stat_mod.S_ISREG(old.st_mode) and old.st_nlink > 1:
+            return self._rewrite_in_place(key, fill)
+        parent = parent_of(key)
+        tmp_key = f"{parent}/{TMP_MARK}{uuid.uuid4().hex}" if parent else f"{TMP_MARK}{uuid.uuid4().hex}"
+        written = False
+        try:
+            self._makedirs(parent)
+            with self._at(tmp_key) as (p, d):
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=d)
+                written = True
+                if old is not None and stat_mod.S_ISREG(old.st_mode):
+                    try:
+                        _keep_attributes(fd, old)
+                    except BaseException:
+                        os.close(fd)
+                        raise
+                with open(fd, "wb") as out:
+                    fill(out)
+                with self._at(key) as (dst, dst_fd):
+                    os.replace(p, dst, src_dir_fd=d, dst_dir_fd=dst_fd)
+                written = False
+            return _info(key, self._lstat(key))
+        except BaseException as exc:
+            if written:
+                with contextlib.suppress(OSError), self._at(tmp_key) as (p, d):
+                    os.unlink(p, dir_fd=d)
+            if not isinstance(exc, OSError):
+                raise
+            raise _translate(key, exc) from exc
+
+    def _rewrite_in_place(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
+        try:
+            with self._at(key) as (p, d):
+                fd = os.open(p, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=d)
+            with open(fd, "wb") as out:
+                fill(out)
+            return _info(key, self._lstat(key))
+        except OSError as exc:
+            raise _translate(key, exc) from exc
+
+    def truncate(self, key: str, size: int) -> ObjectInfo:
+        """Cut or extend the file in place (extended with a hole: no zeros are written)."""
+        check_key(key)
+        self.check_writable(key)
+        try:
+            with self._at(key) as (p, d):
+                fd = os.open(p, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=d)
+            try:
+                os.ftruncate(fd, size)
+                return _info(key, os.fstat(fd))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise _translate(key, exc) from exc
+
+    def delete(self, key: str) -> None:
+        check_key(key)
+        self.check_writable(key)
+        try:
+            with self._at(key) as (p, d):
+                os.unlink(p, dir_fd=d)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            pass  # no object of that name (a parent is a file, or it is a directory)
+        except OSError as exc:
+            if exc.errno == errno.EPERM and self.dir_exists(key):
+                return  # unlink(2) of a directory
+            raise _translate(key, exc) from exc
 
     def rename(self, src: str, dst: str) -> None:
         check_key(src)
         check_key(dst)
         self.check_writable(dst)
-        if not os.path.isfile(self._path(src)):  # a directory is not an object either
+        try:
+            st = self._lstat(src)
+        except OSError:
+            raise KeyNotFound(src) from None
+        if stat_mod.S_ISDIR(st.st_mode):  # a directory is not an object
             raise KeyNotFound(src)
-        if os.path.isdir(self._path(dst)):
+        if self.dir_exists(dst):
             raise IsADirectory(f"{dst!r}: is a directory")
         try:
-            os.makedirs(os.path.dirname(self._path(dst)), exist_ok=True)
-        except (FileExistsError, NotADirectoryError) as exc:
-            raise NotADirectory(f"{dst!r}: a parent is a file") from exc
+            self._makedirs(parent_of(dst))
         except OSError as exc:
             raise _translate(dst, exc) from exc
         try:
-            os.replace(self._path(src), self._path(dst))
+            with self._at(src) as (s, sd), self._at(dst) as (t, td):
+                os.replace(s, t, src_dir_fd=sd, dst_dir_fd=td)
         except OSError as exc:
             raise _translate(src, exc) from exc
 
@@ -231,16 +391,30 @@ class DirectoryStore(SyncStore):
         check_key(dst)
         self.check_writable(dst)
         try:
-            os.makedirs(self._path(parent_of(dst)), exist_ok=True)
-            os.rename(self._path(src), self._path(dst))
+            self._makedirs(parent_of(dst))
+            with self._at(src) as (s, sd), self._at(dst) as (t, td):
+                os.rename(s, t, src_dir_fd=sd, dst_dir_fd=td)
         except OSError as exc:
             raise _translate(src, exc) from exc
+
+    def link(self, src: str, dst: str) -> ObjectInfo:
+        check_key(src)
+        check_key(dst)
+        self.check_writable(dst)
+        try:
+            with self._at(src) as (s, sd), self._at(dst) as (t, td):
+                os.link(s, t, src_dir_fd=sd, dst_dir_fd=td, follow_symlinks=False)
+            return _info(dst, self._lstat(dst))
+        except OSError as exc:
+            raise _translate(dst if exc.errno == errno.EEXIST else src, exc) from exc
 
     def mkdir(self, prefix: str) -> None:
         check_key(prefix)
         self.check_writable(prefix)
         try:
-            os.makedirs(self._path(prefix))
+            self._makedirs(parent_of(prefix))
+            with self._at(prefix) as (p, d):
+                os.mkdir(p, dir_fd=d)
         except OSError as exc:
             raise _translate(prefix, exc) from exc
 
@@ -248,10 +422,104 @@ class DirectoryStore(SyncStore):
         check_key(prefix)
         self.check_writable(prefix)
         try:
-            os.rmdir(self._path(prefix))
+            with self._at(prefix) as (p, d):
+                os.rmdir(p, dir_fd=d)
         except OSError as exc:
             raise _translate(prefix, exc) from exc
+
+    def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        check_key(key)
+        self.check_writable(key)
+        mode = meta.mode or 0
+        try:
+            with self._at(key) as (p, d):
+                if stat_mod.S_ISLNK(mode):
+                    os.symlink(target or "", p, dir_fd=d)
+                elif stat_mod.S_ISDIR(mode) or stat_mod.S_ISREG(mode):
+                    raise InvalidArgument(f"{key!r}: not a special file type")
+                else:
+                    os.mknod(p, mode, meta.rdev, dir_fd=d)
+                    os.chmod(p, stat_mod.S_IMODE(mode), dir_fd=d)  # the daemon's umask took bits away
+                if meta.uid is not None or meta.gid is not None:
+                    self._chown(key, p, d, meta.uid, meta.gid)
+            return _info(key, self._lstat(key))
+        except OSError as exc:
+            raise _translate(key, exc) from exc
+
+    def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        check_prefix(key) if is_dir else check_key(key)
+        self.check_writable(key)
+        try:
+            with self._at(key) as (p, d):
+                st = os.stat(p, dir_fd=d, follow_symlinks=False)
+                link = stat_mod.S_ISLNK(st.st_mode)
+                if changes.uid is not None or changes.gid is not None:
+                    self._chown(key, p, d, changes.uid, changes.gid)
+                if changes.mode is not None and not link:  # Linux has no mode of a symlink to change
+                    os.chmod(p, stat_mod.S_IMODE(changes.mode), dir_fd=d)
+                if changes.atime_ns is not None or changes.mtime_ns is not None:
+                    a = changes.atime_ns if changes.atime_ns is not None else st.st_atime_ns
+                    m = changes.mtime_ns if changes.mtime_ns is not None else st.st_mtime_ns
+                    os.utime(p, ns=(a, m), dir_fd=d, follow_symlinks=False)
+                return meta_of(os.stat(p, dir_fd=d, follow_symlinks=False))
+        except OSError as exc:
+            raise _translate(key, exc) from exc
+
+    @staticmethod
+    def _chown(key: str, p: str, d: int | None, uid: int | None, gid: int | None) -> None:
+        try:
+            os.chown(p, -1 if uid is None else uid, -1 if gid is None else gid, dir_fd=d, follow_symlinks=False)
+        except PermissionError:
+            # a daemon that is not root cannot give files away: the owner is kept by the mount
+            raise NotSupported(f"{key!r}: the backing directory refuses a change of owner") from None
 
     def statfs(self) -> FsStats:
         st = os.statvfs(self.root)
         return FsStats(st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize, st.f_files, st.f_favail)
+
+
+def _keep_attributes(fd: int, old: os.stat_result) -> None:
+    """Give a new file (the temp file of a rewrite) the mode and owner of the file it replaces."""
+    with contextlib.suppress(OSError):
+        os.fchown(fd, old.st_uid, old.st_gid)
+    os.fchmod(fd, stat_mod.S_IMODE(old.st_mode))
+
+
+def _copy_sparse(key: str, f: BinaryIO, out: BinaryIO, size: int) -> None:
+    """Copy ``size`` bytes of ``f`` (from its position) to ``out``; where ``f`` is a file with
+    holes (SEEK_DATA), only its data is copied and the holes stay holes in ``out``."""
+    try:
+        fd = f.fileno()
+        base = f.tell()
+        os.lseek(fd, base, os.SEEK_DATA)
+    except (OSError, AttributeError, ValueError) as exc:
+        if isinstance(exc, OSError) and exc.errno == errno.ENXIO:  # nothing but a hole up to the end
+            out.flush()
+            os.ftruncate(out.fileno(), size)
+            return
+        out.writelines(file_pieces(key, f, size))
+        return
+    pos = 0
+    while pos < size:
+        try:
+            data_at = os.lseek(fd, base + pos, os.SEEK_DATA) - base
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            data_at = size
+        data_at = min(data_at, size)
+        if data_at >= size:
+            break
+        try:
+            hole_at = min(os.lseek(fd, base + data_at, os.SEEK_HOLE) - base, size)
+        except OSError:
+            hole_at = size
+        f.seek(base + data_at)
+        out.seek(data_at)
+        out.writelines(file_pieces(key, f, hole_at - data_at))
+        pos = hole_at
+    out.flush()
+    os.ftruncate(out.fileno(), size)
+    end = os.fstat(fd).st_size - base
+    if end < size:
+        raise BackendError(f"{key!r}: the data to store ends after {end} of {size} bytes")

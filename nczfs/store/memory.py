@@ -5,12 +5,14 @@ Like S3 it keeps only objects; directories are implied by key prefixes.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import stat
 import threading
 import time
 
-from nczfs.errors import BackendError, IsADirectory, KeyNotFound, NotADirectory, Stale
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, Upload, check_key, check_prefix, tree_listings
+from nczfs.errors import BackendError, InvalidArgument, IsADirectory, KeyNotFound, NotADirectory, NotSupported, Stale
+from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, SyncStore, Upload, check_key, check_prefix, tree_listings
 
 _etags = itertools.count(1)
 
@@ -19,6 +21,9 @@ class MemoryStore(SyncStore):
     non_blocking = True
     checks_versions = True
     lists_trees = True
+    #: objects keep POSIX attributes (as S3's metadata does: a ``set`` drops them, a copy or
+    #: rename keeps them); symlinks and special files are objects whose type is in them
+    keeps_meta = True
 
     def __init__(self, name: str = "", read_only: bool = False, part_size: int = 8 * 1024 * 1024):
         self.name = name
@@ -122,6 +127,42 @@ class MemoryStore(SyncStore):
         check_prefix(prefix)
         start = prefix + "/" if prefix else ""
         return sorted(k for k in list(self._objects) if k.startswith(start))
+
+    def copy(self, src: str, dst: str) -> ObjectInfo:
+        """The bytes and the attributes (as S3's CopyObject copies an object's metadata)."""
+        info = self.set(dst, self.get(src))
+        meta = self.stat(src).meta
+        if meta is not None:
+            self.set_meta(dst, meta)
+        return self.stat(dst)
+
+    def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        if is_dir:
+            raise NotSupported(f"{key!r}: directories are only implied here")
+        check_key(key)
+        self.check_writable(key)
+        with self._lock:
+            try:
+                data, info = self._objects[key]
+            except KeyError:
+                raise KeyNotFound(key) from None
+            meta = (info.meta or Meta()).merged(changes)
+            self._objects[key] = (data, dataclasses.replace(info, meta=meta))
+            return meta
+
+    def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        if not meta.file_type or stat.S_ISREG(meta.mode or 0) or stat.S_ISDIR(meta.mode or 0):
+            raise InvalidArgument(f"{key!r}: not a special file type")
+        info = self.set(key, (target or "").encode("utf-8", "surrogateescape"))
+        self.set_meta(key, meta)
+        return self.stat(key)
+
+    def readlink(self, key: str) -> str:
+        data = self.get(key)
+        info = self.stat(key)
+        if info.meta is None or not stat.S_ISLNK(info.meta.mode or 0):
+            raise InvalidArgument(f"{key!r}: not a symlink")
+        return data.decode("utf-8", "surrogateescape")
 
     def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
         check_prefix(prefix)

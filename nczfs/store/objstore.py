@@ -240,6 +240,10 @@ class ObjectStoreBackend(SyncStore):
             raise NameTooLong(f"{key!r}: {self.service} keys are at most {MAX_KEY_BYTES} bytes")
         return full
 
+    def check_new_key(self, key: str) -> None:
+        check_key(key)
+        self._full(key)
+
     def _dir_path(self, prefix: str) -> str | None:
         """The store path whose children are ``prefix``'s (None: the bucket's root)."""
         full = f"{self.prefix}/{prefix}" if self.prefix and prefix else (prefix or self.prefix)

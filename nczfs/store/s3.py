@@ -20,6 +20,7 @@ import datetime
 import hashlib
 import logging
 import re
+import stat
 from dataclasses import dataclass
 import os
 import threading
@@ -38,16 +39,18 @@ from botocore.config import Config
 
 from nczfs.errors import (
     BackendError,
+    InvalidArgument,
     KeyNotFound,
     NameTooLong,
     NczfsError,
     OutcomeUnknown,
+    NotSupported,
     PermissionDenied,
     SourceError,
     Stale,
 )
 from nczfs.s3url import S3Location, parse_s3_url
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Staged, Upload, check_key, join, parent_of
+from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload, check_key, join, parent_of
 from nczfs.store.objstore import ObjectStoreBackend, _first_line, obstore_client_options, plain_etag, retry_config
 
 if TYPE_CHECKING:
@@ -57,6 +60,8 @@ log = logging.getLogger(__name__)
 
 #: CopyObject copies up to 5 GiB; larger objects need a multipart copy
 MAX_SINGLE_COPY = 5 * 1024**3
+#: the largest object S3 holds
+MAX_OBJECT_BYTES = 5 * 1024**4
 NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 DENIED = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
 #: the request names ``nczfs stats`` shows for obstore's requests (boto3's name themselves)
@@ -112,6 +117,55 @@ def translate(exc: Exception, key: str, op: str) -> NczfsError:
 
 def _etag(value: str | None) -> str:
     return (value or "").strip('"')
+
+
+#: POSIX attributes in an object's user metadata (``x-amz-meta-NAME``), as s3fs-fuse keeps them:
+#: numbers in decimal, times in seconds (with a fraction of nine digits where it has nanoseconds)
+META_FIELDS = ("mode", "uid", "gid", "mtime", "ctime", "atime", "rdev")
+
+
+def _seconds(ns: int) -> str:
+    sec, frac = divmod(ns, 1_000_000_000)
+    return f"{sec}.{frac:09d}" if frac else str(sec)
+
+
+def _ns(text: str) -> int:
+    sec, _, frac = text.strip().partition(".")
+    return int(sec) * 1_000_000_000 + (int(frac[:9].ljust(9, "0")) if frac else 0)
+
+
+def meta_headers(meta: Meta) -> dict[str, str]:
+    """The user metadata (boto3's ``Metadata``, names without ``x-amz-meta-``) holding ``meta``."""
+    out = {}
+    for name, value in (("mode", meta.mode), ("uid", meta.uid), ("gid", meta.gid)):
+        if value is not None:
+            out[name] = str(value)
+    for name, value in (("mtime", meta.mtime_ns), ("ctime", meta.ctime_ns), ("atime", meta.atime_ns)):
+        if value is not None:
+            out[name] = _seconds(value)
+    if meta.rdev:
+        out["rdev"] = str(meta.rdev)
+    return out
+
+
+def meta_of(metadata: dict[str, str] | None) -> Meta | None:
+    """The POSIX attributes in an object's user metadata (s3fs-fuse's names); None if it has none.
+    A value that is not a number is ignored (logged at DEBUG)."""
+    if not metadata:
+        return None
+    values: dict[str, int] = {}
+    for name in META_FIELDS:
+        text = metadata.get(name)
+        if text is None:
+            continue
+        try:
+            values[name] = _ns(text) if name.endswith("time") else int(text)
+        except ValueError:
+            log.debug("x-amz-meta-%s %r is not a number; ignored", name, text)
+    if not values:
+        return None
+    return Meta(mode=values.get("mode"), uid=values.get("uid"), gid=values.get("gid"), atime_ns=values.get("atime"),
+                mtime_ns=values.get("mtime"), ctime_ns=values.get("ctime"), rdev=values.get("rdev", 0))
 
 
 def resolve_location(config: MountConfig) -> S3Location:
@@ -194,7 +248,7 @@ class S3Options:
 def open_s3(config: MountConfig) -> S3Store:
     loc = resolve_location(config)
     store = S3Store(make_client(config, loc), loc.bucket, loc.prefix, read_only=config.read_only,
-                    options=S3Options.of(config))
+                    options=S3Options.of(config), head_for_meta=config.posix_meta)
     store.probe(config.source.text)
     return store
 
@@ -269,6 +323,9 @@ class S3Store(ObjectStoreBackend):
     #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
     #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
     emptied_dirs_may_linger = True
+    #: modes, owners, times, symlinks and special files in objects' user metadata (s3fs-fuse's)
+    keeps_meta = True
+    max_object_size = MAX_OBJECT_BYTES
 
     def __init__(
         self,
@@ -281,6 +338,7 @@ class S3Store(ObjectStoreBackend):
         part_size: int = 8 * 1024**2,
         max_concurrency: int = 16,
         options: S3Options = S3Options(),
+        head_for_meta: bool = False,
     ):
         super().__init__(obstore_s3(client, bucket, options), prefix,
                          url=f"s3://{bucket}/{prefix.strip('/')}", service="S3", read_only=read_only, ops=S3_OPS,
@@ -294,6 +352,10 @@ class S3Store(ObjectStoreBackend):
         #: retries would hide behind their last error; it also checks such writes (one HEAD)
         self.once = obstore_s3(client, bucket, dataclasses.replace(options, retries=0))
         self.copy_threshold = MAX_SINGLE_COPY
+        #: -o posix_meta: objects found by a lookup or a listing are asked (HEAD, through boto3:
+        #: obstore's HEAD gives no user metadata) for the attributes in their metadata; else only
+        #: what the mount wrote itself shows them
+        self.head_for_meta = head_for_meta
         #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
         self._staged: dict[str, str] = {}
         #: CreateMultipartUploads that got no answer ("?TIME" -> S3 key): swept at close
@@ -386,14 +448,42 @@ class S3Store(ObjectStoreBackend):
     def stat(self, key: str) -> ObjectInfo:
         check_key(key)
         full = self._full(key)
-        if not _CONTROL.search(full):
+        if not _CONTROL.search(full) and not self.head_for_meta:
             return super().stat(key)
+        return self._head(key, full)
+
+    def _head(self, key: str, full: str) -> ObjectInfo:
+        """A HEAD through boto3: the object's info with the attributes its metadata holds."""
         try:
             resp = self.client.head_object(Bucket=self.bucket, Key=full, **self.options.payer())
         except Exception as exc:
             raise translate(exc, key, "HeadObject") from None
-        return ObjectInfo(key, int(resp["ContentLength"]), int(resp["LastModified"].timestamp() * 1e9),
-                          _etag(resp.get("ETag")))
+        meta = meta_of(resp.get("Metadata"))
+        mtime = meta.mtime_ns if meta is not None and meta.mtime_ns is not None else int(resp["LastModified"].timestamp() * 1e9)
+        return ObjectInfo(key, int(resp["ContentLength"]), mtime, _etag(resp.get("ETag")), meta)
+
+    def list_dir(self, prefix: str) -> list[DirEntry]:
+        entries = super().list_dir(prefix)
+        if not self.head_for_meta:
+            return entries
+        files = [e for e in entries if not e.is_dir]
+
+        def head(e: DirEntry) -> DirEntry | None:
+            try:
+                return DirEntry(e.name, False, self.stat(join(prefix, e.name)))
+            except KeyNotFound:
+                return None
+
+        if files:  # -o posix_meta: a HEAD per object listed, in parallel
+            with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(files))) as pool:
+                headed = {e.name: h for e, h in zip(files, pool.map(head, files))}
+            entries = [headed.get(e.name, e) if not e.is_dir else e for e in entries if e.is_dir or headed.get(e.name)]
+        return entries
+
+    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        if self.head_for_meta:
+            return None  # listed a directory at a time, whose objects are asked for their attributes
+        return super().list_tree(prefix, limit)
 
     def _put(self, key: str, body: Any, size: int) -> ObjectInfo:
         """One PutObject; a write whose request went out without an answer is looked for (its
@@ -497,7 +587,16 @@ class S3Store(ObjectStoreBackend):
         except botocore.exceptions.BotoCoreError as exc:  # unreachable endpoint, timeouts, bad config
             raise SourceError(f"{text}: cannot reach S3: {exc}") from None
 
-    def entry(self, key: str) -> DirEntry | None:  # noqa: C901
+    def entry(self, key: str) -> DirEntry | None:
+        found = self._entry(key)
+        if found is not None and not found.is_dir and self.head_for_meta:
+            try:
+                return DirEntry(found.name, False, self.stat(key))
+            except KeyNotFound:
+                return None
+        return found
+
+    def _entry(self, key: str) -> DirEntry | None:  # noqa: C901
         """Mostly one LIST: the keys from just before ``key`` on, in its directory (S3's
         start-after), say whether it is an object, a directory (which wins, as in listings) or
         nothing. Where the first keys leave that open (a directory named like ``key`` less its
@@ -765,6 +864,55 @@ class S3Store(ObjectStoreBackend):
             log.warning("%r: could not abort the staged upload %s: %s", key, upload_id, _message(exc))
             return
         self._log_upload("done", upload_id)
+
+    def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        """The object's user metadata replaced by ``changes`` (every attribute the mount shows:
+        the object is copied onto itself, as s3fs-fuse's chmod does; its bytes do not move)."""
+        if is_dir:
+            raise NotSupported(f"{key!r}: nczfs writes no directory objects to S3")
+        check_key(key)
+        self.check_writable(key)
+        s3_key = self._full(key)
+        extra = {"Metadata": meta_headers(changes), "MetadataDirective": "REPLACE", **self.options.writes()}
+        source = {"Bucket": self.bucket, "Key": s3_key}
+        try:
+            self.client.copy_object(Bucket=self.bucket, Key=s3_key, CopySource=source, **extra)
+        except botocore.exceptions.ClientError as exc:
+            if _code(exc) not in ("InvalidRequest", "EntityTooLarge"):  # above 5 GiB: a multipart copy
+                raise translate(exc, key, "CopyObject (metadata)") from None
+            try:
+                size = self._head(key, s3_key).size
+                self.client.copy(source, self.bucket, s3_key, ExtraArgs=extra,
+                                 Config=TransferConfig(multipart_threshold=self.copy_threshold,
+                                                       multipart_chunksize=max(self.part_size, -(-size // 9000))))
+            except Exception as exc2:
+                raise translate(exc2, key, "CopyObject (metadata)") from None
+        except Exception as exc:
+            raise translate(exc, key, "CopyObject (metadata)") from None
+        return changes
+
+    def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        """A symlink (its target as the object's bytes) or a special file (no bytes), its type and
+        attributes in the object's metadata, as s3fs-fuse makes them."""
+        check_key(key)
+        self.check_writable(key)
+        body = (target or "").encode("utf-8", "surrogateescape") if stat.S_ISLNK(meta.mode or 0) else b""
+        now = time.time_ns()
+        meta = Meta(mode=meta.mode, uid=meta.uid, gid=meta.gid, rdev=meta.rdev,
+                    mtime_ns=meta.mtime_ns or now, ctime_ns=meta.ctime_ns or now, atime_ns=meta.atime_ns or now)
+        try:
+            resp = self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=body, Metadata=meta_headers(meta),
+                                          **self.options.writes())
+        except Exception as exc:
+            raise translate(exc, key, "PutObject") from None
+        return ObjectInfo(key, len(body), meta.mtime_ns or now, _etag(resp.get("ETag")), meta)
+
+    def readlink(self, key: str) -> str:
+        check_key(key)
+        info = self._head(key, self._full(key))
+        if info.meta is None or not stat.S_ISLNK(info.meta.mode or 0):
+            raise InvalidArgument(f"{key!r}: not a symlink")
+        return self.get(key).decode("utf-8", "surrogateescape")
 
     def delete(self, key: str) -> None:
         check_key(key)

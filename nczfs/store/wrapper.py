@@ -15,7 +15,7 @@ from typing import Awaitable, BinaryIO, Callable, TypeVar
 import trio
 
 from nczfs.errors import BackendError
-from nczfs.store.base import ByteRange, DirEntry, FsStats, ObjectInfo, Store, Upload
+from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Store, Upload
 
 T = TypeVar("T")
 
@@ -47,6 +47,36 @@ class WrapperStore(Store):
     @property  # type: ignore[override]
     def checks_versions(self) -> bool:
         return self.inner.checks_versions
+
+    @property  # type: ignore[override]
+    def keeps_meta(self) -> bool:
+        return self.inner.keeps_meta
+
+    @property  # type: ignore[override]
+    def live_meta(self) -> bool:
+        return self.inner.live_meta
+
+    @property  # type: ignore[override]
+    def max_object_size(self) -> int | None:
+        return self.inner.max_object_size
+
+    def check_new_key(self, key: str) -> None:
+        self.inner.check_new_key(key)
+
+    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        return await self.inner.set_meta(key, changes, is_dir)
+
+    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        return await self.inner.make_node(key, meta, target)
+
+    async def readlink(self, key: str) -> str:
+        return await self.inner.readlink(key)
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        return await self.inner.link(src, dst)
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        return await self.inner.truncate(key, size)
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         return await self.inner.get(key, rng)

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import errno
 import logging
 import lzma
 import os
+import stat
 import struct
 import threading
 import time
@@ -40,17 +42,20 @@ from nczfs.errors import (
     BackendError,
     DirectoryNotEmpty,
     Exists,
+    InvalidArgument,
     InvalidKey,
     IsADirectory,
     KeyNotFound,
     NczfsError,
     NotADirectory,
+    NotSupported,
     SourceError,
 )
 from nczfs.store.base import (
     ByteRange,
     DirEntry,
     FsStats,
+    Meta,
     ObjectInfo,
     SyncStore,
     check_key,
@@ -83,6 +88,10 @@ class Member:
     info: zipfile.ZipInfo
     mtime_ns: int
     data_offset: int | None = None  # found in the local header on first use
+    #: its POSIX attributes (external attributes, Info-ZIP's extra fields), or None
+    meta: Meta | None = None
+    #: set since the archive was written: a commit writes them into its headers
+    meta_changed: bool = False
 
     @property
     def size(self) -> int:
@@ -100,6 +109,8 @@ class Staged:
     file: str
     size: int
     mtime_ns: int
+    meta: Meta | None = None
+    meta_changed: bool = True
 
     @property
     def etag(self) -> str:
@@ -107,6 +118,78 @@ class Staged:
 
 
 Source = Member | Staged
+
+
+#: Info-ZIP's extra fields: extended timestamp (mtime, seconds since the epoch, UTC), Unix
+#: owner ("ux": uid and gid) and ASi Unix (a device node's device number); an entry's mode is
+#: the top 16 bits of its external attributes (made on Unix), a symlink's target is its data,
+#: as ``zip -y`` stores them
+_EXTRA_TIME, _EXTRA_UNIX, _EXTRA_ASI = 0x5455, 0x7875, 0x756E
+_UNIX = 3
+
+
+def _extra_fields(extra: bytes) -> Iterable[tuple[int, bytes]]:
+    pos = 0
+    while pos + 4 <= len(extra):
+        kind, size = struct.unpack_from("<HH", extra, pos)
+        yield kind, extra[pos + 4 : pos + 4 + size]
+        pos += 4 + size
+
+
+def member_meta(info: zipfile.ZipInfo) -> Meta | None:
+    """The POSIX attributes a zip entry carries (None: none)."""
+    mode = info.external_attr >> 16 if info.create_system == _UNIX else 0
+    uid = gid = mtime = None
+    rdev = 0
+    for kind, data in _extra_fields(info.extra):
+        if kind == _EXTRA_TIME and len(data) >= 5 and data[0] & 1:
+            mtime = struct.unpack_from("<i", data, 1)[0] * 1_000_000_000
+        elif kind == _EXTRA_UNIX and len(data) >= 3 and data[0] == 1:
+            n = data[1]
+            if len(data) >= 3 + n:
+                uid = int.from_bytes(data[2 : 2 + n], "little")
+                m = data[2 + n]
+                if len(data) >= 3 + n + m:
+                    gid = int.from_bytes(data[3 + n : 3 + n + m], "little")
+        elif kind == _EXTRA_ASI and len(data) >= 14:
+            rdev = struct.unpack_from("<I", data, 6)[0]
+    if uid is None and stat.S_IFMT(mode) in (0, stat.S_IFREG, stat.S_IFDIR):
+        # the permission bits of an entry that names no owner are not taken: Python's zipfile
+        # gives every entry it writes from bytes 0600 (the mount's -o umask decides instead)
+        mode = 0
+    if not mode and uid is None and mtime is None:
+        return None
+    return Meta(mode=mode or None, uid=uid, gid=gid, mtime_ns=mtime,
+                rdev=rdev if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else 0)
+
+
+def with_meta(info: zipfile.ZipInfo, meta: Meta | None, default_mode: int) -> None:
+    """Write ``meta`` into an entry's external attributes and Info-ZIP extra fields."""
+    info.create_system = _UNIX
+    info.external_attr = ((meta.mode if meta is not None and meta.mode else default_mode) & 0xFFFF) << 16
+    if stat.S_ISDIR(info.external_attr >> 16):
+        info.external_attr |= 0x10  # MS-DOS directory bit, as zipfile sets it
+    kept = b"".join(struct.pack("<HH", k, len(d)) + d for k, d in _extra_fields(info.extra)
+                    if k not in (_EXTRA_TIME, _EXTRA_UNIX))
+    if meta is not None and meta.mtime_ns is not None:
+        kept += struct.pack("<HHBi", _EXTRA_TIME, 5, 1, max(-(2**31), min(2**31 - 1, meta.mtime_ns // 1_000_000_000)))
+    if meta is not None and (meta.uid is not None or meta.gid is not None):
+        kept += struct.pack("<HHBBIBI", _EXTRA_UNIX, 11, 1, 4, (meta.uid or 0) & 0xFFFFFFFF, 4, (meta.gid or 0) & 0xFFFFFFFF)
+    if meta is not None and meta.rdev:
+        body = struct.pack("<HIHH", (meta.mode or 0) & 0xFFFF, meta.rdev & 0xFFFFFFFF, (meta.uid or 0) & 0xFFFF,
+                           (meta.gid or 0) & 0xFFFF)
+        kept += struct.pack("<HHI", _EXTRA_ASI, 4 + len(body), zlib.crc32(body)) + body
+    info.extra = kept
+
+
+def _meta_record(meta: Meta | None) -> dict | None:
+    if meta is None:
+        return None
+    return {k: v for k, v in dataclasses.asdict(meta).items() if v is not None and k != "ident"}
+
+
+def _meta_from_record(rec: dict | None) -> Meta | None:
+    return None if rec is None else Meta(**rec)
 
 
 def _zip_time_ns(info: zipfile.ZipInfo) -> int:
@@ -164,6 +247,9 @@ def detect_layout(infos: list[zipfile.ZipInfo], archive: str) -> tuple[str, str]
 
 class ZipStore(SyncStore):
     stores_directories = True
+    #: modes, owners and mtimes in the entries' external attributes and extra fields; symlinks
+    #: and special files as entries of their type
+    keeps_meta = True
 
     def __init__(self, path: str, read_only: bool = False, layout: str | None = None):
         if layout is not None and layout not in LAYOUTS:
@@ -221,6 +307,8 @@ class ZipStore(SyncStore):
         self._close_archive()
         self._files: dict[str, Source] = {}
         self._dirs: dict[str, set[str]] = {"": set()}
+        #: attributes of directories (their entries', or set since)
+        self._dir_meta: dict[str, Meta] = {}
         self._refs: collections.Counter[str] = collections.Counter()  # keys per staged file
         self._hidden: list[zipfile.ZipInfo] = []  # members outside the dataset directory: kept, not shown
         self._duplicates: list[str] = []  # member names that appear more than once
@@ -279,10 +367,14 @@ class ZipStore(SyncStore):
                 if not key:
                     continue
                 check_key(key)
+                meta = member_meta(info)
                 if info.is_dir():
                     self._add_dir(key)
+                    if meta is not None:
+                        self._dir_meta[key] = meta
                 else:
-                    self._add_file(key, Member(info, _zip_time_ns(info)))
+                    mtime = meta.mtime_ns if meta is not None and meta.mtime_ns is not None else _zip_time_ns(info)
+                    self._add_file(key, Member(info, mtime, meta=meta))
         except NczfsError as exc:
             self._close_archive()
             raise SourceError(f"{self.path}: {exc}") from exc
@@ -361,7 +453,20 @@ class ZipStore(SyncStore):
         op = rec["op"]
         if op == "set":
             self._remove_file(rec["key"])
-            self._add_file(rec["key"], Staged(rec["file"], rec["size"], rec["mtime"]))
+            self._add_file(rec["key"], Staged(rec["file"], rec["size"], rec["mtime"], _meta_from_record(rec.get("meta"))))
+        elif op == "meta":
+            meta = _meta_from_record(rec["meta"])
+            if rec.get("dir"):
+                if rec["key"] not in self._dirs:
+                    raise KeyError(rec["key"])
+                self._dir_meta[rec["key"]] = meta  # type: ignore[assignment]
+            else:
+                src = copy.copy(self._files[rec["key"]])
+                src.meta, src.meta_changed = meta, True
+                if meta is not None and meta.mtime_ns is not None:
+                    src.mtime_ns = meta.mtime_ns
+                self._remove_file(rec["key"])
+                self._add_file(rec["key"], src)
         elif op == "del":
             self._remove_file(rec["key"])
         elif op in ("mv", "cp"):
@@ -376,6 +481,7 @@ class ZipStore(SyncStore):
             self._add_dir(rec["key"])
         elif op == "rmdir":
             del self._dirs[rec["key"]]
+            self._dir_meta.pop(rec["key"], None)
             self._dirs[parent_of(rec["key"])].discard(rec["key"].rpartition("/")[2])
         elif op == "mvdir":
             src, dst = rec["src"], rec["dst"]
@@ -383,11 +489,14 @@ class ZipStore(SyncStore):
             moved = {f: self._files[f] for f in files}
             for f in files:
                 self._remove_file(f)
+            metas = {d: self._dir_meta.pop(d) for d in dirs if d in self._dir_meta}
             for d in dirs:
                 del self._dirs[d]
             self._dirs[parent_of(src)].discard(src.rpartition("/")[2])
             for d in dirs:
                 self._add_dir(dst + d[len(src):])
+            for d, meta in metas.items():
+                self._dir_meta[dst + d[len(src):]] = meta
             for f, s in moved.items():
                 self._add_file(dst + f[len(src):], s)
         else:
@@ -413,7 +522,7 @@ class ZipStore(SyncStore):
     # ------------------------------------------------------------------ reads
 
     def _info(self, key: str, src: Source) -> ObjectInfo:
-        return ObjectInfo(key, src.size, src.mtime_ns, src.etag)
+        return ObjectInfo(key, src.size, src.mtime_ns, src.etag, src.meta)
 
     def _source(self, key: str) -> Source:
         check_member_key(key)
@@ -435,7 +544,7 @@ class ZipStore(SyncStore):
             src = self._files.get(key)
             if src is not None:
                 return DirEntry(name, False, self._info(key, src))
-            return DirEntry(name, True) if key in self._dirs else None
+            return DirEntry(name, True, meta=self._dir_meta.get(key)) if key in self._dirs else None
 
     def list_dir(self, prefix: str) -> list[DirEntry]:
         check_prefix(prefix)
@@ -445,7 +554,8 @@ class ZipStore(SyncStore):
             for name in sorted(self._dirs.get(prefix, ())):
                 key = join(prefix, name)
                 src = self._files.get(key)
-                out.append(DirEntry(name, True) if src is None else DirEntry(name, False, self._info(key, src)))
+                out.append(DirEntry(name, True, meta=self._dir_meta.get(key)) if src is None
+                           else DirEntry(name, False, self._info(key, src)))
             return out
 
     def list_prefix(self, prefix: str) -> list[str]:
@@ -551,11 +661,17 @@ class ZipStore(SyncStore):
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         return self._stage(key, file_pieces(key, f, size, _COPY_CHUNK), size)
 
-    def _stage(self, key: str, chunks: Iterable[bytes | bytearray | memoryview], size: int) -> ObjectInfo:
+    def _stage(self, key: str, chunks: Iterable[bytes | bytearray | memoryview], size: int,
+               meta: Meta | None = None) -> ObjectInfo:
+        """Stage the object ``key``: with ``meta``, or the attributes of the one it replaces (a
+        rewrite keeps a file's mode and owner, its mtime is now)."""
         check_key(key)
         with self._lock:
             staging = self._writable(key)
             self._check_new_file(key)
+            now = time.time_ns()
+            if meta is None and key in self._files and self._files[key].meta is not None:
+                meta = dataclasses.replace(self._files[key].meta, mtime_ns=None)  # type: ignore[arg-type]
             try:
                 name, written = staging.store(chunks)
             except OSError as exc:
@@ -563,8 +679,45 @@ class ZipStore(SyncStore):
             if written != size:
                 staging.release({name})
                 raise BackendError(f"{key!r}: {written} bytes arrived, {size} expected")
-            self._record({"op": "set", "key": key, "file": name, "size": size, "mtime": time.time_ns()})
+            rec = {"op": "set", "key": key, "file": name, "size": size, "mtime": now}
+            if meta is not None:
+                rec["meta"] = _meta_record(meta)
+            self._record(rec)
             return self._info(key, self._files[key])
+
+    def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        check_prefix(key) if is_dir else check_member_key(key)
+        with self._lock:
+            self._writable(key)
+            if is_dir:
+                if key not in self._dirs:
+                    raise KeyNotFound(key)
+                if not key:
+                    raise NotSupported("the archive's own directory keeps no attributes")
+                meta = self._dir_meta.get(key, Meta()).merged(changes)
+            else:
+                if key not in self._files:
+                    raise KeyNotFound(key)
+                meta = (self._files[key].meta or Meta()).merged(changes)
+            self._record({"op": "meta", "key": key, "meta": _meta_record(meta), "dir": is_dir})
+            return meta
+
+    def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        """An entry of the symlink's or special file's type (a symlink's target as its data)."""
+        if not meta.file_type or stat.S_ISREG(meta.mode or 0) or stat.S_ISDIR(meta.mode or 0):
+            raise InvalidKey(key, "not a special file type")
+        data = (target or "").encode("utf-8", "surrogateescape") if stat.S_ISLNK(meta.mode or 0) else b""
+        with self._lock:
+            if key in self._files or key in self._dirs:
+                raise Exists(f"{key!r}: exists")
+            return self._stage(key, [data], len(data), meta)
+
+    def readlink(self, key: str) -> str:
+        with self._lock:
+            src = self._source(key)
+            if src.meta is None or not stat.S_ISLNK(src.meta.mode or 0):
+                raise InvalidArgument(f"{key!r}: not a symlink")
+        return self.get(key).decode("utf-8", "surrogateescape")
 
     def delete(self, key: str) -> None:
         check_key(key)
@@ -636,7 +789,7 @@ class ZipStore(SyncStore):
         with self._lock:
             if self.staging is None or not self.staging.dirty:
                 return
-            mtimes = {k: s.mtime_ns for k, s in self._files.items()}
+            mtimes = {k: (s.mtime_ns, s.meta) for k, s in self._files.items()}
             tmp = self.staging.new_archive_path()
             try:
                 self._write_archive(tmp)
@@ -649,8 +802,10 @@ class ZipStore(SyncStore):
                 raise err from exc
             self._load()
             for key, src in self._files.items():
-                if key in mtimes:
-                    src.mtime_ns = mtimes[key]  # zip times have 2 s resolution: keep what was shown
+                if key in mtimes:  # zip times have 2 s (1 s) resolution: keep what was shown
+                    src.mtime_ns, shown = mtimes[key]
+                    if shown is not None:
+                        src.meta = dataclasses.replace(shown, mtime_ns=src.mtime_ns)
             self.staging.committed(self._ident)
             log.info("%s: committed (%d objects)", self.path, len(self._files))
 
@@ -663,29 +818,37 @@ class ZipStore(SyncStore):
                 zf.mkdir(start, 0o755)
             dirs = sorted(d for d in self._dirs if d)
             if self.layout == "flat":
-                dirs = [d for d in dirs if not self._dirs[d]]  # zarr-python's layout: only empty ones
+                # zarr-python's layout: only empty ones (and those with attributes of their own)
+                dirs = [d for d in dirs if not self._dirs[d] or d in self._dir_meta]
             for d in dirs:
-                zf.mkdir(start + d + "/", 0o755)
+                info = zipfile.ZipInfo(start + d + "/", time.localtime()[:6])
+                info.CRC = info.compress_size = info.file_size = 0
+                with_meta(info, self._dir_meta.get(d), stat.S_IFDIR | 0o755)
+                zf.mkdir(info)
             for info in self._hidden:
                 self._copy_raw(zf, f, info, info.filename)
             members = sorted(((k, s) for k, s in self._files.items() if isinstance(s, Member)),
                              key=lambda ks: ks[1].info.header_offset)
             for key, m in members:
-                self._copy_raw(zf, f, m.info, start + key, m)
+                self._copy_raw(zf, f, m.info, start + key, m, m.meta if m.meta_changed else None)
             for key in sorted(k for k, s in self._files.items() if isinstance(s, Staged)):
                 self._write_staged(zf, start + key, self._files[key])  # type: ignore[arg-type]
             zf.close()
             f.flush()
             os.fsync(f.fileno())
 
-    def _copy_raw(self, zf: zipfile.ZipFile, f, info: zipfile.ZipInfo, name: str, m: Member | None = None) -> None:
-        """Copy a member's compressed bytes unchanged (no recompression) under ``name``."""
+    def _copy_raw(self, zf: zipfile.ZipFile, f, info: zipfile.ZipInfo, name: str, m: Member | None = None,
+                  meta: Meta | None = None) -> None:
+        """Copy a member's compressed bytes unchanged (no recompression) under ``name`` (with
+        ``meta``: those attributes in its headers)."""
         m = m or Member(info, 0)
         off = self._data_offset(name, m)
         new = copy.copy(info)
         new.filename = name
         new.flag_bits &= ~zipfile._MASK_USE_DATA_DESCRIPTOR  # sizes go in the local header
         new.extra = zipfile._strip_extra(info.extra, (1,))  # type: ignore[attr-defined]
+        if meta is not None:
+            with_meta(new, meta, stat.S_IFREG | 0o644)
         zip64 = info.file_size > zipfile.ZIP64_LIMIT or info.compress_size > zipfile.ZIP64_LIMIT
         f.seek(zf.start_dir)
         new.header_offset = f.tell()
@@ -704,6 +867,8 @@ class ZipStore(SyncStore):
         info = zipfile.ZipInfo(name, time.localtime(max(s.mtime_ns / 1e9, ZIP_EPOCH))[:6])
         info.compress_type = zipfile.ZIP_STORED  # as netCDF-C writes them
         info.external_attr = 0o644 << 16
+        if s.meta is not None:
+            with_meta(info, dataclasses.replace(s.meta, mtime_ns=s.mtime_ns), stat.S_IFREG | 0o644)
         info.file_size = s.size
         with zf.open(info, "w") as out, \
                 self.staging.open_data(s.file) as src:

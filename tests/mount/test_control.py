@@ -18,7 +18,6 @@ import pytest
 from nczfs import control
 from nczfs.control import NotAnNczfsMount, read_control
 from tests.helpers import DirectoryBackend, delta, is_mounted, mounted, run_nczfs
-from tests.test_access import other_user, public_dir  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.fuse
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -662,3 +663,77 @@ def test_storage_class_requester_pays_and_bounds_from_mount_options(s3, tmp_path
     for key in ("moved", "big"):
         assert client.head_object(Bucket=s3.bucket, Key=f"{s3.prefix}/{key}").get("StorageClass") == "STANDARD_IA", key
     assert s3.read("big") == big
+
+
+# ---------------------------------------------------------------------- POSIX attributes in object metadata
+
+
+def _s3fs_mount(s3: S3Backend, mnt: Path, passwd: Path):
+    """s3fs-fuse on the same prefix (Debian's s3fs, scripts/install.sh --test)."""
+    import shutil
+
+    from tests.s3server import ADMIN
+
+    assert shutil.which("s3fs"), "s3fs-fuse is not installed (scripts/install.sh --test installs it)"
+    passwd.write_text(f"{ADMIN[0]}:{ADMIN[1]}\n")
+    passwd.chmod(0o600)
+    mnt.mkdir()
+    subprocess.run(["s3fs", f"{s3.bucket}:/{s3.prefix}", str(mnt), "-o", f"passwd_file={passwd}",
+                    "-o", f"url={s3.server.endpoint},use_path_request_style"], check=True, timeout=60)
+    deadline = time.monotonic() + 30
+    while not is_mounted(mnt):
+        assert time.monotonic() < deadline, "s3fs-fuse did not mount"
+        time.sleep(0.05)
+
+
+def test_a_bucket_reads_the_same_through_s3fs_fuse_and_nczfs(s3, tmp_path):
+    """Modes, owners, mtimes, symlinks and fifos are kept in x-amz-meta-mode/-uid/-gid/-mtime (a
+    symlink's target as its bytes), as s3fs-fuse keeps them: each reads what the other wrote
+    (nczfs with -o posix_meta: a HEAD per object it looks up)."""
+    s3.server.client().put_object(Bucket=s3.bucket, Key=f"{s3.prefix}/", Body=b"")  # s3fs wants its prefix
+    s3fs_mnt = tmp_path / "s3fs"
+    _s3fs_mount(s3, s3fs_mnt, tmp_path / "passwd")
+    try:
+        (s3fs_mnt / "by-s3fs").write_bytes(b"written by s3fs")
+        os.chmod(s3fs_mnt / "by-s3fs", 0o640)
+        os.chown(s3fs_mnt / "by-s3fs", 1234, 5678)
+        os.utime(s3fs_mnt / "by-s3fs", ns=(1_000_000_000, 2_500_000_000))
+        os.symlink("by-s3fs", s3fs_mnt / "link-by-s3fs")
+        os.mkfifo(s3fs_mnt / "fifo-by-s3fs", 0o600)
+        with mounted(s3, tmp_path / "nczfs", "-o", "posix_meta") as m:
+            st = os.lstat(m.path / "by-s3fs")
+            assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns) == (0o640, 1234, 5678, 2_500_000_000)
+            assert os.readlink(m.path / "link-by-s3fs") == "by-s3fs"
+            assert (m.path / "link-by-s3fs").read_bytes() == b"written by s3fs"
+            assert stat.S_ISFIFO(os.lstat(m.path / "fifo-by-s3fs").st_mode)
+            write = m.path / "by-nczfs"
+            write.write_bytes(b"written by nczfs")
+            os.chmod(write, 0o604)
+            os.chown(write, 4321, 8765)
+            os.utime(write, ns=(1_000_000_000, 3_250_000_000))
+            os.symlink("by-nczfs", m.path / "link-by-nczfs")
+            os.mkfifo(m.path / "fifo-by-nczfs", 0o640)
+        time.sleep(1.5)  # s3fs-fuse's stat cache
+        st = os.lstat(s3fs_mnt / "by-nczfs")
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns) == (0o604, 4321, 8765, 3_250_000_000)
+        assert os.readlink(s3fs_mnt / "link-by-nczfs") == "by-nczfs"
+        assert (s3fs_mnt / "link-by-nczfs").read_bytes() == b"written by nczfs"
+        st = os.lstat(s3fs_mnt / "fifo-by-nczfs")
+        assert stat.S_ISFIFO(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o640
+    finally:
+        subprocess.run(["fusermount3", "-u", str(s3fs_mnt)], capture_output=True)
+
+
+def test_objects_of_one_prefix_keep_one_put_each_at_the_mounts_defaults(s3mount):
+    """Attributes reach the metadata only where they differ from the mount's defaults (a file
+    made by another user, a chmod, a utime): a file written plainly costs one PUT, no COPY."""
+    before = counts(s3mount.path)
+    (s3mount.path / "plain").write_bytes(b"x")
+    d = delta(before, counts(s3mount.path))
+    assert d.get("PutObject") == 1 and "CopyObject" not in d, d
+    assert s3mount.backend.metadata("plain") == {}
+    os.chmod(s3mount.path / "plain", 0o600)
+    assert int(s3mount.backend.metadata("plain")["mode"]) == stat.S_IFREG | 0o600
+    with open(s3mount.path / "plain", "ab") as f:  # a PUT drops metadata: the mount writes it again
+        f.write(b"y")
+    assert int(s3mount.backend.metadata("plain")["mode"]) == stat.S_IFREG | 0o600

@@ -1,11 +1,12 @@
 import errno
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
 import nczfs.store.directory as directory_mod
-from nczfs.errors import NczfsError, NotADirectory, SourceError, to_errno
+from nczfs.errors import KeyNotFound, NczfsError, NotADirectory, SourceError, to_errno
 from nczfs.store.directory import TMP_MARK, DirectoryStore
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
@@ -118,11 +119,16 @@ async def test_temp_files_are_never_listed(root):
     assert await store.list_prefix("") == ["d/real"]
 
 
-async def test_special_files_are_not_objects(root):
+async def test_special_files_are_entries_of_their_own_type_never_read_as_objects(root):
     os.mkfifo(root / "fifo")
     os.symlink("nowhere", root / "dangling")
     store = ThreadedStore(DirectoryStore(str(root)))
-    assert await store.list_dir("") == []
+    listed = {e.name: stat.S_IFMT(e.attrs.mode) for e in await store.list_dir("")}
+    assert listed == {"fifo": stat.S_IFIFO, "dangling": stat.S_IFLNK}
+    assert await store.list_prefix("") == []
+    assert await store.readlink("dangling") == "nowhere"
+    with pytest.raises(KeyNotFound):
+        await store.get("fifo")  # never opened: that would wait for a writer
 
 
 def test_root_must_be_a_directory(tmp_path):
