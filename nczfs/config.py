@@ -20,10 +20,10 @@ IGNORED_OPTIONS = frozenset(
 #: every -o option, as ``nczfs mount --help`` and the man page list them
 OPTION_HELP = (
     ("ro, read_only", "refuse every write with EROFS (--read-only)"),
-    ("allow_other", "let other users in (non-root: user_allow_other in /etc/fuse.conf)"),
+    ("allow_other", "let other users in; what they create is theirs (non-root: user_allow_other in /etc/fuse.conf)"),
     ("nonempty", "mount over a directory that is not empty (refused otherwise)"),
-    ("uid=N, gid=N", "owner and group of every file (default: who mounted)"),
-    ("umask=OCTAL", "files show 0666 & ~umask, directories 0777 & ~umask (default 022)"),
+    ("uid=N, gid=N", "owner and group where the store keeps none (default: who mounted)"),
+    ("umask=OCTAL", "where the store keeps no mode: files 0666 & ~umask, directories 0777 & ~umask (default 022)"),
     ("metadata_ttl=SECONDS", "reuse attributes, listings, missing names (default 1 writable S3, else 60)"),
     ("cache_size=BYTES", "memory for cached object data, e.g. 512M (default 1/8 of RAM, 64M-1G)"),
     ("cache_dir=DIR", "S3/reference: keep fetched data in DIR across mounts (default off)"),

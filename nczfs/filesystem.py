@@ -309,16 +309,17 @@ class Filesystem:
             return
         live = self.store.live_meta
         default = self.dir_mode if ftype == stat.S_IFDIR else (0o777 if ftype == stat.S_IFLNK else self.file_mode)
-        ov = Overrides(ctime_ns=now)
-        if ftype == stat.S_IFDIR:  # a file's mtime is the node's own until its first store
-            ov.mtime_ns = ov.atime_ns = now
+        ov = Overrides()
+        if ftype == stat.S_IFDIR:  # a file's times are its node's own until its first store
+            ov.mtime_ns = ov.atime_ns = ov.ctime_ns = now
         if live or stat.S_IMODE(mode) != default:
             ov.mode = stat.S_IMODE(mode)
         if live or uid != self.opts.uid:
             ov.uid = uid
         if live or gid != self.opts.gid:
             ov.gid = gid
-        self.table.overrides[path] = ov
+        if ov != Overrides():  # most new files have none: nothing kept per file
+            self.table.overrides[path] = ov
 
     def _dir_changed(self, parent: Node) -> None:
         """An entry was made, removed or renamed in ``parent``: its mtime and ctime are now (a
@@ -335,8 +336,7 @@ class Filesystem:
         if self.store.live_meta:
             node.fetched = -1.0
             return
-        if not node.detached:
-            self.table.overrides.setdefault(node.path, Overrides()).ctime_ns = time.time_ns()
+        node.ctime_ns = time.time_ns()
 
     async def _refresh(self, node: Node) -> None:
         """Ask a live store for a node's attributes again (after a change of them in it)."""
@@ -372,6 +372,13 @@ class Filesystem:
         if len(node.names) <= 1 and not self.store.live_meta:
             node.keep = node.ftype not in (stat.S_IFREG, stat.S_IFDIR) and node.meta is not None and node.keep
 
+    def _has_own_attrs(self, node: Node) -> bool:
+        """Does ``node`` show a mode, owner or type other than the mount's defaults?"""
+        a = self.attr(node)
+        default = self.dir_mode if node.is_dir else (0o777 if node.ftype == stat.S_IFLNK else self.file_mode)
+        return (stat.S_IMODE(a.mode) != default or a.uid != self.opts.uid or a.gid != self.opts.gid
+                or node.ftype not in (stat.S_IFREG, stat.S_IFDIR))
+
     def _wanted_meta(self, node: Node) -> Meta:
         """Every attribute the mount shows for ``node``, for a store that keeps them (all are
         sent at once: S3 replaces the whole set)."""
@@ -382,9 +389,13 @@ class Filesystem:
     async def _save_meta(self, node: Node) -> None:
         """After an object was stored: the attributes set through the mount (its mode, owner,
         times) reach the store too, where it keeps them (a live store: only those it was not
-        given yet, and the mount forgets them; S3, whose PUT drops them: every time)."""
+        given yet, and the mount forgets them; S3, whose PUT drops them: every time its mode,
+        owner or type is not the mount's default; times alone are written by ``utime`` of a
+        stored file, not again after each upload, which would cost rsync a COPY per file)."""
         ov = self.table.overrides.get(node.path)
         if ov is None or node.detached or all(getattr(ov, f) is None for f in _SETTABLE):
+            return
+        if not self.store.live_meta and not self._has_own_attrs(node):
             return
         try:
             if self.store.live_meta:
@@ -496,7 +507,7 @@ class Filesystem:
             perm &= ~0o222
         if ov.mtime_ns is not None:
             mtime = ov.mtime_ns
-        ctime = ov.ctime_ns if ov.ctime_ns is not None else m.ctime_ns
+        ctime = max((t for t in (ov.ctime_ns, node.ctime_ns, m.ctime_ns) if t is not None), default=None)
         return Attr(
             ino=node.ino,
             mode=node.ftype | perm,

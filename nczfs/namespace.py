@@ -43,6 +43,9 @@ class Node:
     names: set[str] = field(default_factory=set)
     #: a symlink's target, once known
     target: str | None = None
+    #: when its attributes last changed through the mount (link, rename) where the store keeps
+    #: no ctime: known while the kernel holds the file, then its mtime stands for it
+    ctime_ns: int | None = None
     #: what the mount knows of it is known nowhere else it could look (a special file in a store
     #: whose listings do not tell types): kept while its name lasts, not only while the kernel holds it
     keep: bool = False

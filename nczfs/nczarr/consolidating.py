@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, Callable
 
 import trio
 
-from nczfs.errors import KeyNotFound, NczfsError
+from nczfs.errors import KeyNotFound, NczfsError, NotSupported
 from nczfs.nczarr import jsontext
 from nczfs.store.base import ObjectInfo, Staged, Store, Upload, join, parent_of
 from nczfs.store.wrapper import WrapperStore
@@ -141,6 +141,17 @@ class ConsolidatingStore(WrapperStore):
 
     async def copy(self, src: str, dst: str) -> ObjectInfo:
         info = await self.inner.copy(src, dst)
+        if self._watched(dst):
+            await self._after_write(dst, await self.inner.get(dst))
+        return info
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        if self._watched(key):  # rewritten through set, which updates the consolidated metadata
+            raise NotSupported(f"{key!r}: consolidated metadata follows whole writes")
+        return await self.inner.truncate(key, size)
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        info = await self.inner.link(src, dst)
         if self._watched(dst):
             await self._after_write(dst, await self.inner.get(dst))
         return info

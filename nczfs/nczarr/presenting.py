@@ -28,7 +28,7 @@ from typing import Any, Awaitable, BinaryIO, Callable, TypeVar
 
 import numpy as np
 
-from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, ReadOnly, Stale
+from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, NotSupported, ReadOnly, Stale
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.emit import Layouts, emit, signature, v3_chunk_prefix, v3_to_v2
 from nczfs.nczarr.model import Dataset
@@ -37,7 +37,7 @@ from nczfs.nczarr.roots import Roots
 from nczfs.nczarr.sharding import IndexCache, Located, ShardedArray, Sharding
 from nczfs.nczarr.transcode import Codecs, Recode
 from nczfs.nczarr.validate import METADATA_NAMES, is_metadata_key, stale_tail_prefix
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
+from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
 
@@ -681,6 +681,18 @@ class PresentingStore(WrapperStore):
 
     async def copy(self, src: str, dst: str) -> ObjectInfo:
         return await self.set(dst, await self.get(src))
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        raise NotSupported(f"{dst!r}: names in a view are linked as copies")  # the filesystem copies
+
+    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        return await self.inner.set_meta(key if is_dir else await self._writable_target(key), changes, is_dir)
+
+    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        return await self.inner.make_node(await self._writable_target(key), meta, target)
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        raise NotSupported(f"{key!r}: rewritten whole through the view")  # the filesystem rewrites it
 
     @_logs_refusals
     async def rename(self, src: str, dst: str) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any, BinaryIO
 
-from nczfs.errors import InvalidArgument, KeyNotFound
+from nczfs.errors import InvalidArgument, KeyNotFound, NotSupported
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.spelling import nczarr_key
 from nczfs.nczarr.validate import (
@@ -184,3 +184,13 @@ class ValidatingStore(WrapperStore):
         if is_metadata_key(dst):
             await self.check(dst, await self.inner.get(src))
         return await self.inner.copy(src, dst)
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        if is_metadata_key(key):  # rewritten through set, which checks it
+            raise NotSupported(f"{key!r}: metadata is checked whole")
+        return await self.inner.truncate(key, size)
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        if is_metadata_key(dst):
+            await self.check(dst, await self.inner.get(src))
+        return await self.inner.link(src, dst)

@@ -1,8 +1,8 @@
 """Differential test: one seeded random sequence of file operations, applied to the mount and to a
 plain directory; every outcome (value or errno) and, regularly, the whole tree must agree.
 
-The plain directory is the reference, with nczfs's documented differences from POSIX applied to it
-(docs/SEMANTICS.md): ``link`` makes an independent copy. Operations are generated from the state
+The plain directory is the reference (``link`` makes a hard link there and, for the mount's life,
+on every backend: docs/SEMANTICS.md). Operations are generated from the state
 of the plain directory, so a seed always yields the same sequence. On failure the seed and the op
 log are printed; replay one seed with ``NCZFS_DIFF_SEEDS=7 pytest tests/mount/test_differential.py``.
 """
@@ -71,9 +71,8 @@ def _outcome(v: object) -> str:
 class Side:
     """One directory the ops run on, with its held-open descriptors."""
 
-    def __init__(self, root: Path, link_copies: bool):
+    def __init__(self, root: Path):
         self.root = root
-        self.link_copies = link_copies
         self.fds: dict[int, int] = {}
 
     def p(self, rel: str) -> str:
@@ -135,17 +134,7 @@ class Side:
 
     def op_link(self, src: str, dst: str) -> None:
         os.link(self.p(src), self.p(dst))
-        if self.link_copies:  # nczfs: link() makes an independent copy (documented)
-            with open(self.p(dst), "rb") as f:
-                data = f.read()
-            os.unlink(self.p(dst))
-            fd = os.open(self.p(dst), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
 
-    # held-open descriptors
     def op_open(self, slot: int, path: str, how: str) -> None:
         assert slot not in self.fds
         self.fds[slot] = os.open(self.p(path), KEEP_FLAGS[how], 0o644)
@@ -305,8 +294,8 @@ def failure(seed: int, log: list[str], msg: str) -> str:
 def test_random_ops_match_a_plain_directory(mount, tmp_path, seed):
     ref_root = tmp_path / "reference"
     ref_root.mkdir()
-    ref = Side(ref_root, link_copies=True)
-    mnt = Side(mount.path, link_copies=False)
+    ref = Side(ref_root)
+    mnt = Side(mount.path)
     gen = Generator(seed, ref)
     log: list[str] = []
     kinds_ok: set[str] = set()

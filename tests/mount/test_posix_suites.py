@@ -88,3 +88,5 @@ def test_fsstress_runs_without_an_error(backend, suites, tmp_path):
         d.mkdir()
         r = posix_suites.run_fsstress(suites, d, 1000, procs=4)
     assert r.ok, r.output[-3000:]
+    text = m.log_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
