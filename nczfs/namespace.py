@@ -1,12 +1,16 @@
 """The inode table: key <-> inode number, lookup counts, and per-path state kept for the mount's life.
 
-Inode numbers are never reused, so the generation is always 0. A node whose path was
+A file keeps its inode number while the kernel holds it and, once forgotten, when the kernel
+looks it up again (the number is remembered for its path, the most recent NUMBERS_KEPT of them):
+tools that compare ``st_ino`` between two ``stat`` calls see one file. A number is never given
+to another file the kernel still holds, so the generation is always 0. A node whose path was
 unlinked or replaced stays reachable by number until the kernel forgets it.
 """
 
 from __future__ import annotations
 
 import stat
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from nczfs.errors import Stale
@@ -14,6 +18,8 @@ from nczfs.handles import Content
 from nczfs.store.base import Meta
 
 ROOT_INO = 1
+#: inode numbers of files the kernel forgot, remembered by path for when it looks them up again
+NUMBERS_KEPT = 65536
 
 
 @dataclass
@@ -76,6 +82,8 @@ class InodeTable:
     by_path: dict[str, Node] = field(default_factory=dict)
     #: files by the store's identity of them (hard links: several names, one node)
     by_ident: dict[tuple[int, int], Node] = field(default_factory=dict)
+    #: path -> (inode number, type, identity) of nodes dropped once the kernel forgot them
+    forgotten: OrderedDict[str, tuple[int, int, tuple[int, int] | None]] = field(default_factory=OrderedDict)
     overrides: dict[str, Overrides] = field(default_factory=dict)
     #: how many times a path stopped naming its node (unlink, rename, replacement): a directory
     #: listing handed out in parts checks it to learn that names it holds may be gone
@@ -116,13 +124,21 @@ class InodeTable:
                 return other
         if node is not None:
             self.unname(node, path)
-        node = Node(self._next, path, is_dir, ftype=ftype or stat.S_IFREG)
-        self._next += 1
+        node = Node(self._number(path, ftype or stat.S_IFREG, ident), path, is_dir, ftype=ftype or stat.S_IFREG)
         self.by_ino[node.ino] = node
         self.by_path[path] = node
         if ident is not None and not is_dir:
             self.by_ident[ident] = node
         return node
+
+    def _number(self, path: str, ftype: int, ident: tuple[int, int] | None) -> int:
+        """The number a file forgotten at ``path`` had, if it is that file still (its type and,
+        where the store tells, its identity) and no node has the number; else a new one."""
+        old = self.forgotten.pop(path, None)
+        if old is not None and old[1] == ftype and (ident is None or old[2] in (None, ident)) and old[0] not in self.by_ino:
+            return old[0]
+        self._next += 1
+        return self._next - 1
 
     def add_name(self, node: Node, path: str) -> None:
         """``path`` is one more name of ``node`` (a hard link made through the mount)."""
@@ -137,6 +153,7 @@ class InodeTable:
     def unname(self, node: Node, path: str) -> None:
         """``path`` no longer names ``node`` (unlinked, or replaced); a node left without a name is
         detached (see :meth:`detach`), one with other names (hard links) lives on under them."""
+        self.forgotten.pop(path, None)
         node.names.discard(path)
         if self.by_path.get(path) is node:
             del self.by_path[path]
@@ -178,6 +195,10 @@ class InodeTable:
         for p in node.names | {node.path}:
             if self.by_path.get(p) is node:
                 del self.by_path[p]
+                if not node.detached:
+                    self.forgotten[p] = (node.ino, node.ftype, node.meta.ident if node.meta is not None else None)
+                    if len(self.forgotten) > NUMBERS_KEPT:
+                        self.forgotten.popitem(last=False)
         if node.meta is not None and node.meta.ident is not None and self.by_ident.get(node.meta.ident) is node:
             del self.by_ident[node.meta.ident]
 
@@ -188,6 +209,7 @@ class InodeTable:
         directory rename scans the tables.
         """
         self.removals += 1
+        self.forgotten.pop(new, None)
         for table in (self.by_path, self.overrides):
             if subtree:
                 keys = [p for p in table if p == old or p.startswith(old + "/")]
