@@ -634,3 +634,24 @@ def test_uploads_an_unanswered_create_made_later_are_swept(s3_server, proxy, who
     assert not uploads("k")
     assert [u["UploadId"] for u in uploads("other")] == [other]
     admin.abort_multipart_upload(Bucket=s3_server.shared_bucket, Key=f"{prefix}/other", UploadId=other)
+
+
+async def test_with_posix_meta_lookups_and_listings_read_the_attributes_in_object_metadata(s3_server):
+    """-o posix_meta: stat, entry and list_dir HEAD objects for x-amz-meta-mode/-uid/-gid/-mtime."""
+    import stat as st
+
+    from nczfs.store.base import Meta
+
+    prefix = s3_server.new_prefix("meta")
+    writer = ThreadedStore(S3Store(s3_server.client(), s3_server.shared_bucket, prefix))
+    reader = ThreadedStore(S3Store(s3_server.client(), s3_server.shared_bucket, prefix, head_for_meta=True))
+    await writer.set("d/f", b"x")
+    await writer.set_meta("d/f", Meta(mode=st.S_IFREG | 0o600, uid=7, gid=8, mtime_ns=3_000_000_000))
+    await writer.make_node("d/l", Meta(mode=st.S_IFLNK | 0o777, uid=7, gid=8), "f")
+    info = await reader.stat("d/f")
+    assert (info.meta.mode, info.meta.uid, info.meta.gid, info.mtime_ns) == (st.S_IFREG | 0o600, 7, 8, 3_000_000_000)
+    assert st.S_ISLNK((await reader.entry("d/l")).attrs.mode)
+    assert {e.name: st.S_IFMT(e.attrs.mode) for e in await reader.list_dir("d")} == {"f": st.S_IFREG, "l": st.S_IFLNK}
+    assert (await writer.stat("d/f")).meta is None  # without it: no HEAD of its own, no attributes
+    await writer.close()
+    await reader.close()
