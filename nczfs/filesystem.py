@@ -256,8 +256,11 @@ class Filesystem:
         return node.fetched >= 0 and self._now() - node.fetched < self.opts.metadata_ttl
 
     def _record(self, node: Node, info: ObjectInfo) -> None:
-        """What the store just said of a node's object; trusted for ``metadata_ttl``."""
-        node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns, self._now()
+        """What the store just said of a node's object; trusted for ``metadata_ttl``. An answer
+        without attributes (an S3 listing or HEAD) about the version already known leaves the
+        mtime the store keeps for it (S3's LastModified has whole seconds only)."""
+        kept = node.meta.mtime_ns if node.meta is not None and info.meta is None and info.etag == node.etag else None
+        node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns if kept is None else kept, self._now()
         node.etag = info.etag
         self._record_meta(node, info.meta)
 
