@@ -20,7 +20,7 @@ import re
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import trio
@@ -256,13 +256,22 @@ class Filesystem:
         return node.fetched >= 0 and self._now() - node.fetched < self.opts.metadata_ttl
 
     def _record(self, node: Node, info: ObjectInfo) -> None:
-        """What the store just said of a node's object; trusted for ``metadata_ttl``. An answer
-        without attributes (an S3 listing or HEAD) about the version already known leaves the
-        mtime the store keeps for it (S3's LastModified has whole seconds only)."""
-        kept = node.meta.mtime_ns if node.meta is not None and info.meta is None and info.etag == node.etag else None
+        """What the store just said of a node's object; trusted for ``metadata_ttl``."""
+        kept = self._kept_mtime(node, info)
         node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns if kept is None else kept, self._now()
         node.etag = info.etag
         self._record_meta(node, info.meta)
+
+    def _kept_mtime(self, node: Node, info: ObjectInfo) -> int | None:
+        """For an answer without attributes (an S3 listing, HEAD or PUT): the mtime the store
+        keeps for that version, known from before (S3's LastModified has whole seconds only);
+        a new version (an upload replaced S3's metadata) has none until one is written."""
+        if info.meta is not None or node.meta is None or node.meta.mtime_ns is None:
+            return None
+        if info.etag == node.etag:
+            return node.meta.mtime_ns
+        node.meta = replace(node.meta, mtime_ns=None)
+        return None
 
     def _record_meta(self, node: Node, meta: Meta | None) -> None:
         """The attributes the store keeps for a node (None: it said none; what is known stays)."""
@@ -985,6 +994,7 @@ class Filesystem:
                 raise
             content.uploaded_version = version
             node.pending = False
+            self._kept_mtime(node, info)
             node.size, node.fetched, node.etag = info.size, self._now(), info.etag
             self._record_meta(node, info.meta)
             self._repin(node)
