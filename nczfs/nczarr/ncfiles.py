@@ -36,7 +36,7 @@ from nczfs.nczarr.roots import Roots
 from nczfs.nczarr.sharding import IndexCache
 from nczfs.nczarr.validate import is_metadata_key
 from nczfs.source import Source
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
+from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
 
@@ -518,6 +518,33 @@ class NcFilesStore(WrapperStore):
             await self.inner.mkdir(prefix)
         finally:
             self._forget(prefix)
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        await self._refuse(src)  # a file made from a dataset has no object to link
+        await self._refuse(dst)
+        try:
+            return await self.inner.link(src, dst)
+        finally:
+            self._forget(dst)
+
+    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        await self._refuse(key)
+        try:
+            return await self.inner.make_node(key, meta, target)
+        finally:
+            self._forget(key)
+
+    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        if not is_dir:
+            await self._refuse(key)
+        return await self.inner.set_meta(key, changes, is_dir)
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        await self._refuse(key)
+        try:
+            return await self.inner.truncate(key, size)
+        finally:
+            self._forget(key)
 
     async def rmdir(self, prefix: str) -> None:
         try:

@@ -349,6 +349,24 @@ def test_a_descriptor_that_read_an_old_version_gets_estale_never_a_mix(fresh):
     assert _values(nc, "v")[0, 0] == 99
 
 
+@pytest.mark.parametrize("fresh", ["directory"], indirect=True)
+def test_a_file_is_not_linked_and_follows_links_made_in_its_dataset(fresh):
+    """A link to a file made from a dataset fails with EROFS (there is no object to link, and
+    no name of the file to give); a hard link that makes a chunk in the dataset changes the file."""
+    nc = fresh.path / "x.zarr.nc"
+    for call in (lambda: os.link(nc, fresh.path / "copy.nc"), lambda: os.chmod(nc, 0o600),
+                 lambda: os.truncate(nc, 0)):
+        with pytest.raises(OSError) as info:
+            call()
+        assert info.value.errno == errno.EROFS
+    chunks = fresh.path / "x.zarr" / "v"
+    before = _values(nc, "v").copy()
+    os.unlink(chunks / "1.2")
+    assert _values(nc, "v")[2, 9] == 7  # a missing chunk: the fill value
+    os.link(chunks / "0.0", chunks / "1.2")  # chunk 0.0's values where 1.2's were
+    assert _values(nc, "v")[2, 8:10].tolist() == before[0, 0:2].tolist()
+
+
 @pytest.mark.parametrize("fresh", ["s3"], indirect=True)
 def test_the_file_follows_changes_made_elsewhere_after_the_ttl(fresh, local):
     nc = fresh.path / "x.zarr.nc"
