@@ -24,20 +24,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_directory import drop_caches  # noqa: E402
-from bench.bench_s3 import CHUNK, MiB, Run, cpu_seconds, median_run  # noqa: E402
+from bench.bench_s3 import CHUNK, MiB, Run, ls_lines, measure, median_run, pick_preads, preads, print_walls  # noqa: E402
 from tests.s3server import ADMIN, SeaweedS3  # noqa: E402
 
 NCZFS = [sys.executable, "-m", "nczfs"]
@@ -126,8 +123,7 @@ def read_small(p: Paths, label: str) -> float:
 def list_small(p: Paths, label: str) -> float:
     t = time.perf_counter()
     if label in p.mnt:
-        out = subprocess.run(["ls", "-lR", str(p.mnt[label] / "small")], check=True, capture_output=True).stdout
-        n = out.count(b"\n")
+        n = ls_lines(p.mnt[label] / "small")
     elif label == "icechunk":
         import icechunk
 
@@ -145,17 +141,10 @@ def list_small(p: Paths, label: str) -> float:
 
 def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
     """``count`` reads of 4 KiB at random offsets of the big array's chunks, each its own open."""
-    rng = random.Random(42)
-    nchunks = mib * MiB // (CHUNK * 4)
-    picks = [(rng.randrange(nchunks), rng.randrange(CHUNK * 4 // 4096) * 4096) for _ in range(count)]
+    picks = pick_preads(count, mib)
     t = time.perf_counter()
     if label in p.mnt:
-        for c, off in picks:
-            fd = os.open(p.mnt[label] / "big" / "c" / str(c), os.O_RDONLY)
-            try:
-                assert len(os.pread(fd, 4096, off)) == 4096
-            finally:
-                os.close(fd)
+        preads(p.mnt[label] / "big" / "c", picks)
     elif label == "icechunk":
         import icechunk
         from zarr.abc.store import RangeByteRequest
@@ -174,33 +163,6 @@ def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
         for c, off in picks:
             assert len(fs.cat_file(f"{p.bucket}/plain/big/c/{c}", start=off, end=off + 4096)) == 4096
     return time.perf_counter() - t
-
-
-def timed(p: Paths, label: str, fn: Callable[[Paths, str], float]) -> Run:
-    daemon, server = p.daemon_pid(label), p.server.proc.pid
-    s0, d0, r0 = cpu_seconds(server), cpu_seconds(daemon) if daemon else 0.0, os.times()
-    wall = fn(p, label)
-    r1 = os.times()
-    reader = r1.user - r0.user + r1.system - r0.system + r1.children_user - r0.children_user + r1.children_system - r0.children_system
-    return Run(wall, cpu_seconds(server) - s0, (cpu_seconds(daemon) - d0) if daemon else 0.0, reader)
-
-
-def measure(p: Paths, label: str, fn: Callable[[Paths, str], float], runs: int, warm: bool) -> tuple[list[Run], list[Run]]:
-    cold, hot = [], []
-    for i in range(runs + 1):
-        drop_caches()
-        if label in p.mnt:
-            p.mount(label)
-        try:
-            run = timed(p, label, fn)
-            if i:
-                cold.append(run)
-                if warm and label in p.mnt:
-                    hot.append(timed(p, label, fn))
-        finally:
-            if label in p.mnt:
-                p.umount(label)
-    return cold, hot
 
 
 def main() -> None:
@@ -228,7 +190,7 @@ def main() -> None:
         ]
         for name, fn, warm in cases:
             for label in labels:
-                cold, hot = measure(p, label, fn, args.runs, warm)
+                cold, hot = measure(p, label, fn, args.runs, warm and label in p.mnt)  # type: ignore[arg-type]
                 for kind, found in (("cold", cold), ("warm", hot)):
                     if found:
                         rows.setdefault(f"{name}, {kind}", {})[label] = median_run(found)
@@ -241,13 +203,7 @@ def main() -> None:
         subprocess.run(["rm", "-rf", str(work)])
 
     pairs = [(o, "nczfs-icechunk") for o in ("icechunk", "nczfs-zarr", "zarr-s3") if o in labels and "nczfs-icechunk" in labels]
-    heads = [f"{label} s" for label in labels] + [f"{o}/{z}" for o, z in pairs]
-    print(f"\n| workload (S3 on SeaweedFS, loopback; median of {args.runs}) | " + " | ".join(heads) + " |")
-    print("|---|" + "---:|" * len(heads))
-    for name, r in rows.items():
-        cells = [f"{r[label].wall:.3f}" if label in r else "-" for label in labels]
-        cells += [f"{r[o].wall / r[z].wall:.2f}" if o in r and z in r and r[z].wall else "-" for o, z in pairs]
-        print(f"| {name} | " + " | ".join(cells) + " |")
+    print_walls(rows, labels, pairs, args.runs)
     print(f"\n| CPU seconds (median of {args.runs}) | path | wall | S3 server | FUSE daemon | reader |")
     print("|---|---|---:|---:|---:|---:|")
     for name, r in rows.items():

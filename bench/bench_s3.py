@@ -203,11 +203,32 @@ def read_small(p: Paths, label: str) -> float:
     return time.perf_counter() - t
 
 
+def ls_lines(folder: Path) -> int:
+    """The lines ``ls -lR`` prints of ``folder`` (it stats every entry)."""
+    return subprocess.run(["ls", "-lR", str(folder)], check=True, capture_output=True).stdout.count(b"\n")
+
+
+def pick_preads(count: int, mib: int) -> list[tuple[int, int]]:
+    """(chunk, offset) of ``count`` 4 KiB reads at random offsets of the big array's chunks."""
+    rng = random.Random(42)
+    nchunks = mib * MiB // (CHUNK * 4)
+    return [(rng.randrange(nchunks), rng.randrange(CHUNK * 4 // 4096) * 4096) for _ in range(count)]
+
+
+def preads(folder: Path, picks: list[tuple[int, int]]) -> None:
+    """Each read of ``picks`` through its own open of ``folder/<chunk>``."""
+    for c, off in picks:
+        fd = os.open(folder / str(c), os.O_RDONLY)
+        try:
+            assert len(os.pread(fd, 4096, off)) == 4096
+        finally:
+            os.close(fd)
+
+
 def list_small(p: Paths, label: str) -> float:
     t = time.perf_counter()
     if label in p.mnt:
-        out = subprocess.run(["ls", "-lR", str(p.mnt[label] / "small.zarr")], check=True, capture_output=True).stdout
-        n = out.count(b"\n")
+        n = ls_lines(p.mnt[label] / "small.zarr")
     else:
         n = len(p.fs().find(f"{p.bucket}/small.zarr", detail=True))
     assert n > 100
@@ -216,17 +237,10 @@ def list_small(p: Paths, label: str) -> float:
 
 def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
     """``count`` reads of 4 KiB at random offsets of the big array's chunk objects, each its own open."""
-    rng = random.Random(42)
-    nchunks = mib * MiB // (CHUNK * 4)
-    picks = [(rng.randrange(nchunks), rng.randrange(CHUNK * 4 // 4096) * 4096) for _ in range(count)]
+    picks = pick_preads(count, mib)
     t = time.perf_counter()
     if label in p.mnt:
-        for c, off in picks:
-            fd = os.open(p.mnt[label] / "big.zarr" / str(c), os.O_RDONLY)
-            try:
-                assert len(os.pread(fd, 4096, off)) == 4096
-            finally:
-                os.close(fd)
+        preads(p.mnt[label] / "big.zarr", picks)
     else:
         fs = p.fs()
         for c, off in picks:
@@ -419,9 +433,8 @@ def median_run(runs: list[Run]) -> Run:
     return Run(*(statistics.median(values) for values in zip(*runs)))
 
 
-def print_results(rows: dict[str, dict[str, Run]], targets: dict[str, list[tuple[str, float]]], labels: list[str], runs: int) -> None:
-    pairs = [(peer, z) for z in NCZFS_LABELS for peer in ("s3fs-fuse", "direct")]
-    pairs = [(o, z) for o, z in pairs if o in labels and z in labels]
+def print_walls(rows: dict[str, dict[str, Run]], labels: list[str], pairs: list[tuple[str, str]], runs: int) -> None:
+    """The workloads' median wall times per path, and the ratio of each (peer, nczfs) pair."""
     heads = [f"{label} s" for label in labels] + [f"{o}/{z}" for o, z in pairs]
     print(f"\n| workload (S3 on SeaweedFS, loopback; median of {runs}) | " + " | ".join(heads) + " |")
     print("|---|" + "---:|" * len(heads))
@@ -429,6 +442,11 @@ def print_results(rows: dict[str, dict[str, Run]], targets: dict[str, list[tuple
         cells = [f"{r[label].wall:.3f}" if label in r else "-" for label in labels]
         cells += [f"{r[o].wall / r[z].wall:.2f}" if o in r and z in r and r[z].wall else "-" for o, z in pairs]
         print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def print_results(rows: dict[str, dict[str, Run]], targets: dict[str, list[tuple[str, float]]], labels: list[str], runs: int) -> None:
+    pairs = [(peer, z) for z in NCZFS_LABELS for peer in ("s3fs-fuse", "direct")]
+    print_walls(rows, labels, [(o, z) for o, z in pairs if o in labels and z in labels], runs)
 
     print(f"\n| CPU seconds (median of {runs}) | path | wall | S3 server | FUSE daemon | reader | floor |")
     print("|---|---|---:|---:|---:|---:|---:|")
