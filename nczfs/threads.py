@@ -3,7 +3,7 @@
 One :class:`trio.CapacityLimiter` per store bounds how many calls run at once (for S3 it
 matches the connection pool). A call that waits :data:`SLOT_PATIENCE` seconds for a slot takes
 one of as many spare ones instead: calls stalled on a server that stopped answering (S3: up to
-3 attempts of 60 s) then hold up the others for seconds, not minutes. Stores that never block
+3 attempts of 15 s without a byte) then hold up the others for seconds, not minutes. Stores that never block
 (memory) are called inline; a backend may offer ``get_version_async``, reads awaited on the
 trio thread without a worker (Icechunk's, and large GETs of object stores over https, both
 sent on an asyncio loop thread); it answers None for a read it leaves to a worker thread.
@@ -48,8 +48,8 @@ class ThreadedStore(Store):
         self.keeps_meta = impl.keeps_meta
         self.live_meta = impl.live_meta
         self.max_object_size = impl.max_object_size
-        # a backend's non-blocking reads, run on the trio thread itself (S3 over http: a worker
-        # thread's round trip costs more CPU than a small GET); None from it: use the thread.
+        # a backend's reads awaited on the trio thread (sent on its own asyncio loop); None from
+        # it: the read goes to a worker thread
         self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = getattr(
             impl, "get_version_async", None)
 
