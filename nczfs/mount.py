@@ -21,7 +21,7 @@ import pyfuse3
 import trio
 
 import nczfs
-from nczfs import control, controlsock, holders, logs, pyfuse3_trio, runstate
+from nczfs import background, control, controlsock, holders, logs, pyfuse3_trio, runstate
 from nczfs.stack import cached
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
@@ -168,8 +168,16 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
 
 async def _serve(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operations | None = None,
                  exporter: Exporter | None = None, listener=None) -> list[str]:
+    """Serve until unmounted, then store what is pending; the mount's background work (fetches,
+    prefetch, early uploads) runs in its own nursery around both (background.py)."""
     if exporter is not None and ops is not None:
         exporter.source = trio_counters(ops.counters, trio.lowlevel.current_trio_token())
+    async with background.owned():
+        return await _serve_requests(fs, config, ready, ops, listener)
+
+
+async def _serve_requests(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operations | None,
+                          listener) -> list[str]:
     async with trio.open_nursery() as nursery:
         flushed = trio.Event()  # by a signal: what failed then is not tried again below
         nursery.start_soon(_on_signals, fs, flushed)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import trio
 
+from nczfs import background
 from nczfs.cache.disk import DiskCache
 from nczfs.cache.memory import ByteCache
 from nczfs.cache.metadata import MetadataCache
@@ -115,7 +116,7 @@ class BlockFetcher:
     def start(self, ident: Ident, done: Callable[[], None] | None = None) -> Fetch:
         """Fetch a block in a system task; ``done`` is called when it has ended, however."""
         fetch = self.inflight[ident] = Fetch()
-        trio.lowlevel.spawn_system_task(self._fetch, ident, fetch, done, name=f"nczfs fetch {ident[0]}")
+        background.start_soon(self._fetch, ident, fetch, done, name=f"nczfs fetch {ident[0]}")
         return fetch
 
     async def _fetch(self, ident: Ident, fetch: Fetch, done: Callable[[], None] | None) -> None:

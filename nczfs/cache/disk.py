@@ -45,6 +45,7 @@ from typing import TypeVar
 
 import trio
 
+from nczfs import background
 from nczfs.config import DEFAULT_CACHE_DIR_SIZE
 
 log = logging.getLogger(__name__)
@@ -132,8 +133,8 @@ class DiskCache:
             self._count("skipped")
             return
         self._pending += 1
-        trio.lowlevel.spawn_system_task(self._put, self._name(key, etag, block_size, index), data,
-                                        name=f"nczfs diskcache write {key}")
+        background.start_soon(self._put, self._name(key, etag, block_size, index), data,
+                              name=f"nczfs diskcache write {key}")
 
     async def wait_idle(self) -> None:
         """Until every background write has finished (tests; unmount)."""

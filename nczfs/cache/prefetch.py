@@ -23,6 +23,7 @@ from typing import Callable
 
 import trio
 
+from nczfs import background
 from nczfs.cache.blocks import BlockFetcher, Fetch, Ident
 from nczfs.cache.memory import MiB
 from nczfs.cache.metadata import MetadataCache
@@ -263,7 +264,7 @@ class MetadataAhead:
             if k != key and not self.fetcher.held((k, etag, 0)):
                 todo.append((k, etag, 0))
         if todo:
-            trio.lowlevel.spawn_system_task(self._fetch, todo, name=f"nczfs metadata of {top!r}")
+            background.start_soon(self._fetch, todo, name=f"nczfs metadata of {top!r}")
 
     async def _fetch(self, idents: list[Ident]) -> None:
         """Fetch ``idents`` (first blocks) not cached or in flight yet, at most ``SIBLING_PARALLEL`` at once."""
