@@ -238,8 +238,7 @@ def turn_getxattr_off(mountpoint: str) -> None:
 def set_read_ahead(dev: int, kib: int) -> None:
     """Raise the kernel's readahead for this mount (default 128 KiB): fewer, larger FUSE reads.
 
-    Measured on the directory backend, sequential 8 MiB files: 128 KiB -> 374 MB/s,
-    1 MiB -> 574 MB/s, 4 MiB -> 613 MB/s. Needs root; otherwise the default stays.
+    Needs root; otherwise the default stays (what it is worth: docs/PERFORMANCE.md).
     """
     path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
     try:

@@ -25,8 +25,8 @@ import trio
 
 from nczfs.locks import Lock
 
-#: waits answered at once in a row before one goes through trio's run loop (lab, a zarr read of
-#: 10,000 chunk files on S3, 4 pairs against 0: the daemon's CPU 7.90 -> 7.30 s, medians)
+#: waits answered at once in a row before one goes through trio's run loop (so that fetches and
+#: uploads keep running; what it saves: docs/PERFORMANCE.md)
 AT_ONCE_IN_A_ROW = 8
 
 
