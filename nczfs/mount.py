@@ -28,7 +28,7 @@ from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions
 from nczfs.metrics import Exporter, trio_counters
 from nczfs.fuse_ops import Operations, invalidate_attrs
-from nczfs.nczarr.layer import nczarr_layer, watch_changes
+from nczfs.nczarr.layer import nczarr_layer
 from nczfs.nczarr.validate import numcodecs_ids
 from nczfs.notify import notify, status
 from nczfs.source import absolute_text
@@ -106,7 +106,8 @@ def serve(config: MountConfig, ready: Ready, warn: Callable[[str], None] | None 
 
 
 def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, exporter: Exporter | None) -> int:
-    store = nczarr_layer(cached(ThreadedStore(sync_store), config), config)
+    kernel = KernelNotifier()
+    store = nczarr_layer(cached(ThreadedStore(sync_store), config), config, notify=kernel)
     fs = Filesystem(
         store,
         FsOptions(
@@ -119,7 +120,7 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
             write_memory=config.write_memory,
         ),
     )
-    watch_changes(store, fs)
+    kernel.fs = fs
     try:
         listener = controlsock.listen()
         state_dir = os.path.dirname(controlsock.path_of(listener))
@@ -164,6 +165,29 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
         return 1
     log.info("unmounted %s", config.mountpoint)
     return 0
+
+
+class KernelNotifier:
+    """The NCZarr layer's notifier (``nczarr.layer.Notify``) on a mount: an object the layer
+    changed on its own (consolidated metadata, the .nc files of a dataset written to) is
+    dropped from the filesystem's and the kernel's caches, so its new size shows at once."""
+
+    def __init__(self) -> None:
+        self.fs: Filesystem | None = None  # set once the filesystem over the layer is made
+
+    def __call__(self, key: str) -> None:
+        node = self.fs.table.at(key) if self.fs is not None else None
+        if node is None:
+            return
+        node.fetched = -1.0
+        trio.lowlevel.spawn_system_task(_invalidate_inode, node.ino)
+
+
+async def _invalidate_inode(ino: int) -> None:
+    try:
+        await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino)
+    except Exception as exc:  # noqa: BLE001 - a system task must not raise; the cache then expires by TTL
+        log.debug("invalidate inode %d: %s", ino, exc)
 
 
 async def _serve(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operations | None = None,

@@ -99,3 +99,25 @@ def test_the_mount_tells_the_cache_which_keys_are_metadata(tmp_path):
     config = MountConfig(source=parse_source("s3://bkt/p"), mountpoint=str(tmp_path))
     ahead = cached(ThreadedStore(MemoryStore("layers")), config).metadata_ahead
     assert ahead.enabled and ahead.is_metadata("a/b/.zarray") and not ahead.is_metadata("a/b/0.0")
+
+
+def every_import(path: Path) -> set[str]:
+    """Every module ``path`` names in an import statement, those under ``if TYPE_CHECKING:`` too."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.update([node.module or ""] + [f"{node.module}.{a.name}" for a in node.names])
+    return found
+
+
+def test_the_nczarr_layer_imports_neither_pyfuse3_nor_the_filesystem():
+    """Changes reach the kernel through the notifier the mount passes in (nczarr.layer.Notify)."""
+    above = ("pyfuse3", "nczfs.filesystem", "nczfs.fs", "nczfs.fuse", "nczfs.fuse_ops", "nczfs.namespace",
+             "nczfs.mount")
+    files = sorted((ROOT / "nczarr").rglob("*.py"))
+    assert files
+    wrong = {str(p.relative_to(ROOT)): sorted(m for m in every_import(p) if m in above or m.startswith(tuple(a + "." for a in above)))
+             for p in files}
+    assert {name: ms for name, ms in wrong.items() if ms} == {}

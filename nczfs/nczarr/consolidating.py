@@ -40,11 +40,11 @@ def _rel(folder: str, key: str) -> str:
 
 
 class ConsolidatingStore(WrapperStore):
-    def __init__(self, inner: Store):
+    def __init__(self, inner: Store, on_change: Callable[[str], None] | None = None):
         super().__init__(inner)
         self._lock = trio.Lock()
         #: told of every key this wrapper rewrites on its own, so cached sizes can be dropped
-        self.on_change: Callable[[str], None] | None = None
+        self.on_change = on_change
 
     async def _store(self, key: str, data: bytes) -> None:
         await self.inner.set(key, data)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING
-
-import trio
+from typing import TYPE_CHECKING, Callable
 
 from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.ncfiles import NcFilesStore, decoded_cache_bytes, root_name
@@ -15,21 +12,22 @@ from nczfs.store.base import Store
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig
-    from nczfs.filesystem import Filesystem
 
-log = logging.getLogger(__name__)
+#: told the key of every object the NCZarr layer changes on its own (consolidated metadata, the
+#: .nc files of a dataset written to), so whoever caches its size (the mount: the kernel) drops it
+Notify = Callable[[str], None]
 
 
-def nczarr_layer(store: Store, config: MountConfig) -> Store:
+def nczarr_layer(store: Store, config: MountConfig, notify: Notify | None = None) -> Store:
     """``store`` wrapped, innermost first: every dataset shown as .nc files too (``-o nc_files``),
     consolidated metadata kept in step with writes,
     ``-o present=`` (a view), then (outermost) metadata as its writer meant it, checked as
-    ``-o validate=`` says."""
+    ``-o validate=`` says. ``notify`` is told of every key the layer changes on its own."""
     if config.nc_files:
         store = NcFilesStore(store, config.metadata_ttl, root_name(config.source),
-                             decoded_cache_bytes(config.cache_size))
+                             decoded_cache_bytes(config.cache_size), on_change=notify)
     if not config.read_only:
-        store = ConsolidatingStore(store)
+        store = ConsolidatingStore(store, on_change=notify)
     if config.present != "as-stored":
         from nczfs.cache import default_cache_size
 
@@ -40,29 +38,3 @@ def nczarr_layer(store: Store, config: MountConfig) -> Store:
     if not config.read_only:
         store = ValidatingStore(store, config.validate)
     return store
-
-
-def watch_changes(store: Store, fs: Filesystem) -> None:
-    """Objects the NCZarr layer changes on its own (consolidated metadata, the .nc files of a
-    dataset written to) are dropped from the filesystem's and the kernel's caches, so their new
-    size shows at once."""
-    def changed(key: str) -> None:
-        node = fs.table.at(key)
-        if node is None:
-            return
-        node.fetched = -1.0
-        trio.lowlevel.spawn_system_task(_invalidate, node.ino)
-
-    while store is not None:
-        if isinstance(store, (ConsolidatingStore, NcFilesStore)):
-            store.on_change = changed
-        store = getattr(store, "inner", None)  # type: ignore[assignment]
-
-
-async def _invalidate(ino: int) -> None:
-    import pyfuse3
-
-    try:
-        await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino)
-    except Exception as exc:  # noqa: BLE001 - a system task must not raise; the cache then expires by TTL
-        log.debug("invalidate inode %d: %s", ino, exc)

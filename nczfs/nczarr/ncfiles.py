@@ -125,7 +125,7 @@ def _next_index(index: tuple[int, ...], grid: tuple[int, ...]) -> tuple[int, ...
 
 class NcFilesStore(WrapperStore):
     def __init__(self, inner: Store, ttl: float = 1.0, root_name: str = "dataset",
-                 decoded_bytes: int = 256 * 1024 * 1024):
+                 decoded_bytes: int = 256 * 1024 * 1024, on_change: Callable[[str], None] | None = None):
         super().__init__(inner)
         self.ttl = ttl
         self.root_name = root_name
@@ -143,8 +143,8 @@ class NcFilesStore(WrapperStore):
         self._shown: set[str] = set()
         self._logged: set[str] = set()
         self.stats = {"ncfiles.chunks-decoded": 0, "ncfiles.builds": 0}
-        #: called with the key of a file whose dataset changed through the mount (layer.watch_changes)
-        self.on_change: Callable[[str], None] | None = None
+        #: called with the key of a file whose dataset changed through the mount (layer.Notify)
+        self.on_change = on_change
 
     def counters(self) -> dict[str, int]:
         return {**self.inner.counters(), **self.stats, "ncfiles.decoded-bytes-held": self._decoded_bytes}
