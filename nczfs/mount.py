@@ -29,7 +29,7 @@ from nczfs.filesystem import Filesystem, FsOptions
 from nczfs.metrics import Exporter, trio_counters
 from nczfs.fuse_ops import Operations, invalidate_attrs
 from nczfs.nczarr.layer import nczarr_layer
-from nczfs.nczarr.validate import numcodecs_ids
+from nczfs.nczarr.codecids import numcodecs_ids
 from nczfs.notify import notify, status
 from nczfs.source import absolute_text
 from nczfs.store import open_store

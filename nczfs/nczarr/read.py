@@ -20,7 +20,8 @@ from nczfs.errors import InvalidArgument, KeyNotFound
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.spelling import alias, attr_type, dim_items, dim_spec, nctype_of_dtype, nczarr_key
-from nczfs.nczarr.validate import check_zarr_json, check_zarray
+from nczfs.nczarr.validate import check_zarray
+from nczfs.nczarr.validate_v3 import check_zarr_json
 from nczfs.store.base import SyncStore
 
 #: attribute names netCDF-C never shows (``_nczarr_*`` in any case is hidden too)

@@ -8,68 +8,26 @@ Every function returns reasons (``[]`` = valid); callers add the key.
 
 from __future__ import annotations
 
-import functools
 import math
-import re
-from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from nczfs.nczarr import jsontext
+from nczfs.nczarr.codecids import numcodecs_ids
+from nczfs.nczarr.extents import MAX_ELEMENTS, chunk_errors, is_int, shape_errors
 from nczfs.nczarr.spelling import alias, attr_type, dim_items, dim_spec, nczarr_key
+from nczfs.nczarr.validate_v3 import check_zarr_json
 
 V2_OBJECTS = {".zgroup", ".zarray", ".zattrs", ".zmetadata"}
 V1_OBJECTS = {".nczarr", ".nczgroup", ".nczvar", ".nczarray", ".nczattr", ".nczattrs"}
 METADATA_NAMES = V2_OBJECTS | V1_OBJECTS | {"zarr.json"}
 
-V3_DATA_TYPES = {
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
-    "float32", "float64", "complex64", "complex128", "string", "bytes", "fixed_length_utf32",
-    "variable_length_bytes", "null_terminated_bytes", "raw_bytes", "structured",
-    "numpy.datetime64", "numpy.timedelta64",
-}
-V3_CODECS = {"bytes", "endian", "transpose", "gzip", "zstd", "blosc", "crc32c", "sharding_indexed",
-             "vlen-utf8", "vlen-bytes"}
-_RAW_BITS = re.compile(r"^r\d+$")
 _SPECIAL_FILLS = {"nan", "nanf", "infinity", "infinityf", "-infinity", "-infinityf"}
 
 
 def is_metadata_key(key: str) -> bool:
     return key.rpartition("/")[2] in METADATA_NAMES
-
-
-@functools.cache
-def numcodecs_ids() -> frozenset[str]:
-    """Codec ids numcodecs knows, built in or registered by installed packages (looked up once)."""
-    from numcodecs.registry import codec_registry
-
-    return frozenset(codec_registry) | {e.name for e in entry_points(group="numcodecs.codecs")}
-
-
-def codecs_known() -> bool:
-    """Has :func:`numcodecs_ids` run (its first call imports numcodecs: 0.1-0.2 s)?"""
-    return numcodecs_ids.cache_info().currsize > 0
-
-
-def _int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-#: the most elements an array or a chunk may hold: readers index them with 64-bit signed
-#: integers (numpy, zarr-python; netCDF-C's size_t products overflow past it too)
-MAX_ELEMENTS = 2**63 - 1
-
-
-def extent_error(what: str, dims: list[int]) -> str | None:
-    """Why an array (or chunk) of ``dims`` (non-negative integers) cannot be held by any reader."""
-    total = 1
-    for n in dims:
-        total *= n
-        if n > MAX_ELEMENTS or total > MAX_ELEMENTS:
-            shown = repr(dims) if len(repr(dims)) <= 80 else repr(dims)[:77] + "..."
-            return f"{what} {shown} holds more than 2**63-1 elements, which no reader can index"
-    return None
 
 
 def parse(data: bytes) -> tuple[Any, list[str]]:
@@ -134,33 +92,39 @@ def _dtype(dtype: Any) -> tuple[np.dtype | None, str | None]:
     return None, f"dtype {dtype!r} is not a known Zarr v2 dtype"
 
 
+def _fill_int(dt: np.dtype, fill: Any) -> bool:
+    if not (is_int(fill) or (isinstance(fill, float) and fill.is_integer())):
+        return False
+    info = np.iinfo(dt)
+    return info.min <= int(fill) <= info.max
+
+
+def _fill_float(dt: np.dtype, fill: Any) -> bool:
+    if isinstance(fill, str):
+        return fill.lower() in _SPECIAL_FILLS
+    if not isinstance(fill, (int, float)) or isinstance(fill, bool):
+        return False
+    if math.isfinite(fill) and dt.itemsize < 8:
+        return abs(fill) <= float(np.finfo(dt).max) * (1 + 1e-6)
+    return True
+
+
+_FILL_OK: dict[str, Callable[[np.dtype, Any], bool]] = {
+    "b": lambda dt, fill: isinstance(fill, bool) or fill in (0, 1),
+    "i": _fill_int, "u": _fill_int, "f": _fill_float,
+    "c": lambda dt, fill: isinstance(fill, list) and len(fill) == 2,
+    **dict.fromkeys("SUV", lambda dt, fill: isinstance(fill, (str, int))),
+    **dict.fromkeys("Mm", lambda dt, fill: is_int(fill) or isinstance(fill, str)),
+}  # any other kind (O: objects, e.g. variable-length strings) takes any fill value
+
+
 def check_fill(dt: np.dtype, fill: Any) -> str | None:
     """Why ``fill`` cannot be the fill value of ``dt`` (None if it can)."""
     if fill is None:
         return None
     if isinstance(fill, list) and len(fill) == 1 and dt.kind in "biuf":  # NCZarr V1 wrote [x]
         fill = fill[0]
-    kind = dt.kind
-    if kind == "b":
-        ok = isinstance(fill, bool) or fill in (0, 1)
-    elif kind in "iu":
-        ok = _int(fill) or (isinstance(fill, float) and fill.is_integer())
-        if ok:
-            info = np.iinfo(dt)
-            ok = info.min <= int(fill) <= info.max
-    elif kind == "f":
-        ok = (isinstance(fill, (int, float)) and not isinstance(fill, bool)) or (
-            isinstance(fill, str) and fill.lower() in _SPECIAL_FILLS)
-        if ok and isinstance(fill, (int, float)) and math.isfinite(fill) and dt.itemsize < 8:
-            ok = abs(fill) <= float(np.finfo(dt).max) * (1 + 1e-6)
-    elif kind == "c":
-        ok = isinstance(fill, list) and len(fill) == 2
-    elif kind in "SUV":
-        ok = isinstance(fill, (str, int))
-    elif kind in "Mm":
-        ok = _int(fill) or isinstance(fill, str)
-    else:  # O (object, e.g. variable-length strings)
-        ok = True
+    ok = _FILL_OK.get(dt.kind, lambda dt, fill: True)(dt, fill)
     return None if ok else f"fill_value {fill!r} is not representable as {dt.str}"
 
 
@@ -172,49 +136,49 @@ def check_codec(c: Any, where: str, ids: frozenset[str]) -> str | None:
     return None
 
 
+#: (key, its default, what it may be, the message's start)
+_V2_CHOICES = (
+    ("order", "C", ("C", "F"), "order must be 'C' or 'F'"),
+    ("dimension_separator", ".", (".", "/"), "dimension_separator must be '.' or '/'"),
+)
+
+
 def check_zarray(d: dict) -> list[str]:
     errors = []
     if d.get("zarr_format") != 2:
         errors.append(f"zarr_format must be 2, not {d.get('zarr_format')!r}")
-    for k in ("shape", "chunks", "dtype"):
-        if k not in d:
-            errors.append(f"required key {k!r} is missing")
-    shape, chunks = d.get("shape"), d.get("chunks")
-    if "shape" in d and not (isinstance(shape, list) and all(_int(n) and n >= 0 for n in shape)):
-        errors.append(f"shape {shape!r} is not a list of non-negative integers")
-    elif "shape" in d and (err := extent_error("shape", shape)):
-        errors.append(err)
-    if "chunks" in d and not (isinstance(chunks, list) and all(_int(n) and n > 0 for n in chunks)):
-        errors.append(f"chunks {chunks!r} is not a list of positive integers")
-    elif isinstance(shape, list) and isinstance(chunks, list) and len(shape) != len(chunks):
-        errors.append(f"shape has rank {len(shape)} but chunks rank {len(chunks)}")
-    elif "chunks" in d and (err := extent_error("chunks", chunks)):
-        errors.append(err)
-    dt = None
-    if "dtype" in d:
-        dt, err = _dtype(d["dtype"])
-        if err:
-            errors.append(err)
-    if dt is not None:
-        err = check_fill(dt, d.get("fill_value"))
-        if err:
-            errors.append(err)
-    if d.get("order", "C") not in ("C", "F"):
-        errors.append(f"order must be 'C' or 'F', not {d.get('order')!r}")
-    if d.get("dimension_separator", ".") not in (".", "/"):
-        errors.append(f"dimension_separator must be '.' or '/', not {d.get('dimension_separator')!r}")
-    ids = numcodecs_ids()
-    if d.get("compressor") is not None:
-        err = check_codec(d["compressor"], "compressor", ids)
-        if err:
-            errors.append(err)
-    filters = d.get("filters")
-    if filters is not None:
-        if not isinstance(filters, list):
-            errors.append("filters must be null or a list")
-        else:
-            errors.extend(e for e in (check_codec(f, "filter", ids) for f in filters) if e)
+    errors.extend(f"required key {k!r} is missing" for k in ("shape", "chunks", "dtype") if k not in d)
+    errors.extend(shape_errors(d))
+    if "chunks" in d:
+        errors.extend(chunk_errors(d.get("shape"), d["chunks"], "chunks"))
+    errors.extend(_dtype_and_fill(d))
+    errors.extend(f"{message}, not {d.get(k)!r}" for k, default, allowed, message in _V2_CHOICES
+                  if d.get(k, default) not in allowed)
+    errors.extend(_v2_codecs(d))
     return errors + check_nczarr_keys(d)
+
+
+def _dtype_and_fill(d: dict) -> list[str]:
+    if "dtype" not in d:
+        return []
+    dt, err = _dtype(d["dtype"])
+    if dt is None:
+        return [err] if err else []
+    err = check_fill(dt, d.get("fill_value"))
+    return [err] if err else []
+
+
+def _v2_codecs(d: dict) -> list[str]:
+    ids = numcodecs_ids()
+    errors = []
+    if d.get("compressor") is not None and (err := check_codec(d["compressor"], "compressor", ids)):
+        errors.append(err)
+    filters = d.get("filters")
+    if filters is None:
+        return errors
+    if not isinstance(filters, list):
+        return errors + ["filters must be null or a list"]
+    return errors + [e for e in (check_codec(f, "filter", ids) for f in filters) if e]
 
 
 def check_zattrs(d: dict) -> list[str]:
@@ -269,17 +233,7 @@ def check_superblock(v: Any) -> list[str]:
 def check_ncz_group(v: Any) -> list[str]:
     if not isinstance(v, dict):
         return ["_nczarr_group must be an object"]
-    errors = []
-    dims = alias(v, "dims", "dimensions")
-    if dims is not None:
-        if not isinstance(dims, dict):
-            errors.append("_nczarr_group dimensions must be an object {name: size}")
-        for name, spec in dim_items(dims):
-            size = dim_spec(spec)[0]
-            if size is None:
-                errors.append(f"dimension {name!r} has no valid size ({spec!r})")
-            elif size > MAX_ELEMENTS:
-                errors.append(f"dimension {name!r} has size {size}, more than 2**63-1, which no reader can index")
+    errors = _ncz_dims(alias(v, "dims", "dimensions"))
     lists: dict[str, list[str]] = {}
     for k in ("vars", "arrays", "groups"):
         members = alias(v, k)
@@ -287,17 +241,34 @@ def check_ncz_group(v: Any) -> list[str]:
             errors.append(f"_nczarr_group {k} must be a list of names")
         elif members is not None:
             lists[k] = members
-    # the lists themselves must be consistent (whether the members exist is `nczfs validate`'s
-    # job: writers store a group's metadata before or after its children)
+    return errors + _ncz_lists(lists)
+
+
+def _ncz_dims(dims: Any) -> list[str]:
+    if dims is None:
+        return []
+    errors = [] if isinstance(dims, dict) else ["_nczarr_group dimensions must be an object {name: size}"]
+    for name, spec in dim_items(dims):
+        size = dim_spec(spec)[0]
+        if size is None:
+            errors.append(f"dimension {name!r} has no valid size ({spec!r})")
+        elif size > MAX_ELEMENTS:
+            errors.append(f"dimension {name!r} has size {size}, more than 2**63-1, which no reader can index")
+    return errors
+
+
+def _ncz_lists(lists: dict[str, list[str]]) -> list[str]:
+    """The group's member lists must be consistent (whether the members exist is `nczfs validate`'s
+    job: writers store a group's metadata before or after its children)."""
+    errors = []
     for k, members in lists.items():
-        for name in members:
-            if name in ("", ".", "..") or "/" in name:
-                errors.append(f"_nczarr_group {k} holds {name!r}, which is no member name")
-        for name in sorted({n for n in members if members.count(n) > 1}):
-            errors.append(f"_nczarr_group {k} lists {name!r} twice")
+        errors.extend(f"_nczarr_group {k} holds {name!r}, which is no member name"
+                      for name in members if name in ("", ".", "..") or "/" in name)
+        errors.extend(f"_nczarr_group {k} lists {name!r} twice"
+                      for name in sorted({n for n in members if members.count(n) > 1}))
     arrays = set(lists.get("arrays", []) + lists.get("vars", []))
-    for name in sorted(arrays & set(lists.get("groups", []))):
-        errors.append(f"_nczarr_group lists {name!r} as both an array and a group")
+    errors.extend(f"_nczarr_group lists {name!r} as both an array and a group"
+                  for name in sorted(arrays & set(lists.get("groups", []))))
     return errors
 
 
@@ -334,71 +305,6 @@ def check_attr_types(types: Any) -> list[str]:
             continue
         elif attr_type(t) is None:
             errors.append(f"attribute {name!r} has type {t!r}, which is no netCDF type")
-    return errors
-
-
-# -- Zarr v3 ---------------------------------------------------------------------------------
-
-
-def check_zarr_json(d: dict) -> list[str]:
-    if d.get("zarr_format") != 3:
-        return [f"zarr_format must be 3, not {d.get('zarr_format')!r}"]
-    node = d.get("node_type")
-    if node == "group":
-        return [] if isinstance(d.get("attributes", {}), dict) else ["attributes must be an object"]
-    if node != "array":
-        return [f"node_type must be 'group' or 'array', not {node!r}"]
-    errors = []
-    for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
-        if k not in d:
-            errors.append(f"required key {k!r} is missing")
-    shape = d.get("shape")
-    if "shape" in d and not (isinstance(shape, list) and all(_int(n) and n >= 0 for n in shape)):
-        errors.append(f"shape {shape!r} is not a list of non-negative integers")
-    elif "shape" in d and (err := extent_error("shape", shape)):
-        errors.append(err)
-    dt = d.get("data_type")
-    name = dt.get("name") if isinstance(dt, dict) else dt
-    if "data_type" in d and not (isinstance(name, str) and (name in V3_DATA_TYPES or _RAW_BITS.match(name))):
-        errors.append(f"data_type {dt!r} is not a known Zarr v3 data type")
-    grid = d.get("chunk_grid")
-    if "chunk_grid" in d:
-        conf = grid.get("configuration") if isinstance(grid, dict) else None
-        chunks = conf.get("chunk_shape") if isinstance(conf, dict) else None
-        if not isinstance(grid, dict) or grid.get("name") != "regular":
-            errors.append(f"chunk_grid {grid!r} is not a regular grid")
-        elif not (isinstance(chunks, list) and all(_int(n) and n > 0 for n in chunks)):
-            errors.append(f"chunk_shape {chunks!r} is not a list of positive integers")
-        elif isinstance(shape, list) and len(chunks) != len(shape):
-            errors.append(f"shape has rank {len(shape)} but chunk_shape rank {len(chunks)}")
-        elif err := extent_error("chunk_shape", chunks):
-            errors.append(err)
-    enc = d.get("chunk_key_encoding")
-    if "chunk_key_encoding" in d and not (isinstance(enc, dict) and enc.get("name") in ("default", "v2")
-                                          and isinstance(enc.get("configuration", {}), dict)
-                                          and enc.get("configuration", {}).get("separator", "/") in ("/", ".")):
-        errors.append(f"chunk_key_encoding {enc!r} is not 'default' or 'v2' with separator '/' or '.'")
-    codecs = d.get("codecs")
-    if "codecs" in d:
-        if not isinstance(codecs, list) or not codecs:
-            errors.append("codecs must be a non-empty list")
-        else:
-            ids = numcodecs_ids()
-            for c in codecs:
-                if isinstance(c, dict) and not isinstance(c.get("configuration", {}), dict):
-                    errors.append(f"codec {c!r}: configuration must be an object")
-                    continue
-                cname = c.get("name") if isinstance(c, dict) else c
-                known = isinstance(cname, str) and (
-                    cname in V3_CODECS or (cname.startswith("numcodecs.") and cname[10:] in ids))
-                if not known:
-                    errors.append(f"codec {cname!r} is not a known Zarr v3 codec")
-    names = d.get("dimension_names")
-    if names is not None and not (isinstance(names, list) and all(n is None or isinstance(n, str) for n in names)
-                                  and (not isinstance(shape, list) or len(names) == len(shape))):
-        errors.append(f"dimension_names {names!r} is not one name (or null) per axis")
-    if not isinstance(d.get("attributes", {}), dict):
-        errors.append("attributes must be an object")
     return errors
 
 

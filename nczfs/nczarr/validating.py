@@ -29,14 +29,13 @@ from typing import Any, BinaryIO
 from nczfs.errors import InvalidArgument, KeyNotFound, NotSupported
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.spelling import nczarr_key
+from nczfs.nczarr.codecids import codecs_known, numcodecs_ids
 from nczfs.nczarr.validate import (
     check_object,
-    codecs_known,
     parse,
     dimension_refs,
     group_dims,
     is_metadata_key,
-    numcodecs_ids,
     stale_tail_prefix,
 )
 from nczfs.store.base import ObjectInfo, Staged, Store, Upload, join, parent_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
-from nczfs.nczarr import validate
+from nczfs.nczarr import codecids
 from nczfs.nczarr.validating import ValidatingStore
 from nczfs.store.memory import MemoryStore
 from nczfs.threads import ThreadedStore
@@ -18,20 +18,20 @@ ZARRAY = {
 
 async def test_the_first_check_imports_numcodecs_in_a_worker_thread(monkeypatch):
     threads = []
-    real = validate.entry_points
+    real = codecids.entry_points
 
     def spy(**kw):
         threads.append(threading.current_thread())
         return real(**kw)
 
-    monkeypatch.setattr(validate, "entry_points", spy)
-    validate.numcodecs_ids.cache_clear()
+    monkeypatch.setattr(codecids, "entry_points", spy)
+    codecids.numcodecs_ids.cache_clear()
     try:
         store = ValidatingStore(ThreadedStore(MemoryStore()))
         await store.set("a/.zarray", json.dumps(ZARRAY).encode())
         await store.set("b/.zarray", json.dumps(ZARRAY).encode())
     finally:
-        validate.numcodecs_ids.cache_clear()
+        codecids.numcodecs_ids.cache_clear()
     assert len(threads) == 1  # looked up once
     assert threads[0] is not threading.main_thread()  # not on the trio thread, which would stall every request
 
@@ -39,12 +39,12 @@ async def test_the_first_check_imports_numcodecs_in_a_worker_thread(monkeypatch)
 async def test_the_mount_loads_the_codec_list_at_start_and_survives_a_failure(monkeypatch, caplog):
     from nczfs import mount
 
-    validate.numcodecs_ids.cache_clear()
+    codecids.numcodecs_ids.cache_clear()
     try:
         await mount._import_codecs()
-        assert validate.codecs_known()
+        assert codecids.codecs_known()
     finally:
-        validate.numcodecs_ids.cache_clear()
+        codecids.numcodecs_ids.cache_clear()
 
     def broken():
         raise RuntimeError("entry point exploded")
