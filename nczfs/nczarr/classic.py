@@ -212,6 +212,30 @@ def _offsets_fit(version: int, vars: list[Var]) -> bool:
     return version != 1 or all(v.begin <= MAX_OFFSET_1 for v in vars)
 
 
+def _needs_cdf5(attrs: list[Attr], vars: list[Var]) -> bool:
+    return any(a.nctype in CDF5_TYPES for a in attrs) or any(
+        v.nctype in CDF5_TYPES or any(a.nctype in CDF5_TYPES for a in v.attrs) for v in vars)
+
+
+def _place(vars: list[Var], offset: int) -> tuple[int, int]:
+    """Give each variable its begin: the fixed ones from ``offset`` on, then the record ones
+    within a record; (where records begin, the size of a record)."""
+    for v in vars:
+        if not v.is_record:
+            v.begin = offset
+            offset += v.vsize
+    rec_begin = offset
+    recsize = 0
+    for v in vars:
+        if v.is_record:
+            v.begin = rec_begin + recsize
+            recsize += v.vsize
+    records = [v for v in vars if v.is_record]
+    if records and recsize == records[-1].vsize:  # one record variable: its records are not padded
+        recsize = records[-1].slice_bytes
+    return rec_begin, recsize
+
+
 def layout(dims: list[Dim], attrs: list[Attr], vars: list[Var], oldest: int = 1) -> Layout:
     """The file holding ``dims``, global ``attrs`` and ``vars`` in the oldest version (from
     ``oldest`` on) that can.
@@ -223,26 +247,11 @@ def layout(dims: list[Dim], attrs: list[Attr], vars: list[Var], oldest: int = 1)
         v.is_record = bool(v.dimids) and dims[v.dimids[0]].is_record
         v.shape = tuple(dims[i].size for i in v.dimids)
         v.vsize = _pad4(v.slice_bytes)
-    needs5 = any(a.nctype in CDF5_TYPES for a in attrs) or any(
-        v.nctype in CDF5_TYPES or any(a.nctype in CDF5_TYPES for a in v.attrs) for v in vars)
-    for version in [v for v in ((5,) if needs5 else (1, 2, 5)) if v >= oldest]:
+    for version in [v for v in ((5,) if _needs_cdf5(attrs, vars) else (1, 2, 5)) if v >= oldest]:
         if not _counts_fit(version, dims, vars, numrecs):
             continue
         header = _header(version, dims, attrs, vars, numrecs)  # the offsets' values do not change its length
-        offset = _pad4(len(header))
-        for v in vars:
-            if not v.is_record:
-                v.begin = offset
-                offset += v.vsize
-        rec_begin = offset
-        recsize = 0
-        for v in vars:
-            if v.is_record:
-                v.begin = rec_begin + recsize
-                recsize += v.vsize
-        records = [v for v in vars if v.is_record]
-        if records and recsize == records[-1].vsize:  # one record variable: its records are not padded
-            recsize = records[-1].slice_bytes
+        rec_begin, recsize = _place(vars, _pad4(len(header)))
         if _offsets_fit(version, vars):
             header = _header(version, dims, attrs, vars, numrecs)
             return Layout(version, dims, attrs, vars, numrecs, header, rec_begin, recsize,

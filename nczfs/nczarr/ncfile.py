@@ -267,6 +267,20 @@ class _Builder:
     def variable(self, var: Variable, dims: list[Dimension], rec: Dimension | None) -> tuple[Var, Values] | None:
         """``var`` as a variable of the file, with where its values come from (None: left out)."""
         what = _join(self.group.path, var.name)
+        v2 = self.storable(var, dims, rec, what)
+        if v2 is None:
+            return None
+        refs = [r if r.startswith("/") else "/" + r for r in var.dimrefs] if dims else []
+        dimids = [self.dim(ref, d.name, d.size) for ref, d in zip(refs, dims)]
+        nctype, dtype, stored_dtype, text, width = self.file_type(var, v2)
+        if width:
+            dimids.append(self.dim(f"string:{width}", f"string{width}", width))
+        attrs = self.var_attrs(var, what, nctype, dtype, width)
+        attrs.extend(_implied_attrs(var, attrs, text))
+        return Var(var.name, nctype, dimids, attrs), self.values(var, v2, what, dtype, stored_dtype, text, width)
+
+    def storable(self, var: Variable, dims: list[Dimension], rec: Dimension | None, what: str) -> V2Array | None:
+        """``var``'s Zarr v2 form if a classic file can hold its values (else None, left out)."""
         zero = [d.name for d in dims if d.size == 0 and d is not rec]
         if zero:
             self.leave_out(what, f"dimension {zero[0]} has length 0 and is not the record dimension")
@@ -278,19 +292,7 @@ class _Builder:
         if var.nctype == "string" and not _FIXED_STRING.match(v2.dtype):
             self.leave_out(what, f"variable-length strings ({var.dtype}): their width is not in the metadata")
             return None
-        refs = [r if r.startswith("/") else "/" + r for r in var.dimrefs] if dims else []
-        dimids = [self.dim(ref, d.name, d.size) for ref, d in zip(refs, dims)]
-        nctype, dtype, stored_dtype, text, width = self.file_type(var, v2)
-        if width:
-            dimids.append(self.dim(f"string:{width}", f"string{width}", width))
-        attrs = self.var_attrs(var, what, nctype, dtype, width)
-        if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and not any(a.name == "units" for a in attrs):
-            unit = TIME_UNITS.get(str(var.dtype_config.get("unit")), "")
-            since = " since 1970-01-01" if var.dtype == "numpy.datetime64" else ""
-            attrs.append(Attr("units", "char", f"{unit}{since}".encode()))  # CF: the int64 counts' meaning
-        if text and not any(a.name == "_Encoding" for a in attrs):
-            attrs.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
-        return Var(var.name, nctype, dimids, attrs), self.values(var, v2, what, dtype, stored_dtype, text, width)
+        return v2
 
     def file_type(self, var: Variable, v2: V2Array) -> tuple[str, str, str, str, int]:
         """(the file's type, its numpy dtype, the stored dtype, numpy's unicode dtype of
@@ -325,14 +327,15 @@ class _Builder:
         return Values(array, stored, stored, chunks, dtype, fill, recode, sep, cprefix, text, v2.sharding)
 
     def global_attrs(self) -> list[Attr]:
-        gattrs = []
-        for a in self.group.attributes:
-            got = classic_attr(a)
-            if isinstance(got, str):
-                self.leave_out(f"{self.group.path}:{a.name}", got)
-            else:
-                gattrs.append(got)
-        return gattrs
+        return [got for a in self.group.attributes if (got := self.attr(self.group.path, a)) is not None]
+
+    def attr(self, owner: str, a: Attribute) -> Attr | None:
+        """``a`` as an attribute of the file (None: left out, with the reason)."""
+        got = classic_attr(a)
+        if isinstance(got, str):
+            self.leave_out(f"{owner}:{a.name}", got)
+            return None
+        return got
 
     def records(self, rec: Dimension, dims_list: list[Dim], vars: list[Var], values: list[Values]) -> None:
         """Mark the record dimension; its length (and the record variables' shape) is the
@@ -353,38 +356,53 @@ class _Builder:
         out = []
         fill_attr: Attr | None = None
         for a in var.attributes:
-            if a.name == "_FillValue":
-                if width or a.nctype != var.nctype:
-                    value = _xarray_v3_fill(var, dtype) if self.ds.flavor == "zarr-v3" and not width else None
-                    if value is None:
-                        self.leave_out(f"{what}:{a.name}", f"a {a.nctype} _FillValue on a {var.nctype} variable")
-                        continue
-                    a = Attribute("_FillValue", nctype, [value])
-                got = classic_attr(a)
-                if isinstance(got, Attr):
-                    fill_attr = got
-                else:
-                    self.leave_out(f"{what}:{a.name}", got)
-                continue
-            got = classic_attr(a)
-            if isinstance(got, str):
-                self.leave_out(f"{what}:{a.name}", got)
-            else:
-                out.append(got)
-        if fill_attr is None and var.fill_value is not None and not width and var.dtype != "bool":
-            # (a bool's fill, false, would make every false value missing)
-            fill = var.fill_value
-            if nctype == "char":
-                ok = isinstance(fill, str) and len(fill.encode("utf-8", "replace")) == 1
-                if ok:
-                    fill_attr = Attr("_FillValue", "char", fill.encode("utf-8", "replace"))
-            elif isinstance(fill, (int, float)) and not isinstance(fill, bool):
-                got = classic_attr(Attribute("_FillValue", nctype, [fill]))
-                if isinstance(got, Attr):
-                    fill_attr = got
+            if a.name != "_FillValue":
+                if (got := self.attr(what, a)) is not None:
+                    out.append(got)
+            elif (got := self.fill_attr(var, a, what, nctype, dtype, width)) is not None:
+                fill_attr = got
+        if fill_attr is None:
+            fill_attr = _default_fill(var, nctype, width)
         if fill_attr is not None:
             out.append(fill_attr)
         return out
+
+    def fill_attr(self, var: Variable, a: Attribute, what: str, nctype: str, dtype: str, width: int) -> Attr | None:
+        """The variable's _FillValue attribute ``a`` in the file's type (None: left out)."""
+        if width or a.nctype != var.nctype:
+            value = _xarray_v3_fill(var, dtype) if self.ds.flavor == "zarr-v3" and not width else None
+            if value is None:
+                self.leave_out(f"{what}:{a.name}", f"a {a.nctype} _FillValue on a {var.nctype} variable")
+                return None
+            a = Attribute("_FillValue", nctype, [value])
+        return self.attr(what, a)
+
+
+def _default_fill(var: Variable, nctype: str, width: int) -> Attr | None:
+    """A _FillValue attribute from the array's fill value, if the file can hold it."""
+    fill = var.fill_value
+    if fill is None or width or var.dtype == "bool":  # (a bool's fill, false, would make every false value missing)
+        return None
+    if nctype == "char":
+        ok = isinstance(fill, str) and len(fill.encode("utf-8", "replace")) == 1
+        return Attr("_FillValue", "char", fill.encode("utf-8", "replace")) if ok else None
+    if isinstance(fill, (int, float)) and not isinstance(fill, bool):
+        got = classic_attr(Attribute("_FillValue", nctype, [fill]))
+        return got if isinstance(got, Attr) else None
+    return None
+
+
+def _implied_attrs(var: Variable, attrs: list[Attr], text: str) -> list[Attr]:
+    """What readers need that the array's attributes do not say: the units of Zarr v3 times,
+    the _Encoding of xarray's strings."""
+    out = []
+    if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and not any(a.name == "units" for a in attrs):
+        unit = TIME_UNITS.get(str(var.dtype_config.get("unit")), "")
+        since = " since 1970-01-01" if var.dtype == "numpy.datetime64" else ""
+        out.append(Attr("units", "char", f"{unit}{since}".encode()))  # CF: the int64 counts' meaning
+    if text and not any(a.name == "_Encoding" for a in attrs):
+        out.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
+    return out
 
 
 def group_file(ds: Dataset, group: str, prefix: str = "", encodings: dict[str, str] | None = None) -> GroupFile:
