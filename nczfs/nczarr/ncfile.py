@@ -38,7 +38,8 @@ import numpy as np
 
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.classic import TYPES, Attr, Dim, Layout, Var, layout, valid_name
-from nczfs.nczarr.emit import TIME_UNITS, V2Array, _xarray_v3_fill, v3_to_v2
+from nczfs.nczarr.emit import V2Array, _xarray_v3_fill, v3_to_v2
+from nczfs.nczarr.ncattrs import classic_attr, default_fill, implied_attrs
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.sharding import ShardedArray, Sharding
 from nczfs.nczarr.transcode import Codecs, Recode
@@ -138,31 +139,6 @@ def file_names(ds: Dataset, name: str) -> dict[str, str]:
 
 def _join(gpath: str, name: str) -> str:
     return f"{gpath.rstrip('/')}/{name}"
-
-
-def _encode_attr(nctype: str, value: Any) -> bytes:
-    if nctype == "char":
-        return value.encode("utf-8", "replace")
-    return np.asarray(value, dtype=TYPES[nctype][1]).tobytes()
-
-
-def classic_attr(a: Attribute) -> Attr | str:
-    """The classic form of a model attribute, or why it has none."""
-    if not valid_name(a.name):
-        return "a name the classic formats refuse"
-    nctype, value = a.nctype, a.value
-    if nctype == "string":
-        if len(value) != 1:
-            return f"a string attribute of {len(value)} values (the classic formats have text only)"
-        nctype, value = "char", value[0]
-    if nctype not in TYPES:
-        return f"type {nctype} has no classic form"
-    try:
-        with np.errstate(over="raise", invalid="raise"):
-            data = _encode_attr(nctype, value)
-    except (OverflowError, ValueError, FloatingPointError, TypeError) as exc:
-        return f"values {value!r} do not fit {nctype} ({exc})"
-    return Attr(a.name, nctype, data)
 
 
 def _fill_bytes(nctype: str, dtype: str, fill: Any) -> bytes:
@@ -276,7 +252,7 @@ class _Builder:
         if width:
             dimids.append(self.dim(f"string:{width}", f"string{width}", width))
         attrs = self.var_attrs(var, what, nctype, dtype, width)
-        attrs.extend(_implied_attrs(var, attrs, text))
+        attrs.extend(implied_attrs(var, attrs, text))
         return Var(var.name, nctype, dimids, attrs), self.values(var, v2, what, dtype, stored_dtype, text, width)
 
     def storable(self, var: Variable, dims: list[Dimension], rec: Dimension | None, what: str) -> V2Array | None:
@@ -362,7 +338,7 @@ class _Builder:
             elif (got := self.fill_attr(var, a, what, nctype, dtype, width)) is not None:
                 fill_attr = got
         if fill_attr is None:
-            fill_attr = _default_fill(var, nctype, width)
+            fill_attr = default_fill(var, nctype, width)
         if fill_attr is not None:
             out.append(fill_attr)
         return out
@@ -376,33 +352,6 @@ class _Builder:
                 return None
             a = Attribute("_FillValue", nctype, [value])
         return self.attr(what, a)
-
-
-def _default_fill(var: Variable, nctype: str, width: int) -> Attr | None:
-    """A _FillValue attribute from the array's fill value, if the file can hold it."""
-    fill = var.fill_value
-    if fill is None or width or var.dtype == "bool":  # (a bool's fill, false, would make every false value missing)
-        return None
-    if nctype == "char":
-        ok = isinstance(fill, str) and len(fill.encode("utf-8", "replace")) == 1
-        return Attr("_FillValue", "char", fill.encode("utf-8", "replace")) if ok else None
-    if isinstance(fill, (int, float)) and not isinstance(fill, bool):
-        got = classic_attr(Attribute("_FillValue", nctype, [fill]))
-        return got if isinstance(got, Attr) else None
-    return None
-
-
-def _implied_attrs(var: Variable, attrs: list[Attr], text: str) -> list[Attr]:
-    """What readers need that the array's attributes do not say: the units of Zarr v3 times,
-    the _Encoding of xarray's strings."""
-    out = []
-    if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and not any(a.name == "units" for a in attrs):
-        unit = TIME_UNITS.get(str(var.dtype_config.get("unit")), "")
-        since = " since 1970-01-01" if var.dtype == "numpy.datetime64" else ""
-        out.append(Attr("units", "char", f"{unit}{since}".encode()))  # CF: the int64 counts' meaning
-    if text and not any(a.name == "_Encoding" for a in attrs):
-        out.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
-    return out
 
 
 def group_file(ds: Dataset, group: str, prefix: str = "", encodings: dict[str, str] | None = None) -> GroupFile:

@@ -1,0 +1,63 @@
+"""Attributes as a netCDF classic file holds them, and the ones a file adds for its readers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nczfs.nczarr.classic import TYPES, Attr, valid_name
+from nczfs.nczarr.emit import TIME_UNITS
+from nczfs.nczarr.model import Attribute, Variable
+
+
+def _encode_attr(nctype: str, value: Any) -> bytes:
+    if nctype == "char":
+        return value.encode("utf-8", "replace")
+    return np.asarray(value, dtype=TYPES[nctype][1]).tobytes()
+
+
+def classic_attr(a: Attribute) -> Attr | str:
+    """The classic form of a model attribute, or why it has none."""
+    if not valid_name(a.name):
+        return "a name the classic formats refuse"
+    nctype, value = a.nctype, a.value
+    if nctype == "string":
+        if len(value) != 1:
+            return f"a string attribute of {len(value)} values (the classic formats have text only)"
+        nctype, value = "char", value[0]
+    if nctype not in TYPES:
+        return f"type {nctype} has no classic form"
+    try:
+        with np.errstate(over="raise", invalid="raise"):
+            data = _encode_attr(nctype, value)
+    except (OverflowError, ValueError, FloatingPointError, TypeError) as exc:
+        return f"values {value!r} do not fit {nctype} ({exc})"
+    return Attr(a.name, nctype, data)
+
+
+def default_fill(var: Variable, nctype: str, width: int) -> Attr | None:
+    """A _FillValue attribute from the array's fill value, if the file can hold it."""
+    fill = var.fill_value
+    if fill is None or width or var.dtype == "bool":  # (a bool's fill, false, would make every false value missing)
+        return None
+    if nctype == "char":
+        ok = isinstance(fill, str) and len(fill.encode("utf-8", "replace")) == 1
+        return Attr("_FillValue", "char", fill.encode("utf-8", "replace")) if ok else None
+    if isinstance(fill, (int, float)) and not isinstance(fill, bool):
+        got = classic_attr(Attribute("_FillValue", nctype, [fill]))
+        return got if isinstance(got, Attr) else None
+    return None
+
+
+def implied_attrs(var: Variable, attrs: list[Attr], text: str) -> list[Attr]:
+    """What readers need that the array's attributes do not say: the units of Zarr v3 times,
+    the _Encoding of xarray's strings."""
+    out = []
+    if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and not any(a.name == "units" for a in attrs):
+        unit = TIME_UNITS.get(str(var.dtype_config.get("unit")), "")
+        since = " since 1970-01-01" if var.dtype == "numpy.datetime64" else ""
+        out.append(Attr("units", "char", f"{unit}{since}".encode()))  # CF: the int64 counts' meaning
+    if text and not any(a.name == "_Encoding" for a in attrs):
+        out.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
+    return out
