@@ -22,123 +22,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nczfs.nczarr import jsontext, sharding
-from nczfs.nczarr.sharding import Sharding
+from nczfs.nczarr import jsontext
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Dimension, Group, Variable
-from nczfs.nczarr.transcode import Codecs, Recode
-
-_V3_DTYPES = {"int8": "i1", "uint8": "u1", "int16": "i2", "uint16": "u2", "int32": "i4", "uint32": "u4",
-              "int64": "i8", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8", "bool": "b1",
-              "complex64": "c8", "complex128": "c16"}
-_BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
-#: numpy units a datetime64/timedelta64 may have, and their CF names
-TIME_UNITS = {"D": "days", "h": "hours", "m": "minutes", "s": "seconds", "ms": "milliseconds",
-              "us": "microseconds", "ns": "nanoseconds"}
-
-
-def _v2_base(var: Variable) -> str | None:
-    """The numpy dtype (without byte order) of a Zarr v3 data type, if Zarr v2 has one."""
-    conf = var.dtype_config
-    if var.dtype in ("numpy.datetime64", "numpy.timedelta64"):
-        unit, scale = conf.get("unit"), conf.get("scale_factor", 1)
-        if unit not in TIME_UNITS and unit not in ("Y", "M", "W") or not isinstance(scale, int) or scale < 1:
-            return None
-        return ("M8" if var.dtype == "numpy.datetime64" else "m8") + f"[{scale if scale != 1 else ''}{unit}]"
-    if var.dtype == "null_terminated_bytes" and isinstance(conf.get("length_bytes"), int):
-        return f"S{conf['length_bytes']}"
-    if var.dtype == "fixed_length_utf32" and isinstance(conf.get("length_bytes"), int):
-        return f"U{conf['length_bytes'] // 4}"
-    if var.dtype == "string":
-        return "O"
-    return _V3_DTYPES.get(var.dtype)
-
-
-@dataclass
-class V2Array:
-    """How an array appears in Zarr v2 terms (translated from v3 where needed)."""
-
-    dtype: str
-    order: str
-    compressor: dict | None
-    filters: list[dict] | None
-    separator: str
-    #: the chunks a view shows (a sharded array: its innermost chunks)
-    chunks: list[int] = field(default_factory=list)
-    #: a sharded v3 array: how its shards hold those chunks
-    sharding: Sharding | None = None
-
-
-def v3_to_v2(var: Variable) -> V2Array | str:
-    """The v2 form of an array read from Zarr v3, or why it has none."""
-    base = _v2_base(var)
-    if base is None:
-        return f"data_type {var.dtype} has no Zarr v2 equivalent here"
-    codecs = list(var.codecs)
-    chunks, sharded, separator = list(var.chunks), None, var.dimension_separator
-    if codecs and codecs[0].get("name") == "sharding_indexed":
-        found = sharding.parse(codecs)
-        if not isinstance(found, str):
-            found = sharding.with_shard_shape(found, tuple(var.chunks))
-        if isinstance(found, str):
-            return found
-        sharded, codecs, chunks, separator = found, list(found.codecs), list(found.chunks), "."
-    order = _order(codecs, len(var.shape))
-    if order not in ("C", "F"):
-        return order
-    mapped: list[dict] = []
-    if base == "O" and codecs and codecs[0].get("name") == "vlen-utf8":  # the same bytes as numcodecs'
-        codecs.pop(0)
-        mapped.append({"id": "vlen-utf8"})
-        big = False
-    elif not codecs or codecs[0].get("name") != "bytes":
-        return f"codecs {[c.get('name') for c in codecs]} do not start with 'bytes'"
-    else:
-        big = (codecs.pop(0).get("configuration") or {}).get("endian") == "big"
-    endian = ">" if big else "<"
-    dtype = ("|" if base in ("O", "b1", "i1", "u1") or base[0] == "S" else endian) + base
-    for c in codecs:
-        got = _v2_codec(c.get("name"), dict(c.get("configuration") or {}))
-        if isinstance(got, str):
-            return got
-        mapped.append(got)
-    compressor = mapped[-1] if mapped else None
-    return V2Array(dtype, order, compressor, mapped[:-1] or None, separator, chunks, sharded)
-
-
-def _order(codecs: list[dict], rank: int) -> str:
-    """"C", or "F" for a leading transpose reversing the axes (taken off ``codecs``), or why
-    the array has no v2 order."""
-    if not codecs or codecs[0].get("name") != "transpose":
-        return "C"
-    perm = (codecs.pop(0).get("configuration") or {}).get("order")
-    if list(perm or []) != list(reversed(range(rank))):
-        return f"transpose order {perm} is neither C nor F"
-    return "F"
-
-
-def _v2_codec(name: Any, conf: dict) -> dict | str:
-    """The numcodecs (Zarr v2) configuration of a v3 bytes-to-bytes codec, or why it has none."""
-    if name == "gzip":
-        return {"id": "gzip", "level": conf.get("level", 5)}
-    if name == "zstd":
-        if conf.get("checksum"):
-            return "zstd with checksum has no numcodecs v2 equivalent"
-        return {"id": "zstd", "level": conf.get("level", 0)}
-    if name == "blosc":
-        shuffle = _BLOSC_SHUFFLE.get(conf.get("shuffle", "noshuffle"), conf.get("shuffle"))
-        return {"id": "blosc", "cname": conf.get("cname", "lz4"), "clevel": conf.get("clevel", 5),
-                "shuffle": shuffle, "blocksize": conf.get("blocksize", 0)}
-    if name == "crc32c":
-        return {"id": "crc32c"}
-    if isinstance(name, str) and name.startswith("numcodecs."):
-        return {"id": name[len("numcodecs."):], **conf}
-    return f"codec {name!r} has no Zarr v2 equivalent"
-
-
-def v3_chunk_prefix(var: Variable, encoding_name: str = "default") -> str:
-    """What v3 puts before the chunk indices: ``c/`` or ``c.`` (default encoding), else nothing."""
-    return f"c{var.dimension_separator}" if encoding_name == "default" else ""
-
+from nczfs.nczarr.sharding import Sharding
+from nczfs.nczarr.recoding import hide_reason, netcdf_dtype, recode
+from nczfs.nczarr.transcode import Recode
+from nczfs.nczarr.v2form import TIME_UNITS, v2_form
 
 def attr_dtype(nctype: str, view: str) -> str | None:
     if nctype == "char":
@@ -163,133 +52,6 @@ def _json_number(v: Any) -> Any:
         if math.isinf(v):
             return "Infinity" if v > 0 else "-Infinity"
     return v
-
-
-def _v2_form(var: Variable, from_v3: bool) -> V2Array:
-    if from_v3:
-        v2 = v3_to_v2(var)
-        assert isinstance(v2, V2Array)
-        return v2
-    return V2Array(var.dtype, var.order, var.compressor, var.filters or None, var.dimension_separator, list(var.chunks))
-
-
-def hide_reason(var: Variable, view: str, from_v3: bool, reader: bool = True, transcode: str = "auto",
-                fact: dict | None = None) -> str | None:
-    """Why ``view`` cannot show ``var`` (None if it can). ``reader``: shown to the view's reader,
-    recoded where its chunks need it; else written as the view's flavor stores it (a translation
-    back), where an array that would need recoding cannot be written."""
-    if from_v3:
-        v2 = v3_to_v2(var)
-        if isinstance(v2, str):
-            return v2
-    if view == "xarray":
-        return None
-    if var.nctype is None:
-        return f"dtype {var.dtype} has no netCDF type"
-    if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and (
-            var.dtype_config.get("unit") not in TIME_UNITS or var.dtype_config.get("scale_factor", 1) != 1):
-        return (f"{var.dtype} in unit {var.dtype_config.get('scale_factor', 1)} x {var.dtype_config.get('unit')!r}"
-                " (shown in netCDF's terms: days to nanoseconds, no multiples)")
-    if view == "netcdf-4.9" and var.nctype == "string" and not reader:
-        return "string type (netCDF-C 4.9.0 has no NC_STRING in NCZarr)"
-    if not reader:
-        if var.shape == []:
-            return "zero-rank Zarr array (NCZarr stores scalars with shape [1])"
-        if view == "netcdf-4.9" and var.scalar:
-            return "scalar (netCDF-C 4.9.0 crashes re-opening NCZarr scalars)"
-        return None
-    if view == "netcdf-4.9" and 0 in var.shape:
-        return "a dimension of length 0 (netCDF-C 4.9.0 refuses a dimension of size 0)"
-    plan = recode(var, view, from_v3, transcode, fact)
-    return plan if isinstance(plan, str) else None
-
-
-def _netcdf_dtype(dtype: str) -> str:
-    """The dtype netCDF-C is shown for a numpy dtype of the same bytes: bool as byte, times as int64."""
-    if dtype[1:] == "b1":
-        return "|i1"
-    if dtype[1:2] in ("M", "m"):
-        return dtype[0] + "i8"
-    return dtype
-
-
-#: the numcodecs ids each view's reader decodes, measured with each reader (docs/SEMANTICS.md):
-#: Debian's netCDF-C 4.9.0 has no filter plugins (it reads compressed bytes as data); the netCDF4
-#: wheel (4.10.1) has HDF5 plugins for these; netcdf-4.9.1 could not be measured, taken as 4.10.1's
-READER_CODECS: dict[str, frozenset[str]] = {
-    "netcdf-4.9": frozenset(),
-    "netcdf-4.9.1": frozenset({"zlib", "zstd", "blosc", "bz2", "shuffle"}),
-    "netcdf-4.10": frozenset({"zlib", "zstd", "blosc", "bz2", "shuffle"}),
-}
-_ZLIB = Codecs({"id": "zlib", "level": 1})
-
-
-def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto",
-           fact: dict | None = None) -> Recode | str | None:
-    """How ``view``'s reader is shown ``var``'s chunks when it cannot take them as stored (None:
-    as stored; a str: why it cannot be shown).
-
-    netCDF-C ignores ``order: "F"`` (reads the data transposed) and fails on codecs it has no
-    plugin for (Debian's 4.9.0 has none: it reads compressed bytes as data) and on NCZarr scalars
-    with a blosc filter (4.10.1); Debian's 4.9.0 also ignores the byte order and refuses a chunk
-    larger than its array along any axis. ``transcode`` (``-o transcode=``): ``auto``, chunks
-    whose codecs the reader lacks are shown decoded, uncompressed (sizes known without reading
-    them); ``none``, every compressed chunk is; ``zlib``, those the reader lacks are re-encoded
-    with zlib where the reader has it; ``off``, no codec is transcoded (such arrays are hidden).
-    ``fact``: what a scan of the array's chunks found (the longest variable-length string; whether
-    nanosecond times are whole microseconds)."""
-    if view == "xarray":
-        return None
-    v2 = _v2_form(var, from_v3)
-    chunks, shape = v2.chunks or [1], var.shape or [1]
-    codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
-    reads = READER_CODECS[view]
-    decode = _decodes(codecs, reads, var, transcode)
-    if isinstance(decode, str):
-        return f"codecs {codecs.ids()} the {view} reader {decode}"
-    dtype = "|S1" if var.nctype == "char" else v2.dtype
-    old = view == "netcdf-4.9"
-    swap = old and dtype[0] == ">"
-    shown_chunks = [min(c, s) if s else c for c, s in zip(chunks, shape)] if old else list(chunks)
-    shown_type = _shown_type(var, dtype, old, swap, fact)
-    if isinstance(shown_type, str):
-        return shown_type
-    shown_dtype, text_width, divide = shown_type
-    decode = decode or text_width is not None
-    if v2.order != "F" and not swap and shown_chunks == chunks and not decode and divide == 1:
-        return None
-    if codecs and (why := codecs.check()) is not None:
-        return why
-    shown = Codecs()
-    if not decode:
-        shown = codecs  # only the layout changes
-    elif transcode == "zlib" and "zlib" in reads:
-        shown = _ZLIB
-    return Recode(dtype, tuple(chunks), v2.order, codecs, shown_dtype, tuple(shown_chunks), shown, text_width, divide)
-
-
-def _decodes(codecs: Codecs, reads: frozenset[str], var: Variable, transcode: str) -> bool | str:
-    """Whether the chunks are shown decoded (-o transcode=), or why they cannot be shown."""
-    lacks = [i for i in codecs.ids() if i not in reads] or (codecs and (var.scalar or not var.shape))
-    if lacks and transcode == "off":
-        return "cannot decode (-o transcode=off)"
-    return bool(codecs) and (transcode == "none" or (transcode != "off" and bool(lacks)))
-
-
-def _shown_type(var: Variable, dtype: str, old: bool, swap: bool, fact: dict | None) -> tuple[str, int | None, int] | str:
-    """(the dtype the reader is shown, the width of variable-length strings shown fixed-width,
-    the divisor of nanosecond times shown as microseconds), or why the array cannot be shown."""
-    shown_dtype = _netcdf_dtype(("<" + dtype[1:]) if swap else dtype)
-    text_width, divide = None, 1
-    if dtype == "|O":  # variable-length strings: shown fixed-width, as wide as the longest
-        width = (fact or {}).get("maxlen")
-        if width is None:
-            return "variable-length strings whose longest value is not known"
-        text_width = max(width, 1 if old else 2)  # netCDF-C reads S1 as char, S2 and wider as string
-        shown_dtype = f"|S{text_width}"
-    if var.dtype == "numpy.datetime64" and var.dtype_config.get("unit") == "ns" and (fact or {}).get("us_exact"):
-        divide = 1000  # shown as microseconds, which cftime decodes (it has no nanoseconds)
-    return shown_dtype, text_width, divide
 
 
 def _prune(ds: Dataset, view: str, reader: bool, transcode: str, facts: dict[str, dict]) -> list[tuple[str, str]]:
@@ -320,7 +82,7 @@ def _strings_as_chars(ds: Dataset, from_v3: bool, facts: dict[str, dict], hidden
         for v in g.variables:
             if v.nctype == "string":
                 path = _join(g.path, v.name)
-                v2 = _v2_form(v, from_v3)
+                v2 = v2_form(v, from_v3)
                 width = (facts.get(path) or {}).get("maxlen") if v2.dtype == "|O" else np.dtype(v2.dtype).itemsize
                 name, dim = f"{v.name}_strlen", g.dim(f"{v.name}_strlen")
                 if width is None or (dim is not None and dim.size != max(width, 1)):
@@ -390,7 +152,7 @@ def dumps_for(view: str) -> Callable[[Any], bytes]:
 
 
 def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None) -> dict:
-    v2 = _v2_form(var, from_v3)
+    v2 = v2_form(var, from_v3)
     dtype, order, compressor, filters, sep = v2.dtype, v2.order, v2.compressor, v2.filters, v2.separator
     chunks = v2.chunks
     if plan is not None:
@@ -398,7 +160,7 @@ def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None)
         compressor = plan.shown_codecs.compressor
         filters = list(plan.shown_codecs.filters) or None
     elif view != "xarray":
-        dtype = _netcdf_dtype(dtype)
+        dtype = netcdf_dtype(dtype)
     shape = var.shape
     if view == "netcdf-4.9" and var.nctype == "string":  # 4.9.0 has no strings: chars along a length
         width = np.dtype(dtype).itemsize
@@ -560,7 +322,7 @@ def emit(ds: Dataset, view: str, reader: bool = True, transcode: str = "auto", f
             values, types = _types(_array_attributes(v, g, view, from_v3, plan), view, akey + ".zattrs", hidden)
             if isinstance(plan, Recode):
                 layouts.recodes[_join(g.path, v.name)] = plan
-            if from_v3 and (sh := _v2_form(v, True).sharding) is not None:
+            if from_v3 and (sh := v2_form(v, True).sharding) is not None:
                 layouts.shardings[_join(g.path, v.name)] = (sh, list(v.shape), v.dimension_separator)
             zarray, zattrs = _array_objects(v, g is ds.root, view, from_v3, plan, values, types)
             out[akey + ".zarray"] = _dumps(zarray)

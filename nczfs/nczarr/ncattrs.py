@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from nczfs.nczarr.classic import TYPES, Attr, valid_name
-from nczfs.nczarr.emit import TIME_UNITS
 from nczfs.nczarr.model import Attribute, Variable
+from nczfs.nczarr.v2form import TIME_UNITS
 
 
 def _encode_attr(nctype: str, value: Any) -> bytes:

@@ -38,11 +38,12 @@ import numpy as np
 
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.classic import TYPES, Attr, Dim, Layout, Var, layout, valid_name
-from nczfs.nczarr.emit import V2Array, _xarray_v3_fill, v3_to_v2
+from nczfs.nczarr.emit import _xarray_v3_fill
 from nczfs.nczarr.ncattrs import classic_attr, default_fill, implied_attrs
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.sharding import ShardedArray, Sharding
 from nczfs.nczarr.transcode import Codecs, Recode
+from nczfs.nczarr.v2form import V2Array, v3_to_v2
 
 _FIXED_STRING = re.compile(r"^[<>|]?S(\d+)$")
 _UNICODE = re.compile(r"^[<>|]?U(\d+)$")

@@ -179,10 +179,10 @@ def test_chunks_of_a_recoded_array_are_refused_for_writing(source, tmp_path):
 
 
 def test_the_codecs_each_reader_decodes_are_as_measured(source, tmp_path):
-    """What nczfs assumes of each reader (emit.READER_CODECS), measured on the stored arrays with
+    """What nczfs assumes of each reader (recoding.READER_CODECS), measured on the stored arrays with
     no nczfs: the wheel decodes exactly those codecs (the others fail or read wrong), Debian's
     4.9.0 none (it reads compressed bytes as data: wrong numbers, exit 0)."""
-    from nczfs.nczarr.emit import READER_CODECS
+    from nczfs.nczarr.recoding import READER_CODECS
 
     store = source / "codecs.zarr"
     for name, (compressor, filters) in CODECS.items():

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from nczfs.nczarr.emit import V2Array, emit, v3_to_v2
+from nczfs.nczarr.emit import emit
+from nczfs.nczarr.v2form import V2Array, v3_to_v2
 from nczfs.nczarr.model import Variable
 from tests.nczarr.util import read_objects
 
