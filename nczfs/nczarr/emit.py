@@ -17,17 +17,23 @@ from __future__ import annotations
 import base64
 import json
 import math
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Dimension, Group, Variable
-from nczfs.nczarr.sharding import Sharding
-from nczfs.nczarr.recoding import hide_reason, netcdf_dtype, recode
+from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
+from nczfs.nczarr.recoding import netcdf_dtype, recode
 from nczfs.nczarr.transcode import Recode
-from nczfs.nczarr.v2form import TIME_UNITS, v2_form
+from nczfs.nczarr.v2form import TIME_UNITS, V2Array, v2_form
+from nczfs.nczarr.viewshape import (
+    Layouts,
+    array_path,
+    prune,
+    pure_zarr_dims_as_read,
+    scalars_on_a_dimension,
+    strings_as_chars,
+)
 
 def attr_dtype(nctype: str, view: str) -> str | None:
     if nctype == "char":
@@ -52,48 +58,6 @@ def _json_number(v: Any) -> Any:
         if math.isinf(v):
             return "Infinity" if v > 0 else "-Infinity"
     return v
-
-
-def _prune(ds: Dataset, view: str, reader: bool, transcode: str, facts: dict[str, dict]) -> list[tuple[str, str]]:
-    """Remove the arrays ``view`` cannot show from the model; return (path, reason) for each."""
-    hidden = []
-    from_v3 = ds.flavor == "zarr-v3"
-    for g in ds.root.walk():
-        keep = []
-        for v in g.variables:
-            reason = hide_reason(v, view, from_v3, reader, transcode, facts.get(_join(g.path, v.name)))
-            if reason is None:
-                keep.append(v)
-            else:
-                hidden.append((_join(g.path, v.name), reason))
-        g.variables = keep
-        if reader and view == "netcdf-4.9":
-            g.dims = [d for d in g.dims if d.size > 0]
-    return hidden
-
-
-def _strings_as_chars(ds: Dataset, from_v3: bool, facts: dict[str, dict], hidden: list[tuple[str, str]],
-                      layouts: Layouts) -> None:
-    """netCDF-C 4.9.0 has no NC_STRING in NCZarr: a string array is shown as a char array along one
-    more dimension, ``<name>_strlen``, as wide as its strings (variable-length: the longest), of
-    one chunk: chunk ``i.j.0`` of the view is the stored chunk ``i.j``."""
-    for g in ds.root.walk():
-        keep = []
-        for v in g.variables:
-            if v.nctype == "string":
-                path = _join(g.path, v.name)
-                v2 = v2_form(v, from_v3)
-                width = (facts.get(path) or {}).get("maxlen") if v2.dtype == "|O" else np.dtype(v2.dtype).itemsize
-                name, dim = f"{v.name}_strlen", g.dim(f"{v.name}_strlen")
-                if width is None or (dim is not None and dim.size != max(width, 1)):
-                    hidden.append((path, "strings whose width is not known, or a dimension of their name"))
-                    continue
-                if dim is None:
-                    g.dims.append(Dimension(name, max(width, 1)))
-                v.dimrefs = [*v.dimrefs, f"{g.path.rstrip('/')}/{name}"]
-                layouts.char_axis[path] = v.dimension_separator
-            keep.append(v)
-        g.variables = keep
 
 
 def _cf_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None) -> list[Attribute]:
@@ -125,27 +89,6 @@ def _cf_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None
     return [a for a in out if a.name not in have]
 
 
-def _scalars_on_a_dimension(ds: Dataset, hidden: list[tuple[str, str]]) -> None:
-    """netCDF-C 4.9.0 crashes on NCZarr scalars (even its own): it is shown each as an array of
-    one element along a root dimension ``_scalar_`` of length 1 (what pure Zarr readers see)."""
-    if ds.root.dim("_scalar_") not in (None, Dimension("_scalar_", 1)):
-        for g in ds.root.walk():
-            hidden.extend((_join(g.path, v.name), "scalar, and a dimension _scalar_ of another length exists")
-                          for v in g.variables if v.scalar)
-            g.variables = [v for v in g.variables if not v.scalar]
-        return
-    for g in ds.root.walk():
-        for v in g.variables:
-            if v.scalar:
-                v.scalar, v.shape, v.chunks, v.dimrefs = False, [1], [1], ["/_scalar_"]
-                if ds.root.dim("_scalar_") is None:
-                    ds.root.dims.append(Dimension("_scalar_", 1))
-
-
-def _join(gpath: str, name: str) -> str:
-    return f"{gpath.strip('/')}/{name}".lstrip("/")
-
-
 def dumps_for(view: str) -> Callable[[Any], bytes]:
     """How ``view`` writes JSON: as netCDF-C does for its readers, standard JSON for zarr-python."""
     return jsontext.dumps_zarr if view == "xarray" else jsontext.dumps_netcdf
@@ -153,22 +96,8 @@ def dumps_for(view: str) -> Callable[[Any], bytes]:
 
 def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None) -> dict:
     v2 = v2_form(var, from_v3)
-    dtype, order, compressor, filters, sep = v2.dtype, v2.order, v2.compressor, v2.filters, v2.separator
-    chunks = v2.chunks
-    if plan is not None:
-        dtype, chunks, order = plan.shown_dtype, list(plan.shown_chunks), "C"
-        compressor = plan.shown_codecs.compressor
-        filters = list(plan.shown_codecs.filters) or None
-    elif view != "xarray":
-        dtype = netcdf_dtype(dtype)
-    shape = var.shape
-    if view == "netcdf-4.9" and var.nctype == "string":  # 4.9.0 has no strings: chars along a length
-        width = np.dtype(dtype).itemsize
-        shape, chunks, dtype, sep = [*(shape or [1]), width], [*(chunks or [1]), width], "<U1", "."
-    elif var.nctype == "char":  # one byte per char in every flavor; zarr-python 3 refuses <U1 and >S1
-        dtype = {"netcdf-4.9": "<U1", "xarray": "|S1"}.get(view, ">S1")
-    elif view == "xarray" and len(dtype) == 3 and dtype[0] in "<>" and dtype[1] in "iub" and dtype[2] == "1":
-        dtype = "|" + dtype[1:]  # netCDF-C writes <i1/<u1, which zarr-python 3 refuses
+    dtype, chunks, order, compressor, filters = _chunks_as_shown(v2, view, plan)
+    shape, chunks, dtype, sep = _typed_for(var, view, var.shape, chunks, dtype, v2.separator)
     fill = _xarray_v3_fill(var, dtype) if from_v3 and view == "xarray" else _fill(var)
     if not shape and view != "xarray":  # a zero-rank Zarr array, shown as an NCZarr scalar
         shape, chunks = [1], [1]
@@ -177,6 +106,29 @@ def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None)
     if sep != ".":
         out["dimension_separator"] = sep
     return out
+
+
+def _chunks_as_shown(v2: V2Array, view: str, plan: Recode | None) -> tuple[str, list[int], str, dict | None,
+                                                                          list[dict] | None]:
+    """(dtype, chunks, order, compressor, filters) of the chunks ``view`` shows: as stored, or recoded."""
+    if plan is not None:
+        return (plan.shown_dtype, list(plan.shown_chunks), "C", plan.shown_codecs.compressor,
+                list(plan.shown_codecs.filters) or None)
+    dtype = v2.dtype if view == "xarray" else netcdf_dtype(v2.dtype)
+    return dtype, v2.chunks, v2.order, v2.compressor, v2.filters
+
+
+def _typed_for(var: Variable, view: str, shape: list[int], chunks: list[int], dtype: str,
+               sep: str) -> tuple[list[int], list[int], str, str]:
+    """(shape, chunks, dtype, separator) in the types ``view``'s reader takes."""
+    if view == "netcdf-4.9" and var.nctype == "string":  # 4.9.0 has no strings: chars along a length
+        width = np.dtype(dtype).itemsize
+        return [*(shape or [1]), width], [*(chunks or [1]), width], "<U1", "."
+    if var.nctype == "char":  # one byte per char in every flavor; zarr-python 3 refuses <U1 and >S1
+        dtype = {"netcdf-4.9": "<U1", "xarray": "|S1"}.get(view, ">S1")
+    elif view == "xarray" and len(dtype) == 3 and dtype[0] in "<>" and dtype[1] in "iub" and dtype[2] == "1":
+        dtype = "|" + dtype[1:]  # netCDF-C writes <i1/<u1, which zarr-python 3 refuses
+    return shape, chunks, dtype, sep
 
 
 def _fill(var: Variable) -> Any:
@@ -245,46 +197,6 @@ def _dims_json(g: Group, unlimited: bool) -> dict:
     return {d.name: {"size": d.size, "unlimited": 1} if (d.unlimited and unlimited) else d.size for d in g.dims}
 
 
-def _pure_zarr_dims_as_read(ds: Dataset, view: str) -> None:
-    """Dimensions nczfs made for pure Zarr arrays, where the view's reader would make them reading
-    the store itself: netCDF-C 4.9.0 makes them in the root group (where netCDF datasets usually
-    declare them), 4.10.1 in the array's group, and takes a length of 0 as unlimited."""
-    if ds.flavor not in ("zarr-v2", "zarr-v3"):
-        return
-    if view == "netcdf-4.10":
-        for g in ds.root.walk():
-            for d in g.dims:
-                d.unlimited = d.unlimited or d.size == 0
-    if view != "netcdf-4.9":
-        return
-    for g in list(ds.root.walk())[1:]:
-        keep = []
-        for d in g.dims:
-            top = ds.root.dim(d.name)
-            if top is not None and top.size != d.size:
-                keep.append(d)  # 4.9.0 fails on the whole file here; the view keeps it in its group
-                continue
-            if top is None:
-                ds.root.dims.append(d)
-            old, new = f"{g.path.rstrip('/')}/{d.name}", f"/{d.name}"
-            for h in ds.root.walk():
-                for v in h.variables:
-                    v.dimrefs = [new if r == old else r for r in v.dimrefs]
-        g.dims = keep
-
-
-@dataclass
-class Layouts:
-    """How a view shows the chunks of arrays it does not show as stored, by array path (``emit``
-    fills it): recoded; sharded (shown by their innermost chunks: the sharding, the array's shape
-    and its chunk keys' separator); strings shown as chars along one more axis, of one chunk (the
-    stored chunk keys' separator)."""
-
-    recodes: dict[str, Recode] = field(default_factory=dict)
-    shardings: dict[str, tuple[Sharding, list[int], str]] = field(default_factory=dict)
-    char_axis: dict[str, str] = field(default_factory=dict)
-
-
 def emit(ds: Dataset, view: str, reader: bool = True, transcode: str = "auto", facts: dict[str, dict] | None = None,
          layouts: Layouts | None = None) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
     """The metadata objects of ``view`` for ``ds`` ({key: bytes}), and what was left out.
@@ -296,42 +208,61 @@ def emit(ds: Dataset, view: str, reader: bool = True, transcode: str = "auto", f
     from_v3 = ds.flavor == "zarr-v3"
     facts = facts or {}
     layouts = layouts if layouts is not None else Layouts()
-    hidden = _prune(ds, view, reader, transcode, facts)
+    hidden = prune(ds, view, reader, transcode, facts)
     if reader:
-        _pure_zarr_dims_as_read(ds, view)
+        pure_zarr_dims_as_read(ds, view)
     if reader and view == "netcdf-4.9":
-        _scalars_on_a_dimension(ds, hidden)
-        _strings_as_chars(ds, from_v3, facts, hidden, layouts)
+        scalars_on_a_dimension(ds, hidden)
+        strings_as_chars(ds, from_v3, facts, hidden, layouts)
 
     def plan_for(v: Variable, g: Group) -> Recode | str | None:
-        return recode(v, view, from_v3, transcode, facts.get(_join(g.path, v.name))) if reader else None
+        return recode(v, view, from_v3, transcode, facts.get(array_path(g.path, v.name))) if reader else None
 
-    _dumps = dumps_for(view)
-    out: dict[str, bytes] = {}
+    writer = _Writer(ds, view, hidden, layouts, plan_for)
     for g in ds.root.walk():
+        writer.group(g)
+    return writer.objects(), hidden
+
+
+class _Writer:
+    """The metadata objects of one view, written group by group, array by array."""
+
+    def __init__(self, ds: Dataset, view: str, hidden: list[tuple[str, str]], layouts: Layouts,
+                 plan_for: Callable[[Variable, Group], Recode | str | None]):
+        self.ds, self.view, self.hidden, self.layouts, self.plan_for = ds, view, hidden, layouts, plan_for
+        self.from_v3 = ds.flavor == "zarr-v3"
+        self.dumps = dumps_for(view)
+        self.out: dict[str, bytes] = {}
+
+    def put(self, prefix: str, name: str, meta: dict, zattrs: dict) -> None:
+        self.out[prefix + name] = self.dumps(meta)
+        if zattrs or self.view in ("netcdf-4.10", "netcdf-4.9.1"):
+            self.out[prefix + ".zattrs"] = self.dumps(zattrs)
+
+    def group(self, g: Group) -> None:
         prefix = g.path.strip("/")
         gkey = (prefix + "/") if prefix else ""
-        values, types = _types(g.attributes, view, gkey + ".zattrs", hidden)
-        zgroup, zattrs = _group_objects(g, g is ds.root, view, values, types)
-        out[gkey + ".zgroup"] = _dumps(zgroup)
-        if zattrs or view in ("netcdf-4.10", "netcdf-4.9.1"):
-            out[gkey + ".zattrs"] = _dumps(zattrs)
+        values, types = _types(g.attributes, self.view, gkey + ".zattrs", self.hidden)
+        self.put(gkey, ".zgroup", *_group_objects(g, g is self.ds.root, self.view, values, types))
         for v in g.variables:
-            akey = gkey + v.name + "/"
-            plan = plan_for(v, g)
-            values, types = _types(_array_attributes(v, g, view, from_v3, plan), view, akey + ".zattrs", hidden)
-            if isinstance(plan, Recode):
-                layouts.recodes[_join(g.path, v.name)] = plan
-            if from_v3 and (sh := v2_form(v, True).sharding) is not None:
-                layouts.shardings[_join(g.path, v.name)] = (sh, list(v.shape), v.dimension_separator)
-            zarray, zattrs = _array_objects(v, g is ds.root, view, from_v3, plan, values, types)
-            out[akey + ".zarray"] = _dumps(zarray)
-            if zattrs or view in ("netcdf-4.10", "netcdf-4.9.1"):
-                out[akey + ".zattrs"] = _dumps(zattrs)
-    if ds.consolidated:
-        meta = {k: jsontext.loads(b) for k, b in out.items()}
-        out[".zmetadata"] = _dumps({"zarr_consolidated_format": 1, "metadata": meta})
-    return out, hidden
+            self.array(v, g, gkey + v.name + "/")
+
+    def array(self, v: Variable, g: Group, akey: str) -> None:
+        path = array_path(g.path, v.name)
+        plan = self.plan_for(v, g)
+        attrs = _array_attributes(v, g, self.view, self.from_v3, plan)
+        values, types = _types(attrs, self.view, akey + ".zattrs", self.hidden)
+        if isinstance(plan, Recode):
+            self.layouts.recodes[path] = plan
+        if self.from_v3 and (sh := v2_form(v, True).sharding) is not None:
+            self.layouts.shardings[path] = (sh, list(v.shape), v.dimension_separator)
+        self.put(akey, ".zarray", *_array_objects(v, g is self.ds.root, self.view, self.from_v3, plan, values, types))
+
+    def objects(self) -> dict[str, bytes]:
+        if self.ds.consolidated:
+            meta = {k: jsontext.loads(b) for k, b in self.out.items()}
+            self.out[".zmetadata"] = self.dumps({"zarr_consolidated_format": 1, "metadata": meta})
+        return self.out
 
 
 def _nczarr_key(view: str) -> Callable[[str], str]:

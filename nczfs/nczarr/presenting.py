@@ -30,8 +30,9 @@ import numpy as np
 
 from nczfs.errors import InvalidArgument, KeyNotFound, NczfsError, NotSupported, ReadOnly, Stale
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.emit import Layouts, emit, signature
+from nczfs.nczarr.emit import emit, signature
 from nczfs.nczarr.v2form import v3_chunk_prefix, v3_to_v2
+from nczfs.nczarr.viewshape import Layouts
 from nczfs.nczarr.model import Dataset
 from nczfs.nczarr.read import DictObjects, read_dataset
 from nczfs.nczarr.roots import Roots

@@ -5,37 +5,46 @@ from __future__ import annotations
 
 from nczfs.nczarr.model import Variable
 from nczfs.nczarr.transcode import Codecs, Recode
-from nczfs.nczarr.v2form import TIME_UNITS, v2_form, v3_to_v2
+from nczfs.nczarr.v2form import TIME_UNITS, V2Array, v2_form, v3_to_v2
 
 def hide_reason(var: Variable, view: str, from_v3: bool, reader: bool = True, transcode: str = "auto",
                 fact: dict | None = None) -> str | None:
     """Why ``view`` cannot show ``var`` (None if it can). ``reader``: shown to the view's reader,
     recoded where its chunks need it; else written as the view's flavor stores it (a translation
     back), where an array that would need recoding cannot be written."""
-    if from_v3:
-        v2 = v3_to_v2(var)
-        if isinstance(v2, str):
-            return v2
+    if from_v3 and isinstance(v2 := v3_to_v2(var), str):
+        return v2
     if view == "xarray":
         return None
+    why = _type_reason(var)
+    if why is not None or not reader:
+        return why or _stored_reason(var, view)
+    if view == "netcdf-4.9" and 0 in var.shape:
+        return "a dimension of length 0 (netCDF-C 4.9.0 refuses a dimension of size 0)"
+    plan = recode(var, view, from_v3, transcode, fact)
+    return plan if isinstance(plan, str) else None
+
+
+def _type_reason(var: Variable) -> str | None:
+    """Why no netCDF view can show an array of ``var``'s type."""
     if var.nctype is None:
         return f"dtype {var.dtype} has no netCDF type"
     if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and (
             var.dtype_config.get("unit") not in TIME_UNITS or var.dtype_config.get("scale_factor", 1) != 1):
         return (f"{var.dtype} in unit {var.dtype_config.get('scale_factor', 1)} x {var.dtype_config.get('unit')!r}"
                 " (shown in netCDF's terms: days to nanoseconds, no multiples)")
-    if view == "netcdf-4.9" and var.nctype == "string" and not reader:
+    return None
+
+
+def _stored_reason(var: Variable, view: str) -> str | None:
+    """Why ``view``'s flavor cannot store ``var`` (a translation back into it)."""
+    if view == "netcdf-4.9" and var.nctype == "string":
         return "string type (netCDF-C 4.9.0 has no NC_STRING in NCZarr)"
-    if not reader:
-        if var.shape == []:
-            return "zero-rank Zarr array (NCZarr stores scalars with shape [1])"
-        if view == "netcdf-4.9" and var.scalar:
-            return "scalar (netCDF-C 4.9.0 crashes re-opening NCZarr scalars)"
-        return None
-    if view == "netcdf-4.9" and 0 in var.shape:
-        return "a dimension of length 0 (netCDF-C 4.9.0 refuses a dimension of size 0)"
-    plan = recode(var, view, from_v3, transcode, fact)
-    return plan if isinstance(plan, str) else None
+    if var.shape == []:
+        return "zero-rank Zarr array (NCZarr stores scalars with shape [1])"
+    if view == "netcdf-4.9" and var.scalar:
+        return "scalar (netCDF-C 4.9.0 crashes re-opening NCZarr scalars)"
+    return None
 
 
 def netcdf_dtype(dtype: str) -> str:
@@ -75,31 +84,45 @@ def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto",
     if view == "xarray":
         return None
     v2 = v2_form(var, from_v3)
-    chunks, shape = v2.chunks or [1], var.shape or [1]
+    chunks = v2.chunks or [1]
     codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
     reads = READER_CODECS[view]
     decode = _decodes(codecs, reads, var, transcode)
     if isinstance(decode, str):
         return f"codecs {codecs.ids()} the {view} reader {decode}"
-    dtype = "|S1" if var.nctype == "char" else v2.dtype
+    dtype = _stored_dtype(var, v2)
     old = view == "netcdf-4.9"
     swap = old and dtype[0] == ">"
-    shown_chunks = [min(c, s) if s else c for c, s in zip(chunks, shape)] if old else list(chunks)
+    shown_chunks = _shown_chunks(chunks, var.shape or [1], old)
     shown_type = _shown_type(var, dtype, old, swap, fact)
     if isinstance(shown_type, str):
         return shown_type
     shown_dtype, text_width, divide = shown_type
     decode = decode or text_width is not None
-    if v2.order != "F" and not swap and shown_chunks == chunks and not decode and divide == 1:
-        return None
-    if codecs and (why := codecs.check()) is not None:
+    if not (v2.order == "F" or swap or shown_chunks != chunks or decode or divide != 1):
+        return None  # as stored
+    why = codecs.check() if codecs else None
+    if why is not None:
         return why
-    shown = Codecs()
-    if not decode:
-        shown = codecs  # only the layout changes
-    elif transcode == "zlib" and "zlib" in reads:
-        shown = _ZLIB
+    shown = _shown_codecs(codecs, decode, transcode, reads)
     return Recode(dtype, tuple(chunks), v2.order, codecs, shown_dtype, tuple(shown_chunks), shown, text_width, divide)
+
+
+def _stored_dtype(var: Variable, v2: V2Array) -> str:
+    return "|S1" if var.nctype == "char" else v2.dtype
+
+
+def _shown_chunks(chunks: list[int], shape: list[int], old: bool) -> list[int]:
+    """Debian's 4.9.0 refuses a chunk larger than its array along any axis: such chunks are cut."""
+    return [min(c, s) if s else c for c, s in zip(chunks, shape)] if old else list(chunks)
+
+
+def _shown_codecs(codecs: Codecs, decode: bool, transcode: str, reads: frozenset[str]) -> Codecs:
+    if not decode:
+        return codecs  # only the layout changes
+    if transcode == "zlib" and "zlib" in reads:
+        return _ZLIB
+    return Codecs()
 
 
 def _decodes(codecs: Codecs, reads: frozenset[str], var: Variable, transcode: str) -> bool | str:
