@@ -1,0 +1,175 @@
+"""Building the view of one dataset (PresentingStore's views): its metadata objects collected
+without listing array folders, read into the model, written out in the view's flavor
+(:mod:`nczfs.nczarr.emit`); Zarr v3 arrays' chunks scanned where a netCDF view needs to know
+what they hold."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import numpy as np
+
+from nczfs.errors import NczfsError
+from nczfs.nczarr import jsontext
+from nczfs.nczarr.datasetview import ZERO_RANK, DatasetView
+from nczfs.nczarr.emit import emit
+from nczfs.nczarr.model import Dataset
+from nczfs.nczarr.read import DictObjects, read_dataset
+from nczfs.nczarr.sharding import ShardedArray
+from nczfs.nczarr.transcode import Codecs
+from nczfs.nczarr.v2form import v3_chunk_prefix, v3_to_v2
+from nczfs.nczarr.validate import is_metadata_key
+from nczfs.nczarr.viewshape import Layouts
+from nczfs.store.base import Store, join
+from nczfs.threads import run_blocking
+
+log = logging.getLogger(__name__)
+
+GROUP_META = (".zgroup", ".zattrs", ".zmetadata", ".nczarr", ".nczgroup", ".nczattr", ".nczattrs", "zarr.json")
+
+
+class ViewBuilder:
+    """Builds the view of one dataset of ``inner``: its metadata objects read into the model,
+    written out in the ``view``'s flavor, with where each shown chunk lies in the store."""
+
+    def __init__(self, inner: Store, view: str, transcode: str = "auto"):
+        self.inner = inner
+        self.view = view
+        self.transcode = transcode
+        self._logged: set[tuple[str, str]] = set()
+        #: array -> (its chunks' versions, what a scan of them found): see _facts
+        self._scans: dict[str, tuple[tuple, dict]] = {}
+
+    async def build(self, root: str) -> DatasetView | None:
+        """The view of the dataset at ``root`` (None: it cannot be read, said in the log)."""
+        objects: dict[str, bytes] = {}
+        await self._collect(root, "", objects)
+        try:
+            ds = read_dataset(DictObjects(objects))
+        except NczfsError as exc:
+            log.warning("%r: not shown as %s: %s", root or "/", self.view, exc)
+            return None
+        v = DatasetView(root, ds.flavor, time.monotonic(), mtime_ns=time.time_ns(),
+                        empty=not (ds.root.variables or ds.root.groups or ds.root.attributes or ds.root.dims))
+        if ds.flavor == "zarr-v3":
+            v.v3 = _v3_prefixes(root, ds, objects)
+        layouts = Layouts()
+        facts = await self._facts(root, ds)
+        synth, hidden = emit(ds, self.view, transcode=self.transcode, facts=facts, layouts=layouts)
+        _place(v, root, layouts)
+        v.objects = {join(root, k): self._as_stored(objects.get(k), b) for k, b in synth.items()}
+        self._hide(v, root, hidden)
+        return v
+
+    def _hide(self, v: DatasetView, root: str, hidden: list[tuple[str, str]]) -> None:
+        """Arrays (and attributes) the view leaves out, each logged once."""
+        for path, reason in hidden:
+            full = join(root, path)
+            if ":" not in path:
+                v.hidden.add(full)
+                v.v3.pop(full, None)
+            if (full, reason) not in self._logged:
+                self._logged.add((full, reason))
+                log.info("view %s hides %r: %s", self.view, full, reason)
+
+    async def _facts(self, root: str, ds: Dataset) -> dict[str, dict]:
+        """What a netCDF view needs from the chunks of some Zarr v3 arrays, by path: the longest
+        variable-length string (its fixed width), whether nanosecond times are whole microseconds.
+        Each array is scanned again only when one of its chunks changed."""
+        out: dict[str, dict] = {}
+        if self.view == "xarray" or ds.flavor != "zarr-v3":
+            return out
+        for g in ds.root.walk():
+            for var in g.variables:
+                ns = var.dtype == "numpy.datetime64" and var.dtype_config.get("unit") == "ns"
+                v2 = v3_to_v2(var)
+                if not (var.dtype == "string" or ns) or isinstance(v2, str) or v2.sharding is not None:
+                    continue
+                path = join(g.path.strip("/"), var.name)
+                out[path] = await self._scan(join(root, path), Codecs(v2.compressor, tuple(v2.filters or ())), ns)
+        return out
+
+    async def _scan(self, array: str, codecs: Codecs, ns: bool) -> dict:
+        chunks = [(k, await self.inner.stat(k)) for k in await self.inner.list_prefix(array)
+                  if not is_metadata_key(k)]
+        signature = tuple((k, i.etag, i.size) for k, i in chunks)
+        cached = self._scans.get(array)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        fact: dict = {"us_exact": True} if ns else {"maxlen": 0}
+        for key, info in chunks:
+            decoded = await run_blocking(codecs.decode, await self.inner.get_version(key, None, info.etag or None))
+            if ns:
+                ints = np.frombuffer(decoded, "<i8")
+                fact["us_exact"] &= bool(np.all((ints % 1000 == 0) | (ints == np.iinfo("i8").min)))
+            else:
+                fact["maxlen"] = max(fact["maxlen"], max((len(str(s).encode()) for s in decoded.ravel()), default=0))
+        self._scans[array] = (signature, fact)
+        return fact
+
+    def _as_stored(self, stored: bytes | None, shown: bytes) -> bytes:
+        """The stored bytes of an object where they mean what the view would show: an object a
+        netCDF-C writer rewrites unchanged (in place, without O_TRUNC) keeps its length."""
+        if stored is None or stored == shown:
+            return shown
+        try:
+            if self.view == "xarray":
+                json.loads(stored.decode("utf-8"))  # zarr-python reads standard JSON only
+            same = jsontext.same(jsontext.loads(stored), jsontext.loads(shown))
+        except ValueError:
+            return shown
+        return stored if same else shown
+
+    async def _collect(self, root: str, rel: str, out: dict[str, bytes]) -> None:
+        """Every metadata object of the dataset at ``root`` (keys relative to it), without
+        listing array folders (they may hold many chunks)."""
+        folder = join(root, rel) if rel else root
+        names = {e.name: e.is_dir for e in await self.inner.list_dir(folder)}
+        for name in GROUP_META:
+            if names.get(name) is False:
+                out[join(rel, name)] = await self.inner.get(join(folder, name))
+        for child, is_dir in names.items():
+            if not is_dir or child.startswith("."):
+                continue
+            crel = join(rel, child)
+            for name in (".zarray", "zarr.json", ".nczvar", ".nczarray"):
+                try:
+                    out[join(crel, name)] = await self.inner.get(join(folder, join(child, name)))
+                except NczfsError:
+                    pass
+            v3 = out.get(join(crel, "zarr.json"))
+            if join(crel, ".zarray") in out or (v3 is not None and b'"array"' in v3):
+                for name in (".zattrs", ".nczattr", ".nczattrs"):
+                    try:
+                        out[join(crel, name)] = await self.inner.get(join(folder, join(child, name)))
+                    except NczfsError:
+                        pass
+            else:  # a group (or a plain folder that may hold groups)
+                out.pop(join(crel, "zarr.json"), None)
+                await self._collect(root, crel, out)
+
+
+def _v3_prefixes(root: str, ds: Dataset, objects: dict[str, bytes]) -> dict[str, str]:
+    """Where each Zarr v3 array's chunks lie below it (``c/``, ``c.``, nothing or ZERO_RANK)."""
+    out = {}
+    for g in ds.root.walk():
+        for var in g.variables:
+            node = jsontext.loads(objects[join(join(g.path.strip("/"), var.name), "zarr.json")])
+            name = (node.get("chunk_key_encoding") or {}).get("name", "default")
+            out[join(root, join(g.path.strip("/"), var.name))] = v3_chunk_prefix(var, name) if var.shape else ZERO_RANK
+    return out
+
+
+def _place(v: DatasetView, root: str, layouts: Layouts) -> None:
+    """How the view shows chunks otherwise than stored: recoded, string arrays as chars, sharded
+    arrays by their innermost chunks."""
+    v.recodes = {join(root, path): plan for path, plan in layouts.recodes.items()}
+    for path, separator in layouts.char_axis.items():
+        full = join(root, path)
+        v.char_axis[full] = (v.v3.pop(full, ""), separator)
+    for path, (sh, shape, separator) in layouts.shardings.items():
+        full = join(root, path)
+        grid = tuple(-(-n // c) for n, c in zip(shape, sh.chunks))
+        v.sharded[full] = ShardedArray(full, v.v3.pop(full), separator, sh, grid)

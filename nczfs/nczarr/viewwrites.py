@@ -1,0 +1,226 @@
+"""Writes through a view (PresentingStore): chunk writes pass through (v3 keys mapped back);
+metadata writes pass through where the dataset is stored in the view's own flavor, else are
+translated back into the stored flavor or refused (EROFS), so a dataset never mixes two flavors."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, BinaryIO, Callable, TypeVar
+
+from nczfs.errors import InvalidArgument, NotSupported, ReadOnly
+from nczfs.nczarr import jsontext
+from nczfs.nczarr.datasetview import DatasetView
+from nczfs.nczarr.emit import emit, signature
+from nczfs.nczarr.read import DictObjects, read_dataset
+from nczfs.nczarr.validate import is_metadata_key, stale_tail_prefix
+from nczfs.store.base import Meta, ObjectInfo
+
+if TYPE_CHECKING:
+    from nczfs.store.base import Store
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: the stored flavor each view writes; datasets stored so take metadata writes through the view
+VIEW_FLAVOR = {"netcdf-4.10": "V2-ZA", "netcdf-4.9": "V2-UC", "netcdf-4.9.1": "V2-LC", "xarray": "zarr-v2"}
+#: the view that writes each stored flavor (to translate metadata written through a view back)
+STORED_AS = {"V2-ZA": "netcdf-4.10", "V2-UC": "netcdf-4.9", "V2-LC": "netcdf-4.9.1", "zarr-v2": "xarray"}
+
+
+def _logs_refusals(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """A write the view refuses is logged (WARNING) as well as answered with its errno."""
+    @functools.wraps(method)
+    async def logged(*args: Any) -> T:
+        try:
+            return await method(*args)
+        except ReadOnly as exc:
+            log.warning("refused: %s", exc)
+            raise
+
+    return logged
+
+
+class ViewWrites:
+    """PresentingStore's writes: it gives ``inner``, ``view``, ``view_for`` and ``_forget``."""
+
+    inner: Store
+    view: str
+    _deleting: dict[str, str]
+    _refused: dict[str, str]
+
+    def translate_back(self, v: DatasetView, key: str, data: bytes) -> dict[str, bytes]:
+        """The stored objects to write so the store holds, in its own flavor, what the client wrote
+        to view object ``key``; ReadOnly (EROFS) where that is impossible or would lose information."""
+        def refuse(why: str) -> ReadOnly:
+            return ReadOnly(f"{key!r}: the {self.view} view shows this {v.flavor} dataset translated, and the "
+                            f"write cannot be translated back: {why} (mount with --present as-stored to change it)")
+
+        if v.flavor not in STORED_AS:
+            raise refuse(f"nczfs does not write the {v.flavor} flavor")
+        if v.hidden:
+            raise refuse("some of its arrays are hidden from this view")
+        start = v.root + "/" if v.root else ""
+        current = {k[len(start):]: b for k, b in v.objects.items()}
+        written = dict(current)
+        # netCDF-C rewrites without O_TRUNC: a shorter object keeps the old tail (validating.py)
+        written[key[len(start):]] = stale_tail_prefix(data, v.objects.get(key)) or bytes(data)
+        old, new = read_dataset(DictObjects(current)), read_dataset(DictObjects(written))
+        if [p for p in new.problems if p not in old.problems]:
+            raise refuse(next(p for p in new.problems if p not in old.problems))
+        old_out, _ = emit(old, STORED_AS[v.flavor], reader=False)
+        new_out, hidden = emit(read_dataset(DictObjects(written)), STORED_AS[v.flavor], reader=False)
+        if hidden:
+            raise refuse(f"{hidden[0][0]}: {hidden[0][1]}")
+        if signature(read_dataset(DictObjects(new_out))) != signature(new):
+            raise refuse(f"the {v.flavor} flavor cannot hold it as written (types, dimensions or attributes would change)")
+        return {start + k: b for k, b in new_out.items() if old_out.get(k) != b}
+
+    async def _write_back(self, v: DatasetView, key: str, data: bytes) -> ObjectInfo:
+        changes = self.translate_back(v, key, data)
+        for target, content in changes.items():
+            await self.inner.set(target, content)
+        log.info("%r written through the %s view: stored as %s in %s", key, self.view, v.flavor,
+                 ", ".join(sorted(changes)) or "nothing (no change)")
+        self._forget(key)
+        now = await self.view_for(key)
+        if now is not None and key in now.objects:
+            return now.info(key)
+        return ObjectInfo(key, len(data), time.time_ns(), "")
+
+    def _translated(self, v: DatasetView | None, key: str) -> bool:
+        return (v is not None and is_metadata_key(key)
+                and v.flavor != VIEW_FLAVOR[self.view] and not v.empty)
+
+    def _check_refused(self, v: DatasetView | None, key: str) -> None:
+        if v is not None and v.root in self._refused:
+            raise ReadOnly(f"{key!r}: {self._refused[v.root]}")
+
+    def _metadata_written(self, key: str) -> None:
+        """A metadata object was written: a delete sequence in its dataset is over."""
+        for root in [r for r in self._deleting if r == "" or key.startswith(r + "/")]:
+            del self._deleting[root]
+
+    async def _writable_target(self, key: str, deleting: bool = False) -> str:
+        """The store key a write (or delete) of view key ``key`` goes to, or a clear refusal."""
+        v = await self.view_for(key)
+        if v is None:
+            return key
+        self._check_refused(v, key)
+        is_meta = is_metadata_key(key)
+        if is_meta:
+            flavor = self._deleting.setdefault(v.root, v.flavor) if deleting else v.flavor
+            if flavor != VIEW_FLAVOR[self.view] and not v.empty:
+                if deleting:
+                    self._refused[v.root] = (
+                        f"a delete in the dataset {v.root or '/'!r} was refused, so every write into it is "
+                        f"refused until the mount restarts (a dataset created over it would mix with it)")
+                    self._deleting.pop(v.root, None)
+                raise ReadOnly(
+                    f"{key!r}: the {self.view} view shows this {flavor} dataset translated; metadata "
+                    f"written or deleted through it would mix two flavors (mount with --present as-stored to change it)")
+            return key
+        array = v.array_of(key)
+        if array is not None and array in v.hidden:
+            raise ReadOnly(f"{key!r}: the array is hidden from the {self.view} view")
+        if array is not None and array in v.sharded:
+            raise ReadOnly(f"{key!r}: the {self.view} view shows this sharded array by its inner chunks, and a "
+                           f"chunk written through it is not stored back into its shard (mount with "
+                           f"--present as-stored to change it)")
+        if v.recode_of(key) is not None:
+            raise ReadOnly(f"{key!r}: the {self.view} view shows this array's chunks recoded for its reader "
+                           f"(decoded, reordered or cut to the array), and a chunk written through it is not "
+                           f"stored back (mount with --present as-stored to change it)")
+        target = v.to_store(key)
+        if target is None:
+            raise InvalidArgument(f"{key!r}: not a writable name in the {self.view} view")
+        return target
+
+    def checks_content(self, key: str) -> bool:
+        return is_metadata_key(key) or self.inner.checks_content(key)
+
+    @_logs_refusals
+    async def check_content(self, key: str, data: bytes) -> None:
+        """Refuse now a metadata write that ``set`` would refuse, once ``data`` is whole JSON."""
+        if is_metadata_key(key):
+            try:
+                jsontext.loads(data)
+            except ValueError:
+                return
+            v = await self.view_for(key)
+            self._check_refused(v, key)
+            if self._translated(v, key):
+                self.translate_back(v, key, data)  # type: ignore[arg-type]
+                return
+            await self._writable_target(key)
+        await self.inner.check_content(key, data)
+
+    @_logs_refusals
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        v = await self.view_for(key)
+        self._check_refused(v, key)
+        if is_metadata_key(key):
+            self._metadata_written(key)
+        if self._translated(v, key):
+            return await self._write_back(v, key, bytes(data))  # type: ignore[arg-type]
+        target = await self._writable_target(key)
+        info = await self.inner.set(target, data)
+        self._forget(key)
+        return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
+
+    @_logs_refusals
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        target = await self._writable_target(key)
+        info = await self.inner.set_file(target, f, size)  # type: ignore[attr-defined]
+        self._forget(key)
+        return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
+
+    @_logs_refusals
+    async def delete(self, key: str) -> None:
+        target = await self._writable_target(key, deleting=True)
+        await self.inner.delete(target)
+        self._forget(key)
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        return await self.set(dst, await self.get(src))
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        raise NotSupported(f"{dst!r}: names in a view are linked as copies")  # the filesystem copies
+
+    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        return await self.inner.set_meta(key if is_dir else await self._writable_target(key), changes, is_dir)
+
+    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        return await self.inner.make_node(await self._writable_target(key), meta, target)
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        raise NotSupported(f"{key!r}: rewritten whole through the view")  # the filesystem rewrites it
+
+    @_logs_refusals
+    async def rename(self, src: str, dst: str) -> None:
+        v = await self.view_for(dst)
+        self._check_refused(v, dst)
+        if is_metadata_key(dst):
+            self._metadata_written(dst)
+        if self._translated(v, dst):
+            source = await self._writable_target(src)
+            await self._write_back(v, dst, await self.inner.get(source))  # type: ignore[arg-type]
+            await self.inner.delete(source)
+            self._forget(src)
+            return
+        target = await self._writable_target(dst)
+        source = await self._writable_target(src)
+        await self.inner.rename(source, target)
+        self._forget(src)
+        self._forget(dst)
+
+    @_logs_refusals
+    async def rename_dir(self, src: str, dst: str) -> None:
+        for key in (src, dst):
+            v = await self.view_for(key)
+            if v is not None and v.flavor != VIEW_FLAVOR[self.view]:
+                raise ReadOnly(f"{key!r}: folders of a dataset shown translated by the {self.view} view cannot move")
+        await self.inner.rename_dir(src, dst)
+        self._forget(src)
+        self._forget(dst)
