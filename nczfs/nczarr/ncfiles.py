@@ -19,108 +19,26 @@ never shadowed.
 from __future__ import annotations
 
 import collections
-import hashlib
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
 import trio
 
 from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale
 from nczfs.nczarr import ncread
-from nczfs.nczarr.ncfile import GroupFile, Values, file_names, group_file, v3_encodings
-from nczfs.nczarr.read import read_dataset
+from nczfs.nczarr.ncdecoded import DecodedChunks
+from nczfs.nczarr.ncfile import Values
+from nczfs.nczarr.ncversions import Built, NcVersion, build_files
 from nczfs.nczarr.roots import Roots
-from nczfs.nczarr.sharding import IndexCache
-from nczfs.nczarr.validate import is_metadata_key
 from nczfs.source import Source
 from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
-from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
 
 #: file versions remembered for descriptors still reading them
 MAX_VERSIONS = 256
-#: decoded chunks fetched ahead of a reader going through an array (each, in C order)
-CHUNKS_AHEAD = 2
-
-
-@dataclass
-class NcVersion:
-    """One version of one ``.nc`` file."""
-
-    key: str
-    file: GroupFile
-    #: store key -> what the listing said of every chunk (shard) of the file's arrays that exists
-    chunks: dict[str, ObjectInfo]
-    etag: str
-    mtime_ns: int
-
-    def info(self) -> ObjectInfo:
-        return ObjectInfo(self.key, self.file.layout.size, self.mtime_ns, self.etag)
-
-
-@dataclass
-class Built:
-    at: float
-    #: file name -> its current version
-    files: dict[str, NcVersion] = field(default_factory=dict)
-
-
-class _Objects:
-    """The reader's objects (:class:`nczfs.nczarr.read.Objects`), fetched from a worker thread
-    through the trio thread; the infos of what it lists are kept."""
-
-    def __init__(self, store: Store, root: str):
-        self.store, self.root = store, root
-        self.objects: dict[str, bytes] = {}
-        self.infos: list[ObjectInfo] = []
-
-    def _full(self, key: str) -> str:
-        return join(self.root, key) if key else self.root
-
-    def get(self, key: str) -> bytes | None:
-        try:
-            data = trio.from_thread.run(self.store.get, self._full(key))
-        except KeyNotFound:
-            return None
-        self.objects[key] = data
-        return data
-
-    def children(self, prefix: str) -> list[str]:
-        try:
-            entries = trio.from_thread.run(self.store.list_dir, self._full(prefix))
-        except KeyNotFound:
-            return []
-        self.infos.extend(e.info for e in entries if e.info is not None)
-        return [e.name for e in entries]
-
-
-def _ident(v: NcVersion, val: Values, idx: tuple[int, ...]) -> tuple | None:
-    """Chunk ``idx`` of ``val`` in the decoded cache: its stored object (a sharded array's: its
-    shard, and where in it), the object's version, how it is decoded; None if the version lists
-    no such object (the chunk is missing: fill values)."""
-    if val.sharding is None:
-        key = val.key_of(idx)
-        info = v.chunks.get(key)
-        return None if info is None else (key, info.etag, val.recode.token)
-    shard, _ = val.sharding.locate(idx)
-    key = val.key_of(shard)
-    info = v.chunks.get(key)
-    return None if info is None else (key, info.etag, idx, val.recode.token)
-
-
-def _next_index(index: tuple[int, ...], grid: tuple[int, ...]) -> tuple[int, ...] | None:
-    out = list(index)
-    for axis in reversed(range(len(out))):
-        out[axis] += 1
-        if out[axis] < grid[axis]:
-            return tuple(out)
-        out[axis] = 0
-    return None
 
 
 class NcFilesStore(WrapperStore):
@@ -129,25 +47,21 @@ class NcFilesStore(WrapperStore):
         super().__init__(inner)
         self.ttl = ttl
         self.root_name = root_name
-        self.decoded_limit = decoded_bytes
         self._roots = Roots(inner, ttl)
         self._built: dict[str, Built] = {}
         self._building: dict[str, trio.Event] = {}
         self._versions: collections.OrderedDict[tuple[str, str], NcVersion] = collections.OrderedDict()
-        self._decoded: collections.OrderedDict[tuple, np.ndarray | None] = collections.OrderedDict()
-        self._decoded_bytes = 0
-        self._decoding: dict[tuple, trio.Event] = {}
-        #: the indexes of shards (sharded Zarr v3 arrays), by shard, version and byte range
-        self._indexes = IndexCache()
+        self._decoded = DecodedChunks(inner, decoded_bytes)
         #: keys of the files shown (read-only)
         self._shown: set[str] = set()
         self._logged: set[str] = set()
-        self.stats = {"ncfiles.chunks-decoded": 0, "ncfiles.builds": 0}
+        self.stats = {"ncfiles.builds": 0}
         #: called with the key of a file whose dataset changed through the mount (layer.Notify)
         self.on_change = on_change
 
     def counters(self) -> dict[str, int]:
-        return {**self.inner.counters(), **self.stats, "ncfiles.decoded-bytes-held": self._decoded_bytes}
+        return {**self.inner.counters(), "ncfiles.chunks-decoded": self._decoded.count, **self.stats,
+                "ncfiles.decoded-bytes-held": self._decoded.bytes_held}
 
     # -- datasets and their files -----------------------------------------------------------------
 
@@ -187,63 +101,13 @@ class NcFilesStore(WrapperStore):
     async def _build(self, root: str) -> Built:
         at = time.monotonic()
         self.stats["ncfiles.builds"] += 1
-        objects = _Objects(self.inner, root)
-        try:
-            ds = await run_blocking(read_dataset, objects)
-        except KeyNotFound:
-            return Built(at)
-        except NczfsError as exc:
-            if root not in self._logged:
-                self._logged.add(root)
-                log.warning("%r: no .nc file: %s", root or "/", exc)
-            return Built(at)
-        names = file_names(ds, self._name_of(root))
-        encodings = v3_encodings(ds, lambda k: objects.objects.get(k))
-        files = {name: group_file(ds, group, root, encodings) for name, group in names.items()}
-        listed: dict[str, ObjectInfo] = {}
-        arrays = {val.array for f in files.values() for val in f.values}
-        async with trio.open_nursery() as nursery:
-            for array in arrays:
-                nursery.start_soon(self._list_chunks, array, listed)
-        meta_mtime = max((i.mtime_ns for i in objects.infos), default=0)
-        folder = parent_of(root) if root else ""
-        built = Built(at)
-        for name, f in files.items():
-            key = join(folder, name)
-            for why in f.left_out:
-                if f"{key}: {why}" not in self._logged:
-                    self._logged.add(f"{key}: {why}")
-                    log.info("%s leaves out %s", key, why)
-            prefixes = tuple(v.array + "/" for v in f.values)
-            chunks = {k: i for k, i in listed.items() if k.startswith(prefixes) and not is_metadata_key(k)}
-            h = hashlib.sha1(f.layout.header)
-            for k in sorted(chunks):
-                h.update(f"\0{k}\0{chunks[k].etag}".encode())
-            mtime = max([meta_mtime, *(listed[k].mtime_ns for k in listed if k.startswith(prefixes))])
-            v = NcVersion(key, f, chunks, h.hexdigest(), mtime or time.time_ns())
-            built.files[name] = v
-            self._versions[(key, v.etag)] = v
-            self._versions.move_to_end((key, v.etag))
+        files = await build_files(self.inner, root, self._name_of(root), self._logged)
+        for v in files.values():
+            self._versions[(v.key, v.etag)] = v
+            self._versions.move_to_end((v.key, v.etag))
         while len(self._versions) > MAX_VERSIONS:
             self._versions.popitem(last=False)
-        return built
-
-    async def _list_chunks(self, prefix: str, out: dict[str, ObjectInfo]) -> None:
-        try:
-            entries = await self.inner.list_dir(prefix)
-        except KeyNotFound:
-            return
-        for e in entries:
-            key = join(prefix, e.name)
-            if e.is_dir:
-                await self._list_chunks(key, out)
-            elif e.info is not None:
-                out[key] = e.info
-            else:
-                try:
-                    out[key] = await self.inner.stat(key)
-                except KeyNotFound:
-                    pass
+        return Built(at, files)
 
     async def _listed_files(self, folder: str) -> dict[str, NcVersion]:
         """The files shown in ``folder``, by name."""
@@ -367,7 +231,7 @@ class NcFilesStore(WrapperStore):
             wanted.extend((i, val, idx) for idx in ncread.chunks_needed(val, e0, e1))
 
         async def one(i: int, val: Values, idx: tuple[int, ...]) -> None:
-            got[i][idx] = await self._chunk(v, val, idx)
+            got[i][idx] = await self._decoded.chunk(v, val, idx)
 
         if len(wanted) == 1:
             await one(*wanted[0])
@@ -379,77 +243,8 @@ class NcFilesStore(WrapperStore):
         for i, val, idx in wanted:
             last[id(val)] = (val, idx)
         for val, idx in last.values():
-            self._ahead(v, val, idx)
+            self._decoded.ahead(v, val, idx)
         return ncread.assemble(v.file, start, end, runs, got)
-
-    def _ahead(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> None:
-        """Decode the next chunks of the array in the background (a reader going through it)."""
-        grid = val.grid
-        nxt: tuple[int, ...] | None = idx
-        for _ in range(CHUNKS_AHEAD):
-            nxt = _next_index(nxt, grid) if nxt is not None else None
-            if nxt is None:
-                return
-            ident = _ident(v, val, nxt)
-            if ident is None or ident in self._decoded or ident in self._decoding:
-                continue
-            trio.lowlevel.spawn_system_task(self._quietly, v, val, nxt)
-
-    async def _quietly(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> None:
-        try:
-            await self._chunk(v, val, idx)
-        except Exception as exc:  # noqa: BLE001 - a background fetch; the reader's own fetch reports it
-            log.debug("fetch ahead of %s: %s", val.key_of(idx), exc)
-
-    async def _chunk(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> np.ndarray | None:
-        """Chunk ``idx`` of ``val``'s array as this version lists it, decoded (None: missing)."""
-        ident = _ident(v, val, idx)
-        if ident is None:
-            return None
-        while True:
-            if ident in self._decoded:
-                self._decoded.move_to_end(ident)
-                return self._decoded[ident]
-            waiting = self._decoding.get(ident)
-            if waiting is None:
-                break
-            await waiting.wait()
-            if ident not in self._decoded:  # that fetch failed: this reader tries again
-                continue
-        done = self._decoding[ident] = trio.Event()
-        try:
-            key = ident[0]
-            try:
-                raw = await self._stored(v, val, idx, key)
-            except KeyNotFound:
-                raw = None
-            arr = None
-            if raw is not None:
-                arr = await run_blocking(val.decode, raw, key)
-                self.stats["ncfiles.chunks-decoded"] += 1
-            self._keep(ident, arr)
-            return arr
-        finally:
-            del self._decoding[ident]
-            done.set()
-
-    async def _stored(self, v: NcVersion, val: Values, idx: tuple[int, ...], key: str) -> bytes | None:
-        """The stored bytes of chunk ``idx`` (a sharded array's: its byte range of shard ``key``,
-        found through the shard's indexes, read once per shard version); None: missing."""
-        info = v.chunks[key]
-        if val.shards is None:
-            return await self.inner.get_version(key, None, info.etag or None)
-        loc = await val.shards.locate_in(self.inner, self._indexes, idx, key, info)
-        if loc is None:
-            return None
-        return await self.inner.get_version(key, ByteRange(loc.start, loc.end), info.etag or None)
-
-    def _keep(self, ident: tuple, arr: np.ndarray | None) -> None:
-        self._decoded[ident] = arr
-        self._decoded_bytes += arr.nbytes if arr is not None else 0
-        while self._decoded_bytes > self.decoded_limit and len(self._decoded) > 1:
-            _, old = self._decoded.popitem(last=False)
-            self._decoded_bytes -= old.nbytes if old is not None else 0
 
     # -- writes: the files are read-only; a write into a dataset makes its files new ----------------
 

@@ -1,0 +1,128 @@
+"""The .nc files of one dataset as of now (NcFilesStore): each file's layout, the versions of
+the chunks it is read from, its version tag (a hash of the header and of every chunk's version)
+and mtime (the newest of theirs)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+import trio
+
+from nczfs.errors import KeyNotFound, NczfsError
+from nczfs.nczarr.ncfile import GroupFile, file_names, group_file, v3_encodings
+from nczfs.nczarr.read import read_dataset
+from nczfs.nczarr.validate import is_metadata_key
+from nczfs.store.base import ObjectInfo, Store, join, parent_of
+from nczfs.threads import run_blocking
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class NcVersion:
+    """One version of one ``.nc`` file."""
+
+    key: str
+    file: GroupFile
+    #: store key -> what the listing said of every chunk (shard) of the file's arrays that exists
+    chunks: dict[str, ObjectInfo]
+    etag: str
+    mtime_ns: int
+
+    def info(self) -> ObjectInfo:
+        return ObjectInfo(self.key, self.file.layout.size, self.mtime_ns, self.etag)
+
+
+@dataclass
+class Built:
+    at: float
+    #: file name -> its current version
+    files: dict[str, NcVersion] = field(default_factory=dict)
+
+
+class _Objects:
+    """The reader's objects (:class:`nczfs.nczarr.read.Objects`), fetched from a worker thread
+    through the trio thread; the infos of what it lists are kept."""
+
+    def __init__(self, store: Store, root: str):
+        self.store, self.root = store, root
+        self.objects: dict[str, bytes] = {}
+        self.infos: list[ObjectInfo] = []
+
+    def _full(self, key: str) -> str:
+        return join(self.root, key) if key else self.root
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            data = trio.from_thread.run(self.store.get, self._full(key))
+        except KeyNotFound:
+            return None
+        self.objects[key] = data
+        return data
+
+    def children(self, prefix: str) -> list[str]:
+        try:
+            entries = trio.from_thread.run(self.store.list_dir, self._full(prefix))
+        except KeyNotFound:
+            return []
+        self.infos.extend(e.info for e in entries if e.info is not None)
+        return [e.name for e in entries]
+
+
+async def build_files(inner: Store, root: str, name: str, logged: set[str]) -> dict[str, NcVersion]:
+    """The files of the dataset at ``root`` by file name, named after ``name`` (what was left out
+    of them, and why there are none, logged once: ``logged`` holds what was)."""
+    objects = _Objects(inner, root)
+    try:
+        ds = await run_blocking(read_dataset, objects)
+    except KeyNotFound:
+        return {}
+    except NczfsError as exc:
+        if root not in logged:
+            logged.add(root)
+            log.warning("%r: no .nc file: %s", root or "/", exc)
+        return {}
+    encodings = v3_encodings(ds, lambda k: objects.objects.get(k))
+    files = {fname: group_file(ds, group, root, encodings) for fname, group in file_names(ds, name).items()}
+    listed: dict[str, ObjectInfo] = {}
+    async with trio.open_nursery() as nursery:
+        for array in {val.array for f in files.values() for val in f.values}:
+            nursery.start_soon(_list_chunks, inner, array, listed)
+    meta_mtime = max((i.mtime_ns for i in objects.infos), default=0)
+    folder = parent_of(root) if root else ""
+    return {fname: _version(join(folder, fname), f, listed, meta_mtime, logged) for fname, f in files.items()}
+
+
+def _version(key: str, f: GroupFile, listed: dict[str, ObjectInfo], meta_mtime: int, logged: set[str]) -> NcVersion:
+    for why in f.left_out:
+        if f"{key}: {why}" not in logged:
+            logged.add(f"{key}: {why}")
+            log.info("%s leaves out %s", key, why)
+    prefixes = tuple(v.array + "/" for v in f.values)
+    chunks = {k: i for k, i in listed.items() if k.startswith(prefixes) and not is_metadata_key(k)}
+    h = hashlib.sha1(f.layout.header)
+    for k in sorted(chunks):
+        h.update(f"\0{k}\0{chunks[k].etag}".encode())
+    mtime = max([meta_mtime, *(listed[k].mtime_ns for k in listed if k.startswith(prefixes))])
+    return NcVersion(key, f, chunks, h.hexdigest(), mtime or time.time_ns())
+
+
+async def _list_chunks(inner: Store, prefix: str, out: dict[str, ObjectInfo]) -> None:
+    try:
+        entries = await inner.list_dir(prefix)
+    except KeyNotFound:
+        return
+    for e in entries:
+        key = join(prefix, e.name)
+        if e.is_dir:
+            await _list_chunks(inner, key, out)
+        elif e.info is not None:
+            out[key] = e.info
+        else:
+            try:
+                out[key] = await inner.stat(key)
+            except KeyNotFound:
+                pass
