@@ -39,6 +39,16 @@ def _rel(folder: str, key: str) -> str:
     return key[len(folder) + 1:] if folder else key
 
 
+def _put(entries: dict, rel: str, value: Any, remove: bool) -> bool:
+    """``value`` (or nothing) as ``entries[rel]``; has that changed them?"""
+    if remove:
+        return entries.pop(rel, None) is not None
+    if entries.get(rel) == value:
+        return False
+    entries[rel] = value
+    return True
+
+
 class ConsolidatingStore(WrapperStore):
     def __init__(self, inner: Store, on_change: Callable[[str], None] | None = None):
         super().__init__(inner)
@@ -62,39 +72,33 @@ class ConsolidatingStore(WrapperStore):
         name = key.rpartition("/")[2]
         if name in V2_ENTRIES:
             async with self._lock:
-                for folder in [parent_of(key), *_ancestors(key)]:
-                    zkey = join(folder, ".zmetadata")
-                    meta = await self._json(zkey)
-                    if not isinstance(meta, dict) or not isinstance(meta.get("metadata"), dict):
-                        continue
-                    rel = _rel(folder, key)
-                    entries = meta["metadata"]
-                    if remove:
-                        if entries.pop(rel, None) is None:
-                            continue
-                    elif entries.get(rel) == value:
-                        continue
-                    else:
-                        entries[rel] = value
-                    await self._store(zkey, json.dumps(meta, indent=4, sort_keys=True).encode())
-                    log.debug("%s: entry %s updated", zkey, rel)
+                await self._update_v2(key, value, remove)
         elif name == "zarr.json":
             async with self._lock:
-                for folder in _ancestors(key):
-                    zkey = join(folder, "zarr.json")
-                    node = await self._json(zkey)
-                    cm = node.get("consolidated_metadata") if isinstance(node, dict) else None
-                    if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
-                        continue
-                    rel = _rel(folder, parent_of(key))
-                    if remove:
-                        if cm["metadata"].pop(rel, None) is None:
-                            continue
-                    elif cm["metadata"].get(rel) == value:
-                        continue
-                    else:
-                        cm["metadata"][rel] = value
-                    await self._store(zkey, json.dumps(node, indent=2).encode())
+                await self._update_v3(key, value, remove)
+
+    async def _update_v2(self, key: str, value: Any, remove: bool) -> None:
+        """The entry in each ``.zmetadata`` at or above ``key``'s folder."""
+        for folder in [parent_of(key), *_ancestors(key)]:
+            zkey = join(folder, ".zmetadata")
+            meta = await self._json(zkey)
+            if not isinstance(meta, dict) or not isinstance(meta.get("metadata"), dict):
+                continue
+            rel = _rel(folder, key)
+            if _put(meta["metadata"], rel, value, remove):
+                await self._store(zkey, json.dumps(meta, indent=4, sort_keys=True).encode())
+                log.debug("%s: entry %s updated", zkey, rel)
+
+    async def _update_v3(self, key: str, value: Any, remove: bool) -> None:
+        """The entry in the ``consolidated_metadata`` of each ``zarr.json`` above ``key``'s node."""
+        for folder in _ancestors(key):
+            zkey = join(folder, "zarr.json")
+            node = await self._json(zkey)
+            cm = node.get("consolidated_metadata") if isinstance(node, dict) else None
+            if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
+                continue
+            if _put(cm["metadata"], _rel(folder, parent_of(key)), value, remove):
+                await self._store(zkey, json.dumps(node, indent=2).encode())
 
     async def _after_write(self, key: str, data: bytes) -> None:
         try:

@@ -155,10 +155,18 @@ def same(a: Any, b: Any) -> bool:
         return a is b
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
+    items = _same_items(a, b)
+    if items is not None:
+        return items
+    if type(a) in (int, float) and type(b) in (int, float):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def _same_items(a: Any, b: Any) -> bool | None:
+    """For two objects or two arrays: do they hold the same? (None: they are not two of a kind.)"""
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if type(a) in (int, float) and type(b) in (int, float):
-        return a == b
-    return type(a) is type(b) and a == b
+    return None

@@ -77,25 +77,34 @@ def parse(codecs: list[Any]) -> Sharding | str:
     """The sharding of a Zarr v3 codec list that is one ``sharding_indexed`` codec (nested ones
     inside it), or why views cannot show it."""
     levels: list[Level] = []
-    shape: tuple[int, ...] | None = None
+    shape: tuple[int, ...] = ()
     while len(codecs) == 1 and isinstance(codecs[0], dict) and codecs[0].get("name") == "sharding_indexed":
         conf = codecs[0].get("configuration") or {}
-        inner = tuple(conf.get("chunk_shape") or ())
-        index = [c if isinstance(c, dict) else {"name": c} for c in conf.get("index_codecs") or
-                 [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]]
-        names = [c.get("name") for c in index]
-        if names not in (["bytes"], ["bytes", "crc32c"]):
-            return f"a shard index with codecs {names} (views read bytes and crc32c)"
-        endian = (index[0].get("configuration") or {}).get("endian", "little")
-        location = conf.get("index_location", "end")
-        if location not in ("start", "end") or not inner:
-            return f"sharding_indexed configuration {conf!r} is not one views read"
-        levels.append(Level(shape or (), inner, endian, names[-1] == "crc32c", location == "end"))
-        shape = inner
+        level = _level(conf, shape)
+        if isinstance(level, str):
+            return level
+        levels.append(level)
+        shape = level.inner
         codecs = list(conf.get("codecs") or [])
     if not levels:
         return "no sharding"
     return Sharding(tuple(levels), tuple(c if isinstance(c, dict) else {"name": c} for c in codecs))
+
+
+def _level(conf: dict, shape: tuple[int, ...]) -> Level | str:
+    """One ``sharding_indexed`` level of shards of ``shape`` (of the level above; ``()`` for the
+    outermost), or why views cannot read it."""
+    inner = tuple(conf.get("chunk_shape") or ())
+    index = [c if isinstance(c, dict) else {"name": c} for c in conf.get("index_codecs") or
+             [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]]
+    names = [c.get("name") for c in index]
+    if names not in (["bytes"], ["bytes", "crc32c"]):
+        return f"a shard index with codecs {names} (views read bytes and crc32c)"
+    endian = (index[0].get("configuration") or {}).get("endian", "little")
+    location = conf.get("index_location", "end")
+    if location not in ("start", "end") or not inner:
+        return f"sharding_indexed configuration {conf!r} is not one views read"
+    return Level(shape, inner, endian, names[-1] == "crc32c", location == "end")
 
 
 def with_shard_shape(sharding: Sharding, shard_shape: tuple[int, ...]) -> Sharding | str:

@@ -86,16 +86,8 @@ class ValidatingStore(WrapperStore):
         Only what the store already declares is checked: a group whose NCZarr metadata is not
         written yet does not make a reference invalid (writers store objects in any order).
         """
-        prefix, name = parent_of(key), key.rpartition("/")[2]
-        refs = dimension_refs(value)
-        if name == ".zarray":
-            shape = value.get("shape")
-            for other in (".zattrs", ".nczarray", ".nczvar"):
-                if refs is None:
-                    refs = dimension_refs(await self._json(join(prefix, other)))
-        else:
-            zarray = await self._json(join(prefix, ".zarray")) if refs else None
-            shape = zarray.get("shape") if isinstance(zarray, dict) else None
+        prefix = parent_of(key)
+        refs, shape = await self._refs_and_shape(key, value)
         if not refs or not isinstance(shape, list):
             return []
         if len(refs) != len(shape):
@@ -103,6 +95,22 @@ class ValidatingStore(WrapperStore):
         root = await self.dataset_root(prefix)
         if root is None:
             return []
+        return await self._ref_errors(root, refs, shape)
+
+    async def _refs_and_shape(self, key: str, value: Any) -> tuple[list[str] | None, Any]:
+        """The array's dimension references and shape, from ``value`` (object ``key``) and the
+        array's other objects in the store."""
+        prefix, name = parent_of(key), key.rpartition("/")[2]
+        refs = dimension_refs(value)
+        if name == ".zarray":
+            for other in (".zattrs", ".nczarray", ".nczvar"):
+                if refs is None:
+                    refs = dimension_refs(await self._json(join(prefix, other)))
+            return refs, value.get("shape")
+        zarray = await self._json(join(prefix, ".zarray")) if refs else None
+        return refs, zarray.get("shape") if isinstance(zarray, dict) else None
+
+    async def _ref_errors(self, root: str, refs: list[str], shape: list) -> list[str]:
         errors = []
         for ref, size in zip(refs, shape):
             gpath, _, dim = ref.rpartition("/")
