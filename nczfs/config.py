@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
+from typing import Callable
 
 from nczfs.errors import SourceError
 from nczfs.source import Source
@@ -221,121 +222,6 @@ def storage_class(value: str) -> str:
     return cls
 
 
-def parse_options(opts: list[str]) -> dict[str, object]:
-    """``-o`` strings (each a comma list) to MountConfig field values; unknown keys are an error."""
-    out: dict[str, object] = {}
-    for chunk in opts:
-        for item in chunk.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            key, eq, value = item.partition("=")
-            key = key.strip().replace("-", "_")
-            # and userspace options (x-systemd.*, x-gvfs-*: libmount's "x-" convention)
-            if key in IGNORED_OPTIONS or key.startswith("x_"):
-                continue
-            if key in ("ro", "read_only"):
-                out["read_only"] = True
-            elif key == "allow_other":
-                out["allow_other"] = True
-            elif key == "nonempty" and not eq:
-                out["nonempty"] = True
-            elif key == "debug" and not eq:
-                out["log_level"] = "trace"
-            elif key == "log_level" and eq:
-                out["log_level"] = log_level(value)
-            elif key == "log_format" and eq:
-                out["log_format"] = log_format(value)
-            elif key == "direct_io" and not eq:
-                out["direct_io"] = True
-            elif key in ("uid", "gid") and eq:
-                out[key] = _int(key, value)
-            elif key == "umask" and eq:
-                out["umask"] = _int(key, value, 8)
-            elif key == "metadata_ttl" and eq:
-                out["metadata_ttl"] = _float(key, value)
-            elif key == "cache_size" and eq:
-                out["cache_size"] = parse_size(key, value)
-            elif key == "write_memory" and eq:
-                out["write_memory"] = parse_size(key, value)
-            elif key == "cache_dir" and eq and value:
-                out["cache_dir"] = os.path.abspath(value)
-            elif key == "cache_dir_size" and eq:
-                out["cache_dir_size"] = parse_size(key, value)
-            elif key == "read_ahead_kb" and eq:
-                out["read_ahead_kb"] = _int(key, value)
-            elif key == "prefetch_siblings" and eq:
-                out["prefetch_siblings"] = _count(key, value)
-            elif key == "list_tree_keys" and eq:
-                out["list_tree_keys"] = _count(key, value)
-            elif key == "allow_root" and eq and value:
-                out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))  # type: ignore[misc]
-            elif key in ("endpoint_url", "url", "profile", "region") and eq and value:
-                out["endpoint_url" if key == "url" else key] = value  # url=: s3fs's name
-            elif key == "use_path_request_style" and not eq:  # s3fs's name
-                out["path_style"] = True
-            elif key == "nc_files" and not eq:
-                out["nc_files"] = True
-            elif key in ("no_sign_request", "anon") and not eq:
-                out["no_sign_request"] = True
-            elif key == "retries" and eq:
-                out["retries"] = _count(key, value)
-            elif key in ("connect_timeout", "read_timeout") and eq:
-                out[key] = _positive(key, value)
-            elif key == "requester_pays" and not eq:
-                out["requester_pays"] = True
-            elif key == "sse" and eq:
-                out["sse"] = sse_mode(value)
-            elif key == "sse_kms_key_id" and eq and value:
-                out["sse_kms_key_id"] = value
-                out.setdefault("sse", "aws:kms")
-            elif key == "storage_class" and eq:
-                out["storage_class"] = storage_class(value)
-            elif key == "google_application_credentials" and eq and value:
-                out[key] = os.path.abspath(value)
-            elif key == "azure_storage_account" and eq and value:
-                out[key] = value
-            elif key == "posix_meta" and not eq:
-                out["posix_meta"] = True
-            elif key == "zip_layout" and value in ("flat", "netcdf"):
-                out["zip_layout"] = value
-            elif key == "validate" and eq:
-                out["validate"] = validate_mode(value)
-            elif key == "present" and eq:
-                out["present"] = present_view(value)
-            elif key == "transcode" and eq:
-                out["transcode"] = transcode_mode(value)
-            elif key == "metrics" and eq:
-                out["metrics"] = metrics_address(value)
-            elif key in ICECHUNK_OPTIONS and eq and value:
-                _icechunk_option(out, key, value)
-            elif key == "log_file" and eq:
-                out["log_file"] = os.path.abspath(value)
-            elif _is_option_key(key):
-                raise SourceError(f"-o {item}: not a valid value for {key}" if eq else f"-o {key}: needs a value")
-            else:
-                raise SourceError(f"-o {item}: unknown mount option")
-    return out
-
-
-ICECHUNK_OPTIONS = frozenset({"branch", "tag", "snapshot", "commit_message", "virtual_chunk_container"})
-
-
-def _icechunk_option(out: dict[str, object], key: str, value: str) -> None:
-    if key == "virtual_chunk_container":
-        out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]
-        return
-    if key in ("branch", "tag", "snapshot") and any(k in out for k in ("branch", "tag", "snapshot") if k != key):
-        raise SourceError(f"-o {key}={value}: choose one of branch=, tag= and snapshot=")
-    out[key] = value
-
-
-def _is_option_key(key: str) -> bool:
-    """A key that names a mount option (a MountConfig field, or one item of a tuple field)."""
-    fields = {f.name for f in dataclasses.fields(MountConfig)} - {"source", "mountpoint", "foreground", "spill_threshold"}
-    return key in fields or key + "s" in fields
-
-
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
@@ -350,6 +236,147 @@ def parse_size(key: str, value: str) -> int:
     if not 0 <= n < 2**62:
         raise SourceError(f"{key}={value}: must be a non-negative size")
     return int(n * _UNITS[unit])
+
+
+def parse_options(opts: list[str]) -> dict[str, object]:
+    """``-o`` strings (each a comma list) to MountConfig field values; unknown keys are an error."""
+    out: dict[str, object] = {}
+    for chunk in opts:
+        for item in chunk.split(","):
+            item = item.strip()
+            if item:
+                _option(out, item)
+    return out
+
+
+def _option(out: dict[str, object], item: str) -> None:
+    """One ``key[=value]`` item into ``out`` (OPTIONS says how), or a clear error."""
+    key, eq, value = item.partition("=")
+    key = key.strip().replace("-", "_")
+    # and userspace options (x-systemd.*, x-gvfs-*: libmount's "x-" convention)
+    if key in IGNORED_OPTIONS or key.startswith("x_"):
+        return
+    rule = OPTIONS.get(key)
+    if rule is not None and rule[0](bool(eq), value):
+        rule[1](out, key, value)
+    elif _is_option_key(key):
+        raise SourceError(f"-o {item}: not a valid value for {key}" if eq else f"-o {key}: needs a value")
+    else:
+        raise SourceError(f"-o {item}: unknown mount option")
+
+
+Applies = Callable[[bool, str], bool]
+Apply = Callable[[dict, str, str], None]
+
+
+def _any(eq: bool, value: str) -> bool:
+    return True
+
+
+def _flag(eq: bool, value: str) -> bool:
+    return not eq
+
+
+def _valued(eq: bool, value: str) -> bool:
+    return eq
+
+
+def _nonempty(eq: bool, value: str) -> bool:
+    return eq and bool(value)
+
+
+def _const(field: str, v: object) -> Apply:
+    def apply(out: dict, key: str, value: str) -> None:
+        out[field] = v
+    return apply
+
+
+def _to(field: str | None, convert: Callable[[str, str], object] = lambda key, value: value) -> Apply:
+    """Set ``field`` (None: the key's own) to ``convert(key, value)``."""
+    def apply(out: dict, key: str, value: str) -> None:
+        out[field or key] = convert(key, value)
+    return apply
+
+
+def _abspath(key: str, value: str) -> str:
+    return os.path.abspath(value)
+
+
+def _allow_root(out: dict, key: str, value: str) -> None:
+    out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))
+
+
+def _kms_key(out: dict, key: str, value: str) -> None:
+    out["sse_kms_key_id"] = value
+    out.setdefault("sse", "aws:kms")
+
+
+def _icechunk_option(out: dict[str, object], key: str, value: str) -> None:
+    if key == "virtual_chunk_container":
+        out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]
+        return
+    if key in ("branch", "tag", "snapshot") and any(k in out for k in ("branch", "tag", "snapshot") if k != key):
+        raise SourceError(f"-o {key}={value}: choose one of branch=, tag= and snapshot=")
+    out[key] = value
+
+
+ICECHUNK_OPTIONS = frozenset({"branch", "tag", "snapshot", "commit_message", "virtual_chunk_container"})
+
+#: every -o key: (whether it applies, given whether it has ``=`` and its value; what it sets).
+#: A key that does not apply is an error naming the key (OPTION_HELP documents them)
+OPTIONS: dict[str, tuple[Applies, Apply]] = {
+    "ro": (_any, _const("read_only", True)),
+    "read_only": (_any, _const("read_only", True)),
+    "allow_other": (_any, _const("allow_other", True)),
+    "nonempty": (_flag, _const("nonempty", True)),
+    "debug": (_flag, _const("log_level", "trace")),
+    "log_level": (_valued, _to("log_level", lambda key, value: log_level(value))),
+    "log_format": (_valued, _to("log_format", lambda key, value: log_format(value))),
+    "direct_io": (_flag, _const("direct_io", True)),
+    "uid": (_valued, _to(None, _int)),
+    "gid": (_valued, _to(None, _int)),
+    "umask": (_valued, _to("umask", lambda key, value: _int(key, value, 8))),
+    "metadata_ttl": (_valued, _to("metadata_ttl", _float)),
+    "cache_size": (_valued, _to("cache_size", parse_size)),
+    "write_memory": (_valued, _to("write_memory", parse_size)),
+    "cache_dir": (_nonempty, _to("cache_dir", _abspath)),
+    "cache_dir_size": (_valued, _to("cache_dir_size", parse_size)),
+    "read_ahead_kb": (_valued, _to("read_ahead_kb", _int)),
+    "prefetch_siblings": (_valued, _to("prefetch_siblings", _count)),
+    "list_tree_keys": (_valued, _to("list_tree_keys", _count)),
+    "allow_root": (_nonempty, _allow_root),
+    "endpoint_url": (_nonempty, _to("endpoint_url")),
+    "url": (_nonempty, _to("endpoint_url")),  # s3fs's name
+    "profile": (_nonempty, _to("profile")),
+    "region": (_nonempty, _to("region")),
+    "use_path_request_style": (_flag, _const("path_style", True)),  # s3fs's name
+    "nc_files": (_flag, _const("nc_files", True)),
+    "no_sign_request": (_flag, _const("no_sign_request", True)),
+    "anon": (_flag, _const("no_sign_request", True)),
+    "retries": (_valued, _to("retries", _count)),
+    "connect_timeout": (_valued, _to(None, _positive)),
+    "read_timeout": (_valued, _to(None, _positive)),
+    "requester_pays": (_flag, _const("requester_pays", True)),
+    "sse": (_valued, _to("sse", lambda key, value: sse_mode(value))),
+    "sse_kms_key_id": (_nonempty, _kms_key),
+    "storage_class": (_valued, _to("storage_class", lambda key, value: storage_class(value))),
+    "google_application_credentials": (_nonempty, _to(None, _abspath)),
+    "azure_storage_account": (_nonempty, _to(None)),
+    "posix_meta": (_flag, _const("posix_meta", True)),
+    "zip_layout": (lambda eq, value: value in ("flat", "netcdf"), _to("zip_layout")),
+    "validate": (_valued, _to("validate", lambda key, value: validate_mode(value))),
+    "present": (_valued, _to("present", lambda key, value: present_view(value))),
+    "transcode": (_valued, _to("transcode", lambda key, value: transcode_mode(value))),
+    "metrics": (_valued, _to("metrics", lambda key, value: metrics_address(value))),
+    **{k: (_nonempty, _icechunk_option) for k in sorted(ICECHUNK_OPTIONS)},
+    "log_file": (_valued, _to("log_file", _abspath)),
+}
+
+
+def _is_option_key(key: str) -> bool:
+    """A key that names a mount option (a MountConfig field, or one item of a tuple field)."""
+    fields = {f.name for f in dataclasses.fields(MountConfig)} - {"source", "mountpoint", "foreground", "spill_threshold"}
+    return key in fields or key + "s" in fields
 
 
 #: metadata TTL when none is given: other clients may change a writable S3 prefix at any
