@@ -88,9 +88,24 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     if not text or not text.strip():
         raise SourceError("empty SOURCE")
     cwd = cwd or os.getcwd()
+    body, params, scheme, parts = _split(text)
+    modes = _modes(params, text)
+    chosen = _map_from_modes(modes, text)
+    if scheme and scheme not in ("file", "reference"):
+        return _url_source(scheme, parts, modes, chosen, params, text, cwd)
+    if scheme == "reference":  # reference://path/refs.json
+        if chosen not in (None, "reference"):
+            raise SourceError(f"{text}: reference:// URLs name a reference set; mode names {chosen}")
+        chosen = "reference"
+    return _local_source(scheme, parts, body, chosen, modes, params, text, cwd)
+
+
+def _split(text: str):  # type: ignore[no-untyped-def]
+    """(the SOURCE without its [k=v] prefix and #fragment, the parameters of both, the URL's
+    scheme or "", the URL's parts or None)."""
     body, params = split_bracket_prefix(text.strip())
     scheme = body.split(":", 1)[0].lower() if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", body) else ""
-
+    parts = None
     if scheme:
         try:
             parts = urlsplit(body)
@@ -103,40 +118,46 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
         body, _, frag = body.partition("#")
         for k, v in parse_fragment(frag).items():
             params.setdefault(k, v)
-    modes = _modes(params, text)
-    chosen = _map_from_modes(modes, text)
+    return body, params, scheme, parts
 
+
+def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,  # type: ignore[no-untyped-def]
+                params: dict[str, str], text: str, cwd: str) -> Source:
+    """A source named by a URL other than file:// and reference://."""
     if scheme == "memory":
         if chosen not in (None,):
             raise SourceError(f"{text}: mode {', '.join(sorted(modes & set(MAP_MODES)))} does not fit memory://")
         return Source("memory", parts.netloc + parts.path, modes, params, text)
     if scheme in ("http", "https") and not _is_s3_http(parts.hostname or "", modes):
-        if chosen is not None:
-            raise SourceError(f"{text}: mode {chosen} does not fit a web server's URL (S3 endpoints need mode=s3)")
-        if (azure := azure_https_location(text)) is not None:
-            return Source("azure", azure, modes, params, text)
-        return Source("http", text.split("#", 1)[0].rstrip("/"), modes, params, text)
+        return _web_source(chosen, modes, params, text)
     if scheme in ("s3", "gs3", "http", "https"):
-        backend = "s3"
         if chosen not in (None, "s3"):
             word = ",".join(sorted(m for m in modes if MAP_MODES.get(m) == chosen))
             raise SourceError(f"{text}: mode {word} contradicts the URL: {scheme}:// URLs are S3 sources")
         loc = parse_s3_url(text)
-        return Source(backend, f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text)
+        return Source("s3", f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text)
     if scheme in CLOUD_SCHEMES:
         if chosen is not None:
             raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")
         return Source(CLOUD_SCHEMES[scheme], parse_cloud_url(text).location, modes, params, text)
     if scheme.startswith("icechunk"):
         return _icechunk_source(scheme, parts, modes, params, text, cwd)
-    if scheme == "reference":  # reference://path/refs.json
-        if chosen not in (None, "reference"):
-            raise SourceError(f"{text}: reference:// URLs name a reference set; mode names {chosen}")
-        chosen = "reference"
-    elif scheme and scheme != "file":
-        raise SourceError(f"{text}: unsupported URL scheme {scheme!r} "
-                          "(use a path, file://, s3://, gs://, az://, abfs:// or https://)")
+    raise SourceError(f"{text}: unsupported URL scheme {scheme!r} "
+                      "(use a path, file://, s3://, gs://, az://, abfs:// or https://)")
 
+
+def _web_source(chosen: str | None, modes: frozenset[str], params: dict[str, str], text: str) -> Source:
+    """An http(s) URL that is no S3 endpoint: Azure's blob host, else a web server's Zarr."""
+    if chosen is not None:
+        raise SourceError(f"{text}: mode {chosen} does not fit a web server's URL (S3 endpoints need mode=s3)")
+    if (azure := azure_https_location(text)) is not None:
+        return Source("azure", azure, modes, params, text)
+    return Source("http", text.split("#", 1)[0].rstrip("/"), modes, params, text)
+
+
+def _local_source(scheme: str, parts, body: str, chosen: str | None, modes: frozenset[str],  # type: ignore[no-untyped-def]
+                  params: dict[str, str], text: str, cwd: str) -> Source:
+    """A path, file:// or reference:// URL: a directory, zip archive or reference set."""
     if scheme in ("file", "reference"):
         path = unquote(parts.path)
         if parts.netloc and parts.netloc != "localhost":
