@@ -33,7 +33,7 @@ from nczfs import logs
 from nczfs.control import NotAnNczfsMount, read_control
 from nczfs.errors import SourceError
 from nczfs.mounts import kernel_path, topmost
-from nczfs.source import parse_source
+from nczfs.source import Source, parse_source
 from nczfs.umount import UnmountError, store_pending, terminal, unmount
 
 log = logging.getLogger("nczfs")
@@ -247,6 +247,43 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         values["read_only"] = True
     if source.backend != "icechunk" and (given := sorted(ICECHUNK_OPTIONS & {k.rstrip("s") for k in values})):
         raise UsageError(f"-o {given[0]}: an option of Icechunk sources (icechunk:// or icechunk+s3://)")
+    _logging_flags(args, values)
+    _ttl_flags(args, values, source.backend)
+    _cache_flags(args, values)
+    _layer_flags(args, values)
+    if source.backend == "directory" and not os.path.isdir(source.location):
+        raise UsageError(f"{args.source}: {source.location} is not a directory")
+    _check_memory(values)
+    mountpoint = _check_mountpoint(args.mountpoint, bool(values.get("nonempty")))
+    _check_not_inside(source, mountpoint)
+    if "cache_dir" in values:
+        values["cache_dir"] = _check_cache_dir(values["cache_dir"], mountpoint)  # type: ignore[arg-type]
+    foreground = args.foreground or args.systemd
+    return MountConfig(source=source, mountpoint=mountpoint, foreground=foreground, **values)  # type: ignore[arg-type]
+
+
+def _layer_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
+    """--log-file, --validate, --present, --nc-files over what -o said."""
+    if args.log_file:
+        values["log_file"] = os.path.abspath(args.log_file)
+    if args.validate is not None:
+        values["validate"] = validate_mode(args.validate)
+    if args.present is not None:
+        values["present"] = present_view(args.present)
+    if getattr(args, "nc_files", False):
+        values["nc_files"] = True
+
+
+def _check_not_inside(source: Source, mountpoint: str) -> None:
+    real_source = os.path.realpath(source.location)
+    if source.backend == "directory" and (
+        mountpoint == real_source or mountpoint.startswith(real_source.rstrip("/") + "/")
+    ):
+        raise UsageError(f"{mountpoint}: the mount point must not lie inside the source directory")
+
+
+def _logging_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
+    """--log-level (or -d, -v, -q), --log-format, --metrics over what -o said."""
     if args.log_level:
         values["log_level"] = args.log_level
     elif args.debug or args.verbose >= 2:
@@ -259,12 +296,20 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         values["log_format"] = args.log_format
     if args.metrics:
         values["metrics"] = metrics_address(args.metrics)
+
+
+def _ttl_flags(args: argparse.Namespace, values: dict[str, object], backend: str) -> None:
+    """--metadata-ttl, else -o metadata_ttl=, else the backend's default."""
     if args.metadata_ttl is not None:
         if args.metadata_ttl < 0:
             raise UsageError("--metadata-ttl must not be negative")
         values["metadata_ttl"] = args.metadata_ttl
     if "metadata_ttl" not in values:
-        values["metadata_ttl"] = default_metadata_ttl(source.backend, bool(values.get("read_only")))
+        values["metadata_ttl"] = default_metadata_ttl(backend, bool(values.get("read_only")))
+
+
+def _cache_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
+    """--cache-size, --write-memory, --cache-dir, --cache-dir-size over what -o said."""
     if args.cache_size is not None:
         values["cache_size"] = parse_size("--cache-size", args.cache_size)
     if args.write_memory is not None:
@@ -275,27 +320,6 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
         values["cache_dir_size"] = parse_size("--cache-dir-size", args.cache_dir_size)
     if "cache_dir_size" in values and "cache_dir" not in values:
         raise UsageError("--cache-dir-size needs --cache-dir")
-    if args.log_file:
-        values["log_file"] = os.path.abspath(args.log_file)
-    if args.validate is not None:
-        values["validate"] = validate_mode(args.validate)
-    if args.present is not None:
-        values["present"] = present_view(args.present)
-    if getattr(args, "nc_files", False):
-        values["nc_files"] = True
-    if source.backend == "directory" and not os.path.isdir(source.location):
-        raise UsageError(f"{args.source}: {source.location} is not a directory")
-    _check_memory(values)
-    mountpoint = _check_mountpoint(args.mountpoint, bool(values.get("nonempty")))
-    real_source = os.path.realpath(source.location)
-    if source.backend == "directory" and (
-        mountpoint == real_source or mountpoint.startswith(real_source.rstrip("/") + "/")
-    ):
-        raise UsageError(f"{mountpoint}: the mount point must not lie inside the source directory")
-    if "cache_dir" in values:
-        values["cache_dir"] = _check_cache_dir(values["cache_dir"], mountpoint)  # type: ignore[arg-type]
-    foreground = args.foreground or args.systemd
-    return MountConfig(source=source, mountpoint=mountpoint, foreground=foreground, **values)  # type: ignore[arg-type]
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
