@@ -2,7 +2,7 @@
 
 ``emit(ds, view)`` returns ``{key: bytes}`` for every metadata object of the view (keys
 relative to the dataset root) and the arrays it had to leave out, each with its reason.
-Chunks are never rewritten: for arrays read from Zarr v3, :func:`v3_chunk_prefix` says where
+Chunks are never rewritten: for arrays read from Zarr v3, :func:`nczfs.nczarr.v2form.v3_chunk_prefix` says where
 their chunks live. Views (NCZARR_FORMATS.md section 8):
 
 * ``netcdf-4.10``: V2-ZA, what netCDF-C 4.9.3 and later read;
@@ -10,6 +10,9 @@ their chunks live. Views (NCZARR_FORMATS.md section 8):
 * ``netcdf-4.9``: V2-UC (upper-case keys), what 4.8.1 and 4.9.0 read (Debian's 4.9.0 ignores
   compressors and byte order, so compressed and big-endian arrays are left out there);
 * ``xarray``: pure Zarr v2 with ``_ARRAY_DIMENSIONS`` on every array, no NCZarr keys.
+
+Before writing, :mod:`nczfs.nczarr.viewshape` readies the model for the view (what it hides,
+where its reader puts dimensions) and :mod:`nczfs.nczarr.recoding` plans recoded chunks.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from nczfs.nczarr.viewshape import (
     scalars_on_a_dimension,
     strings_as_chars,
 )
+
 
 def attr_dtype(nctype: str, view: str) -> str | None:
     if nctype == "char":
@@ -204,7 +208,7 @@ def emit(ds: Dataset, view: str, reader: bool = True, transcode: str = "auto", f
     ``reader``: as shown to the view's reader (chunks it cannot take as stored are shown otherwise,
     said in ``layouts``); else as the view's flavor stores ``ds`` (a translation back into it),
     where such arrays are left out. ``facts``: by path, what scans of arrays' chunks found (see
-    :func:`recode`)."""
+    :func:`nczfs.nczarr.recoding.recode`)."""
     from_v3 = ds.flavor == "zarr-v3"
     facts = facts or {}
     layouts = layouts if layouts is not None else Layouts()
