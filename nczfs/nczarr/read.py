@@ -24,6 +24,7 @@ from nczfs.nczarr.validate import check_zarray
 from nczfs.nczarr.values import attr_value, fill_value, infer_type, int_list, is_hidden_attr
 from nczfs.store.base import SyncStore, join
 
+
 class Objects(Protocol):
     """What the reader needs from a store: whole objects and the names under a prefix."""
 

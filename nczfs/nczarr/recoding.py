@@ -7,6 +7,7 @@ from nczfs.nczarr.model import Variable
 from nczfs.nczarr.transcode import Codecs, Recode
 from nczfs.nczarr.v2form import TIME_UNITS, V2Array, v2_form, v3_to_v2
 
+
 def hide_reason(var: Variable, view: str, from_v3: bool, reader: bool = True, transcode: str = "auto",
                 fact: dict | None = None) -> str | None:
     """Why ``view`` cannot show ``var`` (None if it can). ``reader``: shown to the view's reader,

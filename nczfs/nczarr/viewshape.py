@@ -14,6 +14,7 @@ from nczfs.nczarr.sharding import Sharding
 from nczfs.nczarr.transcode import Recode
 from nczfs.nczarr.v2form import v2_form
 
+
 @dataclass
 class Layouts:
     """How a view shows the chunks of arrays it does not show as stored, by array path (``emit``
