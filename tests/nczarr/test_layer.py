@@ -40,3 +40,16 @@ async def test_without_a_notifier_the_layer_changes_the_same():
     store = nczarr_layer(inner, _config())
     await store.set("ds/v/.zarray", json.dumps(ZARRAY).encode())
     assert "v/.zarray" in json.loads(await inner.get("ds/.zmetadata"))["metadata"]
+
+
+async def test_the_nc_files_of_a_dataset_written_to_are_notified():
+    told: list[str] = []
+    inner = ThreadedStore(MemoryStore())
+    await inner.set("ds/.zgroup", b'{"zarr_format": 2}')
+    await inner.set("ds/v/.zarray", json.dumps(ZARRAY).encode())
+    await inner.set("ds/v/.zattrs", b'{"_ARRAY_DIMENSIONS": ["x"]}')
+    store = nczarr_layer(inner, _config(nc_files=True, read_only=False), notify=told.append)
+    assert "ds.nc" in [e.name for e in await store.list_dir("")]  # the dataset's file is built
+    told.clear()
+    await store.set("ds/.zattrs", b'{"title": "new"}')
+    assert told == ["ds.nc"]
