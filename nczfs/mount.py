@@ -180,13 +180,13 @@ class KernelNotifier:
         if node is None:
             return
         node.fetched = -1.0
-        trio.lowlevel.spawn_system_task(_invalidate_inode, node.ino)
+        background.start_soon(_invalidate_inode, node.ino, name=f"nczfs invalidate inode {node.ino}")
 
 
 async def _invalidate_inode(ino: int) -> None:
     try:
         await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino)
-    except Exception as exc:  # noqa: BLE001 - a system task must not raise; the cache then expires by TTL
+    except Exception as exc:  # noqa: BLE001 - a background task must not raise; the cache then expires by TTL
         log.debug("invalidate inode %d: %s", ino, exc)
 
 

@@ -10,6 +10,7 @@ import logging
 import numpy as np
 import trio
 
+from nczfs import background
 from nczfs.errors import KeyNotFound
 from nczfs.nczarr.ncfile import Values
 from nczfs.nczarr.ncversions import NcVersion
@@ -72,7 +73,7 @@ class DecodedChunks:
             ident = _ident(v, val, nxt)
             if ident is None or ident in self._decoded or ident in self._decoding:
                 continue
-            trio.lowlevel.spawn_system_task(self._quietly, v, val, nxt)
+            background.start_soon(self._quietly, v, val, nxt, name=f"nczfs decode ahead {val.key_of(nxt)}")
 
     async def _quietly(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> None:
         try:
