@@ -21,20 +21,18 @@ import pyfuse3
 import trio
 
 import nczfs
-from nczfs import background, control, controlsock, holders, logs, pyfuse3_trio, runstate
-from nczfs.stack import cached
+from nczfs import background, control, controlsock, holders, logs, pyfuse3_trio, runstate, stack
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.filesystem import Filesystem, FsOptions
 from nczfs.metrics import Exporter, trio_counters
 from nczfs.fuse_ops import Operations, invalidate_attrs
-from nczfs.nczarr.layer import nczarr_layer
 from nczfs.nczarr.codecids import numcodecs_ids
 from nczfs.notify import notify, status
 from nczfs.source import absolute_text
 from nczfs.store import open_store
 from nczfs.store.base import SyncStore
-from nczfs.threads import ThreadedStore, run_blocking
+from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +105,7 @@ def serve(config: MountConfig, ready: Ready, warn: Callable[[str], None] | None 
 
 def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, exporter: Exporter | None) -> int:
     kernel = KernelNotifier()
-    store = nczarr_layer(cached(ThreadedStore(sync_store), config), config, notify=kernel)
+    store = stack.build(sync_store, config, notify=kernel)
     fs = Filesystem(
         store,
         FsOptions(

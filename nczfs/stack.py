@@ -1,6 +1,6 @@
 """The store stack a mount serves, built from its :class:`~nczfs.config.MountConfig`.
 
-``nczarr_layer(cached(ThreadedStore(backend), config), config)``: the backend, its calls on
+:func:`build` makes ``nczarr_layer(cached(ThreadedStore(backend), config), config)``: the backend, its calls on
 worker threads (:mod:`nczfs.threads`), the cache (:mod:`nczfs.cache`), the NCZarr layer
 (:mod:`nczfs.nczarr.layer`). The cache knows neither backends nor NCZarr; what it needs of
 them (which backends are remote, what names a source, which keys are metadata) is chosen here.
@@ -13,12 +13,21 @@ import os
 
 from nczfs.cache import CachingStore
 from nczfs.cache.disk import DiskCache
+from nczfs.nczarr.layer import Notify, nczarr_layer
 from nczfs.nczarr.validate import is_metadata_key
 from nczfs.s3url import parse_s3_url
+from nczfs.store.base import Store, SyncStore
+from nczfs.threads import ThreadedStore
 
 #: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
 #: archive is already in the kernel's page cache)
 BYTE_CACHED_BACKENDS = frozenset({"s3", "gcs", "azure", "http", "reference", "icechunk"})
+
+
+def build(backend: SyncStore, config, notify: Notify | None = None) -> Store:
+    """The whole stack over ``backend``, as a mount (and ``nczfs.open_view``) serves it;
+    ``notify`` hears of objects the NCZarr layer changes on its own (a mount: the kernel)."""
+    return nczarr_layer(cached(ThreadedStore(backend), config), config, notify=notify)
 
 
 def cached(store, config) -> CachingStore:

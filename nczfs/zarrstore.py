@@ -15,13 +15,11 @@ import trio
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from nczfs.stack import cached
+from nczfs import stack
 from nczfs.config import MountConfig
 from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory
-from nczfs.nczarr.layer import nczarr_layer
 from nczfs.store import open_store
 from nczfs.store.base import ByteRange
-from nczfs.threads import ThreadedStore
 
 
 class _TrioThread:
@@ -176,4 +174,4 @@ class NczfsZarrStore(Store):
 
 
 async def _build(sync_store, config: MountConfig):  # type: ignore[no-untyped-def]
-    return nczarr_layer(cached(ThreadedStore(sync_store), config), config)
+    return stack.build(sync_store, config)
