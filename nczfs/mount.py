@@ -336,7 +336,7 @@ def mount_state(config: MountConfig, scope: str) -> dict:
     src = config.source
     staging = None
     if src.backend == "zip" and not config.read_only:
-        from nczfs.store.zip_staging import staging_dir
+        from nczfs.store.zip.staging import staging_dir
 
         staging = staging_dir(src.location)
     return {"mountpoint": config.mountpoint, "source": loggable_source(src.text), "backend": src.backend,

@@ -212,7 +212,7 @@ def left_behind(directory: str, state: dict[str, Any]) -> list[str]:
     out = []
     staging = state.get("staging")
     if isinstance(staging, str):
-        from nczfs.store.zip_staging import staged_changes
+        from nczfs.store.zip.staging import staged_changes
 
         n = staged_changes(staging)
         if n:

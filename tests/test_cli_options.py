@@ -54,7 +54,7 @@ def test_s3fs_option_names_are_aliases():
 
 def test_path_style_reaches_the_s3_client():
     from nczfs.source import parse_source
-    from nczfs.store.s3 import make_client
+    from nczfs.store.s3.store import make_client
 
     source = parse_source("s3://bucket/prefix")
     plain = make_client(MountConfig(source=source, mountpoint="", region="eu-west-1"))

@@ -7,7 +7,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from nczfs.store.zip import detect_layout, top_name
+from nczfs.store.zip.store import detect_layout, top_name
 
 
 def dataset_prefix(path: Path, default_layout: str = "netcdf") -> str:
@@ -62,7 +62,7 @@ def medium_tree(path: Path, default_layout: str = "netcdf") -> tuple[dict[str, b
     """What a zip mount's medium holds (objects, directories): the archive with the staged
     journal replayed.
 
-    An independent reading of the staging directory (zip_staging.py's format), so tests see
+    An independent reading of the staging directory (nczfs/store/zip/staging.py's format), so tests see
     writes the mount accepted but has not committed yet, without asking the daemon anything.
     """
     members: dict[str, bytes | Path] = dict(zip_members(path, default_layout))

@@ -26,27 +26,27 @@ def open_store(config: MountConfig) -> SyncStore:
 
         return MemoryStore(source.location, read_only=read_only)
     if source.backend == "reference":
-        from nczfs.store.reference import ReferenceStore
+        from nczfs.store.reference.store import ReferenceStore
 
         return ReferenceStore(source.location, allow_roots=config.allow_roots, config=config)
     if source.backend == "zip":
-        from nczfs.store.zip import ZipStore
+        from nczfs.store.zip.store import ZipStore
 
         return ZipStore(source.location, read_only=read_only, layout=config.zip_layout)
     if source.backend == "s3":
-        from nczfs.store.s3 import open_s3
+        from nczfs.store.s3.store import open_s3
 
         return open_s3(config)
     if source.backend == "gcs":
-        from nczfs.store.cloud import open_gcs
+        from nczfs.store.s3.cloud import open_gcs
 
         return open_gcs(config)
     if source.backend == "azure":
-        from nczfs.store.cloud import open_azure
+        from nczfs.store.s3.cloud import open_azure
 
         return open_azure(config)
     if source.backend == "http":
-        from nczfs.store.webzarr import open_http
+        from nczfs.store.s3.webzarr import open_http
 
         return open_http(config)
     if source.backend == "icechunk":

@@ -7,7 +7,7 @@ from obstore.store import MemoryStore
 
 from nczfs.errors import BackendError, Stale
 from nczfs.store.base import ByteRange
-from nczfs.store.objstore import ObjectStoreBackend
+from nczfs.store.s3.objstore import ObjectStoreBackend
 
 
 def test_a_416_inside_the_object_is_stale_once_its_version_changed():

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from nczfs.errors import BackendError
-from nczfs.store.objstore import ObjectStoreBackend, obstore_client_options, retry_config
+from nczfs.store.s3.objstore import ObjectStoreBackend, obstore_client_options, retry_config
 
 
 class SlowServer:

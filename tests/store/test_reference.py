@@ -16,7 +16,7 @@ import pytest
 
 from nczfs.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
 from nczfs.store.base import ByteRange
-from nczfs.store.reference import ReferenceStore
+from nczfs.store.reference.store import ReferenceStore
 from nczfs.threads import ThreadedStore
 from tests.http_range_server import RangeServer
 
@@ -194,7 +194,7 @@ def hostile_doc(refdir, outside) -> dict:
 @pytest.mark.parametrize("key", ["dotdot", "abs", "symlink", "symlinkdir", "shadow", "shadow_whole"])
 def test_targets_outside_the_allowed_roots_are_refused(refdir, outside, key, caplog):
     s = ReferenceStore(write_refs(refdir / "r.json", hostile_doc(refdir, outside)))
-    with caplog.at_level(logging.WARNING, logger="nczfs.store.reftargets"):
+    with caplog.at_level(logging.WARNING, logger="nczfs.store.reference.targets"):
         with pytest.raises(Exception) as info:
             s.get(key)
     assert errno_of(info) == errno.EACCES
@@ -222,7 +222,7 @@ def test_a_range_past_the_end_of_its_target_is_eio_with_a_log_line(refdir, caplo
     doc = {"past": ["blob.bin", len(BLOB) - 10, 20], "beyond": ["blob.bin", len(BLOB) + 5, 1], "ok": ["blob.bin", len(BLOB) - 10, 10]}
     s = ReferenceStore(write_refs(refdir / "r.json", doc))
     for key in ("past", "beyond"):
-        with caplog.at_level(logging.WARNING, logger="nczfs.store.reference"):
+        with caplog.at_level(logging.WARNING, logger="nczfs.store.reference.store"):
             with pytest.raises(Exception) as info:
                 s.get(key, ByteRange(0, 1))  # even the bytes that exist: the reference is broken
         assert errno_of(info) == errno.EIO
@@ -290,7 +290,7 @@ def test_http_server_ignoring_range_still_gives_the_right_bytes(refdir, server, 
     """A server that answers 200 with the whole target: the reader takes the bytes it asked for."""
     doc = {"k": [server.url + "/blob.bin", 30, 10], "whole": [server.url + "/blob.bin"]}
     s = ReferenceStore(write_refs(refdir / "r.json", doc))
-    from nczfs.store import reftargets
+    from nczfs.store.reference import targets as reftargets
 
     real_request = reftargets.HttpFiles._request
 

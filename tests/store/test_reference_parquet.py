@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nczfs.errors import SourceError, to_errno
-from nczfs.store.reference import ReferenceStore
+from nczfs.store.reference.store import ReferenceStore
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*fastparquet.*", "ignore:.*infer_string.*")  # kerchunk's writer, pandas 3
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from nczfs.errors import SourceError
-from nczfs.store import refspec
-from nczfs.store.refspec import Ref, load_references, parse_references
+from nczfs.store.reference import spec as refspec
+from nczfs.store.reference.spec import Ref, load_references, parse_references
 
 BASE = "/data/refs"
 

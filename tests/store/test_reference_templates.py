@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nczfs.errors import SourceError
-from nczfs.store.refspec import Ref, parse_references
+from nczfs.store.reference.spec import Ref, parse_references
 
 
 def url_of(expr: str, templates: dict | None = None, **dims) -> str:

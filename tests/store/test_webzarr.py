@@ -13,7 +13,7 @@ from nczfs.config import MountConfig
 from nczfs.errors import KeyNotFound, ReadOnly, SourceError, to_errno
 from nczfs.source import parse_source
 from nczfs.store.base import ByteRange
-from nczfs.store.webzarr import open_http
+from nczfs.store.s3.webzarr import open_http
 from nczfs.threads import ThreadedStore
 
 

@@ -7,10 +7,10 @@ import pytest
 
 from nczfs.store.base import ByteRange
 from nczfs.errors import BackendError, SourceError
-from nczfs.store import zip as zip_mod
-from nczfs.store import zip_staging
-from nczfs.store.zip import ZipStore
-from nczfs.store.zip_staging import staging_dir
+from nczfs.store.zip import store as zip_mod
+from nczfs.store.zip import staging as zip_staging
+from nczfs.store.zip.store import ZipStore
+from nczfs.store.zip.staging import staging_dir
 from tests.store.conformance import StoreConformance
 from tests.ziputil import rewrite_zip, zip_members
 

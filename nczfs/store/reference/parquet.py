@@ -22,8 +22,8 @@ import os
 from typing import Any
 
 from nczfs.errors import SourceError
-from nczfs.store import refspec
-from nczfs.store.refspec import Ref, UrlResolver, Value, check_tree, checked_key, parse_value
+from nczfs.store.reference import spec as refspec
+from nczfs.store.reference.spec import Ref, UrlResolver, Value, check_tree, checked_key, parse_value
 
 
 def is_parquet_references(path: str) -> bool:

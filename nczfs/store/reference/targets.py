@@ -224,7 +224,7 @@ class S3Files:
 
     def __init__(self, config: MountConfig, first_url: str):
         from nczfs.s3url import parse_s3_url
-        from nczfs.store import s3
+        from nczfs.store.s3 import store as s3
 
         self._s3, self._parse = s3, parse_s3_url
         try:

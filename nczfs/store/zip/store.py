@@ -64,7 +64,7 @@ from nczfs.store.base import (
     join,
     parent_of,
 )
-from nczfs.store.zip_staging import Staging
+from nczfs.store.zip.staging import Staging
 
 log = logging.getLogger(__name__)
 

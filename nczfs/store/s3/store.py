@@ -1,7 +1,7 @@
 """A prefix of an S3 bucket as a store: obstore for reads, listings and PUTs; boto3 for the rest.
 
 Every GET (ranged, pinned to the version with ``If-Match``), HEAD, LIST (ListObjectsV2 with
-delimiter ``/``, all pages) and PutObject goes through obstore (nczfs/store/objstore.py): AWS
+delimiter ``/``, all pages) and PutObject goes through obstore (nczfs/store/s3/objstore.py): AWS
 virtual-hosted over https, S3-compatible servers path style over http or https. boto3 stays for
 what obstore does not offer: multipart uploads by upload id (parts sent while a file is written,
 completed at close or at a rename; parts sent in parallel; aborted on failure) and server-side
@@ -51,7 +51,7 @@ from nczfs.errors import (
 )
 from nczfs.s3url import S3Location, parse_s3_url
 from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload, check_key, join, parent_of
-from nczfs.store.objstore import ObjectStoreBackend, _first_line, obstore_client_options, plain_etag, retry_config
+from nczfs.store.s3.objstore import ObjectStoreBackend, _first_line, obstore_client_options, plain_etag, retry_config
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig

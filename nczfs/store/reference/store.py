@@ -1,9 +1,9 @@
 """A kerchunk/fsspec reference set as a read-only store.
 
-The JSON (or kerchunk's parquet directory) is parsed once (:mod:`nczfs.store.refspec`,
-:mod:`nczfs.store.refparquet`) into ``{key: bytes | Ref}`` and the
+The JSON (or kerchunk's parquet directory) is parsed once (:mod:`nczfs.store.reference.spec`,
+:mod:`nczfs.store.reference.parquet`) into ``{key: bytes | Ref}`` and the
 directory tree implied by the keys is built from it. Inline values are served from memory;
-references are read from their targets (:mod:`nczfs.store.reftargets`). Sizes are exact: a
+references are read from their targets (:mod:`nczfs.store.reference.targets`). Sizes are exact: a
 range's length, or for a whole-target reference the target's size, found by stat/HEAD on
 first use and then kept. A range that reaches past the end of its target is refused with
 EIO (and a log line) on every read of that key.
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from nczfs.errors import BackendError, KeyNotFound, NczfsError, SourceError
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join
-from nczfs.store.refparquet import is_parquet_references, load_parquet_references
-from nczfs.store.refspec import Ref, Value, load_references
-from nczfs.store.reftargets import Targets
+from nczfs.store.reference.parquet import is_parquet_references, load_parquet_references
+from nczfs.store.reference.spec import Ref, Value, load_references
+from nczfs.store.reference.targets import Targets
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig

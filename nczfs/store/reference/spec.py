@@ -4,7 +4,7 @@ Version 0 is ``{key: value}``; version 1 is ``{"version": 1, "templates": {...},
 [...], "refs": {...}}``. A value is inline data (a string, ``base64:``-prefixed for bytes,
 or a JSON object stored as its text), ``[url]`` (a whole target) or ``[url, offset,
 length]`` (a byte range). ``{{ ... }}`` in URLs and in ``gen`` fields is rendered by
-:mod:`nczfs.store.reftemplates` (Jinja2's sandbox, cut down; never ``eval``); a template
+:mod:`nczfs.store.reference.templates` (Jinja2's sandbox, cut down; never ``eval``); a template
 whose value holds ``{{`` becomes a callable, as in fsspec (``{{f(c='text')}}``). Unlike
 fsspec's default, ``gen`` is expanded, and undefined names are an error, not "".
 
@@ -25,9 +25,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from nczfs.errors import NczfsError, SourceError
-from nczfs.store import reftemplates
+from nczfs.store.reference import templates as reftemplates
 from nczfs.store.base import check_key
-from nczfs.store.reftemplates import Renderer, has_template, load_templates
+from nczfs.store.reference.templates import Renderer, has_template, load_templates
 
 #: the most keys a reference set may generate with ``gen`` (a guard against a runaway product):
 #: each key costs ~10 us of CPU at mount (a template rendered per key) and ~330 bytes while

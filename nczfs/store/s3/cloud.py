@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from nczfs.cloudurl import parse_azure_source, parse_cloud_url
 from nczfs.errors import SourceError
-from nczfs.store.objstore import ObjectStoreBackend, transport
+from nczfs.store.s3.objstore import ObjectStoreBackend, transport
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig

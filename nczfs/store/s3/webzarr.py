@@ -22,7 +22,7 @@ import obstore as obs
 
 from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NczfsError, SourceError
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join, parent_of
-from nczfs.store.objstore import (
+from nczfs.store.s3.objstore import (
     _first_line,
     _mtime_ns,
     _unsatisfiable,

@@ -1,0 +1,1 @@
+"""A kerchunk/fsspec reference set (JSON or parquet) as a read-only store."""
