@@ -134,7 +134,7 @@ class ZipBackend:
         changes are not looked at: unmount (or sync) first."""
         import zipfile
 
-        from nczfs.store.zip.store import member_meta
+        from nczfs.store.zip.entries import member_meta
         from tests.ziputil import dataset_prefix
 
         start = dataset_prefix(self.archive, self.layout)
@@ -189,7 +189,7 @@ class S3Backend:
 
     def attrs(self, key: str):
         """The POSIX attributes the object's metadata holds (a Meta), or None."""
-        from nczfs.store.s3.store import meta_of
+        from nczfs.store.s3.meta import meta_of
 
         return meta_of(self.metadata(key))
 

@@ -7,7 +7,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from nczfs.store.zip.store import detect_layout, top_name
+from nczfs.store.zip.layout import detect_layout, top_name
 
 
 def dataset_prefix(path: Path, default_layout: str = "netcdf") -> str:

@@ -10,7 +10,8 @@ object data as files, and one line per change appended to a journal. :meth:`ZipS
 commits: a new archive is written inside the staging directory (unchanged members copied
 raw, new ones stored uncompressed), fsynced and renamed over the archive. A kill at any point
 leaves the old or the new archive; the next mount finishes or replays the staged changes
-(see ``staging.py``).
+(see :mod:`.staging`). The index: :mod:`.tree`; the archive file: :mod:`.archive`;
+entries and their attributes: :mod:`.entries`; layouts and member names: :mod:`.layout`.
 
 Concurrency: one lock serialises every call (index, staging writes, inflating, commit), in the
 worker threads ``ThreadedStore`` runs them in; a commit blocks other calls until it is done.
@@ -22,20 +23,18 @@ at the mount root, and an existing archive keeps its layout.
 
 from __future__ import annotations
 
+
+from __future__ import annotations
+
 import collections
-import copy
 import dataclasses
 import errno
 import logging
-import lzma
 import os
 import stat
-import struct
 import threading
 import time
 import zipfile
-import zlib
-from dataclasses import dataclass
 from typing import BinaryIO, Iterable
 
 from nczfs.errors import (
@@ -62,190 +61,17 @@ from nczfs.store.base import (
     check_prefix,
     file_pieces,
     join,
-    parent_of,
 )
+from nczfs.store.zip.archive import COPY_CHUNK, Archive
+from nczfs.store.zip.entries import Entry, StagedFile, meta_record
+from nczfs.store.zip.layout import LAYOUTS, check_member_key
 from nczfs.store.zip.staging import Staging
+from nczfs.store.zip.tree import Tree
 
 log = logging.getLogger(__name__)
 
-LAYOUTS = ("netcdf", "flat")
-#: bytes of decompressed members kept in memory
-CACHE_BYTES = 256 * 1024 * 1024
-#: a compressed member larger than this once decompressed is refused (EIO), never inflated
-MAX_INFLATED = CACHE_BYTES
-#: deflate cannot compress better than ~1032:1; a header claiming more is lying (zip bomb)
-MAX_DEFLATE_RATIO = 1100
-_LOCAL_HEADER = struct.Struct("<4s22xHH")
-_COPY_CHUNK = 8 * 1024 * 1024
-#: zip times start in 1980
-ZIP_EPOCH = 315532800 + 86400
 
-
-@dataclass
-class Member:
-    """An object whose bytes are a member of the current archive."""
-
-    info: zipfile.ZipInfo
-    mtime_ns: int
-    data_offset: int | None = None  # found in the local header on first use
-    #: its POSIX attributes (external attributes, Info-ZIP's extra fields), or None
-    meta: Meta | None = None
-    #: set since the archive was written: a commit writes them into its headers
-    meta_changed: bool = False
-
-    @property
-    def size(self) -> int:
-        return self.info.file_size
-
-    @property
-    def etag(self) -> str:
-        return f"z{self.info.CRC:08x}-{self.info.header_offset:x}-{self.info.file_size:x}"
-
-
-@dataclass
-class Staged:
-    """An object written since the last commit: its bytes are a file in the staging directory."""
-
-    file: str
-    size: int
-    mtime_ns: int
-    meta: Meta | None = None
-    meta_changed: bool = True
-
-    @property
-    def etag(self) -> str:
-        return f"s-{self.file}"
-
-
-Source = Member | Staged
-
-
-#: Info-ZIP's extra fields: extended timestamp (mtime, seconds since the epoch, UTC), Unix
-#: owner ("ux": uid and gid) and ASi Unix (a device node's device number); an entry's mode is
-#: the top 16 bits of its external attributes (made on Unix), a symlink's target is its data,
-#: as ``zip -y`` stores them
-_EXTRA_TIME, _EXTRA_UNIX, _EXTRA_ASI = 0x5455, 0x7875, 0x756E
-_UNIX = 3
-
-
-def _extra_fields(extra: bytes) -> Iterable[tuple[int, bytes]]:
-    pos = 0
-    while pos + 4 <= len(extra):
-        kind, size = struct.unpack_from("<HH", extra, pos)
-        yield kind, extra[pos + 4 : pos + 4 + size]
-        pos += 4 + size
-
-
-def member_meta(info: zipfile.ZipInfo) -> Meta | None:
-    """The POSIX attributes a zip entry carries (None: none)."""
-    mode = info.external_attr >> 16 if info.create_system == _UNIX else 0
-    uid = gid = mtime = None
-    rdev = 0
-    for kind, data in _extra_fields(info.extra):
-        if kind == _EXTRA_TIME and len(data) >= 5 and data[0] & 1:
-            mtime = struct.unpack_from("<i", data, 1)[0] * 1_000_000_000
-        elif kind == _EXTRA_UNIX and len(data) >= 3 and data[0] == 1:
-            n = data[1]
-            if len(data) >= 3 + n:
-                uid = int.from_bytes(data[2 : 2 + n], "little")
-                m = data[2 + n]
-                if len(data) >= 3 + n + m:
-                    gid = int.from_bytes(data[3 + n : 3 + n + m], "little")
-        elif kind == _EXTRA_ASI and len(data) >= 14:
-            rdev = struct.unpack_from("<I", data, 6)[0]
-    if uid is None and stat.S_IFMT(mode) in (0, stat.S_IFREG, stat.S_IFDIR):
-        # the permission bits of an entry that names no owner are not taken: Python's zipfile
-        # gives every entry it writes from bytes 0600 (the mount's -o umask decides instead)
-        mode = 0
-    if not mode and uid is None and mtime is None:
-        return None
-    return Meta(mode=mode or None, uid=uid, gid=gid, mtime_ns=mtime,
-                rdev=rdev if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else 0)
-
-
-def with_meta(info: zipfile.ZipInfo, meta: Meta | None, default_mode: int) -> None:
-    """Write ``meta`` into an entry's external attributes and Info-ZIP extra fields."""
-    info.create_system = _UNIX
-    info.external_attr = ((meta.mode if meta is not None and meta.mode else default_mode) & 0xFFFF) << 16
-    if stat.S_ISDIR(info.external_attr >> 16):
-        info.external_attr |= 0x10  # MS-DOS directory bit, as zipfile sets it
-    kept = b"".join(struct.pack("<HH", k, len(d)) + d for k, d in _extra_fields(info.extra)
-                    if k not in (_EXTRA_TIME, _EXTRA_UNIX))
-    if meta is not None and meta.mtime_ns is not None:
-        kept += struct.pack("<HHBi", _EXTRA_TIME, 5, 1, max(-(2**31), min(2**31 - 1, meta.mtime_ns // 1_000_000_000)))
-    if meta is not None and (meta.uid is not None or meta.gid is not None):
-        kept += struct.pack("<HHBBIBI", _EXTRA_UNIX, 11, 1, 4, (meta.uid or 0) & 0xFFFFFFFF, 4, (meta.gid or 0) & 0xFFFFFFFF)
-    if meta is not None and meta.rdev:
-        body = struct.pack("<HIHH", (meta.mode or 0) & 0xFFFF, meta.rdev & 0xFFFFFFFF, (meta.uid or 0) & 0xFFFF,
-                           (meta.gid or 0) & 0xFFFF)
-        kept += struct.pack("<HHI", _EXTRA_ASI, 4 + len(body), zlib.crc32(body)) + body
-    info.extra = kept
-
-
-def _meta_record(meta: Meta | None) -> dict | None:
-    if meta is None:
-        return None
-    return {k: v for k, v in dataclasses.asdict(meta).items() if v is not None and k != "ident"}
-
-
-def _meta_from_record(rec: dict | None) -> Meta | None:
-    return None if rec is None else Meta(**rec)
-
-
-def _zip_time_ns(info: zipfile.ZipInfo) -> int:
-    try:
-        return int(time.mktime((*info.date_time, 0, 0, -1)) * 1e9)
-    except (OverflowError, ValueError):
-        return 0
-
-
-def bad_member_name(name: str) -> str | None:
-    """Why a member name is refused (zip-slip and friends), or None if it is fine."""
-    if "\x00" in name:
-        return "NUL in the name"
-    if "\\" in name:
-        return "backslash in the name"
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        return "absolute path"
-    segs = name.rstrip("/").split("/")
-    if ".." in segs:
-        return "'..' in the path"
-    if any(s in ("", ".") for s in segs):
-        return "empty or '.' path segment"
-    return None
-
-
-def check_member_key(key: str) -> str:
-    """A key that can be a member name: valid, UTF-8, and not one zip-slip checks would refuse."""
-    check_key(key)
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidKey(key, "zip member names must be valid UTF-8") from None
-    if "\\" in key:
-        raise InvalidKey(key, "a backslash in a zip member name is refused (zip-slip)")
-    return key
-
-
-def top_name(path: str) -> str:
-    """netCDF-C's dataset directory for an archive: its base name minus the last extension."""
-    return os.path.splitext(os.path.basename(path))[0]
-
-
-def detect_layout(infos: list[zipfile.ZipInfo], archive: str) -> tuple[str, str] | None:
-    """(layout, top directory) of an archive's members; None when there are none."""
-    if not infos:
-        return None
-    first = infos[0].filename
-    if first.endswith("/") and first.count("/") == 1:
-        return "netcdf", first[:-1]  # netCDF-C: entry 0 names the dataset
-    top = top_name(archive)
-    if all(i.filename.startswith(top + "/") for i in infos):
-        return "netcdf", top
-    return "flat", ""
-
-
-class ZipStore(SyncStore):
+class ZipStore(Archive, Tree, SyncStore):
     stores_directories = True
     #: modes, owners and mtimes in the entries' external attributes and extra fields; symlinks
     #: and special files as entries of their type
@@ -294,102 +120,6 @@ class ZipStore(SyncStore):
         return [f"{self.path}: member {name!r} appears more than once; the last one is used" for name in self._duplicates]
 
     # ------------------------------------------------------------------ the archive and its index
-
-    def _archive_ident(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-    def _load(self) -> None:
-        """(Re)read the archive's central directory into the tree; refuse a broken archive."""
-        self._close_archive()
-        self._files: dict[str, Source] = {}
-        self._dirs: dict[str, set[str]] = {"": set()}
-        #: attributes of directories (their entries', or set since)
-        self._dir_meta: dict[str, Meta] = {}
-        self._refs: collections.Counter[str] = collections.Counter()  # keys per staged file
-        self._hidden: list[zipfile.ZipInfo] = []  # members outside the dataset directory: kept, not shown
-        self._duplicates: list[str] = []  # member names that appear more than once
-        self._comment = b""
-        self._cache.clear()
-        self._cache_bytes = 0
-        self._ident = self._archive_ident()
-        if self._ident is None:
-            self.layout = self._requested_layout or "netcdf"
-            self.top = top_name(self.path) if self.layout == "netcdf" else ""
-            return
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except OSError as exc:
-            raise SourceError(f"{self.path}: cannot open ({exc.strerror})") from exc
-        try:
-            zf = zipfile.ZipFile(os.fdopen(os.dup(fd), "rb"))
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
-            os.close(fd)
-            raise SourceError(f"{self.path}: not a readable zip archive ({exc})") from exc
-        self._fd, self._zf = fd, zf
-        infos = zf.infolist()
-        self._comment = zf.comment
-        for info in infos:
-            why = bad_member_name(info.orig_filename)
-            if why is not None:
-                self._close_archive()
-                raise SourceError(f"{self.path}: member {info.orig_filename!r} refused: {why}")
-            if info.header_offset < 0 or info.header_offset + info.compress_size > zf.start_dir:
-                self._close_archive()
-                raise SourceError(f"{self.path}: member {info.filename!r} runs past the central "
-                                  "directory (truncated or corrupt archive)")
-        _check_no_overlap(self.path, infos)
-        found = detect_layout(infos, self.path)
-        if found is None:
-            self.layout = self._requested_layout or "netcdf"
-            self.top = top_name(self.path) if self.layout == "netcdf" else ""
-        else:
-            self.layout, self.top = found
-            if self._requested_layout not in (None, self.layout):
-                log.warning("%s: the archive has the %s layout, kept (zip_layout=%s applies to new archives)",
-                            self.path, self.layout, self._requested_layout)
-        by_name: dict[str, zipfile.ZipInfo] = {}
-        for info in infos:
-            if info.filename in by_name and info.filename not in self._duplicates:
-                self._duplicates.append(info.filename)
-                log.warning("%s: member %r appears more than once; the last one is used", self.path, info.filename)
-            by_name[info.filename] = info
-        start = self.top + "/" if self.top else ""
-        try:
-            for name, info in by_name.items():
-                if not name.startswith(start):
-                    self._hidden.append(info)
-                    continue
-                key = name[len(start):].rstrip("/")
-                if not key:
-                    continue
-                check_key(key)
-                meta = member_meta(info)
-                if info.is_dir():
-                    self._add_dir(key)
-                    if meta is not None:
-                        self._dir_meta[key] = meta
-                else:
-                    mtime = meta.mtime_ns if meta is not None and meta.mtime_ns is not None else _zip_time_ns(info)
-                    self._add_file(key, Member(info, mtime, meta=meta))
-        except NczfsError as exc:
-            self._close_archive()
-            raise SourceError(f"{self.path}: {exc}") from exc
-        if self._hidden:
-            log.warning("%s: %d member(s) outside the dataset directory %r are kept but not shown",
-                        self.path, len(self._hidden), self.top)
-
-    def _close_archive(self) -> None:
-        if self._zf is not None:
-            self._zf.close()
-            self._zf = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
     def _check_archive(self) -> None:
         """If another program replaced the archive: reload its index, staged changes on top."""
         if self._archive_ident() == self._ident:
@@ -409,98 +139,6 @@ class ZipStore(SyncStore):
             return
         self.staging.rebase(self._ident)
 
-    # ------------------------------------------------------------------ the tree (no I/O)
-
-    def _add_dir(self, path: str) -> None:
-        while path not in self._dirs:
-            if path in self._files:
-                raise NotADirectory(f"{path!r} is both a file and a directory")
-            self._dirs[path] = set()
-            parent = parent_of(path)
-            self._add_dir(parent)
-            self._dirs[parent].add(path.rpartition("/")[2])
-
-    def _add_file(self, key: str, src: Source) -> None:
-        if key in self._dirs:
-            raise IsADirectory(f"{key!r} is both a file and a directory")
-        parent = parent_of(key)
-        self._add_dir(parent)
-        self._files[key] = src
-        self._dirs[parent].add(key.rpartition("/")[2])
-        if isinstance(src, Staged):
-            self._refs[src.file] += 1
-
-    def _remove_file(self, key: str) -> None:
-        src = self._files.pop(key, None)
-        if src is not None:
-            self._dirs[parent_of(key)].discard(key.rpartition("/")[2])
-            if isinstance(src, Staged):
-                self._refs[src.file] -= 1
-
-    def _subtree(self, prefix: str) -> tuple[list[str], list[str]]:
-        """Directories (prefix first) and files at or below a directory."""
-        dirs, files, todo = [], [], [prefix]
-        while todo:
-            d = todo.pop()
-            dirs.append(d)
-            for name in self._dirs[d]:
-                child = join(d, name)
-                (todo if child in self._dirs else files).append(child)
-        return dirs, files
-
-    def _apply(self, rec: dict) -> None:
-        """Apply one journal record to the tree (also used to replay a journal)."""
-        op = rec["op"]
-        if op == "set":
-            self._remove_file(rec["key"])
-            self._add_file(rec["key"], Staged(rec["file"], rec["size"], rec["mtime"], _meta_from_record(rec.get("meta"))))
-        elif op == "meta":
-            meta = _meta_from_record(rec["meta"])
-            if rec.get("dir"):
-                if rec["key"] not in self._dirs:
-                    raise KeyError(rec["key"])
-                self._dir_meta[rec["key"]] = meta  # type: ignore[assignment]
-            else:
-                src = copy.copy(self._files[rec["key"]])
-                src.meta, src.meta_changed = meta, True
-                if meta is not None and meta.mtime_ns is not None:
-                    src.mtime_ns = meta.mtime_ns
-                self._remove_file(rec["key"])
-                self._add_file(rec["key"], src)
-        elif op == "del":
-            self._remove_file(rec["key"])
-        elif op in ("mv", "cp"):
-            src = self._files[rec["src"]]
-            if op == "mv":
-                self._remove_file(rec["src"])
-            else:
-                src = copy.copy(src)
-            self._remove_file(rec["dst"])
-            self._add_file(rec["dst"], src)
-        elif op == "mkdir":
-            self._add_dir(rec["key"])
-        elif op == "rmdir":
-            del self._dirs[rec["key"]]
-            self._dir_meta.pop(rec["key"], None)
-            self._dirs[parent_of(rec["key"])].discard(rec["key"].rpartition("/")[2])
-        elif op == "mvdir":
-            src, dst = rec["src"], rec["dst"]
-            dirs, files = self._subtree(src)
-            moved = {f: self._files[f] for f in files}
-            for f in files:
-                self._remove_file(f)
-            metas = {d: self._dir_meta.pop(d) for d in dirs if d in self._dir_meta}
-            for d in dirs:
-                del self._dirs[d]
-            self._dirs[parent_of(src)].discard(src.rpartition("/")[2])
-            for d in dirs:
-                self._add_dir(dst + d[len(src):])
-            for d, meta in metas.items():
-                self._dir_meta[dst + d[len(src):]] = meta
-            for f, s in moved.items():
-                self._add_file(dst + f[len(src):], s)
-        else:
-            raise ValueError(f"unknown journal record {rec!r}")
 
     def _record(self, rec: dict) -> None:
         """Apply a change and journal it; then drop staged data no key refers to any more."""
@@ -516,15 +154,13 @@ class ZipStore(SyncStore):
             for f in dead:
                 del self._refs[f]
 
-    def _staged_files(self) -> set[str]:
-        return {f for f, n in self._refs.items() if n > 0}
 
     # ------------------------------------------------------------------ reads
 
-    def _info(self, key: str, src: Source) -> ObjectInfo:
+    def _info(self, key: str, src: Entry) -> ObjectInfo:
         return ObjectInfo(key, src.size, src.mtime_ns, src.etag, src.meta)
 
-    def _source(self, key: str) -> Source:
+    def _source(self, key: str) -> Entry:
         check_member_key(key)
         self._check_archive()
         src = self._files.get(key)
@@ -579,64 +215,12 @@ class ZipStore(SyncStore):
             end = src.size if rng is None or rng.end is None else min(rng.end, src.size)
             if start >= end:
                 return b""
-            if isinstance(src, Staged):
+            if isinstance(src, StagedFile):
                 assert self.staging is not None
                 return self.staging.read(src.file, start, end - start)
             if src.info.compress_type == zipfile.ZIP_STORED and not src.info.flag_bits & 1:
                 return self._read_stored(key, src, start, end)
             return self._inflate(key, src)[start:end]
-
-    def _data_offset(self, key: str, m: Member) -> int:
-        if m.data_offset is None:
-            assert self._fd is not None
-            head = os.pread(self._fd, _LOCAL_HEADER.size, m.info.header_offset)
-            if len(head) != _LOCAL_HEADER.size:
-                raise BackendError(f"{key!r}: local header missing (truncated archive)")
-            magic, n_name, n_extra = _LOCAL_HEADER.unpack(head)
-            if magic != b"PK\x03\x04":
-                raise BackendError(f"{key!r}: bad local header (corrupt archive)")
-            m.data_offset = m.info.header_offset + _LOCAL_HEADER.size + n_name + n_extra
-        return m.data_offset
-
-    def _read_stored(self, key: str, m: Member, start: int, end: int) -> bytes:
-        if m.info.compress_size != m.info.file_size:
-            raise BackendError(f"{key!r}: stored member whose sizes disagree (corrupt archive)")
-        assert self._fd is not None
-        off = self._data_offset(key, m)
-        data = os.pread(self._fd, end - start, off + start)
-        if len(data) != end - start:
-            raise BackendError(f"{key!r}: member data cut short (truncated archive)")
-        return data
-
-    def _inflate(self, key: str, m: Member) -> bytes:
-        tag = m.etag
-        data = self._cache.get(tag)
-        if data is not None:
-            self._cache.move_to_end(tag)
-            return data
-        info = m.info
-        if info.flag_bits & 1:
-            raise BackendError(f"{key!r}: encrypted zip members are not supported")
-        if info.file_size > MAX_INFLATED:
-            raise BackendError(f"{key!r}: {info.file_size} bytes once decompressed, more than the "
-                               f"{MAX_INFLATED}-byte limit for compressed members")
-        if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > MAX_DEFLATE_RATIO * max(info.compress_size, 1):
-            raise BackendError(f"{key!r}: claims a decompression ratio beyond {MAX_DEFLATE_RATIO}:1 (zip bomb?)")
-        assert self._zf is not None
-        try:
-            with self._zf.open(info) as f:
-                data = f.read(info.file_size + 1)
-        except (zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, OSError, NotImplementedError,
-                RuntimeError, ValueError) as exc:
-            raise BackendError(f"{key!r}: cannot decompress ({exc})") from exc
-        if len(data) != info.file_size:
-            raise BackendError(f"{key!r}: decompressed size differs from the header (corrupt or zip bomb)")
-        self._cache[tag] = data
-        self._cache_bytes += len(data)
-        while self._cache_bytes > CACHE_BYTES and len(self._cache) > 1:
-            _, old = self._cache.popitem(last=False)
-            self._cache_bytes -= len(old)
-        return data
 
     # ------------------------------------------------------------------ writes (staged)
 
@@ -659,7 +243,7 @@ class ZipStore(SyncStore):
         return self._stage(key, [data], len(data))
 
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        return self._stage(key, file_pieces(key, f, size, _COPY_CHUNK), size)
+        return self._stage(key, file_pieces(key, f, size, COPY_CHUNK), size)
 
     def _stage(self, key: str, chunks: Iterable[bytes | bytearray | memoryview], size: int,
                meta: Meta | None = None) -> ObjectInfo:
@@ -681,7 +265,7 @@ class ZipStore(SyncStore):
                 raise BackendError(f"{key!r}: {written} bytes arrived, {size} expected")
             rec = {"op": "set", "key": key, "file": name, "size": size, "mtime": now}
             if meta is not None:
-                rec["meta"] = _meta_record(meta)
+                rec["meta"] = meta_record(meta)
             self._record(rec)
             return self._info(key, self._files[key])
 
@@ -699,7 +283,7 @@ class ZipStore(SyncStore):
                 if key not in self._files:
                     raise KeyNotFound(key)
                 meta = (self._files[key].meta or Meta()).merged(changes)
-            self._record({"op": "meta", "key": key, "meta": _meta_record(meta), "dir": is_dir})
+            self._record({"op": "meta", "key": key, "meta": meta_record(meta), "dir": is_dir})
             return meta
 
     def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
@@ -809,72 +393,6 @@ class ZipStore(SyncStore):
             self.staging.committed(self._ident)
             log.info("%s: committed (%d objects)", self.path, len(self._files))
 
-    def _write_archive(self, tmp: str) -> None:
-        start = self.top + "/" if self.top else ""
-        with open(tmp, "w+b") as f:
-            zf = zipfile.ZipFile(f, "w", allowZip64=True)
-            zf.comment = self._comment
-            if self.top:
-                zf.mkdir(start, 0o755)
-            dirs = sorted(d for d in self._dirs if d)
-            if self.layout == "flat":
-                # zarr-python's layout: only empty ones (and those with attributes of their own)
-                dirs = [d for d in dirs if not self._dirs[d] or d in self._dir_meta]
-            for d in dirs:
-                info = zipfile.ZipInfo(start + d + "/", time.localtime()[:6])
-                info.CRC = info.compress_size = info.file_size = 0
-                with_meta(info, self._dir_meta.get(d), stat.S_IFDIR | 0o755)
-                zf.mkdir(info)
-            for info in self._hidden:
-                self._copy_raw(zf, f, info, info.filename)
-            members = sorted(((k, s) for k, s in self._files.items() if isinstance(s, Member)),
-                             key=lambda ks: ks[1].info.header_offset)
-            for key, m in members:
-                self._copy_raw(zf, f, m.info, start + key, m, m.meta if m.meta_changed else None)
-            for key in sorted(k for k, s in self._files.items() if isinstance(s, Staged)):
-                self._write_staged(zf, start + key, self._files[key])  # type: ignore[arg-type]
-            zf.close()
-            f.flush()
-            os.fsync(f.fileno())
-
-    def _copy_raw(self, zf: zipfile.ZipFile, f, info: zipfile.ZipInfo, name: str, m: Member | None = None,
-                  meta: Meta | None = None) -> None:
-        """Copy a member's compressed bytes unchanged (no recompression) under ``name`` (with
-        ``meta``: those attributes in its headers)."""
-        m = m or Member(info, 0)
-        off = self._data_offset(name, m)
-        new = copy.copy(info)
-        new.filename = name
-        new.flag_bits &= ~zipfile._MASK_USE_DATA_DESCRIPTOR  # sizes go in the local header
-        new.extra = zipfile._strip_extra(info.extra, (1,))  # type: ignore[attr-defined]
-        if meta is not None:
-            with_meta(new, meta, stat.S_IFREG | 0o644)
-        zip64 = info.file_size > zipfile.ZIP64_LIMIT or info.compress_size > zipfile.ZIP64_LIMIT
-        f.seek(zf.start_dir)
-        new.header_offset = f.tell()
-        f.write(new.FileHeader(zip64))
-        f.flush()
-        pos = f.tell()
-        _copy_range(self._fd, f.fileno(), off, pos, info.compress_size)
-        f.seek(pos + info.compress_size)
-        zf.filelist.append(new)
-        zf.NameToInfo[name] = new
-        zf.start_dir = f.tell()
-        zf._didModify = True  # type: ignore[attr-defined]
-
-    def _write_staged(self, zf: zipfile.ZipFile, name: str, s: Staged) -> None:
-        assert self.staging is not None
-        info = zipfile.ZipInfo(name, time.localtime(max(s.mtime_ns / 1e9, ZIP_EPOCH))[:6])
-        info.compress_type = zipfile.ZIP_STORED  # as netCDF-C writes them
-        info.external_attr = 0o644 << 16
-        if s.meta is not None:
-            with_meta(info, dataclasses.replace(s.meta, mtime_ns=s.mtime_ns), stat.S_IFREG | 0o644)
-        info.file_size = s.size
-        with zf.open(info, "w") as out, \
-                self.staging.open_data(s.file) as src:
-            while chunk := src.read(_COPY_CHUNK):
-                out.write(chunk)
-
     # ------------------------------------------------------------------ end of the mount
 
     def close(self) -> None:
@@ -889,14 +407,6 @@ class ZipStore(SyncStore):
             self._close_archive()
 
 
-def _check_no_overlap(path: str, infos: list[zipfile.ZipInfo]) -> None:
-    """Members whose data would overlap the next member: bytes are missing (a cut archive)."""
-    ordered = sorted(infos, key=lambda i: i.header_offset)
-    for a, b in zip(ordered, ordered[1:]):
-        name = a.orig_filename.encode("utf-8" if a.flag_bits & 0x800 else "cp437", "replace")
-        if a.header_offset + _LOCAL_HEADER.size + len(name) + a.compress_size > b.header_offset:
-            raise SourceError(f"{path}: member {a.filename!r} overlaps the next one (truncated or corrupt archive)")
-
 
 def _medium_error(key: str, exc: OSError) -> BackendError:
     """A failed write to the staging directory, with the medium's errno (EPERM, ENOSPC, ...)."""
@@ -904,18 +414,3 @@ def _medium_error(key: str, exc: OSError) -> BackendError:
     err.errno = exc.errno or errno.EIO
     return err
 
-
-def _copy_range(src: int | None, dst: int, src_off: int, dst_off: int, count: int) -> None:
-    """Copy bytes between files in the kernel where it can, else through a buffer."""
-    assert src is not None
-    while count > 0:
-        try:
-            n = os.copy_file_range(src, dst, count, src_off, dst_off)
-        except OSError as exc:
-            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                raise
-            data = os.pread(src, min(count, _COPY_CHUNK), src_off)
-            n = os.pwrite(dst, data, dst_off) if data else 0
-        if n == 0:
-            raise OSError(errno.EIO, "archive member cut short (truncated archive)")
-        src_off, dst_off, count = src_off + n, dst_off + n, count - n
