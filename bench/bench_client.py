@@ -94,7 +94,7 @@ def make_paths(endpoint: str, bucket: str, ca: str | None):
                           region_name="us-east-1", verify=ca,
                           config=Config(s3={"addressing_style": "path"}, max_pool_connections=32))
     store = ThreadedStore(S3Store(client, bucket, ""))
-    from nczfs.store.s3.objstore import obstore_client_options
+    from nczfs.store.s3.transport import obstore_client_options
 
     ob = obs.store.S3Store(bucket, endpoint=endpoint, access_key_id=ADMIN[0], secret_access_key=ADMIN[1],
                            region="us-east-1", client_options=obstore_client_options(endpoint, ca),

@@ -30,7 +30,7 @@ from nczfs.fuse_ops import Operations, invalidate_attrs
 from nczfs.nczarr.codecids import numcodecs_ids
 from nczfs.notify import notify, status
 from nczfs.source import absolute_text
-from nczfs.store import open_store
+from nczfs.store.registry import open_store
 from nczfs.store.base import SyncStore
 from nczfs.threads import run_blocking
 

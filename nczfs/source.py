@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from nczfs.cloudurl import azure_https_location, parse_cloud_url
 from nczfs.errors import SourceError
-from nczfs.s3url import parse_s3_url
+from nczfs.s3url import S3Location, parse_s3_url
 from nczfs.urlparams import parse_fragment, split_bracket_prefix
 
 #: mode words netCDF-C knows (dinfermodel.c, zarr.c)
@@ -43,6 +43,8 @@ class Source:
     modes: frozenset[str] = frozenset()
     params: dict[str, str] = field(default_factory=dict)
     text: str = ""
+    #: an S3 source's bucket, prefix, endpoint and region, as its URL says them (parsed here, once)
+    s3: S3Location | None = field(default=None, compare=False, repr=False)
 
 
 def absolute_text(source: Source) -> str:
@@ -135,7 +137,7 @@ def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,  
             word = ",".join(sorted(m for m in modes if MAP_MODES.get(m) == chosen))
             raise SourceError(f"{text}: mode {word} contradicts the URL: {scheme}:// URLs are S3 sources")
         loc = parse_s3_url(text)
-        return Source("s3", f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text)
+        return Source("s3", f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text, loc)
     if scheme in CLOUD_SCHEMES:
         if chosen is not None:
             raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")

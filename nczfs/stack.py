@@ -9,19 +9,14 @@ them (which backends are remote, what names a source, which keys are metadata) i
 from __future__ import annotations
 
 import json
-import os
 
 from nczfs.cache import CachingStore
 from nczfs.cache.disk import DiskCache
 from nczfs.nczarr.layer import Notify, nczarr_layer
 from nczfs.nczarr.validate import is_metadata_key
-from nczfs.s3url import parse_s3_url
 from nczfs.store.base import Store, SyncStore
+from nczfs.store.registry import backend_of
 from nczfs.threads import ThreadedStore
-
-#: backends whose object bytes are worth keeping in memory: remote ones (a local directory or
-#: archive is already in the kernel's page cache)
-BYTE_CACHED_BACKENDS = frozenset({"s3", "gcs", "azure", "http", "reference", "icechunk"})
 
 
 def build(backend: SyncStore, config, notify: Notify | None = None) -> Store:
@@ -31,16 +26,19 @@ def build(backend: SyncStore, config, notify: Notify | None = None) -> Store:
 
 
 def cached(store, config) -> CachingStore:
-    """The mount's cache over ``store``, as ``config`` (cache_size, metadata_ttl, backend) asks."""
+    """The mount's cache over ``store``, as ``config`` (cache_size, metadata_ttl, backend) asks.
+    Object bytes are kept in memory (and in --cache-dir) for remote backends only: a local
+    directory or archive is already in the kernel's page cache."""
+    remote = backend_of(config).remote
     return CachingStore(
         store,
         cache_size=config.cache_size,
         # a local directory answers at once and its attributes change as it is used (link
         # counts, times): it is asked every time the filesystem's own TTL is over
         ttl=0 if store.live_meta else config.metadata_ttl,
-        cache_bytes=config.source.backend in BYTE_CACHED_BACKENDS,
+        cache_bytes=remote,
         disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
-        if config.cache_dir and config.source.backend in BYTE_CACHED_BACKENDS else None,
+        if config.cache_dir and remote else None,
         siblings=config.prefetch_siblings,
         tree_keys=config.list_tree_keys,
         kernel_keeps_reads=not config.direct_io,
@@ -51,13 +49,5 @@ def cached(store, config) -> CachingStore:
 def source_identity(config) -> str:
     """What tells the mount's source apart from any other sharing a cache directory."""
     src = config.source
-    endpoint = region = None
-    if src.backend == "s3":
-        loc = parse_s3_url(src.text)
-        endpoint = (config.endpoint_url or loc.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
-                    or os.environ.get("AWS_ENDPOINT_URL"))
-        region = config.region or loc.region
-    elif src.backend in ("gcs", "azure"):
-        endpoint = config.endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST") or os.environ.get("AZURE_STORAGE_ENDPOINT")
-        region = getattr(config, "azure_storage_account", None)
+    endpoint, region = backend_of(config).identity(config)
     return json.dumps([src.backend, src.location, endpoint, region, config.profile])

@@ -18,7 +18,7 @@ from zarr.core.buffer import Buffer, BufferPrototype
 from nczfs import stack
 from nczfs.config import MountConfig
 from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory
-from nczfs.store import open_store
+from nczfs.store.registry import open_store
 from nczfs.store.base import ByteRange
 
 

@@ -58,7 +58,7 @@ def main() -> None:
         trap(addr)
     from nczfs.config import MountConfig
     from nczfs.source import parse_source
-    from nczfs.store import open_store
+    from nczfs.store.registry import open_store
     from tests.azurite import KEY, Azurite
     from tests.gcsserver import FakeGCS, service_account_file
     from tests.s3server import SeaweedS3

@@ -54,11 +54,12 @@ def test_s3fs_option_names_are_aliases():
 
 def test_path_style_reaches_the_s3_client():
     from nczfs.source import parse_source
-    from nczfs.store.s3.store import make_client
+    from nczfs.store.s3.client import S3Options, make_client
 
     source = parse_source("s3://bucket/prefix")
-    plain = make_client(MountConfig(source=source, mountpoint="", region="eu-west-1"))
-    path = make_client(MountConfig(source=source, mountpoint="", region="eu-west-1", path_style=True))
+    plain = make_client(S3Options.of(MountConfig(source=source, mountpoint="", region="eu-west-1")), source.s3)
+    path = make_client(S3Options.of(MountConfig(source=source, mountpoint="", region="eu-west-1", path_style=True)),
+                       source.s3)
     assert plain.meta.config.s3["addressing_style"] == "auto"
     assert path.meta.config.s3["addressing_style"] == "path"
 

@@ -12,7 +12,7 @@ from nczfs.nczarr.cdl import to_cdl
 from nczfs.nczarr.read import StoreObjects, read_dataset
 from nczfs.nczarr.validate import check_object, is_metadata_key
 from nczfs.source import Source
-from nczfs.store import open_store
+from nczfs.store.registry import open_store
 from nczfs.store.base import SyncStore
 
 

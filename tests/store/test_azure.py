@@ -8,7 +8,8 @@ import pytest
 
 from nczfs.errors import Stale
 from nczfs.store.base import ByteRange
-from nczfs.store.s3.objstore import ObjectStoreBackend, obstore_client_options, retry_config
+from nczfs.store.s3.objstore import ObjectStoreBackend
+from nczfs.store.s3.transport import obstore_client_options, retry_config
 from tests.azurite import ACCOUNT, KEY
 from tests.store.conformance import StoreConformance
 

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from nczfs.errors import BackendError
-from nczfs.store.s3.objstore import ObjectStoreBackend, obstore_client_options, retry_config
+from nczfs.store.s3.objstore import ObjectStoreBackend
+from nczfs.store.s3.transport import obstore_client_options, retry_config
 
 
 class SlowServer:

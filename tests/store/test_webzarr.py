@@ -9,7 +9,6 @@ import shutil
 import numpy as np
 import pytest
 
-from nczfs.config import MountConfig
 from nczfs.errors import KeyNotFound, ReadOnly, SourceError, to_errno
 from nczfs.source import parse_source
 from nczfs.store.base import ByteRange
@@ -37,7 +36,7 @@ def publish(web_server, name: str, zarr_format: int, tmp_path, consolidated: boo
 
 
 def open_url(url: str):
-    return open_http(MountConfig(source=parse_source(url), mountpoint="/nonexistent", read_only=True))
+    return open_http(url, parse_source(url).location)
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])

@@ -23,7 +23,7 @@ from nczfs.store.reference.spec import Ref, Value, load_references
 from nczfs.store.reference.targets import Targets
 
 if TYPE_CHECKING:
-    from nczfs.config import MountConfig
+    from nczfs.store.s3.client import S3Options
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,8 @@ class ReferenceStore(SyncStore):
     supports_writes = False
     read_only = True
 
-    def __init__(self, path: str, allow_roots: list[str] | tuple[str, ...] = (), config: MountConfig | None = None):
+    def __init__(self, path: str, allow_roots: list[str] | tuple[str, ...] = (), mountpoint: str | None = None,
+                 s3: S3Options | None = None):
         self.path = os.path.abspath(path)
         try:
             st = os.stat(self.path)
@@ -51,8 +52,8 @@ class ReferenceStore(SyncStore):
             self.path, len(self.refs), len(self.refs) - len(refs), len({r.url for r in refs}),
             ", ".join(allow_roots) or os.path.dirname(self.path),
         )
-        # the mount's config carries the S3 options s3:// targets are read with
-        self.targets = Targets(list(allow_roots) or [os.path.dirname(self.path)], config)
+        # s3:// targets are read with the mount's S3 options
+        self.targets = Targets(list(allow_roots) or [os.path.dirname(self.path)], mountpoint, s3)
         self._sizes: dict[str, int] = {}  # target url -> size
         self._sizing: dict[str, threading.Lock] = {}  # target url -> held while it is being sized
         self._lock = threading.Lock()

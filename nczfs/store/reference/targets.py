@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from nczfs.errors import BackendError, KeyNotFound, NczfsError, PermissionDenied
+from nczfs.s3url import parse_s3_url
 from nczfs.store.base import ByteRange
 
 if TYPE_CHECKING:
-    from nczfs.config import MountConfig
+    from nczfs.store.s3.client import S3Options
 
 log = logging.getLogger(__name__)
 
@@ -222,22 +223,20 @@ class S3Files:
     """``s3://bucket/key`` targets through the S3 backend: its client, built from the mount's S3
     options (``--endpoint-url``, ``--profile``, ``--region``, ...), and its ranged GETs."""
 
-    def __init__(self, config: MountConfig, first_url: str):
-        from nczfs.s3url import parse_s3_url
-        from nczfs.store.s3 import store as s3
+    def __init__(self, options: S3Options, first_url: str):
+        from nczfs.store.s3.client import make_client
 
-        self._s3, self._parse = s3, parse_s3_url
         try:
-            self.client = s3.make_client(config, parse_s3_url(first_url))
+            self.client = make_client(options, parse_s3_url(first_url))
         except NczfsError as exc:
             raise BackendError(f"{first_url}: no S3 client for reference targets ({exc})") from exc
-        self._options = s3.S3Options.of(config)
+        self._options = options
         self._stores: dict[str, object] = {}
         self._lock = threading.Lock()
 
     def _object(self, url: str):  # type: ignore[no-untyped-def]
         try:
-            loc = self._parse(url)
+            loc = parse_s3_url(url)
         except NczfsError as exc:
             raise BackendError(f"{url}: not a usable S3 URL ({exc})") from exc
         if not loc.prefix:
@@ -245,8 +244,10 @@ class S3Files:
         with self._lock:
             store = self._stores.get(loc.bucket)
             if store is None:
-                store = self._stores[loc.bucket] = self._s3.S3Store(self.client, loc.bucket, "", read_only=True,
-                                                                    options=self._options)
+                from nczfs.store.s3.store import S3Store
+
+                store = self._stores[loc.bucket] = S3Store(self.client, loc.bucket, "", read_only=True,
+                                                           options=self._options)
         return store, loc.prefix
 
     def size(self, url: str) -> int:
@@ -274,9 +275,10 @@ class S3Files:
 class Targets:
     """Dispatch by URL scheme; readers are made on first use."""
 
-    def __init__(self, allow_roots: list[str], config: MountConfig | None = None):
-        self.config = config
-        self.local = LocalFiles(allow_roots, config.mountpoint if config is not None and config.mountpoint else None)
+    def __init__(self, allow_roots: list[str], mountpoint: str | None = None, s3: S3Options | None = None):
+        #: the S3 options s3:// targets are read with (the mount's)
+        self.s3_options = s3
+        self.local = LocalFiles(allow_roots, mountpoint or None)
         self._http: HttpFiles | None = None
         self._s3: S3Files | None = None
         self._lock = threading.Lock()
@@ -292,9 +294,9 @@ class Targets:
                 return self._http
             if scheme == "s3":
                 if self._s3 is None:
-                    if self.config is None:
+                    if self.s3_options is None:
                         raise BackendError(f"{url}: s3 targets need the mount's S3 options")
-                    self._s3 = S3Files(self.config, url)
+                    self._s3 = S3Files(self.s3_options, url)
                 return self._s3
         raise BackendError(f"{url}: unsupported target scheme {scheme!r}")
 

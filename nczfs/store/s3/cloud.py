@@ -19,47 +19,65 @@ Credentials follow each cloud's own chain, as its command-line tools take them:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nczfs.cloudurl import parse_azure_source, parse_cloud_url
 from nczfs.errors import SourceError
-from nczfs.store.s3.objstore import ObjectStoreBackend, transport
+from nczfs.store.s3.objstore import ObjectStoreBackend
+from nczfs.store.s3.transport import Bounds
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig
 
 
-def _transport(config: MountConfig, endpoint: str | None) -> dict[str, Any]:
-    """Timeouts and retries from the mount options; a private CA's certificates from ``SSL_CERT_FILE``."""
-    return transport(config, endpoint, os.environ.get("SSL_CERT_FILE") or None)
+@dataclass(frozen=True)
+class CloudOptions:
+    """What a mount's options ask of a GCS or Azure source (anonymous sources are read-only:
+    neither cloud takes anonymous writes)."""
+
+    #: SOURCE as given
+    source: str
+    read_only: bool = False
+    anonymous: bool = False
+    endpoint_url: str | None = None
+    bounds: Bounds = Bounds()
+    google_application_credentials: str | None = None
+    azure_storage_account: str | None = None
+
+    @classmethod
+    def of(cls, config: MountConfig) -> CloudOptions:
+        return cls(config.source.text, config.read_only or config.no_sign_request, config.no_sign_request,
+                   config.endpoint_url, Bounds(**Bounds.given(config)), config.google_application_credentials,
+                   config.azure_storage_account)
+
+    def transport(self, endpoint: str | None) -> dict[str, Any]:
+        """Timeouts and retries; a private CA's certificates from ``SSL_CERT_FILE``."""
+        return self.bounds.obstore(endpoint, os.environ.get("SSL_CERT_FILE") or None)
 
 
-def _readonly_if_anonymous(config: MountConfig) -> bool:
-    return config.read_only or config.no_sign_request
-
-
-def open_gcs(config: MountConfig) -> ObjectStoreBackend:
+def open_gcs(options: CloudOptions) -> ObjectStoreBackend:
     from obstore.store import GCSStore
 
-    text = config.source.text
+    text = options.source
     loc = parse_cloud_url(text)
     kwargs: dict[str, Any] = {}
-    endpoint = config.endpoint_url or _emulator_host()
+    endpoint = options.endpoint_url or _emulator_host()
     if endpoint:
         kwargs["base_url"] = endpoint.rstrip("/")
-    if config.no_sign_request:
+    if options.anonymous:
         kwargs["skip_signature"] = True
-    elif config.google_application_credentials:
-        path = config.google_application_credentials
+    elif options.google_application_credentials:
+        path = options.google_application_credentials
         if not os.path.isfile(path):
             raise SourceError(f"{text}: google_application_credentials={path}: no such file")
         kwargs["application_credentials"] = path
     try:
-        store = GCSStore(loc.bucket, **_transport(config, endpoint), **kwargs)
+        store = GCSStore(loc.bucket, **options.transport(endpoint), **kwargs)
     except Exception as exc:  # bad credentials files, unknown settings
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
     backend = ObjectStoreBackend(store, loc.prefix, url=f"gs://{loc.location}", service="GCS",
-                                 read_only=_readonly_if_anonymous(config), https=_https(endpoint))
+                                 read_only=options.read_only, https=_https(endpoint))
     probe(backend, text)
     return backend
 
@@ -83,41 +101,47 @@ def connection_string() -> dict[str, str]:
     return out
 
 
-def open_azure(config: MountConfig) -> ObjectStoreBackend:
+def open_azure(options: CloudOptions) -> ObjectStoreBackend:
     from obstore.store import AzureStore
 
-    text = config.source.text
+    text = options.source
     loc = parse_azure_source(text)
     conn = connection_string()
-    account = (loc.account or config.azure_storage_account or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
+    account = (loc.account or options.azure_storage_account or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
                or os.environ.get("AZURE_STORAGE_ACCOUNT") or conn.get("AccountName"))
-    endpoint = config.endpoint_url or conn.get("BlobEndpoint") or os.environ.get("AZURE_STORAGE_ENDPOINT")
+    endpoint = options.endpoint_url or conn.get("BlobEndpoint") or os.environ.get("AZURE_STORAGE_ENDPOINT")
     if not account and not endpoint:
         raise SourceError(f"{text}: no Azure storage account: name one in the URL "
                           "(abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/...), with -o azure_storage_account= "
                           "or AZURE_STORAGE_ACCOUNT_NAME")
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = _azure_credentials(options.anonymous, conn)
     if account:
         kwargs["account_name"] = account
     if endpoint:
         kwargs["endpoint"] = endpoint.rstrip("/")
-    if config.no_sign_request:
-        kwargs["skip_signature"] = True
-    else:
-        key = os.environ.get("AZURE_STORAGE_KEY") or conn.get("AccountKey")
-        if key and not any(os.environ.get(v) for v in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_ACCESS_KEY",
-                                                       "AZURE_STORAGE_MASTER_KEY")):
-            kwargs["account_key"] = key
-        if sas := conn.get("SharedAccessSignature"):
-            kwargs["sas_key"] = sas
     try:
-        store = AzureStore(loc.bucket, **_transport(config, endpoint), **kwargs)
+        store = AzureStore(loc.bucket, **options.transport(endpoint), **kwargs)
     except Exception as exc:
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
     backend = ObjectStoreBackend(store, loc.prefix, url=f"az://{loc.location}", service="Azure",
-                                 read_only=_readonly_if_anonymous(config), https=_https(endpoint))
+                                 read_only=options.read_only, https=_https(endpoint))
     probe(backend, text)
     return backend
+
+
+def _azure_credentials(anonymous: bool, conn: dict[str, str]) -> dict[str, Any]:
+    """obstore's Azure credentials the environment names beyond what obstore reads itself: an
+    account key as ``AZURE_STORAGE_KEY`` or in the connection string, the string's SAS token."""
+    if anonymous:
+        return {"skip_signature": True}
+    out = {}
+    key = os.environ.get("AZURE_STORAGE_KEY") or conn.get("AccountKey")
+    if key and not any(os.environ.get(v) for v in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_ACCESS_KEY",
+                                                   "AZURE_STORAGE_MASTER_KEY")):
+        out["account_key"] = key
+    if sas := conn.get("SharedAccessSignature"):
+        out["sas_key"] = sas
+    return out
 
 
 def _https(endpoint: str | None) -> bool:

@@ -11,6 +11,7 @@ written; keys ending in ``/`` written by other tools show as directories.
 Every call runs in ThreadedStore's worker threads through obstore's blocking API (which
 releases the GIL while Rust works): measured, that costs less CPU per GET than obstore's async
 API on one asyncio loop thread bridged to trio (docs/PERFORMANCE.md, "One object-store client").
+Timeouts and retries: :mod:`.transport`; errors: :mod:`.errors`.
 """
 
 from __future__ import annotations
@@ -21,32 +22,15 @@ import re
 import threading
 import time
 from collections import Counter
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 import obstore as obs
-from obstore.exceptions import (
-    AlreadyExistsError,
-    InvalidPathError,
-    NotSupportedError,
-    PermissionDeniedError,
-    PreconditionError,
-    UnauthenticatedError,
-)
 
 from nczfs.aiobridge import AsyncioBridge
-from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NczfsError, PermissionDenied, Stale
-from nczfs.store.base import (
-    ByteRange,
-    DirEntry,
-    ObjectInfo,
-    SyncStore,
-    check_key,
-    check_prefix,
-    file_pieces,
-    join,
-    tree_listings,
-    usable_name,
-)
+from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NczfsError, Stale
+from nczfs.store.base import ByteRange, ObjectInfo, SyncStore, check_key, file_pieces
+from nczfs.store.s3.errors import translate_obstore, unsatisfiable
+from nczfs.store.s3.listing import Listings
 
 log = logging.getLogger(__name__)
 
@@ -57,70 +41,20 @@ KEEP_BUFFER = 1024 * 1024
 #: asyncio loop thread, which gathers a TLS body with less CPU than a worker thread does
 #: (docs/PERFORMANCE.md, issue #33)
 ASYNC_GET_FROM = 1024 * 1024
-#: keys one listing page holds (S3's, GCS's and Azure's most)
-LIST_PAGE = 1000
 
-#: names of the requests in ``nczfs stats``, by kind (S3 names its own: s3.py)
+#: names of the requests in ``nczfs stats``, by kind (S3 names its own: store.py)
 GENERIC_OPS = {"get": "GET", "head": "HEAD", "list": "LIST", "put": "PUT", "delete": "DELETE", "copy": "COPY",
                "multipart": "MultipartUpload"}
-
-
-def transport(config: Any, endpoint: str | None, ca_file: str | None) -> dict[str, Any]:
-    """obstore's ``client_options`` and ``retry_config`` from a mount's options (-o retries=,
-    connect_timeout=, read_timeout=)."""
-    timeouts = {k: v for k in ("connect_timeout", "read_timeout") if (v := getattr(config, k)) is not None}
-    return {"client_options": obstore_client_options(endpoint, ca_file, **timeouts),
-            "retry_config": retry_config() if config.retries is None else retry_config(config.retries)}
-
-
-class RangeNotSatisfiable(Exception):
-    """HTTP 416: the range starts at or past the end of the object."""
-
-
-def _first_line(exc: BaseException) -> str:
-    """What went wrong, in one line: the HTTP status and the service's error code and message
-    (S3, GCS and Azure answer ``<Code>``/``<Message>``), else object_store's first line (its
-    messages carry a debug dump after it)."""
-    text = str(exc)
-    status = re.search(r"status code: (\d{3}[^:<]*)", text)
-    if status:
-        code = re.search(r"<Code>([^<]+)</Code>", text)
-        message = re.search(r"<Message>([^<]+)</Message>", text) or re.search(r'"message"\s*:\s*"([^"]+)"', text)
-        line = f"HTTP {status.group(1).strip()}" + (f" {code.group(1)}" if code else "") + (
-            f": {message.group(1).strip()}" if message else "")
-    else:
-        line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return line if len(line) <= 400 else line[:400] + "..."
-
-
-def translate(exc: BaseException, key: str, op: str, service: str) -> NczfsError:
-    """One obstore failure as an nczfs exception naming the key, the request and the cause."""
-    if isinstance(exc, NczfsError):
-        return exc
-    if isinstance(exc, FileNotFoundError):
-        return KeyNotFound(key)
-    if isinstance(exc, PreconditionError):
-        return Stale(f"{key!r}: the object changed in {service} while open")
-    if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)):
-        return PermissionDenied(f"{key!r}: {service} {op} refused: {_first_line(exc)}")
-    if isinstance(exc, ValueError) and "parse path" in str(exc).lower():
-        return InvalidKey(key, f"{service} cannot name this key: {_first_line(exc)}")
-    text = str(exc)
-    if "KeyTooLong" in text:
-        return NameTooLong(f"{key!r}: {service} {op} refused: key too long")
-    if " 403 " in text or "AccessDenied" in text:
-        return PermissionDenied(f"{key!r}: {service} {op} refused: {_first_line(exc)}")
-    return BackendError(f"{key!r}: {service} {op} failed: {_first_line(exc)}")
-
-
-def _unsatisfiable(exc: BaseException) -> bool:
-    text = str(exc)
-    return "416" in text or "InvalidRange" in text or "Range Not Satisfiable" in text or "range is not satisfiable" in text.lower()
 
 
 def plain_etag(value: str | None) -> str:
     """An ETag as nczfs keeps it: without the quotes HTTP puts around it."""
     return (value or "").strip('"') if not (value or "").startswith("W/") else (value or "")
+
+
+def bare_etag(value: str | None) -> str:
+    """An ETag as boto3 gives it (S3's API), without its quotes."""
+    return (value or "").strip('"')
 
 
 def if_match(etag: str | None) -> str | None:
@@ -130,55 +64,11 @@ def if_match(etag: str | None) -> str | None:
     return f'"{etag}"'
 
 
-def _mtime_ns(value: datetime.datetime | None) -> int:
+def mtime_ns(value: datetime.datetime | None) -> int:
     return int(value.timestamp() * 1e9) if value is not None else time.time_ns()
 
 
-#: seconds one attempt of a request may take in all (an answer trickled a byte at a time is
-#: given up then): 32 MiB, the largest single PUT, at 1 Mbit/s
-REQUEST_TIMEOUT = 300.0
-
-
-def obstore_client_options(endpoint: str | None, ca_file: str | None = None, *, connect_timeout: float = 5,
-                           read_timeout: float = 15, request_timeout: float = REQUEST_TIMEOUT,
-                           allow_http: bool | None = None) -> dict[str, Any]:
-    """obstore's HTTP client options: timeouts, ``http://`` allowed for an explicit ``http://``
-    endpoint, a private CA's certificate added to the trusted ones. An attempt ends when no
-    byte came for ``read_timeout`` seconds (a stall) or after ``request_timeout`` in all (a
-    server trickling its answer); it is then retried as a connection failure is."""
-    opts: dict[str, Any] = {
-        "connect_timeout": datetime.timedelta(seconds=connect_timeout),
-        "read_timeout": datetime.timedelta(seconds=read_timeout),
-        "timeout": datetime.timedelta(seconds=request_timeout),
-        "pool_idle_timeout": datetime.timedelta(seconds=50),
-    }
-    if allow_http or (allow_http is None and (endpoint or "").startswith("http://")):
-        opts["allow_http"] = True
-    if ca_file:
-        with open(ca_file, "rb") as f:
-            opts["root_certificate"] = f.read()
-    return opts
-
-
-def retry_config(retries: int = 2, *, retry_timeout: float = 120) -> dict[str, Any]:
-    """Retries as botocore's standard mode makes them (3 attempts in all), bounded in time."""
-    return {"max_retries": retries, "retry_timeout": datetime.timedelta(seconds=retry_timeout),
-            "backoff": {"init_backoff": datetime.timedelta(milliseconds=50), "max_backoff": datetime.timedelta(seconds=5),
-                        "base": 2}}
-
-
-def _unnamable(exc: BaseException) -> bool:
-    """A failure because obstore cannot name a key (a control character in it, as S3 allows)."""
-    return isinstance(exc, (InvalidPathError, ValueError)) and "path" in str(exc).lower()
-
-
-def _pages(n: int) -> int:
-    """The fewest listing pages that hold ``n`` entries (S3, GCS, Azure: 1,000 to a page):
-    obstore pages by itself and does not say how many requests it sent."""
-    return max(1, -(-n // LIST_PAGE))
-
-
-class ObjectStoreBackend(SyncStore):
+class ObjectStoreBackend(Listings, SyncStore):
     """``prefix`` of an obstore store (its bucket or container chosen when it was made)."""
 
     stores_directories = False
@@ -257,10 +147,10 @@ class ObjectStoreBackend(SyncStore):
             self._count(kind, int(retried.group(1)))
             with self._count_lock:
                 self._counts["retries-considered"] += int(retried.group(1))
-        return translate(exc, key, self.ops[kind], self.service)
+        return translate_obstore(exc, key, self.ops[kind], self.service)
 
     def _info(self, key: str, meta: dict) -> ObjectInfo:
-        return ObjectInfo(key, int(meta["size"]), _mtime_ns(meta.get("last_modified")), plain_etag(meta.get("e_tag")))
+        return ObjectInfo(key, int(meta["size"]), mtime_ns(meta.get("last_modified")), plain_etag(meta.get("e_tag")))
 
     def _rel(self, path: str, base: str | None) -> str:
         return path[len(base) + 1 :] if base else path
@@ -293,7 +183,7 @@ class ObjectStoreBackend(SyncStore):
             body = obs.get(self.store, path, options=self._get_options(rng, etag)).bytes()
             return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]
         except Exception as exc:
-            if _unsatisfiable(exc):
+            if unsatisfiable(exc):
                 return self._past_the_end(key, rng, etag)
             raise self._err(exc, key, "get") from None
 
@@ -313,7 +203,7 @@ class ObjectStoreBackend(SyncStore):
         try:
             body = await self._loop().trio_run(self._get_body, path, self._get_options(rng, etag))
         except Exception as exc:
-            if _unsatisfiable(exc):
+            if unsatisfiable(exc):
                 return None
             raise self._err(exc, key, "get") from None
         return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]
@@ -355,148 +245,6 @@ class ObjectStoreBackend(SyncStore):
         except Exception as exc:
             raise self._err(exc, key, "head") from None
         return self._info(key, meta)
-
-    def _listing(self, prefix: str) -> tuple[str | None, dict]:
-        base = self._dir_path(prefix)
-        try:
-            page = obs.list_with_delimiter(self.store, base)
-        except Exception as exc:
-            self._count("list")
-            if _unnamable(exc) and (other := self.list_other_way(base, True)) is not None:
-                return base, next(other)
-            raise self._err(exc, prefix or "/", "list") from None
-        self._count("list", _pages(len(page["objects"]) + len(page["common_prefixes"])))
-        return base, page
-
-    def list_other_way(self, base: str | None, delimiter: bool) -> Iterator[Any] | None:
-        """A listing of ``base`` where obstore cannot give one (a key it cannot name: a control
-        character): with the delimiter one page ``{"common_prefixes", "objects"}``, without
-        chunks of objects, shaped as obstore's (a marker ``d/`` as ``d``, marked ``"marker"``).
-        None: this store has no other way (the listing fails, naming the key)."""
-        return None
-
-    def list_dir(self, prefix: str) -> list[DirEntry]:
-        check_prefix(prefix)
-        base, page = self._listing(prefix)
-        entries: dict[str, DirEntry] = {}
-        for cp in page["common_prefixes"]:
-            name = self._rel(cp.rstrip("/"), base)
-            if self._usable(name, cp):
-                entries[name] = DirEntry(name, True)
-        for meta in page["objects"]:
-            name = self._rel(meta["path"], base)
-            if name == "" or not self._usable(name, meta["path"]):
-                continue
-            if name not in entries:  # an object and a directory of one name: the directory wins
-                entries[name] = DirEntry(name, False, self._info(join(prefix, name), meta))
-        return [entries[n] for n in sorted(entries)]
-
-    def _walk(self, prefix: str, chunk_size: int = 1000) -> Iterator[list[dict]]:
-        base = self._dir_path(prefix)
-        given = 0
-        try:
-            stream = obs.list(self.store, base, chunk_size=chunk_size)
-            while True:
-                try:
-                    chunk = next(stream)
-                except StopIteration:
-                    if not given:
-                        self._count("list")  # the request that found nothing
-                    return
-                self._count("list", _pages(len(chunk)))
-                given += len(chunk)
-                yield chunk
-        except NczfsError:
-            raise
-        except Exception as exc:
-            other = self.list_other_way(base, False) if _unnamable(exc) else None
-            if other is None:
-                raise self._err(exc, prefix or "/", "list") from None
-        skip = given  # the same order: from past what obstore gave already
-        for chunk in other:
-            if skip >= len(chunk):
-                skip -= len(chunk)
-                continue
-            yield chunk[skip:]
-            skip = 0
-
-    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        check_prefix(prefix)
-        base = self._dir_path(prefix)
-        objects: list[dict] = []
-        for chunk in self._walk(prefix, limit + 1):
-            objects.extend(chunk)
-            break
-        if len(objects) > limit:
-            return None
-        listed = []
-        for m in objects:
-            rel = self._rel(m["path"], base)
-            # a directory marker ("rel/") is a directory: tree_listings knows keys ending in "/"
-            listed.append((rel + "/" if self._is_marker(m) else rel, self._info(join(prefix, rel), m)))
-        return tree_listings(prefix, listed)
-
-    def _is_marker(self, meta: dict) -> bool:
-        """Is this listed object a directory marker (a key ``path/`` other tools write)? obstore
-        lists ``path/`` as ``path``: an empty object whose HEAD finds nothing under ``path``."""
-        if "marker" in meta or meta["size"] != 0:
-            return bool(meta.get("marker"))
-        self._count("head")
-        try:
-            obs.head(self.store, meta["path"])
-        except FileNotFoundError:
-            return True
-        except Exception as exc:
-            raise self._err(exc, meta["path"], "head") from None
-        return False
-
-    @staticmethod
-    def _usable(name: str, path: str) -> bool:
-        if not usable_name(name):
-            log.debug("object key %r has no file name nczfs can show; skipped", path)
-            return False
-        return True
-
-    def list_prefix(self, prefix: str) -> list[str]:
-        check_prefix(prefix)
-        out = []
-        for chunk in self._walk(prefix):
-            for meta in chunk:
-                key = self._rel(meta["path"], self.prefix or None)
-                try:
-                    check_key(key)
-                except NczfsError:
-                    log.debug("object key %r cannot be shown; skipped", meta["path"])
-                    continue
-                if not self._is_marker(meta):
-                    out.append(key)
-        return sorted(out)
-
-    def dir_exists(self, prefix: str) -> bool:
-        if prefix == "":
-            return True
-        check_key(prefix)
-        self._full(prefix)
-        for chunk in self._walk(prefix, 1):
-            return bool(chunk)
-        return False
-
-    def probe(self) -> None:
-        """One LIST of at most one key below the prefix: raises what the store answers (no such
-        bucket, credentials refused, endpoint down)."""
-        for _ in self._walk("", 1):
-            return
-
-    def entry(self, key: str) -> DirEntry | None:
-        """One LIST of at most one key says whether ``key`` is a directory (which wins over an
-        object of the same name, as in listings); else a HEAD answers for an object."""
-        name = key.rpartition("/")[2]
-        if self.dir_exists(key):
-            return DirEntry(name, True)
-        try:
-            return DirEntry(name, False, self.stat(key))
-        except KeyNotFound:
-            return None
 
     # ------------------------------------------------------------------ writes
 
@@ -553,8 +301,6 @@ class ObjectStoreBackend(SyncStore):
         self._count("copy")
         try:
             obs.copy(self.store, self._full(src), self._full(dst))
-        except (NotSupportedError, AlreadyExistsError) as exc:
-            raise self._err(exc, src, "copy") from None
         except Exception as exc:
             raise self._err(exc, src, "copy") from None
         return self.stat(dst)

@@ -22,14 +22,9 @@ import obstore as obs
 
 from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NczfsError, SourceError
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join, parent_of
-from nczfs.store.s3.objstore import (
-    _first_line,
-    _mtime_ns,
-    _unsatisfiable,
-    plain_etag,
-    translate,
-    transport,
-)
+from nczfs.store.s3.errors import first_line, translate_obstore, unsatisfiable
+from nczfs.store.s3.objstore import mtime_ns, plain_etag
+from nczfs.store.s3.transport import Bounds
 
 #: how many chunk names one listing may hold (a directory of more is refused, not built in memory)
 MAX_LISTING = 1_000_000
@@ -262,8 +257,8 @@ class WebZarrStore(SyncStore):
         try:
             meta = obs.head(self.store, key)
         except Exception as exc:
-            raise translate(exc, key, "HEAD", "HTTP") from None
-        return ObjectInfo(key, int(meta["size"]), _mtime_ns(meta.get("last_modified")), plain_etag(meta.get("e_tag")))
+            raise translate_obstore(exc, key, "HEAD", "HTTP") from None
+        return ObjectInfo(key, int(meta["size"]), mtime_ns(meta.get("last_modified")), plain_etag(meta.get("e_tag")))
 
     def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         check_key(key)
@@ -279,12 +274,12 @@ class WebZarrStore(SyncStore):
         try:
             return bytes(obs.get(self.store, key, options=options).bytes())
         except Exception as exc:
-            if _unsatisfiable(exc) and rng is not None:
+            if unsatisfiable(exc) and rng is not None:
                 if rng.start >= self.stat(key).size:
                     return b""
             if isinstance(exc, ValueError):
-                raise InvalidKey(key, _first_line(exc)) from None
-            raise translate(exc, key, "GET", "HTTP") from None
+                raise InvalidKey(key, first_line(exc)) from None
+            raise translate_obstore(exc, key, "GET", "HTTP") from None
 
     def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
         self.check_writable(key)
@@ -297,12 +292,13 @@ class WebZarrStore(SyncStore):
         return self.url
 
 
-def open_http(config) -> WebZarrStore:
+def open_http(source: str, url: str, bounds: Bounds = Bounds()) -> WebZarrStore:
+    """The Zarr at ``url`` (SOURCE ``source`` names it), its requests bounded by ``bounds``; a
+    private CA's certificates from ``SSL_CERT_FILE``."""
     from obstore.store import HTTPStore
 
-    url = config.source.location
     try:
-        store = HTTPStore.from_url(url + "/", **transport(config, url, os.environ.get("SSL_CERT_FILE") or None))
+        store = HTTPStore.from_url(url + "/", **bounds.obstore(url, os.environ.get("SSL_CERT_FILE") or None))
     except Exception as exc:
-        raise SourceError(f"{config.source.text}: {_first_line(exc)}") from None
+        raise SourceError(f"{source}: {first_line(exc)}") from None
     return WebZarrStore(store, url)
