@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, TypeVar
 import trio
 
 from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, SyncStore, Upload
+from nczfs.store.base import FAST_PATHS, forwards_capabilities, offer_fast_paths
 
 T = TypeVar("T")
 
@@ -30,9 +31,13 @@ async def run_blocking(fn: Callable[..., T], *args: Any, limiter: trio.CapacityL
     return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=limiter)
 
 
+@forwards_capabilities
 class ThreadedStore(Store):
+    """``impl``'s calls in worker threads; its capabilities and fast paths are ``impl``'s."""
+
     def __init__(self, impl: SyncStore, max_threads: int | None = None):
         self.impl = impl
+        offer_fast_paths(self, impl, FAST_PATHS)
         # sized to the backend's connection pool where it has one (S3); as many spare slots
         # for calls that waited SLOT_PATIENCE for one, and threads for both
         size = max_threads or getattr(impl, "max_concurrency", 8)
@@ -40,18 +45,14 @@ class ThreadedStore(Store):
         self._spare = trio.CapacityLimiter(size)
         self._threads = trio.CapacityLimiter(2 * size)
         self.spare_slots_taken = 0
-        self.supports_writes = impl.supports_writes
-        self.stores_directories = impl.stores_directories
-        self.keys_form_a_tree = impl.keys_form_a_tree
-        self.checks_versions = impl.checks_versions
-        self.read_only = impl.read_only
-        self.keeps_meta = impl.keeps_meta
-        self.live_meta = impl.live_meta
-        self.max_object_size = impl.max_object_size
         # a backend's reads awaited on the trio thread (sent on its own asyncio loop); None from
         # it: the read goes to a worker thread
         self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = getattr(
             impl, "get_version_async", None)
+
+    @property
+    def below(self) -> SyncStore:
+        return self.impl
 
     @asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
@@ -107,8 +108,8 @@ class ThreadedStore(Store):
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         return await self._call(self.impl.set_file, key, f, size)
 
-    async def stage(self, key: str, data: bytes) -> Staged | None:
-        staged = await self._call(self.impl.stage, key, data)
+    async def _stage(self, key: str, data: bytes) -> Staged | None:
+        staged = await self._call(self.impl.stage, key, data)  # type: ignore[attr-defined]
         if staged is None:
             return None
 
@@ -120,8 +121,8 @@ class ThreadedStore(Store):
 
         return Staged(key, commit, abort)
 
-    async def open_upload(self, key: str) -> Upload | None:
-        upload = await self._call(self.impl.open_upload, key)
+    async def _open_upload(self, key: str) -> Upload | None:
+        upload = await self._call(self.impl.open_upload, key)  # type: ignore[attr-defined]
         if upload is None:
             return None
 
@@ -139,10 +140,8 @@ class ThreadedStore(Store):
     async def forget_dir(self, prefix: str) -> None:
         await self._call(self.impl.forget_dir, prefix)
 
-    async def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        if not self.impl.lists_trees:
-            return None
-        return await self._call(self.impl.list_tree, prefix, limit)
+    async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        return await self._call(self.impl.list_tree, prefix, limit)  # type: ignore[attr-defined]
 
     def hides(self, key: str) -> bool:
         return self.impl.hides(key)

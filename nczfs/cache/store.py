@@ -46,6 +46,10 @@ BLOCK_SIZE = 8 * MiB
 
 
 class CachingStore(WrapperStore):
+    #: staged and uploaded objects are cached as they are made; tree listings are the cache's own
+    #: (it lists its store's trees), not offered above
+    passes = ("stage", "open_upload")
+
     def __init__(
         self,
         inner,
@@ -177,8 +181,8 @@ class CachingStore(WrapperStore):
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         return await self._store(key, self.inner.set_file(key, f, size))
 
-    async def stage(self, key: str, data: bytes) -> Staged | None:
-        staged = await self.inner.stage(key, data)
+    async def _stage(self, key: str, data: bytes) -> Staged | None:
+        staged = await self.inner.stage(key, data)  # type: ignore[attr-defined]
         if staged is None:
             return None
 
@@ -192,8 +196,8 @@ class CachingStore(WrapperStore):
 
         return Staged(key, commit, staged.abort)
 
-    async def open_upload(self, key: str) -> Upload | None:
-        upload = await self.inner.open_upload(key)
+    async def _open_upload(self, key: str) -> Upload | None:
+        upload = await self.inner.open_upload(key)  # type: ignore[attr-defined]
         if upload is None:
             return None
 

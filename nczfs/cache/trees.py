@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 import trio
 
 from nczfs.errors import NczfsError
-from nczfs.store.base import DirEntry, parent_of
+from nczfs.store.base import DirEntry, ListsTrees, parent_of
 
 if TYPE_CHECKING:
     from nczfs.cache.metadata import MetadataCache
@@ -86,11 +86,16 @@ class TreeListings:
             return None
         return top, known  # type: ignore[return-value]
 
+    async def _tree(self, top: str) -> dict[str, list[DirEntry]] | None:
+        """The store's listing of ``top``'s tree (None: too large, or the store lists no trees)."""
+        inner = self.meta.inner
+        return await inner.list_tree(top, self.limit) if isinstance(inner, ListsTrees) else None
+
     async def _list(self, top: str) -> tuple[dict[str, list[DirEntry]] | None, bool]:
         """``top``'s tree (None: too large, or not listable) and whether it may be kept."""
         self._running[top] = done = trio.Event()
         try:
-            return await self.meta.ask(top, self.meta.inner.list_tree(top, self.limit))
+            return await self.meta.ask(top, self._tree(top))
         except NczfsError as exc:  # the names are then asked one by one, as before
             log.debug("%r: tree not listed: %s", top, exc)
             return None, False

@@ -50,6 +50,9 @@ def _put(entries: dict, rel: str, value: Any, remove: bool) -> bool:
 
 
 class ConsolidatingStore(WrapperStore):
+    #: staging and uploads of objects other than the watched metadata (whose writes set follows)
+    passes = ("stage", "open_upload")
+
     def __init__(self, inner: Store, on_change: Callable[[str], None] | None = None):
         super().__init__(inner)
         self._lock = trio.Lock()
@@ -130,11 +133,11 @@ class ConsolidatingStore(WrapperStore):
         if self._watched(key):
             await self._update(key, None, remove=True)
 
-    async def stage(self, key: str, data: bytes) -> Staged | None:
-        return None if self._watched(key) else await self.inner.stage(key, data)  # watched: through set
+    async def _stage(self, key: str, data: bytes) -> Staged | None:
+        return None if self._watched(key) else await super()._stage(key, data)  # watched: through set
 
-    async def open_upload(self, key: str) -> Upload | None:
-        return None if self._watched(key) else await self.inner.open_upload(key)  # as stage
+    async def _open_upload(self, key: str) -> Upload | None:
+        return None if self._watched(key) else await super()._open_upload(key)  # as stage
 
     async def rename(self, src: str, dst: str) -> None:
         await self.inner.rename(src, dst)

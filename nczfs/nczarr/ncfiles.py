@@ -42,6 +42,9 @@ MAX_VERSIONS = 256
 
 
 class NcFilesStore(WrapperStore):
+    #: no fast paths: every write drops the .nc files built from it (staging off)
+    passes = ()
+
     def __init__(self, inner: Store, ttl: float = 1.0, root_name: str = "dataset",
                  decoded_bytes: int = 256 * 1024 * 1024, on_change: Callable[[str], None] | None = None):
         super().__init__(inner)

@@ -44,6 +44,9 @@ RECODED_CACHE_BYTES = 64 * 1024 * 1024
 class PresentingStore(ViewWrites, WrapperStore):
     """The view (``--present``) of every dataset of ``inner``: reads here, writes in ViewWrites."""
 
+    #: no fast paths: a view's keys, writes and listings are translated (staging off)
+    passes = ()
+
     def __init__(self, inner: Store, view: str, ttl: float = 1.0, transcode: str = "auto",
                  recoded_cache_bytes: int = RECODED_CACHE_BYTES):
         super().__init__(inner)

@@ -45,6 +45,9 @@ from nczfs.threads import run_blocking
 log = logging.getLogger(__name__)
 
 class ValidatingStore(WrapperStore):
+    #: staging and uploads of objects other than metadata (which set checks)
+    passes = ("stage", "open_upload")
+
     def __init__(self, inner: Store, mode: str = "strict"):
         if mode not in ("warn", "strict", "off"):
             raise ValueError(f"validation mode {mode!r}")
@@ -176,11 +179,11 @@ class ValidatingStore(WrapperStore):
             return await self.inner.set_file(key, f, size)  # type: ignore[attr-defined]
         return await self.set(key, await run_blocking(f.read, size))
 
-    async def stage(self, key: str, data: bytes) -> Staged | None:
-        return None if is_metadata_key(key) else await self.inner.stage(key, data)  # metadata: checked by set
+    async def _stage(self, key: str, data: bytes) -> Staged | None:
+        return None if is_metadata_key(key) else await super()._stage(key, data)  # metadata: checked by set
 
-    async def open_upload(self, key: str) -> Upload | None:
-        return None if is_metadata_key(key) else await self.inner.open_upload(key)  # as stage
+    async def _open_upload(self, key: str) -> Upload | None:
+        return None if is_metadata_key(key) else await super()._open_upload(key)  # as stage
 
     async def rename(self, src: str, dst: str) -> None:
         if is_metadata_key(dst):

@@ -7,6 +7,12 @@ immediate children of a prefix, objects and implied directories alike, as netCDF
 
 Backends are written as synchronous classes (:class:`SyncStore`) and lifted to the async
 :class:`Store` used by the filesystem in one place, ``nczfs.threads.ThreadedStore``.
+
+The contract: the methods of :class:`SyncStore` / :class:`Store`; the capabilities a store
+declares (:data:`CAPABILITIES`, class attributes, which a wrapper answers from the store below);
+and the optional fast paths, each a :class:`typing.Protocol` a store implements or not, asked
+with ``isinstance``: :class:`Stages` (data sent now, made the object later), :class:`UploadsInParts`
+(an object sent in parts as it is written), :class:`ListsTrees` (a whole tree in one request).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import abc
 import dataclasses
 import stat as stat_mod
 from dataclasses import dataclass
-from typing import Awaitable, BinaryIO, Callable, Iterable, Iterator
+from typing import Any, Awaitable, BinaryIO, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
 from nczfs.errors import BackendError, InvalidArgument, InvalidKey, KeyNotFound, NameTooLong, NotSupported, ReadOnly
 
@@ -204,6 +210,61 @@ def tree_listings(prefix: str, objects: Iterable[tuple[str, ObjectInfo]]) -> dic
     return {d: [entries[n] for n in sorted(entries)] for d, entries in dirs.items()}
 
 
+#: what a store says of itself, as class attributes of :class:`SyncStore` (documented there);
+#: a wrapper answers each from the store below (:func:`forwards_capabilities`)
+CAPABILITIES = ("supports_writes", "stores_directories", "read_only", "keys_form_a_tree", "checks_versions",
+                "keeps_meta", "live_meta", "max_object_size")
+
+
+def forwards_capabilities(cls: type) -> type:
+    """Class decorator: each of :data:`CAPABILITIES` a property answering what ``self.below``
+    (the store a wrapper wraps) says, unless the class sets it itself."""
+    for name in CAPABILITIES:
+        if name not in cls.__dict__:
+            setattr(cls, name, property(lambda self, name=name: getattr(self.below, name)))
+    return cls
+
+
+# ---------------------------------------------------------------------- the optional fast paths
+# Each is implemented by a store or not (isinstance tells); a sync store's method blocks, an
+# async store's is a coroutine, and its Staged/Upload callables likewise.
+
+
+@runtime_checkable
+class Stages(Protocol):
+    def stage(self, key: str, data: bytes) -> Any:
+        """Send ``data`` for ``key`` without making it visible yet (see :class:`Staged`); None:
+        not this time (an empty object), the caller stores the data with ``set`` when it is time."""
+
+
+@runtime_checkable
+class UploadsInParts(Protocol):
+    def open_upload(self, key: str) -> Any:
+        """Start sending an object ``key`` in parts (see :class:`Upload`); None: not this key,
+        the caller stores the data with ``set`` or ``set_file`` when it is complete."""
+
+
+@runtime_checkable
+class ListsTrees(Protocol):
+    def list_tree(self, prefix: str, limit: int) -> Any:
+        """The listings of ``prefix`` and of every directory below it (see :func:`tree_listings`),
+        where one request of at most ``limit`` keys fetches them all (S3: a ListObjectsV2 without
+        a delimiter); None where the tree holds more keys (or, this time, cannot be listed so)."""
+
+
+#: each fast path, by the name of its one method
+FAST_PATHS: dict[str, type] = {"stage": Stages, "open_upload": UploadsInParts, "list_tree": ListsTrees}
+
+
+def offer_fast_paths(store: object, below: object, names: Iterable[str]) -> None:
+    """Give ``store`` (a wrapper) each fast path of ``names`` that ``below`` offers: its method
+    ``NAME`` is then ``store._NAME`` (which answers it through ``below``); the others it lacks,
+    so that ``isinstance(store, Stages)`` and the like say what it really offers."""
+    for name in names:
+        if isinstance(below, FAST_PATHS[name]):
+            setattr(store, name, getattr(store, f"_{name}"))
+
+
 class SyncStore(abc.ABC):
     """A blocking backend. Every method may block; none is ever called on the trio thread."""
 
@@ -220,8 +281,6 @@ class SyncStore(abc.ABC):
     #: ``get_version`` really refuses another version (S3: If-Match), so a successful one
     #: confirms that the version is current (stores without that read the current bytes)
     checks_versions: bool = False
-    #: ``list_tree`` can answer (else it is not asked: no worker thread for a None)
-    lists_trees: bool = False
     #: ``set_meta`` keeps POSIX attributes of objects in the medium (modes, owners, times)
     keeps_meta: bool = False
     #: every ``stat``, ``entry`` and listing reports the attributes the medium holds, for
@@ -258,16 +317,6 @@ class SyncStore(abc.ABC):
             raise BackendError(f"{key!r}: the data to store ends after {len(data)} of {size} bytes")
         return self.set(key, data)
 
-    def stage(self, key: str, data: bytes) -> Staged | None:
-        """Send ``data`` for ``key`` without making it visible yet (see :class:`Staged`); None:
-        this store cannot, the caller stores the data with ``set`` when it is time."""
-        return None
-
-    def open_upload(self, key: str) -> Upload | None:
-        """Start sending an object ``key`` in parts (see :class:`Upload`); None: this store
-        cannot, the caller stores the data with ``set`` or ``set_file`` when it is complete."""
-        return None
-
     @abc.abstractmethod
     def delete(self, key: str) -> None:
         """Remove an object; removing a missing key is not an error."""
@@ -275,12 +324,6 @@ class SyncStore(abc.ABC):
     @abc.abstractmethod
     def list_dir(self, prefix: str) -> list[DirEntry]:
         """Immediate children of ``prefix`` (objects and implied directories), sorted by name."""
-
-    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        """The listings of ``prefix`` and of every directory below it (see :func:`tree_listings`),
-        where one request of at most ``limit`` keys fetches them all (S3: a ListObjectsV2 without
-        a delimiter); None where the tree holds more keys, or the store cannot."""
-        return None
 
     def list_prefix(self, prefix: str) -> list[str]:
         """Every object key below ``prefix`` (all depths), sorted."""
@@ -402,13 +445,17 @@ class SyncStore(abc.ABC):
 
 
 class Store(abc.ABC):
-    """The async face of a store, used by the filesystem and by wrappers (cache, NCZarr)."""
+    """The async face of a store, used by the filesystem and by wrappers (cache, NCZarr); its
+    capabilities are a SyncStore's (:data:`CAPABILITIES`)."""
 
     supports_writes: bool
     stores_directories: bool
     read_only: bool
     keys_form_a_tree: bool = True
     checks_versions: bool = False
+    keeps_meta: bool = False
+    live_meta: bool = False
+    max_object_size: int | None = None
 
     @abc.abstractmethod
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...
@@ -421,14 +468,6 @@ class Store(abc.ABC):
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         return await self.set(key, f.read(size))
-
-    async def stage(self, key: str, data: bytes) -> Staged | None:
-        """``SyncStore.stage``, with coroutine ``commit``/``abort``."""
-        return None
-
-    async def open_upload(self, key: str) -> Upload | None:
-        """``SyncStore.open_upload``, with coroutine ``send``/``complete``/``abort``."""
-        return None
 
     async def forget_dir(self, prefix: str) -> None:
         pass
@@ -443,18 +482,10 @@ class Store(abc.ABC):
         """Raise what ``set(key, data)`` would raise because of ``data``, storing nothing; content
         still being written (not yet a whole object) is not judged."""
 
-    async def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        """``SyncStore.list_tree``."""
-        return None
-
     def read_only_key(self, key: str) -> bool:
         """Is ``key`` an object nothing may change (a file a wrapper makes up, as ``-o nc_files``
         does)? Only keys already shown by ``entry``/``stat``/``list_dir`` are asked about."""
         return False
-
-    keeps_meta: bool = False
-    live_meta: bool = False
-    max_object_size: int | None = None
 
     def check_new_key(self, key: str) -> None:
         """``SyncStore.check_new_key`` (no I/O)."""

@@ -20,7 +20,6 @@ _etags = itertools.count(1)
 class MemoryStore(SyncStore):
     non_blocking = True
     checks_versions = True
-    lists_trees = True
     #: objects keep POSIX attributes (as S3's metadata does: a ``set`` drops them, a copy or
     #: rename keeps them); symlinks and special files are objects whose type is in them
     keeps_meta = True

@@ -2,7 +2,7 @@
 
 A wrapper is itself an async :class:`~nczfs.store.base.Store`, so wrappers stack (cache over
 NCZarr validation over a backend). :class:`WrapperStore` forwards every call unchanged;
-subclasses override what they change. :class:`FaultyStore` makes chosen operations fail
+subclasses override what they change (every write: the one hook ``_write``). :class:`FaultyStore` makes chosen operations fail
 (or slow down) on demand, for tests of what the filesystem does when the medium fails.
 """
 
@@ -15,68 +15,70 @@ from typing import Awaitable, BinaryIO, Callable, TypeVar
 import trio
 
 from nczfs.errors import BackendError
-from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Store, Upload
+from nczfs.store.base import (
+    ByteRange,
+    DirEntry,
+    FsStats,
+    Meta,
+    ObjectInfo,
+    Staged,
+    Store,
+    FAST_PATHS,
+    Upload,
+    forwards_capabilities,
+    offer_fast_paths,
+)
 
 T = TypeVar("T")
 
 
+@forwards_capabilities
 class WrapperStore(Store):
-    """Forwards every call to ``inner``; capabilities are the inner store's. Except ``stage``
-    and ``open_upload``: they bypass ``set``, so a wrapper offers them only by saying so itself;
-    and ``list_tree``, which a wrapper that changes listings could not forward unchanged."""
+    """Forwards every call to ``inner``; its capabilities are the inner store's.
+
+    Every change of the store below passes through one hook, :meth:`_write`: a wrapper that
+    watches or refuses changes overrides it instead of each writing method. The fast paths
+    (:class:`~nczfs.store.base.Stages`, ``UploadsInParts``, ``ListsTrees``) bypass that hook
+    (staging and uploads do not go through ``set``, a tree listing not through ``list_dir``), so
+    a wrapper offers them only where it says so in :attr:`passes` (and the store below has them);
+    ``_stage``, ``_open_upload`` and ``_list_tree`` answer them, forwarded unchanged unless the
+    wrapper overrides them."""
+
+    #: the fast paths this wrapper offers where the store below does: none unless it says so
+    passes: tuple[str, ...] = ()
 
     def __init__(self, inner: Store):
         self.inner = inner
+        offer_fast_paths(self, inner, self.passes)
 
-    @property  # type: ignore[override]
-    def supports_writes(self) -> bool:
-        return self.inner.supports_writes
+    @property
+    def below(self) -> Store:
+        """The store whose capabilities this one has."""
+        return self.inner
 
-    @property  # type: ignore[override]
-    def stores_directories(self) -> bool:
-        return self.inner.stores_directories
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+        """Make the change ``call()``: the Store method ``op`` of ``keys`` (the key it changes;
+        a copy, rename or link: the source, then the destination)."""
+        return await call()
 
-    @property  # type: ignore[override]
-    def read_only(self) -> bool:
-        return self.inner.read_only
+    # ------------------------------------------------------------------ the fast paths, where offered
 
-    @property  # type: ignore[override]
-    def keys_form_a_tree(self) -> bool:
-        return self.inner.keys_form_a_tree
+    async def _stage(self, key: str, data: bytes) -> Staged | None:
+        return await self.inner.stage(key, data)  # type: ignore[attr-defined]
 
-    @property  # type: ignore[override]
-    def checks_versions(self) -> bool:
-        return self.inner.checks_versions
+    async def _open_upload(self, key: str) -> Upload | None:
+        return await self.inner.open_upload(key)  # type: ignore[attr-defined]
 
-    @property  # type: ignore[override]
-    def keeps_meta(self) -> bool:
-        return self.inner.keeps_meta
+    async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        return await self.inner.list_tree(prefix, limit)  # type: ignore[attr-defined]
 
-    @property  # type: ignore[override]
-    def live_meta(self) -> bool:
-        return self.inner.live_meta
-
-    @property  # type: ignore[override]
-    def max_object_size(self) -> int | None:
-        return self.inner.max_object_size
+    # ------------------------------------------------------------------ reads
 
     def check_new_key(self, key: str) -> None:
         self.inner.check_new_key(key)
 
-    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
-        return await self.inner.set_meta(key, changes, is_dir)
-
-    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
-        return await self.inner.make_node(key, meta, target)
-
     async def readlink(self, key: str) -> str:
         return await self.inner.readlink(key)
-
-    async def link(self, src: str, dst: str) -> ObjectInfo:
-        return await self.inner.link(src, dst)
-
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
-        return await self.inner.truncate(key, size)
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         return await self.inner.get(key, rng)
@@ -86,12 +88,6 @@ class WrapperStore(Store):
 
     async def stat(self, key: str) -> ObjectInfo:
         return await self.inner.stat(key)
-
-    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        return await self.inner.set_file(key, f, size)
-
-    async def forget_dir(self, prefix: str) -> None:
-        await self.inner.forget_dir(prefix)
 
     def checks_content(self, key: str) -> bool:
         return self.inner.checks_content(key)
@@ -108,12 +104,6 @@ class WrapperStore(Store):
     def hides(self, key: str) -> bool:
         return self.inner.hides(key)
 
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        return await self.inner.set(key, data)
-
-    async def delete(self, key: str) -> None:
-        await self.inner.delete(key)
-
     async def list_dir(self, prefix: str) -> list[DirEntry]:
         return await self.inner.list_dir(prefix)
 
@@ -126,32 +116,58 @@ class WrapperStore(Store):
     async def entry(self, key: str) -> DirEntry | None:
         return await self.inner.entry(key)
 
-    async def copy(self, src: str, dst: str) -> ObjectInfo:
-        return await self.inner.copy(src, dst)
-
-    async def rename(self, src: str, dst: str) -> None:
-        await self.inner.rename(src, dst)
-
-    async def rename_dir(self, src: str, dst: str) -> None:
-        await self.inner.rename_dir(src, dst)
-
-    async def mkdir(self, prefix: str) -> None:
-        await self.inner.mkdir(prefix)
-
-    async def rmdir(self, prefix: str) -> None:
-        await self.inner.rmdir(prefix)
-
     async def statfs(self) -> FsStats | None:
         return await self.inner.statfs()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    # ------------------------------------------------------------------ writes: through _write
+
+    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        return await self._write("set", (key,), lambda: self.inner.set(key, data))
+
+    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        return await self._write("set_file", (key,), lambda: self.inner.set_file(key, f, size))
+
+    async def delete(self, key: str) -> None:
+        await self._write("delete", (key,), lambda: self.inner.delete(key))
+
+    async def copy(self, src: str, dst: str) -> ObjectInfo:
+        return await self._write("copy", (src, dst), lambda: self.inner.copy(src, dst))
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self._write("rename", (src, dst), lambda: self.inner.rename(src, dst))
+
+    async def rename_dir(self, src: str, dst: str) -> None:
+        await self._write("rename_dir", (src, dst), lambda: self.inner.rename_dir(src, dst))
+
+    async def mkdir(self, prefix: str) -> None:
+        await self._write("mkdir", (prefix,), lambda: self.inner.mkdir(prefix))
+
+    async def rmdir(self, prefix: str) -> None:
+        await self._write("rmdir", (prefix,), lambda: self.inner.rmdir(prefix))
+
+    async def forget_dir(self, prefix: str) -> None:
+        await self._write("forget_dir", (prefix,), lambda: self.inner.forget_dir(prefix))
+
+    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        return await self._write("set_meta", (key,), lambda: self.inner.set_meta(key, changes, is_dir))
+
+    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        return await self._write("make_node", (key,), lambda: self.inner.make_node(key, meta, target))
+
+    async def link(self, src: str, dst: str) -> ObjectInfo:
+        return await self._write("link", (src, dst), lambda: self.inner.link(src, dst))
+
+    async def truncate(self, key: str, size: int) -> ObjectInfo:
+        return await self._write("truncate", (key,), lambda: self.inner.truncate(key, size))
 
     async def sync(self) -> None:
         await self.inner.sync()
 
     async def close(self) -> None:
         await self.inner.close()
-
-    def describe(self) -> str:
-        return self.inner.describe()
 
 
 @dataclass
@@ -173,6 +189,8 @@ def _default_exc(key: str) -> BaseException:
 
 #: the steps of an upload opened by ``open_upload``, failed like store operations
 UPLOAD_STEPS = ("upload_part", "complete_upload", "abort_upload")
+#: writes failed and counted as another operation (storing from a file is a ``set``)
+WRITES_AS = {"set_file": "set"}
 
 
 class FaultyStore(WrapperStore):
@@ -184,6 +202,9 @@ class FaultyStore(WrapperStore):
     operation name, failed or not; ``latency`` seconds are slept before each call. The steps
     of an upload (:data:`UPLOAD_STEPS`) are operations too.
     """
+
+    #: not staging: data staged would bypass the faults armed for ``set``
+    passes = ("open_upload", "list_tree")
 
     def __init__(self, inner: Store, latency: float = 0.0):
         super().__init__(inner)
@@ -200,7 +221,7 @@ class FaultyStore(WrapperStore):
         times: int | None = None,
         after: bool = False,
     ) -> None:
-        if not hasattr(Store, op) and op not in UPLOAD_STEPS:
+        if not hasattr(Store, op) and op not in FAST_PATHS and op not in UPLOAD_STEPS:
             raise ValueError(f"{op!r} is not a store operation")
         if exc is None:
             make = _default_exc
@@ -248,6 +269,9 @@ class FaultyStore(WrapperStore):
         self._after(op, key)
         return out
 
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+        return await self._call(WRITES_AS.get(op, op), keys[0], call)
+
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         return await self._call("get", key, self.inner.get, key, rng)
 
@@ -257,23 +281,14 @@ class FaultyStore(WrapperStore):
     async def stat(self, key: str) -> ObjectInfo:
         return await self._call("stat", key, self.inner.stat, key)
 
-    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        return await self._call("set", key, self.inner.set_file, key, f, size)
-
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        return await self._call("set", key, self.inner.set, key, data)
-
-    async def delete(self, key: str) -> None:
-        await self._call("delete", key, self.inner.delete, key)
-
     async def list_dir(self, prefix: str) -> list[DirEntry]:
         return await self._call("list_dir", prefix, self.inner.list_dir, prefix)
 
     async def list_prefix(self, prefix: str) -> list[str]:
         return await self._call("list_prefix", prefix, self.inner.list_prefix, prefix)
 
-    async def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        return await self._call("list_tree", prefix, self.inner.list_tree, prefix, limit)
+    async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        return await self._call("list_tree", prefix, self.inner.list_tree, prefix, limit)  # type: ignore[attr-defined]
 
     async def dir_exists(self, prefix: str) -> bool:
         return await self._call("dir_exists", prefix, self.inner.dir_exists, prefix)
@@ -281,23 +296,8 @@ class FaultyStore(WrapperStore):
     async def entry(self, key: str) -> DirEntry | None:
         return await self._call("entry", key, self.inner.entry, key)
 
-    async def copy(self, src: str, dst: str) -> ObjectInfo:
-        return await self._call("copy", src, self.inner.copy, src, dst)
-
-    async def rename(self, src: str, dst: str) -> None:
-        await self._call("rename", src, self.inner.rename, src, dst)
-
-    async def rename_dir(self, src: str, dst: str) -> None:
-        await self._call("rename_dir", src, self.inner.rename_dir, src, dst)
-
-    async def mkdir(self, prefix: str) -> None:
-        await self._call("mkdir", prefix, self.inner.mkdir, prefix)
-
-    async def rmdir(self, prefix: str) -> None:
-        await self._call("rmdir", prefix, self.inner.rmdir, prefix)
-
-    async def open_upload(self, key: str) -> Upload | None:
-        upload = await self._call("open_upload", key, self.inner.open_upload, key)
+    async def _open_upload(self, key: str) -> Upload | None:
+        upload = await self._call("open_upload", key, self.inner.open_upload, key)  # type: ignore[attr-defined]
         if upload is None:
             return None
 

@@ -35,7 +35,7 @@ from nczfs.errors import (
     ReadOnly,
     to_errno,
 )
-from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, SyncStore
+from nczfs.store.base import ByteRange, DirEntry, FsStats, ListsTrees, Meta, ObjectInfo, Stages, SyncStore, UploadsInParts
 from nczfs.threads import ThreadedStore
 
 BAD_KEYS = [
@@ -61,8 +61,10 @@ def names(entries: list[DirEntry]) -> list[str]:
 class StoreConformance:
     # ------------------------------------------------------------------ backend hooks
 
-    #: the store sends objects in parts while they are written (``open_upload``)
+    #: the store sends objects in parts while they are written (``UploadsInParts``)
     uploads_in_parts = False
+    #: the store sends data now and makes it the object later (``Stages``)
+    stages = False
 
     @pytest.fixture
     def sync_store(self) -> SyncStore:  # pragma: no cover - always overridden
@@ -149,12 +151,12 @@ class StoreConformance:
             await store.stat("short")
 
     async def test_an_object_sent_in_parts(self, store):
-        """``open_upload``: parts sent in any order, one sent again (the later one counts),
-        visible only once complete; or None where the store has no such uploads."""
-        upload = await store.open_upload("parts/obj")
+        """``open_upload`` (a store that is ``UploadsInParts``): parts sent in any order, one sent
+        again (the later one counts), visible only once complete."""
+        assert isinstance(store, UploadsInParts) == self.uploads_in_parts
         if not self.uploads_in_parts:
-            assert upload is None
             return
+        upload = await store.open_upload("parts/obj")
         part = upload.part_size
         data = random.Random(5).randbytes(2 * part + 1000)
         await upload.send(2, data[part : 2 * part])
@@ -166,11 +168,25 @@ class StoreConformance:
         assert info.size == len(data) and self.get_raw("parts/obj") == data
         assert (await store.stat("parts/obj")).etag == info.etag
 
-    async def test_an_aborted_upload_stores_nothing(self, store):
-        upload = await store.open_upload("parts/gone")
-        if not self.uploads_in_parts:
-            assert upload is None
+    async def test_staged_data_becomes_the_object_at_commit_only(self, store):
+        """``stage`` (a store that ``Stages``): nothing visible until ``commit``, which makes the
+        whole object at once; ``abort`` drops it."""
+        assert isinstance(store, Stages) == self.stages
+        if not self.stages:
             return
+        data = random.Random(6).randbytes(3000)
+        staged = await store.stage("staged/obj", data)
+        assert self.get_raw("staged/obj") is None
+        info = await staged.commit()
+        assert self.get_raw("staged/obj") == data and (await store.stat("staged/obj")).etag == info.etag
+        dropped = await store.stage("staged/gone", b"y" * 100)
+        await dropped.abort()
+        assert self.get_raw("staged/gone") is None
+
+    async def test_an_aborted_upload_stores_nothing(self, store):
+        if not self.uploads_in_parts:
+            return
+        upload = await store.open_upload("parts/gone")
         await upload.send(1, b"y" * upload.part_size)
         await upload.abort()
         with pytest.raises(BackendError, match="'parts/gone'"):
@@ -313,12 +329,12 @@ class StoreConformance:
         """``list_tree``: the listings of a prefix and of every directory below it, each as
         ``list_dir`` gives it, if at most ``limit`` keys lie below; else (or where the store
         cannot) None."""
+        assert isinstance(store, ListsTrees) == self.lists_trees
+        if not self.lists_trees:
+            return
         await self._tree(store)
         for prefix, limit in (("", 100), ("a", 4), ("c", 1), ("nope", 10)):
             trees = await store.list_tree(prefix, limit)
-            if not self.lists_trees:
-                assert trees is None
-                return
             assert trees is not None, prefix
             folders = {prefix}
             for key in await store.list_prefix(prefix):

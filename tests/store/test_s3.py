@@ -15,6 +15,7 @@ from tests.store.conformance import StoreConformance
 
 class TestS3Store(StoreConformance):
     uploads_in_parts = True
+    stages = True
     lists_trees = True
 
     @pytest.fixture

@@ -74,7 +74,6 @@ class ObjectStoreBackend(Listings, SyncStore):
     stores_directories = False
     keys_form_a_tree = False
     checks_versions = True  # GETs carry If-Match
-    lists_trees = True
 
     def __init__(
         self,
