@@ -46,7 +46,7 @@ from nczfs.early_upload import EarlyUploads
 from nczfs.handles import Content, WriteMemory
 from nczfs.locks import Lock
 from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
-from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, check_key, join, parent_of
+from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Stages, Store, check_key, join, parent_of
 from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
@@ -1111,7 +1111,7 @@ class Filesystem:
                     return
                 await self._abort(old[1])
             try:
-                staged = await self.store.stage(final, await content.getvalue())
+                staged = await self.store.stage(final, await content.getvalue()) if isinstance(self.store, Stages) else None
             except Exception as exc:  # noqa: BLE001 - the rename stores it, and reports what fails then
                 log.debug("%r: not staged under %r: %s", node.path, final, exc)
                 return
