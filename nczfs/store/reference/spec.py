@@ -197,9 +197,9 @@ def _dimension(where: str, name: str, spec: Any) -> list[Any] | range:
     raise SourceError(f"{where}: dimension {name!r} must be a list or {{\"start\", \"stop\", \"step\"}}")
 
 
-def _expand_gen(i: int, gen: Any, render: Renderer, urls: UrlResolver, budget: list[int], out: dict[str, Value]) -> None:
-    """Put the keys ``gen`` entry ``i`` generates into ``out``."""
-    where = f"gen[{i}]"
+def _gen_fields(where: str, gen: Any) -> list[str]:
+    """The fields of gen entry ``gen`` made into each key's reference, checked: ``key``, ``url``
+    and (together) ``offset`` and ``length``; ``dimensions`` must be there too."""
     if not isinstance(gen, dict):
         raise SourceError(f"{where}: must be a JSON object")
     for field in ("key", "url", "dimensions"):
@@ -211,6 +211,11 @@ def _expand_gen(i: int, gen: Any, render: Renderer, urls: UrlResolver, budget: l
     for field in fields:
         if not isinstance(gen[field], (str, int)) or isinstance(gen[field], bool):
             raise SourceError(f"{where}: '{field}' must be a string")
+    return fields
+
+
+def _gen_dimensions(where: str, gen: dict, fields: list[str], budget: list[int]) -> dict[str, list | range]:
+    """The dimensions of gen entry ``gen``, their product taken from what ``budget`` has left."""
     if not isinstance(gen["dimensions"], dict) or not gen["dimensions"]:
         raise SourceError(f"{where}: 'dimensions' must be a non-empty JSON object")
     dims = {name: _dimension(where, name, spec) for name, spec in gen["dimensions"].items()}
@@ -221,18 +226,31 @@ def _expand_gen(i: int, gen: Any, render: Renderer, urls: UrlResolver, budget: l
     if any(GEN_FIELD_SEP in str(gen[f]) for f in fields) or any(
             isinstance(v, str) and GEN_FIELD_SEP in v for d in dims.values() if isinstance(d, list) for v in d):
         raise SourceError(f"{where}: a field holds or renders the character U+001F")
-    names = dict(render.templates)
-    # fields of text and names alone ("data/{{i}}.{{j}}") are put together in Python; the others
-    # are one template, rendered once per combination through one jinja2 context
+    return dims
+
+
+def _plain_fields(gen: dict, fields: list[str], dims: dict, names: dict) -> dict[str, list]:
+    """The fields of text and names alone (``data/{{i}}.{{j}}``), by field: their pieces, put
+    together in Python; the others are rendered as one template."""
     plain: dict[str, list] = {}
     for field in fields:
         pieces = reftemplates.plain_names(str(gen[field]))
         if pieces is not None and all(isinstance(p, str) or p[0] in dims or isinstance(names.get(p[0]), str)
                                       for p in pieces):
             plain[field] = pieces
+    return plain
+
+
+def _expand_gen(i: int, gen: Any, render: Renderer, urls: UrlResolver, budget: list[int], out: dict[str, Value]) -> None:
+    """Put the keys ``gen`` entry ``i`` generates into ``out``."""
+    where = f"gen[{i}]"
+    fields = _gen_fields(where, gen)
+    dims = _gen_dimensions(where, gen, fields, budget)
+    names = dict(render.templates)
+    plain = _plain_fields(gen, fields, dims, names)
     rest = [f for f in fields if f not in plain]
     run = None
-    if rest:
+    if rest:  # rendered once per combination through one jinja2 context
         template = render.compiled(where, GEN_FIELD_SEP.join(str(gen[f]) for f in rest))
         run = reftemplates.renderer_over(where, template, names)
     values: dict[str, str] = {}

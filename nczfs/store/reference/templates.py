@@ -85,8 +85,40 @@ def _text_size(v: Any) -> int:
     return 8
 
 
+def _check_join(left: Any, right: Any) -> None:
+    if isinstance(left, (str, list, tuple)) and _text_size(left) + _text_size(right) > MAX_TEXT:
+        raise jinja2.sandbox.SecurityError("joining these sequences makes too much")
+
+
+def _check_power(left: Any, right: Any) -> None:
+    if _is_int(left) and _is_int(right) and right > 0 and abs(left) > 1 and abs(left).bit_length() * right > MAX_INT_BITS:
+        raise jinja2.sandbox.SecurityError(f"{left} ** {right} is too large")
+
+
+def _check_product(left: Any, right: Any) -> None:
+    if _is_int(left) and _is_int(right) and left.bit_length() + right.bit_length() > MAX_INT_BITS:
+        raise jinja2.sandbox.SecurityError("product too large")
+    for seq, n in ((left, right), (right, left)):
+        if isinstance(seq, (str, list, tuple)) and _is_int(n) and _text_size(seq) * n > MAX_TEXT:
+            raise jinja2.sandbox.SecurityError(f"repeating a sequence {n} times is too much")
+
+
+def _check_format(left: Any, right: Any) -> None:
+    if not isinstance(left, str):
+        return
+    for width, precision in _FORMAT_NUMBER.findall(left):
+        if "*" in (width, precision):
+            raise jinja2.sandbox.SecurityError("format width or precision given by '*'")
+        if int(width or 0) > 1000 or int(precision or 0) > 1000:
+            raise jinja2.sandbox.SecurityError("format width too large")
+
+
+#: what each operator the sandbox intercepts must not make too large
+_BINOP_CHECKS = {"+": _check_join, "**": _check_power, "*": _check_product, "%": _check_format}
+
+
 class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
-    intercepted_binops = frozenset({"*", "**", "%", "+"})
+    intercepted_binops = frozenset(_BINOP_CHECKS)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _step()
@@ -94,24 +126,7 @@ class _Sandbox(jinja2.sandbox.SandboxedEnvironment):
             if operator == "*" and left.bit_length() + right.bit_length() > MAX_INT_BITS:
                 raise jinja2.sandbox.SecurityError("product too large")
             return self.binop_table[operator](left, right)
-        if operator == "+" and isinstance(left, (str, list, tuple)):
-            if _text_size(left) + _text_size(right) > MAX_TEXT:
-                raise jinja2.sandbox.SecurityError("joining these sequences makes too much")
-        elif operator == "**" and _is_int(left) and _is_int(right):
-            if right > 0 and abs(left) > 1 and abs(left).bit_length() * right > MAX_INT_BITS:
-                raise jinja2.sandbox.SecurityError(f"{left} ** {right} is too large")
-        elif operator == "*":
-            if _is_int(left) and _is_int(right) and left.bit_length() + right.bit_length() > MAX_INT_BITS:
-                raise jinja2.sandbox.SecurityError("product too large")
-            for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and _is_int(n) and _text_size(seq) * n > MAX_TEXT:
-                    raise jinja2.sandbox.SecurityError(f"repeating a sequence {n} times is too much")
-        elif operator == "%" and isinstance(left, str):
-            for width, precision in _FORMAT_NUMBER.findall(left):
-                if "*" in (width, precision):
-                    raise jinja2.sandbox.SecurityError("format width or precision given by '*'")
-                if int(width or 0) > 1000 or int(precision or 0) > 1000:
-                    raise jinja2.sandbox.SecurityError("format width too large")
+        _BINOP_CHECKS[operator](left, right)
         return super().call_binop(context, operator, left, right)
 
 

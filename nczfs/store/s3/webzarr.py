@@ -216,20 +216,26 @@ class WebZarrStore(SyncStore):
         entries: dict[str, DirEntry] = {n: DirEntry(n, False) for n in self._dirs.get(prefix, ())}
         entries.update({n: DirEntry(n, True) for n in self._dir_names.get(prefix, ())})
         for g in self._grids.values():
-            base = g.path
-            if prefix == base or (prefix.startswith(base + "/") if base else True):
-                rest = [] if prefix == base else prefix[len(base) + 1 if base else 0:].split("/")
-                levels = g.levels()
-                if len(rest) >= len(levels) or not all(g.has(lv, n) for lv, n in zip(levels, rest)):
-                    continue
-                level = levels[len(rest)]
-                if g.count(level) > MAX_LISTING:
-                    raise BackendError(f"{prefix!r}: {g.count(level):,} chunk names in one directory; "
-                                       f"more than nczfs lists ({MAX_LISTING:,})")
-                is_dir = len(rest) + 1 < len(levels)
-                for name in g.names(level):
-                    entries.setdefault(name, DirEntry(name, is_dir))
+            self._list_chunks(g, prefix, entries)
         return [entries[n] for n in sorted(entries)]
+
+    @staticmethod
+    def _list_chunks(g: Grid, prefix: str, entries: dict[str, DirEntry]) -> None:
+        """Add to ``entries`` the chunk names (or chunk directories) of ``g`` in directory ``prefix``."""
+        base = g.path
+        if not (prefix == base or (prefix.startswith(base + "/") if base else True)):
+            return
+        rest = [] if prefix == base else prefix[len(base) + 1 if base else 0:].split("/")
+        levels = g.levels()
+        if len(rest) >= len(levels) or not all(g.has(lv, n) for lv, n in zip(levels, rest)):
+            return
+        level = levels[len(rest)]
+        if g.count(level) > MAX_LISTING:
+            raise BackendError(f"{prefix!r}: {g.count(level):,} chunk names in one directory; "
+                               f"more than nczfs lists ({MAX_LISTING:,})")
+        is_dir = len(rest) + 1 < len(levels)
+        for name in g.names(level):
+            entries.setdefault(name, DirEntry(name, is_dir))
 
     def dir_exists(self, prefix: str) -> bool:
         return prefix == "" or self._kind(check_key(prefix)) == "dir"

@@ -214,17 +214,7 @@ class Archive:
         with open(tmp, "w+b") as f:
             zf = zipfile.ZipFile(f, "w", allowZip64=True)
             zf.comment = self._comment
-            if self.top:
-                zf.mkdir(start, 0o755)
-            dirs = sorted(d for d in self._dirs if d)
-            if self.layout == "flat":
-                # zarr-python's layout: only empty ones (and those with attributes of their own)
-                dirs = [d for d in dirs if not self._dirs[d] or d in self._dir_meta]
-            for d in dirs:
-                info = zipfile.ZipInfo(start + d + "/", time.localtime()[:6])
-                info.CRC = info.compress_size = info.file_size = 0
-                with_meta(info, self._dir_meta.get(d), stat.S_IFDIR | 0o755)
-                zf.mkdir(info)
+            self._write_dirs(zf, start)
             for info in self._hidden:
                 self._copy_raw(zf, f, info, info.filename)
             members = sorted(((k, s) for k, s in self._files.items() if isinstance(s, Member)),
@@ -236,6 +226,20 @@ class Archive:
             zf.close()
             f.flush()
             os.fsync(f.fileno())
+
+    def _write_dirs(self, zf: zipfile.ZipFile, start: str) -> None:
+        """The directory entries of a new archive (``start``: the dataset directory's name and "/")."""
+        if self.top:
+            zf.mkdir(start, 0o755)
+        dirs = sorted(d for d in self._dirs if d)
+        if self.layout == "flat":
+            # zarr-python's layout: only empty ones (and those with attributes of their own)
+            dirs = [d for d in dirs if not self._dirs[d] or d in self._dir_meta]
+        for d in dirs:
+            info = zipfile.ZipInfo(start + d + "/", time.localtime()[:6])
+            info.CRC = info.compress_size = info.file_size = 0
+            with_meta(info, self._dir_meta.get(d), stat.S_IFDIR | 0o755)
+            zf.mkdir(info)
 
     def _copy_raw(self, zf: zipfile.ZipFile, f, info: zipfile.ZipInfo, name: str, m: Member | None = None,
                   meta: Meta | None = None) -> None:

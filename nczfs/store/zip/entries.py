@@ -90,18 +90,24 @@ def _unix_owner(data: bytes) -> tuple[int | None, int | None]:
     return uid, gid
 
 
-def member_meta(info: zipfile.ZipInfo) -> Meta | None:
-    """The POSIX attributes a zip entry carries (None: none)."""
-    mode = info.external_attr >> 16 if info.create_system == _UNIX else 0
+def _read_fields(extra: bytes) -> tuple[int | None, int | None, int | None, int]:
+    """mtime (ns), uid, gid and device number from an entry's Info-ZIP extra fields."""
     uid = gid = mtime = None
     rdev = 0
-    for kind, data in _extra_fields(info.extra):
+    for kind, data in _extra_fields(extra):
         if kind == _EXTRA_TIME and len(data) >= 5 and data[0] & 1:
             mtime = struct.unpack_from("<i", data, 1)[0] * 1_000_000_000
         elif kind == _EXTRA_UNIX and len(data) >= 3 and data[0] == 1:
             uid, gid = _unix_owner(data)
         elif kind == _EXTRA_ASI and len(data) >= 14:
             rdev = struct.unpack_from("<I", data, 6)[0]
+    return mtime, uid, gid, rdev
+
+
+def member_meta(info: zipfile.ZipInfo) -> Meta | None:
+    """The POSIX attributes a zip entry carries (None: none)."""
+    mode = info.external_attr >> 16 if info.create_system == _UNIX else 0
+    mtime, uid, gid, rdev = _read_fields(info.extra)
     if uid is None and stat.S_IFMT(mode) in (0, stat.S_IFREG, stat.S_IFDIR):
         # the permission bits of an entry that names no owner are not taken: Python's zipfile
         # gives every entry it writes from bytes 0600 (the mount's -o umask decides instead)
@@ -112,6 +118,20 @@ def member_meta(info: zipfile.ZipInfo) -> Meta | None:
                 rdev=rdev if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else 0)
 
 
+def _meta_fields(meta: Meta) -> bytes:
+    """Info-ZIP's extra fields holding ``meta``'s mtime, owner and device number (those it has)."""
+    out = b""
+    if meta.mtime_ns is not None:
+        out += struct.pack("<HHBi", _EXTRA_TIME, 5, 1, max(-(2**31), min(2**31 - 1, meta.mtime_ns // 1_000_000_000)))
+    if meta.uid is not None or meta.gid is not None:
+        out += struct.pack("<HHBBIBI", _EXTRA_UNIX, 11, 1, 4, (meta.uid or 0) & 0xFFFFFFFF, 4, (meta.gid or 0) & 0xFFFFFFFF)
+    if meta.rdev:
+        body = struct.pack("<HIHH", (meta.mode or 0) & 0xFFFF, meta.rdev & 0xFFFFFFFF, (meta.uid or 0) & 0xFFFF,
+                           (meta.gid or 0) & 0xFFFF)
+        out += struct.pack("<HHI", _EXTRA_ASI, 4 + len(body), zlib.crc32(body)) + body
+    return out
+
+
 def with_meta(info: zipfile.ZipInfo, meta: Meta | None, default_mode: int) -> None:
     """Write ``meta`` into an entry's external attributes and Info-ZIP extra fields."""
     info.create_system = _UNIX
@@ -120,15 +140,7 @@ def with_meta(info: zipfile.ZipInfo, meta: Meta | None, default_mode: int) -> No
         info.external_attr |= 0x10  # MS-DOS directory bit, as zipfile sets it
     kept = b"".join(struct.pack("<HH", k, len(d)) + d for k, d in _extra_fields(info.extra)
                     if k not in (_EXTRA_TIME, _EXTRA_UNIX))
-    if meta is not None and meta.mtime_ns is not None:
-        kept += struct.pack("<HHBi", _EXTRA_TIME, 5, 1, max(-(2**31), min(2**31 - 1, meta.mtime_ns // 1_000_000_000)))
-    if meta is not None and (meta.uid is not None or meta.gid is not None):
-        kept += struct.pack("<HHBBIBI", _EXTRA_UNIX, 11, 1, 4, (meta.uid or 0) & 0xFFFFFFFF, 4, (meta.gid or 0) & 0xFFFFFFFF)
-    if meta is not None and meta.rdev:
-        body = struct.pack("<HIHH", (meta.mode or 0) & 0xFFFF, meta.rdev & 0xFFFFFFFF, (meta.uid or 0) & 0xFFFF,
-                           (meta.gid or 0) & 0xFFFF)
-        kept += struct.pack("<HHI", _EXTRA_ASI, 4 + len(body), zlib.crc32(body)) + body
-    info.extra = kept
+    info.extra = kept + (_meta_fields(meta) if meta is not None else b"")
 
 
 def meta_record(meta: Meta | None) -> dict | None:
