@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, TypeVar
 import trio
 
 from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, SyncStore, Upload
-from nczfs.store.base import FAST_PATHS, forwards_capabilities, offer_fast_paths
+from nczfs.store.base import FAST_PATHS, ReadsOnLoop, forwards_capabilities, offer_fast_paths
 
 T = TypeVar("T")
 
@@ -40,15 +40,15 @@ class ThreadedStore(Store):
         offer_fast_paths(self, impl, FAST_PATHS)
         # sized to the backend's connection pool where it has one (S3); as many spare slots
         # for calls that waited SLOT_PATIENCE for one, and threads for both
-        size = max_threads or getattr(impl, "max_concurrency", 8)
+        size = max_threads or impl.max_concurrency
         self._limiter = trio.CapacityLimiter(size)
         self._spare = trio.CapacityLimiter(size)
         self._threads = trio.CapacityLimiter(2 * size)
         self.spare_slots_taken = 0
         # a backend's reads awaited on the trio thread (sent on its own asyncio loop); None from
         # it: the read goes to a worker thread
-        self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = getattr(
-            impl, "get_version_async", None)
+        self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = (
+            impl.get_version_async if isinstance(impl, ReadsOnLoop) else None)
 
     @property
     def below(self) -> SyncStore:

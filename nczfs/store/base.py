@@ -252,6 +252,15 @@ class ListsTrees(Protocol):
         a delimiter); None where the tree holds more keys (or, this time, cannot be listed so)."""
 
 
+@runtime_checkable
+class ReadsOnLoop(Protocol):
+    """A sync store some of whose reads are awaited on the trio thread, without a worker thread
+    (sent on an asyncio loop thread of its own: Icechunk's, large GETs over https)."""
+
+    async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
+        """``get_version``, awaited; None: this read is left to ``get_version`` in a worker thread."""
+
+
 #: each fast path, by the name of its one method
 FAST_PATHS: dict[str, type] = {"stage": Stages, "open_upload": UploadsInParts, "list_tree": ListsTrees}
 
@@ -289,6 +298,8 @@ class SyncStore(abc.ABC):
     live_meta: bool = False
     #: the largest object the medium can hold (None: no bound of its own; its writes fail)
     max_object_size: int | None = None
+    #: calls that may run at once (ThreadedStore's slots; S3: its connection pool's size)
+    max_concurrency: int = 8
 
     read_only: bool = False
 
