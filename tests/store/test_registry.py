@@ -1,0 +1,90 @@
+"""The scheme registry: every SOURCE parse_source accepts names a registered backend, which
+open_store opens with the options the mount's config gives it."""
+
+from __future__ import annotations
+
+import pytest
+
+from nczfs.config import MountConfig
+from nczfs.errors import SourceError
+from nczfs.source import Source, parse_source
+from nczfs.store.directory import DirectoryStore
+from nczfs.store.memory import MemoryStore
+from nczfs.store.registry import BACKENDS, backend_of, open_store
+from nczfs.store.s3.transport import Bounds
+from nczfs.store.zip.store import ZipStore
+
+SOURCES = {
+    "/some/dir": "directory",
+    "file:///some/dir#mode=nczarr,file": "directory",
+    "/some/archive.zip": "zip",
+    "file:///some/x#mode=nczarr,zip": "zip",
+    "/some/refs.json": "reference",
+    "reference:///some/refs.parq": "reference",
+    "s3://bucket/prefix": "s3",
+    "gs3://bucket/prefix": "s3",
+    "https://s3.eu-west-1.amazonaws.com/bucket/prefix#mode=nczarr,s3": "s3",
+    "gs://bucket/prefix": "gcs",
+    "az://container/prefix": "azure",
+    "abfs://container@account.dfs.core.windows.net/prefix": "azure",
+    "https://example.org/data/x.zarr": "http",
+    "memory://name": "memory",
+    "icechunk:///some/repo": "icechunk",
+    "icechunk+s3://bucket/repo": "icechunk",
+}
+
+
+@pytest.mark.parametrize("text", SOURCES)
+def test_every_source_names_a_registered_backend(text):
+    source = parse_source(text, cwd="/")
+    assert source.backend == SOURCES[text]
+    assert backend_of(MountConfig(source=source, mountpoint="/mnt")).name == source.backend
+
+
+def test_every_registered_backend_is_named_by_some_source():
+    assert set(BACKENDS) == set(SOURCES.values())
+
+
+def test_remote_backends_are_those_whose_bytes_are_cached():
+    assert {b.name for b in BACKENDS.values() if b.remote} == {"s3", "gcs", "azure", "http", "reference", "icechunk"}
+
+
+def test_local_backends_open_with_the_options_the_config_gives(tmp_path):
+    def opened(text: str, **options):
+        return open_store(MountConfig(source=parse_source(text), mountpoint="/mnt", **options))
+
+    store = opened(str(tmp_path), read_only=True)
+    assert isinstance(store, DirectoryStore) and store.read_only
+    store = opened(str(tmp_path / "new.zip"), zip_layout="flat")
+    assert isinstance(store, ZipStore) and store.layout == "flat" and not store.read_only
+    store.close()
+    assert isinstance(opened("memory://registry"), MemoryStore)
+
+
+def test_a_backend_nobody_registered_is_a_source_error():
+    config = MountConfig(source=Source("tape", "/dev/st0", text="tape:///dev/st0"), mountpoint="/mnt")
+    with pytest.raises(SourceError, match="tape:///dev/st0: the tape backend is not available"):
+        open_store(config)
+
+
+def test_an_s3_url_is_parsed_once_into_the_source():
+    source = parse_source("https://s3.eu-west-1.amazonaws.com/bucket/a/b#mode=nczarr,s3")
+    assert (source.s3.bucket, source.s3.prefix, source.s3.region) == ("bucket", "a/b", "eu-west-1")
+
+
+def test_one_retry_policy_for_every_client(monkeypatch):
+    """obstore's retries, botocore's and the attempts nczfs makes itself: as many, paused alike."""
+    from nczfs.store.s3 import transport
+
+    bounds = Bounds(retries=3, connect_timeout=2, read_timeout=7)
+    assert bounds.botocore() == {"mode": "standard", "total_max_attempts": 4}
+    obstore = bounds.obstore("http://127.0.0.1:1", None)
+    assert obstore["retry_config"]["max_retries"] == 3
+    assert obstore["client_options"]["read_timeout"].total_seconds() == 7
+    assert obstore["client_options"]["connect_timeout"].total_seconds() == 2
+    pauses, retried = [], []
+    monkeypatch.setattr(transport.time, "sleep", pauses.append)
+    assert list(bounds.attempts(lambda: retried.append(1))) == [0, 1, 2, 3]
+    assert pauses == [0.05, 0.1, 0.2] and len(retried) == 3
+    backoff = obstore["retry_config"]["backoff"]
+    assert backoff["init_backoff"].total_seconds() == pauses[0] and backoff["base"] == 2
