@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Awaitable, BinaryIO, Callable
+from typing import Awaitable, Callable, TypeVar
 
 from nczfs.cache.blocks import BlockFetcher, Fetch, as_long_as_its_version
 from nczfs.cache.disk import DiskCache
@@ -43,6 +43,8 @@ from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Uplo
 from nczfs.store.wrapper import WrapperStore
 
 BLOCK_SIZE = 8 * MiB
+
+T = TypeVar("T")
 
 
 class CachingStore(WrapperStore):
@@ -178,9 +180,6 @@ class CachingStore(WrapperStore):
         self._keep_written(key, info, data)
         return info
 
-    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        return await self._store(key, self.inner.set_file(key, f, size))
-
     async def _stage(self, key: str, data: bytes) -> Staged | None:
         staged = await self.inner.stage(key, data)  # type: ignore[attr-defined]
         if staged is None:
@@ -213,9 +212,6 @@ class CachingStore(WrapperStore):
         finally:
             self._written(key, None)
 
-    async def copy(self, src: str, dst: str) -> ObjectInfo:
-        return await self._store(dst, self.inner.copy(src, dst))
-
     async def rename(self, src: str, dst: str) -> None:
         self._touch(src)
         self._touch(dst)
@@ -235,21 +231,16 @@ class CachingStore(WrapperStore):
             self._touch_subtree(src)
             self._touch_subtree(dst)
 
-    async def _changing_dir(self, prefix: str, call: Awaitable[None]) -> None:
-        """Run a change of directory ``prefix``; whatever happens, nothing cached below it is trusted after it."""
-        try:
-            await call
-        finally:
-            self._touch_subtree(prefix)
-
-    async def mkdir(self, prefix: str) -> None:
-        await self._changing_dir(prefix, self.inner.mkdir(prefix))
-
-    async def rmdir(self, prefix: str) -> None:
-        await self._changing_dir(prefix, self.inner.rmdir(prefix))
-
-    async def forget_dir(self, prefix: str) -> None:
-        await self._changing_dir(prefix, self.inner.forget_dir(prefix))
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+        """The writes not handled above: a change of a directory (mkdir, rmdir, forget_dir), after
+        which nothing cached below it is trusted; or of one object (set_file, copy, make_node,
+        truncate: the last key), whose new entry is kept."""
+        if op in ("mkdir", "rmdir", "forget_dir"):
+            try:
+                return await call()
+            finally:
+                self._touch_subtree(keys[0])
+        return await self._store(keys[-1], call())  # type: ignore[arg-type]
 
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         self._touch(key)
@@ -260,16 +251,10 @@ class CachingStore(WrapperStore):
             self._touch(key)
             self.meta.drop_listing_of(key)
 
-    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
-        return await self._store(key, self.inner.make_node(key, meta, target))
-
     async def link(self, src: str, dst: str) -> ObjectInfo:
         self._touch(src)  # its link count changes
         self.meta.drop_listing_of(src)
         return await self._store(dst, self.inner.link(src, dst))
-
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
-        return await self._store(key, self.inner.truncate(key, size))
 
     # ------------------------------------------------------------------ bytes
 
