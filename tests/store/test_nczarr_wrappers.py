@@ -1,16 +1,20 @@
 """The NCZarr layer's wrappers pass the store conformance suite without a kernel: over objects
 that are not NCZarr metadata each is transparent (a view shows what is stored, validation and
-consolidation have nothing to check or follow, no dataset makes .nc files), and each offers
-the fast paths it says it passes."""
+consolidation have nothing to check or follow, no dataset makes .nc files), and each wrapper
+offers the fast paths it says it passes."""
 
 from __future__ import annotations
 
 import pytest
 
+from nczfs.cache import CachingStore
 from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.ncfiles import NcFilesStore
 from nczfs.nczarr.presenting import PresentingStore
 from nczfs.nczarr.validating import ValidatingStore
+from nczfs.store.base import Staged, Stages
+from nczfs.store.memory import MemoryStore
+from nczfs.store.wrapper import FaultyStore, WrapperStore
 from nczfs.threads import ThreadedStore
 from tests.store import test_memory
 
@@ -55,3 +59,27 @@ class TestNcFilesStoreConformance(test_memory.TestMemoryStore):
         s = NcFilesStore(ThreadedStore(sync_store), ttl=0)
         yield s
         await s.close()
+
+
+class StagingMemory(MemoryStore):
+    """A memory store that stages: the data becomes the object at commit."""
+
+    def stage(self, key: str, data: bytes) -> Staged:
+        return Staged(key, lambda: self.set(key, data), lambda: None)
+
+
+async def test_each_wrapper_offers_staging_only_where_it_says_so():
+    """Staged data bypasses set: the wrappers that watch set offer staging for the keys they do
+    not watch (metadata is written through set), and those that translate writes not at all."""
+    below = ThreadedStore(StagingMemory("staging"))
+    assert isinstance(below, Stages)
+    offering = [CachingStore(below, ttl=0), ValidatingStore(below), ConsolidatingStore(below)]
+    refusing = [PresentingStore(below, "xarray", ttl=0), NcFilesStore(below, ttl=0), FaultyStore(below), WrapperStore(below)]
+    assert all(isinstance(w, Stages) for w in offering)
+    assert not any(isinstance(w, Stages) for w in refusing)
+    for w in offering[1:]:
+        assert await w.stage("g/v/.zarray", b"{}") is None  # metadata: through set
+    staged = await ValidatingStore(ConsolidatingStore(CachingStore(below, ttl=0))).stage("g/v/0.0", b"chunk")
+    await staged.commit()
+    assert await below.get("g/v/0.0") == b"chunk"
+    assert not isinstance(ValidatingStore(ThreadedStore(MemoryStore("plain"))), Stages)  # nothing below stages
