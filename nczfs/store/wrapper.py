@@ -2,8 +2,9 @@
 
 A wrapper is itself an async :class:`~nczfs.store.base.Store`, so wrappers stack (cache over
 NCZarr validation over a backend). :class:`WrapperStore` forwards every call unchanged;
-subclasses override what they change (every write: the one hook ``_write``). :class:`FaultyStore` makes chosen operations fail
-(or slow down) on demand, for tests of what the filesystem does when the medium fails.
+subclasses override what they change (writes: the one hook ``_write``). :class:`FaultyStore`
+makes chosen operations fail (or slow down) on demand, for tests of what the filesystem does
+when the medium fails.
 """
 
 from __future__ import annotations
@@ -15,19 +16,8 @@ from typing import Awaitable, BinaryIO, Callable, TypeVar
 import trio
 
 from nczfs.errors import BackendError
-from nczfs.store.base import (
-    ByteRange,
-    DirEntry,
-    FsStats,
-    Meta,
-    ObjectInfo,
-    Staged,
-    Store,
-    FAST_PATHS,
-    Upload,
-    forwards_capabilities,
-    offer_fast_paths,
-)
+from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, Upload
+from nczfs.store.base import FAST_PATHS, forwards_capabilities, offer_fast_paths
 
 T = TypeVar("T")
 
