@@ -28,7 +28,8 @@ from nczfs.errors import BackendError, KeyNotFound, OutcomeUnknown, SourceError
 from nczfs.s3url import S3Location
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, check_key, join, parent_of
 from nczfs.store.s3.copies import Copies
-from nczfs.store.s3.client import S3Options, make_client, obstore_s3
+from nczfs.store.s3.client import make_client, obstore_s3
+from nczfs.store.s3.options import S3Options
 from nczfs.store.s3.errors import (
     ANSWERED,
     DENIED,
@@ -407,3 +408,4 @@ def _start_after(key: str) -> str | None:
         prev = "."
     if not prev or 0xD800 <= ord(prev) <= 0xDFFF:
         return None
+    return key[:-1] + prev + "\U0010ffff"
