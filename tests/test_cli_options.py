@@ -54,7 +54,8 @@ def test_s3fs_option_names_are_aliases():
 
 def test_path_style_reaches_the_s3_client():
     from nczfs.source import parse_source
-    from nczfs.store.s3.client import S3Options, make_client
+    from nczfs.store.s3.client import make_client
+    from nczfs.store.s3.options import S3Options
 
     source = parse_source("s3://bucket/prefix")
     plain = make_client(S3Options.of(MountConfig(source=source, mountpoint="", region="eu-west-1")), source.s3)

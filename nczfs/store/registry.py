@@ -84,7 +84,7 @@ def _zip(config: MountConfig) -> SyncStore:
 
 def _reference(config: MountConfig) -> SyncStore:
     from nczfs.store.reference.store import ReferenceStore
-    from nczfs.store.s3.client import S3Options
+    from nczfs.store.s3.options import S3Options
 
     # s3:// targets are read with the mount's S3 options
     return ReferenceStore(config.source.location, allow_roots=config.allow_roots, mountpoint=config.mountpoint,
@@ -92,7 +92,7 @@ def _reference(config: MountConfig) -> SyncStore:
 
 
 def _s3(config: MountConfig) -> SyncStore:
-    from nczfs.store.s3.client import S3Options
+    from nczfs.store.s3.options import S3Options
     from nczfs.store.s3.store import open_s3
 
     assert config.source.s3 is not None  # parse_source parsed the URL

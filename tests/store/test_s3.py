@@ -325,7 +325,7 @@ def test_encryption_storage_class_and_requester_pays_reach_every_request(s3_serv
     import boto3
     from botocore.config import Config
 
-    from nczfs.store.s3.client import S3Options
+    from nczfs.store.s3.options import S3Options
 
     options = S3Options(sse="aws:kms", sse_kms_key_id="alias/k", storage_class="STANDARD_IA", requester_pays=True)
     rec = Recorder()
@@ -374,7 +374,8 @@ def test_obstore_addresses_the_bucket_as_boto3_would(endpoint, style, bucket, ex
     import boto3
     from botocore.config import Config
 
-    from nczfs.store.s3.client import S3Options, obstore_s3
+    from nczfs.store.s3.client import obstore_s3
+    from nczfs.store.s3.options import S3Options
 
     client = boto3.client("s3", endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="a",
                           aws_secret_access_key="b", config=Config(s3={"addressing_style": style}))
@@ -430,7 +431,7 @@ def proxy(s3_server):
 
 
 def proxied_store(s3_server, proxy, prefix: str, **kw) -> S3Store:
-    from nczfs.store.s3.client import S3Options
+    from nczfs.store.s3.options import S3Options
 
     return S3Store(s3_server.client(endpoint=proxy.endpoint, attempts=2, read_timeout=1), s3_server.shared_bucket,
                    prefix, options=S3Options(retries=1, connect_timeout=1, read_timeout=1), **kw)
@@ -502,7 +503,7 @@ def test_a_put_to_a_server_that_refuses_connections_is_not_stored_nor_unknown(s3
     import socket
 
     from nczfs.errors import OutcomeUnknown
-    from nczfs.store.s3.client import S3Options
+    from nczfs.store.s3.options import S3Options
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -541,7 +542,8 @@ def test_boto3_requests_make_retries_plus_one_attempts_as_obstore_does(monkeypat
 
     from nczfs.config import MountConfig
     from nczfs.source import parse_source
-    from nczfs.store.s3.client import S3Options, make_client
+    from nczfs.store.s3.client import make_client
+    from nczfs.store.s3.options import S3Options
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

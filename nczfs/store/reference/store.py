@@ -23,7 +23,7 @@ from nczfs.store.reference.spec import Ref, Value, load_references
 from nczfs.store.reference.targets import Targets
 
 if TYPE_CHECKING:
-    from nczfs.store.s3.client import S3Options
+    from nczfs.store.s3.options import S3Options
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from nczfs.s3url import parse_s3_url
 from nczfs.store.base import ByteRange
 
 if TYPE_CHECKING:
-    from nczfs.store.s3.client import S3Options
+    from nczfs.store.s3.options import S3Options
 
 log = logging.getLogger(__name__)
 
