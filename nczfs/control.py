@@ -18,7 +18,7 @@ import os
 #: the control file's name in the mount root
 NAME = ".nczfs"
 
-#: its inode number: the inode table (namespace.py) counts up by one from 2 and never reuses a
+#: its inode number: the inode table (fs/inodes.py) counts up by one from 2 and never reuses a
 #: number, so it would take 2**63 allocations to reach this one
 INO = 1 << 63
 

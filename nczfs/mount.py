@@ -21,10 +21,11 @@ import pyfuse3
 import trio
 
 import nczfs
-from nczfs import background, control, controlsock, holders, logs, pyfuse3_trio, runstate, stack
+from nczfs import background, control, controlsock, logs, pyfuse3_trio, runstate, stack
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
-from nczfs.filesystem import Filesystem, FsOptions
+from nczfs.fs import holders
+from nczfs.fs.filesystem import Filesystem, FsOptions
 from nczfs.metrics import Exporter, trio_counters
 from nczfs.fuse_ops import Operations, invalidate_attrs
 from nczfs.nczarr.codecids import numcodecs_ids

@@ -1,4 +1,4 @@
-"""Early uploads (nczfs/early_upload.py): a big file's parts are sent while it is being written;
+"""Early uploads (nczfs/fs/early_upload.py): a big file's parts are sent while it is being written;
 the close sends the rest and completes. Over the memory store (its uploads keep parts aside,
 as S3's multipart uploads do), through a FaultyStore, without a kernel. What the medium holds
 is checked through the backdoor (``raw``), and so are the uploads left open (none may be).
@@ -11,10 +11,10 @@ import os
 import pytest
 import trio.testing
 
-from nczfs import early_upload
+from nczfs.fs import early_upload
 from nczfs.errors import KeyNotFound
-from nczfs.filesystem import Filesystem, FsOptions
-from nczfs.namespace import ROOT_INO
+from nczfs.fs.filesystem import Filesystem, FsOptions
+from nczfs.fs.inodes import ROOT_INO
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore
@@ -143,7 +143,7 @@ async def test_the_close_reports_a_failure_of_the_whole_upload_after_an_early_on
 
 @pytest.mark.parametrize("how", ["truncate", "unlink", "rename"])
 async def test_truncate_unlink_and_rename_drop_the_early_upload(fs, raw, faulty, how):
-    from nczfs.filesystem import SetattrRequest
+    from nczfs.fs.filesystem import SetattrRequest
 
     data = data_of(6 * PART)
     fh, attr = await fs.create(ROOT_INO, "big", 0o644, WRITE_NEW)

@@ -14,8 +14,8 @@ import stat
 import pytest
 
 from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale, to_errno
-from nczfs.filesystem import RENAME_EXCHANGE, RENAME_NOREPLACE, Attr, Filesystem, FsOptions, SetattrRequest
-from nczfs.namespace import ROOT_INO
+from nczfs.fs.filesystem import RENAME_EXCHANGE, RENAME_NOREPLACE, Attr, Filesystem, FsOptions, SetattrRequest
+from nczfs.fs.inodes import ROOT_INO
 from nczfs.store.base import SyncStore
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
@@ -254,7 +254,7 @@ def test_write_memory_defaults_to_the_read_caches_default(faulty):
 
 
 def test_a_files_spill_threshold_defaults_to_a_quarter_of_the_write_memory(faulty):
-    from nczfs.filesystem import MIN_SPILL_THRESHOLD
+    from nczfs.fs.filesystem import MIN_SPILL_THRESHOLD
 
     assert Filesystem(faulty, FsOptions(write_memory=1 << 30)).spill_threshold == 256 << 20
     assert Filesystem(faulty, FsOptions(write_memory=100 << 20)).spill_threshold == MIN_SPILL_THRESHOLD == 64 << 20
@@ -265,7 +265,7 @@ def test_a_files_spill_threshold_defaults_to_a_quarter_of_the_write_memory(fault
 async def test_a_large_file_in_memory_is_stored_through_a_reader(faulty, raw, tmp_path, monkeypatch, sequential):
     """Above UPLOAD_BY_READER_BYTES, content in memory goes to the store as a file object over
     the pieces written (S3 reads it part by part), not as one joined copy; it stays in memory."""
-    from nczfs import filesystem
+    from nczfs.fs import filesystem
 
     monkeypatch.setattr(filesystem, "UPLOAD_BY_READER_BYTES", 10_000)
     calls = []
@@ -308,7 +308,7 @@ async def test_a_file_whose_write_failed_is_not_stored_until_truncated(faulty, r
     the temp file once spilled) fails, and from then on the file is not stored: flush, fsync
     and close answer that error and the store keeps its object whole, instead of the part of the
     new content that made it; the log names the key. Truncated to nothing, it is stored again."""
-    from nczfs import handles
+    from nczfs.fs import content
 
     raw.set("obj", b"old object " * 1000)
     spill_dir = tmp_path / "spill"
@@ -328,7 +328,7 @@ async def test_a_file_whose_write_failed_is_not_stored_until_truncated(faulty, r
         def full(f, offset, data):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(handles, "_pwrite", full)
+        monkeypatch.setattr(content, "_pwrite", full)
     with pytest.raises(OSError) as info:
         await fs.write(fh, 6000, b"n" * 3000)
     assert info.value.errno == code
@@ -1251,7 +1251,7 @@ async def test_flush_all_stores_files_at_once_and_can_leave_failed_ones(fs, raw,
     failed with its present content without trying it again."""
     import trio
 
-    from nczfs.filesystem import FLUSH_PARALLEL
+    from nczfs.fs.filesystem import FLUSH_PARALLEL
 
     handles = []
     for i in range(12):
@@ -1375,7 +1375,7 @@ async def test_the_kernel_keeps_attributes_no_longer_than_the_daemon_trusts_them
 
 
 def test_the_fuse_adapter_hands_the_kernel_the_shorter_of_the_ttl_and_what_is_left():
-    from nczfs.filesystem import Attr
+    from nczfs.fs.filesystem import Attr
     from nczfs.fuse_ops import Operations
 
     ops = Operations(Filesystem(FaultyStore(ThreadedStore(MemoryStore("a")))), 5.0)

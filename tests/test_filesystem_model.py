@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from nczfs.errors import NczfsError, NotADirectory, to_errno
-from nczfs.filesystem import Filesystem, FsOptions
-from nczfs.namespace import ROOT_INO
+from nczfs.fs.filesystem import Filesystem, FsOptions
+from nczfs.fs.inodes import ROOT_INO
 from nczfs.store.base import SyncStore, parent_of
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore

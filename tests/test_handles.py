@@ -7,7 +7,7 @@ import pytest
 import trio
 import trio.testing
 
-from nczfs.handles import Content, WriteMemory
+from nczfs.fs.content import Content, WriteMemory
 
 
 async def test_one_write_is_handed_on_as_it_came():
@@ -122,16 +122,16 @@ async def test_content_loaded_whole_spills_if_the_budget_is_used_up(tmp_path):
 async def test_operations_wait_for_a_spill_under_way(tmp_path, monkeypatch):
     """A write, read or join arriving while the content moves to its temp file waits for it:
     nothing is lost and nothing sees a half-moved content."""
-    import nczfs.handles as handles
+    from nczfs.fs import content
 
     release = trio.Event()
-    real = handles._spill_file
+    real = content._spill_file
 
     def slow_spill_file(spill_dir, pieces):
         trio.from_thread.run(release.wait)
         return real(spill_dir, pieces)
 
-    monkeypatch.setattr(handles, "_spill_file", slow_spill_file)
+    monkeypatch.setattr(content, "_spill_file", slow_spill_file)
     c = Content(dirty=True, spill_threshold=8, spill_dir=str(tmp_path))
     await c.write(0, b"abcdef")
     seen = {}
@@ -191,7 +191,7 @@ async def test_a_reader_sees_the_content_as_it_was_when_opened(where, tmp_path):
 def test_a_pieces_reader_reads_any_range_across_pieces():
     import random
 
-    from nczfs.handles import PiecesReader
+    from nczfs.fs.content import PiecesReader
 
     rnd = random.Random(5)
     pieces = [rnd.randbytes(rnd.randint(0, 50)) for _ in range(30)]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 
-from nczfs.holders import (
+from nczfs.fs.holders import (
     checker,
     descriptors_on,
     process_of,

@@ -83,7 +83,7 @@ def test_the_cache_imports_nothing_of_the_layers_above_or_of_a_backend():
     graph = imports()
     cache = [m for m in graph if m == "nczfs.cache" or m.startswith("nczfs.cache.")]
     assert cache
-    above = ("nczfs.nczarr", "nczfs.filesystem", "nczfs.fuse_ops", "nczfs.mount", "nczfs.s3url", "nczfs.stack",
+    above = ("nczfs.nczarr", "nczfs.fs", "nczfs.fuse_ops", "nczfs.mount", "nczfs.s3url", "nczfs.stack",
              "nczfs.source")
     wrong = {m: sorted(n for n in graph[m] if n.startswith(above)) for m in cache}
     assert {m: ns for m, ns in wrong.items() if ns} == {}

@@ -17,7 +17,7 @@ import time
 import pyfuse3
 import pytest
 
-from nczfs.filesystem import ROOT_INO, Filesystem, FsOptions
+from nczfs.fs.filesystem import ROOT_INO, Filesystem, FsOptions
 from nczfs.fuse_ops import Operations
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore

@@ -11,7 +11,7 @@ replaces the one sent before. A truncate, a rename or an unlink drops the early 
 part that fails to send: an early upload never decides what the close reports, the ordinary
 upload does.
 
-The parts are read from the file's :class:`~nczfs.handles.Content` (in memory or its temp
+The parts are read from the file's :class:`~nczfs.fs.content.Content` (in memory or its temp
 file) without changing how it is held; at most :data:`PARTS_IN_FLIGHT` are in memory at once
 while the file is written, :data:`PARTS_AT_CLOSE` at its close.
 """
@@ -27,7 +27,7 @@ import trio
 from nczfs.store.base import ObjectInfo, Staged, Store, Upload
 
 if TYPE_CHECKING:
-    from nczfs.handles import Content
+    from nczfs.fs.content import Content
 
 log = logging.getLogger(__name__)
 

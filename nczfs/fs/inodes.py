@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from nczfs.errors import Stale
-from nczfs.handles import Content
+from nczfs.fs.content import Content
 from nczfs.store.base import Meta
 
 ROOT_INO = 1

@@ -42,10 +42,10 @@ from nczfs.errors import (
     WriteLost,
 )
 from nczfs.cache import default_cache_size
-from nczfs.early_upload import EarlyUploads
-from nczfs.handles import Content, WriteMemory
+from nczfs.fs.early_upload import EarlyUploads
+from nczfs.fs.content import Content, WriteMemory
 from nczfs.locks import Lock
-from nczfs.namespace import ROOT_INO, InodeTable, Node, Overrides
+from nczfs.fs.inodes import ROOT_INO, InodeTable, Node, Overrides
 from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Stages, Store, check_key, join, parent_of
 from nczfs.threads import run_blocking
 
