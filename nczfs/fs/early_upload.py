@@ -211,18 +211,7 @@ class EarlyUploads:
         if size < early.covered:  # only a truncate shrinks a file, and it drops the upload
             early.broken = True
         if upload is not None and not early.broken:
-            part = upload.part_size
-            rest = range(early.covered, size, part)
-            early.covered = size  # from now on, every write below the end is sent again
-            for start in rest:
-                self._start_part(early, start, min(part, size - start))
-            await early.idle.wait()
-            while early.resend and not early.broken:  # changed after they were sent
-                numbers, early.resend = sorted(early.resend), set()
-                for number in numbers:
-                    start = (number - 1) * part
-                    self._start_part(early, start, min(part, size - start))
-                await early.idle.wait()
+            await self._send_rest(early, upload.part_size, size)
         await early.idle.wait()
         if self._by_ino.get(ino) is not early:
             return None  # dropped meanwhile
@@ -231,6 +220,24 @@ class EarlyUploads:
             self._forget(early)
             await self._abort(early)
             return None
+        return self._staged(early, upload, size)
+
+    async def _send_rest(self, early: _Early, part: int, size: int) -> None:
+        """Send the parts of the first ``size`` bytes not sent yet, then those changed after they were sent."""
+        rest = range(early.covered, size, part)
+        early.covered = size  # from now on, every write below the end is sent again
+        for start in rest:
+            self._start_part(early, start, min(part, size - start))
+        await early.idle.wait()
+        while early.resend and not early.broken:  # changed after they were sent
+            numbers, early.resend = sorted(early.resend), set()
+            for number in numbers:
+                start = (number - 1) * part
+                self._start_part(early, start, min(part, size - start))
+            await early.idle.wait()
+
+    def _staged(self, early: _Early, upload: Upload, size: int) -> Staged:
+        """The sent parts as a staged write of ``size`` bytes: committed, or aborted."""
 
         async def commit() -> ObjectInfo:
             try:
@@ -246,4 +253,4 @@ class EarlyUploads:
             self._forget(early)
             await self._abort(early)
 
-        return Staged(key, commit, abort)
+        return Staged(early.key, commit, abort)

@@ -61,6 +61,22 @@ class Node:
             self.ftype = stat.S_IFDIR
         self.names.add(self.path)
 
+    @property
+    def in_store(self) -> bool:
+        """Named in the store: neither created and not stored yet, nor unlinked or replaced."""
+        return not self.pending and not self.detached
+
+    @property
+    def held(self) -> bool:
+        """The mount holds what the file is (its content being written, or a file not stored
+        yet): its size and bytes are not asked of the store."""
+        return self.pending or self.content is not None
+
+    @property
+    def unstored(self) -> bool:
+        """It has writes the store is to get and does not have yet."""
+        return self.content is not None and self.content.dirty and not self.detached
+
 
 @dataclass
 class Overrides:
@@ -74,6 +90,12 @@ class Overrides:
     atime_ns: int | None = None
     mtime_ns: int | None = None
     ctime_ns: int | None = None
+
+
+def _is(node: Node, is_dir: bool, ftype: int, ident: tuple[int, int] | None) -> bool:
+    """Is ``node`` the file of that type (``ftype`` 0: any) and store identity (None: any)?"""
+    return (node.is_dir == is_dir and (not ftype or node.ftype == ftype)
+            and (ident is None or node.meta is None or node.meta.ident in (None, ident)))
 
 
 @dataclass
@@ -111,20 +133,20 @@ class InodeTable:
         node = self.by_path.get(path)
         if is_dir:
             ftype = stat.S_IFDIR
-        if (node is not None and node.is_dir == is_dir and (not ftype or node.ftype == ftype)
-                and (ident is None or node.meta is None or node.meta.ident in (None, ident))):
+        if node is not None and _is(node, is_dir, ftype, ident):
             return node
-        if ident is not None and not is_dir:
-            other = self.by_ident.get(ident)
-            if other is not None and not other.detached and (not ftype or other.ftype == ftype):
-                if node is not None:
-                    self.unname(node, path)
-                self.by_path[path] = other
-                other.names.add(path)
-                return other
+        other = self.by_ident.get(ident) if ident is not None and not is_dir else None
+        if other is not None and not other.detached and (not ftype or other.ftype == ftype):
+            if node is not None:
+                self.unname(node, path)
+            self.add_name(other, path)
+            return other
         if node is not None:
             self.unname(node, path)
-        node = Node(self._number(path, ftype or stat.S_IFREG, ident), path, is_dir, ftype=ftype or stat.S_IFREG)
+        return self._new(path, is_dir, ftype or stat.S_IFREG, ident)
+
+    def _new(self, path: str, is_dir: bool, ftype: int, ident: tuple[int, int] | None) -> Node:
+        node = Node(self._number(path, ftype, ident), path, is_dir, ftype=ftype)
         self.by_ino[node.ino] = node
         self.by_path[path] = node
         if ident is not None and not is_dir:
@@ -170,8 +192,7 @@ class InodeTable:
         for p in node.names | {node.path}:
             if self.by_path.get(p) is node:
                 del self.by_path[p]
-        if node.meta is not None and node.meta.ident is not None and self.by_ident.get(node.meta.ident) is node:
-            del self.by_ident[node.meta.ident]
+        self._unidentify(node)
         node.detached = True
         self.removals += 1
         self._maybe_drop(node)
@@ -196,9 +217,16 @@ class InodeTable:
             if self.by_path.get(p) is node:
                 del self.by_path[p]
                 if not node.detached:
-                    self.forgotten[p] = (node.ino, node.ftype, node.meta.ident if node.meta is not None else None)
-                    if len(self.forgotten) > NUMBERS_KEPT:
-                        self.forgotten.popitem(last=False)
+                    self._remember(p, node)
+        self._unidentify(node)
+
+    def _remember(self, path: str, node: Node) -> None:
+        """Keep the number of a file dropped from the table for when ``path`` is looked up again."""
+        self.forgotten[path] = (node.ino, node.ftype, node.meta.ident if node.meta is not None else None)
+        if len(self.forgotten) > NUMBERS_KEPT:
+            self.forgotten.popitem(last=False)
+
+    def _unidentify(self, node: Node) -> None:
         if node.meta is not None and node.meta.ident is not None and self.by_ident.get(node.meta.ident) is node:
             del self.by_ident[node.meta.ident]
 
