@@ -15,8 +15,7 @@ import errno
 import json
 import os
 
-#: the control file's name in the mount root
-NAME = ".nczfs"
+from nczfs.fs.names import CONTROL_NAME as NAME
 
 #: its inode number: the inode table (fs/inodes.py) counts up by one from 2 and never reuses a
 #: number, so it would take 2**63 allocations to reach this one

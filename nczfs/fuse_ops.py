@@ -19,7 +19,8 @@ import pyfuse3
 
 from nczfs import control, pyfuse3_trio
 from nczfs.errors import KeyNotFound, NczfsError, to_errno
-from nczfs.fs.filesystem import Attr, Caller, Filesystem, SetattrRequest
+from nczfs.fs.attrs import Attr, Caller, SetattrRequest
+from nczfs.fs.filesystem import Filesystem
 from nczfs.logs import TRACE
 
 log = logging.getLogger(__name__)

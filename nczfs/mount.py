@@ -25,7 +25,8 @@ from nczfs import background, control, controlsock, logs, pyfuse3_trio, runstate
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.fs import holders
-from nczfs.fs.filesystem import Filesystem, FsOptions
+from nczfs.fs.filesystem import Filesystem
+from nczfs.fs.options import FsOptions
 from nczfs.metrics import Exporter, trio_counters
 from nczfs.fuse_ops import Operations, invalidate_attrs
 from nczfs.nczarr.codecids import numcodecs_ids

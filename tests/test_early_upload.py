@@ -13,8 +13,9 @@ import trio.testing
 
 from nczfs.fs import early_upload
 from nczfs.errors import KeyNotFound
-from nczfs.fs.filesystem import Filesystem, FsOptions
+from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
+from nczfs.fs.options import FsOptions
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore
@@ -143,7 +144,7 @@ async def test_the_close_reports_a_failure_of_the_whole_upload_after_an_early_on
 
 @pytest.mark.parametrize("how", ["truncate", "unlink", "rename"])
 async def test_truncate_unlink_and_rename_drop_the_early_upload(fs, raw, faulty, how):
-    from nczfs.fs.filesystem import SetattrRequest
+    from nczfs.fs.attrs import SetattrRequest
 
     data = data_of(6 * PART)
     fh, attr = await fs.create(ROOT_INO, "big", 0o644, WRITE_NEW)

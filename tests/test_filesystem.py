@@ -14,7 +14,10 @@ import stat
 import pytest
 
 from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale, to_errno
-from nczfs.fs.filesystem import RENAME_EXCHANGE, RENAME_NOREPLACE, Attr, Filesystem, FsOptions, SetattrRequest
+from nczfs.fs.attrs import Attr, SetattrRequest
+from nczfs.fs.filesystem import Filesystem
+from nczfs.fs.namespace import RENAME_EXCHANGE, RENAME_NOREPLACE
+from nczfs.fs.options import FsOptions
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.store.base import SyncStore
 from nczfs.store.directory import DirectoryStore
@@ -254,7 +257,7 @@ def test_write_memory_defaults_to_the_read_caches_default(faulty):
 
 
 def test_a_files_spill_threshold_defaults_to_a_quarter_of_the_write_memory(faulty):
-    from nczfs.fs.filesystem import MIN_SPILL_THRESHOLD
+    from nczfs.fs.writeback import MIN_SPILL_THRESHOLD
 
     assert Filesystem(faulty, FsOptions(write_memory=1 << 30)).spill_threshold == 256 << 20
     assert Filesystem(faulty, FsOptions(write_memory=100 << 20)).spill_threshold == MIN_SPILL_THRESHOLD == 64 << 20
@@ -265,9 +268,9 @@ def test_a_files_spill_threshold_defaults_to_a_quarter_of_the_write_memory(fault
 async def test_a_large_file_in_memory_is_stored_through_a_reader(faulty, raw, tmp_path, monkeypatch, sequential):
     """Above UPLOAD_BY_READER_BYTES, content in memory goes to the store as a file object over
     the pieces written (S3 reads it part by part), not as one joined copy; it stays in memory."""
-    from nczfs.fs import filesystem
+    from nczfs.fs import writeback
 
-    monkeypatch.setattr(filesystem, "UPLOAD_BY_READER_BYTES", 10_000)
+    monkeypatch.setattr(writeback, "UPLOAD_BY_READER_BYTES", 10_000)
     calls = []
     real_set, real_set_file = faulty.set, faulty.set_file
 
@@ -956,7 +959,7 @@ async def test_readdir_in_parts_does_not_replace_what_was_learnt_since(faulty, r
     between two parts keeps its new size; the listing's older word is not recorded over it."""
     fs = Filesystem(faulty, FsOptions(uid=1000, gid=1000, metadata_ttl=5))
     now = [100.0]
-    fs._now = lambda: now[0]  # type: ignore[method-assign]
+    fs.attrs.now = lambda: now[0]  # type: ignore[method-assign]
     for k in ["v/a", "v/z"]:
         raw.set(k, b"1")
     v = await ino_of(fs, "v")
@@ -1251,7 +1254,7 @@ async def test_flush_all_stores_files_at_once_and_can_leave_failed_ones(fs, raw,
     failed with its present content without trying it again."""
     import trio
 
-    from nczfs.fs.filesystem import FLUSH_PARALLEL
+    from nczfs.fs.writeback import FLUSH_PARALLEL
 
     handles = []
     for i in range(12):
@@ -1361,7 +1364,7 @@ async def test_the_kernel_keeps_attributes_no_longer_than_the_daemon_trusts_them
     (the daemon holds their content) keep the whole TTL."""
     fs = Filesystem(faulty, FsOptions(metadata_ttl=5))
     now = [100.0]
-    fs._now = lambda: now[0]  # type: ignore[method-assign]
+    fs.attrs.now = lambda: now[0]  # type: ignore[method-assign]
     raw.set("f", b"1")
     attr = await fs.lookup(ROOT_INO, "f")
     assert attr.valid_for == 5
@@ -1375,7 +1378,6 @@ async def test_the_kernel_keeps_attributes_no_longer_than_the_daemon_trusts_them
 
 
 def test_the_fuse_adapter_hands_the_kernel_the_shorter_of_the_ttl_and_what_is_left():
-    from nczfs.fs.filesystem import Attr
     from nczfs.fuse_ops import Operations
 
     ops = Operations(Filesystem(FaultyStore(ThreadedStore(MemoryStore("a")))), 5.0)

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from nczfs.errors import NczfsError, NotADirectory, to_errno
-from nczfs.fs.filesystem import Filesystem, FsOptions
+from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
+from nczfs.fs.options import FsOptions
 from nczfs.store.base import SyncStore, parent_of
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore

@@ -17,7 +17,9 @@ import time
 import pyfuse3
 import pytest
 
-from nczfs.fs.filesystem import ROOT_INO, Filesystem, FsOptions
+from nczfs.fs.filesystem import Filesystem
+from nczfs.fs.inodes import ROOT_INO
+from nczfs.fs.options import FsOptions
 from nczfs.fuse_ops import Operations
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore

@@ -122,7 +122,7 @@ def check_store(objects: dict[str, bytes], started: dict[str, list[tuple[int, in
     return problems
 
 
-#: what the daemon logs for a write it could not store (fs/filesystem.py), and for one whose outcome
+#: what the daemon logs for a write it could not store (fs/writeback.py), and for one whose outcome
 #: it does not know
 NOT_STORED = re.compile(r"'([^']+)': data written through the mount was not stored and is lost")
 UNKNOWN = re.compile(r"'([^']+)': data written through the mount may or may not have been stored")

@@ -1,0 +1,334 @@
+"""What ``stat`` shows of a file and how it changes: the store's facts, the mount's overrides, defaults.
+
+A node's attributes are, in order: what was set through the mount this mount's life
+(``InodeTable.overrides``: chmod, chown, utimens, and the times changes give), what the store
+keeps (``Node.meta``), the mount's defaults (``-o uid=,gid=,umask=``). What the store said of a
+node is trusted for ``metadata_ttl`` seconds (``fresh``). Where the store keeps attributes
+(``keeps_meta``; ``live_meta``: its own show, a local directory's), those set through the mount
+are written to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass, replace
+
+from nczfs.errors import KeyNotFound, NotSupported
+from nczfs.fs.inodes import InodeTable, Node, Overrides
+from nczfs.fs.options import FsOptions
+from nczfs.store.base import Meta, ObjectInfo, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Attr:
+    ino: int
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+    size: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+    #: seconds these facts stay as fresh as the daemon's own (None: the metadata TTL): the kernel
+    #: keeps them no longer, or it would read a version the daemon has moved on from up to the
+    #: size of the one before
+    valid_for: float | None = None
+    #: the device a character or block special file stands for
+    rdev: int = 0
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request, as the kernel says: new entries belong to this user."""
+
+    pid: int = 0
+    uid: int | None = None
+    gid: int | None = None
+
+
+#: attribute fields that setattr changes and the store keeps (ctime follows every change)
+SETTABLE = ("mode", "uid", "gid", "atime_ns", "mtime_ns")
+_NO_META = Meta()
+
+
+@dataclass
+class SetattrRequest(Overrides):
+    """Fields a setattr call changes (None: unchanged): the overridable ones, and the size."""
+
+    size: int | None = None
+
+
+def _first(*values: int | None) -> int:
+    """The first of ``values`` that is not None (the last one never is)."""
+    return next(v for v in values if v is not None)
+
+
+class Attributes:
+    """The attributes of the nodes of one mount's inode table."""
+
+    def __init__(self, store: Store, table: InodeTable, opts: FsOptions):
+        self.store = store
+        self.table = table
+        self.opts = opts
+        self.started_ns = time.time_ns()
+        self.file_mode = 0o666 & ~opts.umask
+        self.dir_mode = 0o777 & ~opts.umask
+        #: the user the daemon runs as: what it creates shows as ``-o uid=``/``gid=``
+        self._daemon_uid, self._daemon_gid = os.getuid(), os.getgid()
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def fresh(self, node: Node) -> bool:
+        return node.fetched >= 0 and self.now() - node.fetched < self.opts.metadata_ttl
+
+    def default_mode(self, is_dir: bool, ftype: int) -> int:
+        return self.dir_mode if is_dir else (0o777 if ftype == stat.S_IFLNK else self.file_mode)
+
+    # ------------------------------------------------------------------ what the store said
+
+    def record(self, node: Node, info: ObjectInfo) -> None:
+        """What the store just said of a node's object; trusted for ``metadata_ttl``."""
+        kept = self.kept_mtime(node, info)
+        node.size, node.mtime_ns, node.fetched = info.size, info.mtime_ns if kept is None else kept, self.now()
+        node.etag = info.etag
+        self.record_meta(node, info.meta)
+
+    def kept_mtime(self, node: Node, info: ObjectInfo) -> int | None:
+        """For an answer without attributes (an S3 listing, HEAD or PUT): the mtime the store
+        keeps for that version, known from before (S3's LastModified has whole seconds only);
+        a new version (an upload replaced S3's metadata) has none until one is written."""
+        if info.meta is not None or node.meta is None or node.meta.mtime_ns is None:
+            return None
+        if info.etag == node.etag:
+            return node.meta.mtime_ns
+        node.meta = replace(node.meta, mtime_ns=None)
+        return None
+
+    def record_meta(self, node: Node, meta: Meta | None) -> None:
+        """The attributes the store keeps for a node (None: it said none; what is known stays)."""
+        if meta is None:
+            return
+        node.meta = meta
+        if meta.mtime_ns is not None and node.content is None:
+            node.mtime_ns = meta.mtime_ns
+        if meta.file_type and not node.is_dir:
+            node.ftype = meta.file_type
+        self.table.identify(node, meta.ident)
+
+    def stored(self, node: Node, info: ObjectInfo) -> None:
+        """The mount itself just stored the node's content as ``info``."""
+        node.pending = False
+        node.size, node.fetched, node.etag = info.size, self.now(), info.etag
+        self.record_meta(node, info.meta)
+
+    async def refresh(self, node: Node) -> None:
+        """Ask a live store for a node's attributes again (after a change of them in it)."""
+        if not self.store.live_meta or not node.in_store:
+            return
+        try:
+            found = await self.store.entry(node.path)
+        except KeyNotFound:
+            return
+        if found is None or found.is_dir != node.is_dir:
+            return
+        if found.info is not None:
+            self.record(node, found.info)
+        else:
+            self.record_meta(node, found.meta)
+        node.fetched = self.now()
+
+    # ------------------------------------------------------------------ what stat shows
+
+    def of(self, node: Node) -> Attr:
+        """What ``stat`` shows: what was set through the mount this mount's life (overrides),
+        over what the store keeps (node.meta), over the mount's defaults."""
+        ov = (self.table.overrides.get(node.path) if not node.detached else None) or Overrides()
+        m = node.meta or _NO_META
+        if node.is_dir:
+            size, nlink, valid_for = 0, m.nlink or 2, None
+            mtime = m.mtime_ns if m.mtime_ns is not None else self.started_ns
+        else:
+            size, nlink, valid_for = self._file_facts(node, m)
+            mtime = node.mtime_ns
+        perm = _first(ov.mode, stat.S_IMODE(m.mode) if m.mode is not None else None,
+                      self.default_mode(node.is_dir, node.ftype))
+        if not node.is_dir and self.store.read_only_key(node.path):
+            perm &= ~0o222
+        if ov.mtime_ns is not None:
+            mtime = ov.mtime_ns
+        ctime = max((t for t in (ov.ctime_ns, node.ctime_ns, m.ctime_ns) if t is not None), default=None)
+        return Attr(
+            ino=node.ino,
+            mode=node.ftype | perm,
+            nlink=nlink,
+            uid=_first(ov.uid, m.uid, self.opts.uid),
+            gid=_first(ov.gid, m.gid, self.opts.gid),
+            size=size,
+            atime_ns=_first(ov.atime_ns, m.atime_ns, mtime),
+            mtime_ns=mtime,
+            ctime_ns=mtime if ctime is None else max(ctime, mtime),
+            valid_for=valid_for,
+            rdev=m.rdev,
+        )
+
+    def _file_facts(self, node: Node, m: Meta) -> tuple[int, int, float | None]:
+        """(size, link count, seconds the kernel may keep them) of a file that is no directory."""
+        size = node.content.size if node.content is not None else node.size
+        nlink = 0 if node.detached else (m.nlink or len(node.names))
+        if node.held:
+            return size, nlink, None
+        if node.fetched < 0:
+            return size, nlink, 0.0  # listed without its size (a web server's Zarr): the kernel asks getattr
+        return size, nlink, max(0.0, self.opts.metadata_ttl - (self.now() - node.fetched))
+
+    def has_own(self, node: Node) -> bool:
+        """Does ``node`` show a mode, owner or type other than the mount's defaults?"""
+        a = self.of(node)
+        return (stat.S_IMODE(a.mode) != self.default_mode(node.is_dir, node.ftype) or a.uid != self.opts.uid
+                or a.gid != self.opts.gid or node.ftype not in (stat.S_IFREG, stat.S_IFDIR))
+
+    def wanted_meta(self, node: Node) -> Meta:
+        """Every attribute the mount shows for ``node``, for a store that keeps them (all are
+        sent at once: S3 replaces the whole set)."""
+        a = self.of(node)
+        return Meta(mode=a.mode, uid=a.uid, gid=a.gid, atime_ns=a.atime_ns, mtime_ns=a.mtime_ns, ctime_ns=a.ctime_ns,
+                    rdev=a.rdev)
+
+    # ------------------------------------------------------------------ new entries, changes
+
+    def owner(self, who: Caller | None, parent: Node) -> tuple[int, int, bool]:
+        """(uid, gid) of an entry ``who`` makes in ``parent``, and whether ``parent`` has its
+        set-group-ID bit (the new entry takes its group, a new directory the bit too). The
+        user who mounted creates as ``-o uid=``/``gid=``; another user (``allow_other``) as
+        themselves."""
+        uid = self.opts.uid if who is None or who.uid is None or who.uid == self._daemon_uid else who.uid
+        gid = self.opts.gid if who is None or who.gid is None or who.gid == self._daemon_gid else who.gid
+        parent_attr = self.of(parent)
+        sgid = bool(parent_attr.mode & stat.S_ISGID)
+        if sgid:
+            gid = parent_attr.gid
+        return uid, gid, sgid
+
+    def initial(self, path: str, ftype: int, mode: int, uid: int, gid: int, *, applied: bool = False) -> None:
+        """A new entry's mode (0 included) and owner, and its times: kept as overrides where the
+        store does not show them itself (``applied``: a live store holds them already), only
+        when they differ from the mount's defaults (then written to a store that keeps them)."""
+        now = time.time_ns()
+        self.table.overrides.pop(path, None)
+        if applied:
+            return
+        live = self.store.live_meta
+        ov = Overrides()
+        if ftype == stat.S_IFDIR:  # a file's times are its node's own until its first store
+            ov.mtime_ns = ov.atime_ns = ov.ctime_ns = now
+        if live or stat.S_IMODE(mode) != self.default_mode(ftype == stat.S_IFDIR, ftype):
+            ov.mode = stat.S_IMODE(mode)
+        if live or uid != self.opts.uid:
+            ov.uid = uid
+        if live or gid != self.opts.gid:
+            ov.gid = gid
+        if ov != Overrides():  # most new files have none: nothing kept per file
+            self.table.overrides[path] = ov
+
+    def dir_changed(self, parent: Node) -> None:
+        """An entry was made, removed or renamed in ``parent``: its mtime and ctime are now (a
+        live store's directory has them already: it is asked again)."""
+        if self.store.live_meta:
+            parent.fetched = -1.0
+            return
+        now = time.time_ns()
+        ov = self.table.overrides.setdefault(parent.path, Overrides())
+        ov.mtime_ns = ov.ctime_ns = now
+
+    def ctime_changed(self, node: Node) -> None:
+        """A change of ``node`` itself (link, rename): its ctime is now."""
+        if self.store.live_meta:
+            node.fetched = -1.0
+            return
+        node.ctime_ns = time.time_ns()
+
+    def touched(self, node: Node) -> None:
+        """The content changed through the mount: its mtime is now."""
+        node.mtime_ns = time.time_ns()
+        self.clear_mtime(node)
+
+    def clear_mtime(self, node: Node) -> None:
+        ov = self.table.overrides.get(node.path)
+        if ov is not None:
+            ov.mtime_ns = None
+
+    def other_names(self, node: Node) -> list[str]:
+        """The names of ``node`` but its path (hard links the mount keeps over a store without)."""
+        if self.store.live_meta:
+            return []
+        return sorted(p for p in node.names if p != node.path and self.table.at(p) is node)
+
+    def unname(self, node: Node, path: str) -> None:
+        """``path`` no longer names ``node``; the attributes set through the mount follow it to
+        the name it keeps."""
+        old = node.path
+        self.table.unname(node, path)
+        if node.path != old and not node.detached:
+            ov = self.table.overrides.pop(old, None)
+            if ov is not None:
+                self.table.overrides[node.path] = ov
+        if len(node.names) <= 1 and not self.store.live_meta:
+            node.keep = node.ftype not in (stat.S_IFREG, stat.S_IFDIR) and node.meta is not None and node.keep
+
+    # ------------------------------------------------------------------ written to the store
+
+    async def set(self, node: Node, changed: dict[str, int]) -> None:
+        """chmod, chown, utimens: the store keeps them where it can (a live store alone: its own
+        attributes show; S3 and zip: in the object's metadata, and the mount remembers them), else
+        the mount does for its life. The ctime is now."""
+        stored = node.in_store
+        if stored and self.store.live_meta:
+            try:
+                self.record_meta(node, await self.store.set_meta(node.path, Meta(**changed), node.is_dir))
+                node.fetched = self.now()
+                return
+            except NotSupported as exc:
+                log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
+        ov = self.table.overrides.setdefault(node.path, Overrides())
+        for name, value in changed.items():
+            setattr(ov, name, value)
+        ov.ctime_ns = time.time_ns()
+        if stored and not self.store.live_meta and self.store.keeps_meta:
+            await self._send_wanted(node)
+
+    async def save(self, node: Node) -> None:
+        """After an object was stored: the attributes set through the mount (its mode, owner,
+        times) reach the store too, where it keeps them (a live store: only those it was not
+        given yet, and the mount forgets them; S3, whose PUT drops them: every time its mode,
+        owner or type is not the mount's default; times alone are written by ``utime`` of a
+        stored file, not again after each upload, which would cost rsync a COPY per file)."""
+        ov = self.table.overrides.get(node.path)
+        if ov is None or node.detached or all(getattr(ov, f) is None for f in SETTABLE):
+            return
+        if not self.store.live_meta and not self.has_own(node):
+            return
+        if self.store.live_meta:
+            try:
+                changes = Meta(**{f: getattr(ov, f) for f in SETTABLE})
+                self.record_meta(node, await self.store.set_meta(node.path, changes, node.is_dir))
+                del self.table.overrides[node.path]
+            except NotSupported as exc:
+                log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
+        elif self.store.keeps_meta:
+            await self._send_wanted(node)
+
+    async def _send_wanted(self, node: Node) -> None:
+        """Every attribute the mount shows for ``node`` to each of its names in the store."""
+        try:
+            wanted = self.wanted_meta(node)
+            for name in (node.path, *self.other_names(node)):
+                self.record_meta(node, await self.store.set_meta(name, wanted, node.is_dir))
+        except NotSupported as exc:
+            log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
