@@ -1,4 +1,5 @@
-"""The layers stay layers: no import cycles among nczfs's modules, and the cache knows no NCZarr.
+"""The layers stay layers: no import cycles among nczfs's modules, the cache knows no NCZarr, and
+the filesystem logic (nczfs/fs) knows neither pyfuse3 nor the adapter that calls it.
 
 Read from the source with ``ast`` (every import statement, in functions too, but not those
 under ``if TYPE_CHECKING:``, which annotations alone need), not by importing.
@@ -87,6 +88,33 @@ def test_the_cache_imports_nothing_of_the_layers_above_or_of_a_backend():
              "nczfs.source")
     wrong = {m: sorted(n for n in graph[m] if n.startswith(above)) for m in cache}
     assert {m: ns for m, ns in wrong.items() if ns} == {}
+
+
+def external_imports(module: str) -> set[str]:
+    """The top-level names of what ``module`` imports from outside nczfs."""
+    path = ROOT.parent.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    found = set()
+    for node in walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name.partition(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.partition(".")[0])
+    return found - {"nczfs"}
+
+
+def test_the_filesystem_logic_imports_neither_pyfuse3_nor_the_layers_above():
+    """nczfs/fs is plain async Python over a Store: the FUSE adapter calls it, never the reverse,
+    and the NCZarr layer below it is reached only through the Store it is given."""
+    graph = imports()
+    fs = [m for m in graph if m == "nczfs.fs" or m.startswith("nczfs.fs.")]
+    assert "nczfs.fs.filesystem" in fs and "nczfs.fs.writeback" in fs
+    above = {"nczfs.fuse", "nczfs.fuse_ops", "nczfs.mount", "nczfs.control", "nczfs.controlsock", "nczfs.pyfuse3_trio",
+             "nczfs.nczarr", "nczfs.stack", "nczfs.umount", "nczfs.cli", "nczfs.api"}
+    wrong = {m: sorted(n for n in graph[m] if any(n == a or n.startswith(a + ".") for a in above)) for m in fs}
+    assert {m: ns for m, ns in wrong.items() if ns} == {}
+    assert {m for m in fs if "pyfuse3" in external_imports(m)} == set()
+    assert "pyfuse3" in external_imports("nczfs.fuse_ops")  # the check sees a real import
 
 
 def test_the_mount_tells_the_cache_which_keys_are_metadata(tmp_path):
