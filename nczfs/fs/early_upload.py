@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from nczfs import background
 from nczfs.store.base import ObjectInfo, Staged, Store, Upload
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class EarlyUploads:
             if content.size < EARLY_FROM_BYTES or not content.dirty or content in self._dropped:
                 return
             early = self._by_ino[ino] = _Early(key, content)
-            trio.lowlevel.spawn_system_task(self._open, early, name=f"nczfs early upload {key}")
+            background.start_soon(self._open, early, name=f"nczfs early upload {key}")
             return
         if early.content is not content or early.key != key:
             self.drop(ino)
@@ -124,7 +125,7 @@ class EarlyUploads:
             early.idle = trio.Event()
         early.running += 1
         number = start // early.upload.part_size + 1
-        trio.lowlevel.spawn_system_task(self._part, early, number, start, size, name=f"nczfs early part {early.key}")
+        background.start_soon(self._part, early, number, start, size, name=f"nczfs early part {early.key}")
 
     async def _open(self, early: _Early) -> None:
         try:
@@ -164,7 +165,7 @@ class EarlyUploads:
         if early is None:
             return
         self._forget(early)
-        trio.lowlevel.spawn_system_task(self._abort, early, name=f"nczfs early abort {early.key}")
+        background.start_soon(self._abort, early, name=f"nczfs early abort {early.key}")
 
     def _forget(self, early: _Early) -> None:
         early.broken = True
