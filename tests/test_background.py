@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 import trio
 import trio.testing
 
+import nczfs
 from nczfs import background
 
 
@@ -60,3 +64,15 @@ def test_without_a_mount_the_work_runs_as_a_system_task_of_the_run():
 
     trio.run(main)
 
+
+def test_nothing_else_in_nczfs_spawns_system_tasks():
+    """One place starts background work: the module above (reads the source, not a run)."""
+    root = Path(nczfs.__file__).parent
+    spawning = []
+    for path in root.rglob("*.py"):
+        if path.name == "background.py" and path.parent == root:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "spawn_system_task":
+                spawning.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert spawning == []

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from nczfs import background
-from nczfs.store.base import ObjectInfo, Staged, Store, Upload
+from nczfs.store.base import ObjectInfo, Staged, Store, Upload, UploadsInParts
 
 if TYPE_CHECKING:
     from nczfs.fs.content import Content
@@ -99,6 +99,8 @@ class EarlyUploads:
         that are complete now (as many as :data:`PARTS_IN_FLIGHT` allows)."""
         early = self._by_ino.get(ino)
         if early is None:
+            if not isinstance(self.store, UploadsInParts):
+                return  # a store without uploads in parts: the close stores the file whole
             if content.size < EARLY_FROM_BYTES or not content.dirty or content in self._dropped:
                 return
             early = self._by_ino[ino] = _Early(key, content)
