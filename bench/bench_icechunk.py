@@ -61,7 +61,7 @@ class Paths:
     def daemon_pid(self, label: str) -> int | None:
         if label not in self.mnt:
             return None
-        from nczfs.control import read_control
+        from nczfs.fuse.control import read_control
 
         return read_control(str(self.mnt[label]))["pid"]
 

@@ -159,7 +159,7 @@ def main() -> None:
                 subprocess.run([*NCZFS, "mount", f"s3://{bucket}", str(mnt), "--read-only", "--nc-files",
                                 "--endpoint-url", server.endpoint], check=True)
                 try:
-                    from nczfs.control import read_control
+                    from nczfs.fuse.control import read_control
 
                     pid = read_control(str(mnt))["pid"]
                     spy = profiled(pid, args.profile / f"run-{run}.txt") if args.profile else None

@@ -5,7 +5,7 @@
 What a small-chunk read costs the daemon is mostly requests: lookup, open, read, flush and
 release for every chunk file. This measures the floor the binding sets (pyfuse3 + trio, the
 "bare" filesystem below: one 4 KiB file, every handler returns at once; it runs pyfuse3 on
-nczfs's lock and wait for the device, as nczfs does (nczfs/pyfuse3_trio.py), and "bare-plain"
+nczfs's lock and wait for the device, as nczfs does (nczfs/fuse/trio_loop.py), and "bare-plain"
 on trio's own) and
 what nczfs adds on a directory mount of the same file, read-write and read-only
 (``--read-only`` answers the first flush with ENOSYS, so the kernel sends no more). Each case:
@@ -73,7 +73,7 @@ def serve_bare(mnt: str, no_flush: bool, plain: bool) -> None:
     pyfuse3.init(Bare(), mnt, options)
     if not plain:
         sys.path.insert(0, str(ROOT))
-        from nczfs.pyfuse3_trio import install
+        from nczfs.fuse.trio_loop import install
 
         install()
     try:

@@ -90,7 +90,7 @@ class Paths:
         if label not in self.mnt:
             return None
         if label.startswith("nczfs"):
-            from nczfs.control import read_control
+            from nczfs.fuse.control import read_control
 
             return read_control(str(self.mnt[label]))["pid"]
         for proc in Path("/proc").iterdir():
@@ -147,7 +147,7 @@ class Paths:
 
 
 def daemon_peak_rss(mnt: Path) -> int:
-    from nczfs.control import NotAnNczfsMount, read_control
+    from nczfs.fuse.control import NotAnNczfsMount, read_control
 
     try:
         pid = read_control(str(mnt))["pid"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from nczfs.config import MountConfig, default_metadata_ttl, parse_options
-from nczfs.control import NotAnNczfsMount, read_control
+from nczfs.fuse.control import NotAnNczfsMount, read_control
 from nczfs.errors import NczfsError
 from nczfs.umount import UnmountError, store_pending, unmount
 
@@ -136,7 +136,7 @@ def start(source: str, mountpoint: str | os.PathLike, **options: Any) -> Mount:
 
 
 def _is_mounted(path: Path) -> bool:
-    from nczfs.mounts import table
+    from nczfs.mounttable import table
 
     return any(m.path == str(path) for m in table())
 

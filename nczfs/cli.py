@@ -30,9 +30,9 @@ from nczfs.config import (
     validate_mode,
 )
 from nczfs import logs
-from nczfs.control import NotAnNczfsMount, read_control
+from nczfs.fuse.control import NotAnNczfsMount, read_control
 from nczfs.errors import SourceError
-from nczfs.mounts import kernel_path, topmost
+from nczfs.mounttable import kernel_path, topmost
 from nczfs.source import Source, parse_source
 from nczfs.umount import UnmountError, store_pending, terminal, unmount
 
@@ -176,7 +176,7 @@ def _reporter(fd: int):  # type: ignore[no-untyped-def]
 
 
 def _check_mountpoint(path: str, nonempty: bool = False) -> str:
-    """The mount point as the kernel will name the mount (symlinks resolved: mounts.py), checked."""
+    """The mount point as the kernel will name the mount (symlinks resolved: mounttable.py), checked."""
     path = kernel_path(path)
     try:
         # statvfs reaches the filesystem (stat may be answered from the kernel's cache), so a

@@ -7,7 +7,7 @@ mount lets anyone write its root) decide who may make the daemon write: a Unix s
 ``PID.sock`` in a directory only the daemon's user may enter (runstate.py: root's is
 ``/run/nczfs``, another user's ``$XDG_RUNTIME_DIR/nczfs``, else ``/tmp/nczfs-UID``), mode 0600. The daemon answers only root and
 its own user, by the peer's credentials the kernel gives (``SO_PEERCRED``); the client checks the
-other way round that the socket's peer is the daemon the control file names (control.py tells the
+other way round that the socket's peer is the daemon the control file names (fuse/control.py tells the
 socket's path and the daemon's pid).
 
 One request a connection: a JSON line ``{"command": "sync"}``; the answer, a JSON line, is

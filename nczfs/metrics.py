@@ -2,7 +2,7 @@
 
 The HTTP server (prometheus-client's, in its own thread) is bound before the mount is made, so
 an address in use refuses the mount. A scrape asks the trio thread for the counters (the same
-ones the control file shows, control.py) and names each as Prometheus expects: ``nczfs_``,
+ones the control file shows, fuse/control.py) and names each as Prometheus expects: ``nczfs_``,
 ``_total`` for counters, the unit (``_bytes``) at the end; S3 operations and FUSE requests are
 one family each, labelled by operation.
 """

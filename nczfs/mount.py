@@ -21,14 +21,16 @@ import pyfuse3
 import trio
 
 import nczfs
-from nczfs import background, control, controlsock, logs, pyfuse3_trio, runstate, stack
+from nczfs import background, controlsock, logs, runstate, stack
+from nczfs.fuse import control, trio_loop
+from nczfs.fuse.notifier import KernelNotifier, invalidate_attrs
 from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.fs import holders
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.options import FsOptions
 from nczfs.metrics import Exporter, trio_counters
-from nczfs.fuse_ops import Operations, invalidate_attrs
+from nczfs.fuse.ops import Operations
 from nczfs.nczarr.codecids import numcodecs_ids
 from nczfs.notify import notify, status
 from nczfs.source import absolute_text
@@ -167,29 +169,6 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
     return 0
 
 
-class KernelNotifier:
-    """The NCZarr layer's notifier (``nczarr.layer.Notify``) on a mount: an object the layer
-    changed on its own (consolidated metadata, the .nc files of a dataset written to) is
-    dropped from the filesystem's and the kernel's caches, so its new size shows at once."""
-
-    def __init__(self) -> None:
-        self.fs: Filesystem | None = None  # set once the filesystem over the layer is made
-
-    def __call__(self, key: str) -> None:
-        node = self.fs.table.at(key) if self.fs is not None else None
-        if node is None:
-            return
-        node.fetched = -1.0
-        background.start_soon(_invalidate_inode, node.ino, name=f"nczfs invalidate inode {node.ino}")
-
-
-async def _invalidate_inode(ino: int) -> None:
-    try:
-        await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino)
-    except Exception as exc:  # noqa: BLE001 - a background task must not raise; the cache then expires by TTL
-        log.debug("invalidate inode %d: %s", ino, exc)
-
-
 async def _serve(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operations | None = None,
                  exporter: Exporter | None = None, listener=None) -> list[str]:
     """Serve until unmounted, then store what is pending; the mount's background work (fetches,
@@ -211,7 +190,7 @@ async def _serve_requests(fs: Filesystem, config: MountConfig, ready: Ready, ops
         nursery.start_soon(_announce_ready, config, ready)
         if config.validate != "off" and not config.read_only:
             nursery.start_soon(_import_codecs)
-        pyfuse3_trio.install()  # pyfuse3's loop on nczfs.locks.Lock
+        trio_loop.install()  # pyfuse3's loop on nczfs.locks.Lock
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))
@@ -248,10 +227,10 @@ async def _announce_ready(config: MountConfig, ready: Ready) -> None:
 
 
 def turn_getxattr_off(mountpoint: str) -> None:
-    """Ask the mount for fuse_ops.XATTR_PROBE, which it answers ENOSYS: from then on the kernel
+    """Ask the mount for ops.XATTR_PROBE, which it answers ENOSYS: from then on the kernel
     answers getxattr itself (EOPNOTSUPP), and only setxattr's own check (pyfuse3 asks getxattr
     for XATTR_CREATE/REPLACE) reaches the daemon's getxattr, which answers it ENODATA."""
-    from nczfs.fuse_ops import XATTR_PROBE
+    from nczfs.fuse.ops import XATTR_PROBE
 
     try:
         os.getxattr(mountpoint, os.fsdecode(XATTR_PROBE))

@@ -16,7 +16,7 @@ import time
 from typing import TextIO
 
 from nczfs import busy, runstate
-from nczfs.control import NotAnNczfsMount, read_control
+from nczfs.fuse.control import NotAnNczfsMount, read_control
 from nczfs.controlsock import ControlError, request
 from nczfs.errors import NczfsError
 

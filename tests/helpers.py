@@ -230,7 +230,7 @@ def mounted(backend, mnt: Path, *args: str, log: Path | None = None, source: str
 
 def counts(mnt: Path) -> dict[str, int]:
     """The running daemon's request counters (``nczfs stats``), read from the root's control file."""
-    from nczfs.control import read_control
+    from nczfs.fuse.control import read_control
 
     return read_control(str(mnt))["counters"]
 

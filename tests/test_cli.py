@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from nczfs.control import read_control
+from nczfs.fuse.control import read_control
 from tests.helpers import NCZFS, DirectoryBackend, is_mounted, mounted, run_nczfs, unmount
 
 

@@ -1378,7 +1378,7 @@ async def test_the_kernel_keeps_attributes_no_longer_than_the_daemon_trusts_them
 
 
 def test_the_fuse_adapter_hands_the_kernel_the_shorter_of_the_ttl_and_what_is_left():
-    from nczfs.fuse_ops import Operations
+    from nczfs.fuse.ops import Operations
 
     ops = Operations(Filesystem(FaultyStore(ThreadedStore(MemoryStore("a")))), 5.0)
     base = dict(ino=5, mode=0o100644, nlink=1, uid=0, gid=0, size=1, atime_ns=0, mtime_ns=0, ctime_ns=0)

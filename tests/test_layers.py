@@ -84,7 +84,7 @@ def test_the_cache_imports_nothing_of_the_layers_above_or_of_a_backend():
     graph = imports()
     cache = [m for m in graph if m == "nczfs.cache" or m.startswith("nczfs.cache.")]
     assert cache
-    above = ("nczfs.nczarr", "nczfs.fs", "nczfs.fuse_ops", "nczfs.mount", "nczfs.s3url", "nczfs.stack",
+    above = ("nczfs.nczarr", "nczfs.fs", "nczfs.fuse.ops", "nczfs.mount", "nczfs.s3url", "nczfs.stack",
              "nczfs.source")
     wrong = {m: sorted(n for n in graph[m] if n.startswith(above)) for m in cache}
     assert {m: ns for m, ns in wrong.items() if ns} == {}
@@ -109,12 +109,20 @@ def test_the_filesystem_logic_imports_neither_pyfuse3_nor_the_layers_above():
     graph = imports()
     fs = [m for m in graph if m == "nczfs.fs" or m.startswith("nczfs.fs.")]
     assert "nczfs.fs.filesystem" in fs and "nczfs.fs.writeback" in fs
-    above = {"nczfs.fuse", "nczfs.fuse_ops", "nczfs.mount", "nczfs.control", "nczfs.controlsock", "nczfs.pyfuse3_trio",
+    above = {"nczfs.fuse", "nczfs.fuse.ops", "nczfs.mount", "nczfs.fuse.control", "nczfs.controlsock", "nczfs.fuse.trio_loop",
              "nczfs.nczarr", "nczfs.stack", "nczfs.umount", "nczfs.cli", "nczfs.api"}
     wrong = {m: sorted(n for n in graph[m] if any(n == a or n.startswith(a + ".") for a in above)) for m in fs}
     assert {m: ns for m, ns in wrong.items() if ns} == {}
     assert {m for m in fs if "pyfuse3" in external_imports(m)} == set()
-    assert "pyfuse3" in external_imports("nczfs.fuse_ops")  # the check sees a real import
+    assert "pyfuse3" in external_imports("nczfs.fuse.ops")  # the check sees a real import
+
+
+def test_only_the_fuse_package_and_the_daemon_import_pyfuse3():
+    """The adapter, its control file, the kernel notices and the trio loop are nczfs/fuse; the
+    daemon (mount.py) wires them; nothing else of nczfs knows pyfuse3."""
+    importing = {m for m in imports() if "pyfuse3" in external_imports(m)}
+    assert importing == {"nczfs.mount", "nczfs.fuse.ops", "nczfs.fuse.notifier", "nczfs.fuse.trio_loop"}
+    assert "pyfuse3" not in external_imports("nczfs.fuse.control")  # read by clients (stats, umount)
 
 
 def test_the_mount_tells_the_cache_which_keys_are_metadata(tmp_path):
@@ -142,7 +150,7 @@ def every_import(path: Path) -> set[str]:
 
 def test_the_nczarr_layer_imports_neither_pyfuse3_nor_the_filesystem():
     """Changes reach the kernel through the notifier the mount passes in (nczarr.layer.Notify)."""
-    above = ("pyfuse3", "nczfs.fs", "nczfs.fuse", "nczfs.fuse_ops", "nczfs.mount")
+    above = ("pyfuse3", "nczfs.fs", "nczfs.fuse", "nczfs.fuse.ops", "nczfs.mount")
     files = sorted((ROOT / "nczarr").rglob("*.py"))
     assert files
     below = tuple(a + "." for a in above)

@@ -1,4 +1,4 @@
-"""nczfs/locks.py (a trio lock taken without a checkpoint when free) and nczfs/pyfuse3_trio.py
+"""nczfs/locks.py (a trio lock taken without a checkpoint when free) and nczfs/fuse/trio_loop.py
 (pyfuse3's request loop on it, and on a wait for the device that returns at once when a request
 is queued), and that the daemon's loop installs them before pyfuse3.main.
 The real mounts' request loop is covered by tests/mount/test_reference_mount.py (a request
@@ -17,7 +17,7 @@ from nczfs import controlsock, mount
 from nczfs.config import MountConfig
 from nczfs.locks import Lock
 from nczfs.source import Source
-from nczfs.pyfuse3_trio import AT_ONCE_IN_A_ROW, WAITS, FuseWaits, install, trio_for_pyfuse3
+from nczfs.fuse.trio_loop import AT_ONCE_IN_A_ROW, WAITS, FuseWaits, install, trio_for_pyfuse3
 
 
 async def test_a_free_lock_is_taken_without_letting_other_tasks_run():

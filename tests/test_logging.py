@@ -20,7 +20,7 @@ import pytest
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
-from nczfs.fuse_ops import Operations
+from nczfs.fuse.ops import Operations
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore
 from nczfs.threads import ThreadedStore

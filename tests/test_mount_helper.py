@@ -18,7 +18,7 @@ import pytest
 
 from nczfs.cli import _helper_form
 from nczfs.config import MountConfig, parse_options
-from nczfs.control import read_control
+from nczfs.fuse.control import read_control
 from nczfs.errors import SourceError
 from tests.helpers import is_mounted
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from nczfs.control import read_control
+from nczfs.fuse.control import read_control
 from tests.helpers import NCZFS, DirectoryBackend, is_mounted, mounted, run_nczfs
 
 UNITS = Path(__file__).resolve().parents[1] / "systemd"

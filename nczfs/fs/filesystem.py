@@ -1,6 +1,6 @@
 """Filesystem logic over a Store: every FUSE operation, with plain dataclasses in and out.
 
-Nothing in this package imports pyfuse3; ``fuse_ops.Operations`` is a thin adapter. Errors are
+Nothing in this package imports pyfuse3; ``ops.Operations`` is a thin adapter. Errors are
 nczfs exceptions and reach the kernel through ``errors.to_errno``. This module holds the
 operations on open files (open, create, read, write, flush, fsync, release) and setattr;
 namespace.py and listing.py those on names; writeback.py how written files reach the store.
@@ -43,7 +43,7 @@ class Filesystem(Namespace):
         self.writeback = WriteBack(store, self.opts, self.attrs, self.handles)
         #: the object version each inode had when it was last opened (keep_cache)
         self._opened_etag = {}
-        #: ``(ino)``: the kernel's attributes of that file (its size) are out of date (fuse_ops.py)
+        #: ``(ino)``: the kernel's attributes of that file (its size) are out of date (fuse/ops.py)
         self.attrs_changed: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ what the mount reads and sets

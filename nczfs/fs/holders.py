@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from nczfs.mounts import MOUNTINFO, kernel_path, topmost
+from nczfs.mounttable import MOUNTINFO, kernel_path, topmost
 
 #: descriptors of one process looked at, at most (a close that finds more stores the file)
 MAX_FDS = 4096
@@ -96,7 +96,7 @@ def someone_elses_close(opener: int, mnt: int, ino: int, openers: list[int], und
 
 def checker(mountpoint: str, mountinfo: str = MOUNTINFO) -> Callable[[int, int, list[int]], bool] | None:
     """``someone_elses_close(opener, ino, openers)`` for the mount on ``mountpoint``, or None if
-    its id cannot be found. The mount is found by the path the kernel names it by (mounts.py:
+    its id cannot be found. The mount is found by the path the kernel names it by (mounttable.py:
     symlinks resolved, the mount itself not looked at)."""
     path = kernel_path(mountpoint, mountinfo)
     found = topmost(path, mountinfo)

@@ -258,7 +258,7 @@ def test_what_the_mount_writes_is_kept_only_up_to_a_sixteenth_of_the_cache(s3, t
     """Written objects are kept in the cache like blocks read to their end (the most recent, up
     to a sixteenth of it): the daemon reuses the memory of the rest for the next writes instead
     of faulting in fresh memory for every byte written until the cache is full."""
-    from nczfs.control import read_control
+    from nczfs.fuse.control import read_control
 
     def faults(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])

@@ -1,4 +1,4 @@
-"""The control file ``MOUNTPOINT/.nczfs`` (nczfs/control.py) and the control socket
+"""The control file ``MOUNTPOINT/.nczfs`` (nczfs/fuse/control.py) and the control socket
 (nczfs/controlsock.py): ``nczfs umount`` and ``nczfs stats`` read the pid and counters from the
 control file, ``nczfs sync`` and ``nczfs umount`` ask the daemon to store over the socket.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from nczfs import control
-from nczfs.control import NotAnNczfsMount, read_control
+from nczfs.fuse import control
+from nczfs.fuse.control import NotAnNczfsMount, read_control
 from tests.helpers import DirectoryBackend, delta, is_mounted, mounted, run_nczfs
 
 pytestmark = pytest.mark.fuse

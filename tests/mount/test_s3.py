@@ -204,7 +204,7 @@ def test_a_staged_temp_file_never_renamed_is_aborted_at_unmount(s3, tmp_path):
 def _kill_daemon(mnt: Path) -> None:
     import signal
 
-    from nczfs.control import read_control
+    from nczfs.fuse.control import read_control
 
     pid = read_control(str(mnt))["pid"]
     os.kill(pid, signal.SIGKILL)

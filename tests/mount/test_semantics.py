@@ -298,7 +298,7 @@ def test_ftruncate_of_an_open_file_is_stored_at_close(mount):
 
 def _peak_rss(mnt: Path) -> int:
     """The mount's daemon's peak resident memory so far (VmHWM), in bytes."""
-    from nczfs.control import read_control
+    from nczfs.fuse.control import read_control
 
     pid = read_control(str(mnt))["pid"]
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

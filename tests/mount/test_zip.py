@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import zarr
 
-from nczfs.control import read_control
+from nczfs.fuse.control import read_control
 from tests.conftest import CORPUS
 from tests.helpers import NCZFS, ZipBackend, is_mounted, mounted, run_nczfs
 from tests.mount.trees import DIR, snapshot

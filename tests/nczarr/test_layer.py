@@ -1,5 +1,5 @@
 """The NCZarr layer tells the notifier it is given of every object it changes on its own
-(kernel-free; on a mount the notifier drops the kernel's cached size, see mount.KernelNotifier)."""
+(kernel-free; on a mount the notifier drops the kernel's cached size, see fuse.notifier.KernelNotifier)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The control file ``MOUNTPOINT/.nczfs``: how ``nczfs umount`` and ``nczfs stats`` read the daemon.
 
 A virtual, read-only regular file at the mount root (as JuiceFS's ``.stats``): never listed by
-readdir, served by the FUSE adapter (fuse_ops.py) without reaching the store, and shadowing a store
+readdir, served by the FUSE adapter (fuse/ops.py) without reaching the store, and shadowing a store
 object of the same name at the root. Opening it takes a snapshot of ``{"pid": ..., "counters":
 {...}, "socket": PATH}`` as JSON (the socket: where the daemon takes requests to store pending
 writes, controlsock.py); its size shows as 0 (the adapter opens it with direct_io, so reads are

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import pyfuse3
 
-from nczfs import control, pyfuse3_trio
+from nczfs.fuse import control, trio_loop
 from nczfs.errors import KeyNotFound, NczfsError, to_errno
 from nczfs.fs.attrs import Attr, Caller, SetattrRequest
 from nczfs.fs.filesystem import Filesystem
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
-#: the control file (control.py): its name in the root, and its handles' numbers (the
+#: the control file (fuse/control.py): its name in the root, and its handles' numbers (the
 #: filesystem's count up from 1 and never get near)
 CONTROL_NAME = os.fsencode(control.NAME)
 #: the attribute the mount asks for once at start (mount.py): getxattr answers it ENOSYS
@@ -74,16 +74,6 @@ def _translate(fn: F) -> F:
             raise pyfuse3.FUSEError(errno.EIO) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def invalidate_attrs(ino: int) -> None:
-    """Tell the kernel that what it holds of a file's attributes (its size) is out of date: its
-    next read past that size, or stat, asks again. Only the attributes: a notice written to
-    /dev/fuse that takes no lock a request could hold (writeback caching is off)."""
-    try:
-        pyfuse3.invalidate_inode(ino, attr_only=True)
-    except OSError as exc:  # the kernel forgot the inode meanwhile: nothing to invalidate
-        log.debug("inode %d: attributes not invalidated: %s", ino, exc)
 
 
 def _pid(ctx: Any) -> int:
@@ -327,7 +317,7 @@ class Operations(pyfuse3.Operations):
         counters.update(self.fs.stats)
         counters["write.bytes-pending"] = self.fs.pending_bytes()
         counters.update((f"fuse.{op}", n) for op, n in self._requests.items())
-        counters.update(pyfuse3_trio.WAITS.counters())
+        counters.update(trio_loop.WAITS.counters())
         return counters
 
     def _open_control(self, flags: int) -> pyfuse3.FileInfo:

@@ -1,8 +1,8 @@
-"""mounts.py: the mount table, and the path the kernel names a mount by."""
+"""mounttable.py: the mount table, and the path the kernel names a mount by."""
 
 from __future__ import annotations
 
-from nczfs.mounts import Mounted, kernel_path, table, topmost
+from nczfs.mounttable import Mounted, kernel_path, table, topmost
 
 
 def _info(tmp_path, *lines: str):

@@ -63,10 +63,10 @@ WAITS = FuseWaits()
 
 def trio_for_pyfuse3(waits: FuseWaits = WAITS) -> types.ModuleType:
     """A module that is ``trio`` but for ``Lock`` and ``lowlevel.wait_readable``."""
-    lowlevel = types.ModuleType("nczfs.pyfuse3_trio.trio.lowlevel")
+    lowlevel = types.ModuleType("nczfs.fuse.trio_loop.trio.lowlevel")
     lowlevel.__dict__.update({k: v for k, v in vars(trio.lowlevel).items() if not k.startswith("__")})
     lowlevel.wait_readable = waits.wait_readable  # type: ignore[attr-defined]
-    shim = types.ModuleType("nczfs.pyfuse3_trio.trio")
+    shim = types.ModuleType("nczfs.fuse.trio_loop.trio")
     shim.__dict__.update({k: v for k, v in vars(trio).items() if not k.startswith("__")})
     shim.Lock = Lock  # type: ignore[attr-defined]
     shim.lowlevel = lowlevel  # type: ignore[attr-defined]
