@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import signal
+import socket
 from typing import Callable
 
 import pyfuse3
@@ -108,30 +109,10 @@ def serve(config: MountConfig, ready: Ready, warn: Callable[[str], None] | None 
 
 
 def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, exporter: Exporter | None) -> int:
-    kernel = KernelNotifier()
-    store = stack.build(sync_store, config, notify=kernel)
-    fs = Filesystem(
-        store,
-        FsOptions(
-            uid=config.uid,
-            gid=config.gid,
-            umask=config.umask,
-            read_only=config.read_only,
-            metadata_ttl=config.metadata_ttl,
-            spill_threshold=config.spill_threshold,
-            write_memory=config.write_memory,
-        ),
-    )
-    kernel.fs = fs
+    fs = _filesystem(config, sync_store)
     try:
         listener = controlsock.listen()
-        state_dir = os.path.dirname(controlsock.path_of(listener))
-        scope = getattr(sync_store, "scope", None) or f"{config.source.backend}:{config.source.location}"
-        runstate.prune(state_dir)
-        # what dead mounts of this scope left: a writable mount takes it over (a zip's staged
-        # writes were recovered when the store opened; open multipart uploads are aborted here)
-        stale = {} if config.read_only else runstate.take_over(state_dir, scope)
-        runstate.write_state(state_dir, mount_state(config, scope))
+        state_dir, stale = _take_state(config, sync_store, listener)
     except OSError as exc:
         sync_store.close()
         notify(status("failed: no control socket"))
@@ -167,6 +148,31 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
         return 1
     log.info("unmounted %s", config.mountpoint)
     return 0
+
+
+def _filesystem(config: MountConfig, sync_store: SyncStore) -> Filesystem:
+    """The filesystem over the whole store stack, its NCZarr layer's changes told to the kernel."""
+    kernel = KernelNotifier()
+    fs = Filesystem(
+        stack.build(sync_store, config, notify=kernel),
+        FsOptions(uid=config.uid, gid=config.gid, umask=config.umask, read_only=config.read_only,
+                  metadata_ttl=config.metadata_ttl, spill_threshold=config.spill_threshold,
+                  write_memory=config.write_memory),
+    )
+    kernel.fs = fs
+    return fs
+
+
+def _take_state(config: MountConfig, sync_store: SyncStore, listener: socket.socket) -> tuple[str, dict[str, str]]:
+    """The mount's state beside its control socket, and what dead mounts of its scope left (a
+    writable mount takes that over: a zip's staged writes were recovered when the store opened;
+    open multipart uploads are aborted by the caller)."""
+    state_dir = os.path.dirname(controlsock.path_of(listener))
+    scope = getattr(sync_store, "scope", None) or f"{config.source.backend}:{config.source.location}"
+    runstate.prune(state_dir)
+    stale = {} if config.read_only else runstate.take_over(state_dir, scope)
+    runstate.write_state(state_dir, mount_state(config, scope))
+    return state_dir, stale
 
 
 async def _serve(fs: Filesystem, config: MountConfig, ready: Ready, ops: Operations | None = None,
