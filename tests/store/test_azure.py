@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 
 import pytest
 
-from nczfs.errors import Stale
+from nczfs.errors import BackendError, OutcomeUnknown, Stale
 from nczfs.store.base import ByteRange
 from nczfs.store.s3.objstore import ObjectStoreBackend
 from nczfs.store.s3.transport import obstore_client_options, retry_config
@@ -52,3 +54,35 @@ def test_a_read_pinned_to_an_older_version_is_stale(azurite):
     with pytest.raises(Stale):
         store.get_version("k", ByteRange(0, 4), old.etag)
     assert store.get_version("k", ByteRange(0, 3), store.stat("k").etag) == b"new"
+
+
+def test_a_put_to_a_frozen_server_is_outcome_unknown_not_failed(azurite):
+    """A PUT sent to a server that takes it and never answers (stopped) may still be carried out
+    once it runs again: the write's outcome is unknown, never "not stored"."""
+    from obstore.store import AzureStore
+
+    container = azurite.new_container("frozen")
+    store = AzureStore(container, account_name=ACCOUNT, account_key=KEY, endpoint=azurite.endpoint,
+                       client_options=obstore_client_options(azurite.endpoint, read_timeout=1, request_timeout=3),
+                       retry_config=retry_config(retries=0, retry_timeout=3))
+    backend = ObjectStoreBackend(store, "p", url=f"az://{container}/p", service="Azure")
+    backend.set("k", b"old")
+    os.kill(azurite.proc.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(OutcomeUnknown, match="Azure PUT got no answer"):
+            backend.set("k", b"new")
+    finally:
+        os.kill(azurite.proc.pid, signal.SIGCONT)
+
+
+def test_a_put_that_never_reached_a_server_is_not_stored_not_unknown():
+    from obstore.store import AzureStore
+    from tests.s3server import free_ports
+
+    endpoint = f"http://127.0.0.1:{free_ports(1)[0]}/{ACCOUNT}"  # nothing listens there
+    store = AzureStore("c", account_name=ACCOUNT, account_key=KEY, endpoint=endpoint,
+                       client_options=obstore_client_options(endpoint), retry_config=retry_config(retries=0))
+    backend = ObjectStoreBackend(store, "p", url="az://c/p", service="Azure")
+    with pytest.raises(BackendError) as raised:
+        backend.set("k", b"new")
+    assert not isinstance(raised.value, OutcomeUnknown)

@@ -80,6 +80,15 @@ def unnamable(exc: BaseException) -> bool:
 NOT_SENT = re.compile(r"tcp connect error|ConnectError|Connection refused|dns error|failed to lookup address", re.I)
 #: obstore's words for an answer: an HTTP status came back
 ANSWERED = re.compile(r"status code: \d{3}|Client error with status|Server error with status", re.I)
+
+
+def unanswered(exc: BaseException) -> bool:
+    """obstore's request went out and no answer came (a timeout, a broken connection): what it
+    asked may still be carried out. Not so for one refused before it was sent, or answered."""
+    text = str(exc)
+    return not ANSWERED.search(text) and not NOT_SENT.search(text)
+
+
 #: an answer that a later attempt may change (a server error)
 SERVER_ERROR = re.compile(r"status code: 5\d\d|Server error with status")
 

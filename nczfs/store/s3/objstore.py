@@ -27,9 +27,9 @@ from typing import Any, BinaryIO
 import obstore as obs
 
 from nczfs.aiobridge import AsyncioBridge
-from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NczfsError, Stale
+from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.base import ByteRange, ObjectInfo, SyncStore, check_key, file_pieces
-from nczfs.store.s3.errors import translate_obstore, unsatisfiable
+from nczfs.store.s3.errors import first_line, translate_obstore, unanswered, unsatisfiable
 from nczfs.store.s3.listing import Listings
 
 log = logging.getLogger(__name__)
@@ -270,7 +270,11 @@ class ObjectStoreBackend(Listings, SyncStore):
                              max_concurrency=min(8, self.max_concurrency), **self.put_arguments())
         except Exception as exc:
             cause = exc.__cause__ if isinstance(exc.__cause__, NczfsError) else exc
-            raise self._err(cause, key, "multipart" if multipart else "put") from None
+            err = self._err(cause, key, "multipart" if multipart else "put")
+            if type(err) is BackendError and unanswered(cause):
+                raise OutcomeUnknown(f"{key!r}: {self.service} PUT got no answer ({first_line(cause)}); it may still "
+                                     "be carried out (outcome unknown)") from None
+            raise err from None
         return ObjectInfo(key, size, time.time_ns(), plain_etag(result.get("e_tag")))
 
     def put_arguments(self) -> dict[str, Any]:
