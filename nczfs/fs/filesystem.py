@@ -43,8 +43,6 @@ class Filesystem(Namespace):
         self.writeback = WriteBack(store, self.opts, self.attrs, self.handles)
         #: the object version each inode had when it was last opened (keep_cache)
         self._opened_etag = {}
-        #: ``(ino)``: the kernel's attributes of that file (its size) are out of date (fuse/ops.py)
-        self.attrs_changed: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ what the mount reads and sets
 
@@ -73,6 +71,16 @@ class Filesystem(Namespace):
     @someone_elses_close.setter
     def someone_elses_close(self, check: Callable[[int, int, list[int]], bool] | None) -> None:
         self.writeback.someone_elses_close = check
+
+    @property
+    def attrs_changed(self) -> Callable[[int], None] | None:
+        """``(ino)``: the kernel's attributes of that file (its size, its mtime) are out of date
+        (the mount: fuse/notifier.py)."""
+        return self.writeback.attrs_changed
+
+    @attrs_changed.setter
+    def attrs_changed(self, tell: Callable[[int], None] | None) -> None:
+        self.writeback.attrs_changed = tell
 
     # ------------------------------------------------------------------ attributes
 

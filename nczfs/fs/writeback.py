@@ -88,6 +88,8 @@ class WriteBack:
         self.spill_threshold = max(MIN_SPILL_THRESHOLD, self.write_memory.limit // 4) if threshold is None else threshold
         #: big files sent in parts while they are being written
         self.early = EarlyUploads(store)
+        #: ``(ino)``: the kernel's attributes of that file are out of date (set by the mount)
+        self.attrs_changed: Callable[[int], None] | None = None
         #: closed temp files whose data is already sent under their final key (S3: the parts of
         #: a multipart upload), by inode: (content version sent, the staged write)
         self._staged: dict[int, tuple[int, Staged]] = {}
@@ -277,8 +279,10 @@ class WriteBack:
             self.attrs.kept_mtime(node, info)
             self.attrs.stored(node, info)
             self.handles.repin(node)
-            if node.mtime_ns < info.mtime_ns:
+            if node.mtime_ns < info.mtime_ns:  # the store's time of the upload: what a new mount shows
                 node.mtime_ns = info.mtime_ns
+                if self.attrs_changed is not None:  # the kernel holds create's or the last write's mtime
+                    self.attrs_changed(node.ino)
             await self.attrs.save(node)
 
     async def _send(self, node: Node, content: Content) -> ObjectInfo:

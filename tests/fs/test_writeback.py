@@ -233,3 +233,19 @@ async def test_flush_all_stores_every_file_and_reports_a_store_whose_sync_fails(
     for fh in fhs:
         await fs.release(fh)
     assert raw.sets == ["a", "b"] or raw.sets == ["b", "a"]
+
+
+async def test_an_upload_that_moves_the_mtime_tells_the_kernel(fs, raw):
+    """The store's time of an upload becomes the file's mtime (what a new mount shows); the
+    kernel, which holds the mtime create or the last write gave it, is told to ask again, or a
+    stat would show the old mtime and the next setattr's answer the new one."""
+    told: list[int] = []
+    fs.attrs_changed = told.append
+    fh, created = await fs.create(ROOT_INO, "f", 0o644, WRITE_NEW)
+    await fs.write(fh, 0, b"data")
+    await trio.sleep(0.01)  # the upload comes later than the write
+    await fs.flush(fh)
+    await fs.release(fh)
+    stored = await fs.getattr(created.ino)
+    assert stored.mtime_ns == raw.stat("f").mtime_ns > created.mtime_ns
+    assert told == [created.ino]
