@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import Callable, TextIO
 
 from nczfs import busy, runstate
 from nczfs.fuse.control import NotAnNczfsMount, read_control
@@ -49,42 +49,11 @@ def store_pending(mnt: str, progress: TextIO | None = None, control: dict | None
     """Have the daemon store every pending write (zip: commit them), through the control socket
     its control file names (``control``: that file, read already); ``progress``: a terminal
     shown what is left."""
-    if control is None:
-        try:
-            control = read_control(mnt)
-        except NotAnNczfsMount as exc:
-            raise UnmountError(str(exc)) from None
-        except OSError as exc:
-            raise UnmountError(f"{mnt}: pending writes could not be stored ({exc.strerror})") from None
+    control = control if control is not None else _control_of(mnt)
     path = control.get("socket")
     if not isinstance(path, str):
         raise UnmountError(f"{mnt}: pending writes could not be stored (the daemon names no control socket)")
-    result: list[BaseException | dict] = []
-
-    def ask() -> None:
-        try:
-            result.append(request(path, control["pid"], "sync"))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            result.append(exc)
-
-    worker = threading.Thread(target=ask, name="nczfs sync", daemon=True)
-    worker.start()
-    started, shown = time.monotonic(), False
-    while True:
-        worker.join(PROGRESS_AFTER if not shown else PROGRESS_EVERY)
-        if not worker.is_alive():
-            break
-        if progress is None:
-            continue
-        left = _pending(mnt)
-        if left is not None:
-            progress.write(f"\rnczfs: storing pending writes: {_size(left)} left, {time.monotonic() - started:.0f} s  ")
-            progress.flush()
-            shown = True
-    if shown and progress is not None:
-        progress.write("\r\033[K")
-        progress.flush()
-    reply = result[0]
+    reply = _ask_showing_progress(mnt, lambda: request(path, control["pid"], "sync"), progress)
     if isinstance(reply, ControlError):
         raise UnmountError(f"{mnt}: pending writes could not be stored ({reply})") from None
     if isinstance(reply, BaseException):
@@ -92,6 +61,44 @@ def store_pending(mnt: str, progress: TextIO | None = None, control: dict | None
     if reply.get("ok") is not True:
         why = reply.get("error") or "the daemon refused"
         raise UnmountError(f"{mnt}: pending writes could not be stored ({why})")
+
+
+def _control_of(mnt: str) -> dict:
+    try:
+        return read_control(mnt)
+    except NotAnNczfsMount as exc:
+        raise UnmountError(str(exc)) from None
+    except OSError as exc:
+        raise UnmountError(f"{mnt}: pending writes could not be stored ({exc.strerror})") from None
+
+
+def _ask_showing_progress(mnt: str, ask: Callable[[], dict], progress: TextIO | None) -> BaseException | dict:
+    """``ask()`` in a thread of its own, its answer or its exception; meanwhile ``progress`` (a
+    terminal) is shown the bytes the mount has left to store, after a while."""
+    result: list[BaseException | dict] = []
+
+    def run() -> None:
+        try:
+            result.append(ask())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            result.append(exc)
+
+    worker = threading.Thread(target=run, name="nczfs sync", daemon=True)
+    worker.start()
+    started, shown = time.monotonic(), False
+    while True:
+        worker.join(PROGRESS_AFTER if not shown else PROGRESS_EVERY)
+        if not worker.is_alive():
+            break
+        left = _pending(mnt) if progress is not None else None
+        if left is not None:
+            progress.write(f"\rnczfs: storing pending writes: {_size(left)} left, {time.monotonic() - started:.0f} s  ")
+            progress.flush()
+            shown = True
+    if shown and progress is not None:
+        progress.write("\r\033[K")
+        progress.flush()
+    return result[0]
 
 
 def terminal() -> TextIO | None:

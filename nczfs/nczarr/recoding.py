@@ -100,13 +100,19 @@ def recode(var: Variable, view: str, from_v3: bool, transcode: str = "auto",
         return shown_type
     shown_dtype, text_width, divide = shown_type
     decode = decode or text_width is not None
-    if not (v2.order == "F" or swap or shown_chunks != chunks or decode or divide != 1):
+    if not _reshown(v2.order, swap, shown_chunks != chunks, decode, divide):
         return None  # as stored
     why = codecs.check() if codecs else None
     if why is not None:
         return why
     shown = _shown_codecs(codecs, decode, transcode, reads)
     return Recode(dtype, tuple(chunks), v2.order, codecs, shown_dtype, tuple(shown_chunks), shown, text_width, divide)
+
+
+def _reshown(order: str, swap: bool, cut: bool, decode: bool, divide: int) -> bool:
+    """Does the reader need the chunks other than stored: transposed, byte-swapped, cut to the
+    array, decoded, or times divided?"""
+    return order == "F" or swap or cut or decode or divide != 1
 
 
 def _stored_dtype(var: Variable, v2: V2Array) -> str:

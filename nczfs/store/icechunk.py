@@ -448,19 +448,28 @@ class IcechunkStore(SyncStore):
         check_prefix(prefix)
         parts = self._history(prefix)
         if parts is not None:
-            if not parts:
-                return [DirEntry(k, True) for k in HISTORY_KINDS]
-            if len(parts) == 1:
-                return [DirEntry(n, True) for n in self._kind_names(parts[0])] if parts[0] in HISTORY_KINDS else []
-            found = self._history_tree(parts)
-            if found is None:
-                return []
-            return [e if e.info is None else DirEntry(e.name, False, ObjectInfo(join(prefix, e.name), e.info.size, e.info.mtime_ns, e.info.etag))
-                    for e in found[0].list_dir(found[1])]
+            return self._list_history(prefix, parts)
         entries = {}
         for e in self.tree.list_dir(prefix):
             written = self._written.get(join(prefix, e.name)) if e.info is not None else None
             entries[e.name] = e if written is None else DirEntry(e.name, False, ObjectInfo(e.info.key, e.info.size, written[1], written[0]))
+        self._add_waiting(prefix, entries)
+        return [entries[n] for n in sorted(entries)]
+
+    def _list_history(self, prefix: str, parts: list[str]) -> list[DirEntry]:
+        """A directory of ``.icechunk/``: the kinds, a kind's names, or a snapshot's tree."""
+        if not parts:
+            return [DirEntry(k, True) for k in HISTORY_KINDS]
+        if len(parts) == 1:
+            return [DirEntry(n, True) for n in self._kind_names(parts[0])] if parts[0] in HISTORY_KINDS else []
+        found = self._history_tree(parts)
+        if found is None:
+            return []
+        return [e if e.info is None else DirEntry(e.name, False, ObjectInfo(join(prefix, e.name), e.info.size, e.info.mtime_ns, e.info.etag))
+                for e in found[0].list_dir(found[1])]
+
+    def _add_waiting(self, prefix: str, entries: dict[str, DirEntry]) -> None:
+        """Writes not committed yet, below ``prefix``: their names (and the directories they imply)."""
         start = prefix + "/" if prefix else ""
         for key in list(self._waiting):
             if key.startswith(start):
@@ -469,7 +478,6 @@ class IcechunkStore(SyncStore):
                     entries[name] = DirEntry(name, True)
                 elif name not in entries:
                     entries[name] = DirEntry(name, False, self._waiting[key][1])
-        return [entries[n] for n in sorted(entries)]
 
     def list_prefix(self, prefix: str) -> list[str]:
         check_prefix(prefix)
