@@ -71,6 +71,8 @@ class EarlyUploads:
 
     def __init__(self, store: Store):
         self.store = store
+        #: asked once: an ``isinstance`` of a Protocol costs ~12 us, and ``wrote`` runs per write
+        self._in_parts = isinstance(store, UploadsInParts)
         self._by_ino: dict[int, _Early] = {}
         #: contents whose early upload was dropped: not sent early again (the next drop would
         #: only send the same parts once more), the close stores them whole
@@ -99,7 +101,7 @@ class EarlyUploads:
         that are complete now (as many as :data:`PARTS_IN_FLIGHT` allows)."""
         early = self._by_ino.get(ino)
         if early is None:
-            if not isinstance(self.store, UploadsInParts):
+            if not self._in_parts:
                 return  # a store without uploads in parts: the close stores the file whole
             if content.size < EARLY_FROM_BYTES or not content.dirty or content in self._dropped:
                 return
