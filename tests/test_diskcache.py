@@ -14,6 +14,7 @@ from nczfs.cache import disk as diskcache
 from nczfs.cache import CachingStore
 from nczfs.config import MountConfig
 from nczfs.cache.disk import HEADER, DiskCache
+from nczfs.cache.disktotal import HELD_WIDTH
 from nczfs.errors import Stale
 from nczfs.source import parse_source
 from nczfs.stack import source_identity
@@ -472,5 +473,5 @@ def test_two_processes_writing_at_once_keep_one_bound(tmp_path):
             fcntl.flock(lock, fcntl.LOCK_UN)
     assert [p.wait() for p in procs] == [0, 0]
     assert peak <= limit and held_on_disk(tmp_path) <= limit
-    recorded = int((tmp_path / ".lock").read_bytes()[: diskcache.HELD_WIDTH])
+    recorded = int((tmp_path / ".lock").read_bytes()[: HELD_WIDTH])
     assert recorded == held_on_disk(tmp_path)

@@ -13,7 +13,7 @@ miss, never served.
 Bound. The bytes of the files under the directory (entries and the temp files being written)
 never exceed ``limit``, even with several daemons sharing it. Every change of that total happens
 under one lock (``flock`` on ``.lock``, plus a thread lock inside the process) and is recorded at
-the start of ``.lock``: a writer reserves the entry's size first (creating its temp file at full size), then
+the start of ``.lock`` (:mod:`nczfs.cache.disktotal`): a writer reserves the entry's size first (creating its temp file at full size), then
 writes and renames it into place. When a reservation would pass the limit, the directory is
 scanned and the least recently used entries (oldest mtime; a hit touches its entry) are deleted
 until the total is at most 90% of the limit, so scans are rare. Opening the cache scans once
@@ -31,7 +31,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import logging
@@ -40,12 +39,13 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 import trio
 
 from nczfs import background
+from nczfs.cache.disktotal import SharedTotal
 from nczfs.config import DEFAULT_CACHE_DIR_SIZE
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,6 @@ LOW_WATER = 0.9
 MAX_PENDING = 16
 #: temp files older than this (seconds) when the cache is opened are leftovers of a dead writer
 STALE_TMP = 3600.0
-#: digits of the shared total at the start of ``.lock``
-HELD_WIDTH = 20
 #: worker threads doing disk I/O at once
 THREADS = 4
 
@@ -93,12 +91,10 @@ class DiskCache:
         self.root = os.path.abspath(root)
         self.limit = limit
         self.identity = identity
-        self.held = 0  # the shared total as last seen by this process
+        self.total = SharedTotal(self.root, lambda: self._scan()[0])
         self.stats: collections.Counter[str] = collections.Counter()
         self._limiter = trio.CapacityLimiter(THREADS)
-        self._tlock = threading.Lock()
         self._slock = threading.Lock()  # stats, counted from worker threads too
-        self._lock_fd: int | None = None
         self._started: trio.Event | None = None
         self._ok = False
         self._pending = 0
@@ -110,7 +106,7 @@ class DiskCache:
     def counters(self) -> dict[str, int]:
         with self._slock:
             out = {f"diskcache.{k}": v for k, v in self.stats.items()}
-        out["diskcache.bytes-held"] = self.held
+        out["diskcache.bytes-held"] = self.total.held
         out["diskcache.bytes-limit"] = self.limit
         return out
 
@@ -198,55 +194,6 @@ class DiskCache:
             log.warning("cache dir %s: %s failed (%s); reading from the backend instead",
                         self.root, what, exc.strerror or exc)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._tlock:
-            assert self._lock_fd is not None
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            try:
-                self._follow_lock()
-            except BaseException:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                raise
-            try:
-                yield
-            finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-
-    def _follow_lock(self) -> None:
-        """(holding the lock) If the lock file held open is no longer the one at its path (the dir
-        was emptied under the mount: ``rm -rf``), take the one a daemon started since then made,
-        or make it, so that both count their bytes in one total again."""
-        assert self._lock_fd is not None
-        path = os.path.join(self.root, ".lock")
-        while True:
-            held = os.fstat(self._lock_fd)
-            try:
-                current = os.stat(path)
-                if (held.st_ino, held.st_dev) == (current.st_ino, current.st_dev):
-                    return
-            except FileNotFoundError:
-                pass
-            os.makedirs(self.root, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = fd
-            fcntl.flock(fd, fcntl.LOCK_EX)
-
-    def _read_held(self) -> int:
-        """The shared total, kept in the lock file (under the lock); counted afresh if unreadable."""
-        assert self._lock_fd is not None
-        try:
-            return int(os.pread(self._lock_fd, HELD_WIDTH, 0))
-        except ValueError:  # empty or damaged
-            return self._scan()[0]
-
-    def _write_held(self, n: int) -> None:
-        assert self._lock_fd is not None
-        self.held = max(0, n)
-        os.pwrite(self._lock_fd, b"%*d" % (HELD_WIDTH, self.held), 0)
-
     def _scan(self, drop_stale: bool = False) -> tuple[int, list[tuple[float, int, str]]]:
         """Bytes of every entry and temp file, and the entries oldest first as (mtime, size, path)."""
         total, entries = 0, []
@@ -272,15 +219,14 @@ class DiskCache:
 
     def _open_sync(self) -> bool:
         try:
-            os.makedirs(self.root, exist_ok=True)
-            self._lock_fd = os.open(os.path.join(self.root, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-            with self._locked():
+            self.total.open()
+            with self.total.locked():
                 total, entries = self._scan(drop_stale=True)
-                self._write_held(self._evict(total, entries, self.limit))
+                self.total.write(self._evict(total, entries, self.limit))
         except OSError as exc:
             self._failed("opening", exc)
             return False
-        log.info("cache dir %s: %d entries, %d bytes (limit %d)", self.root, len(entries), self.held, self.limit)
+        log.info("cache dir %s: %d entries, %d bytes (limit %d)", self.root, len(entries), self.total.held, self.limit)
         return True
 
     def _evict(self, total: int, entries: list[tuple[float, int, str]], target: int) -> int:
@@ -302,14 +248,14 @@ class DiskCache:
     def _reserve(self, size: int) -> bool:
         """Count ``size`` more bytes in the shared total, evicting first if it would pass the limit
         (under the lock); False if even then it would (temp files of other writers fill it)."""
-        held = self._read_held()
+        held = self.total.read()
         if held + size > self.limit:
             total, entries = self._scan()
             held = self._evict(total, entries, min(int(self.limit * LOW_WATER), self.limit - size))
             if held + size > self.limit:
-                self._write_held(held)
+                self.total.write(held)
                 return False
-        self._write_held(held + size)
+        self.total.write(held + size)
         return True
 
     def _get_sync(self, name: str, want: int | None = None) -> bytes | None:
@@ -341,10 +287,10 @@ class DiskCache:
     def _remove(self, path: str) -> None:
         """Delete a damaged entry; its size on disk may not be the size counted, so count again."""
         try:
-            with self._locked():
+            with self.total.locked():
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
-                self._write_held(self._scan()[0])
+                self.total.write(self._scan()[0])
         except OSError as exc:
             self._failed("deleting an entry", exc)
 
@@ -355,7 +301,7 @@ class DiskCache:
         reserved = False
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with self._locked():
+            with self.total.locked():
                 if not self._reserve(size):
                     self._count("skipped")
                     return
@@ -368,7 +314,7 @@ class DiskCache:
             with open(tmp, "r+b") as f:
                 f.write(HEADER.pack(MAGIC, len(data), _digest(name, data)))
                 f.write(data)
-            with self._locked():
+            with self.total.locked():
                 try:
                     replaced = os.stat(path).st_size
                 except FileNotFoundError:
@@ -376,7 +322,7 @@ class DiskCache:
                 os.rename(tmp, path)
                 reserved = False
                 if replaced:  # another daemon wrote the same entry meanwhile
-                    self._write_held(self._read_held() - replaced)
+                    self.total.write(self.total.read() - replaced)
             self._count("writes")
             self._count("bytes-written", len(data))
         except OSError as exc:
@@ -386,17 +332,15 @@ class DiskCache:
 
     def _unreserve(self, tmp: str, size: int) -> None:
         try:
-            with self._locked():
+            with self.total.locked():
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
-                self._write_held(self._read_held() - size)
+                self.total.write(self.total.read() - size)
         except OSError as exc:
             self._failed("cleaning up", exc)
 
     def close(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self.total.close()
 
 
 def _digest(name: str, data: bytes | memoryview) -> int:
