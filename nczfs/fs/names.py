@@ -2,7 +2,7 @@
 
 Temp names that clients write and then rename onto the real name: their upload waits for the
 rename (one PUT under the final key), and where the name tells the final one, their data is sent
-ahead under it (writeback.py). And the name in the root that the FUSE adapter serves itself (the
+ahead under it (staging.py). And the name in the root that the FUSE adapter serves itself (the
 control file, fuse/control.py): never listed.
 """
 

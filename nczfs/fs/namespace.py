@@ -4,7 +4,7 @@ What the store cannot hold is kept by the mount for its life: directories made o
 without them (``local_dirs``: an unlink or rename that empties one keeps it, as POSIX does),
 the several names of one file where the store keeps a copy per name (hard links), the
 attributes the store does not show (attrs.py). A file being written is renamed before its
-upload (a temp file's rename commits what its close staged: writeback.py).
+upload (a temp file's rename commits what its close staged: staging.py).
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ from nczfs.fs.handles import FileHandle, Handles
 from nczfs.fs.inodes import Node
 from nczfs.fs.names import final_name, is_temp_name
 from nczfs.fs.options import FsOptions
+from nczfs.fs.staging import Staging
 from nczfs.locks import Lock
-from nczfs.store.base import ByteRange, ObjectInfo, Staged, Stages, Store
+from nczfs.store.base import ByteRange, ObjectInfo, Store
 from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
@@ -48,17 +49,8 @@ UPLOAD_BY_READER_BYTES = 32 * 1024 * 1024
 #: a closed file grown by truncate past this size is grown in a temp file (with a hole), not in memory
 GROW_IN_MEMORY = 1024 * 1024
 
-#: smaller temp files are not staged: staging costs two more requests (S3: create and complete a
-#: multipart upload), which pays only when sending the data takes longer than they do
-STAGE_MIN_BYTES = 1024 * 1024
-
 #: files the store checks (metadata) are checked at each write up to this size; larger ones at close
 CHECKED_BYTES = 16 * 1024 * 1024
-
-
-def _stages(staged: tuple[int, Staged], content: Content, key: str) -> bool:
-    """Is ``staged`` (content version, upload) the current ``content`` on its way to ``key``?"""
-    return staged[0] == content.version and staged[1].key == key
 
 
 async def _written(content: Content, offset: int, data: bytes) -> bytes:
@@ -90,9 +82,8 @@ class WriteBack:
         self.early = EarlyUploads(store)
         #: ``(ino)``: the kernel's attributes of that file are out of date (set by the mount)
         self.attrs_changed: Callable[[int], None] | None = None
-        #: closed temp files whose data is already sent under their final key (S3: the parts of
-        #: a multipart upload), by inode: (content version sent, the staged write)
-        self._staged: dict[int, tuple[int, Staged]] = {}
+        #: closed temp files whose data is already sent under their final key
+        self.staging = Staging(store, self.early)
         self._locks: dict[int, Lock] = {}
         #: ``(opener, ino, openers) -> bool``: is a close of a description opened by thread
         #: ``opener`` another process's (holders.py)? None: cannot tell, every close stores
@@ -343,9 +334,7 @@ class WriteBack:
 
     async def _stage(self, node: Node) -> None:
         """A closed temp file whose name tells its final one (zarr's ``.partial``): its data is
-        sent now, invisibly (S3: multipart parts), so that the rename only has to complete the
-        upload (renames in one directory run one at a time in the kernel; uploads at close do
-        not). Best effort: if the store cannot, the rename uploads the data as before."""
+        sent now, invisibly (staging.py). Best effort: if the store cannot, the rename uploads it."""
         final = final_name(node.path)
         if final is None:
             return
@@ -353,29 +342,7 @@ class WriteBack:
             content = node.content
             if content is None or node.detached or not self.deferred(node) or content.write_error is not None:
                 return
-            early = await self.early.stage(node.ino, final, content)  # sent while it was written
-            if early is not None:
-                await self.drop_staged(node.ino)
-                self._staged[node.ino] = (content.version, early)
-            elif content.size >= STAGE_MIN_BYTES and not content.spilled:
-                # (a spilled file is not read back into memory: the rename streams it from its file)
-                await self._stage_whole(node, content, final)
-
-    async def _stage_whole(self, node: Node, content: Content, final: str) -> None:
-        """Send ``content`` under ``final`` with the store's ``stage``, unless that is done already."""
-        old = self._staged.pop(node.ino, None)
-        if old is not None:
-            if _stages(old, content, final):
-                self._staged[node.ino] = old
-                return
-            await self.abort(old[1])
-        try:
-            staged = await self.store.stage(final, await content.getvalue()) if isinstance(self.store, Stages) else None
-        except Exception as exc:  # noqa: BLE001 - the rename stores it, and reports what fails then
-            log.debug("%r: not staged under %r: %s", node.path, final, exc)
-            return
-        if staged is not None:
-            self._staged[node.ino] = (content.version, staged)
+            await self.staging.stage(node.ino, content, final)
 
     async def store_as(self, node: Node, key: str) -> None:
         """Upload a closed, never-stored file under ``key`` (its rename target), or complete the
@@ -383,9 +350,8 @@ class WriteBack:
         async with self.lock(node):
             content = node.content
             assert content is not None
-            staged = self._staged.pop(node.ino, None)
             try:
-                info = await self._commit(node, content, key, staged)
+                info = await self.staging.commit(node.ino, node.path, content, key, self.store_content)
             except Exception as exc:
                 log.error("write of %r (renamed from %r) failed: %s", key, node.path, str(exc) or repr(exc))
                 raise
@@ -394,26 +360,6 @@ class WriteBack:
             content.close()
             node.content = None
 
-    async def _commit(self, node: Node, content: Content, key: str, staged: tuple[int, Staged] | None) -> ObjectInfo:
-        """The staged upload of ``content`` committed under ``key``, or (none, or of another
-        version or key: aborted) the content stored there now."""
-        if staged is not None and (content.write_error is not None or not _stages(staged, content, key)):
-            await self.abort(staged[1])
-            staged = None
-        if content.write_error is not None:
-            raise WriteLost(node.path, content.write_error)
-        if staged is not None:
-            return await staged[1].commit()  # type: ignore[misc]
-        return await self.store_content(content, key)
-
-    async def abort(self, staged: Staged) -> None:
-        try:
-            await staged.abort()  # type: ignore[misc]
-        except Exception as exc:  # noqa: BLE001 - invisible parts; the store's close aborts what is left
-            log.warning("%r: staged upload not aborted: %s", staged.key, exc)
-
     async def drop_staged(self, ino: int) -> None:
         """Abort what a closed temp file staged (unlinked, or staged anew)."""
-        staged = self._staged.pop(ino, None)
-        if staged is not None:
-            await self.abort(staged[1])
+        await self.staging.drop(ino)
