@@ -35,6 +35,8 @@ from nczfs.store.s3.listing import Listings
 log = logging.getLogger(__name__)
 
 MAX_KEY_BYTES = 1024
+#: the characters obstore cannot put in a key (ASCII controls); S3 can (boto3 serves those keys)
+UNNAMEABLE = re.compile("[\x01-\x1f\x7f]")
 #: bodies at least this long are handed out as a view of obstore's buffer, not copied
 KEEP_BUFFER = 1024 * 1024
 #: over https, ranged GETs of at least this many bytes go through obstore's async API on one

@@ -6,17 +6,14 @@ virtual-hosted over https, S3-compatible servers path style over http or https. 
 what obstore does not offer: multipart uploads by upload id (:mod:`.uploads`), server-side
 copies (multipart above 5 GiB), the attributes in objects' metadata (:mod:`.meta`), and keys
 obstore cannot name (ASCII control characters). Both clients are made from one boto3 client
-(:mod:`.client`). No directory-marker objects are written; keys ending in ``/`` written by
-other tools show as directories.
+(:mod:`.client`). PutObject and writes of unknown outcome: :mod:`.puts`. No directory-marker
+objects are written; keys ending in ``/`` written by other tools show as directories.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
 
@@ -24,25 +21,16 @@ import botocore.exceptions
 import obstore as obs
 from obstore.exceptions import InvalidPathError
 
-from nczfs.errors import BackendError, KeyNotFound, OutcomeUnknown, SourceError
+from nczfs.errors import KeyNotFound, SourceError
 from nczfs.s3url import S3Location
 from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, check_key, join, parent_of
 from nczfs.store.s3.copies import Copies
 from nczfs.store.s3.client import make_client, obstore_s3
 from nczfs.store.s3.options import S3Options
-from nczfs.store.s3.errors import (
-    ANSWERED,
-    DENIED,
-    NOT_SENT,
-    SERVER_ERROR,
-    UNANSWERED,
-    code_of,
-    first_line,
-    message_of,
-    translate_boto,
-)
+from nczfs.store.s3.errors import DENIED, UNANSWERED, code_of, message_of, translate_boto
 from nczfs.store.s3.meta import PosixMeta, meta_of
-from nczfs.store.s3.objstore import ObjectStoreBackend, bare_etag, plain_etag
+from nczfs.store.s3.objstore import UNNAMEABLE, ObjectStoreBackend, bare_etag
+from nczfs.store.s3.puts import Puts
 from nczfs.store.s3.uploads import MultipartUploads
 
 log = logging.getLogger(__name__)
@@ -64,7 +52,7 @@ def open_s3(options: S3Options, loc: S3Location) -> S3Store:
     return store
 
 
-class S3Store(MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
+class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
     #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
     #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
     emptied_dirs_may_linger = True
@@ -174,7 +162,7 @@ class S3Store(MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
     def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
         check_key(key)
         full = self._full(key)
-        if not _CONTROL.search(full) or (rng is not None and rng.end == rng.start):
+        if not UNNAMEABLE.search(full) or (rng is not None and rng.end == rng.start):
             return super().get_version(key, rng, etag)
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full, **self.options.payer()}
         if etag:
@@ -193,7 +181,7 @@ class S3Store(MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
     def stat(self, key: str) -> ObjectInfo:
         check_key(key)
         full = self._full(key)
-        if not _CONTROL.search(full) and not self.head_for_meta:
+        if not UNNAMEABLE.search(full) and not self.head_for_meta:
             return super().stat(key)
         return self._head(key, full)
 
@@ -230,78 +218,8 @@ class S3Store(MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
             return None  # listed a directory at a time, whose objects are asked for their attributes
         return super().list_tree(prefix, limit)
 
-    def _put(self, key: str, body: Any, size: int) -> ObjectInfo:
-        """One PutObject; a write whose request went out without an answer is looked for (its
-        ETag: the MD5 of what was sent) before it is called of unknown outcome."""
-        full = self._full(key)
-        data = body if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body)
-        try:
-            if _CONTROL.search(full):  # a key obstore cannot name
-                etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data),
-                                              **self.options.writes()).get("ETag")
-            else:
-                etag = self._put_attempts(key, full, data)
-        except Exception as exc:
-            err = translate_boto(exc, key, "PutObject")
-            if isinstance(err, OutcomeUnknown):  # stored after all, if the object is what was sent
-                found = self._holds(key, hashlib.md5(data, usedforsecurity=False).hexdigest())
-                if found is not None:
-                    return found
-            raise err from None
-        return ObjectInfo(key, size, time.time_ns(), bare_etag(etag))
-
-    def _put_attempts(self, key: str, full: str, data: bytes | bytearray | memoryview) -> str | None:
-        """obstore's PUT, ``-o retries=`` + 1 attempts, paused between as obstore's own are. An
-        attempt that never reached the server (refused, no route) or was answered 5xx is tried
-        again as obstore would; one that went out and got no answer (a timeout, a broken
-        connection) too, but the write's outcome is then unknown whatever later attempts meet."""
-        unanswered, failure = False, ""
-        for _ in self.options.attempts(self._retrying):
-            self._count("put")
-            try:
-                return obs.put(self.once, full, data, use_multipart=False, **self.put_arguments()).get("e_tag")
-            except Exception as exc:
-                text = str(exc)
-                if ANSWERED.search(text) and not SERVER_ERROR.search(text):
-                    raise self._err(exc, key, "put") from None  # refused: the answer is final
-                failure = first_line(exc)
-                if not ANSWERED.search(text) and not NOT_SENT.search(text):
-                    unanswered = True
-                    self._count_one("unanswered")
-        if unanswered:
-            raise OutcomeUnknown(f"{key!r}: S3 PutObject got no answer ({failure}); it may still be carried out "
-                                 "(outcome unknown)")
-        raise BackendError(f"{key!r}: S3 PutObject failed: {failure}")
-
-    def _retrying(self) -> None:
-        with self._count_lock:
-            self._counts["retries-considered"] += 1
-
-    def _holds(self, key: str, etag: str) -> ObjectInfo | None:
-        """After a write whose answer never came: the object's info if it is the version written
-        (its ETag: the MD5 of a single PUT's body, of a multipart upload's part MD5s and their
-        count), else None (another version, none, or no answer to the HEAD either). One attempt:
-        the answer is wanted now, not after another round of retries."""
-        if not etag:
-            return None
-        full = self._full(key)
-        try:
-            if _CONTROL.search(full):  # a key obstore cannot name
-                resp = self.client.head_object(Bucket=self.bucket, Key=full, **self.options.payer())
-                meta = {"size": resp["ContentLength"], "last_modified": resp["LastModified"], "e_tag": resp.get("ETag")}
-            else:
-                self._count("head")
-                meta = obs.head(self.once, full)
-        except Exception as exc:  # noqa: BLE001 - not known then either
-            log.warning("%r: checking a write that got no answer failed too: %s", key, first_line(exc))
-            return None
-        if plain_etag(meta.get("e_tag")) != etag:
-            return None
-        log.warning("%r: a write got no answer, but the object is what it sent: stored", key)
-        return self._info(key, meta)
-
     def _delete_path(self, key: str, path: str) -> None:
-        if not _CONTROL.search(path):
+        if not UNNAMEABLE.search(path):
             return super()._delete_path(key, path)
         try:
             self.client.delete_object(Bucket=self.bucket, Key=path, **self.options.payer())
@@ -309,10 +227,6 @@ class S3Store(MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
             err = translate_boto(exc, key, "DeleteObject")
             if not isinstance(err, KeyNotFound):
                 raise err from None
-
-    def put_arguments(self) -> dict[str, Any]:
-        """The storage class asked for (obstore sends it as ``x-amz-storage-class``)."""
-        return {"attributes": {"Storage-Class": self.options.storage_class}} if self.options.storage_class else {}
 
     def probe(self, text: str) -> None:  # type: ignore[override]
         """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint down."""
@@ -349,7 +263,7 @@ class S3Store(MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
         check_key(key)
         full = self._full(key)
         before = _start_after(full)
-        if before is None or _CONTROL.search(full):
+        if before is None or UNNAMEABLE.search(full):
             return super().entry(key)
         name = key.rpartition("/")[2]
         self._count("list")
@@ -392,8 +306,6 @@ class S3Store(MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
             pass
 
 
-#: the characters obstore cannot put in a key (ASCII controls); S3 can
-_CONTROL = re.compile("[\x01-\x1f\x7f]")
 #: keys one lookup's LIST looks at (the page it fetches holds up to 1,000)
 ENTRY_KEYS = 8
 

@@ -1,0 +1,106 @@
+"""PutObject on S3: one attempt a call, so that a request that went out without an answer is
+known, and such a write looked for (its ETag: the MD5 of what was sent) before it is called of
+unknown outcome.
+
+:class:`Puts` is a part of :class:`~nczfs.store.s3.store.S3Store`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from typing import Any
+
+import obstore as obs
+
+from nczfs.errors import BackendError, OutcomeUnknown
+from nczfs.store.base import ObjectInfo
+from nczfs.store.s3.errors import ANSWERED, NOT_SENT, SERVER_ERROR, first_line, translate_boto
+from nczfs.store.s3.objstore import UNNAMEABLE, bare_etag, plain_etag
+from nczfs.store.s3.options import S3Options
+
+log = logging.getLogger(__name__)
+
+
+class Puts:
+    """``_put`` (what ``set`` and ``set_file`` send below the multipart threshold) of the S3 store."""
+
+    client: Any
+    bucket: str
+    options: S3Options
+    once: Any
+
+    def _put(self, key: str, body: Any, size: int) -> ObjectInfo:
+        """One PutObject; a write whose request went out without an answer is looked for (its
+        ETag: the MD5 of what was sent) before it is called of unknown outcome."""
+        full = self._full(key)
+        data = body if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body)
+        try:
+            if UNNAMEABLE.search(full):  # a key obstore cannot name
+                etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data),
+                                              **self.options.writes()).get("ETag")
+            else:
+                etag = self._put_attempts(key, full, data)
+        except Exception as exc:
+            err = translate_boto(exc, key, "PutObject")
+            if isinstance(err, OutcomeUnknown):  # stored after all, if the object is what was sent
+                found = self._holds(key, hashlib.md5(data, usedforsecurity=False).hexdigest())
+                if found is not None:
+                    return found
+            raise err from None
+        return ObjectInfo(key, size, time.time_ns(), bare_etag(etag))
+
+    def _put_attempts(self, key: str, full: str, data: bytes | bytearray | memoryview) -> str | None:
+        """obstore's PUT, ``-o retries=`` + 1 attempts, paused between as obstore's own are. An
+        attempt that never reached the server (refused, no route) or was answered 5xx is tried
+        again as obstore would; one that went out and got no answer (a timeout, a broken
+        connection) too, but the write's outcome is then unknown whatever later attempts meet."""
+        unanswered, failure = False, ""
+        for _ in self.options.attempts(self._retrying):
+            self._count("put")
+            try:
+                return obs.put(self.once, full, data, use_multipart=False, **self.put_arguments()).get("e_tag")
+            except Exception as exc:
+                text = str(exc)
+                if ANSWERED.search(text) and not SERVER_ERROR.search(text):
+                    raise self._err(exc, key, "put") from None  # refused: the answer is final
+                failure = first_line(exc)
+                if not ANSWERED.search(text) and not NOT_SENT.search(text):
+                    unanswered = True
+                    self._count_one("unanswered")
+        if unanswered:
+            raise OutcomeUnknown(f"{key!r}: S3 PutObject got no answer ({failure}); it may still be carried out "
+                                 "(outcome unknown)")
+        raise BackendError(f"{key!r}: S3 PutObject failed: {failure}")
+
+    def _retrying(self) -> None:
+        with self._count_lock:
+            self._counts["retries-considered"] += 1
+
+    def _holds(self, key: str, etag: str) -> ObjectInfo | None:
+        """After a write whose answer never came: the object's info if it is the version written
+        (its ETag: the MD5 of a single PUT's body, of a multipart upload's part MD5s and their
+        count), else None (another version, none, or no answer to the HEAD either). One attempt:
+        the answer is wanted now, not after another round of retries."""
+        if not etag:
+            return None
+        full = self._full(key)
+        try:
+            if UNNAMEABLE.search(full):  # a key obstore cannot name
+                resp = self.client.head_object(Bucket=self.bucket, Key=full, **self.options.payer())
+                meta = {"size": resp["ContentLength"], "last_modified": resp["LastModified"], "e_tag": resp.get("ETag")}
+            else:
+                self._count("head")
+                meta = obs.head(self.once, full)
+        except Exception as exc:  # noqa: BLE001 - not known then either
+            log.warning("%r: checking a write that got no answer failed too: %s", key, first_line(exc))
+            return None
+        if plain_etag(meta.get("e_tag")) != etag:
+            return None
+        log.warning("%r: a write got no answer, but the object is what it sent: stored", key)
+        return self._info(key, meta)
+
+    def put_arguments(self) -> dict[str, Any]:
+        """The storage class asked for (obstore sends it as ``x-amz-storage-class``)."""
+        return {"attributes": {"Storage-Class": self.options.storage_class}} if self.options.storage_class else {}
