@@ -5,8 +5,8 @@ file is renamed elsewhere; flush_all over a store whose sync fails.
 
 The store is a memory store that stages as S3 does (data sent, invisible until committed), with
 what it staged, committed and aborted in view; every assertion is on what the store holds.
-Early uploads at close, fsync and truncate: tests/test_early_upload.py; flush_all with failing
-uploads: tests/test_filesystem.py::test_flush_all_stores_files_at_once_and_can_leave_failed_ones.
+Early uploads at close, fsync and truncate: tests/fs/test_early_upload.py; flush_all with failing
+uploads: tests/fs/test_filesystem.py::test_flush_all_stores_files_at_once_and_can_leave_failed_ones.
 """
 
 from __future__ import annotations

@@ -1335,7 +1335,7 @@ async def test_failed_store_delete_and_rename_change_nothing(fs, raw, faulty):
 
 
 async def test_unlink_deep_in_a_tree_another_client_made(fs, raw):
-    # found by tests/test_filesystem_model.py: on the memory store the emptied "a/b" was kept
+    # found by tests/fs/test_filesystem_model.py: on the memory store the emptied "a/b" was kept
     # but "a" (implied only by the deleted key) vanished, leaving "a/b" unreachable
     raw.set("a/b/c", b"x")
     await fs.unlink(await ino_of(fs, "a/b"), "c")
