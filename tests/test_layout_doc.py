@@ -43,3 +43,10 @@ def test_every_module_is_in_the_layout():
 def test_the_layout_names_no_module_that_is_gone():
     stale = sorted(documented() - modules())
     assert not stale, f"docs/DEVELOPMENT.md's layout names modules that do not exist: {stale}"
+
+
+def test_the_readmes_layout_names_every_package():
+    text = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    packages = {p.parent.relative_to(ROOT).as_posix() + "/" for p in (ROOT / "nczfs").glob("*/__init__.py")}
+    named = set(re.findall(r"`(nczfs/\w+/)`", text))
+    assert named >= packages - {"nczfs/samples/"}, sorted(packages - named)
