@@ -34,7 +34,8 @@ import numpy as np
 import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_s3 import CHUNK, MiB, Run, ls_lines, measure, median_run, pick_preads, preads, print_walls  # noqa: E402
+from bench.bench_s3 import (  # noqa: E402
+    CHUNK, MiB, Run, count_listed, measure, median_run, pick_preads, print_walls, read_picks)
 from tests.s3server import ADMIN, SeaweedS3  # noqa: E402
 
 NCZFS = [sys.executable, "-m", "nczfs"]
@@ -122,9 +123,7 @@ def read_small(p: Paths, label: str) -> float:
 
 def list_small(p: Paths, label: str) -> float:
     t = time.perf_counter()
-    if label in p.mnt:
-        n = ls_lines(p.mnt[label] / "small")
-    elif label == "icechunk":
+    if label == "icechunk":
         import icechunk
 
         store = icechunk.Repository.open(p.storage()).readonly_session(branch="main").store
@@ -134,7 +133,7 @@ def list_small(p: Paths, label: str) -> float:
 
         n = zarr.core.sync.sync(count())
     else:
-        n = len(p.fs().find(f"{p.bucket}/plain/small", detail=True))
+        n = count_listed(p, label, "small" if label in p.mnt else "plain/small")
     assert n > 100
     return time.perf_counter() - t
 
@@ -143,9 +142,9 @@ def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
     """``count`` reads of 4 KiB at random offsets of the big array's chunks, each its own open."""
     picks = pick_preads(count, mib)
     t = time.perf_counter()
-    if label in p.mnt:
-        preads(p.mnt[label] / "big" / "c", picks)
-    elif label == "icechunk":
+    if label != "icechunk":
+        read_picks(p, label, "big/c" if label in p.mnt else "plain/big/c", picks)
+    else:
         import icechunk
         from zarr.abc.store import RangeByteRequest
         from zarr.core.buffer import default_buffer_prototype
@@ -158,10 +157,6 @@ def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
                 assert len(buf) == 4096
 
         zarr.core.sync.sync(reads())
-    else:
-        fs = p.fs()
-        for c, off in picks:
-            assert len(fs.cat_file(f"{p.bucket}/plain/big/c/{c}", start=off, end=off + 4096)) == 4096
     return time.perf_counter() - t
 
 

@@ -41,7 +41,7 @@ import tempfile
 import time
 from functools import cache
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import zarr
@@ -225,13 +225,27 @@ def preads(folder: Path, picks: list[tuple[int, int]]) -> None:
             os.close(fd)
 
 
+def count_listed(p: Any, label: str, folder: str) -> int:
+    """Entries under ``folder`` (a path in the bucket): ``ls -lR`` on a mount, else fsspec's ``find``."""
+    if label in p.mnt:
+        return ls_lines(p.mnt[label] / folder)
+    return len(p.fs().find(f"{p.bucket}/{folder}", detail=True))
+
+
+def read_picks(p: Any, label: str, folder: str, picks: list[tuple[int, int]]) -> None:
+    """The 4 KiB reads of ``picks`` in the chunk objects under ``folder``: on a mount each its own
+    open, else fsspec's ranged ``cat_file``."""
+    if label in p.mnt:
+        preads(p.mnt[label] / folder, picks)
+        return
+    fs = p.fs()
+    for c, off in picks:
+        assert len(fs.cat_file(f"{p.bucket}/{folder}/{c}", start=off, end=off + 4096)) == 4096
+
+
 def list_small(p: Paths, label: str) -> float:
     t = time.perf_counter()
-    if label in p.mnt:
-        n = ls_lines(p.mnt[label] / "small.zarr")
-    else:
-        n = len(p.fs().find(f"{p.bucket}/small.zarr", detail=True))
-    assert n > 100
+    assert count_listed(p, label, "small.zarr") > 100
     return time.perf_counter() - t
 
 
@@ -239,12 +253,7 @@ def random_preads(p: Paths, label: str, count: int, mib: int) -> float:
     """``count`` reads of 4 KiB at random offsets of the big array's chunk objects, each its own open."""
     picks = pick_preads(count, mib)
     t = time.perf_counter()
-    if label in p.mnt:
-        preads(p.mnt[label] / "big.zarr", picks)
-    else:
-        fs = p.fs()
-        for c, off in picks:
-            assert len(fs.cat_file(f"{p.bucket}/big.zarr/{c}", start=off, end=off + 4096)) == 4096
+    read_picks(p, label, "big.zarr", picks)
     return time.perf_counter() - t
 
 
