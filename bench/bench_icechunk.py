@@ -35,7 +35,7 @@ import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_s3 import (  # noqa: E402
-    CHUNK, MiB, Run, count_listed, measure, median_run, pick_preads, print_walls, read_picks)
+    CHUNK, MiB, Run, clean_up, count_listed, keep_medians, measure, pick_preads, print_walls, read_picks)
 from tests.s3server import ADMIN, SeaweedS3  # noqa: E402
 
 NCZFS = [sys.executable, "-m", "nczfs"]
@@ -186,16 +186,9 @@ def main() -> None:
         for name, fn, warm in cases:
             for label in labels:
                 cold, hot = measure(p, label, fn, args.runs, warm and label in p.mnt)  # type: ignore[arg-type]
-                for kind, found in (("cold", cold), ("warm", hot)):
-                    if found:
-                        rows.setdefault(f"{name}, {kind}", {})[label] = median_run(found)
-                print(f"{name} {label}: cold {' '.join(f'{r.wall:.3f}' for r in cold)}"
-                      + (f" warm {' '.join(f'{r.wall:.3f}' for r in hot)}" if hot else ""), file=sys.stderr)
+                keep_medians(rows, name, label, cold, hot)
     finally:
-        for m in work.glob("mnt-*"):
-            subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
-        server.stop()
-        subprocess.run(["rm", "-rf", str(work)])
+        clean_up(work, server)
 
     pairs = [(o, "nczfs-icechunk") for o in ("icechunk", "nczfs-zarr", "zarr-s3") if o in labels and "nczfs-icechunk" in labels]
     print_walls(rows, labels, pairs, args.runs)

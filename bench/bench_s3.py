@@ -391,17 +391,10 @@ def main() -> None:
                 if writes and label == "nczfs-ro" or fn is header_of_many and label == "direct":
                     continue
                 cold, hot = measure(p, label, fn, args.runs, warm)
-                for kind, found in (("cold", cold), ("warm", hot)):
-                    if found:
-                        rows.setdefault(f"{name}, {kind}", {})[label] = median_run(found)
-                        targets[f"{name}, {kind}"] = case_targets.get(kind, [])
-                print(f"{name} {label}: cold {' '.join(f'{r.wall:.3f}' for r in cold)}"
-                      + (f" warm {' '.join(f'{r.wall:.3f}' for r in hot)}" if hot else ""), file=sys.stderr)
+                for kind in keep_medians(rows, name, label, cold, hot):
+                    targets[f"{name}, {kind}"] = case_targets.get(kind, [])
     finally:
-        for m in work.glob("mnt-*"):
-            subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
-        server.stop()
-        subprocess.run(["rm", "-rf", str(work)])
+        clean_up(work, server)
         big_file.unlink(missing_ok=True)
         hosts_entry(None)
 
@@ -435,6 +428,27 @@ def print_daemon_cpu(rows: dict[str, dict[str, Run]], labels: list[str], mib: in
         if name in rows:
             print(f"| {what} | " + " | ".join(f"{rows[name][label].daemon * scale:.2f}" if label in rows[name] else "-"
                                             for label in fuse) + " |")
+
+
+def keep_medians(rows: dict[str, dict[str, Run]], name: str, label: str, cold: list[Run], warm: list[Run]) -> list[str]:
+    """The medians of a workload's cold and warm runs on a path put in ``rows`` (by "name, kind"),
+    the runs printed; the kinds that ran."""
+    kinds = []
+    for kind, found in (("cold", cold), ("warm", warm)):
+        if found:
+            rows.setdefault(f"{name}, {kind}", {})[label] = median_run(found)
+            kinds.append(kind)
+    print(f"{name} {label}: cold {' '.join(f'{r.wall:.3f}' for r in cold)}"
+          + (f" warm {' '.join(f'{r.wall:.3f}' for r in warm)}" if warm else ""), file=sys.stderr)
+    return kinds
+
+
+def clean_up(work: Path, server: Any) -> None:
+    """Unmount what is mounted under ``work``, stop the server, remove ``work``."""
+    for m in work.glob("mnt-*"):
+        subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
+    server.stop()
+    subprocess.run(["rm", "-rf", str(work)])
 
 
 def median_run(runs: list[Run]) -> Run:
