@@ -131,7 +131,7 @@ def _http(config: MountConfig) -> SyncStore:
 
 
 def _icechunk(config: MountConfig) -> SyncStore:
-    from nczfs.store.icechunk.store import open_icechunk
+    from nczfs.store.icechunk.repository import open_icechunk
 
     return open_icechunk(config)
 

@@ -351,7 +351,7 @@ def s3_config(server, url: str, **kw):
 
 def s3_repo(server, prefix: str):
     """A new repository on SeaweedFS, made with the mount's own S3 options and credentials."""
-    from nczfs.store.icechunk.store import storage_for
+    from nczfs.store.icechunk.repository import storage_for
 
     config = s3_config(server, f"icechunk+s3://{server.shared_bucket}/{prefix}")
     icechunk.Repository.create(storage_for(config))
@@ -361,7 +361,7 @@ def s3_repo(server, prefix: str):
 class TestIcechunkS3Store(TestIcechunkStore):
     @pytest.fixture
     def sync_store(self, s3_server) -> IcechunkStore:
-        from nczfs.store.icechunk.store import open_icechunk
+        from nczfs.store.icechunk.repository import open_icechunk
 
         self.config = s3_repo(s3_server, s3_server.new_prefix("ice"))
         store = open_icechunk(self.config)
@@ -369,7 +369,7 @@ class TestIcechunkS3Store(TestIcechunkStore):
         store.close()
 
     def _repo(self):
-        from nczfs.store.icechunk.store import open_repository
+        from nczfs.store.icechunk.repository import open_repository
 
         return open_repository(self.config)
 
@@ -415,7 +415,7 @@ def test_seaweedfs_honours_the_conditional_writes_icechunk_commits_with(s3_serve
 def test_racing_commits_on_seaweedfs_are_both_kept(s3_server):
     import threading
 
-    from nczfs.store.icechunk.store import open_icechunk, open_repository
+    from nczfs.store.icechunk.repository import open_icechunk, open_repository
 
     config = s3_repo(s3_server, s3_server.new_prefix("race"))
     setup = open_icechunk(config)
@@ -489,7 +489,7 @@ def virtual_config(repo_path, *containers: str, **kw):
 
 
 def test_a_virtual_chunk_in_a_local_netcdf_file_is_read_once_its_container_is_configured(tmp_path):
-    from nczfs.store.icechunk.store import open_icechunk
+    from nczfs.store.icechunk.repository import open_icechunk
 
     values = np.arange(10, dtype="<f4") * 1.5
     nc = tmp_path / "archive" / "data.nc"
@@ -512,7 +512,7 @@ def test_a_virtual_chunk_in_a_local_netcdf_file_is_read_once_its_container_is_co
 
 
 def test_a_virtual_chunk_in_an_object_on_seaweedfs_is_read_with_the_mounts_credentials(s3_server, tmp_path):
-    from nczfs.store.icechunk.store import open_icechunk
+    from nczfs.store.icechunk.repository import open_icechunk
 
     values = np.arange(7, dtype="<f4") - 3
     nc = tmp_path / "data.nc"
@@ -586,7 +586,7 @@ def test_icechunk_options(tmp_path):
 
 def test_a_missing_repository_or_branch_is_a_clear_error(tmp_path):
     from nczfs.errors import SourceError
-    from nczfs.store.icechunk.store import open_icechunk
+    from nczfs.store.icechunk.repository import open_icechunk
 
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -601,7 +601,7 @@ def test_a_missing_repository_or_branch_is_a_clear_error(tmp_path):
 
 def test_the_mounts_profile_gives_the_credentials_on_s3(s3_server):
     """-o profile= (here SeaweedFS's read-only identity) is used for the repository's storage."""
-    from nczfs.store.icechunk.store import open_icechunk
+    from nczfs.store.icechunk.repository import open_icechunk
 
     config = s3_repo(s3_server, s3_server.new_prefix("prof"))
     writer = open_icechunk(config)
