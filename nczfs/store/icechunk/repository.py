@@ -8,7 +8,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from nczfs.errors import NczfsError, SourceError
-from nczfs.store.icechunk.store import IcechunkStore, reason
+from nczfs.store.icechunk.errors import reason
+from nczfs.store.icechunk.store import IcechunkStore
 
 if TYPE_CHECKING:
     from nczfs.config import MountConfig
