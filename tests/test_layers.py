@@ -157,3 +157,10 @@ def test_the_nczarr_layer_imports_neither_pyfuse3_nor_the_filesystem():
     wrong = {str(p.relative_to(ROOT)): sorted(m for m in every_import(p) if m in above or m.startswith(below))
              for p in files}
     assert {name: ms for name, ms in wrong.items() if ms} == {}
+
+
+def test_the_icechunk_backend_knows_no_mount_config():
+    """The registry builds IcechunkOptions from the MountConfig; the backend takes only those."""
+    files = sorted((ROOT / "store" / "icechunk").rglob("*.py"))
+    assert len(files) > 1
+    assert {str(p.relative_to(ROOT)) for p in files if "nczfs.config" in every_import(p)} == set()

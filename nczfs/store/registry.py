@@ -131,9 +131,15 @@ def _http(config: MountConfig) -> SyncStore:
 
 
 def _icechunk(config: MountConfig) -> SyncStore:
-    from nczfs.store.icechunk import open_icechunk
+    from nczfs.store.icechunk.options import IcechunkOptions
+    from nczfs.store.icechunk.repository import open_icechunk
 
-    return open_icechunk(config)
+    return open_icechunk(IcechunkOptions(
+        config.source.text, config.source.location, branch=config.branch, tag=config.tag, snapshot=config.snapshot,
+        read_only=config.read_only, commit_message=config.commit_message,
+        virtual_chunk_containers=config.virtual_chunk_containers, profile=config.profile, region=config.region,
+        endpoint_url=config.endpoint_url, anonymous=config.no_sign_request,
+    ))
 
 
 register(Backend("directory", ("path", "file"), _directory))

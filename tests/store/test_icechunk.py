@@ -17,7 +17,7 @@ import zarr
 
 from nczfs.errors import BackendError, InvalidArgument, KeyNotFound, ReadOnly
 from nczfs.store.base import ByteRange
-from nczfs.store.icechunk import IcechunkStore
+from nczfs.store.icechunk.store import IcechunkStore
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
 
@@ -342,36 +342,36 @@ async def test_the_cache_finds_the_hidden_history_after_listing_the_root(repo_pa
 # ---------------------------------------------------------------------- S3 storage (SeaweedFS)
 
 
-def s3_config(server, url: str, **kw):
-    from nczfs.config import MountConfig
+def s3_options(server, url: str, **kw):
     from nczfs.source import parse_source
+    from nczfs.store.icechunk.options import IcechunkOptions
 
-    return MountConfig(source=parse_source(url), mountpoint="/nonexistent", endpoint_url=server.endpoint, **kw)
+    return IcechunkOptions(url, parse_source(url).location, endpoint_url=server.endpoint, **kw)
 
 
 def s3_repo(server, prefix: str):
     """A new repository on SeaweedFS, made with the mount's own S3 options and credentials."""
-    from nczfs.store.icechunk import storage_for
+    from nczfs.store.icechunk.repository import storage_for
 
-    config = s3_config(server, f"icechunk+s3://{server.shared_bucket}/{prefix}")
-    icechunk.Repository.create(storage_for(config))
-    return config
+    options = s3_options(server, f"icechunk+s3://{server.shared_bucket}/{prefix}")
+    icechunk.Repository.create(storage_for(options))
+    return options
 
 
 class TestIcechunkS3Store(TestIcechunkStore):
     @pytest.fixture
     def sync_store(self, s3_server) -> IcechunkStore:
-        from nczfs.store.icechunk import open_icechunk
+        from nczfs.store.icechunk.repository import open_icechunk
 
-        self.config = s3_repo(s3_server, s3_server.new_prefix("ice"))
-        store = open_icechunk(self.config)
+        self.options = s3_repo(s3_server, s3_server.new_prefix("ice"))
+        store = open_icechunk(self.options)
         yield store
         store.close()
 
     def _repo(self):
-        from nczfs.store.icechunk import open_repository
+        from nczfs.store.icechunk.repository import open_repository
 
-        return open_repository(self.config)
+        return open_repository(self.options)
 
     def read_only_store(self) -> IcechunkStore:
         return IcechunkStore(self._repo(), read_only=True)
@@ -415,15 +415,15 @@ def test_seaweedfs_honours_the_conditional_writes_icechunk_commits_with(s3_serve
 def test_racing_commits_on_seaweedfs_are_both_kept(s3_server):
     import threading
 
-    from nczfs.store.icechunk import open_icechunk, open_repository
+    from nczfs.store.icechunk.repository import open_icechunk, open_repository
 
-    config = s3_repo(s3_server, s3_server.new_prefix("race"))
-    setup = open_icechunk(config)
+    options = s3_repo(s3_server, s3_server.new_prefix("race"))
+    setup = open_icechunk(options)
     setup.set("zarr.json", GROUP)
     setup.set("v/zarr.json", array_meta((8,), (1,)))
     setup.sync()
     setup.close()
-    stores = [open_icechunk(config) for _ in range(4)]
+    stores = [open_icechunk(options) for _ in range(4)]
     for i, store in enumerate(stores):
         store.set(f"v/c/{i}", bytes([i]) * 4)
     barrier = threading.Barrier(len(stores))
@@ -444,7 +444,7 @@ def test_racing_commits_on_seaweedfs_are_both_kept(s3_server):
     for s in stores:
         s.close()
     assert errors == []
-    repo = open_repository(config)
+    repo = open_repository(options)
     assert len(list(repo.ancestry(branch="main"))) == 2 + 4  # the initial commit, the setup, four
     tip = IcechunkStore(repo, read_only=True)
     try:
@@ -480,30 +480,28 @@ def virtual_repo(path, url: str, offset: int, length: int, n: int) -> None:
     session.commit("virtual")
 
 
-def virtual_config(repo_path, *containers: str, **kw):
-    from nczfs.config import MountConfig
-    from nczfs.source import parse_source
+def virtual_options(repo_path, *containers: str, **kw):
+    from nczfs.store.icechunk.options import IcechunkOptions
 
-    return MountConfig(source=parse_source(f"icechunk://{repo_path}"), mountpoint="/nonexistent",
-                       virtual_chunk_containers=containers, **kw)
+    return IcechunkOptions(f"icechunk://{repo_path}", str(repo_path), virtual_chunk_containers=containers, **kw)
 
 
 def test_a_virtual_chunk_in_a_local_netcdf_file_is_read_once_its_container_is_configured(tmp_path):
-    from nczfs.store.icechunk import open_icechunk
+    from nczfs.store.icechunk.repository import open_icechunk
 
     values = np.arange(10, dtype="<f4") * 1.5
     nc = tmp_path / "archive" / "data.nc"
     nc.parent.mkdir()
     offset, length = netcdf_with_contiguous_data(nc, values)
     virtual_repo(tmp_path / "repo", f"file://{nc}", offset, length, len(values))
-    bare = open_icechunk(virtual_config(tmp_path / "repo"))
+    bare = open_icechunk(virtual_options(tmp_path / "repo"))
     try:
         with pytest.raises(BackendError) as info:
             bare.get("t/c/0")
         assert "t/c/0" in str(info.value) and "-o virtual_chunk_container=" in str(info.value)
     finally:
         bare.close()
-    store = open_icechunk(virtual_config(tmp_path / "repo", f"file://{nc.parent}/"))
+    store = open_icechunk(virtual_options(tmp_path / "repo", f"file://{nc.parent}/"))
     try:
         assert store.get("t/c/0") == values.tobytes()
         assert store.stat("t/c/0").size == length
@@ -512,7 +510,7 @@ def test_a_virtual_chunk_in_a_local_netcdf_file_is_read_once_its_container_is_co
 
 
 def test_a_virtual_chunk_in_an_object_on_seaweedfs_is_read_with_the_mounts_credentials(s3_server, tmp_path):
-    from nczfs.store.icechunk import open_icechunk
+    from nczfs.store.icechunk.repository import open_icechunk
 
     values = np.arange(7, dtype="<f4") - 3
     nc = tmp_path / "data.nc"
@@ -520,7 +518,7 @@ def test_a_virtual_chunk_in_an_object_on_seaweedfs_is_read_with_the_mounts_crede
     bucket, key = s3_server.shared_bucket, s3_server.new_prefix("vc") + "/data.nc"
     s3_server.client().put_object(Bucket=bucket, Key=key, Body=nc.read_bytes())
     virtual_repo(tmp_path / "repo", f"s3://{bucket}/{key}", offset, length, len(values))
-    store = open_icechunk(virtual_config(tmp_path / "repo", f"s3://{bucket}/={s3_server.endpoint}", region="us-east-1"))
+    store = open_icechunk(virtual_options(tmp_path / "repo", f"s3://{bucket}/={s3_server.endpoint}", region="us-east-1"))
     try:
         assert store.get("t/c/0") == values.tobytes()
     finally:
@@ -586,29 +584,29 @@ def test_icechunk_options(tmp_path):
 
 def test_a_missing_repository_or_branch_is_a_clear_error(tmp_path):
     from nczfs.errors import SourceError
-    from nczfs.store.icechunk import open_icechunk
+    from nczfs.store.registry import open_store
 
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     with pytest.raises(SourceError) as info:
-        open_icechunk(mount_config(f"icechunk://{tmp_path}/nothing", mountpoint=str(mnt)))
+        open_store(mount_config(f"icechunk://{tmp_path}/nothing", mountpoint=str(mnt)))
     assert "cannot open the Icechunk repository" in str(info.value)
     local_repo(tmp_path / "repo")
     with pytest.raises(SourceError) as info:
-        open_icechunk(mount_config(f"icechunk://{tmp_path}/repo", "-o", "branch=nope", mountpoint=str(mnt)))
+        open_store(mount_config(f"icechunk://{tmp_path}/repo", "-o", "branch=nope", mountpoint=str(mnt)))
     assert "cannot open branch 'nope'" in str(info.value)
 
 
 def test_the_mounts_profile_gives_the_credentials_on_s3(s3_server):
     """-o profile= (here SeaweedFS's read-only identity) is used for the repository's storage."""
-    from nczfs.store.icechunk import open_icechunk
+    from nczfs.store.icechunk.repository import open_icechunk
 
-    config = s3_repo(s3_server, s3_server.new_prefix("prof"))
-    writer = open_icechunk(config)
+    options = s3_repo(s3_server, s3_server.new_prefix("prof"))
+    writer = open_icechunk(options)
     writer.set("zarr.json", GROUP)
     writer.sync()
     writer.close()
-    reader = open_icechunk(s3_config(s3_server, config.source.text, profile="reader"))
+    reader = open_icechunk(s3_options(s3_server, options.source, profile="reader"))
     try:
         assert reader.get("zarr.json") == GROUP
         reader.set("v/zarr.json", array_meta())

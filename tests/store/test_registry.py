@@ -88,3 +88,40 @@ def test_one_retry_policy_for_every_client(monkeypatch):
     assert pauses == [0.05, 0.1, 0.2] and len(retried) == 3
     backoff = obstore["retry_config"]["backoff"]
     assert backoff["init_backoff"].total_seconds() == pauses[0] and backoff["base"] == 2
+
+
+def icechunk_config(text: str, **options) -> MountConfig:
+    return MountConfig(source=parse_source(text, cwd="/"), mountpoint="/mnt", **options)
+
+
+def test_the_icechunk_opener_builds_its_options_from_the_config(monkeypatch):
+    from nczfs.store.icechunk import repository
+    from nczfs.store.icechunk.options import IcechunkOptions
+
+    opened = []
+    monkeypatch.setattr(repository, "open_icechunk", opened.append)
+    open_store(icechunk_config("icechunk+s3://bkt/repo", branch="dev", commit_message="hello",
+                               virtual_chunk_containers=("file:///d/",), profile="p", region="r",
+                               endpoint_url="http://127.0.0.1:1", no_sign_request=True, read_only=True))
+    open_store(icechunk_config("icechunk://some/repo", tag="v1"))
+    assert opened == [
+        IcechunkOptions("icechunk+s3://bkt/repo", "s3://bkt/repo", branch="dev", read_only=True,
+                        commit_message="hello", virtual_chunk_containers=("file:///d/",), profile="p", region="r",
+                        endpoint_url="http://127.0.0.1:1", anonymous=True),
+        IcechunkOptions("icechunk://some/repo", "/some/repo", tag="v1"),
+    ]
+
+
+def test_the_commit_message_and_branch_the_config_gives_reach_the_icechunk_store(tmp_path):
+    import icechunk
+
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
+    repo.create_branch("dev", repo.lookup_branch("main"))
+    store = open_store(icechunk_config(f"icechunk://{tmp_path}/repo", branch="dev", commit_message="from -o"))
+    try:
+        store.set("zarr.json", b'{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+        store.sync()
+    finally:
+        store.close()
+    assert [c.message for c in repo.ancestry(branch="dev")][0] == "from -o"
+    assert len(list(repo.ancestry(branch="main"))) == 1
