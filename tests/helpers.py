@@ -20,6 +20,18 @@ from typing import Iterator
 NCZFS = [sys.executable, "-m", "nczfs"]
 
 
+def keyed_differences(a: dict, b: dict, same=lambda x, y: x == y) -> Iterator[tuple[str, object]]:
+    """How two mappings differ, key by key in order: ("missing", k) only in ``a``, ("extra", k)
+    only in ``b``, ("changed", k) in both but not ``same``."""
+    for k in sorted(set(a) | set(b)):
+        if k not in b:
+            yield "missing", k
+        elif k not in a:
+            yield "extra", k
+        elif not same(a[k], b[k]):
+            yield "changed", k
+
+
 def as_user(user, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``cmd`` as ``user`` (a pwd entry) with no supplementary groups."""
     return subprocess.run(

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.helpers import keyed_differences
+
 READERS = ("ncdump", "wheel", "xarray")
 #: the view written for each reader (what it reads through nczfs)
 OWN_VIEW = {"ncdump": "netcdf-4.9", "wheel": "netcdf-4.10", "xarray": "xarray"}
@@ -177,12 +179,4 @@ def diff(ref: dict, got: dict) -> list[str]:
 
 def _keyed_diff(kind: str, r: dict, m: dict, p: str) -> list[str]:
     """Dimensions or attributes (by name) missing, extra or changed."""
-    out = []
-    for a in sorted(set(r) | set(m)):
-        if a not in m:
-            out.append(f"{kind}-missing {p}{a}")
-        elif a not in r:
-            out.append(f"{kind}-extra {p}{a}")
-        elif not _same(r[a], m[a]):
-            out.append(f"{kind}-changed {p}{a}")
-    return out
+    return [f"{kind}-{how} {p}{a}" for how, a in keyed_differences(r, m, _same)]

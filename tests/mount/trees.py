@@ -10,6 +10,8 @@ import os
 import stat
 from pathlib import Path
 
+from tests.helpers import keyed_differences
+
 DIR = "<dir>"
 
 Snapshot = dict[str, "bytes | str"]
@@ -74,14 +76,10 @@ def as_stored(snap: Snapshot, backend) -> Snapshot:
 
 def diff_summary(a: Snapshot, b: Snapshot, names: tuple[str, str] = ("left", "right")) -> str:
     """A short human description of how two snapshots differ (for assertion messages)."""
-    lines = []
-    for k in sorted(set(a) | set(b)):
-        if k not in b:
-            lines.append(f"only in {names[0]}: {k} ({_describe(a[k])})")
-        elif k not in a:
-            lines.append(f"only in {names[1]}: {k} ({_describe(b[k])})")
-        elif a[k] != b[k]:
-            lines.append(f"differs: {k}: {names[0]} {_describe(a[k])} vs {names[1]} {_describe(b[k])}")
+    said = {"missing": lambda k: f"only in {names[0]}: {k} ({_describe(a[k])})",
+            "extra": lambda k: f"only in {names[1]}: {k} ({_describe(b[k])})",
+            "changed": lambda k: f"differs: {k}: {names[0]} {_describe(a[k])} vs {names[1]} {_describe(b[k])}"}
+    lines = [said[how](k) for how, k in keyed_differences(a, b)]
     return "\n".join(lines[:50]) + ("\n..." if len(lines) > 50 else "")
 
 
