@@ -22,13 +22,10 @@ from nczfs.config import (
     OPTION_HELP,
     MountConfig,
     default_metadata_ttl,
-    metrics_address,
     parse_options,
-    parse_size,
-    present_view,
     source_values,
-    validate_mode,
 )
+from nczfs.optionvalues import metrics_address, parse_size, present_view, validate_mode
 from nczfs import logs
 from nczfs.fuse.control import NotAnNczfsMount, read_control
 from nczfs.errors import SourceError

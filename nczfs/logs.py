@@ -25,6 +25,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from nczfs.errors import SourceError
+
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
 
@@ -52,7 +54,7 @@ def level_signal(name: str) -> int:
 def parse_level(value: str) -> str:
     name = value.strip().lower()
     if name not in LEVELS:
-        raise ValueError(f"log level {value!r}: must be one of {', '.join(LEVELS)}")
+        raise SourceError(f"log level {value!r}: must be one of {', '.join(LEVELS)}")
     return name
 
 
