@@ -25,8 +25,6 @@ import sys
 import time
 from dataclasses import dataclass
 
-from nczfs.errors import SourceError
-
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
 
@@ -49,13 +47,6 @@ TEXT_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 def level_signal(name: str) -> int:
     """The real-time signal that sets a daemon's level to ``name``."""
     return signal.SIGRTMIN + list(LEVELS).index(name)
-
-
-def parse_level(value: str) -> str:
-    name = value.strip().lower()
-    if name not in LEVELS:
-        raise SourceError(f"log level {value!r}: must be one of {', '.join(LEVELS)}")
-    return name
 
 
 def default_log_file(mountpoint: str) -> str:

@@ -6,6 +6,8 @@ Each takes the text a user gave and returns the value MountConfig keeps, or rais
 
 from __future__ import annotations
 
+from typing import Collection
+
 from nczfs.errors import SourceError
 
 
@@ -73,10 +75,8 @@ def sse_mode(value: str) -> str:
 
 def storage_class(value: str) -> str:
     """``-o storage_class=``: one of S3's storage classes, any case."""
-    cls = value.strip().upper()
-    if cls not in STORAGE_CLASSES:
-        raise SourceError(f"-o storage_class={value}: not an S3 storage class ({', '.join(STORAGE_CLASSES)})")
-    return cls
+    return _one_of(value.strip().upper(), STORAGE_CLASSES,
+                   f"-o storage_class={value}: not an S3 storage class ({', '.join(STORAGE_CLASSES)})")
 
 
 def metrics_address(value: str) -> str:
@@ -89,24 +89,20 @@ def metrics_address(value: str) -> str:
 
 def log_level(value: str) -> str:
     """``--log-level`` / ``-o log_level=``: error, warning, info, debug, trace."""
-    from nczfs.logs import parse_level
+    from nczfs.logs import LEVELS
 
-    return parse_level(value)
+    return _one_of(value.strip().lower(), LEVELS, f"log level {value!r}: must be one of {', '.join(LEVELS)}")
 
 
 def log_format(value: str) -> str:
     """``--log-format`` / ``-o log_format=``: text or json."""
-    if value not in ("text", "json"):
-        raise SourceError(f"log_format={value}: must be text or json")
-    return value
+    return _one_of(value, ("text", "json"), f"log_format={value}: must be text or json")
 
 
 def validate_mode(value: str) -> str:
     """``-o validate=`` / ``--validate``: off, warn, strict (``on`` = strict)."""
     mode = {"on": "strict"}.get(value, value)
-    if mode not in ("off", "warn", "strict"):
-        raise SourceError(f"validate={value}: must be off, warn or strict")
-    return mode
+    return _one_of(mode, ("off", "warn", "strict"), f"validate={value}: must be off, warn or strict")
 
 
 PRESENT_VIEWS = ("as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1", "xarray")
@@ -114,9 +110,7 @@ PRESENT_VIEWS = ("as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1", "xarr
 
 def present_view(value: str) -> str:
     """``-o present=`` / ``--present``: which metadata flavor the mount shows."""
-    if value not in PRESENT_VIEWS:
-        raise SourceError(f"present={value}: must be one of {', '.join(PRESENT_VIEWS)}")
-    return value
+    return _one_of(value, PRESENT_VIEWS, f"present={value}: must be one of {', '.join(PRESENT_VIEWS)}")
 
 
 TRANSCODE_MODES = ("auto", "off", "none", "zlib")
@@ -124,6 +118,11 @@ TRANSCODE_MODES = ("auto", "off", "none", "zlib")
 
 def transcode_mode(value: str) -> str:
     """``-o transcode=``: how views show chunks whose codecs the view's reader lacks."""
-    if value not in TRANSCODE_MODES:
-        raise SourceError(f"transcode={value}: must be one of {', '.join(TRANSCODE_MODES)}")
+    return _one_of(value, TRANSCODE_MODES, f"transcode={value}: must be one of {', '.join(TRANSCODE_MODES)}")
+
+
+def _one_of(value: str, choices: Collection[str], error: str) -> str:
+    """``value`` if it is one of ``choices``, else a SourceError saying ``error``."""
+    if value not in choices:
+        raise SourceError(error)
     return value
