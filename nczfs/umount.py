@@ -108,15 +108,24 @@ def unmount(mnt: str, pid: int | None, lazy: bool = False, timeout: float = 60.0
     except UnmountError as exc:
         if pid is not None:
             raise UnmountError(f"{exc}; not unmounted") from None
+    _fusermount(mnt, lazy)
+    if not lazy and pid is not None:
+        _wait_exit(pid, timeout)
+
+
+def _fusermount(mnt: str, lazy: bool) -> None:
+    """``fusermount3 -u`` (``-z``: lazy); a busy mount's error names the processes using it."""
     res = subprocess.run(["fusermount3", "-u", *(["-z"] if lazy else []), mnt], capture_output=True, text=True)
-    if res.returncode != 0:
-        users = busy.processes_using(mnt) if "busy" in res.stderr else []
-        if users:
-            raise UnmountError(f"{mnt}: busy, in use by {busy.describe(users)}; close what they hold there, "
-                               f"or 'nczfs umount --lazy {mnt}'")
-        raise UnmountError(res.stderr.strip() or "fusermount3 -u failed")
-    if lazy or pid is None:
+    if res.returncode == 0:
         return
+    users = busy.processes_using(mnt) if "busy" in res.stderr else []
+    if users:
+        raise UnmountError(f"{mnt}: busy, in use by {busy.describe(users)}; close what they hold there, "
+                           f"or 'nczfs umount --lazy {mnt}'")
+    raise UnmountError(res.stderr.strip() or "fusermount3 -u failed")
+
+
+def _wait_exit(pid: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while runstate.alive(pid):
         if time.monotonic() > deadline:
