@@ -1,4 +1,6 @@
-"""Mount options: one frozen dataclass, built from CLI flags and ``-o key[=value],...``."""
+"""Mount options: one frozen dataclass, built from CLI flags and ``-o key[=value],...``.
+
+What each option's value may be: optionvalues.py."""
 
 from __future__ import annotations
 
@@ -8,6 +10,21 @@ from dataclasses import dataclass
 from typing import Callable
 
 from nczfs.errors import SourceError
+from nczfs.optionvalues import (
+    count,
+    integer,
+    log_format,
+    log_level,
+    metrics_address,
+    non_negative,
+    parse_size,
+    positive,
+    present_view,
+    sse_mode,
+    storage_class,
+    transcode_mode,
+    validate_mode,
+)
 from nczfs.source import Source
 
 #: options mount(8) and fstab add that mean nothing to nczfs
@@ -168,76 +185,6 @@ class MountConfig:
     virtual_chunk_containers: tuple[str, ...] = ()
 
 
-def _int(key: str, value: str, base: int = 10) -> int:
-    try:
-        return int(value, base)
-    except ValueError:
-        raise SourceError(f"-o {key}={value}: not a number") from None
-
-
-def _count(key: str, value: str) -> int:
-    n = _int(key, value)
-    if n < 0:
-        raise SourceError(f"-o {key}={value}: must not be negative")
-    return n
-
-
-def _float(key: str, value: str) -> float:
-    try:
-        v = float(value)
-    except ValueError:
-        raise SourceError(f"-o {key}={value}: not a number") from None
-    if v < 0:
-        raise SourceError(f"-o {key}={value}: must not be negative")
-    return v
-
-
-def _positive(key: str, value: str) -> float:
-    v = _float(key, value)
-    if v == 0:
-        raise SourceError(f"-o {key}={value}: must be more than 0")
-    return v
-
-
-#: S3's server-side encryption modes, by the names users give them
-SSE_MODES = {"aes256": "AES256", "s3": "AES256", "aws:kms": "aws:kms", "kms": "aws:kms", "aws:kms:dsse": "aws:kms:dsse"}
-#: S3's storage classes (AWS's; S3-compatible servers take a subset)
-STORAGE_CLASSES = ("STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER",
-                   "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE")
-
-
-def sse_mode(value: str) -> str:
-    """``-o sse=``: AES256 (or s3), aws:kms (or kms), aws:kms:dsse."""
-    mode = SSE_MODES.get(value.strip().lower())
-    if mode is None:
-        raise SourceError(f"-o sse={value}: must be AES256, aws:kms or aws:kms:dsse")
-    return mode
-
-
-def storage_class(value: str) -> str:
-    """``-o storage_class=``: one of S3's storage classes, any case."""
-    cls = value.strip().upper()
-    if cls not in STORAGE_CLASSES:
-        raise SourceError(f"-o storage_class={value}: not an S3 storage class ({', '.join(STORAGE_CLASSES)})")
-    return cls
-
-
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_size(key: str, value: str) -> int:
-    """A byte count: ``536870912``, ``512M``, ``512MiB``, ``2G`` (binary units)."""
-    text = value.strip().lower().removesuffix("ib").removesuffix("b")
-    unit = text[-1:] if text[-1:] in _UNITS else ""
-    try:
-        n = float(text[: len(text) - len(unit)])
-    except ValueError:
-        raise SourceError(f"{key}={value}: not a size (bytes, or a number with K, M, G)") from None
-    if not 0 <= n < 2**62:
-        raise SourceError(f"{key}={value}: must be a non-negative size")
-    return int(n * _UNITS[unit])
-
-
 def parse_options(opts: list[str]) -> dict[str, object]:
     """``-o`` strings (each a comma list) to MountConfig field values; unknown keys are an error."""
     out: dict[str, object] = {}
@@ -333,17 +280,17 @@ OPTIONS: dict[str, tuple[Applies, Apply]] = {
     "log_level": (_valued, _to("log_level", lambda key, value: log_level(value))),
     "log_format": (_valued, _to("log_format", lambda key, value: log_format(value))),
     "direct_io": (_flag, _const("direct_io", True)),
-    "uid": (_valued, _to(None, _int)),
-    "gid": (_valued, _to(None, _int)),
-    "umask": (_valued, _to("umask", lambda key, value: _int(key, value, 8))),
-    "metadata_ttl": (_valued, _to("metadata_ttl", _float)),
+    "uid": (_valued, _to(None, integer)),
+    "gid": (_valued, _to(None, integer)),
+    "umask": (_valued, _to("umask", lambda key, value: integer(key, value, 8))),
+    "metadata_ttl": (_valued, _to("metadata_ttl", non_negative)),
     "cache_size": (_valued, _to("cache_size", parse_size)),
     "write_memory": (_valued, _to("write_memory", parse_size)),
     "cache_dir": (_nonempty, _to("cache_dir", _abspath)),
     "cache_dir_size": (_valued, _to("cache_dir_size", parse_size)),
-    "read_ahead_kb": (_valued, _to("read_ahead_kb", _int)),
-    "prefetch_siblings": (_valued, _to("prefetch_siblings", _count)),
-    "list_tree_keys": (_valued, _to("list_tree_keys", _count)),
+    "read_ahead_kb": (_valued, _to("read_ahead_kb", integer)),
+    "prefetch_siblings": (_valued, _to("prefetch_siblings", count)),
+    "list_tree_keys": (_valued, _to("list_tree_keys", count)),
     "allow_root": (_nonempty, _allow_root),
     "endpoint_url": (_nonempty, _to("endpoint_url")),
     "url": (_nonempty, _to("endpoint_url")),  # s3fs's name
@@ -353,9 +300,9 @@ OPTIONS: dict[str, tuple[Applies, Apply]] = {
     "nc_files": (_flag, _const("nc_files", True)),
     "no_sign_request": (_flag, _const("no_sign_request", True)),
     "anon": (_flag, _const("no_sign_request", True)),
-    "retries": (_valued, _to("retries", _count)),
-    "connect_timeout": (_valued, _to(None, _positive)),
-    "read_timeout": (_valued, _to(None, _positive)),
+    "retries": (_valued, _to("retries", count)),
+    "connect_timeout": (_valued, _to(None, positive)),
+    "read_timeout": (_valued, _to(None, positive)),
     "requester_pays": (_flag, _const("requester_pays", True)),
     "sse": (_valued, _to("sse", lambda key, value: sse_mode(value))),
     "sse_kms_key_id": (_nonempty, _kms_key),
@@ -386,59 +333,6 @@ SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:
     return SHORT_TTL if backend in ("s3", "gcs", "azure", "icechunk") and not read_only else LONG_TTL
-
-
-def metrics_address(value: str) -> str:
-    """``-o metrics=`` / ``--metrics``: ADDR:PORT (checked here, bound at mount time)."""
-    from nczfs.metrics import parse_address
-
-    parse_address(value)
-    return value
-
-
-def log_level(value: str) -> str:
-    """``--log-level`` / ``-o log_level=``: error, warning, info, debug, trace."""
-    from nczfs.logs import parse_level
-
-    try:
-        return parse_level(value)
-    except ValueError as exc:
-        raise SourceError(str(exc)) from None
-
-
-def log_format(value: str) -> str:
-    """``--log-format`` / ``-o log_format=``: text or json."""
-    if value not in ("text", "json"):
-        raise SourceError(f"log_format={value}: must be text or json")
-    return value
-
-
-def validate_mode(value: str) -> str:
-    """``-o validate=`` / ``--validate``: off, warn, strict (``on`` = strict)."""
-    mode = {"on": "strict"}.get(value, value)
-    if mode not in ("off", "warn", "strict"):
-        raise SourceError(f"validate={value}: must be off, warn or strict")
-    return mode
-
-
-PRESENT_VIEWS = ("as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1", "xarray")
-
-
-TRANSCODE_MODES = ("auto", "off", "none", "zlib")
-
-
-def transcode_mode(value: str) -> str:
-    """``-o transcode=``: how views show chunks whose codecs the view's reader lacks."""
-    if value not in TRANSCODE_MODES:
-        raise SourceError(f"transcode={value}: must be one of {', '.join(TRANSCODE_MODES)}")
-    return value
-
-
-def present_view(value: str) -> str:
-    """``-o present=`` / ``--present``: which metadata flavor the mount shows."""
-    if value not in PRESENT_VIEWS:
-        raise SourceError(f"present={value}: must be one of {', '.join(PRESENT_VIEWS)}")
-    return value
 
 
 def source_values(args) -> dict[str, object]:

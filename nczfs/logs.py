@@ -49,13 +49,6 @@ def level_signal(name: str) -> int:
     return signal.SIGRTMIN + list(LEVELS).index(name)
 
 
-def parse_level(value: str) -> str:
-    name = value.strip().lower()
-    if name not in LEVELS:
-        raise ValueError(f"log level {value!r}: must be one of {', '.join(LEVELS)}")
-    return name
-
-
 def default_log_file(mountpoint: str) -> str:
     """The log file of a daemon given no --log-file where /dev/log does not listen
     (``$NCZFS_LOG_DIR`` chooses its folder, as mountpoint-s3's --log-directory)."""

@@ -51,6 +51,12 @@ def topmost(path: str, mountinfo: str = MOUNTINFO) -> Mounted | None:
     return found
 
 
+def is_fuse_mount(path: str) -> bool:
+    """Is the topmost mount on ``path`` a FUSE file system (nczfs's or another's)?"""
+    found = topmost(path)
+    return found is not None and found.fstype.startswith("fuse")
+
+
 def kernel_path(path: str, mountinfo: str = MOUNTINFO) -> str:
     """``path`` as the kernel would name a mount on it: absolute, the parents' symlinks resolved,
     and the last component's symlinks followed unless it is a mount point already (then it is

@@ -16,7 +16,7 @@ import time
 from typing import Callable, TextIO
 
 from nczfs import busy, runstate
-from nczfs.fuse.control import NotAnNczfsMount, read_control
+from nczfs.fuse.control import NotAnNczfsMount, read_control, read_control_or
 from nczfs.controlsock import ControlError, request
 from nczfs.errors import NczfsError
 
@@ -49,7 +49,8 @@ def store_pending(mnt: str, progress: TextIO | None = None, control: dict | None
     """Have the daemon store every pending write (zip: commit them), through the control socket
     its control file names (``control``: that file, read already); ``progress``: a terminal
     shown what is left."""
-    control = control if control is not None else _control_of(mnt)
+    if control is None:
+        control = read_control_or(mnt, UnmountError, "pending writes could not be stored")
     path = control.get("socket")
     if not isinstance(path, str):
         raise UnmountError(f"{mnt}: pending writes could not be stored (the daemon names no control socket)")
@@ -61,15 +62,6 @@ def store_pending(mnt: str, progress: TextIO | None = None, control: dict | None
     if reply.get("ok") is not True:
         why = reply.get("error") or "the daemon refused"
         raise UnmountError(f"{mnt}: pending writes could not be stored ({why})")
-
-
-def _control_of(mnt: str) -> dict:
-    try:
-        return read_control(mnt)
-    except NotAnNczfsMount as exc:
-        raise UnmountError(str(exc)) from None
-    except OSError as exc:
-        raise UnmountError(f"{mnt}: pending writes could not be stored ({exc.strerror})") from None
 
 
 def _ask_showing_progress(mnt: str, ask: Callable[[], dict], progress: TextIO | None) -> BaseException | dict:
@@ -116,15 +108,24 @@ def unmount(mnt: str, pid: int | None, lazy: bool = False, timeout: float = 60.0
     except UnmountError as exc:
         if pid is not None:
             raise UnmountError(f"{exc}; not unmounted") from None
+    _fusermount(mnt, lazy)
+    if not lazy and pid is not None:
+        _wait_exit(pid, timeout)
+
+
+def _fusermount(mnt: str, lazy: bool) -> None:
+    """``fusermount3 -u`` (``-z``: lazy); a busy mount's error names the processes using it."""
     res = subprocess.run(["fusermount3", "-u", *(["-z"] if lazy else []), mnt], capture_output=True, text=True)
-    if res.returncode != 0:
-        users = busy.processes_using(mnt) if "busy" in res.stderr else []
-        if users:
-            raise UnmountError(f"{mnt}: busy, in use by {busy.describe(users)}; close what they hold there, "
-                               f"or 'nczfs umount --lazy {mnt}'")
-        raise UnmountError(res.stderr.strip() or "fusermount3 -u failed")
-    if lazy or pid is None:
+    if res.returncode == 0:
         return
+    users = busy.processes_using(mnt) if "busy" in res.stderr else []
+    if users:
+        raise UnmountError(f"{mnt}: busy, in use by {busy.describe(users)}; close what they hold there, "
+                           f"or 'nczfs umount --lazy {mnt}'")
+    raise UnmountError(res.stderr.strip() or "fusermount3 -u failed")
+
+
+def _wait_exit(pid: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while runstate.alive(pid):
         if time.monotonic() > deadline:

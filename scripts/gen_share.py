@@ -53,7 +53,7 @@ def generate() -> dict[str, str]:
     from argparse_manpage.manpage import Manpage
 
     import nczfs
-    from nczfs.cli import _parser
+    from nczfs.cli.parser import build_parser
 
     from nczfs.config import OPTION_HELP
 
@@ -62,15 +62,15 @@ def generate() -> dict[str, str]:
     include = ROOT / "build" / "nczfs-man-include.txt"
     include.parent.mkdir(exist_ok=True)
     include.write_text(options.replace("-", "\\-") + "\n" + EXTRA)
-    man = Manpage(_parser(), _data={
+    man = Manpage(build_parser(), _data={
         "project_name": "nczfs", "version": nczfs.__version__, "date": f"nczfs {nczfs.__version__}",
         "manual_title": "nczfs manual", "manual_section": 1, "include": str(include),
         "description": "mount NCZarr and Zarr stores as a directory tree",
     })
     return {
         "man": str(man).rstrip("\n") + "\n",
-        "bash": shtab.complete(_parser(), shell="bash"),
-        "zsh": shtab.complete(_parser(), shell="zsh"),
+        "bash": shtab.complete(build_parser(), shell="bash"),
+        "zsh": shtab.complete(build_parser(), shell="zsh"),
     }
 
 

@@ -248,6 +248,11 @@ def test_stale_mount_detected_and_cleaned(dirs):
     try:
         line = _one_line_error(run_nczfs("mount", str(src), str(mnt)))
         assert "nczfs umount" in line
+        res = run_nczfs("sync", str(mnt))  # a dead daemon stores nothing: exit 1, pointing at umount
+        assert res.returncode == 1 and res.stderr == (
+            f"nczfs: {mnt}: stale mount (its daemon has died); see 'nczfs umount {mnt}'\n"), res.stderr
+        res = run_nczfs("stats", str(mnt))
+        assert res.returncode == 2 and "not an nczfs mount point (Transport endpoint is not connected)" in res.stderr
         res = run_nczfs("umount", str(mnt))
         assert res.returncode == 0, res.stderr
         assert not is_mounted(mnt)

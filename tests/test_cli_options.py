@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nczfs.cli import _parser
+from nczfs.cli.parser import build_parser
 from nczfs.config import OPTION_HELP, IGNORED_OPTIONS, MountConfig, parse_options
 from tests.helpers import S3Backend, mounted, run_nczfs
 
@@ -86,7 +86,7 @@ def test_help_command():
 
 
 def test_inspect_and_validate_take_the_source_options_of_mount():
-    parser = _parser()
+    parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
 
     def flags(cmd: str) -> set[str]:

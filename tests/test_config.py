@@ -34,13 +34,14 @@ def test_fuse_options_follow_the_config(tmp_path):
 
 
 def test_write_memory_reaches_the_config(tmp_path):
-    from nczfs.cli import _parser, build_config
+    from nczfs.cli.mountargs import build_config
+    from nczfs.cli.parser import build_parser
 
     (tmp_path / "src").mkdir()
     (tmp_path / "mnt").mkdir()
 
     def config(*argv: str):
-        return build_config(_parser().parse_args(["mount", str(tmp_path / "src"), str(tmp_path / "mnt"), *argv]))
+        return build_config(build_parser().parse_args(["mount", str(tmp_path / "src"), str(tmp_path / "mnt"), *argv]))
 
     assert config().write_memory is None  # the default: an eighth of RAM, between 64 MiB and 1 GiB
     assert config("--write-memory", "256M").write_memory == 256 * 1024**2

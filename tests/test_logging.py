@@ -211,14 +211,15 @@ def test_default_log_file_of_other_users_is_under_xdg_state_home(monkeypatch, tm
 
 
 def test_verbosity_flags_choose_the_log_level(tmp_path):
-    from nczfs.cli import _parser, build_config
+    from nczfs.cli.mountargs import build_config
+    from nczfs.cli.parser import build_parser
 
     mnt, src = tmp_path / "mnt", tmp_path / "src"
     mnt.mkdir()
     src.mkdir()
 
     def level(*args: str) -> str:
-        return build_config(_parser().parse_args(["mount", str(src), str(mnt), *args])).log_level
+        return build_config(build_parser().parse_args(["mount", str(src), str(mnt), *args])).log_level
 
     assert level() == "info"
     assert level("-q") == "warning"

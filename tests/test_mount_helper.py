@@ -16,7 +16,7 @@ import zipfile
 
 import pytest
 
-from nczfs.cli import _helper_form
+from nczfs.cli.dispatch import _helper_form
 from nczfs.config import MountConfig, parse_options
 from nczfs.fuse.control import read_control
 from nczfs.errors import SourceError

@@ -60,7 +60,7 @@ def test_wheel_and_sdist_carry_the_man_page_completions_docs_and_units(dist):
     names = zipfile.ZipFile(wheel).namelist()
     data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
     assert DATA <= data, DATA - data
-    assert "nczfs/cli.py" in names and "nczfs/samples/ocean.file/.zgroup" in names
+    assert "nczfs/cli/__init__.py" in names and "nczfs/samples/ocean.file/.zgroup" in names
     with tarfile.open(sdist) as t:
         members = {m.split("/", 1)[1] for m in t.getnames() if "/" in m}
     for path in ("share/man/man1/nczfs.1", "docs/OPERATIONS.md", "systemd/nczfs@.service", "Containerfile",

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from nczfs.cli import _parser, build_config
+from nczfs.cli.mountargs import build_config
+from nczfs.cli.parser import build_parser
 from nczfs.config import parse_options
 from nczfs.errors import SourceError
 from nczfs.source import parse_source
@@ -43,7 +44,7 @@ def test_reference_url_with_another_map_is_refused():
 def test_allow_root_options_accumulate(tmp_path):
     assert parse_options(["allow_root=/a,allow_root=b"])["allow_roots"] == ("/a", os.path.abspath("b"))
     (tmp_path / "mnt").mkdir()
-    args = _parser().parse_args(
+    args = build_parser().parse_args(
         ["mount", "/data/x.json", str(tmp_path / "mnt"), "-o", "allow_root=/o", "--allow-root", "/c1", "--allow-root", "/c2"]
     )
     assert build_config(args).allow_roots == ("/o", "/c1", "/c2")

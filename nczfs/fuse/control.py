@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+from typing import Callable
 
 from nczfs.fs.names import CONTROL_NAME as NAME
 
@@ -63,3 +64,14 @@ def read_control(mountpoint: str) -> dict:
     except (ValueError, KeyError):
         pass
     raise NotAnNczfsMount(f"{path}: not the JSON an nczfs daemon writes")
+
+
+def read_control_or(mountpoint: str, error: Callable[[str], Exception], failed: str) -> dict:
+    """:func:`read_control`, with what goes wrong raised as ``error(message)``: a path that is
+    no nczfs mount as NotAnNczfsMount says it, an OSError as ``MOUNTPOINT: FAILED (reason)``."""
+    try:
+        return read_control(mountpoint)
+    except NotAnNczfsMount as exc:
+        raise error(str(exc)) from None
+    except OSError as exc:
+        raise error(f"{mountpoint}: {failed} ({exc.strerror})") from None

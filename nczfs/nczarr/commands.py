@@ -118,7 +118,7 @@ def validate(source: Source, notes: list[str] | None = None, **options) -> list[
 
 
 def add_parsers(sub, source_options) -> None:
-    """The ``inspect`` and ``validate`` subcommands (registered by nczfs.cli), with mount's
+    """The ``inspect`` and ``validate`` subcommands (registered by nczfs/cli/parser.py), with mount's
     options for reaching SOURCE (``source_options``, and ``-o``)."""
     i = sub.add_parser("inspect", help="print a store's dataset as a CDL header, and its NCZarr flavor")
     v = sub.add_parser("validate", help="check every metadata object of a store; exit 1 listing each problem")

@@ -927,10 +927,11 @@ def test_bad_cache_size_is_refused(bad):
     ([str(DATA), "-o", "metadata_ttl=0"], 0.0),
 ])
 def test_metadata_ttl_default_depends_on_the_backend(argv, ttl, tmp_path):
-    from nczfs.cli import _parser, build_config
+    from nczfs.cli.mountargs import build_config
+    from nczfs.cli.parser import build_parser
 
     # an empty mount point of the test's own (/mnt need not be empty: refused without -o nonempty)
-    args = _parser().parse_args(["mount", argv[0], str(tmp_path), *argv[1:]])
+    args = build_parser().parse_args(["mount", argv[0], str(tmp_path), *argv[1:]])
     assert build_config(args).metadata_ttl == ttl
 
 
@@ -961,11 +962,12 @@ def test_direct_io_option():
 
 
 def test_cache_size_flag(tmp_path):
-    from nczfs.cli import _parser, build_config
+    from nczfs.cli.mountargs import build_config
+    from nczfs.cli.parser import build_parser
 
-    args = _parser().parse_args(["mount", "s3://bucket/p", str(tmp_path), "--cache-size", "256M"])
+    args = build_parser().parse_args(["mount", "s3://bucket/p", str(tmp_path), "--cache-size", "256M"])
     assert build_config(args).cache_size == 256 * 1024 * KiB
-    assert build_config(_parser().parse_args(["mount", "s3://bucket/p", str(tmp_path)])).cache_size is None
+    assert build_config(build_parser().parse_args(["mount", "s3://bucket/p", str(tmp_path)])).cache_size is None
 
 
 def test_default_cache_size_is_bounded():

@@ -404,12 +404,13 @@ def test_cache_dir_size_errors(tmp_path):
 
 
 def test_cache_dir_options_reach_the_config(tmp_path):
-    from nczfs.cli import _parser, build_config
+    from nczfs.cli.mountargs import build_config
+    from nczfs.cli.parser import build_parser
 
     (tmp_path / "mnt").mkdir()
 
     def config(*argv: str) -> MountConfig:
-        return build_config(_parser().parse_args(["mount", "s3://bkt/p", str(tmp_path / "mnt"), *argv]))
+        return build_config(build_parser().parse_args(["mount", "s3://bkt/p", str(tmp_path / "mnt"), *argv]))
 
     assert config().cache_dir is None and config().cache_dir_size == 10 * 1024**3
     c = config("--cache-dir", str(tmp_path / "c"), "--cache-dir-size", "2G")

@@ -8,7 +8,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nczfs.config import PRESENT_VIEWS as VIEWS
+from nczfs.optionvalues import PRESENT_VIEWS as VIEWS
 from nczfs.errors import InvalidArgument
 from nczfs.nczarr.cdl import to_cdl
 from nczfs.nczarr import jsontext

@@ -556,13 +556,14 @@ def test_bad_icechunk_sources(text, message):
 
 
 def mount_config(*argv: str, mountpoint: str = "/"):
-    from nczfs.cli import _parser, build_config
+    from nczfs.cli.mountargs import build_config
+    from nczfs.cli.parser import build_parser
 
-    return build_config(_parser().parse_args(["mount", argv[0], mountpoint, *argv[1:]]))
+    return build_config(build_parser().parse_args(["mount", argv[0], mountpoint, *argv[1:]]))
 
 
 def test_icechunk_options(tmp_path):
-    from nczfs.cli import UsageError
+    from nczfs.cli.usage import UsageError
 
     c = mount_config("icechunk:///r", "-o", "branch=dev,commit_message=hello",
                      "-o", "virtual_chunk_container=s3://b/=http://127.0.0.1:1,virtual_chunk_container=file:///d/",
