@@ -18,6 +18,7 @@ import trio
 from nczfs.errors import BackendError
 from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, Upload
 from nczfs.store.base import FAST_PATHS, forwards_capabilities, offer_fast_paths
+from nczfs.threads import run_blocking
 
 T = TypeVar("T")
 
@@ -46,18 +47,24 @@ class WrapperStore(Store):
         """The store whose capabilities this one has."""
         return self.inner
 
-    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
         """Make the change ``call()``: the Store method ``op`` of ``keys`` (the key it changes;
-        a copy, rename or link: the source, then the destination)."""
+        a copy, rename or link: the source, then the destination); ``data``: what a ``set`` stores."""
         return await call()
+
+    def _whole(self, key: str) -> bool:
+        """Must this wrapper see ``key``'s content whole? Then it is stored through :meth:`set`:
+        ``set_file`` reads the file into memory, and staging and uploads are not offered for it."""
+        return False
 
     # ------------------------------------------------------------------ the fast paths, where offered
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
-        return await self.inner.stage(key, data)  # type: ignore[attr-defined]
+        return None if self._whole(key) else await self.inner.stage(key, data)  # type: ignore[attr-defined]
 
     async def _open_upload(self, key: str) -> Upload | None:
-        return await self.inner.open_upload(key)  # type: ignore[attr-defined]
+        return None if self._whole(key) else await self.inner.open_upload(key)  # type: ignore[attr-defined]
 
     async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
         return await self.inner.list_tree(prefix, limit)  # type: ignore[attr-defined]
@@ -115,9 +122,11 @@ class WrapperStore(Store):
     # ------------------------------------------------------------------ writes: through _write
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        return await self._write("set", (key,), lambda: self.inner.set(key, data))
+        return await self._write("set", (key,), lambda: self.inner.set(key, data), data)
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        if self._whole(key):
+            return await self.set(key, await run_blocking(f.read, size))
         return await self._write("set_file", (key,), lambda: self.inner.set_file(key, f, size))
 
     async def delete(self, key: str) -> None:
@@ -259,7 +268,8 @@ class FaultyStore(WrapperStore):
         self._after(op, key)
         return out
 
-    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
         return await self._call(WRITES_AS.get(op, op), keys[0], call)
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
