@@ -5,6 +5,9 @@ offers the fast paths it says it passes."""
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
 
 from nczfs.cache import CachingStore
@@ -12,7 +15,9 @@ from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.ncfiles import NcFilesStore
 from nczfs.nczarr.presenting import PresentingStore
 from nczfs.nczarr.validating import ValidatingStore
-from nczfs.store.base import Staged, Stages
+from nczfs.errors import InvalidArgument, KeyNotFound, NotSupported, ReadOnly
+from nczfs.store.base import Meta, Staged, Stages
+from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore
 from nczfs.threads import ThreadedStore
@@ -83,3 +88,42 @@ async def test_each_wrapper_offers_staging_only_where_it_says_so():
     await staged.commit()
     assert await below.get("g/v/0.0") == b"chunk"
     assert not isinstance(ValidatingStore(ThreadedStore(MemoryStore("plain"))), Stages)  # nothing below stages
+
+
+# -- what each wrapper does on its write hook, without a kernel ----------------------------------
+
+ZARRAY = {"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<f4", "compressor": None,
+          "fill_value": 0.0, "order": "C", "filters": None}
+
+
+def _dataset(store) -> None:
+    """A Zarr v2 dataset ``ds`` of one array ``v`` of one chunk (a sync store)."""
+    store.set("ds/.zgroup", b'{"zarr_format": 2}')
+    store.set("ds/v/.zarray", json.dumps(ZARRAY).encode())
+    store.set("ds/v/.zattrs", json.dumps({"_ARRAY_DIMENSIONS": ["x"]}).encode())
+    store.set("ds/v/0", bytes(16))
+
+
+async def test_consolidated_metadata_follows_each_write_of_a_watched_object(tmp_path):
+    below = DirectoryStore(str(tmp_path))  # it has hard links
+    below.set("ds/.zmetadata", json.dumps({"metadata": {}, "zarr_consolidated_format": 1}).encode())
+    s = ConsolidatingStore(ThreadedStore(below))
+
+    def entries() -> dict:
+        return json.loads(below.get("ds/.zmetadata"))["metadata"]
+
+    await s.set("ds/a/.zarray", json.dumps(ZARRAY).encode())
+    await s.set_file("ds/b/.zattrs", io.BytesIO(b'{"x": 1}'), 8)  # read whole, stored through set
+    await s.copy("ds/a/.zarray", "ds/c/.zarray")
+    await s.link("ds/a/.zarray", "ds/b/.zarray")  # into a folder that exists
+    assert entries() == {"a/.zarray": ZARRAY, "b/.zattrs": {"x": 1}, "c/.zarray": ZARRAY, "b/.zarray": ZARRAY}
+    await s.rename("ds/c/.zarray", "ds/e/.zarray")
+    await s.delete("ds/b/.zarray")
+    await s.rename_dir("ds/a", "ds/f")
+    assert entries() == {"b/.zattrs": {"x": 1}, "e/.zarray": ZARRAY, "f/.zarray": ZARRAY}
+    with pytest.raises(NotSupported):  # rewritten whole by the filesystem, through set
+        await s.truncate("ds/f/.zarray", 0)
+    assert await s.get("ds/f/.zarray") == json.dumps(ZARRAY).encode()
+    await s.set("ds/f/0", b"chunk")
+    await s.truncate("ds/f/0", 2)  # not watched: truncated below
+    assert entries() == {"b/.zattrs": {"x": 1}, "e/.zarray": ZARRAY, "f/.zarray": ZARRAY}
