@@ -127,3 +127,23 @@ async def test_consolidated_metadata_follows_each_write_of_a_watched_object(tmp_
     await s.set("ds/f/0", b"chunk")
     await s.truncate("ds/f/0", 2)  # not watched: truncated below
     assert entries() == {"b/.zattrs": {"x": 1}, "e/.zarray": ZARRAY, "f/.zarray": ZARRAY}
+
+
+async def test_validation_checks_what_is_copied_renamed_or_linked_onto_a_metadata_name(tmp_path):
+    below = DirectoryStore(str(tmp_path))
+    below.set("tmp", b'{"zarr_format": 2, "shape": "four"}')
+    s = ValidatingStore(ThreadedStore(below), "strict")
+    for op in (s.copy, s.rename, s.link):
+        with pytest.raises(InvalidArgument, match="v/.zarray"):
+            await op("tmp", "v/.zarray")
+    with pytest.raises(InvalidArgument, match="w/.zarray"):  # a file's content: checked whole, by set
+        await s.set_file("w/.zarray", io.BytesIO(below.get("tmp")), len(below.get("tmp")))
+    assert below.list_prefix("") == ["tmp"]  # nothing stored
+    below.set("ok", json.dumps(ZARRAY).encode())
+    await s.copy("ok", "a/.zarray")
+    await s.link("ok", ".zarray")  # into a folder that exists
+    await s.rename("ok", "c/.zarray")
+    with pytest.raises(NotSupported):  # metadata is rewritten whole, through set
+        await s.truncate("c/.zarray", 0)
+    await s.truncate("tmp", 2)  # not metadata: truncated below
+    assert below.get("c/.zarray") == json.dumps(ZARRAY).encode() and below.get("tmp") == b'{"'
