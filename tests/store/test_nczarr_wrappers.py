@@ -147,3 +147,72 @@ async def test_validation_checks_what_is_copied_renamed_or_linked_onto_a_metadat
         await s.truncate("c/.zarray", 0)
     await s.truncate("tmp", 2)  # not metadata: truncated below
     assert below.get("c/.zarray") == json.dumps(ZARRAY).encode() and below.get("tmp") == b'{"'
+
+
+async def test_nc_files_made_from_a_dataset_are_read_only():
+    below = MemoryStore()
+    _dataset(below)
+    below.set("other", b"x")
+    s = NcFilesStore(ThreadedStore(below), ttl=60)
+    shown = await s.get("ds.nc")
+    refused = {
+        "set": lambda: s.set("ds.nc", b"x"),
+        "set_file": lambda: s.set_file("ds.nc", io.BytesIO(b"x"), 1),
+        "delete": lambda: s.delete("ds.nc"),
+        "truncate": lambda: s.truncate("ds.nc", 0),
+        "set_meta": lambda: s.set_meta("ds.nc", Meta(mode=0o100600)),
+        "make_node": lambda: s.make_node("ds.nc", Meta(mode=0o120777), "other"),
+        "copy onto": lambda: s.copy("other", "ds.nc"),
+        "rename from": lambda: s.rename("ds.nc", "moved.nc"),
+        "rename onto": lambda: s.rename("other", "ds.nc"),
+        "link from": lambda: s.link("ds.nc", "linked.nc"),
+        "link onto": lambda: s.link("other", "ds.nc"),
+    }
+    for name, op in refused.items():
+        with pytest.raises(ReadOnly, match="ds.nc"):
+            await op()
+        assert sorted(below.list_prefix("")) == ["ds/.zgroup", "ds/v/.zarray", "ds/v/.zattrs", "ds/v/0", "other"], name
+    await s.copy("ds.nc", "copy.nc")  # a copy of one is an object of its bytes
+    assert below.get("copy.nc") == shown
+
+
+async def test_a_write_into_a_dataset_makes_its_nc_files_new_at_once():
+    below = MemoryStore()
+    _dataset(below)
+    changed: list[str] = []
+    s = NcFilesStore(ThreadedStore(below), ttl=60, on_change=changed.append)  # not rebuilt by age
+    writes = {
+        "set": lambda: s.set("ds/v/0", b"\x01" * 16),
+        "set_file": lambda: s.set_file("ds/v/0", io.BytesIO(bytes(16)), 16),
+        "copy": lambda: s.copy("ds/v/0", "ds/v/0.bak"),
+        "rename": lambda: s.rename("ds/v/0.bak", "ds/v/0.old"),
+        "delete": lambda: s.delete("ds/v/0.old"),
+        "rename_dir": lambda: s.rename_dir("ds/v", "ds/w"),
+        "mkdir": lambda: s.mkdir("ds/u"),  # forgotten even where the medium refuses
+        "rmdir": lambda: s.rmdir("ds/u"),
+        "truncate": lambda: s.truncate("ds/w/0", 0),
+        "make_node": lambda: s.make_node("ds/w/1", Meta(mode=0o010644)),
+        "link onto": lambda: s.link("other", "ds/w/2"),
+    }
+    for name, op in writes.items():
+        before = await s.stat("ds.nc")
+        changed.clear()
+        try:
+            await op()
+        except NotSupported:
+            pass
+        assert changed == ["ds.nc"], name
+        assert (await s.stat("ds.nc")).etag != before.etag or name not in ("set", "rename_dir"), name
+    unchanged = {
+        "set_meta": lambda: s.set_meta("ds/w/0", Meta(mode=0o100600)),  # attributes: no content
+        "link from": lambda: s.link("ds/w/0", "elsewhere"),  # the source's content is as it was
+        "forget_dir": lambda: s.forget_dir("ds/gone"),
+    }
+    for name, op in unchanged.items():
+        await s.stat("ds.nc")
+        changed.clear()
+        try:
+            await op()
+        except NotSupported:
+            pass
+        assert changed == [], name
