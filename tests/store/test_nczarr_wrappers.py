@@ -216,3 +216,32 @@ async def test_a_write_into_a_dataset_makes_its_nc_files_new_at_once():
         except NotSupported:
             pass
         assert changed == [], name
+
+
+async def test_a_view_makes_links_as_copies_and_truncates_by_rewriting(tmp_path):
+    below = DirectoryStore(str(tmp_path))  # it could link and truncate
+    _dataset(below)
+    s = PresentingStore(ThreadedStore(below), "xarray", ttl=60)
+    with pytest.raises(NotSupported, match="ds/v/1"):
+        await s.link("ds/v/0", "ds/v/1")
+    with pytest.raises(NotSupported, match="ds/v/0"):
+        await s.truncate("ds/v/0", 0)
+    assert below.get("ds/v/0") == bytes(16) and "ds/v/1" not in below.list_prefix("ds")
+
+
+async def test_a_view_moves_a_folder_only_where_the_dataset_is_shown_as_stored():
+    below = MemoryStore()
+    _dataset(below)  # stored as zarr-v2: the xarray view's flavor, not netcdf-4.10's
+    translated = PresentingStore(ThreadedStore(below), "netcdf-4.10", ttl=60)
+    with pytest.raises(ReadOnly, match="cannot move"):
+        await translated.rename_dir("ds/v", "ds/w")
+    assert "ds/v/0" in below.list_prefix("ds")
+    below.set("ds2/.zgroup", b'{"zarr_format": 2}')
+    s = PresentingStore(ThreadedStore(below), "xarray", ttl=60)
+    assert (await s.stat("ds/v/.zarray")).size > 0
+    assert [e.name for e in await s.list_dir("ds2")] == [".zgroup"]
+    await s.rename_dir("ds/v", "ds2/v")  # into another dataset
+    with pytest.raises(KeyNotFound):  # the views built before the move are forgotten: both
+        await s.stat("ds/v/.zarray")
+    assert (await s.stat("ds2/v/.zarray")).size > 0
+    assert [e.name for e in await s.list_dir("ds2")] == [".zgroup", "v"]
