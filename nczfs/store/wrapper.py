@@ -28,8 +28,10 @@ class WrapperStore(Store):
     """Forwards every call to ``inner``; its capabilities are the inner store's.
 
     Every change of the store below passes through one hook, :meth:`_write`: a wrapper that
-    watches or refuses changes overrides it instead of each writing method. The fast paths
-    (:class:`~nczfs.store.base.Stages`, ``UploadsInParts``, ``ListsTrees``) bypass that hook
+    watches or refuses changes overrides it instead of each writing method (one that changes
+    the bytes or keys it sends below overrides just that method). The keys a wrapper must see
+    whole (:meth:`_whole`) are stored through ``set``, never from a file, staged or uploaded.
+    The fast paths (:class:`~nczfs.store.base.Stages`, ``UploadsInParts``, ``ListsTrees``) bypass that hook
     (staging and uploads do not go through ``set``, a tree listing not through ``list_dir``), so
     a wrapper offers them only where it says so in :attr:`passes` (and the store below has them);
     ``_stage``, ``_open_upload`` and ``_list_tree`` answer them, forwarded unchanged unless the
