@@ -121,20 +121,31 @@ class ConsolidatingStore(WrapperStore):
 
     async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
                      data: bytes | bytearray | memoryview | None = None) -> T:
-        """Make the change, then update the consolidated copies of the watched objects it touched:
-        one stored (``data``, or read back), deleted, or moved (a folder: each below it)."""
+        """Make the change, then update the consolidated copies of the watched objects it touched."""
         if op == "truncate" and self._watched(keys[0]):  # rewritten through set, which updates them
             raise NotSupported(f"{keys[0]!r}: consolidated metadata follows whole writes")
-        moved = [k for k in await self.inner.list_prefix(keys[0]) if self._watched(k)] if op == "rename_dir" else []
+        if op == "rename_dir":
+            return await self._move_folder(keys[0], keys[1], call)
         out = await call()
+        await self._follow(op, keys, data)
+        return out
+
+    async def _follow(self, op: str, keys: tuple[str, ...], data: bytes | bytearray | memoryview | None) -> None:
+        """A watched object was deleted or moved away (its entry goes), or stored (``data``) or
+        made by a copy, rename or link (its entry is what was made, read back)."""
         if op in ("delete", "rename") and self._watched(keys[0]):
             await self._update(keys[0], None, remove=True)
         if op == "set" and self._watched(keys[0]):
             await self._after_write(keys[0], bytes(data))  # type: ignore[arg-type]
         elif op in ("rename", "copy", "link") and self._watched(keys[1]):
             await self._after_write(keys[1], await self.inner.get(keys[1]))
+
+    async def _move_folder(self, src: str, dst: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Each watched object below ``src`` moves: its entry goes, its new one is read back."""
+        moved = [k for k in await self.inner.list_prefix(src) if self._watched(k)]
+        out = await call()
         for key in moved:
             await self._update(key, None, remove=True)
-            new = keys[1] + key[len(keys[0]):]
+            new = dst + key[len(src):]
             await self._after_write(new, await self.inner.get(new))
         return out
