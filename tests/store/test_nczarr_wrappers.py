@@ -174,6 +174,10 @@ async def test_nc_files_made_from_a_dataset_are_read_only():
         assert sorted(below.list_prefix("")) == ["ds/.zgroup", "ds/v/.zarray", "ds/v/.zattrs", "ds/v/0", "other"], name
     await s.copy("ds.nc", "copy.nc")  # a copy of one is an object of its bytes
     assert below.get("copy.nc") == shown
+    below.set("ds.nc/x", b"x")  # a folder the store holds is shown instead, and is no file made here
+    with pytest.raises(NotSupported):  # the memory store keeps no folder attributes: it got there
+        await s.set_meta("ds.nc", Meta(mode=0o040700), is_dir=True)
+    await s.set("ds.nc/y", b"y")
 
 
 async def test_a_write_into_a_dataset_makes_its_nc_files_new_at_once():
