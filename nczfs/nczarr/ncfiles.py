@@ -273,13 +273,15 @@ class NcFilesStore(WrapperStore):
                      data: bytes | bytearray | memoryview | None = None) -> T:
         """Refuse a change of a file made here (a folder is never one: a name the store holds is
         not shown as a file; a copy of one is made by :meth:`copy`); then forget the files of every
-        dataset the change is in (a link's source and attributes change no dataset's content)."""
+        dataset the change is in (the source of a copy or link and attributes change no dataset's
+        content)."""
+        changed = keys[1:] if op in ("copy", "link") else () if op in ("set_meta", "forget_dir") else keys
         for key in () if op in FOLDER_WRITES else keys:
             await self._refuse(key)
         try:
             return await call()
         finally:
-            for key in keys[-1:] if op == "link" else () if op in ("set_meta", "forget_dir") else keys:
+            for key in changed:
                 self._forget(key)
 
     async def copy(self, src: str, dst: str) -> ObjectInfo:

@@ -210,6 +210,7 @@ async def test_a_write_into_a_dataset_makes_its_nc_files_new_at_once():
     unchanged = {
         "set_meta": lambda: s.set_meta("ds/w/0", Meta(mode=0o100600)),  # attributes: no content
         "link from": lambda: s.link("ds/w/0", "elsewhere"),  # the source's content is as it was
+        "copy from": lambda: s.copy("ds/w/0", "elsewhere"),
         "forget_dir": lambda: s.forget_dir("ds/gone"),
     }
     for name, op in unchanged.items():
