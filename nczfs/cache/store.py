@@ -231,7 +231,8 @@ class CachingStore(WrapperStore):
             self._touch_subtree(src)
             self._touch_subtree(dst)
 
-    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
         """The writes not handled above: a change of a directory (mkdir, rmdir, forget_dir), after
         which nothing cached below it is trusted; or of one object (set_file, copy, make_node,
         truncate: the last key), whose new entry is kept."""

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, BinaryIO, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 import trio
 
 from nczfs.errors import KeyNotFound, NczfsError, NotSupported
 from nczfs.nczarr import jsontext
-from nczfs.store.base import ObjectInfo, Staged, Store, Upload, join, parent_of
+from nczfs.store.base import Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
-from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 V2_ENTRIES = (".zgroup", ".zarray", ".zattrs")
 
@@ -117,56 +117,35 @@ class ConsolidatingStore(WrapperStore):
     def _watched(self, key: str) -> bool:
         return key.rpartition("/")[2] in (*V2_ENTRIES, "zarr.json")
 
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        info = await self.inner.set(key, data)
-        if self._watched(key):
-            await self._after_write(key, bytes(data))
-        return info
+    _whole = _watched  # a watched object is read back as JSON: written whole, through set
 
-    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        if not self._watched(key):
-            return await self.inner.set_file(key, f, size)  # type: ignore[attr-defined]
-        return await self.set(key, await run_blocking(f.read, size))
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
+        """Make the change, then update the consolidated copies of the watched objects it touched."""
+        if op == "truncate" and self._watched(keys[0]):  # rewritten through set, which updates them
+            raise NotSupported(f"{keys[0]!r}: consolidated metadata follows whole writes")
+        if op == "rename_dir":
+            return await self._move_folder(keys[0], keys[1], call)
+        out = await call()
+        await self._follow(op, keys, data)
+        return out
 
-    async def delete(self, key: str) -> None:
-        await self.inner.delete(key)
-        if self._watched(key):
-            await self._update(key, None, remove=True)
+    async def _follow(self, op: str, keys: tuple[str, ...], data: bytes | bytearray | memoryview | None) -> None:
+        """A watched object was deleted or moved away (its entry goes), or stored (``data``) or
+        made by a copy, rename or link (its entry is what was made, read back)."""
+        if op in ("delete", "rename") and self._watched(keys[0]):
+            await self._update(keys[0], None, remove=True)
+        if op == "set" and self._watched(keys[0]):
+            await self._after_write(keys[0], bytes(data))  # type: ignore[arg-type]
+        elif op in ("rename", "copy", "link") and self._watched(keys[1]):
+            await self._after_write(keys[1], await self.inner.get(keys[1]))
 
-    async def _stage(self, key: str, data: bytes) -> Staged | None:
-        return None if self._watched(key) else await super()._stage(key, data)  # watched: through set
-
-    async def _open_upload(self, key: str) -> Upload | None:
-        return None if self._watched(key) else await super()._open_upload(key)  # as stage
-
-    async def rename(self, src: str, dst: str) -> None:
-        await self.inner.rename(src, dst)
-        if self._watched(src):
-            await self._update(src, None, remove=True)
-        if self._watched(dst):
-            await self._after_write(dst, await self.inner.get(dst))
-
-    async def copy(self, src: str, dst: str) -> ObjectInfo:
-        info = await self.inner.copy(src, dst)
-        if self._watched(dst):
-            await self._after_write(dst, await self.inner.get(dst))
-        return info
-
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
-        if self._watched(key):  # rewritten through set, which updates the consolidated metadata
-            raise NotSupported(f"{key!r}: consolidated metadata follows whole writes")
-        return await self.inner.truncate(key, size)
-
-    async def link(self, src: str, dst: str) -> ObjectInfo:
-        info = await self.inner.link(src, dst)
-        if self._watched(dst):
-            await self._after_write(dst, await self.inner.get(dst))
-        return info
-
-    async def rename_dir(self, src: str, dst: str) -> None:
+    async def _move_folder(self, src: str, dst: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Each watched object below ``src`` moves: its entry goes, its new one is read back."""
         moved = [k for k in await self.inner.list_prefix(src) if self._watched(k)]
-        await self.inner.rename_dir(src, dst)
+        out = await call()
         for key in moved:
             await self._update(key, None, remove=True)
             new = dst + key[len(src):]
             await self._after_write(new, await self.inner.get(new))
+        return out

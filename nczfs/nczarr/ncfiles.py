@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from typing import Callable
+from typing import Awaitable, Callable, TypeVar
 
 import trio
 
@@ -32,13 +32,17 @@ from nczfs.nczarr.ncfile import Values
 from nczfs.nczarr.ncversions import Built, NcVersion, build_files
 from nczfs.nczarr.roots import Roots
 from nczfs.source import Source
-from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, Store, join, parent_of
+from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 
 log = logging.getLogger(__name__)
 
 #: file versions remembered for descriptors still reading them
 MAX_VERSIONS = 256
+#: writes of folders: no file made here is refused by them
+FOLDER_WRITES = ("rename_dir", "mkdir", "rmdir", "forget_dir")
+
+T = TypeVar("T")
 
 
 class NcFilesStore(WrapperStore):
@@ -265,90 +269,27 @@ class NcFilesStore(WrapperStore):
                     if self.on_change is not None:
                         self.on_change(join(folder, name))
 
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        await self._refuse(key)
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
+        """Refuse a change of a file made here (a folder is never one: a name the store holds is
+        not shown as a file; a copy of one is made by :meth:`copy`); then forget the files of every
+        dataset the change is in (the source of a copy or link and attributes change no dataset's
+        content)."""
+        changed = keys[1:] if op in ("copy", "link") else () if op in ("set_meta", "forget_dir") else keys
+        for key in () if op in FOLDER_WRITES else keys:
+            await self._refuse(key)
         try:
-            return await self.inner.set(key, data)
+            return await call()
         finally:
-            self._forget(key)
-
-    async def set_file(self, key, f, size):  # type: ignore[no-untyped-def]
-        await self._refuse(key)
-        try:
-            return await self.inner.set_file(key, f, size)
-        finally:
-            self._forget(key)
-
-    async def delete(self, key: str) -> None:
-        await self._refuse(key)
-        try:
-            await self.inner.delete(key)
-        finally:
-            self._forget(key)
+            for key in changed:
+                self._forget(key)
 
     async def copy(self, src: str, dst: str) -> ObjectInfo:
-        await self._refuse(dst)
+        """A copy of a file made here is a new object of its bytes (the store has no source to copy)."""
         if src.endswith(".nc") and await self._shown_file(src) is not None:
+            await self._refuse(dst)
             return await self.inner.set(dst, await self.get(src))
-        try:
-            return await self.inner.copy(src, dst)
-        finally:
-            self._forget(dst)
-
-    async def rename(self, src: str, dst: str) -> None:
-        await self._refuse(src)
-        await self._refuse(dst)
-        try:
-            await self.inner.rename(src, dst)
-        finally:
-            self._forget(src)
-            self._forget(dst)
-
-    async def rename_dir(self, src: str, dst: str) -> None:
-        try:
-            await self.inner.rename_dir(src, dst)
-        finally:
-            self._forget(src)
-            self._forget(dst)
-
-    async def mkdir(self, prefix: str) -> None:
-        try:
-            await self.inner.mkdir(prefix)
-        finally:
-            self._forget(prefix)
-
-    async def link(self, src: str, dst: str) -> ObjectInfo:
-        await self._refuse(src)  # a file made from a dataset has no object to link
-        await self._refuse(dst)
-        try:
-            return await self.inner.link(src, dst)
-        finally:
-            self._forget(dst)
-
-    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
-        await self._refuse(key)
-        try:
-            return await self.inner.make_node(key, meta, target)
-        finally:
-            self._forget(key)
-
-    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
-        if not is_dir:
-            await self._refuse(key)
-        return await self.inner.set_meta(key, changes, is_dir)
-
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
-        await self._refuse(key)
-        try:
-            return await self.inner.truncate(key, size)
-        finally:
-            self._forget(key)
-
-    async def rmdir(self, prefix: str) -> None:
-        try:
-            await self.inner.rmdir(prefix)
-        finally:
-            self._forget(prefix)
+        return await super().copy(src, dst)
 
 
 def root_name(source: Source) -> str:

@@ -111,37 +111,32 @@ class PresentingStore(ViewWrites, WrapperStore):
     # -- reads ---------------------------------------------------------------------------------------
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        v = await self.view_for(key, reading=True)
-        if v is None:
-            return await self.inner.get(key, rng)
-        if key in v.objects:
-            data = v.objects[key]
-            return rng.slice(data) if rng else data
-        if shard_of(v, key) is not None:
-            return await self._shard_chunk(v, key, rng, None)
-        target = v.to_store(key)
-        if target is None:
-            raise KeyNotFound(key)
-        plan = v.recode_of(key)
-        if plan is not None:
-            data = await self._recoded(key, target, plan, None)
-            return rng.slice(data) if rng else data
-        return await self.inner.get(target, rng)
+        return await self._get(key, rng, None, versioned=False)
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        return await self._get(key, rng, etag, versioned=True)
+
+    async def _get(self, key: str, rng: ByteRange | None, etag: str | None, versioned: bool) -> bytes:
+        """View key ``key``: an object of the view, or the stored chunk it stands for (at version
+        ``etag``, where ``versioned``), cut from its shard or recoded where the view says so."""
         v = await self.view_for(key, reading=True)
-        if v is None or key in v.objects:
-            return await self.get(key, rng) if v else await self.inner.get_version(key, rng, etag)  # type: ignore[attr-defined]
-        if shard_of(v, key) is not None:
-            return await self._shard_chunk(v, key, rng, etag)
-        target = v.to_store(key)
-        if target is None:
-            raise KeyNotFound(key)
-        plan = v.recode_of(key)
-        if plan is not None:
-            data = await self._recoded(key, target, plan, etag)
-            return rng.slice(data) if rng else data
-        return await self.inner.get_version(target, rng, etag)  # type: ignore[attr-defined]
+        target: str | None = key
+        if v is not None:
+            if key in v.objects:
+                data = v.objects[key]
+                return rng.slice(data) if rng else data
+            if shard_of(v, key) is not None:
+                return await self._shard_chunk(v, key, rng, etag)
+            target = v.to_store(key)
+            if target is None:
+                raise KeyNotFound(key)
+            plan = v.recode_of(key)
+            if plan is not None:
+                data = await self._recoded(key, target, plan, etag)
+                return rng.slice(data) if rng else data
+        if versioned:
+            return await self.inner.get_version(target, rng, etag)  # type: ignore[attr-defined]
+        return await self.inner.get(target, rng)
 
     async def stat(self, key: str) -> ObjectInfo:
         v = await self.view_for(key, reading=True)

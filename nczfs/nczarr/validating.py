@@ -24,7 +24,7 @@ file holds a whole JSON value that would be refused, that write() fails with the
 from __future__ import annotations
 
 import logging
-from typing import Any, BinaryIO
+from typing import Any, Awaitable, Callable, TypeVar
 
 from nczfs.errors import InvalidArgument, KeyNotFound, NotSupported
 from nczfs.nczarr import jsontext
@@ -38,11 +38,12 @@ from nczfs.nczarr.validate import (
     is_metadata_key,
     stale_tail_prefix,
 )
-from nczfs.store.base import ObjectInfo, Staged, Store, Upload, join, parent_of
+from nczfs.store.base import ObjectInfo, Store, join, parent_of
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 class ValidatingStore(WrapperStore):
     #: staging and uploads of objects other than metadata (which set checks)
@@ -153,10 +154,24 @@ class ValidatingStore(WrapperStore):
         log.warning("stored anyway (validate=warn) %s", message)
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        """Stores the JSON its writer meant (:meth:`meant`: the content changes), once checked."""
         if is_metadata_key(key):
             data = await self.meant(key, bytes(data))
             await self.check(key, data)
         return await self.inner.set(key, data)
+
+    def _whole(self, key: str) -> bool:
+        return is_metadata_key(key)  # checked whole, by set
+
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
+        """A metadata object is not truncated (it is rewritten whole, through set); one copied,
+        renamed or linked onto a metadata name is checked first."""
+        if op == "truncate" and is_metadata_key(keys[0]):
+            raise NotSupported(f"{keys[0]!r}: metadata is checked whole")
+        if op in ("rename", "copy", "link") and is_metadata_key(keys[1]):
+            await self.check(keys[1], await self.inner.get(keys[0]))
+        return await call()
 
     def checks_content(self, key: str) -> bool:
         return is_metadata_key(key) or self.inner.checks_content(key)
@@ -173,34 +188,3 @@ class ValidatingStore(WrapperStore):
             if self.mode == "strict":
                 await self.check(key, data)
         await self.inner.check_content(key, data)
-
-    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        if not is_metadata_key(key):
-            return await self.inner.set_file(key, f, size)  # type: ignore[attr-defined]
-        return await self.set(key, await run_blocking(f.read, size))
-
-    async def _stage(self, key: str, data: bytes) -> Staged | None:
-        return None if is_metadata_key(key) else await super()._stage(key, data)  # metadata: checked by set
-
-    async def _open_upload(self, key: str) -> Upload | None:
-        return None if is_metadata_key(key) else await super()._open_upload(key)  # as stage
-
-    async def rename(self, src: str, dst: str) -> None:
-        if is_metadata_key(dst):
-            await self.check(dst, await self.inner.get(src))
-        await self.inner.rename(src, dst)
-
-    async def copy(self, src: str, dst: str) -> ObjectInfo:
-        if is_metadata_key(dst):
-            await self.check(dst, await self.inner.get(src))
-        return await self.inner.copy(src, dst)
-
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
-        if is_metadata_key(key):  # rewritten through set, which checks it
-            raise NotSupported(f"{key!r}: metadata is checked whole")
-        return await self.inner.truncate(key, size)
-
-    async def link(self, src: str, dst: str) -> ObjectInfo:
-        if is_metadata_key(dst):
-            await self.check(dst, await self.inner.get(src))
-        return await self.inner.link(src, dst)

@@ -156,8 +156,13 @@ class ViewWrites:
             await self._writable_target(key)
         await self.inner.check_content(key, data)
 
+    # The writes below are not on the write hook: each goes to the stored key its view key stands
+    # for (_writable_target, a v3 chunk without its prefix), or is translated back into the stored
+    # flavor, so it calls the store below with other keys or other bytes than it was given.
+
     @_logs_refusals
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+        """Stored under its stored key, or translated back (:meth:`translate_back`)."""
         v = await self.view_for(key)
         self._check_refused(v, key)
         if is_metadata_key(key):
@@ -171,6 +176,7 @@ class ViewWrites:
 
     @_logs_refusals
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        """Stored under its stored key (a metadata object of a translated dataset is refused)."""
         target = await self._writable_target(key)
         info = await self.inner.set_file(target, f, size)  # type: ignore[attr-defined]
         self._forget(key)
@@ -178,27 +184,27 @@ class ViewWrites:
 
     @_logs_refusals
     async def delete(self, key: str) -> None:
+        """The stored key deleted; metadata of a dataset shown translated is refused."""
         target = await self._writable_target(key, deleting=True)
         await self.inner.delete(target)
         self._forget(key)
 
     async def copy(self, src: str, dst: str) -> ObjectInfo:
+        """A copy is a set of the bytes the view shows (they may be translated or recoded)."""
         return await self.set(dst, await self.get(src))
 
-    async def link(self, src: str, dst: str) -> ObjectInfo:
-        raise NotSupported(f"{dst!r}: names in a view are linked as copies")  # the filesystem copies
-
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        """An object's attributes are kept on its stored key; a folder's on its own name."""
         return await self.inner.set_meta(key if is_dir else await self._writable_target(key), changes, is_dir)
 
     async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        """Made under its stored key."""
         return await self.inner.make_node(await self._writable_target(key), meta, target)
-
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
-        raise NotSupported(f"{key!r}: rewritten whole through the view")  # the filesystem rewrites it
 
     @_logs_refusals
     async def rename(self, src: str, dst: str) -> None:
+        """Between stored keys; onto metadata of a translated dataset: translated back, then the
+        source deleted."""
         v = await self.view_for(dst)
         self._check_refused(v, dst)
         if is_metadata_key(dst):
@@ -215,12 +221,27 @@ class ViewWrites:
         self._forget(src)
         self._forget(dst)
 
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
+        """The writes not translated above: a link is made as a copy and a truncated object
+        rewritten whole (by the filesystem, on NotSupported); a folder moves as below."""
+        if op == "link":
+            raise NotSupported(f"{keys[1]!r}: names in a view are linked as copies")
+        if op == "truncate":
+            raise NotSupported(f"{keys[0]!r}: rewritten whole through the view")
+        if op == "rename_dir":
+            return await self._move_folder(keys, call)
+        return await call()
+
     @_logs_refusals
-    async def rename_dir(self, src: str, dst: str) -> None:
-        for key in (src, dst):
+    async def _move_folder(self, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+        """A folder moves where its dataset is shown as stored; what the view built under either
+        name is forgotten."""
+        for key in keys:
             v = await self.view_for(key)
             if v is not None and v.flavor != VIEW_FLAVOR[self.view]:
                 raise ReadOnly(f"{key!r}: folders of a dataset shown translated by the {self.view} view cannot move")
-        await self.inner.rename_dir(src, dst)
-        self._forget(src)
-        self._forget(dst)
+        out = await call()
+        for key in keys:
+            self._forget(key)
+        return out

@@ -18,6 +18,7 @@ import trio
 from nczfs.errors import BackendError
 from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, Upload
 from nczfs.store.base import FAST_PATHS, forwards_capabilities, offer_fast_paths
+from nczfs.threads import run_blocking
 
 T = TypeVar("T")
 
@@ -27,8 +28,10 @@ class WrapperStore(Store):
     """Forwards every call to ``inner``; its capabilities are the inner store's.
 
     Every change of the store below passes through one hook, :meth:`_write`: a wrapper that
-    watches or refuses changes overrides it instead of each writing method. The fast paths
-    (:class:`~nczfs.store.base.Stages`, ``UploadsInParts``, ``ListsTrees``) bypass that hook
+    watches or refuses changes overrides it instead of each writing method (one that changes
+    the bytes or keys it sends below overrides just that method). The keys a wrapper must see
+    whole (:meth:`_whole`) are stored through ``set``, never from a file, staged or uploaded.
+    The fast paths (:class:`~nczfs.store.base.Stages`, ``UploadsInParts``, ``ListsTrees``) bypass that hook
     (staging and uploads do not go through ``set``, a tree listing not through ``list_dir``), so
     a wrapper offers them only where it says so in :attr:`passes` (and the store below has them);
     ``_stage``, ``_open_upload`` and ``_list_tree`` answer them, forwarded unchanged unless the
@@ -46,18 +49,24 @@ class WrapperStore(Store):
         """The store whose capabilities this one has."""
         return self.inner
 
-    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
         """Make the change ``call()``: the Store method ``op`` of ``keys`` (the key it changes;
-        a copy, rename or link: the source, then the destination)."""
+        a copy, rename or link: the source, then the destination); ``data``: what a ``set`` stores."""
         return await call()
+
+    def _whole(self, key: str) -> bool:
+        """Must this wrapper see ``key``'s content whole? Then it is stored through :meth:`set`:
+        ``set_file`` reads the file into memory, and staging and uploads are not offered for it."""
+        return False
 
     # ------------------------------------------------------------------ the fast paths, where offered
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
-        return await self.inner.stage(key, data)  # type: ignore[attr-defined]
+        return None if self._whole(key) else await self.inner.stage(key, data)  # type: ignore[attr-defined]
 
     async def _open_upload(self, key: str) -> Upload | None:
-        return await self.inner.open_upload(key)  # type: ignore[attr-defined]
+        return None if self._whole(key) else await self.inner.open_upload(key)  # type: ignore[attr-defined]
 
     async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
         return await self.inner.list_tree(prefix, limit)  # type: ignore[attr-defined]
@@ -115,9 +124,11 @@ class WrapperStore(Store):
     # ------------------------------------------------------------------ writes: through _write
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        return await self._write("set", (key,), lambda: self.inner.set(key, data))
+        return await self._write("set", (key,), lambda: self.inner.set(key, data), data)
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+        if self._whole(key):
+            return await self.set(key, await run_blocking(f.read, size))
         return await self._write("set_file", (key,), lambda: self.inner.set_file(key, f, size))
 
     async def delete(self, key: str) -> None:
@@ -259,7 +270,8 @@ class FaultyStore(WrapperStore):
         self._after(op, key)
         return out
 
-    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
         return await self._call(WRITES_AS.get(op, op), keys[0], call)
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:

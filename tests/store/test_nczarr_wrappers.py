@@ -5,6 +5,9 @@ offers the fast paths it says it passes."""
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
 
 from nczfs.cache import CachingStore
@@ -12,7 +15,9 @@ from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.ncfiles import NcFilesStore
 from nczfs.nczarr.presenting import PresentingStore
 from nczfs.nczarr.validating import ValidatingStore
-from nczfs.store.base import Staged, Stages
+from nczfs.errors import InvalidArgument, KeyNotFound, NotSupported, ReadOnly
+from nczfs.store.base import Meta, Staged, Stages
+from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore
 from nczfs.threads import ThreadedStore
@@ -83,3 +88,165 @@ async def test_each_wrapper_offers_staging_only_where_it_says_so():
     await staged.commit()
     assert await below.get("g/v/0.0") == b"chunk"
     assert not isinstance(ValidatingStore(ThreadedStore(MemoryStore("plain"))), Stages)  # nothing below stages
+
+
+# -- what each wrapper does on its write hook, without a kernel ----------------------------------
+
+ZARRAY = {"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<f4", "compressor": None,
+          "fill_value": 0.0, "order": "C", "filters": None}
+
+
+def _dataset(store) -> None:
+    """A Zarr v2 dataset ``ds`` of one array ``v`` of one chunk (a sync store)."""
+    store.set("ds/.zgroup", b'{"zarr_format": 2}')
+    store.set("ds/v/.zarray", json.dumps(ZARRAY).encode())
+    store.set("ds/v/.zattrs", json.dumps({"_ARRAY_DIMENSIONS": ["x"]}).encode())
+    store.set("ds/v/0", bytes(16))
+
+
+async def test_consolidated_metadata_follows_each_write_of_a_watched_object(tmp_path):
+    below = DirectoryStore(str(tmp_path))  # it has hard links
+    below.set("ds/.zmetadata", json.dumps({"metadata": {}, "zarr_consolidated_format": 1}).encode())
+    s = ConsolidatingStore(ThreadedStore(below))
+
+    def entries() -> dict:
+        return json.loads(below.get("ds/.zmetadata"))["metadata"]
+
+    await s.set("ds/a/.zarray", json.dumps(ZARRAY).encode())
+    await s.set_file("ds/b/.zattrs", io.BytesIO(b'{"x": 1}'), 8)  # read whole, stored through set
+    await s.copy("ds/a/.zarray", "ds/c/.zarray")
+    await s.link("ds/a/.zarray", "ds/b/.zarray")  # into a folder that exists
+    assert entries() == {"a/.zarray": ZARRAY, "b/.zattrs": {"x": 1}, "c/.zarray": ZARRAY, "b/.zarray": ZARRAY}
+    await s.rename("ds/c/.zarray", "ds/e/.zarray")
+    await s.delete("ds/b/.zarray")
+    await s.rename_dir("ds/a", "ds/f")
+    assert entries() == {"b/.zattrs": {"x": 1}, "e/.zarray": ZARRAY, "f/.zarray": ZARRAY}
+    with pytest.raises(NotSupported):  # rewritten whole by the filesystem, through set
+        await s.truncate("ds/f/.zarray", 0)
+    assert await s.get("ds/f/.zarray") == json.dumps(ZARRAY).encode()
+    await s.set("ds/f/0", b"chunk")
+    await s.truncate("ds/f/0", 2)  # not watched: truncated below
+    assert entries() == {"b/.zattrs": {"x": 1}, "e/.zarray": ZARRAY, "f/.zarray": ZARRAY}
+
+
+async def test_validation_checks_what_is_copied_renamed_or_linked_onto_a_metadata_name(tmp_path):
+    below = DirectoryStore(str(tmp_path))
+    below.set("tmp", b'{"zarr_format": 2, "shape": "four"}')
+    s = ValidatingStore(ThreadedStore(below), "strict")
+    for op in (s.copy, s.rename, s.link):
+        with pytest.raises(InvalidArgument, match="v/.zarray"):
+            await op("tmp", "v/.zarray")
+    with pytest.raises(InvalidArgument, match="w/.zarray"):  # a file's content: checked whole, by set
+        await s.set_file("w/.zarray", io.BytesIO(below.get("tmp")), len(below.get("tmp")))
+    assert below.list_prefix("") == ["tmp"]  # nothing stored
+    below.set("ok", json.dumps(ZARRAY).encode())
+    await s.copy("ok", "a/.zarray")
+    await s.link("ok", ".zarray")  # into a folder that exists
+    await s.rename("ok", "c/.zarray")
+    with pytest.raises(NotSupported):  # metadata is rewritten whole, through set
+        await s.truncate("c/.zarray", 0)
+    await s.truncate("tmp", 2)  # not metadata: truncated below
+    assert below.get("c/.zarray") == json.dumps(ZARRAY).encode() and below.get("tmp") == b'{"'
+
+
+async def test_nc_files_made_from_a_dataset_are_read_only():
+    below = MemoryStore()
+    _dataset(below)
+    below.set("other", b"x")
+    s = NcFilesStore(ThreadedStore(below), ttl=60)
+    shown = await s.get("ds.nc")
+    refused = {
+        "set": lambda: s.set("ds.nc", b"x"),
+        "set_file": lambda: s.set_file("ds.nc", io.BytesIO(b"x"), 1),
+        "delete": lambda: s.delete("ds.nc"),
+        "truncate": lambda: s.truncate("ds.nc", 0),
+        "set_meta": lambda: s.set_meta("ds.nc", Meta(mode=0o100600)),
+        "make_node": lambda: s.make_node("ds.nc", Meta(mode=0o120777), "other"),
+        "copy onto": lambda: s.copy("other", "ds.nc"),
+        "rename from": lambda: s.rename("ds.nc", "moved.nc"),
+        "rename onto": lambda: s.rename("other", "ds.nc"),
+        "link from": lambda: s.link("ds.nc", "linked.nc"),
+        "link onto": lambda: s.link("other", "ds.nc"),
+    }
+    for name, op in refused.items():
+        with pytest.raises(ReadOnly, match="ds.nc"):
+            await op()
+        assert sorted(below.list_prefix("")) == ["ds/.zgroup", "ds/v/.zarray", "ds/v/.zattrs", "ds/v/0", "other"], name
+    await s.copy("ds.nc", "copy.nc")  # a copy of one is an object of its bytes
+    assert below.get("copy.nc") == shown
+    below.set("ds.nc/x", b"x")  # a folder the store holds is shown instead, and is no file made here
+    with pytest.raises(NotSupported):  # the memory store keeps no folder attributes: it got there
+        await s.set_meta("ds.nc", Meta(mode=0o040700), is_dir=True)
+    await s.set("ds.nc/y", b"y")
+
+
+async def test_a_write_into_a_dataset_makes_its_nc_files_new_at_once():
+    below = MemoryStore()
+    _dataset(below)
+    changed: list[str] = []
+    s = NcFilesStore(ThreadedStore(below), ttl=60, on_change=changed.append)  # not rebuilt by age
+    writes = {
+        "set": lambda: s.set("ds/v/0", b"\x01" * 16),
+        "set_file": lambda: s.set_file("ds/v/0", io.BytesIO(bytes(16)), 16),
+        "copy": lambda: s.copy("ds/v/0", "ds/v/0.bak"),
+        "rename": lambda: s.rename("ds/v/0.bak", "ds/v/0.old"),
+        "delete": lambda: s.delete("ds/v/0.old"),
+        "rename_dir": lambda: s.rename_dir("ds/v", "ds/w"),
+        "mkdir": lambda: s.mkdir("ds/u"),  # forgotten even where the medium refuses
+        "rmdir": lambda: s.rmdir("ds/u"),
+        "truncate": lambda: s.truncate("ds/w/0", 0),
+        "make_node": lambda: s.make_node("ds/w/1", Meta(mode=0o010644)),
+        "link onto": lambda: s.link("other", "ds/w/2"),
+    }
+    for name, op in writes.items():
+        before = await s.stat("ds.nc")
+        changed.clear()
+        try:
+            await op()
+        except NotSupported:
+            pass
+        assert changed == ["ds.nc"], name
+        assert (await s.stat("ds.nc")).etag != before.etag or name not in ("set", "rename_dir"), name
+    unchanged = {
+        "set_meta": lambda: s.set_meta("ds/w/0", Meta(mode=0o100600)),  # attributes: no content
+        "link from": lambda: s.link("ds/w/0", "elsewhere"),  # the source's content is as it was
+        "copy from": lambda: s.copy("ds/w/0", "elsewhere"),
+        "forget_dir": lambda: s.forget_dir("ds/gone"),
+    }
+    for name, op in unchanged.items():
+        await s.stat("ds.nc")
+        changed.clear()
+        try:
+            await op()
+        except NotSupported:
+            pass
+        assert changed == [], name
+
+
+async def test_a_view_makes_links_as_copies_and_truncates_by_rewriting(tmp_path):
+    below = DirectoryStore(str(tmp_path))  # it could link and truncate
+    _dataset(below)
+    s = PresentingStore(ThreadedStore(below), "xarray", ttl=60)
+    with pytest.raises(NotSupported, match="ds/v/1"):
+        await s.link("ds/v/0", "ds/v/1")
+    with pytest.raises(NotSupported, match="ds/v/0"):
+        await s.truncate("ds/v/0", 0)
+    assert below.get("ds/v/0") == bytes(16) and "ds/v/1" not in below.list_prefix("ds")
+
+
+async def test_a_view_moves_a_folder_only_where_the_dataset_is_shown_as_stored():
+    below = MemoryStore()
+    _dataset(below)  # stored as zarr-v2: the xarray view's flavor, not netcdf-4.10's
+    translated = PresentingStore(ThreadedStore(below), "netcdf-4.10", ttl=60)
+    with pytest.raises(ReadOnly, match="cannot move"):
+        await translated.rename_dir("ds/v", "ds/w")
+    assert "ds/v/0" in below.list_prefix("ds")
+    below.set("ds2/.zgroup", b'{"zarr_format": 2}')
+    s = PresentingStore(ThreadedStore(below), "xarray", ttl=60)
+    assert (await s.stat("ds/v/.zarray")).size > 0
+    assert [e.name for e in await s.list_dir("ds2")] == [".zgroup"]
+    await s.rename_dir("ds/v", "ds2/v")  # into another dataset
+    with pytest.raises(KeyNotFound):  # the views built before the move are forgotten: both
+        await s.stat("ds/v/.zarray")
+    assert (await s.stat("ds2/v/.zarray")).size > 0
+    assert [e.name for e in await s.list_dir("ds2")] == [".zgroup", "v"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import errno
+import io
 
 import pytest
 
-from nczfs.errors import BackendError, KeyNotFound, to_errno
+from nczfs.errors import BackendError, KeyNotFound, NotSupported, to_errno
+from nczfs.store.base import Meta, Staged, Stages
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore
 from nczfs.threads import ThreadedStore
@@ -32,6 +34,64 @@ class TestFaultyStoreConformance(test_memory.TestMemoryStore):
         s = FaultyStore(ThreadedStore(sync_store))
         yield s
         await s.close()
+
+
+class Watching(WrapperStore):
+    """Records what reaches the write hook; ``whole``: the keys it must see whole."""
+
+    passes = ("stage", "open_upload")
+
+    def __init__(self, inner, whole=()):
+        super().__init__(inner)
+        self.seen: list[tuple] = []
+        self.whole = whole
+
+    def _whole(self, key):
+        return key in self.whole
+
+    async def _write(self, op, keys, call, data=None):
+        self.seen.append((op, keys, None if data is None else bytes(data)))
+        return await call()
+
+
+class StagingMemory(MemoryStore):
+    def stage(self, key: str, data: bytes) -> Staged:
+        return Staged(key, lambda: self.set(key, data), lambda: None)
+
+
+async def test_every_write_passes_the_hook_with_its_keys_and_what_set_stores(mem):
+    s = Watching(ThreadedStore(mem))
+    await s.set("a", b"1")
+    await s.set_file("b", io.BytesIO(b"22"), 2)
+    await s.copy("a", "c")
+    await s.rename("c", "d")
+    await s.rename_dir("x", "y")
+    await s.delete("d")
+    for call in (lambda: s.mkdir("m"), lambda: s.rmdir("m"), lambda: s.set_meta("a", Meta(mode=0o100600)),
+                 lambda: s.make_node("n", Meta(mode=0o010644)), lambda: s.link("a", "l"), lambda: s.truncate("a", 0)):
+        try:
+            await call()
+        except NotSupported:  # where the memory store has none: the call still passed the hook
+            pass
+    await s.forget_dir("m")
+    assert s.seen == [
+        ("set", ("a",), b"1"), ("set_file", ("b",), None), ("copy", ("a", "c"), None), ("rename", ("c", "d"), None),
+        ("rename_dir", ("x", "y"), None), ("delete", ("d",), None), ("mkdir", ("m",), None), ("rmdir", ("m",), None),
+        ("set_meta", ("a",), None), ("make_node", ("n",), None), ("link", ("a", "l"), None),
+        ("truncate", ("a",), None), ("forget_dir", ("m",), None),
+    ]
+
+
+async def test_a_key_seen_whole_is_stored_through_set_never_staged():
+    below = StagingMemory("staging")
+    s = Watching(ThreadedStore(below), whole={"w"})
+    assert isinstance(s, Stages)
+    await s.set_file("w", io.BytesIO(b"whole"), 5)
+    await s.set_file("p", io.BytesIO(b"part"), 4)
+    assert s.seen == [("set", ("w",), b"whole"), ("set_file", ("p",), None)]
+    assert await s.stage("w", b"x") is None and await s.open_upload("w") is None
+    assert await s.stage("p", b"x") is not None
+    assert below.get("w") == b"whole" and below.get("p") == b"part"
 
 
 @pytest.fixture
