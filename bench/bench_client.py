@@ -86,7 +86,7 @@ def make_paths(endpoint: str, bucket: str, ca: str | None):
     import obstore as obs
     from botocore.config import Config
 
-    from nczfs.store.base import ByteRange
+    from nczfs.store.values import ByteRange
     from nczfs.store.s3.store import S3Store
     from nczfs.threads import ThreadedStore
 

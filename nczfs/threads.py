@@ -17,8 +17,9 @@ from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, TypeVar
 
 import trio
 
-from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, SyncStore, Upload
-from nczfs.store.base import FAST_PATHS, ReadsOnLoop, forwards_capabilities, offer_fast_paths
+from nczfs.store.base import Store, SyncStore
+from nczfs.store.capabilities import FAST_PATHS, ReadsOnLoop, forwards_capabilities, offer_fast_paths
+from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Upload
 
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ from nczfs import stack
 from nczfs.config import MountConfig
 from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory
 from nczfs.store.registry import open_store
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 
 
 class _TrioThread:

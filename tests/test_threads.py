@@ -10,7 +10,7 @@ import trio
 from nczfs import threads
 
 from nczfs.errors import KeyNotFound
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
 from nczfs.threads import ThreadedStore
 

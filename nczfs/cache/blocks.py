@@ -20,7 +20,7 @@ from nczfs.cache.disk import DiskCache
 from nczfs.cache.memory import ByteCache
 from nczfs.cache.metadata import MetadataCache
 from nczfs.errors import BackendError, KeyNotFound, Stale
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 
 #: seconds a block's failed fetch answers the reads that ask for the block again: the kernel
 #: reads once more, at once, what its read-ahead could not get, and that read would pay another

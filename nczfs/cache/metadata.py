@@ -19,7 +19,8 @@ import trio
 
 from nczfs.cache.trees import LIST_PAGE, TreeListings
 from nczfs.errors import KeyNotFound, Stale
-from nczfs.store.base import DirEntry, ObjectInfo, parent_of
+from nczfs.store.keys import parent_of
+from nczfs.store.values import DirEntry, ObjectInfo
 
 
 #: lookups missing the cache in one directory before it is listed whole instead

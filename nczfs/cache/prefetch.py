@@ -27,7 +27,8 @@ from nczfs import background
 from nczfs.cache.blocks import BlockFetcher, Fetch, Ident
 from nczfs.cache.memory import MiB
 from nczfs.cache.metadata import MetadataCache
-from nczfs.store.base import DirEntry, join, parent_of
+from nczfs.store.keys import join, parent_of
+from nczfs.store.values import DirEntry
 
 READAHEAD_BLOCKS = 4
 #: sibling objects fetched ahead of a reader walking a directory (0: off)

@@ -39,7 +39,7 @@ from nczfs.cache.prefetch import (
 )
 from nczfs.cache.trees import TREE_KEYS
 from nczfs.errors import KeyNotFound, Stale
-from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
+from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.wrapper import WrapperStore
 
 BLOCK_SIZE = 8 * MiB

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Callable
 import trio
 
 from nczfs.errors import NczfsError
-from nczfs.store.base import DirEntry, ListsTrees, parent_of
+from nczfs.store.capabilities import ListsTrees
+from nczfs.store.keys import parent_of
+from nczfs.store.values import DirEntry
 
 if TYPE_CHECKING:
     from nczfs.cache.metadata import MetadataCache

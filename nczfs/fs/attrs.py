@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from nczfs.errors import KeyNotFound, NotSupported
 from nczfs.fs.inodes import InodeTable, Node, Overrides
 from nczfs.fs.options import FsOptions
-from nczfs.store.base import Meta, ObjectInfo, Store
+from nczfs.store.base import Store
+from nczfs.store.values import Meta, ObjectInfo
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 import trio
 
 from nczfs import background
-from nczfs.store.base import ObjectInfo, Staged, Store, Upload, UploadsInParts
+from nczfs.store.base import Store
+from nczfs.store.capabilities import UploadsInParts
+from nczfs.store.values import ObjectInfo, Staged, Upload
 
 if TYPE_CHECKING:
     from nczfs.fs.content import Content

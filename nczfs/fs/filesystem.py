@@ -28,7 +28,8 @@ from nczfs.fs.inodes import InodeTable, Node
 from nczfs.fs.namespace import Namespace
 from nczfs.fs.options import FsOptions
 from nczfs.fs.writeback import WriteBack
-from nczfs.store.base import ByteRange, FsStats, Store
+from nczfs.store.base import Store
+from nczfs.store.values import ByteRange, FsStats
 
 
 class Filesystem(Namespace):

@@ -14,7 +14,7 @@ from typing import Callable, ClassVar, Iterator
 from nczfs.errors import InvalidArgument
 from nczfs.fs.attrs import Attr
 from nczfs.fs.inodes import Node
-from nczfs.store.base import DirEntry
+from nczfs.store.values import DirEntry
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from nczfs.errors import Stale
 from nczfs.fs.content import Content
-from nczfs.store.base import Meta
+from nczfs.store.values import Meta
 
 ROOT_INO = 1
 #: inode numbers of files the kernel forgot, remembered by path for when it looks them up again

@@ -16,7 +16,9 @@ from nczfs.fs.handles import AddEntry, DirHandle, Handles
 from nczfs.fs.inodes import ROOT_INO, InodeTable, Node
 from nczfs.fs.names import CONTROL_NAME
 from nczfs.fs.options import FsOptions
-from nczfs.store.base import DirEntry, Store, join
+from nczfs.store.base import Store
+from nczfs.store.keys import join
+from nczfs.store.values import DirEntry
 
 
 class Listing:

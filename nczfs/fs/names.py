@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from nczfs.store.base import join
+from nczfs.store.keys import join
 
 #: the control file's name in the mount root: shadows a store object of that name, never listed
 CONTROL_NAME = ".nczfs"

@@ -28,7 +28,8 @@ from nczfs.fs.inodes import Node
 from nczfs.fs.listing import Listing
 from nczfs.fs.names import is_temp_name
 from nczfs.fs.writeback import WriteBack
-from nczfs.store.base import Meta, check_key, join, parent_of
+from nczfs.store.keys import check_key, join, parent_of
+from nczfs.store.values import Meta
 
 log = logging.getLogger(__name__)
 

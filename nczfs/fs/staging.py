@@ -15,7 +15,9 @@ from collections.abc import Awaitable, Callable
 from nczfs.errors import WriteLost
 from nczfs.fs.content import Content
 from nczfs.fs.early_upload import EarlyUploads
-from nczfs.store.base import ObjectInfo, Staged, Stages, Store
+from nczfs.store.base import Store
+from nczfs.store.capabilities import Stages
+from nczfs.store.values import ObjectInfo, Staged
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,8 @@ from nczfs.fs.names import final_name, is_temp_name
 from nczfs.fs.options import FsOptions
 from nczfs.fs.staging import Staging
 from nczfs.locks import Lock
-from nczfs.store.base import ByteRange, ObjectInfo, Store
+from nczfs.store.base import Store
+from nczfs.store.values import ByteRange, ObjectInfo
 from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)

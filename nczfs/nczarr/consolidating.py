@@ -17,7 +17,8 @@ import trio
 
 from nczfs.errors import KeyNotFound, NczfsError, NotSupported
 from nczfs.nczarr import jsontext
-from nczfs.store.base import Store, join, parent_of
+from nczfs.store.base import Store
+from nczfs.store.keys import join, parent_of
 from nczfs.store.wrapper import WrapperStore
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from nczfs.nczarr.sharding import ShardedArray
 from nczfs.nczarr.transcode import Recode
 from nczfs.nczarr.validate import is_metadata_key
-from nczfs.store.base import ObjectInfo, parent_of
+from nczfs.store.keys import parent_of
+from nczfs.store.values import ObjectInfo
 
 #: the chunk "prefix" of a zero-rank Zarr v3 array: its one chunk is "c" (shown as "0")
 ZERO_RANK = "<zero-rank>"

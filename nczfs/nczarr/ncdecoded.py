@@ -15,7 +15,8 @@ from nczfs.errors import KeyNotFound
 from nczfs.nczarr.ncfile import Values
 from nczfs.nczarr.ncversions import NcVersion
 from nczfs.nczarr.sharding import IndexCache
-from nczfs.store.base import ByteRange, Store
+from nczfs.store.base import Store
+from nczfs.store.values import ByteRange
 from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,9 @@ from nczfs.nczarr.ncfile import Values
 from nczfs.nczarr.ncversions import Built, NcVersion, build_files
 from nczfs.nczarr.roots import Roots
 from nczfs.source import Source
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join, parent_of
+from nczfs.store.base import Store
+from nczfs.store.keys import join, parent_of
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
 
 log = logging.getLogger(__name__)

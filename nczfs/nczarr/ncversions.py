@@ -15,7 +15,9 @@ from nczfs.errors import KeyNotFound, NczfsError
 from nczfs.nczarr.ncfile import GroupFile, file_names, group_file, v3_encodings
 from nczfs.nczarr.read import read_dataset
 from nczfs.nczarr.validate import is_metadata_key
-from nczfs.store.base import ObjectInfo, Store, join, parent_of
+from nczfs.store.base import Store
+from nczfs.store.keys import join, parent_of
+from nczfs.store.values import ObjectInfo
 from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)

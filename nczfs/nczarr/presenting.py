@@ -32,7 +32,9 @@ from nczfs.nczarr.transcode import Recode
 from nczfs.nczarr.validate import METADATA_NAMES, is_metadata_key
 from nczfs.nczarr.viewbuild import ViewBuilder
 from nczfs.nczarr.viewwrites import ViewWrites
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, Store, join
+from nczfs.store.base import Store
+from nczfs.store.keys import join
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
 

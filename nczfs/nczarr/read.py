@@ -22,7 +22,8 @@ from nczfs.nczarr.spelling import alias, attr_type, dim_items, dim_spec, nctype_
 from nczfs.nczarr.read_v3 import V3Reading
 from nczfs.nczarr.validate import check_zarray
 from nczfs.nczarr.values import attr_value, fill_value, infer_type, int_list, is_hidden_attr
-from nczfs.store.base import SyncStore, join
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import join
 
 
 class Objects(Protocol):

@@ -8,7 +8,7 @@ from typing import Any
 from nczfs.nczarr.model import Group, Variable
 from nczfs.nczarr.validate_v3 import check_zarr_json
 from nczfs.nczarr.values import fill_value, int_list
-from nczfs.store.base import join
+from nczfs.store.keys import join
 
 V3_TYPES = {
     "int8": "byte", "uint8": "ubyte", "int16": "short", "uint16": "ushort", "int32": "int",

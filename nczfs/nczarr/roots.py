@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from nczfs.errors import NczfsError
-from nczfs.store.base import Store, join
+from nczfs.store.base import Store
+from nczfs.store.keys import join
 
 ROOT_MARKERS = (".zgroup", "zarr.json", ".nczarr", ".zmetadata")
 

@@ -195,7 +195,7 @@ class ShardedArray:
     async def _index(self, store: Any, cache: IndexCache, key: str, etag: str, level: Level, start: int,
                      end: int) -> np.ndarray:
         from nczfs.errors import InvalidArgument
-        from nczfs.store.base import ByteRange
+        from nczfs.store.values import ByteRange
 
         ident = (key, etag, start, end)
         index = cache.get(ident)

@@ -38,7 +38,9 @@ from nczfs.nczarr.validate import (
     is_metadata_key,
     stale_tail_prefix,
 )
-from nczfs.store.base import ObjectInfo, Store, join, parent_of
+from nczfs.store.base import Store
+from nczfs.store.keys import join, parent_of
+from nczfs.store.values import ObjectInfo
 from nczfs.store.wrapper import WrapperStore
 from nczfs.threads import run_blocking
 

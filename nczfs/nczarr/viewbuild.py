@@ -22,7 +22,8 @@ from nczfs.nczarr.transcode import Codecs
 from nczfs.nczarr.v2form import v3_chunk_prefix, v3_to_v2
 from nczfs.nczarr.validate import is_metadata_key
 from nczfs.nczarr.viewshape import Layouts
-from nczfs.store.base import Store, join
+from nczfs.store.base import Store
+from nczfs.store.keys import join
 from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from nczfs.nczarr.datasetview import DatasetView
 from nczfs.nczarr.emit import emit, signature
 from nczfs.nczarr.read import DictObjects, read_dataset
 from nczfs.nczarr.validate import is_metadata_key, stale_tail_prefix
-from nczfs.store.base import Meta, ObjectInfo
+from nczfs.store.values import Meta, ObjectInfo
 
 if TYPE_CHECKING:
     from nczfs.store.base import Store

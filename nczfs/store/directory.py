@@ -35,18 +35,10 @@ from nczfs.errors import (
     PermissionDenied,
     SourceError,
 )
-from nczfs.store.base import (
-    ByteRange,
-    DirEntry,
-    FsStats,
-    Meta,
-    ObjectInfo,
-    SyncStore,
-    check_key,
-    check_prefix,
-    file_pieces,
-    parent_of,
-)
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import check_key, check_prefix, parent_of
+from nczfs.store.pieces import file_pieces
+from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
 
 #: temporary files of in-flight writes; never listed
 TMP_MARK = ".nczfs-tmp-"

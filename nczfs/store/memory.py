@@ -12,7 +12,9 @@ import threading
 import time
 
 from nczfs.errors import BackendError, InvalidArgument, IsADirectory, KeyNotFound, NotADirectory, NotSupported, Stale
-from nczfs.store.base import ByteRange, DirEntry, Meta, ObjectInfo, SyncStore, Upload, check_key, check_prefix, tree_listings
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import check_key, check_prefix, tree_listings
+from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo, Upload
 
 _etags = itertools.count(1)
 

@@ -16,8 +16,9 @@ from typing import Awaitable, BinaryIO, Callable, TypeVar
 import trio
 
 from nczfs.errors import BackendError
-from nczfs.store.base import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Store, Upload
-from nczfs.store.base import FAST_PATHS, forwards_capabilities, offer_fast_paths
+from nczfs.store.base import Store
+from nczfs.store.capabilities import FAST_PATHS, forwards_capabilities, offer_fast_paths
+from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Upload
 from nczfs.threads import run_blocking
 
 T = TypeVar("T")
@@ -31,7 +32,7 @@ class WrapperStore(Store):
     watches or refuses changes overrides it instead of each writing method (one that changes
     the bytes or keys it sends below overrides just that method). The keys a wrapper must see
     whole (:meth:`_whole`) are stored through ``set``, never from a file, staged or uploaded.
-    The fast paths (:class:`~nczfs.store.base.Stages`, ``UploadsInParts``, ``ListsTrees``) bypass that hook
+    The fast paths (:class:`~nczfs.store.capabilities.Stages`, ``UploadsInParts``, ``ListsTrees``) bypass that hook
     (staging and uploads do not go through ``set``, a tree listing not through ``list_dir``), so
     a wrapper offers them only where it says so in :attr:`passes` (and the store below has them);
     ``_stage``, ``_open_upload`` and ``_list_tree`` answer them, forwarded unchanged unless the

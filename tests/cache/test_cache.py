@@ -14,7 +14,7 @@ import trio
 from nczfs.cache import blocks as cache_module
 from nczfs.cache import CachingStore
 from nczfs.errors import BackendError, KeyNotFound, Stale
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore
 from nczfs.threads import ThreadedStore

@@ -18,7 +18,7 @@ from nczfs.cache.disktotal import HELD_WIDTH
 from nczfs.errors import Stale
 from nczfs.source import parse_source
 from nczfs.stack import source_identity
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore
 from nczfs.threads import ThreadedStore

@@ -25,7 +25,8 @@ from nczfs.errors import NczfsError, NotADirectory, to_errno
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
-from nczfs.store.base import SyncStore, parent_of
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import parent_of
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.threads import ThreadedStore

@@ -25,7 +25,7 @@ from nczfs.fs import early_upload, staging
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
-from nczfs.store.base import ObjectInfo, Staged
+from nczfs.store.values import ObjectInfo, Staged
 from nczfs.store.memory import MemoryStore
 from nczfs.threads import ThreadedStore
 

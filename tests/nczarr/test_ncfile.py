@@ -15,7 +15,7 @@ from nczfs.nczarr.classic import Attr, Dim, Var, layout
 from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
 from nczfs.nczarr.read import StoreObjects, read_dataset
 from nczfs.nczarr.sharding import IndexCache
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.store.directory import DirectoryStore
 from nczfs.threads import ThreadedStore
 

@@ -35,7 +35,9 @@ from nczfs.errors import (
     ReadOnly,
     to_errno,
 )
-from nczfs.store.base import ByteRange, DirEntry, FsStats, ListsTrees, Meta, ObjectInfo, Stages, SyncStore, UploadsInParts
+from nczfs.store.base import SyncStore
+from nczfs.store.capabilities import ListsTrees, Stages, UploadsInParts
+from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
 from nczfs.threads import ThreadedStore
 
 BAD_KEYS = [

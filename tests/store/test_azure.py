@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from nczfs.errors import BackendError, OutcomeUnknown, Stale
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.store.s3.objstore import ObjectStoreBackend
 from nczfs.store.s3.transport import obstore_client_options, retry_config
 from tests.azurite import ACCOUNT, KEY

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nczfs.errors import Stale
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.store.s3.objstore import ObjectStoreBackend
 from nczfs.store.s3.transport import obstore_client_options, retry_config
 from tests.gcsserver import service_account_file

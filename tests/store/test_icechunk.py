@@ -16,8 +16,8 @@ import pytest
 import zarr
 
 from nczfs.errors import BackendError, InvalidArgument, KeyNotFound, ReadOnly
-from nczfs.store.base import ByteRange
 from nczfs.store.icechunk.store import IcechunkStore
+from nczfs.store.values import ByteRange
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
 

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from nczfs.store.base import ObjectInfo
+from nczfs.store.values import ObjectInfo
 from nczfs.store.memory import MemoryStore
 from tests.store.conformance import StoreConformance
 

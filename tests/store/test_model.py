@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory
-from nczfs.store.base import ByteRange, SyncStore, join, parent_of
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import join, parent_of
+from nczfs.store.values import ByteRange
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 

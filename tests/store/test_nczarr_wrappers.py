@@ -16,7 +16,8 @@ from nczfs.nczarr.ncfiles import NcFilesStore
 from nczfs.nczarr.presenting import PresentingStore
 from nczfs.nczarr.validating import ValidatingStore
 from nczfs.errors import InvalidArgument, KeyNotFound, NotSupported, ReadOnly
-from nczfs.store.base import Meta, Staged, Stages
+from nczfs.store.capabilities import Stages
+from nczfs.store.values import Meta, Staged
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore

@@ -6,7 +6,7 @@ import pytest
 from obstore.store import MemoryStore
 
 from nczfs.errors import BackendError, Stale
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.store.s3.objstore import ObjectStoreBackend
 
 

@@ -15,7 +15,7 @@ import random
 import pytest
 
 from nczfs.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.store.reference.store import ReferenceStore
 from nczfs.threads import ThreadedStore
 from tests.http_range_server import RangeServer

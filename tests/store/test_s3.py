@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from nczfs.errors import BackendError, KeyNotFound
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, tree_listings
+from nczfs.store.keys import tree_listings
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.s3.store import S3Store
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
@@ -643,7 +644,7 @@ async def test_with_posix_meta_lookups_and_listings_read_the_attributes_in_objec
     """-o posix_meta: stat, entry and list_dir HEAD objects for x-amz-meta-mode/-uid/-gid/-mtime."""
     import stat as st
 
-    from nczfs.store.base import Meta
+    from nczfs.store.values import Meta
 
     prefix = s3_server.new_prefix("meta")
     writer = ThreadedStore(S3Store(s3_server.client(), s3_server.shared_bucket, prefix))

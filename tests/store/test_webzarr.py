@@ -11,7 +11,7 @@ import pytest
 
 from nczfs.errors import KeyNotFound, ReadOnly, SourceError, to_errno
 from nczfs.source import parse_source
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.store.s3.webzarr import open_http
 from nczfs.threads import ThreadedStore
 

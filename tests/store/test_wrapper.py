@@ -8,7 +8,8 @@ import io
 import pytest
 
 from nczfs.errors import BackendError, KeyNotFound, NotSupported, to_errno
-from nczfs.store.base import Meta, Staged, Stages
+from nczfs.store.capabilities import Stages
+from nczfs.store.values import Meta, Staged
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore
 from nczfs.threads import ThreadedStore

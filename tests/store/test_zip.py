@@ -5,7 +5,7 @@ import zipfile
 
 import pytest
 
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 from nczfs.errors import BackendError, SourceError
 from nczfs.store.zip import store as zip_mod
 from nczfs.store.zip import staging as zip_staging

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from nczfs.aiobridge import AsyncioBridge
 from nczfs.errors import KeyNotFound
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, join, usable_name
+from nczfs.store.keys import join, usable_name
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.icechunk.tree import SnapshotTree
 
 #: the hidden directory of branches, tags and snapshots

@@ -8,7 +8,8 @@ import threading
 import time
 from typing import Callable
 
-from nczfs.store.base import DirEntry, ObjectInfo, join
+from nczfs.store.keys import join
+from nczfs.store.values import DirEntry, ObjectInfo
 
 
 class WriteOverlay:

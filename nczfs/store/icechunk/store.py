@@ -28,7 +28,9 @@ from nczfs.errors import (
     ReadOnly,
     SourceError,
 )
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import check_key, check_prefix
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.icechunk.commits import commit, default_message, held_back, keep_uncommitted
 from nczfs.store.icechunk.errors import missing, reason, refused_key
 from nczfs.store.icechunk.history import HISTORY, History, history_parts

@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 from nczfs.aiobridge import AsyncioBridge
 from nczfs.errors import BackendError, KeyNotFound
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, join, usable_name
+from nczfs.store.keys import join, usable_name
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.icechunk.errors import missing, reason
 
 

@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 from nczfs.errors import NczfsError, SourceError
 from nczfs.store.reference import templates as reftemplates
-from nczfs.store.base import check_key
+from nczfs.store.keys import check_key
 from nczfs.store.reference.templates import Renderer, has_template, load_templates
 
 #: the most keys a reference set may generate with ``gen`` (a guard against a runaway product):

@@ -17,7 +17,9 @@ import threading
 from typing import TYPE_CHECKING
 
 from nczfs.errors import BackendError, KeyNotFound, NczfsError, SourceError
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import check_key, check_prefix, join
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.reference.parquet import is_parquet_references, load_parquet_references
 from nczfs.store.reference.spec import Ref, Value, load_references
 from nczfs.store.reference.targets import Targets

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from nczfs.errors import BackendError, KeyNotFound, NczfsError, PermissionDenied
 from nczfs.s3url import parse_s3_url
-from nczfs.store.base import ByteRange
+from nczfs.store.values import ByteRange
 
 if TYPE_CHECKING:
     from nczfs.store.s3.options import S3Options

@@ -14,7 +14,8 @@ from typing import Any
 from boto3.s3.transfer import TransferConfig
 
 from nczfs.errors import BackendError, NczfsError
-from nczfs.store.base import ObjectInfo, check_key, join
+from nczfs.store.keys import check_key, join
+from nczfs.store.values import ObjectInfo
 from nczfs.store.s3.errors import translate_boto
 from nczfs.store.s3.objstore import bare_etag
 

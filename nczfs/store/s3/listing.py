@@ -13,7 +13,8 @@ from typing import Any, Iterator
 import obstore as obs
 
 from nczfs.errors import KeyNotFound, NczfsError
-from nczfs.store.base import DirEntry, check_key, check_prefix, join, tree_listings, usable_name
+from nczfs.store.keys import check_key, check_prefix, join, tree_listings, usable_name
+from nczfs.store.values import DirEntry
 from nczfs.store.s3.errors import unnamable
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,8 @@ import botocore.exceptions
 from boto3.s3.transfer import TransferConfig
 
 from nczfs.errors import InvalidArgument, NotSupported
-from nczfs.store.base import Meta, ObjectInfo, check_key
+from nczfs.store.keys import check_key
+from nczfs.store.values import Meta, ObjectInfo
 from nczfs.store.s3.errors import code_of, translate_boto
 from nczfs.store.s3.objstore import bare_etag
 

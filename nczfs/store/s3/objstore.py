@@ -28,7 +28,10 @@ import obstore as obs
 
 from nczfs.aiobridge import AsyncioBridge
 from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NczfsError, OutcomeUnknown, Stale
-from nczfs.store.base import ByteRange, ObjectInfo, SyncStore, check_key, file_pieces
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import check_key
+from nczfs.store.pieces import file_pieces
+from nczfs.store.values import ByteRange, ObjectInfo
 from nczfs.store.s3.errors import first_line, translate_obstore, unanswered, unsatisfiable
 from nczfs.store.s3.listing import Listings
 

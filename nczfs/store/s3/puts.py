@@ -15,7 +15,7 @@ from typing import Any
 import obstore as obs
 
 from nczfs.errors import BackendError, OutcomeUnknown
-from nczfs.store.base import ObjectInfo
+from nczfs.store.values import ObjectInfo
 from nczfs.store.s3.errors import ANSWERED, NOT_SENT, SERVER_ERROR, first_line, translate_boto
 from nczfs.store.s3.objstore import UNNAMEABLE, bare_etag, plain_etag
 from nczfs.store.s3.options import S3Options

@@ -23,7 +23,8 @@ from obstore.exceptions import InvalidPathError
 
 from nczfs.errors import KeyNotFound, SourceError
 from nczfs.s3url import S3Location
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, check_key, join, parent_of
+from nczfs.store.keys import check_key, join, parent_of
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.s3.copies import Copies
 from nczfs.store.s3.client import make_client, obstore_s3
 from nczfs.store.s3.options import S3Options

@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, Callable
 
 from nczfs.errors import BackendError, OutcomeUnknown
-from nczfs.store.base import ObjectInfo, Staged, Upload, check_key
+from nczfs.store.keys import check_key
+from nczfs.store.values import ObjectInfo, Staged, Upload
 from nczfs.store.s3.errors import message_of, translate_boto, upload_gone
 from nczfs.store.s3.objstore import bare_etag
 

@@ -21,7 +21,9 @@ from typing import Any, Iterator
 import obstore as obs
 
 from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NczfsError, SourceError
-from nczfs.store.base import ByteRange, DirEntry, ObjectInfo, SyncStore, check_key, check_prefix, join, parent_of
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import check_key, check_prefix, join, parent_of
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.s3.errors import first_line, translate_obstore, unsatisfiable
 from nczfs.store.s3.objstore import mtime_ns, plain_etag
 from nczfs.store.s3.transport import Bounds

@@ -21,7 +21,8 @@ import zlib
 from typing import Any
 
 from nczfs.errors import BackendError, NczfsError, SourceError
-from nczfs.store.base import Meta, check_key
+from nczfs.store.keys import check_key
+from nczfs.store.values import Meta
 from nczfs.store.zip.entries import ZIP_EPOCH, Entry, Member, StagedFile, member_meta, with_meta, zip_time_ns
 from nczfs.store.zip.layout import LOCAL_HEADER, bad_member_name, check_no_overlap, detect_layout, top_name
 

@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Iterable
 
-from nczfs.store.base import Meta
+from nczfs.store.values import Meta
 
 #: zip times start in 1980
 ZIP_EPOCH = 315532800 + 86400

@@ -12,7 +12,7 @@ import struct
 import zipfile
 
 from nczfs.errors import InvalidKey, SourceError
-from nczfs.store.base import check_key
+from nczfs.store.keys import check_key
 
 LAYOUTS = ("netcdf", "flat")
 #: a local file header: its signature, and the lengths of its name and extra field

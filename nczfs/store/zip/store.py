@@ -50,18 +50,10 @@ from nczfs.errors import (
     NotSupported,
     SourceError,
 )
-from nczfs.store.base import (
-    ByteRange,
-    DirEntry,
-    FsStats,
-    Meta,
-    ObjectInfo,
-    SyncStore,
-    check_key,
-    check_prefix,
-    file_pieces,
-    join,
-)
+from nczfs.store.base import SyncStore
+from nczfs.store.keys import check_key, check_prefix, join
+from nczfs.store.pieces import file_pieces
+from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
 from nczfs.store.zip.archive import COPY_CHUNK, Archive
 from nczfs.store.zip.entries import Entry, StagedFile, meta_record
 from nczfs.store.zip.layout import LAYOUTS, check_member_key

@@ -12,7 +12,8 @@ import collections
 import copy
 
 from nczfs.errors import IsADirectory, NotADirectory
-from nczfs.store.base import Meta, join, parent_of
+from nczfs.store.keys import join, parent_of
+from nczfs.store.values import Meta
 from nczfs.store.zip.entries import Entry, StagedFile, meta_from_record
 
 
