@@ -109,3 +109,28 @@ def to_errno(exc: BaseException) -> int:
     if isinstance(exc, OSError) and exc.errno:
         return exc.errno
     return _errno.EIO
+
+
+#: what an OSError of a local file means for its key, where a class of its own says it
+_FROM_OS = {
+    _errno.ENOTDIR: (NotADirectory, "a parent is a file"),
+    _errno.EISDIR: (IsADirectory, "is a directory"),
+    _errno.ENOTEMPTY: (DirectoryNotEmpty, "directory not empty"),
+    _errno.EEXIST: (Exists, "exists"),
+}
+
+
+def from_os_error(key: str, exc: OSError) -> NczfsError:
+    """The error an OSError of the local file backing ``key`` stands for; PermissionDenied keeps
+    EPERM apart from EACCES, and any other errno (ENOSPC, EIO ...) is kept on a BackendError."""
+    if exc.errno == _errno.ENOENT:
+        return KeyNotFound(key)
+    if exc.errno in _FROM_OS:
+        cls, what = _FROM_OS[exc.errno]
+        return cls(f"{key!r}: {what}")
+    if exc.errno in (_errno.EACCES, _errno.EPERM):
+        err: NczfsError = PermissionDenied(f"{key!r}: {exc.strerror}")
+    else:
+        err = BackendError(f"{key!r}: {exc.strerror or exc}")
+    err.errno = exc.errno or _errno.EIO
+    return err

@@ -9,8 +9,8 @@ modes, owners and times are the files' own (``live_meta``), and symlinks, fifos,
 device nodes and hard links are real ones; the final name of a key is never followed.
 
 A key whose backing path would be longer than the kernel takes (PATH_MAX, 4,096 bytes) is
-reached from the root one directory at a time (``openat``), so every path the mount accepts
-works whatever the length of the root's own path.
+reached from the root one directory at a time (``openat``: :mod:`.longpaths`), so every path the
+mount accepts works whatever the length of the root's own path.
 """
 
 from __future__ import annotations
@@ -23,33 +23,15 @@ import uuid
 from collections.abc import Callable
 from typing import BinaryIO, Iterator
 
-from nczfs.errors import (
-    BackendError,
-    DirectoryNotEmpty,
-    Exists,
-    InvalidArgument,
-    IsADirectory,
-    KeyNotFound,
-    NotADirectory,
-    NotSupported,
-    PermissionDenied,
-    SourceError,
-)
+from nczfs.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, from_os_error
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, parent_of
-from nczfs.store.pieces import file_pieces
+from nczfs.store.longpaths import LongPaths
+from nczfs.store.pieces import copy_sparse
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
 
 #: temporary files of in-flight writes; never listed
 TMP_MARK = ".nczfs-tmp-"
-
-#: a backing path shorter than this is used whole; a longer one is reached a directory at a
-#: time (the kernel refuses paths of PATH_MAX, 4,096 bytes with the NUL, and longer)
-DIRECT_PATH_BYTES = 4000
-#: bytes of path opened in one step when walking a long one
-WALK_STEP_BYTES = 3000
-
-_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def meta_of(st: os.stat_result) -> Meta:
@@ -68,27 +50,7 @@ def _entry(name: str, key: str, st: os.stat_result) -> DirEntry:
     return DirEntry(name, False, _info(key, st))
 
 
-def _translate(key: str, exc: OSError) -> Exception:
-    if exc.errno in (errno.ENOENT,):
-        return KeyNotFound(key)
-    if exc.errno == errno.ENOTDIR:
-        return NotADirectory(f"{key!r}: a parent is a file")
-    if exc.errno == errno.EISDIR:
-        return IsADirectory(f"{key!r}: is a directory")
-    if exc.errno == errno.ENOTEMPTY:
-        return DirectoryNotEmpty(f"{key!r}: directory not empty")
-    if exc.errno == errno.EEXIST:
-        return Exists(f"{key!r}: exists")
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        denied = PermissionDenied(f"{key!r}: {exc.strerror}")
-        denied.errno = exc.errno  # keep EPERM apart from EACCES
-        return denied
-    err = BackendError(f"{key!r}: {exc.strerror or exc}")
-    err.errno = exc.errno or errno.EIO
-    return err
-
-
-class DirectoryStore(SyncStore):
+class DirectoryStore(LongPaths, SyncStore):
     stores_directories = True
     keeps_meta = True
     live_meta = True
@@ -102,66 +64,6 @@ class DirectoryStore(SyncStore):
 
     def describe(self) -> str:
         return f"file://{self.root}"
-
-    def _path(self, key: str) -> str:
-        return os.path.join(self.root, key) if key else self.root
-
-    # ------------------------------------------------------------------ paths of any length
-
-    def _open_dir(self, prefix: str) -> int:
-        """A descriptor of the directory ``prefix``, opened a few names at a time from the root."""
-        fd = os.open(self.root, _O_DIR)
-        parts = prefix.split("/") if prefix else []
-        i = 0
-        try:
-            while i < len(parts):
-                step, size = [], 0
-                while i < len(parts) and (not step or size + len(os.fsencode(parts[i])) + 1 < WALK_STEP_BYTES):
-                    step.append(parts[i])
-                    size += len(os.fsencode(parts[i])) + 1
-                    i += 1
-                new = os.open("/".join(step), _O_DIR, dir_fd=fd)
-                os.close(fd)
-                fd = new
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
-    @contextlib.contextmanager
-    def _at(self, key: str) -> Iterator[tuple[str, int | None]]:
-        """``key``'s backing path for an os call as ``(path, dir_fd)``: the whole path, or, when
-        that is too long for the kernel, its last name and its parent directory's descriptor."""
-        full = self._path(key)
-        if len(os.fsencode(full)) < DIRECT_PATH_BYTES:
-            yield full, None
-            return
-        fd = self._open_dir(parent_of(key))
-        try:
-            yield key.rpartition("/")[2], fd
-        finally:
-            os.close(fd)
-
-    def _lstat(self, key: str) -> os.stat_result:
-        with self._at(key) as (p, d):
-            return os.stat(p, dir_fd=d, follow_symlinks=False)
-
-    def _makedirs(self, prefix: str) -> None:
-        """Make ``prefix`` and the directories above it that are missing."""
-        if not prefix:
-            return
-        try:
-            st = self._lstat(prefix)
-        except FileNotFoundError:
-            self._makedirs(parent_of(prefix))
-            try:
-                with self._at(prefix) as (p, d):
-                    os.mkdir(p, dir_fd=d)
-            except FileExistsError:
-                pass
-            return
-        if not stat_mod.S_ISDIR(st.st_mode):
-            raise NotADirectory(f"{prefix!r}: a parent is a file")
 
     # ------------------------------------------------------------------ reads
 
@@ -185,7 +87,7 @@ class DirectoryStore(SyncStore):
         except NotADirectoryError:
             raise KeyNotFound(key, "a parent is a file") from None
         except OSError as exc:
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
 
     def stat(self, key: str) -> ObjectInfo:
         check_key(key)
@@ -194,7 +96,7 @@ class DirectoryStore(SyncStore):
         except NotADirectoryError:
             raise KeyNotFound(key, "a parent is a file") from None
         except OSError as exc:
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
         if stat_mod.S_ISDIR(st.st_mode):
             raise KeyNotFound(key, "is a directory")
         return _info(key, st)
@@ -203,24 +105,19 @@ class DirectoryStore(SyncStore):
         check_prefix(prefix)
         out = []
         try:
-            fd = self._open_dir(prefix) if len(os.fsencode(self._path(prefix))) >= DIRECT_PATH_BYTES else None
-            try:
-                with os.scandir(fd if fd is not None else self._path(prefix)) as it:
-                    for e in it:
-                        if e.name.startswith(TMP_MARK):
-                            continue
-                        try:
-                            st = e.stat(follow_symlinks=False)
-                        except OSError:
-                            continue  # vanished meanwhile
-                        out.append(_entry(e.name, f"{prefix}/{e.name}" if prefix else e.name, st))
-            finally:
-                if fd is not None:
-                    os.close(fd)
+            with self._dir(prefix) as where, os.scandir(where) as it:
+                for e in it:
+                    if e.name.startswith(TMP_MARK):
+                        continue
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # vanished meanwhile
+                    out.append(_entry(e.name, f"{prefix}/{e.name}" if prefix else e.name, st))
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
-            raise _translate(prefix, exc) from exc
+            raise from_os_error(prefix, exc) from exc
         out.sort(key=lambda d: d.name)
         return out
 
@@ -251,7 +148,7 @@ class DirectoryStore(SyncStore):
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
         return _entry(key.rpartition("/")[2], key, st)
 
     def readlink(self, key: str) -> str:
@@ -262,7 +159,7 @@ class DirectoryStore(SyncStore):
         except OSError as exc:
             if exc.errno == errno.EINVAL:
                 raise InvalidArgument(f"{key!r}: not a symlink") from None
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
 
     # ------------------------------------------------------------------ writes
 
@@ -272,7 +169,7 @@ class DirectoryStore(SyncStore):
     def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         """``size`` bytes of ``f`` from its position, copied in pieces (never all in memory);
         where ``f`` is a file with holes, they stay holes."""
-        return self._replace(key, lambda out: _copy_sparse(key, f, out, size))
+        return self._replace(key, lambda out: copy_sparse(key, f, out, size))
 
     def _replace(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
         """Write the object ``key`` through ``fill`` into a temp file beside it, then rename it
@@ -285,7 +182,7 @@ class DirectoryStore(SyncStore):
         except (FileNotFoundError, NotADirectoryError):
             old = None
         except OSError as exc:
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
         if old is not None and stat_mod.S_ISDIR(old.st_mode):
             raise IsADirectory(f"{key!r}: is a directory")
         if old is not None and stat_mod.S_ISREG(old.st_mode) and old.st_nlink > 1:
@@ -316,7 +213,7 @@ class DirectoryStore(SyncStore):
                     os.unlink(p, dir_fd=d)
             if not isinstance(exc, OSError):
                 raise
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
 
     def _rewrite_in_place(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
         try:
@@ -326,7 +223,7 @@ class DirectoryStore(SyncStore):
                 fill(out)
             return _info(key, self._lstat(key))
         except OSError as exc:
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
 
     def truncate(self, key: str, size: int) -> ObjectInfo:
         """Cut or extend the file in place (extended with a hole: no zeros are written)."""
@@ -341,64 +238,62 @@ class DirectoryStore(SyncStore):
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
 
-    def delete(self, key: str) -> None:
+    def _remove(self, call: Callable[..., None], key: str) -> None:
+        """``call`` (``os.unlink``, ``os.rmdir``) on ``key``'s backing path, once it may change."""
         check_key(key)
         self.check_writable(key)
+        with self._at(key) as (p, d):
+            call(p, dir_fd=d)
+
+    def delete(self, key: str) -> None:
         try:
-            with self._at(key) as (p, d):
-                os.unlink(p, dir_fd=d)
+            self._remove(os.unlink, key)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             pass  # no object of that name (a parent is a file, or it is a directory)
         except OSError as exc:
             if exc.errno == errno.EPERM and self.dir_exists(key):
                 return  # unlink(2) of a directory
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
+
+    @contextlib.contextmanager
+    def _moving(self, src: str, dst: str) -> Iterator[None]:
+        """A rename or link of ``src`` to ``dst``: refused before anything changes if it may not
+        happen; its OSError as the error it stands for, named by ``dst`` where that is taken."""
+        check_key(src)
+        check_key(dst)
+        self.check_writable(dst)
+        try:
+            yield
+        except OSError as exc:
+            raise from_os_error(dst if exc.errno == errno.EEXIST else src, exc) from exc
 
     def rename(self, src: str, dst: str) -> None:
-        check_key(src)
-        check_key(dst)
-        self.check_writable(dst)
-        try:
-            st = self._lstat(src)
-        except OSError:
-            raise KeyNotFound(src) from None
-        if stat_mod.S_ISDIR(st.st_mode):  # a directory is not an object
-            raise KeyNotFound(src)
-        if self.dir_exists(dst):
-            raise IsADirectory(f"{dst!r}: is a directory")
-        try:
-            self._makedirs(parent_of(dst))
-        except OSError as exc:
-            raise _translate(dst, exc) from exc
-        try:
-            with self._at(src) as (s, sd), self._at(dst) as (t, td):
-                os.replace(s, t, src_dir_fd=sd, dst_dir_fd=td)
-        except OSError as exc:
-            raise _translate(src, exc) from exc
+        with self._moving(src, dst):
+            try:
+                st = self._lstat(src)
+            except OSError:
+                raise KeyNotFound(src) from None
+            if stat_mod.S_ISDIR(st.st_mode):  # a directory is not an object
+                raise KeyNotFound(src)
+            if self.dir_exists(dst):
+                raise IsADirectory(f"{dst!r}: is a directory")
+            try:
+                self._makedirs(parent_of(dst))
+            except OSError as exc:
+                raise from_os_error(dst, exc) from exc
+            self._between(os.replace, src, dst)
 
     def rename_dir(self, src: str, dst: str) -> None:
-        check_key(src)
-        check_key(dst)
-        self.check_writable(dst)
-        try:
+        with self._moving(src, dst):
             self._makedirs(parent_of(dst))
-            with self._at(src) as (s, sd), self._at(dst) as (t, td):
-                os.rename(s, t, src_dir_fd=sd, dst_dir_fd=td)
-        except OSError as exc:
-            raise _translate(src, exc) from exc
+            self._between(os.rename, src, dst)
 
     def link(self, src: str, dst: str) -> ObjectInfo:
-        check_key(src)
-        check_key(dst)
-        self.check_writable(dst)
-        try:
-            with self._at(src) as (s, sd), self._at(dst) as (t, td):
-                os.link(s, t, src_dir_fd=sd, dst_dir_fd=td, follow_symlinks=False)
+        with self._moving(src, dst):
+            self._between(os.link, src, dst, follow_symlinks=False)
             return _info(dst, self._lstat(dst))
-        except OSError as exc:
-            raise _translate(dst if exc.errno == errno.EEXIST else src, exc) from exc
 
     def mkdir(self, prefix: str) -> None:
         check_key(prefix)
@@ -408,16 +303,13 @@ class DirectoryStore(SyncStore):
             with self._at(prefix) as (p, d):
                 os.mkdir(p, dir_fd=d)
         except OSError as exc:
-            raise _translate(prefix, exc) from exc
+            raise from_os_error(prefix, exc) from exc
 
     def rmdir(self, prefix: str) -> None:
-        check_key(prefix)
-        self.check_writable(prefix)
         try:
-            with self._at(prefix) as (p, d):
-                os.rmdir(p, dir_fd=d)
+            self._remove(os.rmdir, prefix)
         except OSError as exc:
-            raise _translate(prefix, exc) from exc
+            raise from_os_error(prefix, exc) from exc
 
     def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         check_key(key)
@@ -436,7 +328,7 @@ class DirectoryStore(SyncStore):
                     self._chown(key, p, d, meta.uid, meta.gid)
             return _info(key, self._lstat(key))
         except OSError as exc:
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
 
     def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         check_prefix(key) if is_dir else check_key(key)
@@ -455,7 +347,7 @@ class DirectoryStore(SyncStore):
                     os.utime(p, ns=(a, m), dir_fd=d, follow_symlinks=False)
                 return meta_of(os.stat(p, dir_fd=d, follow_symlinks=False))
         except OSError as exc:
-            raise _translate(key, exc) from exc
+            raise from_os_error(key, exc) from exc
 
     @staticmethod
     def _chown(key: str, p: str, d: int | None, uid: int | None, gid: int | None) -> None:
@@ -475,43 +367,3 @@ def _keep_attributes(fd: int, old: os.stat_result) -> None:
     with contextlib.suppress(OSError):
         os.fchown(fd, old.st_uid, old.st_gid)
     os.fchmod(fd, stat_mod.S_IMODE(old.st_mode))
-
-
-def _copy_sparse(key: str, f: BinaryIO, out: BinaryIO, size: int) -> None:
-    """Copy ``size`` bytes of ``f`` (from its position) to ``out``; where ``f`` is a file with
-    holes (SEEK_DATA), only its data is copied and the holes stay holes in ``out``."""
-    try:
-        fd = f.fileno()
-        base = f.tell()
-        os.lseek(fd, base, os.SEEK_DATA)
-    except (OSError, AttributeError, ValueError) as exc:
-        if isinstance(exc, OSError) and exc.errno == errno.ENXIO:  # nothing but a hole up to the end
-            out.flush()
-            os.ftruncate(out.fileno(), size)
-            return
-        out.writelines(file_pieces(key, f, size))
-        return
-    pos = 0
-    while pos < size:
-        try:
-            data_at = os.lseek(fd, base + pos, os.SEEK_DATA) - base
-        except OSError as exc:
-            if exc.errno != errno.ENXIO:
-                raise
-            data_at = size
-        data_at = min(data_at, size)
-        if data_at >= size:
-            break
-        try:
-            hole_at = min(os.lseek(fd, base + data_at, os.SEEK_HOLE) - base, size)
-        except OSError:
-            hole_at = size
-        f.seek(base + data_at)
-        out.seek(data_at)
-        out.writelines(file_pieces(key, f, hole_at - data_at))
-        pos = hole_at
-    out.flush()
-    os.ftruncate(out.fileno(), size)
-    end = os.fstat(fd).st_size - base
-    if end < size:
-        raise BackendError(f"{key!r}: the data to store ends after {end} of {size} bytes")
