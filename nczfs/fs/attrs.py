@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, replace
 
 from nczfs.errors import KeyNotFound, NotSupported
-from nczfs.fs.inodes import InodeTable, Node, Overrides
+from nczfs.fs.inodes import InodeTable, Node
 from nczfs.fs.options import FsOptions
 from nczfs.store.base import Store
 from nczfs.store.values import Meta, ObjectInfo
@@ -58,9 +58,9 @@ SETTABLE = ("mode", "uid", "gid", "atime_ns", "mtime_ns")
 _NO_META = Meta()
 
 
-@dataclass
-class SetattrRequest(Overrides):
-    """Fields a setattr call changes (None: unchanged): the overridable ones, and the size."""
+@dataclass(frozen=True)
+class SetattrRequest(Meta):
+    """Fields a setattr call changes (None: unchanged): the settable attributes, and the size."""
 
     size: int | None = None
 
@@ -150,7 +150,7 @@ class Attributes:
     def of(self, node: Node) -> Attr:
         """What ``stat`` shows: what was set through the mount this mount's life (overrides),
         over what the store keeps (node.meta), over the mount's defaults."""
-        ov = (self.table.overrides.get(node.path) if not node.detached else None) or Overrides()
+        ov = (self.table.overrides.get(node.path) if not node.detached else None) or _NO_META
         m = node.meta or _NO_META
         if node.is_dir:
             size, nlink, valid_for = 0, m.nlink or 2, None
@@ -226,17 +226,17 @@ class Attributes:
         if applied:
             return
         live = self.store.live_meta
-        ov = Overrides()
+        kept: dict[str, int] = {}
         if ftype == stat.S_IFDIR:  # a file's times are its node's own until its first store
-            ov.mtime_ns = ov.atime_ns = ov.ctime_ns = now
+            kept.update(mtime_ns=now, atime_ns=now, ctime_ns=now)
         if live or stat.S_IMODE(mode) != self.default_mode(ftype == stat.S_IFDIR, ftype):
-            ov.mode = stat.S_IMODE(mode)
+            kept["mode"] = stat.S_IMODE(mode)
         if live or uid != self.opts.uid:
-            ov.uid = uid
+            kept["uid"] = uid
         if live or gid != self.opts.gid:
-            ov.gid = gid
-        if ov != Overrides():  # most new files have none: nothing kept per file
-            self.table.overrides[path] = ov
+            kept["gid"] = gid
+        if kept:  # most new files have none: nothing kept per file
+            self.table.overrides[path] = Meta(**kept)
 
     def dir_changed(self, parent: Node) -> None:
         """An entry was made, removed or renamed in ``parent``: its mtime and ctime are now (a
@@ -245,8 +245,7 @@ class Attributes:
             parent.fetched = -1.0
             return
         now = time.time_ns()
-        ov = self.table.overrides.setdefault(parent.path, Overrides())
-        ov.mtime_ns = ov.ctime_ns = now
+        self._override(parent.path, {"mtime_ns": now, "ctime_ns": now})
 
     def ctime_changed(self, node: Node) -> None:
         """A change of ``node`` itself (link, rename): its ctime is now."""
@@ -263,7 +262,11 @@ class Attributes:
     def clear_mtime(self, node: Node) -> None:
         ov = self.table.overrides.get(node.path)
         if ov is not None:
-            ov.mtime_ns = None
+            self.table.overrides[node.path] = replace(ov, mtime_ns=None)
+
+    def _override(self, path: str, changes: dict[str, int]) -> None:
+        """The mount shows ``changes`` for ``path`` over what the store keeps, for its life."""
+        self.table.overrides[path] = replace(self.table.overrides.get(path, _NO_META), **changes)
 
     def other_names(self, node: Node) -> list[str]:
         """The names of ``node`` but its path (hard links the mount keeps over a store without)."""
@@ -297,10 +300,7 @@ class Attributes:
                 return
             except NotSupported as exc:
                 log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
-        ov = self.table.overrides.setdefault(node.path, Overrides())
-        for name, value in changed.items():
-            setattr(ov, name, value)
-        ov.ctime_ns = time.time_ns()
+        self._override(node.path, {**changed, "ctime_ns": time.time_ns()})
         if stored and not self.store.live_meta and self.store.keeps_meta:
             await self._send_wanted(node)
 

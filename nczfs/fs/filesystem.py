@@ -87,7 +87,7 @@ class Filesystem(Namespace):
 
     async def setattr(self, ino: int, req: SetattrRequest, fh: int | None = None) -> Attr:
         node = self.table[ino]
-        if any(v is not None for v in vars(req).values()):
+        if req != SetattrRequest():  # it changes something
             self._writable(node.path)
         if req.size is not None:
             if node.is_dir:

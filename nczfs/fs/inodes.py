@@ -78,20 +78,6 @@ class Node:
         return self.content is not None and self.content.dirty and not self.detached
 
 
-@dataclass
-class Overrides:
-    """Attributes set through the mount (create, chmod, chown, utimens, and the times changes
-    give): kept in memory for the mount's life where the store does not show them itself
-    (``live_meta``), and written to it where it keeps them."""
-
-    mode: int | None = None
-    uid: int | None = None
-    gid: int | None = None
-    atime_ns: int | None = None
-    mtime_ns: int | None = None
-    ctime_ns: int | None = None
-
-
 def _is(node: Node, is_dir: bool, ftype: int, ident: tuple[int, int] | None) -> bool:
     """Is ``node`` the file of that type (``ftype`` 0: any) and store identity (None: any)?"""
     return (node.is_dir == is_dir and (not ftype or node.ftype == ftype)
@@ -106,7 +92,10 @@ class InodeTable:
     by_ident: dict[tuple[int, int], Node] = field(default_factory=dict)
     #: path -> (inode number, type, identity) of nodes dropped once the kernel forgot them
     forgotten: OrderedDict[str, tuple[int, int, tuple[int, int] | None]] = field(default_factory=OrderedDict)
-    overrides: dict[str, Overrides] = field(default_factory=dict)
+    #: attributes set through the mount (create, chmod, chown, utimens, and the times changes
+    #: give), by path: kept for the mount's life where the store does not show them itself
+    #: (``live_meta``), and written to it where it keeps them
+    overrides: dict[str, Meta] = field(default_factory=dict)
     #: how many times a path stopped naming its node (unlink, rename, replacement): a directory
     #: listing handed out in parts checks it to learn that names it holds may be gone
     removals: int = 0
