@@ -6,7 +6,19 @@ from pathlib import Path
 import pytest
 
 import nczfs.store.directory as directory_mod
-from nczfs.errors import KeyNotFound, NczfsError, NotADirectory, SourceError, to_errno
+from nczfs.errors import (
+    BackendError,
+    DirectoryNotEmpty,
+    Exists,
+    IsADirectory,
+    KeyNotFound,
+    NczfsError,
+    NotADirectory,
+    PermissionDenied,
+    SourceError,
+    from_os_error,
+    to_errno,
+)
 from nczfs.store.directory import TMP_MARK, DirectoryStore
 from nczfs.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
@@ -129,6 +141,16 @@ async def test_special_files_are_entries_of_their_own_type_never_read_as_objects
     assert await store.readlink("dangling") == "nowhere"
     with pytest.raises(KeyNotFound):
         await store.get("fifo")  # never opened: that would wait for a writer
+
+
+@pytest.mark.parametrize("code, kind", [
+    (errno.ENOENT, KeyNotFound), (errno.ENOTDIR, NotADirectory), (errno.EISDIR, IsADirectory),
+    (errno.ENOTEMPTY, DirectoryNotEmpty), (errno.EEXIST, Exists), (errno.EACCES, PermissionDenied),
+    (errno.EPERM, PermissionDenied), (errno.ENOSPC, BackendError), (errno.EIO, BackendError),
+])
+def test_an_os_error_of_a_local_file_is_the_error_it_stands_for_with_its_errno(code, kind):
+    err = from_os_error("g/obj", OSError(code, os.strerror(code)))
+    assert type(err) is kind and to_errno(err) == code and "'g/obj'" in str(err)
 
 
 def test_root_must_be_a_directory(tmp_path):
