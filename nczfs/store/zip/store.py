@@ -23,9 +23,6 @@ at the mount root, and an existing archive keeps its layout.
 
 from __future__ import annotations
 
-
-from __future__ import annotations
-
 import collections
 import dataclasses
 import errno
@@ -37,19 +34,8 @@ import time
 import zipfile
 from typing import BinaryIO, Iterable
 
-from nczfs.errors import (
-    BackendError,
-    DirectoryNotEmpty,
-    Exists,
-    InvalidArgument,
-    InvalidKey,
-    IsADirectory,
-    KeyNotFound,
-    NczfsError,
-    NotADirectory,
-    NotSupported,
-    SourceError,
-)
+from nczfs.errors import (BackendError, DirectoryNotEmpty, Exists, InvalidArgument, InvalidKey, IsADirectory,
+                          KeyNotFound, NczfsError, NotADirectory, NotSupported, SourceError)
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, join
 from nczfs.store.pieces import file_pieces
@@ -91,19 +77,23 @@ class ZipStore(Archive, Tree, SyncStore):
         if read_only:
             Staging.report_leftovers(self.path)
         else:
-            self.staging = Staging.acquire(self.path, self._ident)
-            replay = self.staging.recover(self._ident)
-            try:
-                for record in replay:
-                    self._apply(record)
-                self.staging.drop_unreferenced(self._staged_files())
-            except (NczfsError, KeyError, ValueError) as exc:
-                self.staging.orphan(f"replaying them failed: {exc}")
-                self._load()
-                replay = []
-            if replay:
-                log.warning("%s: recovered %d staged change(s) from an interrupted mount; "
-                            "they are committed at the next sync or unmount", self.path, len(replay))
+            self._open_staging()
+
+    def _open_staging(self) -> None:
+        """Take the staging directory and replay what an interrupted mount left there."""
+        self.staging = Staging.acquire(self.path, self._ident)
+        replay = self.staging.recover(self._ident)
+        try:
+            for record in replay:
+                self._apply(record)
+            self.staging.drop_unreferenced(self._staged_files())
+        except (NczfsError, KeyError, ValueError) as exc:
+            self.staging.orphan(f"replaying them failed: {exc}")
+            self._load()
+            replay = []
+        if replay:
+            log.warning("%s: recovered %d staged change(s) from an interrupted mount; "
+                        "they are committed at the next sync or unmount", self.path, len(replay))
 
     def describe(self) -> str:
         return f"file://{self.path}#mode=zip"
@@ -131,7 +121,6 @@ class ZipStore(Archive, Tree, SyncStore):
             return
         self.staging.rebase(self._ident)
 
-
     def _record(self, rec: dict) -> None:
         """Apply a change and journal it; then drop staged data no key refers to any more."""
         assert self.staging is not None
@@ -145,7 +134,6 @@ class ZipStore(Archive, Tree, SyncStore):
             self.staging.release(dead)
             for f in dead:
                 del self._refs[f]
-
 
     # ------------------------------------------------------------------ reads
 
