@@ -1,4 +1,4 @@
-"""docs/DEVELOPMENT.md's layout names every module of nczfs/, and no module that is gone."""
+"""The README's layout names every package and module of nczfs/, and no module that is gone."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ MODULE = re.compile(r"\b([A-Za-z_]\w*\.py)\b")
 def documented() -> set[str]:
     """Module paths the layout block names: a line at column 0 names a package (``nczfs/x/``) or a
     module; the lines below a package name its modules, several on a line or on continuations."""
-    text = (ROOT / "docs" / "DEVELOPMENT.md").read_text()
+    text = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
     block = text.split("```", 2)[1]
     names, package = set(), None
     for line in block.splitlines():
@@ -37,12 +37,12 @@ def modules() -> set[str]:
 
 def test_every_module_is_in_the_layout():
     missing = sorted(modules() - documented())
-    assert not missing, f"docs/DEVELOPMENT.md's layout does not name: {missing}"
+    assert not missing, f"the README's layout does not name: {missing}"
 
 
 def test_the_layout_names_no_module_that_is_gone():
     stale = sorted(documented() - modules())
-    assert not stale, f"docs/DEVELOPMENT.md's layout names modules that do not exist: {stale}"
+    assert not stale, f"the README's layout names modules that do not exist: {stale}"
 
 
 def test_the_readmes_layout_names_every_package():
