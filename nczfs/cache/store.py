@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 from nczfs.cache.blocks import BlockFetcher, Fetch, as_long_as_its_version
 from nczfs.cache.disk import DiskCache
@@ -175,11 +175,6 @@ class CachingStore(WrapperStore):
         if self.cache_bytes and len(data) <= self.block_size and info.etag:
             self.bytes.put((key, info.etag, 0), bytes(data), written=True)
 
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        info = await self._store(key, self.inner.set(key, data))
-        self._keep_written(key, info, data)
-        return info
-
     async def _stage(self, key: str, data: bytes) -> Staged | None:
         staged = await self.inner.stage(key, data)  # type: ignore[attr-defined]
         if staged is None:
@@ -205,57 +200,71 @@ class CachingStore(WrapperStore):
 
         return Upload(key, upload.part_size, upload.send, complete, upload.abort)
 
-    async def delete(self, key: str) -> None:
-        self._touch(key)
-        try:
-            await self.inner.delete(key)
-        finally:
-            self._written(key, None)
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
+        """Every change of the store below: what is cached about its keys is forgotten around it,
+        and what it stored is kept, as :data:`_AROUND` says for ``op`` (by default a change of
+        one object, the last key: set_file, copy, make_node, truncate)."""
+        around = _AROUND.get(op, CachingStore._one_object)
+        return await around(self, keys, call, data)  # type: ignore[operator]
 
-    async def rename(self, src: str, dst: str) -> None:
+    async def _one_object(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> Any:
+        return await self._store(keys[-1], call())
+
+    async def _set(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> ObjectInfo:
+        info = await self._store(keys[0], call())
+        self._keep_written(keys[0], info, data)
+        return info
+
+    async def _delete(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> None:
+        self._touch(keys[0])
+        try:
+            await call()
+        finally:
+            self._written(keys[0], None)
+
+    async def _rename(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> None:
+        src, dst = keys
         self._touch(src)
         self._touch(dst)
         try:
-            await self.inner.rename(src, dst)
+            await call()
         finally:
             self._written(src, None)
             self._touch(dst)
             self.meta.drop_listing_of(dst)
 
-    async def rename_dir(self, src: str, dst: str) -> None:
-        self._touch_subtree(src)
-        self._touch_subtree(dst)
+    async def _dir_change(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> Any:
+        """mkdir, rmdir, forget_dir: nothing cached below the directory is trusted after."""
         try:
-            await self.inner.rename_dir(src, dst)
+            return await call()
         finally:
-            self._touch_subtree(src)
-            self._touch_subtree(dst)
+            self._touch_subtree(keys[0])
 
-    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
-                     data: bytes | bytearray | memoryview | None = None) -> T:
-        """The writes not handled above: a change of a directory (mkdir, rmdir, forget_dir), after
-        which nothing cached below it is trusted; or of one object (set_file, copy, make_node,
-        truncate: the last key), whose new entry is kept."""
-        if op in ("mkdir", "rmdir", "forget_dir"):
-            try:
-                return await call()
-            finally:
-                self._touch_subtree(keys[0])
-        return await self._store(keys[-1], call())  # type: ignore[arg-type]
+    async def _rename_dir(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> None:
+        for key in keys:
+            self._touch_subtree(key)
+        try:
+            await call()
+        finally:
+            for key in keys:
+                self._touch_subtree(key)
 
-    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+    async def _set_meta(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> Meta:
+        key = keys[0]
         self._touch(key)
         self.meta.drop_listing_of(key)
         try:
-            return await self.inner.set_meta(key, changes, is_dir)
+            return await call()
         finally:
             self._touch(key)
             self.meta.drop_listing_of(key)
 
-    async def link(self, src: str, dst: str) -> ObjectInfo:
+    async def _link(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> ObjectInfo:
+        src, dst = keys
         self._touch(src)  # its link count changes
         self.meta.drop_listing_of(src)
-        return await self._store(dst, self.inner.link(src, dst))
+        return await self._store(dst, call())
 
     # ------------------------------------------------------------------ bytes
 
@@ -342,3 +351,10 @@ class CachingStore(WrapperStore):
         for f in fetches:
             out.append(await f.wait() if isinstance(f, Fetch) else f)
         return out
+
+
+#: what the cache does around each kind of write (:meth:`CachingStore._write`)
+_AROUND = {"set": CachingStore._set, "delete": CachingStore._delete, "rename": CachingStore._rename,
+           "rename_dir": CachingStore._rename_dir, "mkdir": CachingStore._dir_change,
+           "rmdir": CachingStore._dir_change, "forget_dir": CachingStore._dir_change,
+           "set_meta": CachingStore._set_meta, "link": CachingStore._link}

@@ -154,3 +154,27 @@ async def test_latency(mem):
     s = FaultyStore(ThreadedStore(mem), latency=0.001)
     await s.set("k", b"v")
     assert await s.get("k") == b"v"
+
+
+WRITES = ("set", "set_file", "delete", "copy", "rename", "rename_dir", "mkdir", "rmdir", "forget_dir",
+          "set_meta", "make_node", "link", "truncate")
+
+
+def test_each_wrapper_changes_writes_through_the_hook_but_where_it_sends_other_keys_or_bytes():
+    """Issue 35: a wrapper overrides the write hook, not each write. The exceptions store other
+    bytes (ValidatingStore.set: the JSON its writer meant; NcFilesStore.copy: a shown file's
+    bytes) or other keys (PresentingStore: the stored key a view key stands for)."""
+    from nczfs.cache.store import CachingStore
+    from nczfs.nczarr.consolidating import ConsolidatingStore
+    from nczfs.nczarr.ncfiles import NcFilesStore
+    from nczfs.nczarr.presenting import PresentingStore
+    from nczfs.nczarr.validating import ValidatingStore
+
+    expected = {
+        FaultyStore: set(), CachingStore: set(), ConsolidatingStore: set(), ValidatingStore: {"set"},
+        NcFilesStore: {"copy"},
+        PresentingStore: {"set", "set_file", "delete", "copy", "set_meta", "make_node", "rename"},
+    }
+    for cls, own in expected.items():
+        overridden = {m for m in WRITES if getattr(cls, m) is not getattr(WrapperStore, m)}
+        assert overridden == own, cls.__name__
