@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, BinaryIO, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from nczfs.errors import InvalidArgument, NotSupported, ReadOnly
 from nczfs.nczarr import jsontext
@@ -156,55 +156,69 @@ class ViewWrites:
             await self._writable_target(key)
         await self.inner.check_content(key, data)
 
-    # The writes below are not on the write hook: each goes to the stored key its view key stands
-    # for (_writable_target, a v3 chunk without its prefix), or is translated back into the stored
-    # flavor, so it calls the store below with other keys or other bytes than it was given.
+    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        """An object's attributes are kept on its stored key; a folder's on its own name (not on
+        the write hook: the hook is not told whether the key is a folder)."""
+        return await self.inner.set_meta(key if is_dir else await self._writable_target(key), changes, is_dir)
+
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[..., Awaitable[T]],
+                     data: bytes | bytearray | memoryview | None = None) -> T:
+        """Every write through the view: each goes to the stored key its view key stands for
+        (:meth:`_writable_target`, a v3 chunk without its prefix), or metadata of a dataset shown
+        translated is translated back into the stored flavor (:meth:`translate_back`) or refused;
+        a link is made as a copy and a truncated object rewritten whole (by the filesystem, on
+        NotSupported); a folder moves where its dataset is shown as stored."""
+        if op == "link":
+            raise NotSupported(f"{keys[1]!r}: names in a view are linked as copies")
+        if op == "truncate":
+            raise NotSupported(f"{keys[0]!r}: rewritten whole through the view")
+        handler = _THROUGH_THE_VIEW.get(op)
+        if handler is None:  # mkdir, rmdir, forget_dir: folders are the store's own
+            return await call()
+        return await handler(self, keys, call, data)
 
     @_logs_refusals
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        """Stored under its stored key, or translated back (:meth:`translate_back`)."""
+    async def _set(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:
+        """Stored under its stored key, or translated back."""
+        key = keys[0]
         v = await self.view_for(key)
         self._check_refused(v, key)
         if is_metadata_key(key):
             self._metadata_written(key)
         if self._translated(v, key):
             return await self._write_back(v, key, bytes(data))  # type: ignore[arg-type]
-        target = await self._writable_target(key)
-        info = await self.inner.set(target, data)
-        self._forget(key)
-        return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
+        return await self._stored_as(key, call, await self._writable_target(key))
 
     @_logs_refusals
-    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+    async def _set_file(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:
         """Stored under its stored key (a metadata object of a translated dataset is refused)."""
-        target = await self._writable_target(key)
-        info = await self.inner.set_file(target, f, size)  # type: ignore[attr-defined]
+        return await self._stored_as(keys[0], call, await self._writable_target(keys[0]))
+
+    async def _stored_as(self, key: str, call: Callable[..., Awaitable[Any]], target: str) -> ObjectInfo:
+        info = await call(target)
         self._forget(key)
         return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
 
     @_logs_refusals
-    async def delete(self, key: str) -> None:
+    async def _delete(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> None:
         """The stored key deleted; metadata of a dataset shown translated is refused."""
-        target = await self._writable_target(key, deleting=True)
-        await self.inner.delete(target)
-        self._forget(key)
+        await call(await self._writable_target(keys[0], deleting=True))
+        self._forget(keys[0])
 
-    async def copy(self, src: str, dst: str) -> ObjectInfo:
+    async def _copy(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:
         """A copy is a set of the bytes the view shows (they may be translated or recoded)."""
-        return await self.set(dst, await self.get(src))
+        src, dst = keys
+        return await self.set(dst, await self.get(src))  # type: ignore[attr-defined]
 
-    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
-        """An object's attributes are kept on its stored key; a folder's on its own name."""
-        return await self.inner.set_meta(key if is_dir else await self._writable_target(key), changes, is_dir)
-
-    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+    async def _make_node(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:
         """Made under its stored key."""
-        return await self.inner.make_node(await self._writable_target(key), meta, target)
+        return await call(await self._writable_target(keys[0]))
 
     @_logs_refusals
-    async def rename(self, src: str, dst: str) -> None:
+    async def _rename(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> None:
         """Between stored keys; onto metadata of a translated dataset: translated back, then the
         source deleted."""
+        src, dst = keys
         v = await self.view_for(dst)
         self._check_refused(v, dst)
         if is_metadata_key(dst):
@@ -216,22 +230,12 @@ class ViewWrites:
             self._forget(src)
             return
         target = await self._writable_target(dst)
-        source = await self._writable_target(src)
-        await self.inner.rename(source, target)
+        await call(await self._writable_target(src), target)
         self._forget(src)
         self._forget(dst)
 
-    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
-                     data: bytes | bytearray | memoryview | None = None) -> T:
-        """The writes not translated above: a link is made as a copy and a truncated object
-        rewritten whole (by the filesystem, on NotSupported); a folder moves as below."""
-        if op == "link":
-            raise NotSupported(f"{keys[1]!r}: names in a view are linked as copies")
-        if op == "truncate":
-            raise NotSupported(f"{keys[0]!r}: rewritten whole through the view")
-        if op == "rename_dir":
-            return await self._move_folder(keys, call)
-        return await call()
+    async def _rename_dir(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> None:
+        await self._move_folder(keys, call)
 
     @_logs_refusals
     async def _move_folder(self, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
@@ -245,3 +249,9 @@ class ViewWrites:
         for key in keys:
             self._forget(key)
         return out
+
+
+#: the writes a view sends to other keys or translates (:meth:`ViewWrites._write`)
+_THROUGH_THE_VIEW = {"set": ViewWrites._set, "set_file": ViewWrites._set_file, "delete": ViewWrites._delete,
+                     "copy": ViewWrites._copy, "make_node": ViewWrites._make_node, "rename": ViewWrites._rename,
+                     "rename_dir": ViewWrites._rename_dir}

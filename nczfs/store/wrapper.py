@@ -24,6 +24,12 @@ from nczfs.threads import run_blocking
 T = TypeVar("T")
 
 
+def _below(method: Callable[..., Awaitable[T]], keys: tuple[str, ...], *rest: object) -> Callable[..., Awaitable[T]]:
+    """The change a write hook makes below: ``method(*keys, *rest)``; called with other keys, the
+    same change of those (a view's write goes to the stored key its view key stands for)."""
+    return lambda *other: method(*(other or keys), *rest)
+
+
 @forwards_capabilities
 class WrapperStore(Store):
     """Forwards every call to ``inner``; its capabilities are the inner store's.
@@ -53,7 +59,8 @@ class WrapperStore(Store):
     async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
                      data: bytes | bytearray | memoryview | None = None) -> T:
         """Make the change ``call()``: the Store method ``op`` of ``keys`` (the key it changes;
-        a copy, rename or link: the source, then the destination); ``data``: what a ``set`` stores."""
+        a copy, rename or link: the source, then the destination); ``data``: what a ``set`` stores.
+        ``call(*other_keys)`` makes the same change of other keys below."""
         return await call()
 
     def _whole(self, key: str) -> bool:
@@ -125,45 +132,45 @@ class WrapperStore(Store):
     # ------------------------------------------------------------------ writes: through _write
 
     async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        return await self._write("set", (key,), lambda: self.inner.set(key, data), data)
+        return await self._write("set", (key,), _below(self.inner.set, (key,), data), data)
 
     async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
         if self._whole(key):
             return await self.set(key, await run_blocking(f.read, size))
-        return await self._write("set_file", (key,), lambda: self.inner.set_file(key, f, size))
+        return await self._write("set_file", (key,), _below(self.inner.set_file, (key,), f, size))
 
     async def delete(self, key: str) -> None:
-        await self._write("delete", (key,), lambda: self.inner.delete(key))
+        await self._write("delete", (key,), _below(self.inner.delete, (key,)))
 
     async def copy(self, src: str, dst: str) -> ObjectInfo:
-        return await self._write("copy", (src, dst), lambda: self.inner.copy(src, dst))
+        return await self._write("copy", (src, dst), _below(self.inner.copy, (src, dst)))
 
     async def rename(self, src: str, dst: str) -> None:
-        await self._write("rename", (src, dst), lambda: self.inner.rename(src, dst))
+        await self._write("rename", (src, dst), _below(self.inner.rename, (src, dst)))
 
     async def rename_dir(self, src: str, dst: str) -> None:
-        await self._write("rename_dir", (src, dst), lambda: self.inner.rename_dir(src, dst))
+        await self._write("rename_dir", (src, dst), _below(self.inner.rename_dir, (src, dst)))
 
     async def mkdir(self, prefix: str) -> None:
-        await self._write("mkdir", (prefix,), lambda: self.inner.mkdir(prefix))
+        await self._write("mkdir", (prefix,), _below(self.inner.mkdir, (prefix,)))
 
     async def rmdir(self, prefix: str) -> None:
-        await self._write("rmdir", (prefix,), lambda: self.inner.rmdir(prefix))
+        await self._write("rmdir", (prefix,), _below(self.inner.rmdir, (prefix,)))
 
     async def forget_dir(self, prefix: str) -> None:
-        await self._write("forget_dir", (prefix,), lambda: self.inner.forget_dir(prefix))
+        await self._write("forget_dir", (prefix,), _below(self.inner.forget_dir, (prefix,)))
 
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
-        return await self._write("set_meta", (key,), lambda: self.inner.set_meta(key, changes, is_dir))
+        return await self._write("set_meta", (key,), _below(self.inner.set_meta, (key,), changes, is_dir))
 
     async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
-        return await self._write("make_node", (key,), lambda: self.inner.make_node(key, meta, target))
+        return await self._write("make_node", (key,), _below(self.inner.make_node, (key,), meta, target))
 
     async def link(self, src: str, dst: str) -> ObjectInfo:
-        return await self._write("link", (src, dst), lambda: self.inner.link(src, dst))
+        return await self._write("link", (src, dst), _below(self.inner.link, (src, dst)))
 
     async def truncate(self, key: str, size: int) -> ObjectInfo:
-        return await self._write("truncate", (key,), lambda: self.inner.truncate(key, size))
+        return await self._write("truncate", (key,), _below(self.inner.truncate, (key,), size))
 
     async def sync(self) -> None:
         await self.inner.sync()
