@@ -22,7 +22,7 @@ def documented() -> set[str]:
                 package = head
                 continue
             package = None
-            names.update(m for m in re.findall(r"nczfs/[\w/]+\.py", head))
+            names.update(re.findall(r"nczfs/[\w/]+\.py", head))
             continue
         if not line.startswith(" "):
             package = None

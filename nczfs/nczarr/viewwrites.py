@@ -234,11 +234,8 @@ class ViewWrites:
         self._forget(src)
         self._forget(dst)
 
-    async def _rename_dir(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> None:
-        await self._move_folder(keys, call)
-
     @_logs_refusals
-    async def _move_folder(self, keys: tuple[str, ...], call: Callable[[], Awaitable[T]]) -> T:
+    async def _move_folder(self, keys: tuple[str, ...], call: Callable[..., Awaitable[T]], data: Any = None) -> T:
         """A folder moves where its dataset is shown as stored; what the view built under either
         name is forgotten."""
         for key in keys:
@@ -254,4 +251,4 @@ class ViewWrites:
 #: the writes a view sends to other keys or translates (:meth:`ViewWrites._write`)
 _THROUGH_THE_VIEW = {"set": ViewWrites._set, "set_file": ViewWrites._set_file, "delete": ViewWrites._delete,
                      "copy": ViewWrites._copy, "make_node": ViewWrites._make_node, "rename": ViewWrites._rename,
-                     "rename_dir": ViewWrites._rename_dir}
+                     "rename_dir": ViewWrites._move_folder}

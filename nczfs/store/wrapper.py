@@ -56,7 +56,7 @@ class WrapperStore(Store):
         """The store whose capabilities this one has."""
         return self.inner
 
-    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[[], Awaitable[T]],
+    async def _write(self, op: str, keys: tuple[str, ...], call: Callable[..., Awaitable[T]],
                      data: bytes | bytearray | memoryview | None = None) -> T:
         """Make the change ``call()``: the Store method ``op`` of ``keys`` (the key it changes;
         a copy, rename or link: the source, then the destination); ``data``: what a ``set`` stores.
