@@ -17,7 +17,6 @@ where its reader puts dimensions) and :mod:`nczfs.nczarr.recoding` plans recoded
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 from typing import Any, Callable
@@ -25,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nczfs.nczarr import jsontext
+from nczfs.nczarr.masks import cf_attributes, mask
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
 from nczfs.nczarr.recoding import netcdf_dtype, recode
 from nczfs.nczarr.transcode import Recode
@@ -141,24 +141,14 @@ def _fill(var: Variable) -> Any:
 
 def _xarray_v3_fill(var: Variable, dtype: str) -> Any:
     """xarray masks Zarr v2 data with ``fill_value`` but Zarr v3 data only with the ``_FillValue``
-    attribute (base64 of the value's bytes): the v2 form takes that attribute, or no fill."""
-    attr = next((a for a in var.attributes if a.name == "_FillValue"), None)
+    attribute (:mod:`nczfs.nczarr.masks`): the v2 form takes that mask, or no fill."""
+    attr = mask(var, "zarr-v3")
     if attr is None:
-        # no _FillValue: a zero fill is what a v2 reader fills missing chunks with anyway; another
+        # no mask: a zero fill is what a v2 reader fills missing chunks with anyway; another
         # one must be the v2 fill_value, or missing chunks would read as zeros (xarray then masks it)
         fill = _fill(var)
         return None if fill in (0, "", None) else fill
-    if attr.nctype != "char":
-        return _json_number(attr.value[0])
-    try:
-        raw = base64.b64decode(attr.value, validate=True)
-        dt = np.dtype(dtype)
-        if dt.kind == "f" and len(raw) == 8:
-            dt = np.dtype("<f8")  # xarray encodes float fills as float64
-        value = np.frombuffer(raw, dtype=dt)
-    except (ValueError, TypeError):
-        return None
-    return _json_number(value[0].item()) if value.size == 1 else None
+    return _json_number(attr.value[0])
 
 
 #: netCDF-C 4.9.0's type for an untyped JSON integer: the first of these that holds it (zsync.c mininttype)
@@ -254,7 +244,7 @@ class _Writer:
     def array(self, v: Variable, g: Group, akey: str) -> None:
         path = array_path(g.path, v.name)
         plan = self.plan_for(v, g)
-        attrs = _array_attributes(v, g, self.view, self.from_v3, plan)
+        attrs = _array_attributes(v, g, self.view, self.ds.flavor, plan)
         values, types = _types(attrs, self.view, akey + ".zattrs", self.hidden)
         if isinstance(plan, Recode):
             self.layouts.recodes[path] = plan
@@ -296,13 +286,15 @@ def _group_objects(g: Group, root: bool, view: str, values: dict, types: dict) -
     return zgroup, zattrs
 
 
-def _array_attributes(v: Variable, g: Group, view: str, from_v3: bool, plan: Recode | str | None) -> list[Attribute]:
+def _array_attributes(v: Variable, g: Group, view: str, flavor: str, plan: Recode | str | None) -> list[Attribute]:
     """The attributes ``view`` shows of ``v``: _FillValue only where its reader takes it, the CF
     attributes that say what a shown type means."""
     attrs = v.attributes
-    if view != "xarray" or from_v3:  # netCDF-C wants it of the variable's type; v3: in fill_value
-        attrs = [a for a in attrs if a.name != "_FillValue" or (a.nctype == v.nctype and not from_v3)]
-    if view == "netcdf-4.9" and v.nctype == "string":  # shown as chars: a string fill is no char
+    if view != "xarray":  # the mask and CF attributes of the variable's type (masks.py)
+        attrs = cf_attributes(v, flavor)
+        if view == "netcdf-4.9" and v.nctype == "string":  # shown as chars: a string fill is no char
+            attrs = [a for a in attrs if a.name != "_FillValue"]
+    elif flavor == "zarr-v3":  # xarray: a Zarr v3 mask is the v2 fill_value
         attrs = [a for a in attrs if a.name != "_FillValue"]
     return [*attrs, *_cf_attributes(v, view, g, plan)]
 

@@ -36,18 +36,12 @@ def classic_attr(a: Attribute) -> Attr | str:
     return Attr(a.name, nctype, data)
 
 
-def default_fill(var: Variable, nctype: str, width: int) -> Attr | None:
-    """A _FillValue attribute from the array's fill value, if the file can hold it."""
+def char_fill(var: Variable, nctype: str, width: int) -> Attr | None:
+    """A char variable's _FillValue from the array's fill value, if it is one char."""
     fill = var.fill_value
-    if fill is None or width or var.dtype == "bool":  # (a bool's fill, false, would make every false value missing)
+    if nctype != "char" or width or not isinstance(fill, str) or len(fill.encode("utf-8", "replace")) != 1:
         return None
-    if nctype == "char":
-        ok = isinstance(fill, str) and len(fill.encode("utf-8", "replace")) == 1
-        return Attr("_FillValue", "char", fill.encode("utf-8", "replace")) if ok else None
-    if isinstance(fill, (int, float)) and not isinstance(fill, bool):
-        got = classic_attr(Attribute("_FillValue", nctype, [fill]))
-        return got if isinstance(got, Attr) else None
-    return None
+    return Attr("_FillValue", "char", fill.encode("utf-8", "replace"))
 
 
 def implied_attrs(var: Variable, attrs: list[Attr], text: str) -> list[Attr]:

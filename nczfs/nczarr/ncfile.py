@@ -13,8 +13,7 @@ clash), its attributes as global attributes, and every variable the format has a
 * a scalar as a variable without dimensions;
 * one unlimited dimension, the first one every variable using it uses as its first axis, as the
   record dimension; the others fixed at their length;
-* a string attribute of one value as text; ``_FillValue`` of the variable's type, or else the
-  Zarr ``fill_value`` as ``_FillValue``.
+* a string attribute of one value as text; the mask (:mod:`nczfs.nczarr.masks`) as ``_FillValue``.
 
 A sharded Zarr v3 array's values come from its innermost chunks, each a byte range of its shard.
 
@@ -38,8 +37,8 @@ import numpy as np
 
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.classic import TYPES, Attr, Dim, Layout, Var, layout, valid_name
-from nczfs.nczarr.emit import _xarray_v3_fill
-from nczfs.nczarr.ncattrs import classic_attr, default_fill, implied_attrs
+from nczfs.nczarr.masks import cf_attributes
+from nczfs.nczarr.ncattrs import char_fill, classic_attr, implied_attrs
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.sharding import ShardedArray, Sharding
 from nczfs.nczarr.transcode import Codecs, Recode
@@ -252,7 +251,7 @@ class _Builder:
         nctype, dtype, stored_dtype, text, width = self.file_type(var, v2)
         if width:
             dimids.append(self.dim(f"string:{width}", f"string{width}", width))
-        attrs = self.var_attrs(var, what, nctype, dtype, width)
+        attrs = self.var_attrs(var, what, nctype, width)
         attrs.extend(implied_attrs(var, attrs, text))
         return Var(var.name, nctype, dimids, attrs), self.values(var, v2, what, dtype, stored_dtype, text, width)
 
@@ -329,30 +328,25 @@ class _Builder:
             if var.dimids and dims_list[var.dimids[0]].is_record:
                 val.shape = (numrecs, *val.stored[1:])
 
-    def var_attrs(self, var: Variable, what: str, nctype: str, dtype: str, width: int) -> list[Attr]:
-        out = []
-        fill_attr: Attr | None = None
-        for a in var.attributes:
-            if a.name != "_FillValue":
-                if (got := self.attr(what, a)) is not None:
-                    out.append(got)
-            elif (got := self.fill_attr(var, a, what, nctype, dtype, width)) is not None:
-                fill_attr = got
-        if fill_attr is None:
-            fill_attr = default_fill(var, nctype, width)
-        if fill_attr is not None:
-            out.append(fill_attr)
+    def var_attrs(self, var: Variable, what: str, nctype: str, width: int) -> list[Attr]:
+        attrs = cf_attributes(var, self.ds.flavor)
+        out = [got for a in attrs if a.name != "_FillValue" and (got := self.attr(what, a)) is not None]
+        if (fill := self.fill_attr(var, attrs, what, nctype, width)) is not None:
+            out.append(fill)
         return out
 
-    def fill_attr(self, var: Variable, a: Attribute, what: str, nctype: str, dtype: str, width: int) -> Attr | None:
-        """The variable's _FillValue attribute ``a`` in the file's type (None: left out)."""
-        if width or a.nctype != var.nctype:
-            value = _xarray_v3_fill(var, dtype) if self.ds.flavor == "zarr-v3" and not width else None
-            if value is None:
-                self.leave_out(f"{what}:{a.name}", f"a {a.nctype} _FillValue on a {var.nctype} variable")
-                return None
-            a = Attribute("_FillValue", nctype, [value])
-        return self.attr(what, a)
+    def fill_attr(self, var: Variable, attrs: list[Attribute], what: str, nctype: str, width: int) -> Attr | None:
+        """The variable's mask as its _FillValue in the file's type (None: no mask, or left out)."""
+        stored = next((a for a in var.attributes if a.name == "_FillValue"), None)
+        if nctype == "char" or width:
+            return self.attr(what, stored) if stored is not None and stored.nctype == "char" and not width \
+                else char_fill(var, nctype, width)
+        got = next((a for a in attrs if a.name == "_FillValue"), None)
+        if got is None:
+            if stored is not None:
+                self.leave_out(f"{what}:_FillValue", f"a {stored.nctype} _FillValue on a {var.nctype} variable")
+            return None
+        return self.attr(what, Attribute("_FillValue", nctype, got.value))
 
 
 def group_file(ds: Dataset, group: str, prefix: str = "", encodings: dict[str, str] | None = None) -> GroupFile:

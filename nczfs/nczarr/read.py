@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from nczfs.errors import InvalidArgument, KeyNotFound
 from nczfs.nczarr import jsontext
+from nczfs.nczarr.masks import decode_fill
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.spelling import alias, attr_type, dim_items, dim_spec, nctype_of_dtype, nczarr_key
 from nczfs.nczarr.read_v3 import V3Reading
@@ -87,8 +88,6 @@ class Reader(V3Reading):
 
     def problem(self, key: str, reason: str) -> None:
         self.problems.append(f"{key}: {reason}")
-
-    # -- objects -----------------------------------------------------------------------------
 
     def raw(self, key: str) -> bytes | None:
         data = self.objects.get(key)
@@ -231,6 +230,8 @@ class Reader(V3Reading):
 
     def _attribute(self, key: str, name: str, raw: Any, t: Any, nctype: str | None) -> Attribute | None:
         inferred = nctype is None
+        if name == "_FillValue" and t is None and (value := decode_fill(raw, nctype)) is not None:
+            return Attribute(name, nctype, value, raw)  # xarray's Zarr v3 fill: base64 of the value's bytes
         if nctype is None:
             if isinstance(raw, list) and not raw:
                 self.problem(key, f"attribute {name!r} is an empty list (netCDF-C fails on it)")

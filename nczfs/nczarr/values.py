@@ -9,7 +9,7 @@ from typing import Any
 #: attribute names netCDF-C never shows (``_nczarr_*`` in any case is hidden too)
 HIDDEN_ATTRS = {"_ARRAY_DIMENSIONS", "_NCProperties"}
 
-_SPECIAL_FLOATS = {"nan": math.nan, "nanf": math.nan, "infinity": math.inf, "infinityf": math.inf,
+SPECIAL_FLOATS = {"nan": math.nan, "nanf": math.nan, "infinity": math.inf, "infinityf": math.inf,
                    "-infinity": -math.inf, "-infinityf": -math.inf}
 
 
@@ -41,8 +41,8 @@ def infer_type(value: Any) -> str:
 
 
 def _number(v: Any) -> Any:
-    if isinstance(v, str) and v.lower() in _SPECIAL_FLOATS:
-        return _SPECIAL_FLOATS[v.lower()]
+    if isinstance(v, str) and v.lower() in SPECIAL_FLOATS:
+        return SPECIAL_FLOATS[v.lower()]
     if isinstance(v, bool):
         return int(v)
     return v

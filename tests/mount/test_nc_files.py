@@ -199,7 +199,8 @@ def test_debian_ncdump_dumps_every_value(dmnt, local):
         res = subprocess.run(["ncdump", str(dmnt.path / name)], capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         with netCDF4.Dataset(dmnt.path / name) as nc:
-            fills = {v: nc[v].getncattr("_FillValue") for v in nc.variables if "_FillValue" in nc[v].ncattrs()}
+            fills = {v: nc[v].getncattr("_FillValue") if "_FillValue" in nc[v].ncattrs()
+                     else netCDF4.default_fillvals.get(nc[v].dtype.str[1:]) for v in nc.variables}
         for vname, values in _ncdump_values(res.stdout).items():
             want = want_of(local, dataset, group, vname)
             if want.dtype.kind in "SU":

@@ -1,0 +1,114 @@
+"""The mask rule: which value a CF reader takes as missing, the same on every path.
+
+* **Zarr v2**: the array's ``fill_value`` is the mask (xarray reads it as ``_FillValue``), but
+  for 0: zarr-python's default for every array it makes, which netCDF readers are not shown as a
+  mask (xarray writes no fill, ``null``, unless asked; reading such a store directly, it masks 0).
+* **NCZarr** (Zarr v2 written by netCDF-C): the typed ``_FillValue`` attribute netCDF-C writes
+  beside ``fill_value``; without one, the type's default fill, which netCDF readers take as missing
+  by themselves (shown without a ``_FillValue``, as netCDF-C shows it).
+* **Zarr v3**: the mask is the ``_FillValue`` attribute alone (a number, or the base64 of the
+  value's bytes, as xarray writes it); ``fill_value`` is only what a missing chunk holds.
+
+A view or file shows the mask as a ``_FillValue`` attribute of the variable's type (and, in a
+Zarr v2 view read by zarr-python, as ``fill_value``); a missing chunk still reads as the stored
+``fill_value``. Booleans are never masked (a false fill would hide every false value); a NaN
+mask is not shown either: NaN is missing to every reader by itself, while a NaN ``_FillValue``
+would stop netCDF-C's readers from taking the type's default fill as missing.
+
+For netCDF readers (views, ``.nc`` files), the CF attributes that must have the variable's type
+(``_FillValue``, ``missing_value``, ``valid_*``, ``flag_values``, ``flag_masks``; ``actual_*``
+unless the variable is packed) get it where the store's JSON lost it, as long as their values fit
+that type (:func:`cf_attributes`). ``nczfs inspect`` shows the store as netCDF-C reads it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from typing import Any
+
+import numpy as np
+
+from nczfs.nczarr.model import NC_TYPES, Attribute, Variable
+from nczfs.nczarr.values import SPECIAL_FLOATS, attr_value
+
+#: attributes CF types as the variable (its packed type)
+CF_TYPED = frozenset({"_FillValue", "missing_value", "valid_min", "valid_max", "valid_range", "flag_values",
+                      "flag_masks"})
+#: attributes CF types as the variable unless it is packed (then as its unpacked data)
+CF_DATA_TYPED = frozenset({"actual_min", "actual_max", "actual_range"})
+PACKING = ("scale_factor", "add_offset")
+
+
+def cf_type(name: str, raw: Any, var_type: str | None, packed: bool) -> str | None:
+    """The type an untyped attribute ``name`` must have on a variable of ``var_type``, if CF says
+    so and its JSON values fit it; None otherwise (the type is inferred from the JSON)."""
+    if var_type not in NC_TYPES or not (name in CF_TYPED or (name in CF_DATA_TYPED and not packed)):
+        return None
+    values = raw if isinstance(raw, list) else [raw]
+    if name == "_FillValue" and isinstance(raw, str):
+        return var_type  # base64 or a special float: decoded by decode_fill
+    return var_type if values and all(_fits(v, var_type) for v in values) else None
+
+
+def _fits(v: Any, nctype: str) -> bool:
+    kind, size = NC_TYPES[nctype]
+    if isinstance(v, str):
+        return kind == "f" and v.lower().lstrip("+-") in ("nan", "infinity", "inf")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    if kind == "f":
+        return size == 8 or not math.isfinite(v) or abs(v) <= float(np.finfo("f4").max)
+    if isinstance(v, float) and not v.is_integer():
+        return False
+    info = np.iinfo(f"{kind}{size}")
+    return info.min <= int(v) <= info.max
+
+
+def decode_fill(raw: Any, nctype: str | None) -> list | None:
+    """xarray's Zarr v3 ``_FillValue`` (base64 of the value's bytes; a float's as float64) as
+    the value of a ``nctype`` attribute; None if it is no such thing."""
+    if not isinstance(raw, str) or nctype not in NC_TYPES or raw.lower() in SPECIAL_FLOATS:
+        return None
+    try:
+        data = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    kind, size = NC_TYPES[nctype]
+    if kind == "f" and len(data) == 8:
+        size = 8
+    if len(data) != size:
+        return None
+    value = np.frombuffer(data, dtype=f"<{kind}{size}")[0].item()
+    return [float(value) if kind == "f" else int(value)]
+
+
+def mask(var: Variable, flavor: str) -> Attribute | None:
+    """The ``_FillValue`` a CF reader masks ``var`` with, typed as ``var`` (None: no mask)."""
+    if var.dtype in ("bool", "|b1") or var.nctype is None:
+        return None
+    attr = next((a for a in var.attributes if a.name == "_FillValue"), None)
+    if attr is None or attr.nctype != var.nctype:
+        fill = var.fill_value
+        if flavor != "zarr-v2" or var.nctype not in NC_TYPES or not isinstance(fill, (int, float)) \
+                or isinstance(fill, bool) or fill == 0:
+            return None
+        attr = Attribute("_FillValue", var.nctype, [fill])
+    if NC_TYPES.get(attr.nctype, ("",))[0] == "f" and len(attr.value) == 1 and math.isnan(attr.value[0]):
+        return None  # NaN is missing to every reader; as _FillValue it would unmask netCDF-C's default fill
+    return attr
+
+
+def cf_attributes(var: Variable, flavor: str) -> list[Attribute]:
+    """``var``'s attributes as a netCDF reader must see them: the CF attributes in the variable's
+    type where the store's JSON lost it, the mask (:func:`mask`) as the last, ``_FillValue``."""
+    is_packed = any(a.name in PACKING for a in var.attributes)
+    out = []
+    for a in var.attributes:
+        if a.name == "_FillValue":
+            continue
+        nctype = cf_type(a.name, a.raw, var.nctype, is_packed) if a.raw is not None else None
+        out.append(Attribute(a.name, nctype, attr_value(nctype, a.raw)) if nctype not in (None, a.nctype) else a)
+    fill = mask(var, flavor)
+    return out if fill is None else [*out, fill]

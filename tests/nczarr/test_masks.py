@@ -1,0 +1,109 @@
+"""The mask rule and the CF attributes' types (nczfs/nczarr/masks.py), on the views and the
+classic files built from one model (kernel-free). The mounted, decoded comparisons are in
+tests/mount/test_decoded.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nczfs.nczarr.emit import emit
+from nczfs.nczarr.ncfile import group_file
+from tests.nczarr.util import read_objects
+
+
+def v3(data_type: str, fill, attrs: dict) -> dict:
+    return {"zarr.json": {"zarr_format": 3, "node_type": "group"},
+            "v/zarr.json": {"zarr_format": 3, "node_type": "array", "shape": [2], "data_type": data_type,
+                            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+                            "chunk_key_encoding": {"name": "default"}, "fill_value": fill,
+                            "codecs": [{"name": "bytes"}], "dimension_names": ["n"], "attributes": attrs}}
+
+
+def v2(dtype: str, fill, attrs: dict) -> dict:
+    return {".zgroup": {"zarr_format": 2},
+            "v/.zarray": {"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": dtype, "fill_value": fill,
+                          "order": "C", "compressor": None, "filters": None},
+            "v/.zattrs": {"_ARRAY_DIMENSIONS": ["n"], **attrs}}
+
+
+def nc_attrs(objs: dict) -> dict:
+    """{name: (type, values)} of the variable in the classic file."""
+    var = group_file(read_objects(objs), "/").layout.vars[0]
+    out = {}
+    for a in var.attrs:
+        out[a.name] = (a.nctype, a.data.decode() if a.nctype == "char" else
+                       np.frombuffer(a.data, dtype=np.dtype(_BE[a.nctype])).tolist())
+    return out
+
+
+_BE = {"byte": ">i1", "short": ">i2", "int": ">i4", "int64": ">i8", "float": ">f4", "double": ">f8"}
+
+
+def view_attrs(objs: dict, view: str = "netcdf-4.10") -> tuple[dict, dict, dict]:
+    """(.zattrs values, their NCZarr types, .zarray) of the variable in ``view``."""
+    out, _ = emit(read_objects(objs), view)
+    zattrs = json.loads(out["v/.zattrs"])
+    return zattrs, zattrs.get("_nczarr_attr", {}).get("types", {}), json.loads(out["v/.zarray"])
+
+
+def test_zarr_v3_fill_value_alone_is_no_mask():
+    """xarray's time coordinate: int64, fill_value 0, no _FillValue: the first time (0) is a value."""
+    objs = v3("int64", 0, {"units": "hours since 2000-01-01", "calendar": "noleap"})
+    assert "_FillValue" not in nc_attrs(objs)
+    zattrs, _, zarray = view_attrs(objs)
+    assert "_FillValue" not in zattrs and zarray["fill_value"] == 0  # a missing chunk still reads 0
+    _, _, zarray = view_attrs(objs, "xarray")
+    assert zarray["fill_value"] is None  # zarr-python's v2 fill_value would mask it
+
+
+def test_zarr_v3_fill_attribute_is_the_mask_and_fill_value_what_a_missing_chunk_holds():
+    """xarray's packed int16: _FillValue -32768 (a plain number), fill_value 0."""
+    objs = v3("int16", 0, {"_FillValue": -32768, "scale_factor": 0.01, "add_offset": 273.15,
+                           "valid_range": [-32000, 32000], "actual_min": 250.5})
+    assert nc_attrs(objs)["_FillValue"] == ("short", [-32768])
+    gf = group_file(read_objects(objs), "/")
+    assert gf.values[0].fill == b"\0\0"  # a missing chunk reads 0 (273.15 K), not missing
+    zattrs, types, zarray = view_attrs(objs)
+    assert zattrs["_FillValue"] == -32768 and types["_FillValue"] == "<i2" and zarray["fill_value"] == 0
+    assert types["valid_range"] == "<i2" and types["actual_min"] == "<f8"  # packed: actual_* unpacked
+    assert nc_attrs(objs)["valid_range"] == ("short", [-32000, 32000])
+
+
+@pytest.mark.parametrize("fill,expect", [("AAAAAAAA+H8=", "nan"), ("AAAAAAAA8D8=", 1.0), ("AADAfw==", "nan")])
+def test_xarrays_base64_fill_is_decoded_to_the_variables_type(fill, expect):
+    objs = v3("float32", "NaN", {"_FillValue": fill})
+    attr = read_objects(objs).root.variables[0].attributes[0]
+    assert attr.nctype == "float" and (np.isnan(attr.value[0]) if expect == "nan" else attr.value == [expect])
+    assert read_objects(objs).notes == []
+    # NaN is missing by itself: no _FillValue that would unmask netCDF-C's default fill
+    assert nc_attrs(objs).get("_FillValue") == (None if expect == "nan" else ("float", [expect]))
+
+
+def test_zarr_v2_fill_value_is_the_mask_on_every_netcdf_path():
+    """xarray's packed int16 in Zarr v2: the mask lives in fill_value alone."""
+    objs = v2("<i2", -32768, {"scale_factor": 0.01, "add_offset": 273.15, "missing_value": -32767})
+    assert nc_attrs(objs)["_FillValue"] == ("short", [-32768])
+    for view in ("netcdf-4.10", "netcdf-4.9.1", "netcdf-4.9"):
+        zattrs, types, zarray = view_attrs(objs, view)
+        assert zattrs["_FillValue"] == -32768 and zarray["fill_value"] == -32768, view
+    _, types, _ = view_attrs(objs)
+    assert types["_FillValue"] == types["missing_value"] == "<i2"
+
+
+def test_cf_attributes_take_the_variables_type_only_where_their_values_fit():
+    objs = v2("<f4", "NaN", {"actual_min": 1.5, "valid_max": 1e300, "flag_values": [0, 1], "units": "K"})
+    got = nc_attrs(objs)
+    assert got["actual_min"][0] == "float" and got["flag_values"][0] == "float"
+    assert got["valid_max"][0] == "double"  # out of float's range: left as the JSON reads
+    objs = v2("|i1", None, {"flag_values": [0, 1, 2], "valid_range": [0, 300]})
+    got = nc_attrs(objs)
+    assert got["flag_values"] == ("byte", [0, 1, 2]) and got["valid_range"][0] == "int"
+    assert "_FillValue" not in got
+
+
+def test_a_bool_is_never_masked():
+    assert "_FillValue" not in nc_attrs(v3("bool", False, {}))
+    assert "_FillValue" not in view_attrs(v3("bool", False, {}))[0]
