@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.masks import cf_attributes, mask
+from nczfs.nczarr.masks import cf_attributes, view_mask
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
 from nczfs.nczarr.recoding import netcdf_dtype, recode
 from nczfs.nczarr.transcode import Recode
@@ -102,7 +102,7 @@ def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None)
     v2 = v2_form(var, from_v3)
     dtype, chunks, order, compressor, filters = _chunks_as_shown(v2, view, plan)
     shape, chunks, dtype, sep = _typed_for(var, view, var.shape, chunks, dtype, v2.separator)
-    fill = _xarray_v3_fill(var, dtype) if from_v3 and view == "xarray" else _fill(var)
+    fill = _v3_fill_in_v2(var) if from_v3 else _fill(var)
     if not shape and view != "xarray":  # a zero-rank Zarr array, shown as an NCZarr scalar
         shape, chunks = [1], [1]
     out = {"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dtype,
@@ -139,13 +139,13 @@ def _fill(var: Variable) -> Any:
     return _json_number(var.fill_value) if isinstance(var.fill_value, float) else var.fill_value
 
 
-def _xarray_v3_fill(var: Variable, dtype: str) -> Any:
-    """xarray masks Zarr v2 data with ``fill_value`` but Zarr v3 data only with the ``_FillValue``
-    attribute (:mod:`nczfs.nczarr.masks`): the v2 form takes that mask, or no fill."""
-    attr = mask(var, "zarr-v3")
+def _v3_fill_in_v2(var: Variable) -> Any:
+    """A Zarr v3 array's ``fill_value`` in a v2 view, where readers take it as the mask (xarray)
+    or as what a missing chunk holds (netCDF-C, which reads ``null`` as 0): its mask
+    (:mod:`nczfs.nczarr.masks`); without one, ``null`` for a zero fill, else the fill (a missing
+    chunk must not read as zeros)."""
+    attr = view_mask(var, "zarr-v3")
     if attr is None:
-        # no mask: a zero fill is what a v2 reader fills missing chunks with anyway; another
-        # one must be the v2 fill_value, or missing chunks would read as zeros (xarray then masks it)
         fill = _fill(var)
         return None if fill in (0, "", None) else fill
     return _json_number(attr.value[0])
@@ -291,7 +291,7 @@ def _array_attributes(v: Variable, g: Group, view: str, flavor: str, plan: Recod
     attributes that say what a shown type means."""
     attrs = v.attributes
     if view != "xarray":  # the mask and CF attributes of the variable's type (masks.py)
-        attrs = cf_attributes(v, flavor)
+        attrs = cf_attributes(v, flavor, view=True)
         if view == "netcdf-4.9" and v.nctype == "string":  # shown as chars: a string fill is no char
             attrs = [a for a in attrs if a.name != "_FillValue"]
     elif flavor == "zarr-v3":  # xarray: a Zarr v3 mask is the v2 fill_value

@@ -1,8 +1,6 @@
 """The mask rule: which value a CF reader takes as missing, the same on every path.
 
-* **Zarr v2**: the array's ``fill_value`` is the mask (xarray reads it as ``_FillValue``), but
-  for 0: zarr-python's default for every array it makes, which netCDF readers are not shown as a
-  mask (xarray writes no fill, ``null``, unless asked; reading such a store directly, it masks 0).
+* **Zarr v2**: the array's ``fill_value`` is the mask (xarray reads it as ``_FillValue``).
 * **NCZarr** (Zarr v2 written by netCDF-C): the typed ``_FillValue`` attribute netCDF-C writes
   beside ``fill_value``; without one, the type's default fill, which netCDF readers take as missing
   by themselves (shown without a ``_FillValue``, as netCDF-C shows it).
@@ -11,9 +9,8 @@
 
 A view or file shows the mask as a ``_FillValue`` attribute of the variable's type (and, in a
 Zarr v2 view read by zarr-python, as ``fill_value``); a missing chunk still reads as the stored
-``fill_value``. Booleans are never masked (a false fill would hide every false value); a NaN
-mask is not shown either: NaN is missing to every reader by itself, while a NaN ``_FillValue``
-would stop netCDF-C's readers from taking the type's default fill as missing.
+``fill_value``. Booleans are never masked (a false fill would hide every false value). What
+the netCDF views leave out: :func:`view_mask`.
 
 For netCDF readers (views, ``.nc`` files), the CF attributes that must have the variable's type
 (``_FillValue``, ``missing_value``, ``valid_*``, ``flag_values``, ``flag_masks``; ``actual_*``
@@ -92,17 +89,27 @@ def mask(var: Variable, flavor: str) -> Attribute | None:
     if attr is None or attr.nctype != var.nctype:
         fill = var.fill_value
         if flavor != "zarr-v2" or var.nctype not in NC_TYPES or not isinstance(fill, (int, float)) \
-                or isinstance(fill, bool) or fill == 0:
+                or isinstance(fill, bool):
             return None
         attr = Attribute("_FillValue", var.nctype, [fill])
-    if NC_TYPES.get(attr.nctype, ("",))[0] == "f" and len(attr.value) == 1 and math.isnan(attr.value[0]):
-        return None  # NaN is missing to every reader; as _FillValue it would unmask netCDF-C's default fill
     return attr
 
 
-def cf_attributes(var: Variable, flavor: str) -> list[Attribute]:
+def view_mask(var: Variable, flavor: str) -> Attribute | None:
+    """The mask a netCDF view shows: :func:`mask`, but for NaN (missing to every reader by itself,
+    while as ``_FillValue`` it would stop netCDF-C's readers from taking the type's default fill as
+    missing) and a Zarr v2 ``fill_value`` of 0 (zarr-python's default for every array it makes,
+    which netCDF-C reading the store takes as no mask either)."""
+    got = mask(var, flavor)
+    if got is None or (NC_TYPES.get(got.nctype, ("",))[0] == "f" and math.isnan(got.value[0])):
+        return None
+    return None if got.value == [0] and got not in var.attributes else got
+
+
+def cf_attributes(var: Variable, flavor: str, view: bool = False) -> list[Attribute]:
     """``var``'s attributes as a netCDF reader must see them: the CF attributes in the variable's
-    type where the store's JSON lost it, the mask (:func:`mask`) as the last, ``_FillValue``."""
+    type where the store's JSON lost it, the mask (:func:`mask`; in a ``view``, :func:`view_mask`)
+    as the last, ``_FillValue``."""
     is_packed = any(a.name in PACKING for a in var.attributes)
     out = []
     for a in var.attributes:
@@ -110,5 +117,5 @@ def cf_attributes(var: Variable, flavor: str) -> list[Attribute]:
             continue
         nctype = cf_type(a.name, a.raw, var.nctype, is_packed) if a.raw is not None else None
         out.append(Attribute(a.name, nctype, attr_value(nctype, a.raw)) if nctype not in (None, a.nctype) else a)
-    fill = mask(var, flavor)
+    fill = view_mask(var, flavor) if view else mask(var, flavor)
     return out if fill is None else [*out, fill]

@@ -114,7 +114,7 @@ def test_netcdf4_wheel_reads_ncgen_and_xarray_datasets_with_named_dims(views, so
     stored = read_dataset(StoreObjects(DirectoryStore(str(source / name), read_only=True)))
     for g in stored.root.walk():  # the mask as netCDF readers are shown it (masks.py; NaN: none)
         for v in g.variables:
-            v.attributes = cf_attributes(v, stored.flavor)
+            v.attributes = cf_attributes(v, stored.flavor, view=True)
     assert netcdf4_summary(path) == summary(stored)
     with netCDF4.Dataset(nc_url(path)) as nc:
         assert [d.name for d in nc["temp"].get_dims()] == ["time", "lat"]

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from nczfs.nczarr.emit import emit
+from nczfs.nczarr.masks import cf_attributes, view_mask
+from nczfs.nczarr.model import Attribute, Variable
 from nczfs.nczarr.ncfile import group_file
 from tests.nczarr.util import read_objects
 
@@ -53,10 +55,9 @@ def test_zarr_v3_fill_value_alone_is_no_mask():
     """xarray's time coordinate: int64, fill_value 0, no _FillValue: the first time (0) is a value."""
     objs = v3("int64", 0, {"units": "hours since 2000-01-01", "calendar": "noleap"})
     assert "_FillValue" not in nc_attrs(objs)
-    zattrs, _, zarray = view_attrs(objs)
-    assert "_FillValue" not in zattrs and zarray["fill_value"] == 0  # a missing chunk still reads 0
-    _, _, zarray = view_attrs(objs, "xarray")
-    assert zarray["fill_value"] is None  # zarr-python's v2 fill_value would mask it
+    for view in ("netcdf-4.10", "netcdf-4.9", "xarray"):  # a v2 fill_value 0 would be xarray's mask;
+        zattrs, _, zarray = view_attrs(objs, view)  # null reads 0 in missing chunks in netCDF-C too
+        assert "_FillValue" not in zattrs and zarray["fill_value"] is None, view
 
 
 def test_zarr_v3_fill_attribute_is_the_mask_and_fill_value_what_a_missing_chunk_holds():
@@ -67,7 +68,7 @@ def test_zarr_v3_fill_attribute_is_the_mask_and_fill_value_what_a_missing_chunk_
     gf = group_file(read_objects(objs), "/")
     assert gf.values[0].fill == b"\0\0"  # a missing chunk reads 0 (273.15 K), not missing
     zattrs, types, zarray = view_attrs(objs)
-    assert zattrs["_FillValue"] == -32768 and types["_FillValue"] == "<i2" and zarray["fill_value"] == 0
+    assert zattrs["_FillValue"] == -32768 and types["_FillValue"] == "<i2" and zarray["fill_value"] == -32768
     assert types["valid_range"] == "<i2" and types["actual_min"] == "<f8"  # packed: actual_* unpacked
     assert nc_attrs(objs)["valid_range"] == ("short", [-32000, 32000])
 
@@ -78,8 +79,10 @@ def test_xarrays_base64_fill_is_decoded_to_the_variables_type(fill, expect):
     attr = read_objects(objs).root.variables[0].attributes[0]
     assert attr.nctype == "float" and (np.isnan(attr.value[0]) if expect == "nan" else attr.value == [expect])
     assert read_objects(objs).notes == []
-    # NaN is missing by itself: no _FillValue that would unmask netCDF-C's default fill
-    assert nc_attrs(objs).get("_FillValue") == (None if expect == "nan" else ("float", [expect]))
+    nctype, values = nc_attrs(objs)["_FillValue"]
+    assert nctype == "float" and (np.isnan(values[0]) if expect == "nan" else values == [expect])
+    # NaN is missing by itself: the netCDF views show no _FillValue that would unmask netCDF-C's default fill
+    assert ("_FillValue" in view_attrs(objs)[0]) == (expect != "nan")
 
 
 def test_zarr_v2_fill_value_is_the_mask_on_every_netcdf_path():
@@ -107,3 +110,22 @@ def test_cf_attributes_take_the_variables_type_only_where_their_values_fit():
 def test_a_bool_is_never_masked():
     assert "_FillValue" not in nc_attrs(v3("bool", False, {}))
     assert "_FillValue" not in view_attrs(v3("bool", False, {}))[0]
+
+
+def test_the_views_leave_out_a_nan_mask_and_zarr_pythons_default_zero_fill():
+    """A NaN _FillValue would unmask netCDF-C's default fill; a v2 fill_value 0 is zarr-python's
+    default, which the netCDF4 wheel reading the store does not take as a mask either."""
+    for objs in (v2("<i4", 0, {}), v2("<f4", "NaN", {})):
+        zattrs, _, _ = view_attrs(objs)
+        assert "_FillValue" not in zattrs
+        assert "_FillValue" in nc_attrs(objs)  # the .nc file masks as xarray reads the store
+    zattrs, types, _ = view_attrs(v2("<i4", 0, {"_FillValue": 0}))  # said as an attribute: shown
+    assert zattrs["_FillValue"] == 0 and types["_FillValue"] == "<i4"
+
+
+def test_a_string_or_char_fill_attribute_passes_as_it_is():
+    """netCDF-C's NC_STRING and char variables keep their typed _FillValue in the views."""
+    for nctype, value in (("string", ["none"]), ("char", "-")):
+        fill = Attribute("_FillValue", nctype, value)
+        var = Variable("v", nctype, "|S4", [2], [2], ["/n"], attributes=[fill])
+        assert view_mask(var, "V2-ZA") is fill and cf_attributes(var, "V2-ZA", view=True) == [fill]
