@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,6 +70,36 @@ def test_open_view_validates_and_stores_writes(corpus, tmp_path):
         store.close()
     assert (root / "new" / ".zarray").is_file()
     np.testing.assert_array_equal(zarr.open_array(root / "new", mode="r")[:], np.arange(4))
+
+
+def test_open_view_writable_opens_read_only_for_zarr_mode_r_and_xarray(tmp_path):
+    """zarr's ``open_group(store, mode="r")`` asks a writable store for a read-only copy
+    (``with_read_only``); xarray's ``open_zarr`` does the same."""
+    root = tmp_path / "ocean.file"
+    shutil.copytree(Path(nczfs.__file__).parent / "samples" / "ocean.file", root)
+    store = nczfs.open_view(str(root), present="xarray")
+    try:
+        assert not store.read_only
+        group = zarr.open_group(store, mode="r")
+        assert group.store.read_only and group.store is not store
+        assert "sst" in group.array_keys()
+        with pytest.raises(ValueError, match="read-only"):
+            group.attrs["x"] = 1
+        with pytest.raises(ValueError, match="read-only"):
+            sync(group.store.set("x/.zattrs", default_buffer_prototype().buffer.from_bytes(b"{}")))
+        ds = xr.open_zarr(store, consolidated=False)
+        np.testing.assert_array_equal(ds["sst"].values, group["sst"][:])
+        group.store.close()  # a copy's close leaves the view open
+        assert sync(store.exists("sst/.zarray"))
+    finally:
+        store.close()
+    assert not (root / "x").exists()
+    ro = nczfs.open_view(str(root), read_only=True)
+    try:
+        with pytest.raises(ValueError, match="read_only=True"):
+            ro.with_read_only(False)
+    finally:
+        ro.close()
 
 
 async def _collect(it):
