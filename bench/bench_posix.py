@@ -107,6 +107,7 @@ class Lab:
             elif name == "s3":
                 server = self.s3()
                 source, args = f"s3://{self.bucket}/nczfs-{int(time.time())}", ["--endpoint-url", server.endpoint]
+                args += ["-o", "posix_meta"]  # symlinks (and modes, owners) kept in objects' metadata need it
             else:
                 raise ValueError(name)
             subprocess.run([*NCZFS, "mount", source, str(mnt), "--log-file", str(log), "-o", "allow_other",

@@ -69,6 +69,12 @@ class NotSupported(NczfsError):
     errno = _errno.ENOTSUP
 
 
+class NotPermitted(NczfsError):
+    """EPERM: what symlink(2) and mknod(2) answer where the file system cannot hold that type."""
+
+    errno = _errno.EPERM
+
+
 class Stale(NczfsError):
     errno = _errno.ESTALE
 

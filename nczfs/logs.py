@@ -198,12 +198,18 @@ def setup(dest: Destination, level: str = "info", fmt: str = "text", default_fil
     set_level(level)
 
 
+#: libraries whose lines below these levels only trace shows: pyfuse3's and trio's own
+#: debugging, and numcodecs' "Registering codec" lines, which its import (in the background after
+#: the mount is ready) writes once, among the first requests' lines at debug (issue 43)
+QUIET_BELOW = {"pyfuse3": logging.WARNING, "trio": logging.WARNING, "numcodecs": logging.INFO}
+
+
 def set_level(name: str) -> None:
-    """Log at ``name`` from now on (pyfuse3 and trio say more only at trace)."""
+    """Log at ``name`` from now on (the libraries of :data:`QUIET_BELOW` say more only at trace)."""
     levelno = LEVELS[name]
     logging.getLogger().setLevel(levelno)
-    for noisy in ("pyfuse3", "trio"):
-        logging.getLogger(noisy).setLevel(logging.NOTSET if levelno <= TRACE else logging.WARNING)
+    for noisy, floor in QUIET_BELOW.items():
+        logging.getLogger(noisy).setLevel(logging.NOTSET if levelno <= TRACE else max(levelno, floor))
     STATE["log-level"] = name
 
 

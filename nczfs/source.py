@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
@@ -85,10 +86,25 @@ def _is_s3_http(host: str, modes: frozenset[str]) -> bool:
     return bool(modes & {"s3", "gs3"}) or host.endswith(".amazonaws.com") or host == "storage.googleapis.com"
 
 
+def escaped(text: str) -> str:
+    """``text`` with its control characters as Python escapes (``\\n``, ``\\x00``), quoted."""
+    return "'" + "".join(repr(c)[1:-1] if unicodedata.category(c) == "Cc" else c for c in text) + "'"
+
+
+def check_no_control_characters(what: str, text: str) -> None:
+    """A SOURCE or MOUNTPOINT holding a control character (a newline pasted with it) is refused:
+    no URL holds one, and a path that does is a mistake far more often than a name."""
+    bad = sorted({repr(c)[1:-1] for c in text if unicodedata.category(c) == "Cc"})
+    if bad:
+        raise SourceError(f"{what} {escaped(text)} holds a control character ({', '.join(bad)}); "
+                          f"give it without")
+
+
 def parse_source(text: str, cwd: str | None = None) -> Source:
     """Turn the SOURCE argument into a :class:`Source`, or raise SourceError with a one-line reason."""
     if not text or not text.strip():
         raise SourceError("empty SOURCE")
+    check_no_control_characters("SOURCE", text)
     cwd = cwd or os.getcwd()
     body, params, scheme, parts = _split(text)
     modes = _modes(params, text)

@@ -51,13 +51,26 @@ class NczfsZarrStore(Store):
     supports_listing = True
     supports_partial_writes = False
 
-    def __init__(self, config: MountConfig, sync_store, trio_thread: _TrioThread, stack) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(read_only=config.read_only or sync_store.read_only)
+    def __init__(self, config: MountConfig, sync_store, trio_thread: _TrioThread, stack,  # type: ignore[no-untyped-def]
+                 read_only: bool = False, owner: "NczfsZarrStore | None" = None) -> None:
+        super().__init__(read_only=read_only or config.read_only or sync_store.read_only)
         self.config = config
         self._sync_store = sync_store
         self._trio = trio_thread
         self._stack = stack
-        self._is_open = True  # zarr's flag: nothing more to open
+        self._owner = owner  # a copy (``with_read_only``) shares its owner's stack and thread
+        self._is_open = owner is None  # zarr's flag: the owner has nothing more to open
+
+    def with_read_only(self, read_only: bool = False) -> "NczfsZarrStore":
+        """The same view with ``read_only`` set (zarr's ``open_group(store, mode="r")`` asks for
+        one): it shares this store's stack, so closing it stores nothing and stops nothing."""
+        owner = self._owner or self
+        if owner._trio is None:
+            raise ValueError(f"{self!r} is closed")
+        if not read_only and (self.config.read_only or self._sync_store.read_only):
+            why = "read_only=True" if self.config.read_only else "a read-only source"
+            raise ValueError(f"{self!r} was opened with {why}: open_view again without it to write")
+        return type(self)(self.config, self._sync_store, owner._trio, self._stack, read_only=read_only, owner=owner)
 
     @classmethod
     def open(cls, config: MountConfig) -> "NczfsZarrStore":  # type: ignore[override]
@@ -85,7 +98,10 @@ class NczfsZarrStore(Store):
 
     async def _call(self, name: str, *args: Any) -> Any:
         method = getattr(self._stack, name)
-        return await asyncio.to_thread(self._trio.call, method, *args)
+        trio_thread = (self._owner or self)._trio
+        if trio_thread is None:
+            raise ValueError(f"{self!r} is closed")
+        return await asyncio.to_thread(trio_thread.call, method, *args)
 
     def __eq__(self, other: object) -> bool:
         return self is other
@@ -160,8 +176,10 @@ class NczfsZarrStore(Store):
             yield entry.name
 
     def close(self) -> None:
-        """Store what was written, then stop the store's thread (idempotent)."""
-        if self._trio is None:
+        """Store what was written, then stop the store's thread (idempotent; a read-only copy
+        only marks itself closed: its owner holds the stack)."""
+        if self._owner is not None or self._trio is None:
+            super().close()
             return
         try:
             self._trio.call(self._stack.sync)

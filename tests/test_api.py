@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,6 +73,36 @@ def test_open_view_validates_and_stores_writes(corpus, tmp_path):
     np.testing.assert_array_equal(zarr.open_array(root / "new", mode="r")[:], np.arange(4))
 
 
+def test_open_view_writable_opens_read_only_for_zarr_mode_r_and_xarray(tmp_path):
+    """zarr's ``open_group(store, mode="r")`` asks a writable store for a read-only copy
+    (``with_read_only``); xarray's ``open_zarr`` does the same."""
+    root = tmp_path / "ocean.file"
+    shutil.copytree(Path(nczfs.__file__).parent / "samples" / "ocean.file", root)
+    store = nczfs.open_view(str(root), present="xarray")
+    try:
+        assert not store.read_only
+        group = zarr.open_group(store, mode="r")
+        assert group.store.read_only and group.store is not store
+        assert "sst" in group.array_keys()
+        with pytest.raises(ValueError, match="read-only"):
+            group.attrs["x"] = 1
+        with pytest.raises(ValueError, match="read-only"):
+            sync(group.store.set("x/.zattrs", default_buffer_prototype().buffer.from_bytes(b"{}")))
+        ds = xr.open_zarr(store, consolidated=False)
+        np.testing.assert_array_equal(ds["sst"].values, group["sst"][:])
+        group.store.close()  # a copy's close leaves the view open
+        assert sync(store.exists("sst/.zarray"))
+    finally:
+        store.close()
+    assert not (root / "x").exists()
+    ro = nczfs.open_view(str(root), read_only=True)
+    try:
+        with pytest.raises(ValueError, match="read_only=True"):
+            ro.with_read_only(False)
+    finally:
+        ro.close()
+
+
 async def _collect(it):
     return [x async for x in it]
 
@@ -91,6 +123,40 @@ def test_mounted_makes_a_mount_xarray_writes_through_and_unmounts_on_exit(dirs, 
         pid = m.pid
     assert not is_mounted(mnt) and not os.path.exists(f"/proc/{pid}")
     assert xr.open_zarr(src / "d.zarr", consolidated=False)["t"].values.tolist() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("present, zarr_format", [("as-stored", 3), ("as-stored", 2), ("xarray", 2)])
+def test_to_zarr_mode_w_into_a_folder_of_the_mount_point_replaces_the_store_each_time(dirs, tmp_path, present,
+                                                                                       zarr_format):
+    """``to_zarr(path, mode="w")`` removes ``path`` itself first: a mount point cannot be removed
+    (EBUSY), a folder under it can, so the API's documented place is ``mnt.path / "NAME.zarr"``.
+    Through the ``xarray`` view (pure Zarr v2) the group's empty ``.zattrs`` is listed, so that
+    the removal takes it too (it was hidden: ENOTEMPTY)."""
+    src, mnt = dirs
+    first = xr.Dataset({"a": (("x",), np.arange(4.0))})
+    second = xr.Dataset({"b": (("y",), np.arange(3, dtype="i4"))}, attrs={"run": 2})
+    with nczfs.mounted(str(src), mnt, present=present, log_file=str(tmp_path / "log")) as m:
+        first.to_zarr(m.path / "x.zarr", mode="w", zarr_format=zarr_format)
+        second.to_zarr(m.path / "x.zarr", mode="w", zarr_format=zarr_format)  # replaces the store: "a" is gone
+        assert list(xr.open_zarr(m.path / "x.zarr").data_vars) == ["b"]
+    stored = xr.open_zarr(src / "x.zarr")
+    assert list(stored.data_vars) == ["b"] and stored.attrs["run"] == 2
+    np.testing.assert_array_equal(stored["b"].values, [0, 1, 2])
+    assert not (src / "x.zarr" / "a").exists()
+
+
+@pytest.mark.fuse
+def test_to_zarr_mode_w_at_the_mount_point_deletes_what_it_holds_then_fails_ebusy(dirs, tmp_path):
+    """Why the docs say to write into a folder: zarr's ``mode="w"`` removes the path itself."""
+    src, mnt = dirs
+    (src / "keep").mkdir()
+    (src / "keep" / "f").write_text("x")
+    with nczfs.mounted(str(src), mnt, log_file=str(tmp_path / "log")) as m:
+        with pytest.raises(OSError) as err:
+            xr.Dataset({"a": (("x",), np.arange(4.0))}).to_zarr(m.path, mode="w")
+        assert err.value.errno == errno.EBUSY
+    assert list(src.iterdir()) == []
 
 
 @pytest.mark.fuse

@@ -59,6 +59,25 @@ def test_a_bad_url_or_contradictory_mode_is_one_line_and_exit_2(dirs, source, re
     assert reason in line and not is_mounted(mnt)
 
 
+@pytest.mark.parametrize("source, shown, char", [("s3://bkt/p\n#mode=s3", r"'s3://bkt/p\n#mode=s3'", r"\n"),
+                                                 ("s3://bkt/p\r", r"'s3://bkt/p\r'", r"\r"),
+                                                 ("\x1b[31ms3://bkt/p", r"'\x1b[31ms3://bkt/p'", r"\x1b")],
+                         ids=["newline", "carriage-return", "escape"])
+def test_a_source_holding_a_control_character_is_one_line_and_exit_2(dirs, source, shown, char):
+    """A newline pasted into SOURCE: refused before any daemon starts (it was 'warning: error
+    s3://bkt/p' and 'the daemon exited before the mount was ready', exit 1)."""
+    _, mnt = dirs
+    line = _one_line_error(run_nczfs("mount", source, str(mnt), "--endpoint-url", "http://127.0.0.1:9"))
+    assert line == f"nczfs: SOURCE {shown} holds a control character ({char}); give it without"
+    assert not is_mounted(mnt)
+
+
+def test_a_mountpoint_holding_a_control_character_is_one_line_and_exit_2(dirs):
+    src, mnt = dirs
+    line = _one_line_error(run_nczfs("mount", str(src), f"{mnt}\n"))
+    assert line == f"nczfs: MOUNTPOINT '{mnt}\\n' holds a control character (\\n); give it without"
+
+
 def test_missing_mountpoint(dirs, tmp_path):
     src, _ = dirs
     assert "missing" in _one_line_error(run_nczfs("mount", str(src), str(tmp_path / "missing")))

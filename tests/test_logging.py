@@ -281,3 +281,37 @@ def test_a_running_daemon_changes_level_on_sigusr2_and_log_level(src, tmp_path):
         assert "log level now warning" in log.read_text()
         bad = run_nczfs("log-level", str(m.path), "loud")
         assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def _debug_lines_of_work(backend, mnt, log, *args: str, switch_to: str | None = None) -> list[str]:
+    """The debug lines (without time and pid) a write, a copy and a rename log on a mount."""
+    with mounted(backend, mnt, *args, log=log) as m:
+        if switch_to:
+            res = run_nczfs("log-level", str(m.path), switch_to)
+            assert res.returncode == 0, res.stderr
+        start = len(log.read_text().splitlines())
+        (m.path / "d" / "w").write_bytes(b"x" * 5000)
+        subprocess.run(["cp", str(m.path / "d" / "w"), str(m.path / "d" / "c")], check=True)
+        os.rename(m.path / "d" / "c", m.path / "d" / "r")
+        assert run_nczfs("sync", str(m.path)).returncode == 0
+        lines = log.read_text().splitlines()[start:]
+    return [line.split(" ", 4)[4] for line in lines if line.split(" ")[3:4] == ["DEBUG"]]
+
+
+@pytest.mark.fuse
+def test_log_level_debug_on_a_running_mount_logs_what_a_mount_started_at_debug_logs(tmp_path):
+    """A write, a copy (cp) and a rename log the same debug lines after ``nczfs log-level MNT
+    debug`` as on a mount started at debug; the library lines a one-off import writes (numcodecs'
+    codec registrations, in the background after the mount is ready) are trace's, not debug's."""
+    runs = {}
+    for how, args, switch in (("started", ("--log-level", "debug"), None), ("switched", (), "debug")):
+        src = tmp_path / f"src-{how}"
+        (src / "d").mkdir(parents=True)
+        runs[how] = _debug_lines_of_work(DirectoryBackend(src), tmp_path / f"mnt-{how}", tmp_path / f"{how}.log",
+                                         *args, switch_to=switch)
+    assert runs["switched"] == runs["started"]
+    assert "nczfs.fs.writeback: stored 'd/w': 5000 bytes" in runs["switched"]
+    assert "nczfs.fs.writeback: stored 'd/c': 5000 bytes" in runs["switched"]
+    assert "nczfs.fs.namespace: renamed 'd/c' to 'd/r'" in runs["switched"]
+    started = (tmp_path / "started.log").read_text()
+    assert "Registering codec" not in started  # numcodecs' import: not a line of debug

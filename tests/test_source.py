@@ -77,3 +77,26 @@ def test_memory_source():
 def test_empty_source():
     with pytest.raises(SourceError):
         parse_source("  ")
+
+
+def test_a_control_character_in_source_is_refused_naming_it_escaped():
+    with pytest.raises(SourceError, match=r"^SOURCE 's3://bkt/p\\n#mode=s3' holds a control character \(\\n\)"):
+        parse_source("s3://bkt/p\n#mode=s3")
+    with pytest.raises(SourceError, match=r"\\x00"):
+        parse_source("/data/x\x00y")
+    assert parse_source("s3://bkt/p\u00e9t\u00e9").backend == "s3"  # non-ASCII letters are no control characters
+
+
+def test_the_daemon_reports_a_message_with_a_line_break_as_one_line():
+    """The ready pipe is line based: a message holding a newline would read as a warning and
+    no answer ('the daemon exited before the mount was ready')."""
+    import os
+
+    from nczfs.cli.daemon import _reporter
+
+    r, w = os.pipe()
+    ready, warn = _reporter(w)
+    warn("a\nb")
+    ready("c\r\nd")
+    with os.fdopen(r, "rb") as f:
+        assert f.read() == b"warning a\\nb\nerror c\\r\\nd\n"

@@ -121,10 +121,15 @@ def _reporter(fd: int):  # type: ignore[no-untyped-def]
     ``warning MSG`` lines, then ``ok`` or ``error MSG``; the pipe is closed once ready."""
 
     def ready(err: str | None) -> None:
-        os.write(fd, b"ok\n" if err is None else f"error {err}\n".encode())
+        os.write(fd, b"ok\n" if err is None else f"error {_one_line(err)}\n".encode())
         os.close(fd)
 
     def warn(msg: str) -> None:
-        os.write(fd, f"warning {msg}\n".encode())
+        os.write(fd, f"warning {_one_line(msg)}\n".encode())
 
     return ready, warn
+
+
+def _one_line(msg: str) -> str:
+    """A message as one line of the pipe's protocol (a line break in it would end the message)."""
+    return msg.replace("\r", "\\r").replace("\n", "\\n")

@@ -12,7 +12,7 @@ from nczfs.config import ICECHUNK_OPTIONS, MountConfig, default_metadata_ttl, so
 from nczfs.errors import SourceError
 from nczfs.mounttable import is_fuse_mount, kernel_path
 from nczfs.optionvalues import metrics_address, parse_size, present_view, validate_mode
-from nczfs.source import Source, parse_source
+from nczfs.source import Source, check_no_control_characters, parse_source
 
 
 def build_config(args: argparse.Namespace) -> MountConfig:
@@ -24,6 +24,7 @@ def build_config(args: argparse.Namespace) -> MountConfig:
 
 def _build_config(args: argparse.Namespace) -> MountConfig:
     source = parse_source(args.source)
+    check_no_control_characters("MOUNTPOINT", args.mountpoint)
     values = source_values(args)
     _source_flags(args, values, source.backend)
     _logging_flags(args, values)

@@ -312,6 +312,7 @@ class Namespace(Listing):
             await self._rename_dir(src_path, dst_path, dst)
         else:
             stored_now = await self._rename_file(src, src_path, dst_path, dst)
+        log.debug("renamed %r to %r", src_path, dst_path)
         self.table.overrides.pop(dst_path, None)
         self.table.move(src_path, dst_path, subtree=src.is_dir)
         self._keep_parent(src_path)

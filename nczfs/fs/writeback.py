@@ -268,6 +268,7 @@ class WriteBack:
                 log.error("write of %r failed: %s", node.path, str(exc) or repr(exc))
                 raise
             content.uploaded_version = version
+            log.debug("stored %r: %d bytes", node.path, info.size)
             self.attrs.kept_mtime(node, info)
             self.attrs.stored(node, info)
             self.handles.repin(node)
@@ -356,6 +357,7 @@ class WriteBack:
             except Exception as exc:
                 log.error("write of %r (renamed from %r) failed: %s", key, node.path, str(exc) or repr(exc))
                 raise
+            log.debug("stored %r (renamed from %r): %d bytes", key, node.path, info.size)
             node.mtime_ns = max(node.mtime_ns, info.mtime_ns)
             self.attrs.stored(node, info)
             content.close()

@@ -60,6 +60,7 @@ class ViewBuilder:
         facts = await self._facts(root, ds)
         synth, hidden = emit(ds, self.view, transcode=self.transcode, facts=facts, layouts=layouts)
         _place(v, root, layouts)
+        _keep_stored_attrs(synth, objects)
         v.objects = {join(root, k): self._as_stored(objects.get(k), b) for k, b in synth.items()}
         self._hide(v, root, hidden)
         return v
@@ -150,6 +151,17 @@ class ViewBuilder:
             else:  # a group (or a plain folder that may hold groups)
                 out.pop(join(crel, "zarr.json"), None)
                 await self._collect(root, crel, out)
+
+
+def _keep_stored_attrs(synth: dict[str, bytes], stored: dict[str, bytes]) -> None:
+    """A stored ``.zattrs`` of a group or array the view shows, where the view has none (no
+    attribute it shows), is shown as ``{}``: hidden, it would stay behind when a program removes
+    the folder's files it lists (``to_zarr(mode="w")``'s rmtree: ENOTEMPTY)."""
+    for key in stored:
+        folder, _, name = key.rpartition("/")
+        prefix = folder + "/" if folder else ""
+        if name == ".zattrs" and key not in synth and (prefix + ".zgroup" in synth or prefix + ".zarray" in synth):
+            synth[key] = b"{}"
 
 
 def _v3_prefixes(root: str, ds: Dataset, objects: dict[str, bytes]) -> dict[str, str]:

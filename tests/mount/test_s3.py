@@ -724,6 +724,34 @@ def test_a_bucket_reads_the_same_through_s3fs_fuse_and_nczfs(s3, tmp_path):
         subprocess.run(["fusermount3", "-u", str(s3fs_mnt)], capture_output=True)
 
 
+def test_symlink_without_posix_meta_is_refused_with_eperm_and_a_log_line(s3, tmp_path):
+    """Without -o posix_meta a lookup reads no object's metadata, the only place a symlink's
+    type is kept, so after a remount it was a regular file holding its target, silently. It is
+    refused (EPERM, as symlink(2) where a file system has no symlinks); with -o posix_meta it is
+    made and stays a symlink across remounts."""
+    with mounted(s3, tmp_path / "m1") as m:
+        (m.path / "f").write_bytes(b"target bytes")
+        with pytest.raises(OSError) as err:
+            os.symlink("f", m.path / "link")
+        assert err.value.errno == errno.EPERM
+        with pytest.raises(OSError):
+            os.symlink("f", m.path / "link2")
+        assert not os.path.lexists(m.path / "link")
+        os.mkfifo(m.path / "p")  # a fifo is still made (an empty object of that type)
+        assert sorted(os.listdir(m.path)) == ["f", "p"]
+    assert s3.keys() == ["f", "p"]
+    refusals = [line for line in m.log_text().splitlines() if "refused" in line]
+    assert len(refusals) == 1 and "symlink 'link' refused: symlinks on S3 need -o posix_meta" in refusals[0]
+    with mounted(s3, tmp_path / "m2", "-o", "posix_meta") as m:
+        os.symlink("f", m.path / "link")
+    with mounted(s3, tmp_path / "m3", "-o", "posix_meta") as m:
+        assert stat.S_ISLNK(os.lstat(m.path / "link").st_mode) and os.readlink(m.path / "link") == "f"
+        assert (m.path / "link").read_bytes() == b"target bytes"
+    with mounted(s3, tmp_path / "m4") as m:  # without it no lookup reads a type
+        assert stat.S_ISREG(os.lstat(m.path / "link").st_mode) and (m.path / "link").read_bytes() == b"f"
+        assert stat.S_ISREG(os.lstat(m.path / "p").st_mode) and os.lstat(m.path / "p").st_size == 0
+
+
 def test_objects_of_one_prefix_keep_one_put_each_at_the_mounts_defaults(s3mount):
     """Attributes reach the metadata only where they differ from the mount's defaults (a file
     made by another user, a chmod, a utime): a file written plainly costs one PUT, no COPY."""

@@ -825,7 +825,8 @@ def _fifo_passes_data(path: Path) -> bytes:
 
 def test_symlinks_fifos_sockets_and_device_nodes(backend, tmp_path):
     backend.put("f", b"target bytes")
-    with checked_mount(backend, tmp_path / "m") as m:
+    posix_meta = ("-o", "posix_meta") if backend.name == "s3" else ()  # S3: symlinks need it
+    with checked_mount(backend, tmp_path / "m", *posix_meta) as m:
         os.symlink("f", m.path / "link")
         os.symlink("nowhere/at/all", m.path / "dangling")
         os.mkfifo(m.path / "fifo", 0o640)
@@ -865,8 +866,7 @@ def test_symlinks_fifos_sockets_and_device_nodes(backend, tmp_path):
     if backend.name == "s3":
         md = backend.metadata("fifo")
         assert int(md["mode"]) == stat.S_IFIFO | 0o640 and md["uid"] == str(os.getuid())
-    remount = ("-o", "posix_meta") if backend.name == "s3" else ()  # S3: a HEAD per object looked up
-    with checked_mount(backend, tmp_path / "m2", *remount) as m:
+    with checked_mount(backend, tmp_path / "m2", *posix_meta) as m:  # S3: a HEAD per object looked up
         assert os.readlink(m.path / "link2") == "f"
         assert stat.S_ISFIFO(os.lstat(m.path / "fifo").st_mode)
         assert os.lstat(m.path / "chr").st_rdev == os.makedev(1, 3)
@@ -966,7 +966,8 @@ def test_times_follow_posix(mount):
 
 
 def test_files_made_by_another_user_through_allow_other_are_theirs(backend, public_dir, other_user):
-    with checked_mount(backend, public_dir / "m", "-o", "allow_other") as m:
+    posix_meta = ("-o", "posix_meta") if backend.name == "s3" else ()  # S3: symlinks need it
+    with checked_mount(backend, public_dir / "m", "-o", "allow_other", *posix_meta) as m:
         os.mkdir(m.path / "pub")
         os.chmod(m.path / "pub", 0o777)
         script = "; ".join([

@@ -651,7 +651,7 @@ async def test_with_posix_meta_lookups_and_listings_read_the_attributes_in_objec
     reader = ThreadedStore(S3Store(s3_server.client(), s3_server.shared_bucket, prefix, head_for_meta=True))
     await writer.set("d/f", b"x")
     await writer.set_meta("d/f", Meta(mode=st.S_IFREG | 0o600, uid=7, gid=8, mtime_ns=3_000_000_000))
-    await writer.make_node("d/l", Meta(mode=st.S_IFLNK | 0o777, uid=7, gid=8), "f")
+    await reader.make_node("d/l", Meta(mode=st.S_IFLNK | 0o777, uid=7, gid=8), "f")  # symlinks need it
     info = await reader.stat("d/f")
     assert (info.meta.mode, info.meta.uid, info.meta.gid, info.mtime_ns) == (st.S_IFREG | 0o600, 7, 8, 3_000_000_000)
     assert st.S_ISLNK((await reader.entry("d/l")).attrs.mode)

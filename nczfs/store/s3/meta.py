@@ -15,7 +15,7 @@ from typing import Any
 import botocore.exceptions
 from boto3.s3.transfer import TransferConfig
 
-from nczfs.errors import InvalidArgument, NotSupported
+from nczfs.errors import InvalidArgument, NotPermitted, NotSupported
 from nczfs.store.keys import check_key
 from nczfs.store.values import Meta, ObjectInfo
 from nczfs.store.s3.errors import code_of, translate_boto
@@ -77,6 +77,10 @@ class PosixMeta:
 
     client: Any
     bucket: str
+    #: -o posix_meta (S3Store sets it): lookups read objects' metadata, so symlinks can be made
+    head_for_meta: bool = False
+    #: the refusal of symlinks without it was logged
+    _said_symlinks_refused: bool = False
 
     def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         """The object's user metadata replaced by ``changes`` (every attribute the mount shows:
@@ -109,6 +113,8 @@ class PosixMeta:
         attributes in the object's metadata, as s3fs-fuse makes them."""
         check_key(key)
         self.check_writable(key)
+        if stat.S_ISLNK(meta.mode or 0) and not self.head_for_meta:
+            self._refuse_symlink(key)
         body = (target or "").encode("utf-8", "surrogateescape") if stat.S_ISLNK(meta.mode or 0) else b""
         now = time.time_ns()
         meta = Meta(mode=meta.mode, uid=meta.uid, gid=meta.gid, rdev=meta.rdev,
@@ -119,6 +125,18 @@ class PosixMeta:
         except Exception as exc:
             raise translate_boto(exc, key, "PutObject") from None
         return ObjectInfo(key, len(body), meta.mtime_ns or now, bare_etag(resp.get("ETag")), meta)
+
+    def _refuse_symlink(self, key: str) -> None:
+        """Without -o posix_meta a lookup asks no object for its metadata, the only place a
+        symlink's type is: after a remount it would be a regular file holding its target. So
+        it is refused (EPERM, as symlink(2) on a file system without symlinks), said in the log
+        once a mount."""
+        why = ("symlinks on S3 need -o posix_meta (the type is kept in the object's metadata, "
+               "which only -o posix_meta reads back; without it a remount would show a regular file)")
+        if not self._said_symlinks_refused:
+            self._said_symlinks_refused = True
+            log.warning("symlink %r refused: %s", key, why)
+        raise NotPermitted(f"{key!r}: {why}")
 
     def readlink(self, key: str) -> str:
         check_key(key)
