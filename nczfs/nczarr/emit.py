@@ -67,13 +67,15 @@ def _json_number(v: Any) -> Any:
 def _cf_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None) -> list[Attribute]:
     """What netCDF views add to an array of a type netCDF has not, in CF's terms (where the array
     has no attribute of that name): bool as byte with flag_values/flag_meanings, times as int64
-    counts with units (and calendar) that cftime and netCDF4.num2date decode, NaT as _FillValue; in
+    counts with units (and calendar) that cftime and netCDF4.num2date decode, NaT as _FillValue;
+    bool also with ``dtype = "bool"``, xarray's netCDF convention that restores bool; in
     the netcdf-4.9 view, a string array's ``_nczarr_maxstrlen``."""
     if view == "xarray":
         return []
     out = []
-    if var.dtype == "bool":
-        out += [Attribute("flag_values", "byte", [0, 1]), Attribute("flag_meanings", "char", "false true")]
+    if var.is_bool:  # xarray's netCDF convention restores bool from dtype; CF tools read the flags
+        out += [Attribute("dtype", "char", "bool"), Attribute("flag_values", "byte", [0, 1]),
+                Attribute("flag_meanings", "char", "false true")]
     elif var.dtype in ("numpy.datetime64", "numpy.timedelta64"):
         unit = TIME_UNITS.get(var.dtype_config.get("unit", ""), "")
         if isinstance(plan, Recode) and plan.divide == 1000:
@@ -103,6 +105,8 @@ def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None)
     dtype, chunks, order, compressor, filters = _chunks_as_shown(v2, view, plan)
     shape, chunks, dtype, sep = _typed_for(var, view, var.shape, chunks, dtype, v2.separator)
     fill = _xarray_v3_fill(var, dtype) if from_v3 and view == "xarray" else _fill(var)
+    if var.nctype == "string" and fill == "":
+        fill = None  # netCDF-C's own fill for strings; as a v2 fill_value xarray would mask every ""
     if not shape and view != "xarray":  # a zero-rank Zarr array, shown as an NCZarr scalar
         shape, chunks = [1], [1]
     out = {"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dtype,
