@@ -104,3 +104,18 @@ def test_debian_ncdump_reads_every_string_through_netcdf_4_9(source, tmp_path, n
                 rows = [b"".join(c for c in row.compressed()).rstrip(b"\0") for row in nc[s][:]]
                 assert [r.decode("utf-8") for r in rows] == DATA[s].tolist(), s
             assert nc["flags"][:].tolist() == [1, 0, 1, 0] and nc["flags"].getncattr("dtype") == "bool"
+
+
+def test_nc_file_strings_widen_when_a_longer_string_is_written(tmp_path):
+    """The width of variable-length strings comes from a scan of their chunks, repeated when one
+    changes: a longer string written through the mount is read whole from the rebuilt file."""
+    src = tmp_path / "src"
+    xr.Dataset({"names": (("n",), DATA["names"])}).to_zarr(src / "s.zarr", zarr_format=2, consolidated=False)
+    with mounted(DirectoryBackend(src), tmp_path / "m", "--nc-files", "-o", "metadata_ttl=0") as m:
+        with xr.open_dataset(m.path / "s.zarr.nc", engine="netcdf4") as got:
+            assert got["names"].values.tolist() == DATA["names"].tolist()
+        longer = ["a much longer string", "b", "ç", ""]
+        xr.Dataset({"names": (("n",), np.array(longer, dtype=object))}).to_zarr(
+            m.path / "s.zarr", mode="r+", consolidated=False)
+        with xr.open_dataset(m.path / "s.zarr.nc", engine="netcdf4", cache=False) as got:
+            assert got["names"].values.tolist() == longer
