@@ -278,7 +278,7 @@ class _Builder:
         if var.nctype == "string" and not _FIXED_STRING.match(v2.dtype) and (
                 v2.dtype != "|O" or self.maxlen(var) is None):
             self.leave_out(what, f"variable-length strings ({var.dtype}) whose longest value is not known "
-                                 "(chunks not scanned: sharded, or read by nczfs inspect)")
+                                 "(their chunks not scanned: sharded)")
             return None
         return v2
 

@@ -57,7 +57,20 @@ def test_without_a_scan_variable_length_strings_are_left_out_with_the_reason(wri
     _, ds, files = files_of(written, "x.zarr")
     dtype = next(v.dtype for v in ds.root.variables if v.name == "names")
     assert files["x.zarr.nc"].left_out == [f"/names: variable-length strings ({dtype}) whose longest value is not "
-                                           "known (chunks not scanned: sharded, or read by nczfs inspect)"]
+                                           "known (their chunks not scanned: sharded)"]
+
+
+def test_inspect_scans_the_strings_as_the_mount_does(written):
+    """``nczfs inspect`` names the file the mount shows, of the same size, leaving nothing out."""
+    from tests.helpers import run_nczfs
+
+    res = run_nczfs("inspect", str(written / "x.zarr"))
+    assert res.returncode == 0, res.stderr
+    store, ds, _ = files_of(written, "x.zarr")
+    facts = trio.run(ChunkFacts(ThreadedStore(store)).of, "x.zarr", ds, False)
+    gf = group_file(ds, "/", "x.zarr", v3_encodings(ds, lambda k: store.get(f"x.zarr/{k}")), facts)
+    lines = [line for line in res.stdout.splitlines() if line.startswith("// nc file")]
+    assert lines == [f"// nc file: x.zarr.nc (CDF-1, {gf.layout.size} bytes)"], res.stdout
 
 
 @pytest.mark.parametrize("view", ["netcdf-4.10", "netcdf-4.9.1", "netcdf-4.9"])
