@@ -105,8 +105,8 @@ def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None)
     dtype, chunks, order, compressor, filters = _chunks_as_shown(v2, view, plan)
     shape, chunks, dtype, sep = _typed_for(var, view, var.shape, chunks, dtype, v2.separator)
     fill = _xarray_v3_fill(var, dtype) if from_v3 and view == "xarray" else _fill(var)
-    if from_v3 and var.nctype == "string" and fill == "":  # v3: a missing chunk's fill, no mask
-        fill = None  # netCDF-C's own fill for strings; as a v2 fill_value xarray would mask every ""
+    if from_v3 and (var.nctype == "string" and fill == "" or var.is_bool and fill == 0):
+        fill = None  # v3's is no mask: xarray would mask every "" or false; netCDF-C reads missing chunks as ""/0
     if not shape and view != "xarray":  # a zero-rank Zarr array, shown as an NCZarr scalar
         shape, chunks = [1], [1]
     out = {"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dtype,

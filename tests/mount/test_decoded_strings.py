@@ -74,8 +74,8 @@ def test_nc_files_decode_strings_and_bool_as_xarray_reads_the_store(source, tmp_
 def test_netcdf_views_decode_strings_and_bool_as_xarray_reads_the_store(source, tmp_path, name, view):
     """Through the netCDF4 wheel (NC_STRING) and xarray over it: strings as str, bool as bool.
     xarray's zarr engine reads the same view's strings as the bytes netCDF-C is shown (fixed
-    width, UTF-8): decoded, they are the same; its bool is bool (Zarr v3's values only where
-    they are not false: the fill_value 0 a view shows for v3's false is the mask xarray reads)."""
+    width, UTF-8): decoded, they are the same; its bool is bool, false not masked (Zarr v3's fill
+    false is no mask: shown as no fill_value, which netCDF-C reads missing chunks of as 0 too)."""
     want = direct(source, name)
     with mounted(DirectoryBackend(source), tmp_path / "m", "--read-only", "--present", view) as m:
         url = f"file://{m.path / name}#mode=nczarr,file"
@@ -87,9 +87,7 @@ def test_netcdf_views_decode_strings_and_bool_as_xarray_reads_the_store(source, 
             with xr.open_dataset(url, engine="netcdf4") as got:
                 assert_decoded_equal(got, want, url)
         zarr_read = xr.open_zarr(m.path / name, consolidated=False, zarr_format=2)
-        assert zarr_read["flags"].dtype == bool
-        if name == "v2.zarr":  # v3's fill_value (false) is the view's v2 fill_value 0: xarray masks it
-            assert zarr_read["flags"].values.tolist() == DATA["flags"].tolist()
+        assert zarr_read["flags"].dtype == bool and zarr_read["flags"].values.tolist() == DATA["flags"].tolist()
         for s in ("names", "fixed"):
             assert [b.decode("utf-8") for b in zarr_read[s].values.tolist()] == want[s].values.tolist()
 
@@ -119,3 +117,25 @@ def test_nc_file_strings_widen_when_a_longer_string_is_written(tmp_path):
             m.path / "s.zarr", mode="r+", consolidated=False)
         with xr.open_dataset(m.path / "s.zarr.nc", engine="netcdf4", cache=False) as got:
             assert got["names"].values.tolist() == longer
+
+
+def test_a_missing_chunk_of_zarr_v3_bool_reads_false_and_no_false_is_masked(tmp_path):
+    """zarr-python writes no chunk that is all fill (false): through the netCDF views it reads as
+    false, and xarray's zarr engine masks no false (before: the view's fill_value 0 masked every
+    false, which then read as True)."""
+    src = tmp_path / "src"
+    ds = xr.Dataset({"flags": (("n",), np.array([True, False, False, False]))})
+    ds["flags"].encoding["chunks"] = (2,)
+    ds.to_zarr(src / "b.zarr", zarr_format=3, consolidated=False)
+    assert sorted(p.name for p in (src / "b.zarr" / "flags" / "c").iterdir()) == ["0"]
+    want = [True, False, False, False]
+    for view in ("netcdf-4.10", "netcdf-4.9"):
+        with mounted(DirectoryBackend(src), tmp_path / view, "--read-only", "--present", view) as m:
+            zarr_read = xr.open_zarr(m.path / "b.zarr", consolidated=False, zarr_format=2)
+            assert zarr_read["flags"].values.tolist() == want, view
+            if view == "netcdf-4.10":
+                with xr.open_dataset(f"file://{m.path / 'b.zarr'}#mode=nczarr,file", engine="netcdf4") as got:
+                    assert got["flags"].values.tolist() == want
+            else:
+                with debian_read(m.path / "b.zarr", tmp_path) as nc:
+                    assert nc["flags"][:].tolist() == [1, 0, 0, 0]
