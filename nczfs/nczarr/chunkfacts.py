@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from nczfs.errors import KeyNotFound
 from nczfs.nczarr.model import Dataset, Variable
 from nczfs.nczarr.transcode import Codecs
 from nczfs.nczarr.v2form import V2Array, v3_to_v2
 from nczfs.nczarr.validate import is_metadata_key
 from nczfs.store.base import Store
 from nczfs.store.keys import join
+from nczfs.store.values import ObjectInfo
 from nczfs.threads import run_blocking
 
 
@@ -53,10 +55,24 @@ class ChunkFacts:
                 out[path] = await self.scan(join(root, path), Codecs(v2.compressor, tuple(v2.filters or ())), ns)
         return out
 
+    async def _chunks(self, prefix: str) -> list[tuple[str, ObjectInfo]]:
+        """Every chunk below ``prefix`` with its version, from the listings (stat where they lack it)."""
+        out = []
+        try:
+            entries = await self.inner.list_dir(prefix)
+        except KeyNotFound:
+            return out
+        for e in entries:
+            key = join(prefix, e.name)
+            if e.is_dir:
+                out.extend(await self._chunks(key))
+            elif not is_metadata_key(key):
+                out.append((key, e.info if e.info is not None else await self.inner.stat(key)))
+        return out
+
     async def scan(self, array: str, codecs: Codecs, ns: bool) -> dict:
         """The facts of the chunks below ``array`` (``ns``: times; else strings)."""
-        chunks = [(k, await self.inner.stat(k)) for k in await self.inner.list_prefix(array)
-                  if not is_metadata_key(k)]
+        chunks = sorted(await self._chunks(array))
         signature = (ns, tuple((k, i.etag, i.size) for k, i in chunks))
         cached = self._scans.get(array)
         if cached is not None and cached[0] == signature:
