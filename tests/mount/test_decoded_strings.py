@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.helpers import DirectoryBackend, mounted
+from tests.helpers import DirectoryBackend, S3Backend, mounted
 from tests.mount.test_view_recode import debian_read
 
 pytestmark = pytest.mark.fuse
@@ -55,11 +55,22 @@ def assert_decoded_equal(got, want, path):
             assert all(isinstance(x, str) for x in g.ravel()), f"{path}: {name} is {g.dtype}, not str"
 
 
+def backend_of(kind, source, request):
+    """The datasets of ``source`` on a directory, or copied to S3 (SeaweedFS on 127.0.0.1)."""
+    if kind == "directory":
+        return DirectoryBackend(source)
+    server = request.getfixturevalue("s3_server")
+    backend = S3Backend(server, server.shared_bucket, server.new_prefix())
+    backend.put_many({str(p.relative_to(source)): p.read_bytes() for p in source.rglob("*") if p.is_file()})
+    return backend
+
+
+@pytest.mark.parametrize("kind", ["directory", "s3"])
 @pytest.mark.parametrize("name", ["v2.zarr", "v3.zarr"])
-def test_nc_files_decode_strings_and_bool_as_xarray_reads_the_store(source, tmp_path, name):
+def test_nc_files_decode_strings_and_bool_as_xarray_reads_the_store(source, tmp_path, name, kind, request):
     """Before: the variable-length strings vanished (and v3's fixed strings, v2's bool), bool
     came back int8."""
-    with mounted(DirectoryBackend(source), tmp_path / "m", "--read-only", "--nc-files") as m:
+    with mounted(backend_of(kind, source, request), tmp_path / "m", "--read-only", "--nc-files") as m:
         nc = m.path / f"{name}.nc"
         with xr.open_dataset(nc, engine="netcdf4") as got:
             assert_decoded_equal(got, direct(source, name), nc)
