@@ -38,14 +38,19 @@ def inspect(source: Source, **options) -> str:
 
 def nc_file_lines(ds, source: Source, objects: StoreObjects) -> list[str]:
     """The .nc files ``-o nc_files`` shows for the dataset (at a mount's root), and what each
-    leaves out."""
+    leaves out (variable-length strings' chunks scanned for their width, as the mount does)."""
+    import trio
+
+    from nczfs.nczarr.chunkfacts import ChunkFacts
     from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
     from nczfs.nczarr.ncfiles import root_name
+    from nczfs.threads import ThreadedStore
 
     out = []
     encodings = v3_encodings(ds, objects.get)
+    facts = trio.run(ChunkFacts(ThreadedStore(objects.store)).of, "", ds, False)
     for name, group in file_names(ds, root_name(source)).items():
-        gf = group_file(ds, group, "", encodings)
+        gf = group_file(ds, group, "", encodings, facts)
         out.append(f"// nc file: {name} ({gf.format}, {gf.layout.size} bytes)")
         out.extend(f"// nc file {name} leaves out {why}" for why in gf.left_out)
     return out

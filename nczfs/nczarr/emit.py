@@ -67,13 +67,15 @@ def _json_number(v: Any) -> Any:
 def _cf_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None) -> list[Attribute]:
     """What netCDF views add to an array of a type netCDF has not, in CF's terms (where the array
     has no attribute of that name): bool as byte with flag_values/flag_meanings, times as int64
-    counts with units (and calendar) that cftime and netCDF4.num2date decode, NaT as _FillValue; in
+    counts with units (and calendar) that cftime and netCDF4.num2date decode, NaT as _FillValue;
+    bool also with ``dtype = "bool"``, xarray's netCDF convention that restores bool; in
     the netcdf-4.9 view, a string array's ``_nczarr_maxstrlen``."""
     if view == "xarray":
         return []
     out = []
-    if var.dtype == "bool":
-        out += [Attribute("flag_values", "byte", [0, 1]), Attribute("flag_meanings", "char", "false true")]
+    if var.is_bool:  # xarray's netCDF convention restores bool from dtype; CF tools read the flags
+        out += [Attribute("dtype", "char", "bool"), Attribute("flag_values", "byte", [0, 1]),
+                Attribute("flag_meanings", "char", "false true")]
     elif var.dtype in ("numpy.datetime64", "numpy.timedelta64"):
         unit = TIME_UNITS.get(var.dtype_config.get("unit", ""), "")
         if isinstance(plan, Recode) and plan.divide == 1000:

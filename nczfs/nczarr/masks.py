@@ -83,7 +83,7 @@ def decode_fill(raw: Any, nctype: str | None) -> list | None:
 
 def mask(var: Variable, flavor: str) -> Attribute | None:
     """The ``_FillValue`` a CF reader masks ``var`` with, typed as ``var`` (None: no mask)."""
-    if var.dtype in ("bool", "|b1") or var.nctype is None:
+    if var.is_bool or var.nctype is None:
         return None
     attr = next((a for a in var.attributes if a.name == "_FillValue"), None)
     if attr is None or attr.nctype != var.nctype:

@@ -66,6 +66,11 @@ class Variable:
     scalar: bool = False
     attributes: list[Attribute] = field(default_factory=list)
 
+    @property
+    def is_bool(self) -> bool:
+        """A boolean array (Zarr v3 ``bool``, numpy's ``|b1``), shown to netCDF readers as byte."""
+        return self.dtype in ("bool", "|b1", "<b1", ">b1")
+
 
 @dataclass
 class Group:

@@ -44,14 +44,19 @@ def char_fill(var: Variable, nctype: str, width: int) -> Attr | None:
     return Attr("_FillValue", "char", fill.encode("utf-8", "replace"))
 
 
-def implied_attrs(var: Variable, attrs: list[Attr], text: str) -> list[Attr]:
+def implied_attrs(var: Variable, attrs: list[Attr], utf8: bool) -> list[Attr]:
     """What readers need that the array's attributes do not say: the units of Zarr v3 times,
-    the _Encoding of xarray's strings."""
+    the _Encoding of xarray's strings (``utf8``: chars holding UTF-8), that bytes are bool
+    (xarray's netCDF convention, ``dtype = "bool"``; CF's flag_values and flag_meanings)."""
     out = []
+    have = {a.name for a in attrs}
+    if var.is_bool:
+        out += [Attr(n, t, d) for n, t, d in (("dtype", "char", b"bool"), ("flag_values", "byte", b"\x00\x01"),
+                                              ("flag_meanings", "char", b"false true")) if n not in have]
     if var.dtype in ("numpy.datetime64", "numpy.timedelta64") and not any(a.name == "units" for a in attrs):
         unit = TIME_UNITS.get(str(var.dtype_config.get("unit")), "")
         since = " since 1970-01-01" if var.dtype == "numpy.datetime64" else ""
         out.append(Attr("units", "char", f"{unit}{since}".encode()))  # CF: the int64 counts' meaning
-    if text and not any(a.name == "_Encoding" for a in attrs):
+    if utf8 and "_Encoding" not in have:
         out.append(Attr("_Encoding", "char", b"utf-8"))  # xarray decodes the chars to str
     return out

@@ -8,8 +8,10 @@ clash), its attributes as global attributes, and every variable the format has a
 * the netCDF types as they are; ``ubyte``, ``ushort``, ``uint``, ``int64``, ``uint64`` (of a
   variable or an attribute) make the file CDF-5;
 * fixed-width strings (``|S<n>``) as char arrays with one more dimension ``string<n>``;
-* numpy's unicode strings (``<U<n>``, xarray's) as UTF-8 in chars of a dimension ``string<4n>``,
-  with ``_Encoding = "utf-8"``;
+* numpy's unicode strings (``<U<n>``, Zarr v3 ``fixed_length_utf32``) as UTF-8 in chars of a
+  dimension ``string<4n>``, variable-length strings (Zarr v2 ``|O`` with vlen-utf8, v3 ``string``)
+  in chars as wide as the longest (a scan of their chunks), both with ``_Encoding = "utf-8"``;
+* bool as byte with ``dtype = "bool"`` (xarray restores bool), ``flag_values``, ``flag_meanings``;
 * a scalar as a variable without dimensions;
 * one unlimited dimension, the first one every variable using it uses as its first axis, as the
   record dimension; the others fixed at their length;
@@ -18,8 +20,8 @@ clash), its attributes as global attributes, and every variable the format has a
 A sharded Zarr v3 array's values come from its innermost chunks, each a byte range of its shard.
 
 Left out, each with its reason (``nczfs inspect`` lists them): variables of types with no netCDF
-type (complex, ``float16``, variable-length strings; Zarr v3 ``bool`` is shown as ``byte``,
-datetimes as ``int64`` with CF ``units``), variables whose codecs cannot be
+type (complex, ``float16``; datetimes are shown as ``int64`` with CF ``units``), variable-length
+strings whose chunks were not scanned (sharded), variables whose codecs cannot be
 decoded here, variables on a dimension of length 0 that is not the record dimension, names the
 classic formats refuse, string attributes of several values, attribute values out of their
 type's range. Pure computation: no I/O.
@@ -156,8 +158,8 @@ def _fill_bytes(nctype: str, dtype: str, fill: Any) -> bytes:
 
 
 class _Builder:
-    def __init__(self, ds: Dataset, group: Group, prefix: str, encodings: dict[str, str]):
-        self.ds, self.group, self.prefix, self.encodings = ds, group, prefix, encodings
+    def __init__(self, ds: Dataset, group: Group, prefix: str, encodings: dict[str, str], facts: dict[str, dict]):
+        self.ds, self.group, self.prefix, self.encodings, self.facts = ds, group, prefix, encodings, facts
         self.left_out: list[str] = []
         #: dimension key (FQN, or ``string:<n>``) -> Dim, in file order
         self.dims: dict[str, Dim] = {}
@@ -186,7 +188,14 @@ class _Builder:
         return None
 
     def unicode(self, var: Variable) -> bool:
-        return var.nctype is None and self.ds.flavor != "zarr-v3" and bool(_UNICODE.match(var.dtype))
+        """numpy's fixed-width unicode (xarray's strings; Zarr v3 ``fixed_length_utf32``)?"""
+        v2 = v3_to_v2(var) if self.ds.flavor == "zarr-v3" else var.dtype
+        return var.nctype is None and bool(_UNICODE.match(v2 if isinstance(v2, str) else v2.dtype))
+
+    def maxlen(self, var: Variable) -> int | None:
+        """The longest of ``var``'s variable-length strings (UTF-8 bytes), if its chunks were scanned."""
+        path = _join(self.group.path, var.name).lstrip("/")
+        return (self.facts.get(path) or {}).get("maxlen")
 
     def codecs(self, var: Variable) -> tuple[V2Array | None, str | None]:
         if self.ds.flavor == "zarr-v3":
@@ -252,7 +261,7 @@ class _Builder:
         if width:
             dimids.append(self.dim(f"string:{width}", f"string{width}", width))
         attrs = self.var_attrs(var, what, nctype, width)
-        attrs.extend(implied_attrs(var, attrs, text))
+        attrs.extend(implied_attrs(var, attrs, bool(text) or v2.dtype == "|O"))
         return Var(var.name, nctype, dimids, attrs), self.values(var, v2, what, dtype, stored_dtype, text, width)
 
     def storable(self, var: Variable, dims: list[Dimension], rec: Dimension | None, what: str) -> V2Array | None:
@@ -265,8 +274,10 @@ class _Builder:
         if why is not None or v2 is None:
             self.leave_out(what, why or "no codecs")
             return None
-        if var.nctype == "string" and not _FIXED_STRING.match(v2.dtype):
-            self.leave_out(what, f"variable-length strings ({var.dtype}): their width is not in the metadata")
+        if var.nctype == "string" and not _FIXED_STRING.match(v2.dtype) and (
+                v2.dtype != "|O" or self.maxlen(var) is None):
+            self.leave_out(what, f"variable-length strings ({var.dtype}) whose longest value is not known "
+                                 "(their chunks not scanned: sharded)")
             return None
         return v2
 
@@ -274,11 +285,13 @@ class _Builder:
         """(the file's type, its numpy dtype, the stored dtype, numpy's unicode dtype of
         xarray's strings or "", the width of a string's char dimension or 0)."""
         if self.unicode(var):  # numpy's fixed-width unicode (xarray's strings): UTF-8, 4 bytes a character
-            width = 4 * int(_UNICODE.match(var.dtype).group(1))  # type: ignore[union-attr]
-            text = "<" + var.dtype.lstrip("<>|")
-            return "char", f"|S{width}", text, text, width
+            width = 4 * int(_UNICODE.match(v2.dtype).group(1))  # type: ignore[union-attr]
+            return "char", f"|S{width}", v2.dtype, "<" + v2.dtype.lstrip("<>|"), width
         if var.nctype == "char":
             return "char", "|S1", "|S1", "", 0
+        if var.nctype == "string" and v2.dtype == "|O":  # as wide as the longest, UTF-8 (xarray's vlen str)
+            width = max(self.maxlen(var) or 0, 1)
+            return "char", f"|S{width}", "|O", "", width
         if var.nctype == "string":
             width = int(_FIXED_STRING.match(v2.dtype).group(1))  # type: ignore[union-attr]
             return "char", f"|S{width}", f"|S{width}", "", width
@@ -290,7 +303,8 @@ class _Builder:
         stored = tuple(var.shape)
         chunks = tuple(v2.chunks or var.chunks) if var.shape else ()  # sharded: the innermost chunks
         codecs = Codecs(v2.compressor, tuple(v2.filters or ()))
-        recode = Recode(stored_dtype, chunks, v2.order, codecs, text or dtype, chunks)
+        recode = Recode(stored_dtype, chunks, v2.order, codecs, text or dtype, chunks,
+                        text_width=width if stored_dtype == "|O" else None)
         # a sharded array's chunk keys name its shards
         sep, cprefix = (var.dimension_separator if v2.sharding is not None else v2.separator), ""
         if self.ds.flavor == "zarr-v3":
@@ -349,13 +363,16 @@ class _Builder:
         return self.attr(what, Attribute("_FillValue", nctype, got.value))
 
 
-def group_file(ds: Dataset, group: str, prefix: str = "", encodings: dict[str, str] | None = None) -> GroupFile:
+def group_file(ds: Dataset, group: str, prefix: str = "", encodings: dict[str, str] | None = None,
+               facts: dict[str, dict] | None = None) -> GroupFile:
     """The classic file of ``group`` (a path: ``/``, ``/g``) of ``ds``, stored under ``prefix``.
-    ``encodings``: Zarr v3 arrays' ``chunk_key_encoding`` names, by path (``/g/v``; default "default")."""
+    ``encodings``: Zarr v3 arrays' ``chunk_key_encoding`` names, by path (``/g/v``; default "default");
+    ``facts``: what scans of arrays' chunks found, by path (``g/v``; :mod:`nczfs.nczarr.chunkfacts`):
+    the width of variable-length strings."""
     g = ds.group(group)
     if g is None:
         raise KeyError(group)
-    return _Builder(ds, g, prefix, encodings or {}).build()
+    return _Builder(ds, g, prefix, encodings or {}, facts or {}).build()
 
 
 def v3_encodings(ds: Dataset, get: Callable[[str], bytes | None]) -> dict[str, str]:

@@ -27,6 +27,7 @@ import trio
 
 from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale
 from nczfs.nczarr import ncread
+from nczfs.nczarr.chunkfacts import ChunkFacts
 from nczfs.nczarr.ncdecoded import DecodedChunks
 from nczfs.nczarr.ncfile import Values
 from nczfs.nczarr.ncversions import Built, NcVersion, build_files
@@ -61,6 +62,8 @@ class NcFilesStore(WrapperStore):
         self._building: dict[str, trio.Event] = {}
         self._versions: collections.OrderedDict[tuple[str, str], NcVersion] = collections.OrderedDict()
         self._decoded = DecodedChunks(inner, decoded_bytes)
+        #: the widths of variable-length strings, from scans of their chunks
+        self._facts = ChunkFacts(inner)
         #: keys of the files shown (read-only)
         self._shown: set[str] = set()
         self._logged: set[str] = set()
@@ -110,7 +113,7 @@ class NcFilesStore(WrapperStore):
     async def _build(self, root: str) -> Built:
         at = time.monotonic()
         self.stats["ncfiles.builds"] += 1
-        files = await build_files(self.inner, root, self._name_of(root), self._logged)
+        files = await build_files(self.inner, root, self._name_of(root), self._logged, self._facts)
         for v in files.values():
             self._versions[(v.key, v.etag)] = v
             self._versions.move_to_end((v.key, v.etag))

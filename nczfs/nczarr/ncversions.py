@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import trio
 
 from nczfs.errors import KeyNotFound, NczfsError
+from nczfs.nczarr.chunkfacts import ChunkFacts
 from nczfs.nczarr.ncfile import GroupFile, file_names, group_file, v3_encodings
 from nczfs.nczarr.read import read_dataset
 from nczfs.nczarr.validate import is_metadata_key
@@ -74,9 +75,11 @@ class _Objects:
         return [e.name for e in entries]
 
 
-async def build_files(inner: Store, root: str, name: str, logged: set[str]) -> dict[str, NcVersion]:
+async def build_files(inner: Store, root: str, name: str, logged: set[str],
+                      facts: ChunkFacts | None = None) -> dict[str, NcVersion]:
     """The files of the dataset at ``root`` by file name, named after ``name`` (what was left out
-    of them, and why there are none, logged once: ``logged`` holds what was)."""
+    of them, and why there are none, logged once: ``logged`` holds what was). ``facts`` scans the
+    chunks of variable-length strings (their width; without it they are left out)."""
     objects = _Objects(inner, root)
     try:
         ds = await run_blocking(read_dataset, objects)
@@ -88,7 +91,8 @@ async def build_files(inner: Store, root: str, name: str, logged: set[str]) -> d
             log.warning("%r: no .nc file: %s", root or "/", exc)
         return {}
     encodings = v3_encodings(ds, lambda k: objects.objects.get(k))
-    files = {fname: group_file(ds, group, root, encodings) for fname, group in file_names(ds, name).items()}
+    found = await facts.of(root, ds, times=False) if facts is not None else {}
+    files = {fname: group_file(ds, group, root, encodings, found) for fname, group in file_names(ds, name).items()}
     listed: dict[str, ObjectInfo] = {}
     async with trio.open_nursery() as nursery:
         for array in {val.array for f in files.values() for val in f.values}:

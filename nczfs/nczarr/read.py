@@ -19,7 +19,7 @@ from nczfs.errors import InvalidArgument, KeyNotFound
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.masks import decode_fill
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
-from nczfs.nczarr.spelling import alias, attr_type, dim_items, dim_spec, nctype_of_dtype, nczarr_key
+from nczfs.nczarr.spelling import alias, attr_type, dim_items, dim_spec, nctype_of_zarray, nczarr_key
 from nczfs.nczarr.read_v3 import V3Reading
 from nczfs.nczarr.validate import check_zarray
 from nczfs.nczarr.values import attr_value, fill_value, infer_type, int_list, is_hidden_attr
@@ -299,7 +299,7 @@ class Reader(V3Reading):
         zattrs = self.json(join(prefix, ".zattrs")) or {}
         if not self._usable_zarray(akey, zarray):
             return None
-        nctype, big = nctype_of_dtype(zarray.get("dtype"), self.nczarr)
+        nctype, big = nctype_of_zarray(zarray, self.nczarr)
         if nctype is None:
             self.notes.append(f"{akey}: dtype {zarray.get('dtype')!r} has no netCDF type")
         var = Variable(

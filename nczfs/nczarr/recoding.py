@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from nczfs.nczarr.model import Variable
 from nczfs.nczarr.transcode import Codecs, Recode
 from nczfs.nczarr.v2form import TIME_UNITS, V2Array, v2_form, v3_to_v2
@@ -145,8 +147,8 @@ def _shown_type(var: Variable, dtype: str, old: bool, swap: bool, fact: dict | N
     the divisor of nanosecond times shown as microseconds), or why the array cannot be shown."""
     shown_dtype = netcdf_dtype(("<" + dtype[1:]) if swap else dtype)
     text_width, divide = None, 1
-    if dtype == "|O":  # variable-length strings: shown fixed-width, as wide as the longest
-        width = (fact or {}).get("maxlen")
+    if dtype == "|O" or dtype[1:2] == "U":  # strings: shown fixed-width UTF-8, as wide as the longest
+        width = (fact or {}).get("maxlen") if dtype == "|O" else np.dtype(dtype).itemsize
         if width is None:
             return "variable-length strings whose longest value is not known"
         text_width = max(width, 1 if old else 2)  # netCDF-C reads S1 as char, S2 and wider as string

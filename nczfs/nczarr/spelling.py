@@ -58,6 +58,19 @@ def nctype_of_dtype(dtype: Any, nczarr: bool) -> tuple[str | None, bool]:
     return None, False
 
 
+def nctype_of_zarray(zarray: dict, nczarr: bool) -> tuple[str | None, bool]:
+    """As :func:`nctype_of_dtype`, and the pure Zarr types netCDF shows in its own: numpy's bool
+    (``|b1``) as byte, variable-length UTF-8 strings (``|O`` with the ``vlen-utf8`` filter) as
+    string."""
+    dtype = zarray.get("dtype")
+    if not nczarr and isinstance(dtype, str) and dtype[-2:] == "b1" and dtype[:-2] in ("", "|", "<", ">"):
+        return "byte", False
+    filters = zarray.get("filters") if isinstance(zarray.get("filters"), list) else []
+    if dtype == "|O" and any(isinstance(f, dict) and f.get("id") == "vlen-utf8" for f in filters):
+        return "string", False
+    return nctype_of_dtype(dtype, nczarr)
+
+
 def attr_type(t: Any) -> str | None:
     """An entry of ``_nczarr_attr.types``: a dtype or (V1) an nc_type code. None if unknown."""
     if isinstance(t, int) or (isinstance(t, str) and t.isdigit()):

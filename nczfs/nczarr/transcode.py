@@ -126,6 +126,8 @@ class Recode:
                                       f"not {count * dt.itemsize} ({self.chunks} of {self.dtype})")
             arr = np.frombuffer(raw, dtype=dt).reshape(self.chunks, order=self.order)  # type: ignore[call-overload]
             arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
+            if dt.kind == "U" and np.dtype(self.shown_dtype).kind == "S":  # unicode shown as UTF-8 bytes
+                arr = np.char.encode(arr, "utf-8")
         if self.divide != 1:
             ints = arr.astype("<i8")
             nat = ints == np.iinfo("i8").min

@@ -1,7 +1,7 @@
 """Building the view of one dataset (PresentingStore's views): its metadata objects collected
 without listing array folders, read into the model, written out in the view's flavor
-(:mod:`nczfs.nczarr.emit`); Zarr v3 arrays' chunks scanned where a netCDF view needs to know
-what they hold."""
+(:mod:`nczfs.nczarr.emit`); arrays' chunks scanned where a netCDF view needs to know what they
+hold (:mod:`nczfs.nczarr.chunkfacts`)."""
 
 from __future__ import annotations
 
@@ -9,22 +9,18 @@ import json
 import logging
 import time
 
-import numpy as np
-
 from nczfs.errors import NczfsError
 from nczfs.nczarr import jsontext
+from nczfs.nczarr.chunkfacts import ChunkFacts
 from nczfs.nczarr.datasetview import ZERO_RANK, DatasetView
 from nczfs.nczarr.emit import emit
 from nczfs.nczarr.model import Dataset
 from nczfs.nczarr.read import DictObjects, read_dataset
 from nczfs.nczarr.sharding import ShardedArray
-from nczfs.nczarr.transcode import Codecs
-from nczfs.nczarr.v2form import v3_chunk_prefix, v3_to_v2
-from nczfs.nczarr.validate import is_metadata_key
+from nczfs.nczarr.v2form import v3_chunk_prefix
 from nczfs.nczarr.viewshape import Layouts
 from nczfs.store.base import Store
 from nczfs.store.keys import join
-from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +36,8 @@ class ViewBuilder:
         self.view = view
         self.transcode = transcode
         self._logged: set[tuple[str, str]] = set()
-        #: array -> (its chunks' versions, what a scan of them found): see _facts
-        self._scans: dict[str, tuple[tuple, dict]] = {}
+        #: what some arrays' chunks hold (the longest string, whether times are whole microseconds)
+        self._facts = ChunkFacts(inner)
 
     async def build(self, root: str) -> DatasetView | None:
         """The view of the dataset at ``root`` (None: it cannot be read, said in the log)."""
@@ -57,7 +53,7 @@ class ViewBuilder:
         if ds.flavor == "zarr-v3":
             v.v3 = _v3_prefixes(root, ds, objects)
         layouts = Layouts()
-        facts = await self._facts(root, ds)
+        facts = {} if self.view == "xarray" else await self._facts.of(root, ds)
         synth, hidden = emit(ds, self.view, transcode=self.transcode, facts=facts, layouts=layouts)
         _place(v, root, layouts)
         _keep_stored_attrs(synth, objects)
@@ -75,41 +71,6 @@ class ViewBuilder:
             if (full, reason) not in self._logged:
                 self._logged.add((full, reason))
                 log.info("view %s hides %r: %s", self.view, full, reason)
-
-    async def _facts(self, root: str, ds: Dataset) -> dict[str, dict]:
-        """What a netCDF view needs from the chunks of some Zarr v3 arrays, by path: the longest
-        variable-length string (its fixed width), whether nanosecond times are whole microseconds.
-        Each array is scanned again only when one of its chunks changed."""
-        out: dict[str, dict] = {}
-        if self.view == "xarray" or ds.flavor != "zarr-v3":
-            return out
-        for g in ds.root.walk():
-            for var in g.variables:
-                ns = var.dtype == "numpy.datetime64" and var.dtype_config.get("unit") == "ns"
-                v2 = v3_to_v2(var)
-                if not (var.dtype == "string" or ns) or isinstance(v2, str) or v2.sharding is not None:
-                    continue
-                path = join(g.path.strip("/"), var.name)
-                out[path] = await self._scan(join(root, path), Codecs(v2.compressor, tuple(v2.filters or ())), ns)
-        return out
-
-    async def _scan(self, array: str, codecs: Codecs, ns: bool) -> dict:
-        chunks = [(k, await self.inner.stat(k)) for k in await self.inner.list_prefix(array)
-                  if not is_metadata_key(k)]
-        signature = tuple((k, i.etag, i.size) for k, i in chunks)
-        cached = self._scans.get(array)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
-        fact: dict = {"us_exact": True} if ns else {"maxlen": 0}
-        for key, info in chunks:
-            decoded = await run_blocking(codecs.decode, await self.inner.get_version(key, None, info.etag or None))
-            if ns:
-                ints = np.frombuffer(decoded, "<i8")
-                fact["us_exact"] &= bool(np.all((ints % 1000 == 0) | (ints == np.iinfo("i8").min)))
-            else:
-                fact["maxlen"] = max(fact["maxlen"], max((len(str(s).encode()) for s in decoded.ravel()), default=0))
-        self._scans[array] = (signature, fact)
-        return fact
 
     def _as_stored(self, stored: bytes | None, shown: bytes) -> bytes:
         """The stored bytes of an object where they mean what the view would show: an object a

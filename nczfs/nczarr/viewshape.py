@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nczfs.nczarr.model import Dataset, Dimension
+from nczfs.nczarr.model import Dataset, Dimension, Variable
 from nczfs.nczarr.recoding import hide_reason
 from nczfs.nczarr.sharding import Sharding
 from nczfs.nczarr.transcode import Recode
-from nczfs.nczarr.v2form import v2_form
+from nczfs.nczarr.v2form import v2_form, v3_to_v2
 
 
 @dataclass
@@ -34,6 +34,8 @@ def prune(ds: Dataset, view: str, reader: bool, transcode: str, facts: dict[str,
     for g in ds.root.walk():
         keep = []
         for v in g.variables:
+            if reader and view != "xarray" and _unicode(v, from_v3):
+                v.nctype = "string"  # numpy's fixed-width unicode (xarray's str): shown as UTF-8 strings
             reason = hide_reason(v, view, from_v3, reader, transcode, facts.get(array_path(g.path, v.name)))
             if reason is None:
                 keep.append(v)
@@ -43,6 +45,12 @@ def prune(ds: Dataset, view: str, reader: bool, transcode: str, facts: dict[str,
         if reader and view == "netcdf-4.9":
             g.dims = [d for d in g.dims if d.size > 0]
     return hidden
+
+
+def _unicode(var: Variable, from_v3: bool) -> bool:
+    if var.nctype is not None or (from_v3 and isinstance(v3_to_v2(var), str)):
+        return False
+    return v2_form(var, from_v3).dtype[1:2] == "U"
 
 
 def strings_as_chars(ds: Dataset, from_v3: bool, facts: dict[str, dict], hidden: list[tuple[str, str]],
