@@ -96,12 +96,14 @@ def mask(var: Variable, flavor: str) -> Attribute | None:
 
 
 def view_mask(var: Variable, flavor: str) -> Attribute | None:
-    """The mask a netCDF view shows: :func:`mask`, but for NaN (missing to every reader by itself,
-    while as ``_FillValue`` it would stop netCDF-C's readers from taking the type's default fill as
-    missing) and a Zarr v2 ``fill_value`` of 0 (zarr-python's default for every array it makes,
-    which netCDF-C reading the store takes as no mask either)."""
+    """The mask a netCDF view shows: :func:`mask`, but, of pure Zarr, for NaN (missing to every
+    reader by itself, while as ``_FillValue`` it would stop netCDF-C's readers from taking the
+    type's default fill as missing) and a Zarr v2 ``fill_value`` of 0 (zarr-python's default for
+    every array it makes, which netCDF-C reading the store takes as no mask either)."""
     got = mask(var, flavor)
-    if got is None or (NC_TYPES.get(got.nctype, ("",))[0] == "f" and math.isnan(got.value[0])):
+    if got is None or flavor not in ("zarr-v2", "zarr-v3"):  # NCZarr: the typed attribute netCDF-C wrote
+        return got
+    if NC_TYPES.get(got.nctype, ("",))[0] == "f" and math.isnan(got.value[0]):
         return None
     return None if got.value == [0] and got not in var.attributes else got
 

@@ -129,3 +129,14 @@ def test_a_string_or_char_fill_attribute_passes_as_it_is():
         fill = Attribute("_FillValue", nctype, value)
         var = Variable("v", nctype, "|S4", [2], [2], ["/n"], attributes=[fill])
         assert view_mask(var, "V2-ZA") is fill and cf_attributes(var, "V2-ZA", view=True) == [fill]
+
+
+def test_an_nczarr_nan_fill_attribute_stays_in_the_views():
+    """netCDF-C wrote it, typed: its readers see it as they see the store (tst_nans)."""
+    objs = v2("<f8", "NaN", {"_FillValue": "NaN", "_nczarr_attr": {"types": {"_FillValue": "<f8"}}})
+    objs[".zattrs"] = {"_nczarr_superblock": {"version": "2.0.0"},
+                       "_nczarr_group": {"dimensions": {"n": 2}, "arrays": ["v"], "groups": []}}
+    objs["v/.zattrs"]["_nczarr_array"] = {"dimension_references": ["/n"], "storage": "chunked"}
+    assert read_objects(objs).flavor == "V2-ZA"
+    zattrs, types, _ = view_attrs(objs)
+    assert zattrs["_FillValue"] == "NaN" and types["_FillValue"] == "<f8"
