@@ -29,7 +29,7 @@ from nczfs.fs.namespace import Namespace
 from nczfs.fs.options import FsOptions
 from nczfs.fs.writeback import WriteBack
 from nczfs.store.base import Store
-from nczfs.store.values import ByteRange, FsStats
+from nczfs.store.values import ABSENT, ByteRange, FsStats
 
 
 class Filesystem(Namespace):
@@ -61,7 +61,10 @@ class Filesystem(Namespace):
 
     @property
     def stats(self) -> dict[str, int]:
-        return self.writeback.stats
+        """The write path's counters; ``write.overwrite-checked``: 1 where writes replace only the
+        version they started from (conflicts.py), 0 where the last writer wins."""
+        return {**self.writeback.stats, **self.writeback.conflicts.stats,
+                "write.overwrite-checked": int(self.store.checks_writes)}
 
     @property
     def someone_elses_close(self) -> Callable[[int, int, list[int]], bool] | None:
@@ -150,6 +153,8 @@ class Filesystem(Namespace):
         # the kernel's pages of a file opened for writing may hold bytes that are never stored
         # (a refused upload): the next open does not keep them
         self._opened_etag[node.ino] = node.etag if reading else ""
+        if reading:
+            node.seen = node.etag
         # with keep_cache the kernel may hand out its pages of this version through the new
         # descriptor at once: it is pinned to that version as if it had read them
         return FileHandle.of(writable)(node, "" if node.pending else node.etag, keep_cache=keep, served=keep,
@@ -178,7 +183,7 @@ class Filesystem(Namespace):
         node.pending = True
         node.detached = False
         node.meta = None
-        node.content = self.writeback.new_content(b"", dirty=True)
+        node.content = self.writeback.new_content(b"", dirty=True, base=ABSENT)
         node.size, node.mtime_ns, node.fetched = 0, time.time_ns(), self.attrs.now()
         uid, gid, _ = self.attrs.owner(who, parent)
         self.attrs.initial(path, stat.S_IFREG, mode, uid, gid)

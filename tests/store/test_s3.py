@@ -18,6 +18,7 @@ class TestS3Store(StoreConformance):
     uploads_in_parts = True
     stages = True
     lists_trees = True
+    checks_writes = True
 
     @pytest.fixture
     def sync_store(self, s3_server) -> S3Store:
@@ -26,8 +27,10 @@ class TestS3Store(StoreConformance):
         self.prefix = s3_server.new_prefix("conf") + "/ds"
         # a small multipart threshold so the 5 MiB conformance object goes through multipart upload
         # (and in two parts: S3's smallest part size)
-        return S3Store(s3_server.client(), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024,
-                       part_size=5 * 1024 * 1024)
+        store = S3Store(s3_server.client(), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024,
+                        part_size=5 * 1024 * 1024)
+        store.checks_writes = store.probe_conditions()  # as open_s3 does: SeaweedFS honours conditions
+        return store
 
     def read_only_store(self) -> S3Store:
         return S3Store(self.server.client(), self.bucket, self.prefix, read_only=True)
@@ -55,6 +58,7 @@ class TestS3StoreHttps(TestS3Store):
                         part_size=5 * 1024 * 1024)
         assert store.async_get_from is not None
         store.async_get_from = 1
+        store.checks_writes = store.probe_conditions()
         return store
 
     def read_only_store(self) -> S3Store:
