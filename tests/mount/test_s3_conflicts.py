@@ -114,9 +114,11 @@ def test_a_rename_over_a_name_replaces_only_the_version_the_mount_read_there(two
 
 
 def _workload(root: Path) -> None:
-    """A single writer: new files, each rewritten, appended to, renamed over, and a zarr-style temp file."""
+    """A single writer: new files, one chmod-ed, each rewritten, appended to, renamed over, and a
+    zarr-style temp file."""
     for i in range(20):
         (root / f"w{i}").write_bytes(b"first %d" % i)
+    os.chmod(root / "w2", 0o600)  # the object copied onto itself (its metadata): still the version the mount knows
     for i in range(20):
         (root / f"w{i}").write_bytes(b"second %d" % i)
         with open(root / f"w{i}", "ab") as f:
