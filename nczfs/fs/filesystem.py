@@ -120,6 +120,7 @@ class Filesystem(Namespace):
         except NotSupported:
             info = await self.writeback.rewrite_truncated(node, size)
         self.attrs.record(node, info)
+        node.seen = info.etag  # the mount's own version
         self.attrs.clear_mtime(node)
         await self.attrs.save(node)
 
