@@ -302,6 +302,7 @@ class WriteBack:
         """Store the content under each name of the node: the early upload completed, or whole."""
         if content.write_error is not None:
             raise WriteLost(node.path, content.write_error)
+
         async def send(content: Content, key: str, condition: str | None) -> ObjectInfo:
             info = await self.early.finish(node.ino, key, content, condition)
             return info if info is not None else await self.store_content(content, key, condition)
