@@ -246,6 +246,7 @@ class Filesystem(Namespace):
     def _switched_version(self, node: Node) -> None:
         """A descriptor that had read nothing yet moved to the object's current version: the
         kernel may still hold the old version's size, and reads no further than that."""
+        node.seen = node.etag  # the version read through the mount now
         if self.attrs_changed is not None:
             self.attrs_changed(node.ino)
 

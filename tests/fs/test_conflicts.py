@@ -89,3 +89,25 @@ async def test_without_checks_the_last_writer_wins(raw):
     await fs.flush(fh)
     await fs.release(fh)
     assert raw.get("f") == b"mine" and fs.stats["write.overwrite-checked"] == 0
+
+
+async def test_a_rename_replaces_the_version_the_mount_read_last(fs, raw):
+    """A reader that found the object changed under it read the new version: a rename over the
+    file replaces that one, not the version known before; another client's later change is refused."""
+    raw.set("r", b"v0")
+    ino = await _ino(fs, "r")
+    raw.set("r", b"v1 by another client")
+    fh = await fs.open(ino, os.O_RDONLY)
+    assert await fs.read(fh, 0, 100) == b"v1 by another client"
+    await fs.release(fh)
+    await _write_new(fs, "tmp", b"mine")
+    await fs.rename(ROOT_INO, "tmp", ROOT_INO, "r")
+    assert raw.get("r") == b"mine"
+    fh = await fs.open(await _ino(fs, "r"), os.O_RDONLY)
+    assert await fs.read(fh, 0, 100) == b"mine"
+    await fs.release(fh)
+    await _write_new(fs, "tmp2", b"mine again")
+    raw.set("r", b"v2 by another client")
+    with pytest.raises(Conflict):
+        await fs.rename(ROOT_INO, "tmp2", ROOT_INO, "r")
+    assert raw.get("r") == b"v2 by another client" and raw.get("tmp2") == b"mine again"
