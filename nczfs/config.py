@@ -16,6 +16,7 @@ from nczfs.optionvalues import (
     log_format,
     log_level,
     metrics_address,
+    overwrite_mode,
     non_negative,
     parse_size,
     positive,
@@ -69,6 +70,8 @@ OPTION_HELP = (
     ("sse=AES256|aws:kms|aws:kms:dsse", "S3: server-side encryption of what the mount writes"),
     ("sse_kms_key_id=KEY", "S3: the KMS key (implies sse=aws:kms)"),
     ("storage_class=CLASS", "S3: the storage class of what the mount writes"),
+    ("overwrite=checked|last_writer_wins", "S3: a close replaces only the version its file was opened at, else "
+                                           "ESTALE and the data kept beside (checked, default); or the last close wins"),
     ("posix_meta", "S3: HEAD each object looked up or listed for the modes, owners, times, links in its metadata"),
     ("google_application_credentials=FILE", "GCS: the credentials file"),
     ("azure_storage_account=NAME", "Azure: the storage account"),
@@ -162,6 +165,9 @@ class MountConfig:
     #: S3: every object looked up or listed is asked (HEAD) for the modes, owners, times and
     #: types kept in its metadata (as s3fs-fuse does); else only what the mount wrote shows them
     posix_meta: bool = False
+    #: S3: "checked": a write replaces only the object version it started from (or makes one only
+    #: where none is), conditional PUTs; "last_writer_wins": every close replaces what is there
+    overwrite: str = "checked"
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
     validate: str = "strict"
     #: metadata flavor shown: "as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1" or "xarray"
@@ -310,6 +316,7 @@ OPTIONS: dict[str, tuple[Applies, Apply]] = {
     "google_application_credentials": (_nonempty, _to(None, _abspath)),
     "azure_storage_account": (_nonempty, _to(None)),
     "posix_meta": (_flag, _const("posix_meta", True)),
+    "overwrite": (_valued, _to("overwrite", lambda key, value: overwrite_mode(value))),
     "zip_layout": (lambda eq, value: value in ("flat", "netcdf"), _to("zip_layout")),
     "validate": (_valued, _to("validate", lambda key, value: validate_mode(value))),
     "present": (_valued, _to("present", lambda key, value: present_view(value))),

@@ -79,6 +79,20 @@ class Stale(NczfsError):
     errno = _errno.ESTALE
 
 
+class Conflict(Stale):
+    """A conditional write refused: the object is no longer the version the writer started from
+    (``expected``; :data:`~nczfs.store.values.ABSENT`: none was there), another client replaced,
+    made or deleted it meanwhile (``found``: its version now, "" if none or unknown). ESTALE, as
+    gcsfuse answers a close whose object generation changed."""
+
+    def __init__(self, key: str, expected: str, found: str = "", kept: str = ""):
+        was = "no object" if expected == "*" else f"version {expected}"
+        now = f"version {found}" if found else "another version (or none)"
+        super().__init__(f"{key!r}: not stored: the store holds {now}, not {was} this mount saw"
+                         + (f"; the data written is kept as {kept!r}" if kept else ""))
+        self.key, self.expected, self.found, self.kept = key, expected, found, kept
+
+
 class BackendError(NczfsError):
     """The medium failed (I/O error, server error after retries)."""
 

@@ -121,6 +121,14 @@ def transcode_mode(value: str) -> str:
     return _one_of(value, TRANSCODE_MODES, f"transcode={value}: must be one of {', '.join(TRANSCODE_MODES)}")
 
 
+OVERWRITE_MODES = ("checked", "last_writer_wins")
+
+
+def overwrite_mode(value: str) -> str:
+    """``-o overwrite=``: whether a write replaces only the object version it started from."""
+    return _one_of(value, OVERWRITE_MODES, f"overwrite={value}: must be one of {', '.join(OVERWRITE_MODES)}")
+
+
 def _one_of(value: str, choices: Collection[str], error: str) -> str:
     """``value`` if it is one of ``choices``, else a SourceError saying ``error``."""
     if value not in choices:

@@ -106,16 +106,16 @@ class ThreadedStore(Store):
     async def stat(self, key: str) -> ObjectInfo:
         return await self._call(self.impl.stat, key)
 
-    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        return await self._call(self.impl.set_file, key, f, size)
+    async def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
+        return await self._call(self.impl.set_file, key, f, size, if_version)
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
         staged = await self._call(self.impl.stage, key, data)  # type: ignore[attr-defined]
         if staged is None:
             return None
 
-        async def commit() -> ObjectInfo:
-            return await self._call(staged.commit)
+        async def commit(if_version: str | None = None) -> ObjectInfo:
+            return await self._call(staged.commit, if_version)
 
         async def abort() -> None:
             await self._call(staged.abort)
@@ -130,8 +130,8 @@ class ThreadedStore(Store):
         async def send(number: int, data: bytes) -> None:
             await self._call(upload.send, number, data)
 
-        async def complete(size: int) -> ObjectInfo:
-            return await self._call(upload.complete, size)
+        async def complete(size: int, if_version: str | None = None) -> ObjectInfo:
+            return await self._call(upload.complete, size, if_version)
 
         async def abort() -> None:
             await self._call(upload.abort)
@@ -156,8 +156,8 @@ class ThreadedStore(Store):
             counts = {**counts, "spare-slots-taken": self.spare_slots_taken}
         return counts
 
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        return await self._call(self.impl.set, key, data)
+    async def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
+        return await self._call(self.impl.set, key, data, if_version)
 
     async def delete(self, key: str) -> None:
         await self._call(self.impl.delete, key)
@@ -174,11 +174,11 @@ class ThreadedStore(Store):
     async def entry(self, key: str) -> DirEntry | None:
         return await self._call(self.impl.entry, key)
 
-    async def copy(self, src: str, dst: str) -> ObjectInfo:
-        return await self._call(self.impl.copy, src, dst)
+    async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
+        return await self._call(self.impl.copy, src, dst, if_version)
 
-    async def rename(self, src: str, dst: str) -> None:
-        await self._call(self.impl.rename, src, dst)
+    async def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
+        await self._call(self.impl.rename, src, dst, if_version)
 
     async def rename_dir(self, src: str, dst: str) -> None:
         await self._call(self.impl.rename_dir, src, dst)

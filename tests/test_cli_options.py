@@ -37,7 +37,7 @@ def test_every_o_option_is_listed_by_mount_help_with_a_line_of_help():
                "transcode": "zlib", "retries": "2", "connect_timeout": "5", "read_timeout": "60", "sse": "AES256",
                "sse_kms_key_id": "k", "storage_class": "STANDARD_IA", "google_application_credentials": "/tmp/c.json",
                "azure_storage_account": "acct", "branch": "dev", "tag": "v1", "snapshot": "ID",
-               "commit_message": "m", "virtual_chunk_container": "file:///d/"}
+               "commit_message": "m", "virtual_chunk_container": "file:///d/", "overwrite": "last_writer_wins"}
     for key in _documented_keys():
         if key in IGNORED_OPTIONS or key in ("x-*", "..."):
             continue

@@ -182,8 +182,8 @@ class CachingStore(WrapperStore):
 
         kept = data if self.cache_bytes and len(data) <= self.block_size else None  # not the bytes of a big one
 
-        async def commit() -> ObjectInfo:
-            info = await self._store(key, staged.commit())  # type: ignore[arg-type]
+        async def commit(if_version: str | None = None) -> ObjectInfo:
+            info = await self._store(key, staged.commit(if_version))  # type: ignore[arg-type]
             if kept is not None:
                 self._keep_written(key, info, kept)
             return info
@@ -195,8 +195,8 @@ class CachingStore(WrapperStore):
         if upload is None:
             return None
 
-        async def complete(size: int) -> ObjectInfo:
-            return await self._store(key, upload.complete(size))  # type: ignore[arg-type]
+        async def complete(size: int, if_version: str | None = None) -> ObjectInfo:
+            return await self._store(key, upload.complete(size, if_version))  # type: ignore[arg-type]
 
         return Upload(key, upload.part_size, upload.send, complete, upload.abort)
 

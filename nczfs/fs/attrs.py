@@ -127,6 +127,7 @@ class Attributes:
         """The mount itself just stored the node's content as ``info``."""
         node.pending = False
         node.size, node.fetched, node.etag = info.size, self.now(), info.etag
+        node.seen = info.etag
         self.record_meta(node, info.meta)
 
     async def refresh(self, node: Node) -> None:

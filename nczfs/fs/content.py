@@ -71,6 +71,7 @@ class Content:
         spill_threshold: int = 64 * 1024 * 1024,
         spill_dir: str | None = None,
         memory: WriteMemory | None = None,
+        base: str | None = None,
     ):
         self._parts: list[bytes] | None = [bytes(data)] if data else []
         self._mem: bytearray | None = None
@@ -81,6 +82,10 @@ class Content:
         #: set while the content is being moved to its temp file
         self._spilling: trio.Event | None = None
         self._closed = False
+        #: the object version the content replaces: the ETag it was loaded or opened at, or last
+        #: stored as; ABSENT for a file created where no object was; None: not known (its upload
+        #: is unconditional). conflicts.py
+        self.base = base
         #: bumped on every change; the flusher compares it to what it uploaded
         self.version = 0
         self.uploaded_version = -1 if dirty else 0

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from nczfs import background
+from nczfs.errors import Conflict
 from nczfs.store.base import Store
 from nczfs.store.capabilities import UploadsInParts
 from nczfs.store.values import ObjectInfo, Staged, Upload
@@ -187,15 +188,18 @@ class EarlyUploads:
             except Exception as exc:  # noqa: BLE001 - invisible parts; the store's close aborts what is left
                 log.warning("%r: early upload not aborted: %s", early.key, exc)
 
-    async def finish(self, ino: int, key: str, content: Content) -> ObjectInfo | None:
+    async def finish(self, ino: int, key: str, content: Content, if_version: str | None = None) -> ObjectInfo | None:
         """At close or fsync: send the parts not sent yet and complete the upload, which makes the
-        file's content as it is now the object ``key``; None if the file has no early upload or
-        it cannot be completed (it is then aborted, and the caller uploads the file whole)."""
+        file's content as it is now the object ``key`` (``if_version``: only while it is that
+        version, else Conflict); None if the file has no early upload or it cannot be completed
+        (it is then aborted, and the caller uploads the file whole)."""
         staged = await self.stage(ino, key, content)
         if staged is None:
             return None
         try:
-            return await staged.commit()  # type: ignore[misc]
+            return await staged.commit(if_version)  # type: ignore[misc]
+        except Conflict:
+            raise  # whole, it would be refused too
         except Exception as exc:  # noqa: BLE001 - the caller uploads the file whole
             log.warning("%r: early upload not completed, storing the file whole: %s", key, exc)
             return None
@@ -246,9 +250,9 @@ class EarlyUploads:
     def _staged(self, early: _Early, upload: Upload, size: int) -> Staged:
         """The sent parts as a staged write of ``size`` bytes: committed, or aborted."""
 
-        async def commit() -> ObjectInfo:
+        async def commit(if_version: str | None = None) -> ObjectInfo:
             try:
-                info = await upload.complete(size)  # type: ignore[misc]
+                info = await upload.complete(size, if_version)  # type: ignore[misc]
             except Exception:
                 self._forget(early)
                 await self._abort(early)  # S3 aborts a failed completion itself; a second abort is harmless

@@ -29,7 +29,7 @@ from nczfs.fs.namespace import Namespace
 from nczfs.fs.options import FsOptions
 from nczfs.fs.writeback import WriteBack
 from nczfs.store.base import Store
-from nczfs.store.values import ByteRange, FsStats
+from nczfs.store.values import ABSENT, ByteRange, FsStats
 
 
 class Filesystem(Namespace):
@@ -61,7 +61,10 @@ class Filesystem(Namespace):
 
     @property
     def stats(self) -> dict[str, int]:
-        return self.writeback.stats
+        """The write path's counters; ``write.overwrite-checked``: 1 where writes replace only the
+        version they started from (conflicts.py), 0 where the last writer wins."""
+        return {**self.writeback.stats, **self.writeback.conflicts.stats,
+                "write.overwrite-checked": int(self.store.checks_writes)}
 
     @property
     def someone_elses_close(self) -> Callable[[int, int, list[int]], bool] | None:
@@ -117,6 +120,7 @@ class Filesystem(Namespace):
         except NotSupported:
             info = await self.writeback.rewrite_truncated(node, size)
         self.attrs.record(node, info)
+        node.seen = info.etag  # the mount's own version
         self.attrs.clear_mtime(node)
         await self.attrs.save(node)
 
@@ -150,6 +154,8 @@ class Filesystem(Namespace):
         # the kernel's pages of a file opened for writing may hold bytes that are never stored
         # (a refused upload): the next open does not keep them
         self._opened_etag[node.ino] = node.etag if reading else ""
+        if reading:
+            node.seen = node.etag
         # with keep_cache the kernel may hand out its pages of this version through the new
         # descriptor at once: it is pinned to that version as if it had read them
         return FileHandle.of(writable)(node, "" if node.pending else node.etag, keep_cache=keep, served=keep,
@@ -178,7 +184,7 @@ class Filesystem(Namespace):
         node.pending = True
         node.detached = False
         node.meta = None
-        node.content = self.writeback.new_content(b"", dirty=True)
+        node.content = self.writeback.new_content(b"", dirty=True, base=ABSENT)
         node.size, node.mtime_ns, node.fetched = 0, time.time_ns(), self.attrs.now()
         uid, gid, _ = self.attrs.owner(who, parent)
         self.attrs.initial(path, stat.S_IFREG, mode, uid, gid)
@@ -240,6 +246,7 @@ class Filesystem(Namespace):
     def _switched_version(self, node: Node) -> None:
         """A descriptor that had read nothing yet moved to the object's current version: the
         kernel may still hold the old version's size, and reads no further than that."""
+        node.seen = node.etag  # the version read through the mount now
         if self.attrs_changed is not None:
             self.attrs_changed(node.ino)
 

@@ -41,6 +41,9 @@ class Node:
     fetched: float = -1.0
     #: the object's version tag as last seen (reads through a handle are pinned to it)
     etag: str = ""
+    #: the version whose bytes this mount last opened for reading, loaded to rewrite, or stored
+    #: itself ("" none): a rename over the file replaces only that one (conflicts.py)
+    seen: str = ""
     #: the file type: S_IFREG, S_IFDIR, or a symlink's or special file's
     ftype: int = stat.S_IFREG
     #: the POSIX attributes the store last reported for it (None: it keeps none)

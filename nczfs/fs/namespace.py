@@ -13,6 +13,7 @@ import logging
 import stat
 
 from nczfs.errors import (
+    Conflict,
     DirectoryNotEmpty,
     Exists,
     InvalidArgument,
@@ -29,7 +30,7 @@ from nczfs.fs.listing import Listing
 from nczfs.fs.names import is_temp_name
 from nczfs.fs.writeback import WriteBack
 from nczfs.store.keys import check_key, join, parent_of
-from nczfs.store.values import Meta
+from nczfs.store.values import ABSENT, Meta
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +318,7 @@ class Namespace(Listing):
         self.table.move(src_path, dst_path, subtree=src.is_dir)
         self._keep_parent(src_path)
         if not (src.is_dir or src.pending or stored_now):
-            src.fetched = -1.0
+            src.fetched, src.seen = -1.0, ""
         self.attrs.dir_changed(self.table[old_parent])
         self.attrs.dir_changed(self.table[new_parent])
         self.attrs.ctime_changed(src)
@@ -362,10 +363,16 @@ class Namespace(Listing):
             self.writeback.early.drop(dst.ino)
         self.writeback.early.drop(src.ino)  # its parts went to the old key
         stored_now = False
+        # replaced only while it is the version this mount saw there, or still absent
+        conflicts = self.writeback.conflicts
+        condition = conflicts.checked(ABSENT if dst is None or dst.pending else dst.seen or dst.etag) or None
         if not src.pending:
-            await self.store.rename(src_path, dst_path)
+            try:
+                await self.store.rename(src_path, dst_path, if_version=condition)
+            except Conflict as exc:
+                raise conflicts.refused_rename(src_path, exc) from None
         elif self.writeback.deferred(src) and src.open_count == 0 and not is_temp_name(dst_path):
-            await self.writeback.store_as(src, dst_path)  # the temp file's one upload, under its final key
+            await self.writeback.store_as(src, dst_path, condition)  # the temp file's one upload, under its final key
             stored_now = True
         elif dst is not None and not dst.pending:
             await self.store.delete(dst_path)

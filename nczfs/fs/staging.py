@@ -45,9 +45,11 @@ class Staging:
             await self._stage_whole(ino, content, final)
 
     async def commit(self, ino: int, path: str, content: Content, key: str,
-                     store: Callable[[Content, str], Awaitable[ObjectInfo]]) -> ObjectInfo:
+                     store: Callable[[Content, str, str | None], Awaitable[ObjectInfo]],
+                     if_version: str | None = None) -> ObjectInfo:
         """The staged upload of ``content`` committed under ``key``, or (none, or of another
-        version or key: aborted) ``store(content, key)`` now."""
+        version or key: aborted) ``store(content, key, if_version)`` now; ``if_version``: only
+        while ``key`` is that version (as ``Store.set``)."""
         staged = self._staged.pop(ino, None)
         if staged is not None and (content.write_error is not None or not _stages(staged, content, key)):
             await self._abort(staged[1])
@@ -55,8 +57,8 @@ class Staging:
         if content.write_error is not None:
             raise WriteLost(path, content.write_error)
         if staged is not None:
-            return await staged[1].commit()  # type: ignore[misc]
-        return await store(content, key)
+            return await staged[1].commit(if_version)  # type: ignore[misc]
+        return await store(content, key, if_version)
 
     async def drop(self, ino: int) -> None:
         """Abort what the file staged (unlinked, or staged anew)."""

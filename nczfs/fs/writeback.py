@@ -20,8 +20,9 @@ from typing import Callable
 import trio
 
 from nczfs.cache import default_cache_size
-from nczfs.errors import FileTooBig, NczfsError, OutcomeUnknown, WriteLost
+from nczfs.errors import Conflict, FileTooBig, NczfsError, OutcomeUnknown, Stale, WriteLost
 from nczfs.fs.attrs import Attributes
+from nczfs.fs.conflicts import Conflicts
 from nczfs.fs.content import Content, WriteMemory
 from nczfs.fs.early_upload import EarlyUploads
 from nczfs.fs.handles import FileHandle, Handles
@@ -31,7 +32,7 @@ from nczfs.fs.options import FsOptions
 from nczfs.fs.staging import Staging
 from nczfs.locks import Lock
 from nczfs.store.base import Store
-from nczfs.store.values import ByteRange, ObjectInfo
+from nczfs.store.values import ABSENT, ByteRange, ObjectInfo
 from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ class WriteBack:
         #: ``opener`` another process's (holders.py)? None: cannot tell, every close stores
         self.someone_elses_close: Callable[[int, int, list[int]], bool] | None = None
         self.stats = {"write.closes-not-storing": 0}
+        #: the conditions of uploads, and the data of those another client got in before
+        self.conflicts = Conflicts(store, self.store_content)
 
     def lock(self, node: Node) -> Lock:
         lock = self._locks.get(node.ino)
@@ -108,18 +111,34 @@ class WriteBack:
 
     # ------------------------------------------------------------------ content
 
-    def new_content(self, data: bytes, dirty: bool) -> Content:
+    def new_content(self, data: bytes, dirty: bool, base: str | None = None) -> Content:
         return Content(data, dirty=dirty, spill_threshold=self.spill_threshold, spill_dir=self.spill_dir,
-                       memory=self.write_memory)
+                       memory=self.write_memory, base=base)
+
+    @staticmethod
+    def base_of(node: Node) -> str | None:
+        """The version a content made now for ``node`` replaces: none for a file not stored yet."""
+        return ABSENT if node.pending else (node.etag or None)
 
     async def content(self, node: Node) -> Content:
-        """The node's writable content, loading the object on first use (O_RDWR rewrites)."""
+        """The node's writable content, loading the object on first use (O_RDWR rewrites): the
+        version the mount knows (its upload replaces only that one), or, if that changed
+        meanwhile, the current one."""
         if node.content is None:
-            data = b"" if node.pending else await self.store.get(node.path)
+            data = b"" if node.pending else await self._load(node)
             if node.content is None:
-                node.content = self.new_content(data, dirty=False)
+                node.content = self.new_content(data, dirty=False, base=self.base_of(node))
                 await node.content.fit()
         return node.content
+
+    async def _load(self, node: Node) -> bytes:
+        try:
+            data = await self.store.get_version(node.path, None, node.etag or None)
+        except Stale:
+            self.attrs.record(node, await self.store.stat(node.path))
+            data = await self.store.get_version(node.path, None, node.etag or None)
+        node.seen = node.etag
+        return data
 
     async def keep_open_content(self, node: Node) -> None:
         """Before a file's object is deleted or replaced: open descriptors keep its bytes (POSIX)."""
@@ -150,7 +169,7 @@ class WriteBack:
     async def truncate(self, node: Node, size: int) -> None:
         """Cut or extend an open file's content (or one being written)."""
         if node.content is None and size == 0:
-            node.content = self.new_content(b"", dirty=True)
+            node.content = self.new_content(b"", dirty=True, base=self.base_of(node))
         content = await self.content(node)
         try:
             await content.truncate(size)
@@ -167,14 +186,14 @@ class WriteBack:
         old = b"" if size == 0 else await self.store.get(node.path, ByteRange(0, size))
         # past what it holds now, the content goes to a temp file, where the rest is a hole
         content = Content(old, dirty=True, spill_threshold=min(self.spill_threshold, max(len(old), GROW_IN_MEMORY)),
-                          spill_dir=self.spill_dir, memory=self.write_memory)
+                          spill_dir=self.spill_dir, memory=self.write_memory, base=self.base_of(node))
         try:
             try:
                 await content.truncate(size)
             except OSError as exc:
                 _too_big(exc, node.path, size)
                 raise
-            return await self.store_content(content, node.path)
+            return await self.conflicts.guarded(content, node.path, self.conflicts.condition(content), self.store_content)
         finally:
             content.close()
 
@@ -245,7 +264,9 @@ class WriteBack:
                 return False
             except Exception:  # noqa: BLE001 - logged below; no caller is left to tell
                 pass
-        if isinstance(content.failure, OutcomeUnknown):
+        if isinstance(content.failure, Conflict):
+            pass  # logged with where its data is kept
+        elif isinstance(content.failure, OutcomeUnknown):
             log.error("%r: data written through the mount may or may not have been stored: the store never "
                       "answered its upload (outcome unknown; the object may still change to it)", node.path)
         else:
@@ -282,21 +303,25 @@ class WriteBack:
         """Store the content under each name of the node: the early upload completed, or whole."""
         if content.write_error is not None:
             raise WriteLost(node.path, content.write_error)
-        info = await self.early.finish(node.ino, node.path, content)
-        if info is None:
-            info = await self.store_content(content, node.path)
+
+        async def send(content: Content, key: str, condition: str | None) -> ObjectInfo:
+            info = await self.early.finish(node.ino, key, content, condition)
+            return info if info is not None else await self.store_content(content, key, condition)
+
+        info = await self.conflicts.guarded(content, node.path, self.conflicts.condition(content), send)
         for other in self.attrs.other_names(node):  # a hard link kept by the mount: a copy per name
             await self.store.copy(node.path, other)
         return info
 
-    async def store_content(self, content: Content, key: str) -> ObjectInfo:
+    async def store_content(self, content: Content, key: str, if_version: str | None = None) -> ObjectInfo:
         """Store ``content`` as the object ``key``: from memory, or read part by part from its spill
-        file or (large) its pieces in memory (S3: a multipart upload)."""
+        file or (large) its pieces in memory (S3: a multipart upload); ``if_version``: as
+        ``Store.set``."""
         if content.spilled or content.size > UPLOAD_BY_READER_BYTES:
             f, size = await content.open_reader()
             with f:
-                return await self.store.set_file(key, f, size)
-        return await self.store.set(key, await content.getvalue())
+                return await self.store.set_file(key, f, size, if_version=if_version)
+        return await self.store.set(key, await content.getvalue(), if_version=if_version)
 
     def pending_bytes(self, nodes: list[Node]) -> int:
         """Bytes of ``nodes``' files written and not yet stored (``write.bytes-pending``)."""
@@ -346,14 +371,19 @@ class WriteBack:
                 return
             await self.staging.stage(node.ino, content, final)
 
-    async def store_as(self, node: Node, key: str) -> None:
+    async def store_as(self, node: Node, key: str, condition: str | None = None) -> None:
         """Upload a closed, never-stored file under ``key`` (its rename target), or complete the
-        upload its close staged there; errors fail the rename."""
+        upload its close staged there, only while ``key`` is version ``condition``; errors fail
+        the rename (a refused one's data is kept beside ``key``: conflicts.py)."""
         async with self.lock(node):
             content = node.content
             assert content is not None
+
+            async def send(content: Content, key: str, condition: str | None) -> ObjectInfo:
+                return await self.staging.commit(node.ino, node.path, content, key, self.store_content, condition)
+
             try:
-                info = await self.staging.commit(node.ino, node.path, content, key, self.store_content)
+                info = await self.conflicts.guarded(content, key, condition, send)
             except Exception as exc:
                 log.error("write of %r (renamed from %r) failed: %s", key, node.path, str(exc) or repr(exc))
                 raise

@@ -289,12 +289,12 @@ class NcFilesStore(WrapperStore):
             for key in changed:
                 self._forget(key)
 
-    async def copy(self, src: str, dst: str) -> ObjectInfo:
+    async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         """A copy of a file made here is a new object of its bytes (the store has no source to copy)."""
         if src.endswith(".nc") and await self._shown_file(src) is not None:
             await self._refuse(dst)
-            return await self.inner.set(dst, await self.get(src))
-        return await super().copy(src, dst)
+            return await self.inner.set(dst, await self.get(src), if_version=if_version)
+        return await super().copy(src, dst, if_version=if_version)
 
 
 def root_name(source: Source) -> str:

@@ -155,12 +155,12 @@ class ValidatingStore(WrapperStore):
             raise InvalidArgument(message)
         log.warning("stored anyway (validate=warn) %s", message)
 
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    async def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         """Stores the JSON its writer meant (:meth:`meant`: the content changes), once checked."""
         if is_metadata_key(key):
             data = await self.meant(key, bytes(data))
             await self.check(key, data)
-        return await self.inner.set(key, data)
+        return await self.inner.set(key, data, if_version=if_version)
 
     def _whole(self, key: str) -> bool:
         return is_metadata_key(key)  # checked whole, by set

@@ -34,6 +34,11 @@ class SyncStore(abc.ABC):
     #: ``get_version`` really refuses another version (S3: If-Match), so a successful one
     #: confirms that the version is current (stores without that read the current bytes)
     checks_versions: bool = False
+    #: writes take ``if_version=`` and refuse (:class:`~nczfs.errors.Conflict`) to replace an
+    #: object that is no longer that version, or (:data:`~nczfs.store.values.ABSENT`) to make one
+    #: where another appeared (S3: If-Match, If-None-Match: *); stores without it ignore the
+    #: argument, the last writer wins there
+    checks_writes: bool = False
     #: ``set_meta`` keeps POSIX attributes of objects in the medium (modes, owners, times)
     keeps_meta: bool = False
     #: every ``stat``, ``entry`` and listing reports the attributes the medium holds, for
@@ -61,16 +66,19 @@ class SyncStore(abc.ABC):
     def stat(self, key: str) -> ObjectInfo: ...
 
     @abc.abstractmethod
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo: ...
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
+        """Store ``data`` as the object ``key``. ``if_version`` (where :attr:`checks_writes`): only
+        while the object is still that version (an ETag), or absent (:data:`~nczfs.store.values.ABSENT`);
+        else :class:`~nczfs.errors.Conflict` and nothing changes."""
 
-    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+    def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         """Store ``size`` bytes read from ``f`` (a private file object) at its position; S3, zip
         and directories copy them in pieces. A file that ends sooner stores nothing and raises
-        BackendError naming the key."""
+        BackendError naming the key. ``if_version``: as :meth:`set`."""
         data = f.read(size)
         if len(data) != size:
             raise BackendError(f"{key!r}: the data to store ends after {len(data)} of {size} bytes")
-        return self.set(key, data)
+        return self.set(key, data, if_version=if_version)
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:
@@ -107,15 +115,17 @@ class SyncStore(abc.ABC):
             pass
         return DirEntry(name, True) if self.dir_exists(key) else None
 
-    def copy(self, src: str, dst: str) -> ObjectInfo:
-        return self.set(dst, self.get(src))
+    def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
+        """``dst`` made a copy of ``src``; ``if_version``: of ``dst``, as :meth:`set`."""
+        return self.set(dst, self.get(src), if_version=if_version)
 
-    def rename(self, src: str, dst: str) -> None:
-        """Move one object, replacing ``dst``. Never loses ``src`` if the copy fails."""
+    def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
+        """Move one object, replacing ``dst`` (``if_version``: only while ``dst`` is that version,
+        as :meth:`set`). Never loses ``src`` if the copy fails."""
         if src == dst:  # copy-then-delete would delete the only copy
             self.stat(src)
             return
-        self.copy(src, dst)
+        self.copy(src, dst, if_version=if_version)
         self.delete(src)
 
     def rename_dir(self, src: str, dst: str) -> None:
@@ -208,6 +218,7 @@ class Store(abc.ABC):
     read_only: bool
     keys_form_a_tree: bool = True
     checks_versions: bool = False
+    checks_writes: bool = False
     keeps_meta: bool = False
     live_meta: bool = False
     max_object_size: int | None = None
@@ -221,8 +232,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def stat(self, key: str) -> ObjectInfo: ...
 
-    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
-        return await self.set(key, f.read(size))
+    async def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
+        return await self.set(key, f.read(size), if_version=if_version)
 
     async def forget_dir(self, prefix: str) -> None:
         pass
@@ -269,7 +280,8 @@ class Store(abc.ABC):
         return False
 
     @abc.abstractmethod
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo: ...
+    async def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
+        """``SyncStore.set``, ``if_version`` included."""
 
     @abc.abstractmethod
     async def delete(self, key: str) -> None: ...
@@ -287,10 +299,10 @@ class Store(abc.ABC):
     async def entry(self, key: str) -> DirEntry | None: ...
 
     @abc.abstractmethod
-    async def copy(self, src: str, dst: str) -> ObjectInfo: ...
+    async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo: ...
 
     @abc.abstractmethod
-    async def rename(self, src: str, dst: str) -> None: ...
+    async def rename(self, src: str, dst: str, if_version: str | None = None) -> None: ...
 
     @abc.abstractmethod
     async def rename_dir(self, src: str, dst: str) -> None: ...

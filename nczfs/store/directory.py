@@ -163,10 +163,10 @@ class DirectoryStore(LongPaths, SyncStore):
 
     # ------------------------------------------------------------------ writes
 
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         return self._replace(key, lambda out: out.write(data))
 
-    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+    def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         """``size`` bytes of ``f`` from its position, copied in pieces (never all in memory);
         where ``f`` is a file with holes, they stay holes."""
         return self._replace(key, lambda out: copy_sparse(key, f, out, size))
@@ -269,7 +269,7 @@ class DirectoryStore(LongPaths, SyncStore):
         except OSError as exc:
             raise from_os_error(dst if exc.errno == errno.EEXIST else src, exc) from exc
 
-    def rename(self, src: str, dst: str) -> None:
+    def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
         with self._moving(src, dst):
             try:
                 st = self._lstat(src)

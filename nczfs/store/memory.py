@@ -11,10 +11,10 @@ import stat
 import threading
 import time
 
-from nczfs.errors import BackendError, InvalidArgument, IsADirectory, KeyNotFound, NotADirectory, NotSupported, Stale
+from nczfs.errors import BackendError, Conflict, InvalidArgument, IsADirectory, KeyNotFound, NotADirectory, NotSupported, Stale
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, tree_listings
-from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo, Upload
+from nczfs.store.values import ABSENT, ByteRange, DirEntry, Meta, ObjectInfo, Upload
 
 _etags = itertools.count(1)
 
@@ -22,6 +22,7 @@ _etags = itertools.count(1)
 class MemoryStore(SyncStore):
     non_blocking = True
     checks_versions = True
+    checks_writes = True
     #: objects keep POSIX attributes (as S3's metadata does: a ``set`` drops them, a copy or
     #: rename keeps them); symlinks and special files are objects whose type is in them
     keeps_meta = True
@@ -60,10 +61,11 @@ class MemoryStore(SyncStore):
         except KeyError:
             raise KeyNotFound(key) from None
 
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
         self.check_writable(key)
         with self._lock:
+            self._check_version(key, if_version)
             # an object cannot sit where a directory is implied, nor below an object
             parts = key.split("/")
             for i in range(1, len(parts)):
@@ -90,14 +92,14 @@ class MemoryStore(SyncStore):
                 raise BackendError(f"{key!r}: the upload was completed or aborted")
             parts[n] = bytes(data)
 
-        def complete(size: int) -> ObjectInfo:
+        def complete(size: int, if_version: str | None = None) -> ObjectInfo:
             if self.open_uploads.pop(number, None) is None:
                 raise BackendError(f"{key!r}: the upload was completed or aborted")
             ordered = [parts[n] for n in sorted(parts)]
             if (sorted(parts) != list(range(1, len(parts) + 1)) or any(len(p) != self.part_size for p in ordered[:-1])
                     or sum(map(len, ordered)) != size):
                 raise BackendError(f"{key!r}: the parts sent do not make {size} bytes")
-            return self.set(key, b"".join(ordered))
+            return self.set(key, b"".join(ordered), if_version)
 
         def abort() -> None:
             self.open_uploads.pop(number, None)
@@ -129,9 +131,18 @@ class MemoryStore(SyncStore):
         start = prefix + "/" if prefix else ""
         return sorted(k for k in list(self._objects) if k.startswith(start))
 
-    def copy(self, src: str, dst: str) -> ObjectInfo:
+    def _check_version(self, key: str, if_version: str | None) -> None:
+        """Conflict unless ``key`` is version ``if_version`` (ABSENT: no object; None: any)."""
+        if if_version is None:
+            return
+        held = self._objects.get(key)
+        found = held[1].etag if held is not None else ""
+        if found != ("" if if_version == ABSENT else if_version):
+            raise Conflict(key, if_version, found)
+
+    def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         """The bytes and the attributes (as S3's CopyObject copies an object's metadata)."""
-        info = self.set(dst, self.get(src))
+        info = self.set(dst, self.get(src), if_version)
         meta = self.stat(src).meta
         if meta is not None:
             self.set_meta(dst, meta)

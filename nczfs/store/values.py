@@ -9,6 +9,11 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 
+#: the version a conditional write (``if_version=``) expects where no object may be there yet
+#: (S3's ``If-None-Match: *``); any other value is an ETag the object must still have (``If-Match``)
+ABSENT = "*"
+
+
 @dataclass(frozen=True)
 class ByteRange:
     """Bytes ``start`` up to (not including) ``end``; ``end=None`` reads to the end.
@@ -89,18 +94,20 @@ class DirEntry:
 @dataclass(frozen=True)
 class Staged:
     """Data sent for ``key`` but not yet visible (S3: the parts of an unfinished multipart
-    upload): ``commit()`` makes it the object at once, ``abort()`` drops it. The sync form's
-    callables block; the async form's are coroutines."""
+    upload): ``commit()`` makes it the object at once (``commit(if_version=V)``: only while the
+    object is version V, as ``set`` takes it), ``abort()`` drops it. The sync form's callables
+    block; the async form's are coroutines."""
 
     key: str
-    commit: Callable[[], ObjectInfo | Awaitable[ObjectInfo]]
+    commit: Callable[..., ObjectInfo | Awaitable[ObjectInfo]]
     abort: Callable[[], None | Awaitable[None]]
 
 
 @dataclass(frozen=True)
 class Upload:
     """An object sent in parts while its data is still being written (S3: a multipart upload),
-    invisible until ``complete(size)`` makes the parts sent the object ``key`` at once;
+    invisible until ``complete(size)`` makes the parts sent the object ``key`` at once (with
+    ``if_version=V``: only while the object is version V, as ``set`` takes it);
     ``send(number, data)`` sends part ``number`` (from 1; every part but the last is
     ``part_size`` bytes); ``abort()`` drops what was sent. The sync form's callables block; the
     async form's are coroutines."""
@@ -108,7 +115,7 @@ class Upload:
     key: str
     part_size: int
     send: Callable[[int, bytes], None | Awaitable[None]]
-    complete: Callable[[int], ObjectInfo | Awaitable[ObjectInfo]]
+    complete: Callable[..., ObjectInfo | Awaitable[ObjectInfo]]
     abort: Callable[[], None | Awaitable[None]]
 
 

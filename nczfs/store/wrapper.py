@@ -24,10 +24,12 @@ from nczfs.threads import run_blocking
 T = TypeVar("T")
 
 
-def _below(method: Callable[..., Awaitable[T]], keys: tuple[str, ...], *rest: object) -> Callable[..., Awaitable[T]]:
-    """The change a write hook makes below: ``method(*keys, *rest)``; called with other keys, the
-    same change of those (a view's write goes to the stored key its view key stands for)."""
-    return lambda *other: method(*(other or keys), *rest)
+def _below(method: Callable[..., Awaitable[T]], keys: tuple[str, ...], *rest: object,
+           **given: object) -> Callable[..., Awaitable[T]]:
+    """The change a write hook makes below: ``method(*keys, *rest, **given)``; called with other
+    keys, the same change of those (a view's write goes to the stored key its view key stands
+    for). ``given``: the keywords of the call (a write's ``if_version``) ride along unchanged."""
+    return lambda *other: method(*(other or keys), *rest, **given)
 
 
 @forwards_capabilities
@@ -131,22 +133,22 @@ class WrapperStore(Store):
 
     # ------------------------------------------------------------------ writes: through _write
 
-    async def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
-        return await self._write("set", (key,), _below(self.inner.set, (key,), data), data)
+    async def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
+        return await self._write("set", (key,), _below(self.inner.set, (key,), data, if_version=if_version), data)
 
-    async def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+    async def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         if self._whole(key):
-            return await self.set(key, await run_blocking(f.read, size))
-        return await self._write("set_file", (key,), _below(self.inner.set_file, (key,), f, size))
+            return await self.set(key, await run_blocking(f.read, size), if_version=if_version)
+        return await self._write("set_file", (key,), _below(self.inner.set_file, (key,), f, size, if_version=if_version))
 
     async def delete(self, key: str) -> None:
         await self._write("delete", (key,), _below(self.inner.delete, (key,)))
 
-    async def copy(self, src: str, dst: str) -> ObjectInfo:
-        return await self._write("copy", (src, dst), _below(self.inner.copy, (src, dst)))
+    async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
+        return await self._write("copy", (src, dst), _below(self.inner.copy, (src, dst), if_version=if_version))
 
-    async def rename(self, src: str, dst: str) -> None:
-        await self._write("rename", (src, dst), _below(self.inner.rename, (src, dst)))
+    async def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
+        await self._write("rename", (src, dst), _below(self.inner.rename, (src, dst), if_version=if_version))
 
     async def rename_dir(self, src: str, dst: str) -> None:
         await self._write("rename_dir", (src, dst), _below(self.inner.rename_dir, (src, dst)))
@@ -314,8 +316,8 @@ class FaultyStore(WrapperStore):
         async def send(number: int, data: bytes) -> None:
             await self._call("upload_part", key, upload.send, number, data)  # type: ignore[arg-type]
 
-        async def complete(size: int) -> ObjectInfo:
-            return await self._call("complete_upload", key, upload.complete, size)  # type: ignore[arg-type]
+        async def complete(size: int, if_version: str | None = None) -> ObjectInfo:
+            return await self._call("complete_upload", key, upload.complete, size, if_version)  # type: ignore[arg-type]
 
         async def abort() -> None:
             await self._call("abort_upload", key, upload.abort)  # type: ignore[arg-type]

@@ -245,3 +245,25 @@ async def test_a_store_without_uploads_stores_the_file_at_close(tmp_path):
     await close(fs, fh)
     assert raw.get("big") == data
     assert set(fs.early.counters().values()) == {0}  # nothing counted where the store has no uploads
+
+
+async def test_a_big_file_made_where_another_client_made_one_meanwhile_is_refused_and_kept(fs, raw, faulty):
+    """The completion of an early upload carries the file's condition (created: no object may be
+    there): another client's object made meanwhile stays, the close fails with ESTALE, and the
+    writer's data goes beside it, whole, as ``big.nczfs-conflict-<time>``; nothing is left open."""
+    import errno
+
+    from nczfs.errors import Conflict, to_errno
+
+    data = data_of(10 * PART + 99)
+    fh, _ = await fs.create(ROOT_INO, "big", 0o644, WRITE_NEW)
+    await write_seq(fs, fh, data)
+    raw.set("big", b"another client's")
+    with pytest.raises(Conflict) as refused:
+        await fs.flush(fh)
+    assert to_errno(refused.value) == errno.ESTALE and faulty.calls["complete_upload"] == 1
+    await fs.release(fh)
+    assert raw.get("big") == b"another client's" and raw.open_uploads == {}
+    kept = [k for k in raw.list_prefix("") if k.startswith("big.nczfs-conflict-")]
+    assert len(kept) == 1 and raw.get(kept[0]) == data and refused.value.kept == kept[0]
+    assert fs.stats["write.conflicts"] == 1

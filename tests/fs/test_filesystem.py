@@ -274,13 +274,13 @@ async def test_a_large_file_in_memory_is_stored_through_a_reader(faulty, raw, tm
     calls = []
     real_set, real_set_file = faulty.set, faulty.set_file
 
-    async def set_file(key, f, size):
+    async def set_file(key, f, size, if_version=None):
         calls.append(("set_file", key, type(f).__name__, size))
-        return await real_set_file(key, f, size)
+        return await real_set_file(key, f, size, if_version)
 
-    async def set(key, data):
+    async def set(key, data, if_version=None):
         calls.append(("set", key, len(data)))
-        return await real_set(key, data)
+        return await real_set(key, data, if_version)
 
     monkeypatch.setattr(faulty, "set_file", set_file)
     monkeypatch.setattr(faulty, "set", set)
@@ -1264,13 +1264,13 @@ async def test_flush_all_stores_files_at_once_and_can_leave_failed_ones(fs, raw,
     running, most = 0, 0
     real_set = faulty.set
 
-    async def slow_set(key, data):
+    async def slow_set(key, data, if_version=None):
         nonlocal running, most
         running += 1
         most = max(most, running)
         await trio.sleep(0.01)
         running -= 1
-        return await real_set(key, data)
+        return await real_set(key, data, if_version)
 
     monkeypatch.setattr(faulty, "set", slow_set)
     faulty.fail("set", key="f3")

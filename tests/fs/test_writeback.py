@@ -47,9 +47,9 @@ class StagingStore(MemoryStore):
         self.refuse: set[str] = set()
         self._numbers = itertools.count(1)
 
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         self.sets.append(key)
-        return super().set(key, data)
+        return super().set(key, data, if_version)
 
     def stage(self, key: str, data: bytes) -> Staged:
         if "stage" in self.refuse:
@@ -57,14 +57,14 @@ class StagingStore(MemoryStore):
         number, kept = next(self._numbers), bytes(data)
         self.staged[number] = key
 
-        def commit() -> ObjectInfo:
+        def commit(if_version: str | None = None) -> ObjectInfo:
             if self.staged.pop(number, None) is None:
                 raise BackendError(f"{key!r}: committed or aborted already")
             if "commit" in self.refuse:  # S3 aborts a completion that fails
                 self.aborted.append(key)
                 raise BackendError(f"{key!r}: commit refused")
             self.committed.append(key)
-            return MemoryStore.set(self, key, kept)
+            return MemoryStore.set(self, key, kept, if_version)
 
         def abort() -> None:
             if self.staged.pop(number, None) is not None:

@@ -23,6 +23,7 @@ import trio
 
 from nczfs.errors import (
     BackendError,
+    Conflict,
     InvalidArgument,
     DirectoryNotEmpty,
     Exists,
@@ -38,7 +39,7 @@ from nczfs.errors import (
 )
 from nczfs.store.base import SyncStore
 from nczfs.store.capabilities import ListsTrees, Stages, UploadsInParts
-from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
+from nczfs.store.values import ABSENT, ByteRange, DirEntry, FsStats, Meta, ObjectInfo
 from nczfs.threads import ThreadedStore
 
 BAD_KEYS = [
@@ -68,6 +69,8 @@ class StoreConformance:
     uploads_in_parts = False
     #: the store sends data now and makes it the object later (``Stages``)
     stages = False
+    #: the store's writes take ``if_version`` (``checks_writes``)
+    checks_writes = False
 
     @pytest.fixture
     def sync_store(self) -> SyncStore:  # pragma: no cover - always overridden
@@ -195,6 +198,41 @@ class StoreConformance:
         with pytest.raises(BackendError, match="'parts/gone'"):
             await upload.complete(upload.part_size)
         assert self.get_raw("parts/gone") is None
+
+    async def test_conditional_writes_replace_only_the_version_they_name(self, store):
+        """``if_version`` (a store that ``checks_writes``): a write, upload or rename is made only
+        while the object is that version (or, ABSENT, none is there); else Conflict (ESTALE),
+        naming the version found, and nothing changes."""
+        assert store.checks_writes == self.checks_writes
+        if not self.checks_writes:
+            return
+        first = await store.set("c/a", b"one", if_version=ABSENT)
+        with pytest.raises(Conflict) as refused:
+            await store.set("c/a", b"two", if_version=ABSENT)
+        assert refused.value.found == first.etag and to_errno(refused.value) == errno.ESTALE
+        self.put_raw("c/a", b"other")  # another client's write
+        with pytest.raises(Conflict):
+            await store.set("c/a", b"three", if_version=first.etag)
+        assert self.get_raw("c/a") == b"other"
+        now = (await store.stat("c/a")).etag
+        with pytest.raises(Conflict):  # big: a multipart upload's completion
+            await store.set("c/a", BIG, if_version=first.etag)
+        assert self.get_raw("c/a") == b"other"
+        big = await store.set("c/a", BIG, if_version=now)
+        assert self.get_raw("c/a") == BIG
+        await store.set("c/src", b"src")
+        with pytest.raises(Conflict):
+            await store.rename("c/src", "c/a", if_version=now)
+        assert self.get_raw("c/src") == b"src" and self.get_raw("c/a") == BIG
+        await store.rename("c/src", "c/a", if_version=big.etag)
+        assert self.get_raw("c/src") is None and self.get_raw("c/a") == b"src"
+        if self.uploads_in_parts:
+            upload = await store.open_upload("c/new")
+            await upload.send(1, b"p")
+            self.put_raw("c/new", b"made meanwhile")
+            with pytest.raises(Conflict):
+                await upload.complete(1, ABSENT)
+            assert self.get_raw("c/new") == b"made meanwhile"
 
     async def test_set_accepts_bytearray_and_memoryview(self, store):
         await store.set("ba", bytearray(b"abc"))

@@ -9,6 +9,7 @@ from tests.store.conformance import StoreConformance
 
 class TestMemoryStore(StoreConformance):
     uploads_in_parts = True
+    checks_writes = True
     lists_trees = True
 
     @pytest.fixture

@@ -71,7 +71,7 @@ class StagingMemory(MemoryStore):
     """A memory store that stages: the data becomes the object at commit."""
 
     def stage(self, key: str, data: bytes) -> Staged:
-        return Staged(key, lambda: self.set(key, data), lambda: None)
+        return Staged(key, lambda if_version=None: self.set(key, data, if_version), lambda: None)
 
 
 async def test_each_wrapper_offers_staging_only_where_it_says_so():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -18,6 +19,7 @@ class TestS3Store(StoreConformance):
     uploads_in_parts = True
     stages = True
     lists_trees = True
+    checks_writes = True
 
     @pytest.fixture
     def sync_store(self, s3_server) -> S3Store:
@@ -26,8 +28,10 @@ class TestS3Store(StoreConformance):
         self.prefix = s3_server.new_prefix("conf") + "/ds"
         # a small multipart threshold so the 5 MiB conformance object goes through multipart upload
         # (and in two parts: S3's smallest part size)
-        return S3Store(s3_server.client(), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024,
-                       part_size=5 * 1024 * 1024)
+        store = S3Store(s3_server.client(), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024,
+                        part_size=5 * 1024 * 1024)
+        store.checks_writes = store.probe_conditions()  # as open_s3 does: SeaweedFS honours conditions
+        return store
 
     def read_only_store(self) -> S3Store:
         return S3Store(self.server.client(), self.bucket, self.prefix, read_only=True)
@@ -55,6 +59,7 @@ class TestS3StoreHttps(TestS3Store):
                         part_size=5 * 1024 * 1024)
         assert store.async_get_from is not None
         store.async_get_from = 1
+        store.checks_writes = store.probe_conditions()
         return store
 
     def read_only_store(self) -> S3Store:
@@ -659,3 +664,33 @@ async def test_with_posix_meta_lookups_and_listings_read_the_attributes_in_objec
     assert (await writer.stat("d/f")).meta is None  # without it: no HEAD of its own, no attributes
     await writer.close()
     await reader.close()
+
+
+def test_a_mount_finds_out_once_whether_the_server_takes_conditions(s3_server, monkeypatch, caplog):
+    """open_s3 probes whether a PUT with If-None-Match: * over an object is refused: SeaweedFS
+    refuses it (writes are then conditional); a server that ignores conditions (here: obstore's
+    PUTs sent without them) makes the mount fall back to last-writer-wins, said once in the log;
+    ``-o overwrite=last_writer_wins`` and read-only mounts send no probe."""
+    import logging
+
+    import obstore
+
+    from nczfs.s3url import parse_s3_url
+    from nczfs.store.s3.options import S3Options
+    from nczfs.store.s3.store import open_s3
+
+    loc = parse_s3_url(f"s3://{s3_server.shared_bucket}/{s3_server.new_prefix('probe')}")
+    options = S3Options(endpoint_url=s3_server.endpoint, region="us-east-1")
+    store = open_s3(options, loc)
+    assert store.checks_writes and store.counters().get("PutObject") == 2
+    assert store.list_prefix("") == []  # the probe object is gone
+    for other in (dataclasses.replace(options, overwrite="last_writer_wins"), dataclasses.replace(options, read_only=True)):
+        quiet = open_s3(other, loc)
+        assert not quiet.checks_writes and "PutObject" not in quiet.counters()
+    real_put = obstore.put
+    monkeypatch.setattr(obstore, "put", lambda *args, mode=None, **kw: real_put(*args, **kw))
+    with caplog.at_level(logging.WARNING, logger="nczfs"):
+        ignoring = open_s3(options, loc)
+    assert not ignoring.checks_writes and ignoring.list_prefix("") == []
+    warned = [r.getMessage() for r in caplog.records if "ignores conditional writes" in r.getMessage()]
+    assert len(warned) == 1 and "the last writer wins" in warned[0], warned

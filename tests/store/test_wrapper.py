@@ -57,7 +57,7 @@ class Watching(WrapperStore):
 
 class StagingMemory(MemoryStore):
     def stage(self, key: str, data: bytes) -> Staged:
-        return Staged(key, lambda: self.set(key, data), lambda: None)
+        return Staged(key, lambda if_version=None: self.set(key, data, if_version), lambda: None)
 
 
 async def test_every_write_passes_the_hook_with_its_keys_and_what_set_stores(mem):

@@ -181,7 +181,7 @@ class IcechunkStore(SyncStore):
             self.tree.forget_layouts()
         return True
 
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         self._check_main_write(key)
         data = bytes(data)
         with self._rw.shared():

@@ -200,7 +200,7 @@ class ReferenceStore(SyncStore):
 
     # ------------------------------------------------------------------ writes: never
 
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
         self.check_writable(key)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -209,12 +209,12 @@ class ReferenceStore(SyncStore):
         check_key(key)
         self.check_writable(key)
 
-    def copy(self, src: str, dst: str) -> ObjectInfo:
+    def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         check_key(dst)
         self.check_writable(dst)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def rename(self, src: str, dst: str) -> None:
+    def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
         check_key(dst)
         self.check_writable(dst)
 

@@ -13,11 +13,12 @@ from typing import Any
 
 from boto3.s3.transfer import TransferConfig
 
-from nczfs.errors import BackendError, NczfsError
+from nczfs.errors import BackendError, KeyNotFound, NczfsError
 from nczfs.store.keys import check_key, join
 from nczfs.store.values import ObjectInfo
 from nczfs.store.s3.errors import translate_boto
-from nczfs.store.s3.objstore import bare_etag
+from nczfs.store.s3.objstore import bare_etag, boto_conditions
+from nczfs.store.s3.puts import refused_condition
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,9 @@ class Copies:
     client: Any
     bucket: str
 
-    def copy(self, src: str, dst: str) -> ObjectInfo:
+    def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
+        """A server-side copy; ``if_version``: only while ``dst`` is that version (CopyObject's
+        If-Match / If-None-Match; a multipart copy above 5 GiB is not conditioned)."""
         check_key(src)
         check_key(dst)
         self.check_writable(dst)
@@ -37,7 +40,7 @@ class Copies:
         try:
             if info.size <= self.copy_threshold:
                 resp = self.client.copy_object(Bucket=self.bucket, Key=self._full(dst), CopySource=source,
-                                               **self.options.writes())
+                                               **self.options.writes(), **boto_conditions(if_version))
                 etag = bare_etag(resp.get("CopyObjectResult", {}).get("ETag"))
                 return ObjectInfo(dst, info.size, time.time_ns(), etag)
             cfg = TransferConfig(
@@ -47,7 +50,10 @@ class Copies:
             )
             self.client.copy(source, self.bucket, self._full(dst), ExtraArgs=self.options.writes() or None, Config=cfg)
         except Exception as exc:
-            raise translate_boto(exc, src, f"copy to {dst!r}") from None
+            err = translate_boto(exc, src, f"copy to {dst!r}")
+            if if_version is not None and refused_condition(err, if_version) and not isinstance(err, KeyNotFound):
+                return self.conflict(dst, if_version, "")
+            raise err from None
         return self.stat(dst)
 
     def rename_dir(self, src: str, dst: str) -> None:

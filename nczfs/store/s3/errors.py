@@ -14,7 +14,13 @@ from __future__ import annotations
 import re
 
 import botocore.exceptions
-from obstore.exceptions import InvalidPathError, PermissionDeniedError, PreconditionError, UnauthenticatedError
+from obstore.exceptions import (
+    AlreadyExistsError,
+    InvalidPathError,
+    PermissionDeniedError,
+    PreconditionError,
+    UnauthenticatedError,
+)
 
 from nczfs.errors import (
     BackendError,
@@ -52,7 +58,7 @@ def translate_obstore(exc: BaseException, key: str, op: str, service: str) -> Nc
         return exc
     if isinstance(exc, FileNotFoundError):
         return KeyNotFound(key)
-    if isinstance(exc, PreconditionError):
+    if isinstance(exc, (PreconditionError, AlreadyExistsError)):  # a GET's If-Match, a PUT's condition
         return Stale(f"{key!r}: the object changed in {service} while open")
     if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)):
         return PermissionDenied(f"{key!r}: {service} {op} refused: {first_line(exc)}")
@@ -102,6 +108,11 @@ WRITES = frozenset({"PutObject", "CompleteMultipartUpload", "CreateMultipartUplo
 UNANSWERED = (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError)
 
 
+#: S3's answers to a request whose condition (If-Match, If-None-Match) does not hold; AWS
+#: answers 409 ConditionalRequestConflict while another conditional write of the key is under way
+CONDITION_FAILED = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
+
+
 def code_of(exc: botocore.exceptions.ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
@@ -133,6 +144,6 @@ def translate_boto(exc: Exception, key: str, op: str) -> NczfsError:
             return PermissionDenied(f"{key!r}: S3 {op} refused: {message_of(exc)}")
         if code == "KeyTooLongError":
             return NameTooLong(f"{key!r}: S3 {op} refused: {message_of(exc)}")
-        if code in ("PreconditionFailed", "412"):
+        if code in CONDITION_FAILED:
             return Stale(f"{key!r}: the object changed in S3 while open")
     return BackendError(f"{key!r}: S3 {op} failed: {message_of(exc)}")

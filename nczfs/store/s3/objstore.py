@@ -31,7 +31,7 @@ from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, Ncz
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key
 from nczfs.store.pieces import file_pieces
-from nczfs.store.values import ByteRange, ObjectInfo
+from nczfs.store.values import ABSENT, ByteRange, ObjectInfo
 from nczfs.store.s3.errors import first_line, translate_obstore, unanswered, unsatisfiable
 from nczfs.store.s3.listing import Listings
 
@@ -67,6 +67,24 @@ def if_match(etag: str | None) -> str | None:
     if not etag or etag.startswith("W/"):
         return None
     return f'"{etag}"'
+
+
+def put_mode(if_version: str | None) -> Any:
+    """obstore's ``mode`` of a PUT made only while the object is version ``if_version`` (an ETag:
+    If-Match), or absent (ABSENT: If-None-Match: *); None: any (overwrite)."""
+    if if_version is None or (if_version != ABSENT and if_match(if_version) is None):
+        return "overwrite"
+    return "create" if if_version == ABSENT else {"e_tag": if_match(if_version)}
+
+
+def boto_conditions(if_version: str | None) -> dict[str, str]:
+    """boto3's arguments of a write made only while the object is ``if_version`` (as :func:`put_mode`)."""
+    if if_version is None:
+        return {}
+    if if_version == ABSENT:
+        return {"IfNoneMatch": "*"}
+    pin = if_match(if_version)
+    return {"IfMatch": pin} if pin is not None else {}
 
 
 def mtime_ns(value: datetime.datetime | None) -> int:
@@ -252,21 +270,22 @@ class ObjectStoreBackend(Listings, SyncStore):
 
     # ------------------------------------------------------------------ writes
 
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
         self.check_writable(key)
-        return self._put(key, data, len(data))
+        return self._put(key, data, len(data), if_version)
 
-    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+    def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         """Store ``size`` bytes of ``f`` from its position; above the multipart threshold read
         and sent a part at a time (a file that ends sooner fails the upload: nothing is stored)."""
         if size < self.multipart_threshold:
-            return super().set_file(key, f, size)
+            return super().set_file(key, f, size, if_version)
         check_key(key)
         self.check_writable(key)
-        return self._put(key, file_pieces(key, f, size, self.part_size), size)
+        return self._put(key, file_pieces(key, f, size, self.part_size), size, if_version)
 
-    def _put(self, key: str, body: Any, size: int) -> ObjectInfo:
+    def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
+        """One PUT (GCS, Azure: ``if_version`` is not asked for, ``checks_writes`` is False)."""
         path = self._full(key)
         multipart = size >= self.multipart_threshold
         self._count("multipart" if multipart else "put")
@@ -302,7 +321,7 @@ class ObjectStoreBackend(Listings, SyncStore):
             if not isinstance(err, KeyNotFound):
                 raise err from None
 
-    def copy(self, src: str, dst: str) -> ObjectInfo:
+    def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         check_key(src)
         check_key(dst)
         self.check_writable(dst)

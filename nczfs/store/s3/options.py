@@ -37,6 +37,9 @@ class S3Options(Bounds):
     read_only: bool = False
     #: objects looked up or listed are asked (HEAD) for the attributes in their metadata
     posix_meta: bool = False
+    #: -o overwrite=: "checked" (a write replaces only the version it started from) or
+    #: "last_writer_wins"
+    overwrite: str = "checked"
 
     @classmethod
     def of(cls, config: MountConfig) -> S3Options:
@@ -46,7 +49,7 @@ class S3Options(Bounds):
                    profile=config.profile or params.get("aws.profile") or params.get("awsprofile"),
                    region=config.region, url_region=params.get("aws.region"), endpoint_url=config.endpoint_url,
                    unsigned=config.no_sign_request, path_style=config.path_style, read_only=config.read_only,
-                   posix_meta=config.posix_meta, **Bounds.given(config), **given)
+                   posix_meta=config.posix_meta, overwrite=config.overwrite, **Bounds.given(config), **given)
 
     def payer(self) -> dict[str, str]:
         """boto3's argument naming the requester as the payer, if asked for."""

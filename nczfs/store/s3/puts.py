@@ -10,17 +10,24 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import uuid
 from typing import Any
 
 import obstore as obs
 
-from nczfs.errors import BackendError, OutcomeUnknown
-from nczfs.store.values import ObjectInfo
+from nczfs.errors import BackendError, Conflict, KeyNotFound, NczfsError, OutcomeUnknown, Stale
+from nczfs.store.values import ABSENT, ObjectInfo
 from nczfs.store.s3.errors import ANSWERED, NOT_SENT, SERVER_ERROR, first_line, translate_boto
-from nczfs.store.s3.objstore import UNNAMEABLE, bare_etag, plain_etag
+from nczfs.store.s3.objstore import UNNAMEABLE, bare_etag, boto_conditions, plain_etag, put_mode
 from nczfs.store.s3.options import S3Options
 
 log = logging.getLogger(__name__)
+
+
+def refused_condition(err: NczfsError, if_version: str) -> bool:
+    """Does ``err`` say that a write's condition failed: 412 (Stale), or no object where one of
+    version ``if_version`` was expected (AWS answers an If-Match of a missing key 404)?"""
+    return isinstance(err, Stale) or (isinstance(err, KeyNotFound) and if_version != ABSENT)
 
 
 class Puts:
@@ -31,27 +38,49 @@ class Puts:
     options: S3Options
     once: Any
 
-    def _put(self, key: str, body: Any, size: int) -> ObjectInfo:
-        """One PutObject; a write whose request went out without an answer is looked for (its
-        ETag: the MD5 of what was sent) before it is called of unknown outcome."""
+    def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
+        """One PutObject (``if_version``: only while the object is that version, or absent); a
+        write whose request went out without an answer is looked for (its ETag: the MD5 of what
+        was sent) before it is called of unknown outcome, as is one whose condition failed (an
+        earlier attempt of it may have been carried out)."""
         full = self._full(key)
         data = body if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body)
         try:
             if UNNAMEABLE.search(full):  # a key obstore cannot name
                 etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data),
-                                              **self.options.writes()).get("ETag")
+                                              **self.options.writes(), **boto_conditions(if_version)).get("ETag")
             else:
-                etag = self._put_attempts(key, full, data)
+                etag = self._put_attempts(key, full, data, if_version)
         except Exception as exc:
             err = translate_boto(exc, key, "PutObject")
+            md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+            if if_version is not None and refused_condition(err, if_version):
+                return self.conflict(key, if_version, md5)
             if isinstance(err, OutcomeUnknown):  # stored after all, if the object is what was sent
-                found = self._holds(key, hashlib.md5(data, usedforsecurity=False).hexdigest())
+                found = self._holds(key, md5)
                 if found is not None:
                     return found
             raise err from None
         return ObjectInfo(key, size, time.time_ns(), bare_etag(etag))
 
-    def _put_attempts(self, key: str, full: str, data: bytes | bytearray | memoryview) -> str | None:
+    def conflict(self, key: str, if_version: str, sent: str) -> ObjectInfo:
+        """A write refused because ``key`` is not version ``if_version``: the object's info if it
+        is what was sent after all (``sent``: its ETag; an attempt that got no answer was carried
+        out, and its retry refused), else :class:`~nczfs.errors.Conflict` naming the version
+        found (one HEAD, on this path only)."""
+        try:
+            info = self.stat(key)
+        except KeyNotFound:
+            raise Conflict(key, if_version, "") from None
+        except NczfsError as exc:
+            log.warning("%r: the version a refused write met is unknown: %s", key, exc)
+            raise Conflict(key, if_version, "") from None
+        if sent and info.etag == sent:
+            return info
+        raise Conflict(key, if_version, info.etag)
+
+    def _put_attempts(self, key: str, full: str, data: bytes | bytearray | memoryview,
+                      if_version: str | None = None) -> str | None:
         """obstore's PUT, ``-o retries=`` + 1 attempts, paused between as obstore's own are. An
         attempt that never reached the server (refused, no route) or was answered 5xx is tried
         again as obstore would; one that went out and got no answer (a timeout, a broken
@@ -60,7 +89,8 @@ class Puts:
         for _ in self.options.attempts(self._retrying):
             self._count("put")
             try:
-                return obs.put(self.once, full, data, use_multipart=False, **self.put_arguments()).get("e_tag")
+                return obs.put(self.once, full, data, use_multipart=False, mode=put_mode(if_version),
+                               **self.put_arguments()).get("e_tag")
             except Exception as exc:
                 text = str(exc)
                 if ANSWERED.search(text) and not SERVER_ERROR.search(text):
@@ -100,6 +130,41 @@ class Puts:
             return None
         log.warning("%r: a write got no answer, but the object is what it sent: stored", key)
         return self._info(key, meta)
+
+    def probe_conditions(self) -> bool:
+        """Does the server refuse a conditional write whose condition fails? One probe at mount
+        time: a PutObject of a probe key, the same key again with If-None-Match: * (which must be
+        refused), then its DELETE. A server that takes the second PUT ignores conditions: the
+        mount falls back to last-writer-wins, and says so once."""
+        key = f".nczfs-probe-{uuid.uuid4().hex}"
+        full = self._full(key)
+        try:
+            self._count("put")
+            obs.put(self.once, full, b"", mode="create")
+            try:
+                self._count("put")
+                obs.put(self.once, full, b"probe", mode="create")
+                ignored = True
+            except Exception as exc:  # noqa: BLE001 - the refusal asked for, or a failure
+                if not isinstance(translate_boto(self._err(exc, key, "put"), key, "PutObject"), Stale):
+                    raise
+                ignored = False
+        except Exception as exc:  # noqa: BLE001 - a mount that cannot probe checks nothing
+            log.warning("%s: conditional writes could not be tried (%s): the last writer wins (-o overwrite=)",
+                        self.url, first_line(exc))
+            return False
+        finally:
+            self._drop_probe(key, full)
+        if ignored:
+            log.warning("%s: the server ignores conditional writes (If-None-Match): a close over another "
+                        "client's change replaces it, the last writer wins", self.url)
+        return not ignored
+
+    def _drop_probe(self, key: str, full: str) -> None:
+        try:
+            self._delete_path(key, full)
+        except NczfsError as exc:
+            log.warning("%r: the probe object of conditional writes could not be deleted: %s", key, exc)
 
     def put_arguments(self) -> dict[str, Any]:
         """The storage class asked for (obstore sends it as ``x-amz-storage-class``)."""

@@ -46,10 +46,13 @@ S3_OPS = {"get": "GetObject", "head": "HeadObject", "list": "ListObjectsV2", "pu
 
 
 def open_s3(options: S3Options, loc: S3Location) -> S3Store:
-    """The S3 store of the bucket and prefix at ``loc``, checked to answer (:meth:`S3Store.probe`)."""
+    """The S3 store of the bucket and prefix at ``loc``, checked to answer (:meth:`S3Store.probe`);
+    a writable one's writes are conditional where the server honours conditions (one probe)."""
     store = S3Store(make_client(options, loc), loc.bucket, loc.prefix, read_only=options.read_only,
                     options=options, head_for_meta=options.posix_meta)
     store.probe(options.source)
+    if not options.read_only and options.overwrite == "checked":
+        store.checks_writes = store.probe_conditions()
     return store
 
 

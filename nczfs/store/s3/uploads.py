@@ -20,7 +20,8 @@ from nczfs.errors import BackendError, OutcomeUnknown
 from nczfs.store.keys import check_key
 from nczfs.store.values import ObjectInfo, Staged, Upload
 from nczfs.store.s3.errors import message_of, translate_boto, upload_gone
-from nczfs.store.s3.objstore import bare_etag
+from nczfs.store.s3.objstore import bare_etag, boto_conditions
+from nczfs.store.s3.puts import refused_condition
 
 log = logging.getLogger(__name__)
 
@@ -35,20 +36,20 @@ class MultipartUploads:
     client: Any
     bucket: str
 
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
         self.check_writable(key)
         if len(data) >= self.multipart_threshold:
             view = memoryview(data)
-            return self._multipart(key, len(data), lambda start, size: view[start : start + size]).commit()
-        return self._put(key, data, len(data))
+            return self._multipart(key, len(data), lambda start, size: view[start : start + size]).commit(if_version)
+        return self._put(key, data, len(data), if_version)
 
-    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+    def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         """Store ``size`` bytes of the file object ``f`` from its position; above the multipart
         threshold its parts are read one at a time (so at most one part per sending thread is in
         memory) and sent in parallel."""
         if size < self.multipart_threshold:
-            return super().set_file(key, f, size)  # one PutObject, a short file refused
+            return super().set_file(key, f, size, if_version)  # one PutObject, a short file refused
         check_key(key)
         self.check_writable(key)
         base, reading = f.tell(), threading.Lock()
@@ -61,7 +62,7 @@ class MultipartUploads:
                 raise BackendError(f"{key!r}: the data to upload ends at byte {start + len(data)}, before {start + length}")
             return data
 
-        return self._multipart(key, size, part).commit()
+        return self._multipart(key, size, part).commit(if_version)
 
     def stage(self, key: str, data: bytes) -> Staged | None:
         """The parts of a multipart upload of ``key``, sent now, invisible until ``commit``
@@ -93,7 +94,7 @@ class MultipartUploads:
         except Exception as exc:
             upload.abort()
             raise translate_boto(exc, key, "UploadPart") from None
-        return Staged(key, lambda: upload.complete(size), upload.abort)
+        return Staged(key, lambda if_version=None: upload.complete(size, if_version), upload.abort)
 
     def open_upload(self, key: str) -> Upload:
         """A multipart upload of ``key``, its parts sent as they come (from any thread), made the
@@ -125,26 +126,35 @@ class MultipartUploads:
             except Exception as exc:
                 raise translate_boto(exc, key, "UploadPart") from None
 
-        def complete(size: int) -> ObjectInfo:
-            numbers = sorted(etags)
-            try:
-                if not numbers or numbers != list(range(1, len(numbers) + 1)):
-                    raise BackendError(f"{key!r}: parts {numbers} sent, not 1..n")
-                tags = [etags[n] for n in numbers]
-                etag = self.client.complete_multipart_upload(
-                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer(),
-                    MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
-                ).get("ETag")
-            except Exception as exc:
-                err = translate_boto(exc, key, "CompleteMultipartUpload")
-                if isinstance(err, OutcomeUnknown):
-                    return self._settle(key, s3_key, upload_id, [etags[n] for n in numbers], err)
-                self._abort_staged(key, s3_key, upload_id)
-                raise err from None
-            self._finished(upload_id)
-            return ObjectInfo(key, size, time.time_ns(), bare_etag(etag))
+        def complete(size: int, if_version: str | None = None) -> ObjectInfo:
+            return self._complete(key, s3_key, upload_id, etags, size, if_version)
 
         return Upload(key, self.part_size, send, complete, lambda: self._abort_staged(key, s3_key, upload_id))
+
+    def _complete(self, key: str, s3_key: str, upload_id: str, etags: dict[int, str], size: int,
+                  if_version: str | None) -> ObjectInfo:
+        """CompleteMultipartUpload of the parts ``etags`` sent (``if_version``: only while the
+        object is that version, or absent); a failure aborts the upload."""
+        numbers = sorted(etags)
+        try:
+            if not numbers or numbers != list(range(1, len(numbers) + 1)):
+                raise BackendError(f"{key!r}: parts {numbers} sent, not 1..n")
+            tags = [etags[n] for n in numbers]
+            etag = self.client.complete_multipart_upload(
+                Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer(),
+                MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
+                **boto_conditions(if_version),
+            ).get("ETag")
+        except Exception as exc:
+            err = translate_boto(exc, key, "CompleteMultipartUpload")
+            if isinstance(err, OutcomeUnknown):
+                return self._settle(key, s3_key, upload_id, [etags[n] for n in numbers], err)
+            self._abort_staged(key, s3_key, upload_id)
+            if if_version is not None and refused_condition(err, if_version):
+                return self.conflict(key, if_version, "")
+            raise err from None
+        self._finished(upload_id)
+        return ObjectInfo(key, size, time.time_ns(), bare_etag(etag))
 
     def _settle(self, key: str, s3_key: str, upload_id: str, tags: list[str], err: OutcomeUnknown) -> ObjectInfo:
         """A CompleteMultipartUpload that got no answer: done, if the object's ETag is the

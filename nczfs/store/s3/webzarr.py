@@ -289,7 +289,7 @@ class WebZarrStore(SyncStore):
                 raise InvalidKey(key, first_line(exc)) from None
             raise translate_obstore(exc, key, "GET", "HTTP") from None
 
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         self.check_writable(key)
         raise AssertionError("unreachable")
 

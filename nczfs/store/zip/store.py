@@ -219,10 +219,10 @@ class ZipStore(Archive, Tree, SyncStore):
             if "/".join(parts[:i]) in self._files:
                 raise NotADirectory(f"{key!r}: a parent is a file")
 
-    def set(self, key: str, data: bytes | bytearray | memoryview) -> ObjectInfo:
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         return self._stage(key, [data], len(data))
 
-    def set_file(self, key: str, f: BinaryIO, size: int) -> ObjectInfo:
+    def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         return self._stage(key, file_pieces(key, f, size, COPY_CHUNK), size)
 
     def _stage(self, key: str, chunks: Iterable[bytes | bytearray | memoryview], size: int,
@@ -300,12 +300,12 @@ class ZipStore(Archive, Tree, SyncStore):
         if src != dst:
             self._record({"op": op, "src": src, "dst": dst})
 
-    def copy(self, src: str, dst: str) -> ObjectInfo:
+    def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         with self._lock:
             self._move_or_copy("cp", src, dst)
             return self._info(dst, self._files[dst])
 
-    def rename(self, src: str, dst: str) -> None:
+    def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
         with self._lock:
             self._move_or_copy("mv", src, dst)
 

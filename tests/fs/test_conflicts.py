@@ -1,0 +1,113 @@
+"""Writes another client got in before (nczfs/fs/conflicts.py), over the memory store, which
+checks writes as S3 does (``if_version``), without a kernel; the medium is changed behind the
+filesystem through the backdoor (``raw``), as another client would."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from nczfs.errors import Conflict, to_errno
+from nczfs.fs.attrs import SetattrRequest
+from nczfs.fs.filesystem import Filesystem
+from nczfs.fs.inodes import ROOT_INO
+from nczfs.fs.options import FsOptions
+from nczfs.store.memory import MemoryStore
+from nczfs.threads import ThreadedStore
+
+WRITE_NEW = os.O_WRONLY | os.O_CREAT
+
+
+@pytest.fixture
+def raw() -> MemoryStore:
+    return MemoryStore("conflicts")
+
+
+@pytest.fixture
+def fs(raw) -> Filesystem:
+    return Filesystem(ThreadedStore(raw), FsOptions(metadata_ttl=60))
+
+
+async def _ino(fs: Filesystem, name: str) -> int:
+    await fs.lookup(ROOT_INO, name)
+    node = fs.table.at(name)
+    assert node is not None
+    return node.ino
+
+
+async def _write_new(fs: Filesystem, name: str, data: bytes) -> None:
+    fh, _ = await fs.create(ROOT_INO, name, 0o644, WRITE_NEW)
+    await fs.write(fh, 0, data)
+    await fs.flush(fh)
+    await fs.release(fh)
+
+
+def _kept(raw: MemoryStore, name: str) -> list[bytes]:
+    return [raw.get(k) for k in raw.list_prefix("") if k.startswith(f"{name}.nczfs-conflict-")]
+
+
+async def test_an_rdwr_rewrite_over_another_clients_version_is_refused_and_kept(fs, raw):
+    raw.set("f", b"v0")
+    fh = await fs.open(await _ino(fs, "f"), os.O_RDWR)
+    await fs.write(fh, 2, b"+mine")
+    raw.set("f", b"theirs")
+    with pytest.raises(Conflict) as refused:
+        await fs.flush(fh)
+    assert to_errno(refused.value) == errno.ESTALE and refused.value.expected != refused.value.found
+    with pytest.raises(Conflict):  # every close of it meets the refusal; its data is kept once
+        await fs.fsync(fh)
+    await fs.release(fh)
+    assert raw.get("f") == b"theirs" and _kept(raw, "f") == [b"v0+mine"]
+    assert fs.stats["write.conflicts"] == 1 and fs.stats["write.overwrite-checked"] == 1
+
+
+async def test_the_mounts_own_writes_move_the_version_it_replaces(fs, raw):
+    """A truncate of a closed file, a rewrite, a rename over a file the mount stored: each
+    replaces the version the mount itself made, never a conflict."""
+    await _write_new(fs, "t", b"0123456789")
+    await fs.setattr(await _ino(fs, "t"), SetattrRequest(size=4))
+    await _write_new(fs, "tmp", b"renamed over")
+    await fs.rename(ROOT_INO, "tmp", ROOT_INO, "t")
+    fh = await fs.open(await _ino(fs, "t"), os.O_WRONLY | os.O_TRUNC)
+    await fs.write(fh, 0, b"rewritten")
+    await fs.flush(fh)
+    await fs.release(fh)
+    assert raw.get("t") == b"rewritten" and fs.stats["write.conflicts"] == 0
+
+
+async def test_without_checks_the_last_writer_wins(raw):
+    """A store that does not check writes (-o overwrite=last_writer_wins, a server that ignores
+    conditions): no condition is sent, the close replaces the other client's object."""
+    raw.checks_writes = False
+    fs = Filesystem(ThreadedStore(raw), FsOptions(metadata_ttl=60))
+    raw.set("f", b"v0")
+    fh = await fs.open(await _ino(fs, "f"), os.O_WRONLY | os.O_TRUNC)
+    await fs.write(fh, 0, b"mine")
+    raw.set("f", b"theirs")
+    await fs.flush(fh)
+    await fs.release(fh)
+    assert raw.get("f") == b"mine" and fs.stats["write.overwrite-checked"] == 0
+
+
+async def test_a_rename_replaces_the_version_the_mount_read_last(fs, raw):
+    """A reader that found the object changed under it read the new version: a rename over the
+    file replaces that one, not the version known before; another client's later change is refused."""
+    raw.set("r", b"v0")
+    ino = await _ino(fs, "r")
+    raw.set("r", b"v1 by another client")
+    fh = await fs.open(ino, os.O_RDONLY)
+    assert await fs.read(fh, 0, 100) == b"v1 by another client"
+    await fs.release(fh)
+    await _write_new(fs, "tmp", b"mine")
+    await fs.rename(ROOT_INO, "tmp", ROOT_INO, "r")
+    assert raw.get("r") == b"mine"
+    fh = await fs.open(await _ino(fs, "r"), os.O_RDONLY)
+    assert await fs.read(fh, 0, 100) == b"mine"
+    await fs.release(fh)
+    await _write_new(fs, "tmp2", b"mine again")
+    raw.set("r", b"v2 by another client")
+    with pytest.raises(Conflict):
+        await fs.rename(ROOT_INO, "tmp2", ROOT_INO, "r")
+    assert raw.get("r") == b"v2 by another client" and raw.get("tmp2") == b"mine again"
