@@ -131,12 +131,14 @@ class WriteBack:
                 await node.content.fit()
         return node.content
 
-    async def _load(self, node: Node) -> bytes:
+    async def _load(self, node: Node, rng: ByteRange | None = None) -> bytes:
+        """The object's bytes (``rng`` of them) at the version the mount knows, or, if that
+        changed meanwhile, at the current one, which the node then knows (what its upload replaces)."""
         try:
-            data = await self.store.get_version(node.path, None, node.etag or None)
+            data = await self.store.get_version(node.path, rng, node.etag or None)
         except Stale:
             self.attrs.record(node, await self.store.stat(node.path))
-            data = await self.store.get_version(node.path, None, node.etag or None)
+            data = await self.store.get_version(node.path, rng, node.etag or None)
         node.seen = node.etag
         return data
 
@@ -183,7 +185,7 @@ class WriteBack:
         """A stored object cut or extended to ``size`` and stored again: what is kept of it is
         read into a file buffer, which a big size sends to a temp file with a hole for the rest
         (nothing but the old bytes is ever held in memory), and stored from there."""
-        old = b"" if size == 0 else await self.store.get(node.path, ByteRange(0, size))
+        old = b"" if size == 0 else await self._load(node, ByteRange(0, size))
         # past what it holds now, the content goes to a temp file, where the rest is a hole
         content = Content(old, dirty=True, spill_threshold=min(self.spill_threshold, max(len(old), GROW_IN_MEMORY)),
                           spill_dir=self.spill_dir, memory=self.write_memory, base=self.base_of(node))
