@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import signal
 import subprocess
 import tempfile
 import warnings
@@ -318,31 +319,43 @@ def _judge_one(path: str, where: Where, ref: dict[str, Any], header: bool) -> li
     return None if got is None else compare(ref, got, values=not header)
 
 
-def _in_child(fn, *args: Any) -> Any:
-    """``fn(*args)`` in a forked child, its result pickled back; a child killed by a signal
-    (netCDF-C crashing on what it reads) gives ``["open: reader crashed (SIGSEGV)"]``."""
-    import os
-    import pickle
-    import signal
+_worker: list = []  # the one worker process netCDF-C reads run in (a ProcessPoolExecutor of 1)
+#: seconds a read may take before its reader counts as hung
+READ_TIMEOUT = 120
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(r)
-        try:
-            data = pickle.dumps(fn(*args))
-        except BaseException as exc:  # noqa: BLE001
-            data = pickle.dumps([f"open: {type(exc).__name__}: {str(exc)[:300]}"])
-        with os.fdopen(w, "wb") as f:
-            f.write(data)
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return [f"open: reader crashed ({signal.Signals(os.WTERMSIG(status)).name})"]
-    return pickle.loads(data)
+
+def _in_child(fn, *args: Any) -> Any:
+    """``fn(*args)`` in a worker process of its own (a clean interpreter, forked from a
+    forkserver: no thread of this process, such as a store's, holds a lock there); a worker that
+    dies (netCDF-C crashing on what it reads) or hangs gives ``["open: reader ..."]``, and the
+    next call starts another."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import TimeoutError as Timeout
+    from concurrent.futures.process import BrokenProcessPool
+
+    if not _worker:
+        _worker.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")))
+    pool = _worker[0]
+    try:
+        return pool.submit(fn, *args).result(timeout=READ_TIMEOUT)
+    except (BrokenProcessPool, Timeout) as exc:
+        codes = [p.exitcode for p in getattr(pool, "_processes", {}).values()]
+        _stop_worker()
+        if isinstance(exc, Timeout):
+            return [f"open: reader hung (no answer in {READ_TIMEOUT} s)"]
+        died = next((c for c in codes if c), None)
+        name = signal.Signals(-died).name if died and died < 0 else f"exit {died}"
+        return [f"open: reader crashed ({name})"]
+
+
+def _stop_worker() -> None:
+    """End the worker process (killed: it may hang)."""
+    if _worker:
+        pool = _worker.pop()
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 #: the kinds of difference that change what a reader computes with (the rest: metadata)
