@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import os
 import signal
 import subprocess
 import tempfile
@@ -337,8 +338,8 @@ def _in_child(fn, *args: Any) -> Any:
     if not _worker:
         _worker.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")))
     pool = _worker[0]
-    try:
-        return pool.submit(fn, *args).result(timeout=READ_TIMEOUT)
+    try:  # the caller's environment now (an S3 server's credential files set after the worker started)
+        return pool.submit(_with_environment, dict(os.environ), fn, *args).result(timeout=READ_TIMEOUT)
     except (BrokenProcessPool, Timeout) as exc:
         codes = [p.exitcode for p in getattr(pool, "_processes", {}).values()]
         _stop_worker()
@@ -347,6 +348,12 @@ def _in_child(fn, *args: Any) -> Any:
         died = next((c for c in codes if c), None)
         name = signal.Signals(-died).name if died and died < 0 else f"exit {died}"
         return [f"open: reader crashed ({name})"]
+
+
+def _with_environment(env: dict[str, str], fn, *args: Any) -> Any:
+    os.environ.clear()
+    os.environ.update(env)
+    return fn(*args)
 
 
 def _stop_worker() -> None:
