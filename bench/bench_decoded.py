@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.decoded.judge import PATHS  # noqa: E402
+from tests.decoded.judge import PATHS, stop_worker  # noqa: E402
 from tests.decoded.run import Site, Tally, judge_examples, mounted_views, write_examples  # noqa: E402
 from tests.fidelity.writers import CDL_DIR, write_cdl  # noqa: E402
 from tests.helpers import DirectoryBackend, S3Backend  # noqa: E402
@@ -137,6 +137,7 @@ def main() -> None:
         if args.s3:
             report(f"S3 mount: {args.examples} generated examples", on_s3(work, args.examples, args.keep))
     finally:
+        stop_worker()
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n(total {time.monotonic() - t0:.0f} s)")
 

@@ -342,7 +342,7 @@ def _in_child(fn, *args: Any) -> Any:
         return pool.submit(_with_environment, dict(os.environ), fn, *args).result(timeout=READ_TIMEOUT)
     except (BrokenProcessPool, Timeout) as exc:
         codes = [p.exitcode for p in getattr(pool, "_processes", {}).values()]
-        _stop_worker()
+        stop_worker()
         if isinstance(exc, Timeout):
             return [f"open: reader hung (no answer in {READ_TIMEOUT} s)"]
         died = next((c for c in codes if c), None)
@@ -356,8 +356,9 @@ def _with_environment(env: dict[str, str], fn, *args: Any) -> Any:
     return fn(*args)
 
 
-def _stop_worker() -> None:
-    """End the worker process (killed: it may hang)."""
+def stop_worker() -> None:
+    """End the worker process netCDF-C reads run in (killed: it may hang); the next read starts
+    another. Call it when done (a test module's teardown)."""
     if _worker:
         pool = _worker.pop()
         for proc in list(getattr(pool, "_processes", {}).values()):

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.decoded.judge import compare, expected, judge
+from tests.decoded.judge import compare, expected, judge, stop_worker
 from tests.decoded.run import Site, Tally, judge_examples, mounted_views, run_examples, write_examples
 from tests.helpers import DirectoryBackend, S3Backend
 
@@ -36,6 +36,13 @@ _V3_FILL_ATTR = "issue 43: a Zarr v3 _FillValue attribute (xarray's) is not the 
 
 def xfail(reason: str):
     return pytest.mark.xfail(strict=True, reason=reason)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _reader_worker():
+    """The judge's worker process (netCDF-C reads) ends with the module."""
+    yield
+    stop_worker()
 
 
 @pytest.fixture(scope="module")
