@@ -128,6 +128,9 @@ class WrapperStore(Store):
     async def statfs(self) -> FsStats | None:
         return await self.inner.statfs()
 
+    async def refresh(self, key: str) -> None:
+        await self.inner.refresh(key)
+
     def describe(self) -> str:
         return self.inner.describe()
 
