@@ -74,6 +74,11 @@ class ConsolidatingStore(WrapperStore):
         self._lock = trio.Lock()
         #: told of every key this wrapper rewrites on its own, so cached sizes can be dropped
         self.on_change = on_change
+        #: rewrites refused because another writer's came between, and writes failed after ATTEMPTS
+        self.stats = {"consolidated.merged-again": 0, "consolidated.lost": 0}
+
+    def counters(self) -> dict[str, int]:
+        return {**self.inner.counters(), **self.stats}
 
     async def _store(self, key: str, data: bytes, if_version: str | None) -> None:
         await self.inner.set(key, data, if_version=if_version)
@@ -107,8 +112,10 @@ class ConsolidatingStore(WrapperStore):
                 await self._store(zkey, dump(content), (version or None) if self.checks_writes else None)
                 return
             except Stale as exc:  # Conflict included: another writer's version came between
+                self.stats["consolidated.merged-again"] += 1
                 log.info("%r: changed by another writer (%s): read and merged again", zkey, exc)
                 await trio.sleep(BACKOFF * 2**attempt * random.uniform(0.5, 1.5))
+        self.stats["consolidated.lost"] += 1
         raise ConsolidationLost(f"{zkey!r} was changed by another writer at each of {ATTEMPTS} attempts to update it")
 
     async def _update(self, key: str, value: Any, remove: bool = False) -> None:

@@ -68,6 +68,7 @@ async def test_an_update_refused_by_another_writers_is_read_and_merged_again(cac
     assert _entries(below) == {".zgroup", "a/.zarray", "a/.zattrs", *below.added}
     await s.delete("ds/a/.zattrs")  # a removal merged the same: only its own entry goes
     assert _entries(below) == {".zgroup", "a/.zarray", *below.added}
+    assert s.counters()["consolidated.merged-again"] >= 3 and s.counters()["consolidated.lost"] == 0
 
 
 async def test_an_update_refused_at_every_attempt_fails_the_write_with_estale(monkeypatch, caplog):
@@ -80,6 +81,7 @@ async def test_an_update_refused_at_every_attempt_fails_the_write_with_estale(mo
     assert "'ds/a/.zarray': stored, but its entry in the consolidated metadata is missing" in str(failed.value)
     assert "'ds/.zmetadata' was changed by another writer at each of 8 attempts" in caplog.text
     assert len(below.added) == consolidating.ATTEMPTS
+    assert s.counters()["consolidated.lost"] == 1
     assert _entries(below) == {".zgroup", *below.added}  # every other writer's entry is there
 
 
