@@ -73,16 +73,21 @@ async def test_an_update_refused_by_another_writers_is_read_and_merged_again(cac
 
 async def test_an_update_refused_at_every_attempt_fails_the_write_with_estale(monkeypatch, caplog):
     monkeypatch.setattr(consolidating, "BACKOFF", 0)
-    below = OtherWriter(times=1000)
+    below = OtherWriter(times=0)
     s = _stack(below, cached=True)
+    await s.set("ds/a/.zarray", json.dumps(ZARRAY).encode())
+    below.times = 1000
     with caplog.at_level(logging.ERROR), pytest.raises(Stale) as failed:
-        await s.set("ds/a/.zarray", json.dumps(ZARRAY).encode())
+        await s.set("ds/b/.zarray", json.dumps(ZARRAY).encode())
     assert failed.value.errno == errno.ESTALE
-    assert "'ds/a/.zarray': stored, but its entry in the consolidated metadata is missing" in str(failed.value)
+    assert "'ds/b/.zarray': stored, but its entry in the consolidated metadata is missing" in str(failed.value)
     assert "'ds/.zmetadata' was changed by another writer at each of 8 attempts" in caplog.text
     assert len(below.added) == consolidating.ATTEMPTS
     assert s.counters()["consolidated.lost"] == 1
-    assert _entries(below) == {".zgroup", *below.added}  # every other writer's entry is there
+    assert _entries(below) == {".zgroup", "a/.zarray", *below.added}  # every other writer's entry is there
+    with pytest.raises(Stale, match="'ds/.zmetadata' was changed by another writer"):  # an unlink: the same
+        await s.delete("ds/a/.zarray")
+    assert "a/.zarray" in _entries(below) and "ds/a/.zarray" not in below.list_prefix("ds")
 
 
 async def test_where_the_store_cannot_check_the_copy_is_read_from_the_store_right_before_the_write():
