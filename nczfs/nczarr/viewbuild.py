@@ -5,7 +5,6 @@ hold (:mod:`nczfs.nczarr.chunkfacts`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import time
@@ -95,10 +94,10 @@ class ViewBuilder:
         info = await self.inner.stat(key)
         try:
             data = await self.inner.get_version(key, None, info.etag or None)
+            versions[key] = info.etag
         except Stale:  # changed since its stat: the current bytes, of a version not known
-            info = dataclasses.replace(info, etag="")
             data = await self.inner.get(key)
-        versions[key] = info.etag
+            versions[key] = ""
         return data
 
     async def _collect(self, root: str, rel: str, out: dict[str, bytes], versions: dict[str, str]) -> None:
