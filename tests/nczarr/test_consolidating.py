@@ -102,3 +102,30 @@ async def test_where_the_store_cannot_check_the_copy_is_read_from_the_store_righ
     below.times = 1
     await s.set("ds/b/.zarray", json.dumps(ZARRAY).encode())
     assert _entries(below) == {"before/.zarray", "a/.zarray", "b/.zarray"}  # other0 lost: not checked
+
+
+class OtherV3Writer(MemoryStore):
+    """As OtherWriter, for the ``consolidated_metadata`` of the Zarr v3 group ``ds/zarr.json``."""
+
+    def __init__(self):
+        super().__init__("other-v3")
+        self.times = 0
+
+    def set(self, key, data, if_version=None):
+        if key == "ds/zarr.json" and self.times > 0:
+            self.times -= 1
+            node = json.loads(self.get(key))
+            node["consolidated_metadata"]["metadata"]["other"] = {"node_type": "group", "zarr_format": 3}
+            super().set(key, json.dumps(node).encode())
+        return super().set(key, data, if_version)
+
+
+async def test_a_zarr_v3_groups_consolidated_metadata_is_merged_the_same():
+    below = OtherV3Writer()
+    below.set("ds/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group", "consolidated_metadata": {
+        "kind": "inline", "must_understand": False, "metadata": {}}}).encode())
+    s = ConsolidatingStore(CachingStore(ThreadedStore(below), ttl=60))
+    await s.get("ds/zarr.json")
+    below.times = 1
+    await s.set("ds/a/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group"}).encode())
+    assert set(json.loads(below.get("ds/zarr.json"))["consolidated_metadata"]["metadata"]) == {"a", "other"}
