@@ -154,6 +154,10 @@ class CachingStore(WrapperStore):
         self._touch(key)  # an answer about it or its parent still on its way is not kept either
         self.meta.drop_listing_of(key)
 
+    async def refresh(self, key: str) -> None:
+        self._changed_elsewhere(key)
+        await self.inner.refresh(key)
+
     # ------------------------------------------------------------------ writes
 
     async def _store(self, key: str, call: Awaitable[ObjectInfo]) -> ObjectInfo:

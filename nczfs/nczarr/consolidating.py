@@ -5,17 +5,24 @@ in the folders above it gets that entry updated (or removed); for Zarr v3, the
 ``consolidated_metadata`` of every ``zarr.json`` group above a written ``zarr.json`` is updated the
 same way. So a reader that trusts the consolidated copy (xarray's ``consolidated=True``) never
 sees stale metadata. A ``.zmetadata`` written by the client itself is stored as written.
+
+Other mounts and clients may update the same copy at the same time: each rewrite reads the copy
+with its version, applies only this mount's change of one entry to it, and (where the store checks
+writes) stores it only while it is still that version; refused, it reads and merges again, so no
+writer's entry is lost. Where the store cannot check, the copy is read from the store (not a
+cache) right before it is rewritten, and the last writer wins.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 from typing import Any, Awaitable, Callable, TypeVar
 
 import trio
 
-from nczfs.errors import KeyNotFound, NczfsError, NotSupported
+from nczfs.errors import KeyNotFound, NczfsError, NotSupported, Stale
 from nczfs.nczarr import jsontext
 from nczfs.store.base import Store
 from nczfs.store.keys import join, parent_of
@@ -25,6 +32,14 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 V2_ENTRIES = (".zgroup", ".zarray", ".zattrs")
+#: rewrites of one consolidated copy tried (each after reading it again) before the write fails
+ATTEMPTS = 8
+#: the wait (seconds) after a refused rewrite, doubled after each, jittered by up to half
+BACKOFF = 0.01
+
+
+class ConsolidationLost(Stale):
+    """Another writer changed a consolidated copy at each attempt to update it (ESTALE)."""
 
 
 def _ancestors(key: str) -> list[str]:
@@ -59,17 +74,49 @@ class ConsolidatingStore(WrapperStore):
         self._lock = trio.Lock()
         #: told of every key this wrapper rewrites on its own, so cached sizes can be dropped
         self.on_change = on_change
+        #: rewrites refused because another writer's came between, and writes failed after ATTEMPTS
+        self.stats = {"consolidated.merged-again": 0, "consolidated.lost": 0}
 
-    async def _store(self, key: str, data: bytes) -> None:
-        await self.inner.set(key, data)
+    def counters(self) -> dict[str, int]:
+        return {**self.inner.counters(), **self.stats}
+
+    async def _store(self, key: str, data: bytes, if_version: str | None) -> None:
+        await self.inner.set(key, data, if_version=if_version)
         if self.on_change is not None:
             self.on_change(key)
 
-    async def _json(self, key: str) -> Any:
+    async def _read(self, key: str) -> tuple[Any, str | None]:
+        """``key``'s JSON (None: no object, or not JSON) and the version it was read at (None:
+        none there; "": the store tells none). Stale if it changed between the two."""
         try:
-            return jsontext.loads(await self.inner.get(key))
-        except (KeyNotFound, ValueError, UnicodeDecodeError):
-            return None
+            info = await self.inner.stat(key)
+            data = await self.inner.get_version(key, None, info.etag or None)
+        except KeyNotFound:
+            return None, None
+        try:
+            return jsontext.loads(data), info.etag
+        except (ValueError, UnicodeDecodeError):
+            return None, info.etag
+
+    async def _rewrite(self, zkey: str, change: Callable[[Any], bool], dump: Callable[[Any], bytes]) -> None:
+        """``change`` (True: it changed the content) applied to ``zkey``'s content as read now,
+        stored only while ``zkey`` is still the version read (where the store checks writes);
+        refused (another writer updated it meanwhile), read and applied again, a few times."""
+        for attempt in range(ATTEMPTS):
+            if not self.checks_writes:  # nothing would refuse a stale copy: read the store's own
+                await self.inner.refresh(zkey)
+            try:
+                content, version = await self._read(zkey)
+                if content is None or not change(content):
+                    return
+                await self._store(zkey, dump(content), (version or None) if self.checks_writes else None)
+                return
+            except Stale as exc:  # Conflict included: another writer's version came between
+                self.stats["consolidated.merged-again"] += 1
+                log.info("%r: changed by another writer (%s): read and merged again", zkey, exc)
+                await trio.sleep(BACKOFF * 2**attempt * random.uniform(0.5, 1.5))
+        self.stats["consolidated.lost"] += 1
+        raise ConsolidationLost(f"{zkey!r} was changed by another writer at each of {ATTEMPTS} attempts to update it")
 
     async def _update(self, key: str, value: Any, remove: bool = False) -> None:
         """Put ``value`` (or nothing) as ``key``'s entry in each consolidated copy above it."""
@@ -84,25 +131,26 @@ class ConsolidatingStore(WrapperStore):
     async def _update_v2(self, key: str, value: Any, remove: bool) -> None:
         """The entry in each ``.zmetadata`` at or above ``key``'s folder."""
         for folder in [parent_of(key), *_ancestors(key)]:
-            zkey = join(folder, ".zmetadata")
-            meta = await self._json(zkey)
-            if not isinstance(meta, dict) or not isinstance(meta.get("metadata"), dict):
-                continue
             rel = _rel(folder, key)
-            if _put(meta["metadata"], rel, value, remove):
-                await self._store(zkey, json.dumps(meta, indent=4, sort_keys=True).encode())
-                log.debug("%s: entry %s updated", zkey, rel)
+
+            def change(meta: Any, rel: str = rel) -> bool:
+                entries = meta.get("metadata") if isinstance(meta, dict) else None
+                return isinstance(entries, dict) and _put(entries, rel, value, remove)
+
+            await self._rewrite(join(folder, ".zmetadata"), change,
+                                lambda meta: json.dumps(meta, indent=4, sort_keys=True).encode())
 
     async def _update_v3(self, key: str, value: Any, remove: bool) -> None:
         """The entry in the ``consolidated_metadata`` of each ``zarr.json`` above ``key``'s node."""
         for folder in _ancestors(key):
-            zkey = join(folder, "zarr.json")
-            node = await self._json(zkey)
-            cm = node.get("consolidated_metadata") if isinstance(node, dict) else None
-            if not isinstance(cm, dict) or not isinstance(cm.get("metadata"), dict):
-                continue
-            if _put(cm["metadata"], _rel(folder, parent_of(key)), value, remove):
-                await self._store(zkey, json.dumps(node, indent=2).encode())
+            rel = _rel(folder, parent_of(key))
+
+            def change(node: Any, rel: str = rel) -> bool:
+                cm = node.get("consolidated_metadata") if isinstance(node, dict) else None
+                entries = cm.get("metadata") if isinstance(cm, dict) else None
+                return isinstance(entries, dict) and _put(entries, rel, value, remove)
+
+            await self._rewrite(join(folder, "zarr.json"), change, lambda node: json.dumps(node, indent=2).encode())
 
     async def _after_write(self, key: str, data: bytes) -> None:
         try:
@@ -112,6 +160,10 @@ class ConsolidatingStore(WrapperStore):
             return
         try:
             await self._update(key, value)
+        except ConsolidationLost as exc:  # its entry would be missing there for good: the write fails
+            lost = ConsolidationLost(f"{key!r}: stored, but its entry in the consolidated metadata is missing: {exc}")
+            log.error("%s", lost)
+            raise lost from None
         except NczfsError as exc:
             log.error("%r: stored, but its consolidated metadata could not be updated: %s", key, exc)
 

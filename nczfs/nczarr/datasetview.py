@@ -10,7 +10,7 @@ from nczfs.nczarr.sharding import ShardedArray
 from nczfs.nczarr.transcode import Recode
 from nczfs.nczarr.validate import is_metadata_key
 from nczfs.store.keys import parent_of
-from nczfs.store.values import ObjectInfo
+from nczfs.store.values import ABSENT, ObjectInfo
 
 #: the chunk "prefix" of a zero-rank Zarr v3 array: its one chunk is "c" (shown as "0")
 ZERO_RANK = "<zero-rank>"
@@ -36,10 +36,18 @@ class DatasetView:
     #: full array prefix -> (what precedes the stored chunk indices, their separator): strings shown
     #: as chars along one more axis of one chunk, chunk ``i.j.0`` being the stored ``i.j``
     char_axis: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: full key of each stored metadata object the view was built from -> its version then ("":
+    #: not known); kept only where the store checks writes (a write back names it: ViewWrites)
+    versions: dict[str, str] = field(default_factory=dict)
 
     def info(self, key: str) -> ObjectInfo:
         data = self.objects[key]
         return ObjectInfo(key, len(data), self.mtime_ns, hashlib.md5(data).hexdigest())
+
+    def stored_version(self, key: str) -> str | None:
+        """The ``if_version`` of a write back of stored ``key``: the version the view was built
+        from (None: not known), or ABSENT where it found none."""
+        return (self.versions[key] or None) if key in self.versions else ABSENT
 
     def array_of(self, key: str) -> str | None:
         """The hidden, v3 or recoded array ``key`` lies in (or is), if any."""

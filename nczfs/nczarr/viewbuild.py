@@ -9,7 +9,7 @@ import json
 import logging
 import time
 
-from nczfs.errors import NczfsError
+from nczfs.errors import NczfsError, Stale
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.chunkfacts import ChunkFacts
 from nczfs.nczarr.datasetview import ZERO_RANK, DatasetView
@@ -42,13 +42,14 @@ class ViewBuilder:
     async def build(self, root: str) -> DatasetView | None:
         """The view of the dataset at ``root`` (None: it cannot be read, said in the log)."""
         objects: dict[str, bytes] = {}
-        await self._collect(root, "", objects)
+        versions: dict[str, str] = {}
+        await self._collect(root, "", objects, versions)
         try:
             ds = read_dataset(DictObjects(objects))
         except NczfsError as exc:
             log.warning("%r: not shown as %s: %s", root or "/", self.view, exc)
             return None
-        v = DatasetView(root, ds.flavor, time.monotonic(), mtime_ns=time.time_ns(),
+        v = DatasetView(root, ds.flavor, time.monotonic(), mtime_ns=time.time_ns(), versions=versions,
                         empty=not (ds.root.variables or ds.root.groups or ds.root.attributes or ds.root.dims))
         if ds.flavor == "zarr-v3":
             v.v3 = _v3_prefixes(root, ds, objects)
@@ -85,33 +86,47 @@ class ViewBuilder:
             return shown
         return stored if same else shown
 
-    async def _collect(self, root: str, rel: str, out: dict[str, bytes]) -> None:
+    async def _get(self, key: str, versions: dict[str, str]) -> bytes:
+        """``key``'s bytes; where the store checks writes, the version read is noted in ``versions``
+        (through the cache, a stat and a read of that version cost what a plain read does)."""
+        if not self.inner.checks_writes:
+            return await self.inner.get(key)
+        info = await self.inner.stat(key)
+        try:
+            data = await self.inner.get_version(key, None, info.etag or None)
+            versions[key] = info.etag
+        except Stale:  # changed since its stat: the current bytes, of a version not known
+            data = await self.inner.get(key)
+            versions[key] = ""
+        return data
+
+    async def _collect(self, root: str, rel: str, out: dict[str, bytes], versions: dict[str, str]) -> None:
         """Every metadata object of the dataset at ``root`` (keys relative to it), without
-        listing array folders (they may hold many chunks)."""
+        listing array folders (they may hold many chunks); ``versions``: by full key, as read."""
         folder = join(root, rel) if rel else root
         names = {e.name: e.is_dir for e in await self.inner.list_dir(folder)}
         for name in GROUP_META:
             if names.get(name) is False:
-                out[join(rel, name)] = await self.inner.get(join(folder, name))
+                out[join(rel, name)] = await self._get(join(folder, name), versions)
         for child, is_dir in names.items():
             if not is_dir or child.startswith("."):
                 continue
             crel = join(rel, child)
             for name in (".zarray", "zarr.json", ".nczvar", ".nczarray"):
                 try:
-                    out[join(crel, name)] = await self.inner.get(join(folder, join(child, name)))
+                    out[join(crel, name)] = await self._get(join(folder, join(child, name)), versions)
                 except NczfsError:
                     pass
             v3 = out.get(join(crel, "zarr.json"))
             if join(crel, ".zarray") in out or (v3 is not None and b'"array"' in v3):
                 for name in (".zattrs", ".nczattr", ".nczattrs"):
                     try:
-                        out[join(crel, name)] = await self.inner.get(join(folder, join(child, name)))
+                        out[join(crel, name)] = await self._get(join(folder, join(child, name)), versions)
                     except NczfsError:
                         pass
             else:  # a group (or a plain folder that may hold groups)
                 out.pop(join(crel, "zarr.json"), None)
-                await self._collect(root, crel, out)
+                await self._collect(root, crel, out, versions)
 
 
 def _keep_stored_attrs(synth: dict[str, bytes], stored: dict[str, bytes]) -> None:

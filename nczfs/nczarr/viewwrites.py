@@ -9,13 +9,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
-from nczfs.errors import InvalidArgument, NotSupported, ReadOnly
+from nczfs.errors import Conflict, InvalidArgument, NotSupported, ReadOnly
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.datasetview import DatasetView
 from nczfs.nczarr.emit import emit, signature
 from nczfs.nczarr.read import DictObjects, read_dataset
 from nczfs.nczarr.validate import is_metadata_key, stale_tail_prefix
-from nczfs.store.values import Meta, ObjectInfo
+from nczfs.store.values import ABSENT, Meta, ObjectInfo
 
 if TYPE_CHECKING:
     from nczfs.store.base import Store
@@ -78,9 +78,17 @@ class ViewWrites:
         return {start + k: b for k, b in new_out.items() if old_out.get(k) != b}
 
     async def _write_back(self, v: DatasetView, key: str, data: bytes) -> ObjectInfo:
+        """The stored objects ``translate_back`` gives, each only while it is still the version
+        the view was built from (where the store checks writes): else Conflict (ESTALE), as a
+        close over another writer's change; the view is built again for what follows."""
         changes = self.translate_back(v, key, data)
-        for target, content in changes.items():
-            await self.inner.set(target, content)
+        try:
+            for target, content in changes.items():
+                condition = v.stored_version(target) if self.inner.checks_writes else None
+                await self.inner.set(target, content, if_version=condition)
+        except Conflict:
+            self._forget(key)
+            raise
         log.info("%r written through the %s view: stored as %s in %s", key, self.view, v.flavor,
                  ", ".join(sorted(changes)) or "nothing (no change)")
         self._forget(key)
@@ -88,6 +96,17 @@ class ViewWrites:
         if now is not None and key in now.objects:
             return now.info(key)
         return ObjectInfo(key, len(data), time.time_ns(), "")
+
+    async def _stored_condition(self, key: str, call: Callable[..., Awaitable[Any]], target: str) -> dict[str, Any]:
+        """The ``if_version`` of a write of view object ``key`` to stored ``target``: a metadata
+        object the view shows rewritten carries the view's version (its bytes' MD5), which the
+        stored object never has; while the view is still that version, the stored version it was
+        built from stands for it (else the condition is left as given: the store refuses it)."""
+        given = getattr(call, "given", {}).get("if_version")
+        v = await self.view_for(key) if given and given != ABSENT else None
+        if v is None or key not in v.objects or v.info(key).etag != given:
+            return {}
+        return {"if_version": v.stored_version(target) if self.inner.checks_writes else None}
 
     def _translated(self, v: DatasetView | None, key: str) -> bool:
         return (v is not None and is_metadata_key(key)
@@ -195,7 +214,7 @@ class ViewWrites:
         return await self._stored_as(keys[0], call, await self._writable_target(keys[0]))
 
     async def _stored_as(self, key: str, call: Callable[..., Awaitable[Any]], target: str) -> ObjectInfo:
-        info = await call(target)
+        info = await call(target, **await self._stored_condition(key, call, target))
         self._forget(key)
         return ObjectInfo(key, info.size, info.mtime_ns, info.etag)
 
@@ -230,7 +249,7 @@ class ViewWrites:
             self._forget(src)
             return
         target = await self._writable_target(dst)
-        await call(await self._writable_target(src), target)
+        await call(await self._writable_target(src), target, **await self._stored_condition(dst, call, target))
         self._forget(src)
         self._forget(dst)
 

@@ -238,6 +238,9 @@ class Store(abc.ABC):
     async def forget_dir(self, prefix: str) -> None:
         pass
 
+    async def refresh(self, key: str) -> None:
+        """Forget what is cached about ``key`` (a cache's), so the next read of it asks the medium."""
+
     def checks_content(self, key: str) -> bool:
         """Does ``set(key, ...)`` refuse some contents (metadata the NCZarr layer checks)? Then the
         filesystem calls :meth:`check_content` at every write() of that file, so that a refusal

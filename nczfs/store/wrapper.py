@@ -28,8 +28,13 @@ def _below(method: Callable[..., Awaitable[T]], keys: tuple[str, ...], *rest: ob
            **given: object) -> Callable[..., Awaitable[T]]:
     """The change a write hook makes below: ``method(*keys, *rest, **given)``; called with other
     keys, the same change of those (a view's write goes to the stored key its view key stands
-    for). ``given``: the keywords of the call (a write's ``if_version``) ride along unchanged."""
-    return lambda *other: method(*(other or keys), *rest, **given)
+    for). ``given``: the keywords of the call (a write's ``if_version``), kept as ``.given``,
+    ride along unless the hook passes others in their place."""
+    def call(*other: str, **instead: object) -> Awaitable[T]:
+        return method(*(other or keys), *rest, **{**given, **instead})
+
+    call.given = given  # type: ignore[attr-defined]
+    return call
 
 
 @forwards_capabilities
@@ -127,6 +132,9 @@ class WrapperStore(Store):
 
     async def statfs(self) -> FsStats | None:
         return await self.inner.statfs()
+
+    async def refresh(self, key: str) -> None:
+        await self.inner.refresh(key)
 
     def describe(self) -> str:
         return self.inner.describe()

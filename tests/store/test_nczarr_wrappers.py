@@ -15,7 +15,7 @@ from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.ncfiles import NcFilesStore
 from nczfs.nczarr.presenting import PresentingStore
 from nczfs.nczarr.validating import ValidatingStore
-from nczfs.errors import InvalidArgument, KeyNotFound, NotSupported, ReadOnly
+from nczfs.errors import Conflict, InvalidArgument, KeyNotFound, NotSupported, ReadOnly
 from nczfs.store.capabilities import Stages
 from nczfs.store.values import Meta, Staged
 from nczfs.store.directory import DirectoryStore
@@ -251,3 +251,30 @@ async def test_a_view_moves_a_folder_only_where_the_dataset_is_shown_as_stored()
         await s.stat("ds/v/.zarray")
     assert (await s.stat("ds2/v/.zarray")).size > 0
     assert [e.name for e in await s.list_dir("ds2")] == [".zgroup", "v"]
+
+
+async def test_a_write_back_through_a_view_replaces_only_the_stored_version_it_was_built_from():
+    """Metadata written through a view that translates is stored back only while each stored
+    object is still the version the view was read from; another writer's change in between is
+    refused (Conflict: ESTALE) and stays, and the view is built again from it."""
+    below = MemoryStore()  # it checks versions, as S3 does
+    _dataset(below)  # zarr-v2: netcdf-4.10 shows it translated
+    s = PresentingStore(ThreadedStore(below), "netcdf-4.10", ttl=60)
+    shown = json.loads(await s.get("ds/v/.zattrs"))
+    types = shown["_nczarr_attr"]["types"]
+
+    def titled(title: str) -> bytes:
+        return json.dumps({**shown, "title": title, "_nczarr_attr": {"types": {**types, "title": ">S1"}}}).encode()
+
+    await s.set("ds/v/.zattrs", titled("mine"))  # no one else wrote: stored back
+    assert json.loads(below.get("ds/v/.zattrs"))["title"] == "mine"
+    shown = json.loads(await s.get("ds/v/.zattrs"))  # the view, built again after the write
+    below.set("ds/v/.zattrs", json.dumps({"_ARRAY_DIMENSIONS": ["x"], "title": "theirs"}).encode())
+    with pytest.raises(Conflict) as refused:
+        await s.set("ds/v/.zattrs", titled("late"))
+    assert refused.value.key == "ds/v/.zattrs"
+    assert json.loads(below.get("ds/v/.zattrs"))["title"] == "theirs"
+    assert json.loads(await s.get("ds/v/.zattrs"))["title"] == "theirs"  # not the 60 s old view
+    shown = json.loads(await s.get("ds/v/.zattrs"))
+    await s.set("ds/v/.zattrs", titled("after"))  # from the version it now shows: stored
+    assert json.loads(below.get("ds/v/.zattrs"))["title"] == "after"
