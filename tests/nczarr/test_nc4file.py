@@ -1,0 +1,168 @@
+"""NAME.nc4 made from datasets without a mount (nczfs.nczarr.nc4file): the netCDF4 wheel
+(netCDF-C 4.10.1), Debian's ncdump 4.9.0 and h5dump 1.10, h5py and xarray read the same
+dimensions, types, attributes and values as from the store; chunks whose codecs HDF5 reads are
+the store's own bytes, others decoded; what cannot be shown is left out with its reason."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from nczfs.nczarr.nc4file import NON_COORD, NOT_A_VARIABLE
+from tests.nczarr.hdf5util import h5dump
+from tests.nczarr.nc4util import nc4_of, write_nc4
+
+netCDF4 = pytest.importorskip("netCDF4")
+h5py = pytest.importorskip("h5py")
+xr = pytest.importorskip("xarray")
+zarr = pytest.importorskip("zarr")
+numcodecs = pytest.importorskip("numcodecs")
+from tests.nczarr.test_ncfile import make_cf, make_v3  # noqa: E402
+
+
+def make_passthrough(path, fmt: int) -> None:
+    """xarray's Zarr with zlib, shuffle + zlib and no compressor, edge chunks, a chunk never
+    written, big-endian floats (v2), a dimension without a variable."""
+    codecs = numcodecs if fmt == 2 else zarr.codecs.numcodecs
+    zlib, shuffle = codecs.Zlib(level=3), codecs.Shuffle(elementsize=2)
+    temp = np.arange(7 * 5, dtype="f4").reshape(7, 5)
+    temp[4:, 3:] = np.nan  # the chunk (1, 1) all fill: not written
+    ds = xr.Dataset({"temp": (("time", "x"), temp, {"units": "K", "long_name": "temperature"}),
+                     "n": (("x",), np.array([1, -2, 3, 4, 5], "i2")),
+                     "k": (("x", "band"), np.arange(10, dtype="i8").reshape(5, 2))},
+                    coords={"x": np.arange(5) * 10.0, "time": np.arange(7, dtype="i4")},
+                    attrs={"title": "passed through", "versions": [1, 2]})
+    enc = {"temp": {"compressors": [zlib], "chunks": (4, 3)}, "x": {"compressors": None},
+           "n": {"filters": [shuffle], "compressors": [zlib]} if fmt == 2 else {"compressors": [shuffle, zlib]},
+           "time": {"compressors": None, "chunks": (3,)}, "k": {"compressors": [zlib], "chunks": (2, 2)}}
+    if fmt == 2:
+        ds["big"] = (("x",), np.array([1.5, 2, 3, 4, 5], ">f4"))
+        enc["big"] = {"compressors": [zlib], "dtype": ">f4"}
+    ds.to_zarr(path, zarr_format=fmt, encoding=enc, consolidated=False)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nc4")
+    make_cf(root / "cf.zarr")
+    make_v3(root / "v3.zarr")
+    make_passthrough(root / "p2.zarr", 2)
+    make_passthrough(root / "p3.zarr", 3)
+    return root
+
+
+def _written(corpus, name):
+    return write_nc4(corpus, name, corpus / f"{name}.nc4")
+
+
+def _same_as_store(store, nc) -> int:
+    """Every group, dimension, variable, attribute and value of ``store`` in ``nc``."""
+    checked = 0
+    assert {n: (len(d), d.isunlimited()) for n, d in store.dimensions.items()} == \
+        {n: (len(d), d.isunlimited()) for n, d in nc.dimensions.items()}
+    assert {n: store.getncattr(n) for n in store.ncattrs()} == {n: nc.getncattr(n) for n in nc.ncattrs()}
+    for name, v in store.variables.items():
+        if v.dtype == str:
+            assert name not in nc.variables  # variable-length strings: not yet
+            continue
+        got = nc.variables[name]
+        assert (got.dtype, got.dimensions) == (v.dtype, v.dimensions), name
+        assert {a: str(v.getncattr(a)) for a in v.ncattrs()} == {a: str(got.getncattr(a)) for a in got.ncattrs()}
+        want, have = v[...], got[...]
+        assert np.ma.allequal(want, have) and np.array_equal(np.ma.getmaskarray(want), np.ma.getmaskarray(have)), name
+        checked += 1
+    for gname, sub in store.groups.items():
+        checked += _same_as_store(sub, nc.groups[gname])
+    return checked
+
+
+def test_nczarr_as_netcdf_c_reads_the_store(corpus):
+    """NCZarr by the netCDF4 wheel: an unlimited dimension, packed zlib shorts with a mask,
+    char, int64, chunks never written, a sub-group using its parent's dimension."""
+    f, path = _written(corpus, "cf.zarr")
+    assert f.left_out == ["/station: type |S128 has no netCDF-4 form here"]
+    assert f.decoded == []
+    with netCDF4.Dataset(f"file://{corpus / 'cf.zarr'}#mode=nczarr,file") as store, netCDF4.Dataset(path) as nc:
+        assert nc.data_model == "NETCDF4"
+        assert _same_as_store(store, nc) == 7  # of 8: not station
+    h5dump(path)
+
+
+def _xarray_same(corpus, name, path, left_out) -> None:
+    z = xr.open_zarr(corpus / name, consolidated=False).drop_vars(left_out).load()
+    for engine in ("netcdf4", "h5netcdf"):
+        if engine == "h5netcdf" and not _has("h5netcdf"):
+            continue
+        with xr.open_dataset(path, engine=engine) as got:
+            got = got.load()
+            for v in got.variables.values():  # the classic files' CF flags of bool
+                if v.dtype == bool:
+                    v.attrs.pop("flag_values"), v.attrs.pop("flag_meanings")
+            xr.testing.assert_identical(got, z)
+
+
+def _has(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", ["p2.zarr", "p3.zarr"])
+def test_zarr_chunks_are_passed_through(corpus, name):
+    f, path = _written(corpus, name)
+    assert f.left_out == [] and f.decoded == []
+    _xarray_same(corpus, name, path, [])
+    with h5py.File(path, "r") as h5:
+        temp = h5["temp"]
+        assert temp.chunks == (4, 3) and temp.compression == "gzip"
+        assert h5["n"].shuffle and h5["n"].compression == "gzip"
+        assert temp.id.get_num_chunks() == 3  # of 4: the one all fill was never written
+        assert temp.id.get_chunk_info_by_coord((4, 3)).byte_offset is None
+        key = "temp/0.1" if name == "p2.zarr" else "temp/c/0/1"
+        assert temp.id.read_direct_chunk((0, 3))[1] == (corpus / name / key).read_bytes()
+        assert h5["band"].attrs["NAME"].decode().startswith(NOT_A_VARIABLE)
+        if name == "p2.zarr":
+            assert h5["big"].dtype == np.dtype(">f4")
+    h5dump(path)
+
+
+def test_other_codecs_are_decoded_and_the_rest_left_out(corpus):
+    """zarr-python's v3 (zstd): decoded, unfiltered in the file; complex and sharded left out."""
+    f, path = _written(corpus, "v3.zarr")
+    assert sorted(f.decoded) == ["/a", "/flag", "/s", "/u", "/when"]
+    assert [w.split(":")[0] for w in f.left_out] == ["/cplx", "/sharded"]
+    _xarray_same(corpus, "v3.zarr", path, ["cplx", "sharded"])
+    with h5py.File(path, "r") as h5:
+        assert h5["a"].compression is None and h5["s"].shape == ()
+    h5dump(path)
+
+
+@pytest.mark.parametrize("name", ["cf.zarr", "p2.zarr", "p3.zarr", "v3.zarr"])
+def test_ncdump_reads_every_value(corpus, name):
+    _, path = _written(corpus, name)
+    got = subprocess.run(["ncdump", str(path)], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0 and not got.stderr, got.stderr
+    assert "data:" in got.stdout
+
+
+def test_a_variable_named_as_a_dimension_it_is_not_the_coordinate_of(tmp_path):
+    ds = xr.Dataset({"x": (("y",), np.arange(3.0)), "v": (("x",), np.arange(2, dtype="i4"))})
+    ds.to_zarr(tmp_path / "n.zarr", zarr_format=2, consolidated=False,
+               encoding={"x": {"compressors": None}, "v": {"compressors": None}})
+    f, path = write_nc4(tmp_path, "n.zarr", tmp_path / "n.nc4")
+    with h5py.File(path, "r") as h5:
+        assert NON_COORD + "x" in h5 and h5["x"].attrs["NAME"].decode().startswith(NOT_A_VARIABLE)
+    with netCDF4.Dataset(path) as nc:
+        assert nc["x"].dimensions == ("y",) and list(nc["x"][:]) == [0, 1, 2]
+        assert len(nc.dimensions["x"]) == 2
+
+
+def test_size_is_known_from_the_listing_alone(corpus):
+    f = nc4_of(corpus, "p2.zarr")
+    chunks = [p for p in f.layout.pieces]
+    assert f.size == len(f.layout.meta) + sum(p.size for p in chunks)
+    assert all(a.offset + a.size == b.offset for a, b in zip(chunks, chunks[1:]))
