@@ -16,6 +16,7 @@ from nczfs.optionvalues import (
     log_format,
     log_level,
     metrics_address,
+    nc_files,
     non_negative,
     parse_size,
     positive,
@@ -81,7 +82,7 @@ OPTION_HELP = (
     ("branch=NAME, tag=NAME, snapshot=ID", "Icechunk: what the root shows (default branch main; a tag or snapshot: read-only)"),
     ("commit_message=TEXT", "Icechunk: the message of the mount's commits (default: host and time)"),
     ("virtual_chunk_container=PREFIX[=URL]", "Icechunk: read virtual chunks below PREFIX (file://, s3://, https://; repeatable)"),
-    ("nc_files", "every dataset NAME also shows read-only netCDF classic files NAME.nc, NAME.GROUP.nc (--nc-files)"),
+    ("nc_files, nc_files=KIND", "every dataset NAME also shows read-only netCDF files: KIND classic (the default) NAME.nc, NAME.GROUP.nc; netcdf4 one netCDF-4 (HDF5) NAME.nc4; both (--nc-files[=KIND])"),
     ("rw, nofail, _netdev, x-*, ...", "mount(8)'s generic options: ignored"),
 )
 
@@ -171,6 +172,8 @@ class MountConfig:
     transcode: str = "auto"
     #: every dataset also shows as read-only netCDF classic files (NAME.nc, NAME.GROUP.nc)
     nc_files: bool = False
+    #: every dataset also shows as a read-only netCDF-4 (HDF5) file (NAME.nc4)
+    nc4_files: bool = False
     #: layout of a zip archive the mount creates: "netcdf" (default) or "flat" (zarr-python's)
     zip_layout: str | None = None
     #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
@@ -297,7 +300,7 @@ OPTIONS: dict[str, tuple[Applies, Apply]] = {
     "profile": (_nonempty, _to("profile")),
     "region": (_nonempty, _to("region")),
     "use_path_request_style": (_flag, _const("path_style", True)),  # s3fs's name
-    "nc_files": (_flag, _const("nc_files", True)),
+    "nc_files": (_any, lambda out, key, value: out.update(zip(("nc_files", "nc4_files"), nc_files(value)))),
     "no_sign_request": (_flag, _const("no_sign_request", True)),
     "anon": (_flag, _const("no_sign_request", True)),
     "retries": (_valued, _to("retries", count)),

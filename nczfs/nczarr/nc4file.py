@@ -12,13 +12,17 @@ unlimited dimension an unlimited axis; attributes in their netCDF types, the mas
 HDF5's (what a missing chunk reads as).
 
 Each variable is chunked as in the store, its chunks the store's own bytes where its codec chain
-has an HDF5 filter pipeline (:func:`nczfs.nczarr.nc4types.pipeline`); a missing chunk is absent
-from the chunk index. Left out, with the reason: other chains, sharded arrays, types with no
-netCDF-4 form here, a compressed scalar. Pure computation: no I/O.
+has an HDF5 filter pipeline (:func:`nczfs.nczarr.nc4types.pipeline`); other chains decodable here
+(and a filtered scalar: HDF5 filters chunks only) are decoded by the reader of the file and stored
+unfiltered, each chunk's size its elements' (so the file's size is known from the listing of the
+chunks); a missing chunk is absent from the chunk index. Left out, with the reason: chains not
+decodable here, sharded arrays, types with no netCDF-4 form here (complex, ``float16``, strings
+wider than one char). Pure computation: no I/O.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass, field
@@ -56,6 +60,11 @@ class Nc4File:
     @property
     def size(self) -> int:
         return self.layout.size
+
+    @functools.cached_property
+    def offsets(self) -> list[int]:
+        """Where each chunk begins (``layout.pieces``' offsets)."""
+        return [p.offset for p in self.layout.pieces]
 
 
 def _join(gpath: str, name: str) -> str:
@@ -161,22 +170,22 @@ class _Builder:
         what = _join(g.path, v.name)
         form = self.v2(v)
         dtype = nc4types.file_type(form.dtype) if not isinstance(form, str) else form
-        filters = self.filters(what, form, dtype) if not isinstance(dtype, str) else dtype
         dims = self.dims_of(v)
+        filters = self.filters(what, form, dtype, dims == []) if not isinstance(dtype, str) else dtype
         why = next((x for x in (form, dtype, filters, dims) if isinstance(x, str)), None)
         if why is not None:
             self.leave_out(what, why)
             return None
         name = v.name if is_coord or not any(d.name == v.name for d in g.dims) else NON_COORD + v.name
         ds = self.dataset(what, name, v, form, dtype, filters, dims)
-        if ds is not None:
-            ds.attrs = self.var_attrs(what, v, g, is_coord, dims, _join(g.path, name)) + ds.attrs
+        ds.attrs = self.var_attrs(what, v, g, is_coord, dims, _join(g.path, name)) + ds.attrs
         return ds
 
-    def filters(self, what: str, form: V2Array, dtype: t.Datatype) -> list | Recode | str:
-        """The HDF5 filters of the chunks as stored, else how they are decoded, else why neither."""
+    def filters(self, what: str, form: V2Array, dtype: t.Datatype, scalar: bool) -> list | Recode | str:
+        """The HDF5 filters of the chunks as stored, else how they are decoded (a scalar's, if
+        filtered: HDF5 filters chunks only), else why neither."""
         got = nc4types.pipeline(form, dtype.size)
-        if not isinstance(got, str):
+        if not isinstance(got, str) and not (scalar and got):
             return got
         codecs = Codecs(form.compressor, tuple(form.filters or ()))
         why = codecs.check()
@@ -195,16 +204,13 @@ class _Builder:
         return dims  # type: ignore[return-value]
 
     def dataset(self, what: str, name: str, v: Variable, form: V2Array, dtype: t.Datatype,
-                filters: list | Recode, dims: list[Dimension]) -> w.Dataset | None:
+                filters: list | Recode, dims: list[Dimension]) -> w.Dataset:
         fill = nc4types.fill_bytes(form.dtype, v.fill_value)
         keys = self.chunk_keys(what, v, form)
         recode = filters if isinstance(filters, Recode) else None
         filters = [] if recode is not None else filters
         if not dims:
             key = keys(())
-            if filters:
-                self.leave_out(what, "a compressed scalar (not passed through yet)")
-                return None
             stored = [w.Chunk((), dtype.size, Source(key, recode))] if self.sizes.get(key) else []
             return w.Dataset(name, dtype, (), fill=fill, stored=stored)
         shape, chunks = tuple(v.shape), tuple(form.chunks or v.chunks)

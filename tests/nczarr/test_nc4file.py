@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nczfs.nczarr.nc4file import NON_COORD, NOT_A_VARIABLE
-from tests.nczarr.hdf5util import h5dump
+from tests.nczarr.hdf5util import check_file, h5dump
 from tests.nczarr.nc4util import nc4_of, write_nc4
 
 netCDF4 = pytest.importorskip("netCDF4")
@@ -24,7 +24,7 @@ from tests.nczarr.test_ncfile import make_cf, make_v3  # noqa: E402
 
 def make_passthrough(path, fmt: int) -> None:
     """xarray's Zarr with zlib, shuffle + zlib and no compressor, edge chunks, a chunk never
-    written, big-endian floats (v2), a dimension without a variable."""
+    written, big-endian floats (v2), a dimension without a variable, a zlib scalar (decoded)."""
     codecs = numcodecs if fmt == 2 else zarr.codecs.numcodecs
     zlib, shuffle = codecs.Zlib(level=3), codecs.Shuffle(elementsize=2)
     temp = np.arange(7 * 5, dtype="f4").reshape(7, 5)
@@ -32,11 +32,12 @@ def make_passthrough(path, fmt: int) -> None:
     ds = xr.Dataset({"temp": (("time", "x"), temp, {"units": "K", "long_name": "temperature"}),
                      "n": (("x",), np.array([1, -2, 3, 4, 5], "i2")),
                      "k": (("x", "band"), np.arange(10, dtype="i8").reshape(5, 2))},
-                    coords={"x": np.arange(5) * 10.0, "time": np.arange(7, dtype="i4")},
+                    coords={"x": np.arange(5) * 10.0, "time": np.arange(7, dtype="i4"), "s": ((), 2.5)},
                     attrs={"title": "passed through", "versions": [1, 2]})
     enc = {"temp": {"compressors": [zlib], "chunks": (4, 3)}, "x": {"compressors": None},
            "n": {"filters": [shuffle], "compressors": [zlib]} if fmt == 2 else {"compressors": [shuffle, zlib]},
-           "time": {"compressors": None, "chunks": (3,)}, "k": {"compressors": [zlib], "chunks": (2, 2)}}
+           "time": {"compressors": None, "chunks": (3,)}, "k": {"compressors": [zlib], "chunks": (2, 2)},
+           "s": {"compressors": [zlib]}}
     if fmt == 2:
         ds["big"] = (("x",), np.array([1.5, 2, 3, 4, 5], ">f4"))
         enc["big"] = {"compressors": [zlib], "dtype": ">f4"}
@@ -114,7 +115,7 @@ def _has(module: str) -> bool:
 @pytest.mark.parametrize("name", ["p2.zarr", "p3.zarr"])
 def test_zarr_chunks_are_passed_through(corpus, name):
     f, path = _written(corpus, name)
-    assert f.left_out == [] and f.decoded == []
+    assert f.left_out == [] and f.decoded == ["/s"]
     _xarray_same(corpus, name, path, [])
     with h5py.File(path, "r") as h5:
         temp = h5["temp"]
@@ -166,3 +167,12 @@ def test_size_is_known_from_the_listing_alone(corpus):
     chunks = [p for p in f.layout.pieces]
     assert f.size == len(f.layout.meta) + sum(p.size for p in chunks)
     assert all(a.offset + a.size == b.offset for a, b in zip(chunks, chunks[1:]))
+
+
+@pytest.mark.parametrize("name", ["cf.zarr", "p2.zarr", "p3.zarr", "v3.zarr"])
+def test_every_object_and_chunk_index_entry_checks_out(corpus, name):
+    f, path = _written(corpus, name)
+    assert check_file(path) == len(f.layout.pieces)
+    assert min((p.offset for p in f.layout.pieces), default=f.size) >= len(f.layout.meta)
+    h5ls = subprocess.run(["h5ls", "-r", "-v", str(path)], capture_output=True, text=True, timeout=120)
+    assert h5ls.returncode == 0 and "error" not in (h5ls.stdout + h5ls.stderr).lower(), h5ls.stderr
