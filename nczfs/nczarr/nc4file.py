@@ -15,9 +15,10 @@ Each variable is chunked as in the store, its chunks the store's own bytes where
 has an HDF5 filter pipeline (:func:`nczfs.nczarr.nc4types.pipeline`); other chains decodable here
 (and a filtered scalar: HDF5 filters chunks only) are decoded by the reader of the file and stored
 unfiltered, each chunk's size its elements' (so the file's size is known from the listing of the
-chunks); a missing chunk is absent from the chunk index. Left out, with the reason: chains not
-decodable here, sharded arrays, types with no netCDF-4 form here (complex, ``float16``, strings
-wider than one char). Pure computation: no I/O.
+chunks); a missing chunk is absent from the chunk index. Strings are chars along one more
+dimension ``string<n>`` as in the classic files (:func:`nczfs.nczarr.nc4types.text_form`),
+decoded. Left out, with the reason: chains not decodable here, sharded arrays, types with no
+netCDF-4 form here (complex, ``float16``), variable-length strings not scanned. Pure computation.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import functools
 import math
 import struct
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from nczfs.nczarr import nc4types
 from nczfs.nczarr.hdf5 import types as t, writer as w
@@ -43,10 +46,21 @@ _REF_LIST = t.compound([("dataset", 0, t.reference()), ("dimension", 8, t.intege
 @dataclass(frozen=True)
 class Source:
     """Where a chunk of the file comes from: store key ``key``, as stored (``recode`` None), or
-    decoded by ``recode`` (then its bytes in the file are unfiltered, in C order)."""
+    decoded by ``recode`` (then its bytes in the file are unfiltered, in C order; numpy unicode
+    strings of dtype ``text`` then UTF-8 in ``width`` bytes each)."""
 
     key: str
     recode: Recode | None = None
+    text: str = ""
+    width: int = 0
+
+    def decode(self, raw: bytes) -> bytes:
+        """The chunk's bytes in the file, made from its stored bytes (CPU work: off the trio thread)."""
+        assert self.recode is not None
+        out = self.recode.apply(raw, self.key)
+        if not self.text:
+            return out
+        return np.char.encode(np.frombuffer(out, dtype=self.text), "utf-8").astype(f"|S{self.width}").tobytes()
 
 
 @dataclass
@@ -86,8 +100,14 @@ class _Scale:
 
 
 class _Builder:
-    def __init__(self, ds: Dataset, prefix: str, encodings: dict[str, str], sizes: dict[str, int]):
-        self.ds, self.prefix, self.encodings, self.sizes = ds, prefix, encodings, sizes
+    def __init__(self, ds: Dataset, prefix: str, encodings: dict[str, str], sizes: dict[str, int],
+                 facts: dict[str, dict]):
+        self.ds, self.prefix, self.encodings, self.sizes, self.facts = ds, prefix, encodings, sizes, facts
+        #: string variables (by path): (the dtype they decode to, numpy unicode dtype or "", width,
+        #: the FQN of their chars' dimension, whether the chars are UTF-8), or why they cannot be shown
+        self.texts: dict[str, tuple[str, str, int, str, bool] | str] = {}
+        #: each group's dimensions, with those of its string variables' chars
+        self.dims: dict[str, list[Dimension]] = {}
         self.left_out: list[str] = []
         self.decoded: list[str] = []
         #: dimension FQN -> its scale
@@ -110,12 +130,32 @@ class _Builder:
             [r if r.startswith("/") else "/" + r for r in v.dimrefs] == [_join(g.path, d.name)]
         return v if ok else None
 
+    def string_dims(self, g: Group) -> list[Dimension]:
+        """The chars' dimensions (``string<n>``) of the group's string variables, whose forms
+        are noted in ``texts``."""
+        extra: dict[int, Dimension] = {}
+        for v in g.variables:
+            form, what = self.v2(v), _join(g.path, v.name)
+            maxlen = (self.facts.get(what.strip("/")) or {}).get("maxlen")
+            got = nc4types.text_form(form.dtype, maxlen) if not isinstance(form, str) else None
+            if got is None or isinstance(got, str) or v.scalar or not v.shape:
+                self.texts.update({what: got} if isinstance(got, str) else {})
+                continue
+            if got[2] not in extra:
+                name = f"string{got[2]}"
+                while g.dim(name) is not None or any(x.name == name for x in g.variables):
+                    name += "_"
+                extra[got[2]] = Dimension(name, got[2])
+            self.texts[what] = (*got, _join(g.path, extra[got[2]].name), bool(got[1]) or form.dtype == "|O")
+        return list(extra.values())
+
     def group(self, g: Group) -> w.Group:
         out = w.Group(g.name if g.path != "/" else "", self.attrs(g.path, g.attributes))
-        for d in g.dims:
+        self.dims[g.path] = [*g.dims, *self.string_dims(g)]
+        for d in self.dims[g.path]:
             self.scales[_join(g.path, d.name)] = _Scale(_join(g.path, d.name), len(self.scales))
         coords = set()
-        for d in g.dims:  # each dimension's scale: its coordinate variable, else a dataset of its own
+        for d in self.dims[g.path]:  # each dimension's scale: its coordinate variable, else a dataset of its own
             v = self.coordinate(g, d)
             got = self.variable(g, v, True) if v is not None else None
             if v is not None:
@@ -168,24 +208,32 @@ class _Builder:
 
     def variable(self, g: Group, v: Variable, is_coord: bool) -> w.Dataset | None:
         what = _join(g.path, v.name)
-        form = self.v2(v)
-        dtype = nc4types.file_type(form.dtype) if not isinstance(form, str) else form
+        form, text = self.v2(v), self.texts.get(what)
+        if text is not None:
+            dtype: t.Datatype | str = text if isinstance(text, str) else t.fixed_string(1, nullterm=False)
+        else:
+            dtype = nc4types.file_type(form.dtype) if not isinstance(form, str) else form
         dims = self.dims_of(v)
-        filters = self.filters(what, form, dtype, dims == []) if not isinstance(dtype, str) else dtype
+        filters = (self.filters(what, form, dtype, dims == [], text) if not isinstance(form, str) else form) \
+            if not isinstance(dtype, str) else dtype
         why = next((x for x in (form, dtype, filters, dims) if isinstance(x, str)), None)
         if why is not None:
             self.leave_out(what, why)
             return None
-        name = v.name if is_coord or not any(d.name == v.name for d in g.dims) else NON_COORD + v.name
+        fqns = [r if r.startswith("/") else "/" + r for r in v.dimrefs] if dims else []
+        if text is not None:
+            fqns.append(text[3])
+            dims.append(Dimension(text[3].rpartition("/")[2], text[2]))
+        name = v.name if is_coord or not any(d.name == v.name for d in self.dims[g.path]) else NON_COORD + v.name
         ds = self.dataset(what, name, v, form, dtype, filters, dims)
-        ds.attrs = self.var_attrs(what, v, g, is_coord, dims, _join(g.path, name)) + ds.attrs
+        ds.attrs = self.var_attrs(what, v, is_coord, fqns, _join(g.path, name), text is not None) + ds.attrs
         return ds
 
-    def filters(self, what: str, form: V2Array, dtype: t.Datatype, scalar: bool) -> list | Recode | str:
+    def filters(self, what: str, form: V2Array, dtype: t.Datatype, scalar: bool, text) -> list | Recode | str:
         """The HDF5 filters of the chunks as stored, else how they are decoded (a scalar's, if
-        filtered: HDF5 filters chunks only), else why neither."""
+        filtered: HDF5 filters chunks only; strings': to chars), else why neither."""
         got = nc4types.pipeline(form, dtype.size)
-        if not isinstance(got, str) and not (scalar and got):
+        if not isinstance(got, str) and not (scalar and got) and text is None:
             return got
         codecs = Codecs(form.compressor, tuple(form.filters or ()))
         why = codecs.check()
@@ -193,6 +241,9 @@ class _Builder:
             return why
         chunks = tuple(form.chunks)
         self.decoded.append(what)
+        if text is not None:
+            return Recode(form.dtype, chunks, form.order, codecs, text[0], chunks,
+                          text_width=text[2] if form.dtype == "|O" else None)
         return Recode(form.dtype, chunks, form.order, codecs, form.dtype, chunks)
 
     def dims_of(self, v: Variable) -> list[Dimension] | str:
@@ -205,7 +256,8 @@ class _Builder:
 
     def dataset(self, what: str, name: str, v: Variable, form: V2Array, dtype: t.Datatype,
                 filters: list | Recode, dims: list[Dimension]) -> w.Dataset:
-        fill = nc4types.fill_bytes(form.dtype, v.fill_value)
+        text = self.texts.get(what)
+        fill = nc4types.fill_bytes(form.dtype, v.fill_value) if text is None else None
         keys = self.chunk_keys(what, v, form)
         recode = filters if isinstance(filters, Recode) else None
         filters = [] if recode is not None else filters
@@ -214,10 +266,13 @@ class _Builder:
             stored = [w.Chunk((), dtype.size, Source(key, recode))] if self.sizes.get(key) else []
             return w.Dataset(name, dtype, (), fill=fill, stored=stored)
         shape, chunks = tuple(v.shape), tuple(form.chunks or v.chunks)
-        maxshape = tuple(t.UNLIMITED if d.unlimited else s for d, s in zip(dims, shape))
         stored = self.stored(shape, chunks, keys, recode.shown_size() if recode else None)
+        extra, src = (), {}
+        if isinstance(text, tuple):  # the chars of each string along one more axis
+            shape, chunks, extra, src = (*shape, text[2]), (*chunks, text[2]), (0,), {"text": text[1], "width": text[2]}
+        maxshape = tuple(t.UNLIMITED if d.unlimited else s for d, s in zip(dims, shape))
         return w.Dataset(name, dtype, shape, maxshape if maxshape != shape else None, chunks, filters, fill,
-                         [], [w.Chunk(c.index, c.size, Source(c.source, recode)) for c in stored])
+                         [], [w.Chunk((*c.index, *extra), c.size, Source(c.source, recode, **src)) for c in stored])
 
     def chunk_keys(self, what: str, v: Variable, form: V2Array):
         array = "/".join(p for p in (self.prefix, what.strip("/")) if p)
@@ -241,14 +296,14 @@ class _Builder:
                 out.append(w.Chunk(idx, decoded or size, k))
         return out
 
-    def var_attrs(self, what: str, v: Variable, g: Group, is_coord: bool, dims: list[Dimension],
-                  path: str) -> list[w.Attr]:
+    def var_attrs(self, what: str, v: Variable, is_coord: bool, fqns: list[str], path: str,
+                  text: bool) -> list[w.Attr]:
         attrs = self.attrs(what, [a for a in cf_attributes(v, self.ds.flavor) if a.name != "_FillValue"])
         fill = next((a for a in cf_attributes(v, self.ds.flavor) if a.name == "_FillValue"), None)
         if fill is not None:
             attrs += self.attrs(what, [fill])
-        attrs += [nc4types.from_classic(a) for a in implied_attrs(v, attrs, False)]  # type: ignore[arg-type]
-        fqns = [r if r.startswith("/") else "/" + r for r in v.dimrefs] if dims else []
+        utf8 = text and self.texts[what][4]  # type: ignore[index]
+        attrs += [nc4types.from_classic(a) for a in implied_attrs(v, attrs, bool(utf8))]  # type: ignore[arg-type]
         for axis, fqn in enumerate(fqns if not is_coord else []):
             self.scales[fqn].users.append((path, axis))
         if is_coord or not fqns:
@@ -274,7 +329,8 @@ def _indexes(grid: list[int]):
 
 
 def nc4_file(ds: Dataset, prefix: str = "", encodings: dict[str, str] | None = None,
-             sizes: dict[str, int] | None = None) -> Nc4File:
+             sizes: dict[str, int] | None = None, facts: dict[str, dict] | None = None) -> Nc4File:
     """The netCDF-4 file of ``ds`` stored under ``prefix``; ``sizes``: the bytes of every chunk
-    that exists, by store key; ``encodings``: Zarr v3 arrays' ``chunk_key_encoding`` names by path."""
-    return _Builder(ds, prefix, encodings or {}, sizes or {}).build()
+    that exists, by store key; ``encodings``: Zarr v3 arrays' ``chunk_key_encoding`` names by path;
+    ``facts``: what scans of arrays' chunks found, by path (``g/v``): the longest string."""
+    return _Builder(ds, prefix, encodings or {}, sizes or {}, facts or {}).build()

@@ -45,7 +45,7 @@ class DecodedPieces:
         done = self._fetching[ident] = trio.Event()
         try:
             raw = await _stored(self.inner, src.key, None, info)
-            data = await run_blocking(src.recode.apply, raw, src.key)  # type: ignore[union-attr]
+            data = await run_blocking(src.decode, raw)
             self.count += 1
             self._held[ident] = data
             self.bytes_held += len(data)

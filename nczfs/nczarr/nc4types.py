@@ -8,6 +8,8 @@ numcodecs ``shuffle`` of the element size before it or alone (shuffle, 2). Pure 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from nczfs.nczarr.classic import TYPES, Attr as ClassicAttr
@@ -38,6 +40,25 @@ def file_type(dtype: str) -> t.Datatype | str:
     if dt.kind == "S" and dt.itemsize == 1:
         return t.fixed_string(1, nullterm=False)
     return f"type {dtype} has no netCDF-4 form here"
+
+
+_FIXED = re.compile(r"^[<>|]?S(\d+)$")
+_UNICODE = re.compile(r"^[<>|]?U(\d+)$")
+
+
+def text_form(dtype: str, maxlen: int | None) -> tuple[str, str, int] | str | None:
+    """A string array's form in the file, chars of one more axis, as the classic files hold it:
+    (the dtype its chunks decode to, numpy's unicode dtype whose values are then UTF-8 or "",
+    the chars' width); None for no string array; why not, if it cannot be shown."""
+    if (m := _FIXED.match(dtype)) and int(m.group(1)) > 1:
+        return f"|S{m.group(1)}", "", int(m.group(1))
+    if m := _UNICODE.match(dtype):
+        return f"<U{m.group(1)}", f"<U{m.group(1)}", 4 * int(m.group(1))
+    if dtype == "|O":
+        if maxlen is None:
+            return "variable-length strings whose longest value is not known (their chunks not scanned)"
+        return f"|S{max(maxlen, 1)}", "", max(maxlen, 1)
+    return None
 
 
 def pipeline(v2: V2Array, itemsize: int) -> list[tuple[int, list[int]]] | str:

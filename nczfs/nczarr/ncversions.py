@@ -103,14 +103,14 @@ async def build_files(inner: Store, root: str, name: str, logged: set[str],
     meta_mtime = max((i.mtime_ns for i in objects.infos), default=0)
     folder = parent_of(root) if root else ""
     out: dict[str, NcVersion] = {}
+    found = await facts.of(root, ds, times=False) if facts is not None else {}
     if classic:
-        found = await facts.of(root, ds, times=False) if facts is not None else {}
         for fname, group in file_names(ds, name).items():
             f = group_file(ds, group, root, encodings, found)
             out[fname] = _version(join(folder, fname), f, listed, meta_mtime, logged)
     if netcdf4 and any(g.variables for g in ds.root.walk()):
         sizes = {k: i.size for k, i in listed.items()}
-        f4 = await run_blocking(nc4_file, ds, root, encodings, sizes)
+        f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, found)
         out[f"{name}.nc4"] = _version4(join(folder, f"{name}.nc4"), f4, listed, meta_mtime, logged)
     return out
 

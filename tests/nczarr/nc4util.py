@@ -35,22 +35,23 @@ def sizes_of(root: Path, name: str) -> dict[str, int]:
     return out
 
 
-def nc4_of(root: Path, name: str) -> Nc4File:
-    """The netCDF-4 file of the dataset in folder ``root/name``."""
+def nc4_of(root: Path, name: str, facts: dict | None = None) -> Nc4File:
+    """The netCDF-4 file of the dataset in folder ``root/name`` (``facts``: as the mount's scans
+    of chunks find them, by array path)."""
     objects = Below(DirectoryStore(str(root)), name)
     ds = read_dataset(objects)
-    return nc4_file(ds, name, v3_encodings(ds, objects.get), sizes_of(root, name))
+    return nc4_file(ds, name, v3_encodings(ds, objects.get), sizes_of(root, name), facts)
 
 
-def write_nc4(root: Path, name: str, out: Path) -> tuple[Nc4File, Path]:
+def write_nc4(root: Path, name: str, out: Path, facts: dict | None = None) -> tuple[Nc4File, Path]:
     """The file written to ``out``, its chunks read from the store's files."""
-    f = nc4_of(root, name)
+    f = nc4_of(root, name, facts)
     buf = bytearray(f.size)
     buf[:len(f.layout.meta)] = f.layout.meta
     for p in f.layout.pieces:
         data = (root / p.source.key).read_bytes()
         if p.source.recode is not None:
-            data = p.source.recode.apply(data, p.source.key)
+            data = p.source.decode(data)
         assert len(data) == p.size, p
         buf[p.offset:p.offset + p.size] = data
     out.write_bytes(bytes(buf))

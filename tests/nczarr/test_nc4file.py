@@ -62,13 +62,15 @@ def _same_as_store(store, nc) -> int:
     """Every group, dimension, variable, attribute and value of ``store`` in ``nc``."""
     checked = 0
     assert {n: (len(d), d.isunlimited()) for n, d in store.dimensions.items()} == \
-        {n: (len(d), d.isunlimited()) for n, d in nc.dimensions.items()}
+        {n: (len(d), d.isunlimited()) for n, d in nc.dimensions.items() if not n.startswith("string")}
     assert {n: store.getncattr(n) for n in store.ncattrs()} == {n: nc.getncattr(n) for n in nc.ncattrs()}
     for name, v in store.variables.items():
-        if v.dtype == str:
-            assert name not in nc.variables  # variable-length strings: not yet
-            continue
         got = nc.variables[name]
+        if v.dtype == str:  # NCZarr's strings (|S<n>): chars along one more axis, as in NAME.nc
+            assert got.dimensions[:-1] == v.dimensions and got.dimensions[-1].startswith("string")
+            assert [str(x) for x in netCDF4.chartostring(got[...])] == list(v[...]), name
+            checked += 1
+            continue
         assert (got.dtype, got.dimensions) == (v.dtype, v.dimensions), name
         assert {a: str(v.getncattr(a)) for a in v.ncattrs()} == {a: str(got.getncattr(a)) for a in got.ncattrs()}
         want, have = v[...], got[...]
@@ -83,11 +85,11 @@ def test_nczarr_as_netcdf_c_reads_the_store(corpus):
     """NCZarr by the netCDF4 wheel: an unlimited dimension, packed zlib shorts with a mask,
     char, int64, chunks never written, a sub-group using its parent's dimension."""
     f, path = _written(corpus, "cf.zarr")
-    assert f.left_out == ["/station: type |S128 has no netCDF-4 form here"]
-    assert f.decoded == []
+    assert f.left_out == []
+    assert f.decoded == ["/station"]
     with netCDF4.Dataset(f"file://{corpus / 'cf.zarr'}#mode=nczarr,file") as store, netCDF4.Dataset(path) as nc:
         assert nc.data_model == "NETCDF4"
-        assert _same_as_store(store, nc) == 7  # of 8: not station
+        assert _same_as_store(store, nc) == 8
     h5dump(path)
 
 
@@ -176,3 +178,25 @@ def test_every_object_and_chunk_index_entry_checks_out(corpus, name):
     assert min((p.offset for p in f.layout.pieces), default=f.size) >= len(f.layout.meta)
     h5ls = subprocess.run(["h5ls", "-r", "-v", str(path)], capture_output=True, text=True, timeout=120)
     assert h5ls.returncode == 0 and "error" not in (h5ls.stdout + h5ls.stderr).lower(), h5ls.stderr
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_strings_are_utf_8_chars_xarray_reads_as_str(tmp_path, fmt):
+    """numpy unicode (xarray's fixed-width) and variable-length strings (as wide as the longest,
+    from a scan of their chunks) as UTF-8 chars along one more axis, with ``_Encoding``."""
+    names = np.array(["Zürich", "Ålen", "a"], dtype="<U6")
+    ds = xr.Dataset({"fixed": (("y",), names), "vlen": (("y",), names.astype(object))})
+    enc = {"fixed": {"dtype": "<U6"}} if fmt == 2 else {}
+    ds.to_zarr(tmp_path / "s.zarr", zarr_format=fmt, consolidated=False, encoding=enc)
+    f = nc4_of(tmp_path, "s.zarr")
+    assert [w.split(":")[0] for w in f.left_out] == ["/vlen"]  # without a scan: left out, with the reason
+    f, path = write_nc4(tmp_path, "s.zarr", tmp_path / "s.nc4", facts={"vlen": {"maxlen": 7}})
+    assert f.left_out == []
+    for engine in ("netcdf4", "h5netcdf"):
+        with xr.open_dataset(path, engine=engine) as got:
+            assert [str(x) for x in got["fixed"].values] == list(names), engine
+            assert [str(x) for x in got["vlen"].values] == list(names), engine
+    with netCDF4.Dataset(path) as nc:
+        assert nc["vlen"].dimensions == ("y", "string7") and nc["vlen"]._Encoding == "utf-8"
+        assert nc["fixed"].dimensions == ("y", "string24")
+    h5dump(path)
