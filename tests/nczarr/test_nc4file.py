@@ -200,3 +200,69 @@ def test_strings_are_utf_8_chars_xarray_reads_as_str(tmp_path, fmt):
         assert nc["vlen"].dimensions == ("y", "string7") and nc["vlen"]._Encoding == "utf-8"
         assert nc["fixed"].dimensions == ("y", "string24")
     h5dump(path)
+
+
+#: the shared corpus' datasets netCDF-C 4.10.1 itself reads as their writers meant (not V1, V2-UC)
+CORPUS_DATASETS = ["v2za.file", "v2lc_allzattrs.file", "v2za_min.file", "zarr.file"]
+
+
+@pytest.fixture(scope="module")
+def shared_corpus(tmp_path_factory):
+    import shutil
+    import zipfile
+
+    from tests.conftest import CORPUS
+    from tests.mount.test_nc_files import NETCDF_C
+
+    root = tmp_path_factory.mktemp("nc4corpus")
+    for name in CORPUS_DATASETS:
+        shutil.copytree(CORPUS / "handmade" / name, root / name)
+    for name in NETCDF_C:
+        with zipfile.ZipFile(CORPUS / "netcdf-c" / name) as z:
+            z.extractall(root)
+    (root / ".zgroup").unlink()  # a stray one at the top of ref_power_901_constants_orig.zip
+    return root
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return str(a) == str(b)
+    return np.allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-6, equal_nan=True)
+
+
+def _same_raw(store, nc, path="/") -> int:
+    """The same dimensions, variables (type, dimensions, raw values) and attributes, but those the
+    mask rule adds or types as their variable (``_FillValue``, ``valid_range``: float32 here)."""
+    checked = 0
+    assert {n: (len(d), d.isunlimited()) for n, d in store.dimensions.items()} == \
+        {n: (len(d), d.isunlimited()) for n, d in nc.dimensions.items()}, path
+    want = {n: store.getncattr(n) for n in store.ncattrs() if n != "_NCZARR_ATTR"}
+    assert want.keys() == set(nc.ncattrs()) and all(_close(v, nc.getncattr(n)) for n, v in want.items()), path
+    store.set_auto_maskandscale(False)
+    nc.set_auto_maskandscale(False)
+    for name, v in store.variables.items():
+        got = nc.variables[name]
+        assert (got.dtype, got.dimensions) == (v.dtype, v.dimensions), (path, name)
+        attrs = {a: v.getncattr(a) for a in v.ncattrs() if a != "_FillValue"}
+        assert all(_close(x, got.getncattr(a)) for a, x in attrs.items()), (path, name)
+        assert set(got.ncattrs()) - set(attrs) <= {"_FillValue"}, (path, name)
+        assert np.array_equal(np.asarray(v[...]), np.asarray(got[...]), equal_nan=v.dtype.kind == "f"), (path, name)
+        checked += 1
+    for gname, sub in store.groups.items():
+        checked += _same_raw(sub, nc.groups[gname], f"{path}{gname}/")
+    return checked
+
+
+def test_the_shared_corpus_reads_as_netcdf_c_reads_the_stores(shared_corpus):
+    names = sorted(p.name for p in shared_corpus.iterdir() if p.is_dir())
+    assert len(names) == 10
+    for name in names:
+        f, path = _written(shared_corpus, name)
+        assert f.left_out == [], name
+        with netCDF4.Dataset(f"file://{shared_corpus / name}#mode=nczarr,file") as store, \
+                netCDF4.Dataset(path) as nc:
+            assert _same_raw(store, nc) >= 1, name
+        res = subprocess.run(["ncdump", str(path)], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and not res.stderr, (name, res.stderr)
+        h5dump(path)
+        assert check_file(path) == len(f.layout.pieces)
