@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import DirectoryBackend, S3Backend, counts, delta, mounted
+from tests.helpers import DirectoryBackend, S3Backend, ZipBackend, counts, delta, mounted
+from tests.mount.test_reference_mount import RefsBackend
 from tests.mount.test_nc_files import tree
 from tests.nczarr.hdf5util import h5dump
 from tests.nczarr.nc4util import nc4_of, write_nc4
@@ -41,21 +42,33 @@ def local(tmp_path_factory) -> Path:
     return root
 
 
-def _backend(kind: str, base: Path, request):
+def _backend(kind: str, base: Path, request, local: Path):
+    """The datasets of ``local`` on a ``kind`` backend, and the mount's extra arguments."""
+    if kind == "reference":  # metadata inline, chunks as byte ranges of the local files
+        refs = {}
+        for key, data in tree(local).items():
+            name = key.rpartition("/")[2]
+            refs[key] = data.decode() if name.startswith(".") or name == "zarr.json" or not data \
+                else [str(local / key), 0, len(data)]
+        (base / "refs.json").write_text(json.dumps({"version": 1, "refs": refs}))
+        return RefsBackend(base / "refs.json"), ["-o", f"allow_root={local}"], f"reference://{base / 'refs.json'}"
     if kind == "directory":
         backend = DirectoryBackend(base / "backing")
         backend.root.mkdir()
-        return backend
-    server = request.getfixturevalue("s3_server")
-    return S3Backend(server, server.shared_bucket, server.new_prefix())
+    elif kind == "zip":
+        backend = ZipBackend(base / "backing.zip")
+    else:
+        server = request.getfixturevalue("s3_server")
+        backend = S3Backend(server, server.shared_bucket, server.new_prefix())
+    backend.put_many(tree(local))
+    return backend, [], None
 
 
-@pytest.fixture(scope="module", params=["directory", "s3"])
+@pytest.fixture(scope="module", params=["directory", "s3", "zip", "reference"])
 def m4(request, local, tmp_path_factory):
     base = tmp_path_factory.mktemp(f"nc4mount-{request.param}")
-    backend = _backend(request.param, base, request)
-    backend.put_many(tree(local))
-    with mounted(backend, base / "mnt", "-o", "nc_files=netcdf4") as m:
+    backend, extra, source = _backend(request.param, base, request, local)
+    with mounted(backend, base / "mnt", "-o", "nc_files=netcdf4", *extra, source=source) as m:
         yield m
     text = m.log_text()
     assert "Traceback" not in text and " ERROR " not in text, text
