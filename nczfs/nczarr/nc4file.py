@@ -17,12 +17,15 @@ has an HDF5 filter pipeline (:func:`nczfs.nczarr.nc4types.pipeline`); other chai
 unfiltered, each chunk's size its elements' (so the file's size is known from the listing of the
 chunks); a missing chunk is absent from the chunk index. Strings are chars along one more
 dimension ``string<n>`` as in the classic files (:func:`nczfs.nczarr.nc4types.text_form`),
-decoded. Left out, with the reason: chains not decodable here, sharded arrays, types with no
-netCDF-4 form here (complex, ``float16``), variable-length strings not scanned. Pure computation.
+decoded. A sharded array's chunks are its innermost ones, each a byte range of its shard
+(:mod:`nczfs.nczarr.nc4shards` finds them). Left out, with the reason: chains not decodable here,
+types with no netCDF-4 form here (complex, ``float16``), variable-length strings not scanned,
+sharded arrays whose shards were not read. Pure computation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import struct
@@ -35,6 +38,7 @@ from nczfs.nczarr.hdf5 import types as t, writer as w
 from nczfs.nczarr.masks import cf_attributes
 from nczfs.nczarr.model import Dataset, Dimension, Group, Variable
 from nczfs.nczarr.ncattrs import implied_attrs
+from nczfs.nczarr.sharding import Located
 from nczfs.nczarr.transcode import Codecs, Recode
 from nczfs.nczarr.v2form import V2Array, v3_chunk_prefix, v3_to_v2
 
@@ -53,6 +57,10 @@ class Source:
     recode: Recode | None = None
     text: str = ""
     width: int = 0
+    #: where the chunk's stored bytes lie in the object (a sharded array's inner chunk: in its
+    #: shard), and how many (None: the whole object)
+    start: int = 0
+    length: int | None = None
 
     def decode(self, raw: bytes) -> bytes:
         """The chunk's bytes in the file, made from its stored bytes (CPU work: off the trio thread)."""
@@ -101,8 +109,9 @@ class _Scale:
 
 class _Builder:
     def __init__(self, ds: Dataset, prefix: str, encodings: dict[str, str], sizes: dict[str, int],
-                 facts: dict[str, dict]):
+                 facts: dict[str, dict], inner: dict[str, dict[str, Located]]):
         self.ds, self.prefix, self.encodings, self.sizes, self.facts = ds, prefix, encodings, sizes, facts
+        self.inner = inner
         #: string variables (by path): (the dtype they decode to, numpy unicode dtype or "", width,
         #: the FQN of their chars' dimension, whether the chars are UTF-8), or why they cannot be shown
         self.texts: dict[str, tuple[str, str, int, str, bool] | str] = {}
@@ -135,7 +144,8 @@ class _Builder:
         are noted in ``texts``."""
         extra: dict[int, Dimension] = {}
         for v in g.variables:
-            form, what = self.v2(v), _join(g.path, v.name)
+            what = _join(g.path, v.name)
+            form = self.v2(v, what)
             maxlen = (self.facts.get(what.strip("/")) or {}).get("maxlen")
             got = nc4types.text_form(form.dtype, maxlen) if not isinstance(form, str) else None
             if got is None or isinstance(got, str) or v.scalar or not v.shape:
@@ -198,17 +208,17 @@ class _Builder:
         maxshape = (t.UNLIMITED,) if d.unlimited else None
         return w.Dataset(d.name, t.floating(4), (d.size,), maxshape, (max(1, min(d.size, 1024)),))
 
-    def v2(self, v: Variable) -> V2Array | str:
+    def v2(self, v: Variable, what: str = "") -> V2Array | str:
         if self.ds.flavor == "zarr-v3":
             got = v3_to_v2(v)
-            if isinstance(got, V2Array) and got.sharding is not None:
-                return "sharded (its inner chunks are not passed through yet)"
+            if isinstance(got, V2Array) and got.sharding is not None and what.strip("/") not in self.inner:
+                return "sharded, its shards' indexes not read"
             return got
         return V2Array(v.dtype, v.order, v.compressor, v.filters or None, v.dimension_separator, list(v.chunks))
 
     def variable(self, g: Group, v: Variable, is_coord: bool) -> w.Dataset | None:
         what = _join(g.path, v.name)
-        form, text = self.v2(v), self.texts.get(what)
+        form, text = self.v2(v, what), self.texts.get(what)
         if text is not None:
             dtype: t.Datatype | str = text if isinstance(text, str) else t.fixed_string(1, nullterm=False)
         else:
@@ -266,13 +276,16 @@ class _Builder:
             stored = [w.Chunk((), dtype.size, Source(key, recode))] if self.sizes.get(key) else []
             return w.Dataset(name, dtype, (), fill=fill, stored=stored)
         shape, chunks = tuple(v.shape), tuple(form.chunks or v.chunks)
-        stored = self.stored(shape, chunks, keys, recode.shown_size() if recode else None)
+        decoded = recode.shown_size() if recode else None
+        stored = self.stored(shape, chunks, keys, decoded) if form.sharding is None else \
+            self.inner_stored(what, decoded)
         extra, src = (), {}
         if isinstance(text, tuple):  # the chars of each string along one more axis
             shape, chunks, extra, src = (*shape, text[2]), (*chunks, text[2]), (0,), {"text": text[1], "width": text[2]}
         maxshape = tuple(t.UNLIMITED if d.unlimited else s for d, s in zip(dims, shape))
         return w.Dataset(name, dtype, shape, maxshape if maxshape != shape else None, chunks, filters, fill,
-                         [], [w.Chunk((*c.index, *extra), c.size, Source(c.source, recode, **src)) for c in stored])
+                         [], [w.Chunk((*c.index, *extra), c.size, dataclasses.replace(c.source, recode=recode, **src))
+                              for c in stored])
 
     def chunk_keys(self, what: str, v: Variable, form: V2Array):
         array = "/".join(p for p in (self.prefix, what.strip("/")) if p)
@@ -293,7 +306,15 @@ class _Builder:
             k = key(idx)
             size = self.sizes.get(k)
             if size:
-                out.append(w.Chunk(idx, decoded or size, k))
+                out.append(w.Chunk(idx, decoded or size, Source(k)))
+        return out
+
+    def inner_stored(self, what: str, decoded: int | None) -> list[w.Chunk]:
+        """A sharded array's innermost chunks, each a byte range of its shard."""
+        out = []
+        for name, loc in self.inner[what.strip("/")].items():
+            idx = tuple(int(i) for i in name.split("."))
+            out.append(w.Chunk(idx, decoded or loc.size, Source(loc.key, start=loc.start, length=loc.size)))
         return out
 
     def var_attrs(self, what: str, v: Variable, is_coord: bool, fqns: list[str], path: str,
@@ -329,8 +350,10 @@ def _indexes(grid: list[int]):
 
 
 def nc4_file(ds: Dataset, prefix: str = "", encodings: dict[str, str] | None = None,
-             sizes: dict[str, int] | None = None, facts: dict[str, dict] | None = None) -> Nc4File:
+             sizes: dict[str, int] | None = None, facts: dict[str, dict] | None = None,
+             inner: dict[str, dict[str, Located]] | None = None) -> Nc4File:
     """The netCDF-4 file of ``ds`` stored under ``prefix``; ``sizes``: the bytes of every chunk
     that exists, by store key; ``encodings``: Zarr v3 arrays' ``chunk_key_encoding`` names by path;
-    ``facts``: what scans of arrays' chunks found, by path (``g/v``): the longest string."""
-    return _Builder(ds, prefix, encodings or {}, sizes or {}, facts or {}).build()
+    ``facts``: what scans of arrays' chunks found, by path (``g/v``): the longest string;
+    ``inner``: where sharded arrays' innermost chunks lie (:mod:`nczfs.nczarr.nc4shards`)."""
+    return _Builder(ds, prefix, encodings or {}, sizes or {}, facts or {}, inner or {}).build()

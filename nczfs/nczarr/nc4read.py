@@ -32,7 +32,7 @@ class DecodedPieces:
 
     async def get(self, src: Source, info: ObjectInfo) -> bytes:
         assert src.recode is not None
-        ident = (src.key, info.etag, src.recode.token)
+        ident = (src.key, info.etag, src.start, src.recode.token)
         while ident not in self._held:
             waiting = self._fetching.get(ident)
             if waiting is None:
@@ -44,7 +44,8 @@ class DecodedPieces:
     async def _fetch(self, ident: tuple, src: Source, info: ObjectInfo) -> bytes:
         done = self._fetching[ident] = trio.Event()
         try:
-            raw = await _stored(self.inner, src.key, None, info)
+            rng = ByteRange(src.start, src.start + src.length) if src.length is not None else None
+            raw = await _stored(self.inner, src.key, rng, info)
             data = await run_blocking(src.decode, raw)
             self.count += 1
             self._held[ident] = data
@@ -93,7 +94,7 @@ async def read(f: Nc4File, chunks: dict[str, ObjectInfo], inner: Store, decoded:
         src: Source = p.source
         info = chunks[src.key]
         if src.recode is None:
-            data = await _stored(inner, src.key, ByteRange(lo - p.offset, hi - p.offset), info)
+            data = await _stored(inner, src.key, ByteRange(src.start + lo - p.offset, src.start + hi - p.offset), info)
         else:
             data = (await decoded.get(src, info))[lo - p.offset:hi - p.offset]
         if len(data) != hi - lo:

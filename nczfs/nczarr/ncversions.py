@@ -15,6 +15,7 @@ from nczfs.errors import KeyNotFound, NczfsError
 from nczfs.nczarr.chunkfacts import ChunkFacts
 from nczfs.nczarr.model import Dataset
 from nczfs.nczarr.nc4file import Nc4File, nc4_file
+from nczfs.nczarr.nc4shards import inner_chunks
 from nczfs.nczarr.ncfile import GroupFile, file_names, group_file, v3_encodings
 from nczfs.nczarr.read import read_dataset
 from nczfs.nczarr.validate import is_metadata_key
@@ -110,7 +111,10 @@ async def build_files(inner: Store, root: str, name: str, logged: set[str],
             out[fname] = _version(join(folder, fname), f, listed, meta_mtime, logged)
     if netcdf4 and any(g.variables for g in ds.root.walk()):
         sizes = {k: i.size for k, i in listed.items()}
-        f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, found)
+        problems: dict[str, str] = {}
+        shards = await inner_chunks(inner, ds, root, encodings, problems)
+        f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, found, shards)
+        f4.left_out += [f"/{path}: its shards cannot be read: {why}" for path, why in problems.items()]
         out[f"{name}.nc4"] = _version4(join(folder, f"{name}.nc4"), f4, listed, meta_mtime, logged)
     return out
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import trio
+
 from nczfs.nczarr.nc4file import Nc4File, nc4_file
+from nczfs.nczarr.nc4shards import inner_chunks
 from nczfs.nczarr.ncfile import v3_encodings
 from nczfs.nczarr.read import StoreObjects, read_dataset
 from nczfs.store.directory import DirectoryStore
+from nczfs.threads import ThreadedStore
 
 
 class Below(StoreObjects):
@@ -37,10 +41,13 @@ def sizes_of(root: Path, name: str) -> dict[str, int]:
 
 def nc4_of(root: Path, name: str, facts: dict | None = None) -> Nc4File:
     """The netCDF-4 file of the dataset in folder ``root/name`` (``facts``: as the mount's scans
-    of chunks find them, by array path)."""
-    objects = Below(DirectoryStore(str(root)), name)
+    of chunks find them, by array path; sharded arrays' shard indexes read as the mount does)."""
+    store = DirectoryStore(str(root))
+    objects = Below(store, name)
     ds = read_dataset(objects)
-    return nc4_file(ds, name, v3_encodings(ds, objects.get), sizes_of(root, name), facts)
+    enc = v3_encodings(ds, objects.get)
+    inner = trio.run(inner_chunks, ThreadedStore(store), ds, name, enc)
+    return nc4_file(ds, name, enc, sizes_of(root, name), facts, inner)
 
 
 def write_nc4(root: Path, name: str, out: Path, facts: dict | None = None) -> tuple[Nc4File, Path]:
@@ -50,6 +57,8 @@ def write_nc4(root: Path, name: str, out: Path, facts: dict | None = None) -> tu
     buf[:len(f.layout.meta)] = f.layout.meta
     for p in f.layout.pieces:
         data = (root / p.source.key).read_bytes()
+        if p.source.length is not None:
+            data = data[p.source.start:p.source.start + p.source.length]
         if p.source.recode is not None:
             data = p.source.decode(data)
         assert len(data) == p.size, p

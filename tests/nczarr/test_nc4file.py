@@ -19,6 +19,7 @@ h5py = pytest.importorskip("h5py")
 xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
 numcodecs = pytest.importorskip("numcodecs")
+from tests.mount.test_view_sharding import write_sharded  # noqa: E402
 from tests.nczarr.test_ncfile import make_cf, make_v3  # noqa: E402
 
 
@@ -134,13 +135,34 @@ def test_zarr_chunks_are_passed_through(corpus, name):
 
 
 def test_other_codecs_are_decoded_and_the_rest_left_out(corpus):
-    """zarr-python's v3 (zstd): decoded, unfiltered in the file; complex and sharded left out."""
+    """zarr-python's v3 (zstd): decoded, unfiltered in the file, a sharded array's inner chunks
+    too; complex left out."""
     f, path = _written(corpus, "v3.zarr")
-    assert sorted(f.decoded) == ["/a", "/flag", "/s", "/u", "/when"]
-    assert [w.split(":")[0] for w in f.left_out] == ["/cplx", "/sharded"]
-    _xarray_same(corpus, "v3.zarr", path, ["cplx", "sharded"])
+    assert sorted(f.decoded) == ["/a", "/flag", "/s", "/sharded", "/u", "/when"]
+    assert [w.split(":")[0] for w in f.left_out] == ["/cplx"]
+    _xarray_same(corpus, "v3.zarr", path, ["cplx"])
     with h5py.File(path, "r") as h5:
         assert h5["a"].compression is None and h5["s"].shape == ()
+    h5dump(path)
+
+
+def test_sharded_arrays_by_their_inner_chunks(tmp_path):
+    """Every sharding form (nested, index at the start, blosc inside, inner chunks never written,
+    a partial last shard): HDF5 chunks of the inner chunk shape, each a byte range of its shard,
+    passed through where the inner codecs are HDF5's (``start``: bytes only), else decoded."""
+    want = write_sharded(tmp_path)
+    f, path = write_nc4(tmp_path, "sharded.zarr", tmp_path / "sharded.nc4")
+    assert f.left_out == [] and sorted(f.decoded) == ["/blosc", "/nested", "/plain"]
+    with h5py.File(path, "r") as h5:
+        assert h5["plain"].chunks == (2, 4) and h5["nested"].chunks == (2, 2) and h5["start"].chunks == (2,)
+        assert h5["start"].id.get_num_chunks() == 2  # of 5: the others never written
+        shard = (tmp_path / "sharded.zarr" / "start" / "c" / "0").read_bytes()
+        assert h5["start"].id.read_direct_chunk((2,))[1] == np.arange(2, 4, dtype="<f8").__add__(0.5).tobytes()
+        assert h5["start"].id.read_direct_chunk((2,))[1] in shard
+    with xr.open_dataset(path, engine="netcdf4", mask_and_scale=False) as got:
+        for name, values in want.items():
+            assert np.array_equal(got[name].values, values), name
+    assert check_file(path) == len(f.layout.pieces)
     h5dump(path)
 
 
