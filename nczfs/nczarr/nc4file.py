@@ -109,9 +109,9 @@ class _Scale:
 
 class _Builder:
     def __init__(self, ds: Dataset, prefix: str, encodings: dict[str, str], sizes: dict[str, int],
-                 facts: dict[str, dict], inner: dict[str, dict[str, Located]]):
+                 facts: dict[str, dict], inner: dict[str, dict[str, Located]], plugins: bool = False):
         self.ds, self.prefix, self.encodings, self.sizes, self.facts = ds, prefix, encodings, sizes, facts
-        self.inner = inner
+        self.inner, self.plugins = inner, plugins
         #: string variables (by path): (the dtype they decode to, numpy unicode dtype or "", width,
         #: the FQN of their chars' dimension, whether the chars are UTF-8), or why they cannot be shown
         self.texts: dict[str, tuple[str, str, int, str, bool] | str] = {}
@@ -242,7 +242,8 @@ class _Builder:
     def filters(self, what: str, form: V2Array, dtype: t.Datatype, scalar: bool, text) -> list | Recode | str:
         """The HDF5 filters of the chunks as stored, else how they are decoded (a scalar's, if
         filtered: HDF5 filters chunks only; strings': to chars), else why neither."""
-        got = nc4types.pipeline(form, dtype.size)
+        plugins = math.prod(form.chunks) * dtype.size if self.plugins else 0
+        got = nc4types.pipeline(form, dtype.size, plugins)
         if not isinstance(got, str) and not (scalar and got) and text is None:
             return got
         codecs = Codecs(form.compressor, tuple(form.filters or ()))
@@ -351,9 +352,11 @@ def _indexes(grid: list[int]):
 
 def nc4_file(ds: Dataset, prefix: str = "", encodings: dict[str, str] | None = None,
              sizes: dict[str, int] | None = None, facts: dict[str, dict] | None = None,
-             inner: dict[str, dict[str, Located]] | None = None) -> Nc4File:
+             inner: dict[str, dict[str, Located]] | None = None, plugins: bool = False) -> Nc4File:
     """The netCDF-4 file of ``ds`` stored under ``prefix``; ``sizes``: the bytes of every chunk
     that exists, by store key; ``encodings``: Zarr v3 arrays' ``chunk_key_encoding`` names by path;
     ``facts``: what scans of arrays' chunks found, by path (``g/v``): the longest string;
-    ``inner``: where sharded arrays' innermost chunks lie (:mod:`nczfs.nczarr.nc4shards`)."""
-    return _Builder(ds, prefix, encodings or {}, sizes or {}, facts or {}, inner or {}).build()
+    ``inner``: where sharded arrays' innermost chunks lie (:mod:`nczfs.nczarr.nc4shards`);
+    ``plugins``: blosc and zstd chunks passed through as HDF5's registered filters (readers need
+    their plugins), not decoded."""
+    return _Builder(ds, prefix, encodings or {}, sizes or {}, facts or {}, inner or {}, plugins).build()

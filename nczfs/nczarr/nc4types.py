@@ -61,11 +61,33 @@ def text_form(dtype: str, maxlen: int | None) -> tuple[str, str, int] | str | No
     return None
 
 
-def pipeline(v2: V2Array, itemsize: int) -> list[tuple[int, list[int]]] | str:
-    """The HDF5 filters reading the chain's bytes, or why they are not HDF5's."""
+#: registered HDF5 filters (https://github.com/HDFGroup/hdf5_plugins) whose framing is numcodecs'
+BLOSC, ZSTD = 32001, 32015
+_BLOSC_CODES = {"blosclz": 0, "lz4": 1, "lz4hc": 2, "snappy": 3, "zlib": 4, "zstd": 5}
+
+
+def plugin_filter(codec: dict, itemsize: int, chunk_bytes: int) -> tuple[int, list[int]] | None:
+    """The registered HDF5 filter (a plugin) reading a lone codec's bytes: numcodecs ``blosc``
+    (its frames are what HDF5's blosc filter, 32001, reads) and ``zstd`` (one frame with its
+    content size: filter 32015); None for others."""
+    cid = codec.get("id")
+    if cid == "blosc" and codec.get("cname", "lz4") in _BLOSC_CODES:
+        shuffle = int(codec.get("shuffle", 1))
+        return BLOSC, [2, 2, itemsize, chunk_bytes, int(codec.get("clevel", 5)), max(shuffle, 0),
+                       _BLOSC_CODES[codec.get("cname", "lz4")]]
+    if cid == "zstd" and not codec.get("checksum"):
+        return ZSTD, [int(codec.get("level") or 0) & 0xFFFFFFFF]
+    return None
+
+
+def pipeline(v2: V2Array, itemsize: int, plugins: int = 0) -> list[tuple[int, list[int]]] | str:
+    """The HDF5 filters reading the chain's bytes, or why they are not HDF5's; ``plugins``: the
+    bytes of a chunk, to pass blosc and zstd through as registered filters (0: not)."""
     if v2.order != "C":
         return f"order {v2.order!r} (HDF5 chunks are in C order)"
     chain = [*(v2.filters or []), *([v2.compressor] if v2.compressor else [])]
+    if plugins and len(chain) == 1 and (got := plugin_filter(chain[0], itemsize, plugins)) is not None:
+        return [got]
     out: list[tuple[int, list[int]]] = []
     for i, codec in enumerate(chain):
         cid = codec.get("id")

@@ -56,10 +56,12 @@ class NcFilesStore(WrapperStore):
 
     def __init__(self, inner: Store, ttl: float = 1.0, root_name: str = "dataset",
                  decoded_bytes: int = 256 * 1024 * 1024, on_change: Callable[[str], None] | None = None,
-                 classic: bool = True, netcdf4: bool = False):
+                 classic: bool = True, netcdf4: bool = False, plugins: bool = False):
         super().__init__(inner)
         #: which files to show: the classic ones (NAME.nc ...), the netCDF-4 one (NAME.nc4)
         self.classic, self.netcdf4 = classic, netcdf4
+        #: NAME.nc4 passes blosc and zstd chunks through as HDF5's registered filters
+        self.plugins = plugins
         self._pieces = DecodedPieces(inner, decoded_bytes // 2 if classic and netcdf4 else decoded_bytes)
         self.ttl = ttl
         self.root_name = root_name
@@ -120,7 +122,7 @@ class NcFilesStore(WrapperStore):
         at = time.monotonic()
         self.stats["ncfiles.builds"] += 1
         files = await build_files(self.inner, root, self._name_of(root), self._logged, self._facts,
-                                  self.classic, self.netcdf4)
+                                  self.classic, self.netcdf4, self.plugins)
         for v in files.values():
             self._versions[(v.key, v.etag)] = v
             self._versions.move_to_end((v.key, v.etag))

@@ -81,11 +81,12 @@ class _Objects:
 
 async def build_files(inner: Store, root: str, name: str, logged: set[str],
                       facts: ChunkFacts | None = None, classic: bool = True,
-                      netcdf4: bool = False) -> dict[str, NcVersion]:
+                      netcdf4: bool = False, plugins: bool = False) -> dict[str, NcVersion]:
     """The files of the dataset at ``root`` by file name, named after ``name``: its ``classic``
     files (``NAME.nc``, ``NAME.GROUP.nc``) and its ``netcdf4`` file (``NAME.nc4``); what was left
     out of them, and why there are none, logged once (``logged`` holds what was). ``facts`` scans
-    the chunks of variable-length strings (their width; without it they are left out)."""
+    the chunks of variable-length strings (their width; without it they are left out);
+    ``plugins``: the .nc4 file passes blosc and zstd chunks through as HDF5's registered filters."""
     objects = _Objects(inner, root)
     try:
         ds = await run_blocking(read_dataset, objects)
@@ -113,7 +114,7 @@ async def build_files(inner: Store, root: str, name: str, logged: set[str],
         sizes = {k: i.size for k, i in listed.items()}
         problems: dict[str, str] = {}
         shards = await inner_chunks(inner, ds, root, encodings, problems)
-        f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, found, shards)
+        f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, found, shards, plugins)
         f4.left_out += [f"/{path}: its shards cannot be read: {why}" for path, why in problems.items()]
         out[f"{name}.nc4"] = _version4(join(folder, f"{name}.nc4"), f4, listed, meta_mtime, logged)
     return out

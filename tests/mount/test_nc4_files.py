@@ -178,3 +178,23 @@ def test_nco_cdo_gdal_and_h5ls_read_the_files(m4, local):
     res = subprocess.run(["gdalinfo", "-stats", f"NETCDF:{m4.path / 'p2.zarr.nc4'}:temp"], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0 and "Size is 5, 7" in res.stdout and "Maximum=32" in res.stdout, res.stdout + res.stderr
+
+
+def test_nc4_plugins_passes_blosc_and_zstd_through(tmp_path):
+    """``-o nc4_plugins``: zarr-python's blosc (v2) and zstd (v3) chunks reach the reader as they
+    are stored, under HDF5's registered filters; the netCDF4 wheel (its plugins) reads every value
+    and the daemon decodes nothing."""
+    from tests.nczarr.test_nc4file import make_plugin_chunks
+
+    made = tmp_path / "made"
+    made.mkdir()
+    make_plugin_chunks(made)
+    backend = DirectoryBackend(tmp_path / "backing")
+    backend.root.mkdir()
+    backend.put_many(tree(made))
+    with mounted(backend, tmp_path / "mnt", "-o", "nc_files=netcdf4", "-o", "nc4_plugins") as m:
+        for name, var in (("b2.zarr", "lz4"), ("b2.zarr", "zstd"), ("z3.zarr", "v")):
+            with netCDF4.Dataset(m.path / f"{name}.nc4") as nc:
+                assert np.array_equal(nc[var][...], zarr.open_array(str(made / name / var), mode="r")[...])
+        assert counts(m.path).get("ncfiles.chunks-decoded", 0) == 0
+    assert "Traceback" not in m.log_text()

@@ -39,7 +39,7 @@ def sizes_of(root: Path, name: str) -> dict[str, int]:
     return out
 
 
-def nc4_of(root: Path, name: str, facts: dict | None = None) -> Nc4File:
+def nc4_of(root: Path, name: str, facts: dict | None = None, plugins: bool = False) -> Nc4File:
     """The netCDF-4 file of the dataset in folder ``root/name`` (``facts``: as the mount's scans
     of chunks find them, by array path; sharded arrays' shard indexes read as the mount does)."""
     store = DirectoryStore(str(root))
@@ -47,12 +47,13 @@ def nc4_of(root: Path, name: str, facts: dict | None = None) -> Nc4File:
     ds = read_dataset(objects)
     enc = v3_encodings(ds, objects.get)
     inner = trio.run(inner_chunks, ThreadedStore(store), ds, name, enc)
-    return nc4_file(ds, name, enc, sizes_of(root, name), facts, inner)
+    return nc4_file(ds, name, enc, sizes_of(root, name), facts, inner, plugins)
 
 
-def write_nc4(root: Path, name: str, out: Path, facts: dict | None = None) -> tuple[Nc4File, Path]:
+def write_nc4(root: Path, name: str, out: Path, facts: dict | None = None,
+              plugins: bool = False) -> tuple[Nc4File, Path]:
     """The file written to ``out``, its chunks read from the store's files."""
-    f = nc4_of(root, name, facts)
+    f = nc4_of(root, name, facts, plugins)
     buf = bytearray(f.size)
     buf[:len(f.layout.meta)] = f.layout.meta
     for p in f.layout.pieces:

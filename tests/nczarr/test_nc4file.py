@@ -5,6 +5,7 @@ the store's own bytes, others decoded; what cannot be shown is left out with its
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import numpy as np
@@ -288,3 +289,43 @@ def test_the_shared_corpus_reads_as_netcdf_c_reads_the_stores(shared_corpus):
         assert res.returncode == 0 and not res.stderr, (name, res.stderr)
         h5dump(path)
         assert check_file(path) == len(f.layout.pieces)
+
+
+def make_plugin_chunks(root) -> None:
+    """zarr-python's defaults: Zarr v2 blosc (lz4, byte shuffle; zstd, bit shuffle), v3 zstd."""
+    a = np.arange(6 * 7, dtype="<f8").reshape(6, 7) / 7
+    g = zarr.open_group(str(root / "b2.zarr"), mode="w", zarr_format=2)
+    for name, codec in (("lz4", numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)),
+                        ("zstd", numcodecs.Blosc("zstd", 3, numcodecs.Blosc.BITSHUFFLE))):
+        arr = g.create_array(name, shape=a.shape, chunks=(4, 4), dtype="<f8", compressors=codec)
+        arr[:] = a
+        arr.attrs["_ARRAY_DIMENSIONS"] = ["y", "x"]
+    g3 = zarr.open_group(str(root / "z3.zarr"), mode="w", zarr_format=3)
+    g3.create_array("v", shape=a.shape, chunks=(4, 4), dtype="<f8", dimension_names=["y", "x"],
+                    compressors=zarr.codecs.ZstdCodec(level=3))[:] = a
+
+
+@pytest.mark.parametrize("name,filters", [("b2.zarr", {"lz4": 32001, "zstd": 32001}), ("z3.zarr", {"v": 32015})])
+def test_blosc_and_zstd_as_registered_filters_for_readers_with_plugins(tmp_path, name, filters):
+    """With ``plugins``: blosc and zstd chunks passed through as HDF5 filters 32001 and 32015;
+    the netCDF4 wheel (its plugins) and h5py with hdf5plugin read them as the store holds them;
+    Debian's ncdump, without the plugins, fails with netCDF-C's error for an unknown filter."""
+    hdf5plugin = pytest.importorskip("hdf5plugin")
+    make_plugin_chunks(tmp_path)
+    f, path = write_nc4(tmp_path, name, tmp_path / "f.nc4", plugins=True)
+    assert f.decoded == [] and f.left_out == []
+    zg = zarr.open_group(str(tmp_path / name), mode="r")
+    assert hdf5plugin.PLUGIN_PATH
+    with h5py.File(path, "r") as h5:
+        for var, fid in filters.items():
+            assert h5[var]._filters.keys() == {str(fid)}
+            assert np.array_equal(h5[var][...], zg[var][...])
+            assert h5[var].id.read_direct_chunk((0, 0))[1] == (tmp_path / name / var / (
+                "0.0" if name == "b2.zarr" else "c/0/0")).read_bytes()
+    with netCDF4.Dataset(path) as nc:
+        for var in filters:
+            assert np.array_equal(nc[var][...], zg[var][...])
+    res = subprocess.run(["ncdump", str(path)], capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k != "HDF5_PLUGIN_PATH"})
+    assert res.returncode != 0 and "filter" in res.stderr.lower(), res.stderr
+    assert nc4_of(tmp_path, name).decoded == sorted(f"/{v}" for v in filters)  # without: decoded

@@ -14,7 +14,7 @@ DATASPACE, DATATYPE, FILL_VALUE, LAYOUT, FILTERS, ATTRIBUTE, SYMBOL_TABLE = 0x1,
 
 #: HDF5 filter identifiers
 DEFLATE, SHUFFLE = 1, 2
-_FILTER_NAMES = {DEFLATE: "deflate", SHUFFLE: "shuffle"}
+_FILTER_NAMES = {DEFLATE: "deflate", SHUFFLE: "shuffle", 32001: "blosc", 32015: "Zstandard"}
 
 Message = tuple[int, bytes]
 
