@@ -198,3 +198,24 @@ def test_nc4_plugins_passes_blosc_and_zstd_through(tmp_path):
                 assert np.array_equal(nc[var][...], zarr.open_array(str(made / name / var), mode="r")[...])
         assert counts(m.path).get("ncfiles.chunks-decoded", 0) == 0
     assert "Traceback" not in m.log_text()
+
+
+def test_a_front_to_back_read_fetches_each_chunk_once(request, tmp_path):
+    """S3: reading NAME.nc4 whole (the kernel asks for 128 KiB at a time) fetches each stored
+    chunk's bytes once, and nothing else of the dataset's chunks."""
+    made = tmp_path / "made"
+    made.mkdir()
+    a = np.random.default_rng(1).standard_normal((16, 256, 256)).astype("f4")
+    xr = pytest.importorskip("xarray")
+    numcodecs = pytest.importorskip("numcodecs")
+    xr.Dataset({"t": (("k", "y", "x"), a)}).to_zarr(
+        made / "d.zarr", zarr_format=2, consolidated=False,
+        encoding={"t": {"compressors": [numcodecs.Zlib(level=1)], "chunks": (8, 256, 256)}})
+    chunk_bytes = sum(p.stat().st_size for p in (made / "d.zarr" / "t").glob("*.0.0"))
+    backend, _, _ = _backend("s3", tmp_path, request, made)
+    with mounted(backend, tmp_path / "mnt", "-o", "nc_files=netcdf4") as m:
+        size = os.stat(m.path / "d.zarr.nc4").st_size
+        before = counts(m.path)
+        assert len((m.path / "d.zarr.nc4").read_bytes()) == size
+        got = delta(before, counts(m.path))
+        assert got["cache.bytes-fetched"] == chunk_bytes and got["cache.misses"] == 2, got
