@@ -260,6 +260,8 @@ class _Builder:
     def dims_of(self, v: Variable) -> list[Dimension] | str:
         if v.scalar or not v.shape:
             return []
+        if len(v.shape) > 31:
+            return f"{len(v.shape)} axes: more than HDF5 holds (32, one for the element)"
         dims = [self.ds.find_dim(r if r.startswith("/") else "/" + r) for r in v.dimrefs]
         if None in dims or len(dims) != len(v.shape):
             return "its dimensions are not all declared"

@@ -135,15 +135,27 @@ def _strings(name: str, values: list[str]) -> Attr:
     return Attr(name, t.vlen_string(), (len(values),), data)
 
 
+#: the largest attribute message an object header holds (its size is 16 bits)
+MAX_MESSAGE = 0xFFFF
+
+
 def file_attr(a: Attribute) -> Attr | str:
     """The HDF5 form of a model attribute (netCDF types: char as a fixed string, string as
     variable-length strings), or why it has none."""
     if a.name in RESERVED:
         return "a name HDF5 dimension scales or netCDF-C use for themselves"
     if a.nctype == "string" and len(a.value) != 1:
-        return _strings(a.name, list(a.value))
-    got = classic_attr(a)
-    return got if isinstance(got, str) else _classic(got)
+        got: Attr | ClassicAttr | str = _strings(a.name, list(a.value))
+    else:
+        got = classic_attr(a)
+    if isinstance(got, ClassicAttr):
+        got = _classic(got)
+    if isinstance(got, Attr):
+        size = len(a.name.encode()) + len(got.dtype.message) + 64 + (len(got.data) if isinstance(got.data, bytes) else
+                                                                       16 * len(a.value))
+        if size > MAX_MESSAGE:
+            return f"{size} bytes: more than an HDF5 object header's message holds (64 KiB; no dense attribute storage)"
+    return got
 
 
 def from_classic(a: ClassicAttr) -> Attr:

@@ -9,6 +9,7 @@ import zlib
 import h5py
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from nczfs.nczarr.hdf5 import messages as m, types as t
 from nczfs.nczarr.hdf5.writer import Attr, Chunk, Dataset, Group, layout
@@ -151,3 +152,40 @@ def test_references_and_compound(tmp_path):
 def test_message_too_large_is_refused():
     with pytest.raises(m.TooLarge):
         layout(Group("", attrs=[Attr("big", t.integer(1, False), (70000,), bytes(70000))]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_any_chunk_grid_reads_back(tmp_path_factory, data):
+    """Arrays of 1 to 3 axes, any chunk shape (grids past one B-tree node: two levels), chunks
+    missing at random: h5py reads every element, fill where a chunk is missing."""
+    rank = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.lists(st.integers(1, 40), min_size=rank, max_size=rank)))
+    chunks = tuple(data.draw(st.integers(1, s)) for s in shape)
+    dt = data.draw(st.sampled_from(["<i2", ">i4", "<f8", ">f4"]))
+    a = np.arange(int(np.prod(shape))).astype(dt).reshape(shape)
+    grid = [-(-s // c) for s, c in zip(shape, chunks)]
+    cells = list(np.ndindex(*grid))
+    skip = set(data.draw(st.lists(st.sampled_from(cells), max_size=len(cells) // 2)))
+    ds, chunk_data = _chunked("v", a, chunks, zlib.compress, skip=skip, filters=[(m.DEFLATE, [1])],
+                              fill=np.asarray(7, dt).tobytes())
+    tmp = tmp_path_factory.mktemp("grid")
+    f, _ = _file(tmp, Group("", datasets=[ds]), chunk_data)
+    want = a.copy()
+    for idx in skip:
+        want[tuple(slice(i * c, (i + 1) * c) for i, c in zip(idx, chunks))] = 7
+    np.testing.assert_array_equal(f["v"][...], want)
+    assert f["v"].id.get_num_chunks() == len(cells) - len(skip)
+    f.close()
+
+
+def test_chunk_index_of_two_axes_over_three_levels(tmp_path):
+    """70 x 70 chunks of one element: 4900 keys ordered over both axes in three levels."""
+    a = np.arange(70 * 70, dtype="<i2").reshape(70, 70)
+    ds, data = _chunked("v", a, (1, 1), skip={(0, 69), (69, 0), (35, 35)})
+    f, path = _file(tmp_path, Group("", datasets=[ds]), data)
+    want = a.copy()
+    want[0, 69] = want[69, 0] = want[35, 35] = 0
+    np.testing.assert_array_equal(f["v"][...], want)
+    assert f["v"].id.get_chunk_info_by_coord((35, 36)).size == 2
+    h5dump(path, "-H")

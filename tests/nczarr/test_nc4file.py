@@ -329,3 +329,14 @@ def test_blosc_and_zstd_as_registered_filters_for_readers_with_plugins(tmp_path,
                          env={k: v for k, v in os.environ.items() if k != "HDF5_PLUGIN_PATH"})
     assert res.returncode != 0 and "filter" in res.stderr.lower(), res.stderr
     assert nc4_of(tmp_path, name).decoded == sorted(f"/{v}" for v in filters)  # without: decoded
+
+
+def test_an_attribute_too_large_for_an_object_header_is_left_out(tmp_path):
+    ds = xr.Dataset({"v": (("x",), np.arange(3, dtype="i4"), {"history": "h" * 70000, "units": "m"})},
+                    attrs={"big": list(range(20000)), "title": "t"})
+    ds.to_zarr(tmp_path / "a.zarr", zarr_format=2, consolidated=False, encoding={"v": {"compressors": None}})
+    f, path = write_nc4(tmp_path, "a.zarr", tmp_path / "a.nc4")
+    assert [w.split(": ")[0] for w in f.left_out] == ["/:big", "/v:history"]
+    assert "64 KiB" in f.left_out[0]
+    with netCDF4.Dataset(path) as nc:
+        assert nc.title == "t" and nc["v"].units == "m" and list(nc["v"][:]) == [0, 1, 2]
