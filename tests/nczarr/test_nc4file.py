@@ -340,3 +340,14 @@ def test_an_attribute_too_large_for_an_object_header_is_left_out(tmp_path):
     assert "64 KiB" in f.left_out[0]
     with netCDF4.Dataset(path) as nc:
         assert nc.title == "t" and nc["v"].units == "m" and list(nc["v"][:]) == [0, 1, 2]
+
+
+def test_inspect_names_the_nc4_file_and_what_it_leaves_out(corpus):
+    from tests.helpers import run_nczfs
+
+    res = run_nczfs("inspect", str(corpus / "v3.zarr"))
+    assert res.returncode == 0, res.stderr
+    lines = [line for line in res.stdout.splitlines() if line.startswith("// nc4 file")]
+    size = nc4_of(corpus, "v3.zarr").size
+    assert lines == [f"// nc4 file: v3.zarr.nc4 (netCDF-4, {size} bytes)",
+                     "// nc4 file v3.zarr.nc4 leaves out /cplx: type <c8 has no netCDF-4 form here"]
