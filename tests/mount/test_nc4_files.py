@@ -161,7 +161,7 @@ def test_the_file_follows_its_dataset_and_an_old_descriptor_gets_estale(local, t
 
 
 def test_nco_cdo_gdal_and_h5ls_read_the_files(m4, local):
-    """Debian's ncks (JSON, every value), cdo, GDAL's netCDF driver and h5ls on every file."""
+    """Debian's ncks (JSON, every value), cdo, GDAL's netCDF and HDF5 drivers and h5ls."""
     for d in DATASETS:
         path = str(m4.path / f"{d}.nc4")
         for cmd in (["h5ls", "-r", path], ["ncks", "--jsn", path]):
@@ -177,6 +177,9 @@ def test_nco_cdo_gdal_and_h5ls_read_the_files(m4, local):
     assert res.returncode == 0 and "20" in res.stdout.split(), res.stderr
     res = subprocess.run(["gdalinfo", "-stats", f"NETCDF:{m4.path / 'p2.zarr.nc4'}:temp"], capture_output=True,
                          text=True, timeout=120)
+    assert res.returncode == 0 and "Size is 5, 7" in res.stdout and "Maximum=32" in res.stdout, res.stdout + res.stderr
+    res = subprocess.run(["gdalinfo", "-stats", f'HDF5:"{m4.path / "p2.zarr.nc4"}"://temp'], capture_output=True,
+                         text=True, timeout=120)  # GDAL's HDF5 driver
     assert res.returncode == 0 and "Size is 5, 7" in res.stdout and "Maximum=32" in res.stdout, res.stdout + res.stderr
 
 
