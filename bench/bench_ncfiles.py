@@ -2,7 +2,7 @@
 against the same tool on a real .nc copy on the local disk, and against the netCDF4 wheel reading
 the store directly through ``#mode=nczarr,s3``.
 
-    .venv/bin/python bench/bench_ncfiles.py [--mib 512] [--runs 3] [--tool ncks|cdo] [--zlib] [--profile DIR]
+    .venv/bin/python bench/bench_ncfiles.py [--mib 512] [--runs 3] [--tool ncks|cdo] [--zlib] [--nc4] [--profile DIR]
 
 Needs the test extra and Debian's nco/cdo (scripts/install.sh --test). Starts its own SeaweedFS
 on 127.0.0.1, writes an NCZarr dataset with the netCDF4 wheel (a variable ``temp(time, y, x)``
@@ -15,7 +15,9 @@ against the local file (the target: at least 0.5), and the CPU seconds of the S3
 daemon and the tool. ``--profile DIR``: py-spy (PyPI ``py-spy``) samples the daemon during each
 mount run, every thread (``--native``: the C frames too), into ``DIR/run-N.txt`` (py-spy's
 ``raw`` format: one collapsed stack a line with its count); a summary of the functions seen most
-on CPU is printed.
+on CPU is printed. ``--nc4``: the mount shows ``--nc-files=both``, and the tool also extracts
+``temp`` from the mount's ``ds.zarr.nc4`` (its chunks passed through, not decoded) and from a
+local netCDF-4 copy written by the wheel with the same chunks and compression.
 """
 
 from __future__ import annotations
@@ -47,13 +49,15 @@ def make_data(work: Path, mib: int, zlib: bool) -> tuple[Path, Path]:
     per = ny * nx * 4
     nt = mib * MiB // per
     store, local = work / "ds.zarr", work / "local.nc"
-    for path, kind in ((f"file://{store}#mode=nczarr,file", None), (str(local), "NETCDF3_64BIT_OFFSET")):
+    for path, kind in ((f"file://{store}#mode=nczarr,file", None), (str(local), "NETCDF3_64BIT_OFFSET"),
+                       (str(work / "local.nc4"), "NETCDF4")):
+        chunked = kind in (None, "NETCDF4")
         with netCDF4.Dataset(path, "w", **({"format": kind} if kind else {})) as nc:
             nc.createDimension("time", None)
             nc.createDimension("y", ny)
             nc.createDimension("x", nx)
-            t = nc.createVariable("time", "f8", ("time",), **({} if kind else {"chunksizes": (1024,)}))
-            opts = {} if kind else {"chunksizes": (8, ny, nx), "zlib": zlib, "shuffle": False}
+            t = nc.createVariable("time", "f8", ("time",), **({"chunksizes": (1024,)} if chunked else {}))
+            opts = {"chunksizes": (8, ny, nx), "zlib": zlib, "shuffle": False} if chunked else {}
             temp = nc.createVariable("temp", "f4", ("time", "y", "x"), **opts)
             rng = np.random.default_rng(36)
             for i in range(0, nt, 8):
@@ -136,6 +140,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tool", choices=("ncks", "cdo"), default="ncks")
     ap.add_argument("--zlib", action="store_true")
+    ap.add_argument("--nc4", action="store_true", help="also NAME.nc4 (--nc-files=both) and a local netCDF-4 copy")
     ap.add_argument("--profile", type=Path, help="py-spy the daemon into this folder")
     args = ap.parse_args()
     if args.profile:
@@ -154,10 +159,13 @@ def main() -> None:
             upload(server, bucket, store)
             out = work / "out.nc"
             results: dict[str, list[tuple[float, float, float, float]]] = {"nczfs .nc": [], "local .nc": [], "wheel nczarr,s3": []}
+            if args.nc4:
+                results.update({"nczfs .nc4": [], "local .nc4": []})
             for run in range(args.runs):
                 drop_caches()
-                subprocess.run([*NCZFS, "mount", f"s3://{bucket}", str(mnt), "--read-only", "--nc-files",
-                                "--endpoint-url", server.endpoint], check=True)
+                subprocess.run([*NCZFS, "mount", f"s3://{bucket}", str(mnt), "--read-only",
+                                "--nc-files=both" if args.nc4 else "--nc-files", "--endpoint-url", server.endpoint],
+                               check=True)
                 try:
                     from nczfs.fuse.control import read_control
 
@@ -168,8 +176,18 @@ def main() -> None:
                         server.proc.pid, pid))
                     if spy is not None:
                         stop_profile(spy, args.profile / f"run-{run}.txt")
+                    if args.nc4:
+                        drop_caches()
+                        results["nczfs .nc4"].append(timed(
+                            lambda: subprocess.run(tool_cmd(args.tool, mnt / "ds.zarr.nc4", out), check=True),
+                            server.proc.pid, pid))
                 finally:
                     subprocess.run([*NCZFS, "umount", str(mnt)], check=True)
+                if args.nc4:
+                    drop_caches()
+                    results["local .nc4"].append(timed(
+                        lambda: subprocess.run(tool_cmd(args.tool, work / "local.nc4", out), check=True),
+                        server.proc.pid, None))
                 drop_caches()
                 results["local .nc"].append(timed(
                     lambda: subprocess.run(tool_cmd(args.tool, local, out), check=True), server.proc.pid, None))
@@ -201,6 +219,9 @@ def main() -> None:
                     if label in medians:
                         print(f"  throughput {label} / local .nc: {medians['local .nc'] / medians[label]:.2f}"
                               f"{'  (target >= 0.5)' if label == 'nczfs .nc' else ''}")
+            if "local .nc4" in medians and "nczfs .nc4" in medians:
+                print(f"  throughput nczfs .nc4 / local .nc4: {medians['local .nc4'] / medians['nczfs .nc4']:.2f}"
+                      "  (target >= 0.8)")
         finally:
             if os.path.ismount(mnt):
                 subprocess.run([*NCZFS, "umount", str(mnt)])

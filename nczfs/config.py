@@ -16,8 +16,9 @@ from nczfs.optionvalues import (
     log_format,
     log_level,
     metrics_address,
-    overwrite_mode,
+    nc_files,
     non_negative,
+    overwrite_mode,
     parse_size,
     positive,
     present_view,
@@ -84,7 +85,8 @@ OPTION_HELP = (
     ("branch=NAME, tag=NAME, snapshot=ID", "Icechunk: what the root shows (default branch main; a tag or snapshot: read-only)"),
     ("commit_message=TEXT", "Icechunk: the message of the mount's commits (default: host and time)"),
     ("virtual_chunk_container=PREFIX[=URL]", "Icechunk: read virtual chunks below PREFIX (file://, s3://, https://; repeatable)"),
-    ("nc_files", "every dataset NAME also shows read-only netCDF classic files NAME.nc, NAME.GROUP.nc (--nc-files)"),
+    ("nc_files, nc_files=KIND", "every dataset NAME also shows read-only netCDF files: KIND classic (the default) NAME.nc, NAME.GROUP.nc; netcdf4 one netCDF-4 (HDF5) NAME.nc4; both (--nc-files[=KIND])"),
+    ("nc4_plugins", "NAME.nc4 passes blosc and zstd chunks through as HDF5 filters 32001 and 32015 (readers need their plugins) instead of decoding them"),
     ("rw, nofail, _netdev, x-*, ...", "mount(8)'s generic options: ignored"),
 )
 
@@ -177,6 +179,10 @@ class MountConfig:
     transcode: str = "auto"
     #: every dataset also shows as read-only netCDF classic files (NAME.nc, NAME.GROUP.nc)
     nc_files: bool = False
+    #: every dataset also shows as a read-only netCDF-4 (HDF5) file (NAME.nc4)
+    nc4_files: bool = False
+    #: NAME.nc4 passes blosc and zstd chunks through as HDF5's registered filters (not decoded)
+    nc4_plugins: bool = False
     #: layout of a zip archive the mount creates: "netcdf" (default) or "flat" (zarr-python's)
     zip_layout: str | None = None
     #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
@@ -303,7 +309,8 @@ OPTIONS: dict[str, tuple[Applies, Apply]] = {
     "profile": (_nonempty, _to("profile")),
     "region": (_nonempty, _to("region")),
     "use_path_request_style": (_flag, _const("path_style", True)),  # s3fs's name
-    "nc_files": (_flag, _const("nc_files", True)),
+    "nc_files": (_any, lambda out, key, value: out.update(zip(("nc_files", "nc4_files"), nc_files(value)))),
+    "nc4_plugins": (_flag, _const("nc4_plugins", True)),
     "no_sign_request": (_flag, _const("no_sign_request", True)),
     "anon": (_flag, _const("no_sign_request", True)),
     "retries": (_valued, _to("retries", count)),

@@ -113,6 +113,16 @@ def present_view(value: str) -> str:
     return _one_of(value, PRESENT_VIEWS, f"present={value}: must be one of {', '.join(PRESENT_VIEWS)}")
 
 
+NC_FILES = ("classic", "netcdf4", "both")
+
+
+def nc_files(value: str) -> tuple[bool, bool]:
+    """``-o nc_files[=]`` / ``--nc-files[=]``: (classic files NAME.nc, the netCDF-4 file NAME.nc4);
+    no value means classic."""
+    kind = _one_of(value or "classic", NC_FILES, f"nc_files={value}: must be one of {', '.join(NC_FILES)}")
+    return kind in ("classic", "both"), kind in ("netcdf4", "both")
+
+
 TRANSCODE_MODES = ("auto", "off", "none", "zlib")
 
 

@@ -76,7 +76,7 @@ fi
 apt_pkgs=(fuse3 libfuse3-dev pkg-config gcc python3 python3-venv python3-dev)
 if [ "$extra" = test ]; then
     apt_pkgs+=(rsync netcdf-bin tar diffutils findutils zip unzip man-db)
-    apt_pkgs+=(gdal-bin cdo nco)  # readers of the .nc files (-o nc_files)
+    apt_pkgs+=(gdal-bin cdo nco hdf5-tools)  # readers of the .nc/.nc4 files (-o nc_files)
     apt_pkgs+=(systemd mount util-linux passwd)  # systemd-analyze verify; mount -T; setpriv; useradd
     apt_pkgs+=(openssl iproute2 nginx-core)  # test certificates; a sealed network namespace; a web server
     command -v npm >/dev/null || apt_pkgs+=(nodejs npm)  # Azurite, the Azure Blob emulator (npm)

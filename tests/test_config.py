@@ -64,3 +64,12 @@ def test_object_store_options_users_of_the_peers_expect():
                         ("storage_class=cheap", "storage class"), ("connect_timeout=soon", "not a number")):
         with pytest.raises(SourceError, match=reason):
             parse_options([bad])
+
+
+def test_nc_files_chooses_classic_netcdf4_or_both():
+    assert parse_options(["nc_files"]) == {"nc_files": True, "nc4_files": False}
+    assert parse_options(["nc_files=classic"]) == {"nc_files": True, "nc4_files": False}
+    assert parse_options(["nc_files=netcdf4"]) == {"nc_files": False, "nc4_files": True}
+    assert parse_options(["nc_files=both"]) == {"nc_files": True, "nc4_files": True}
+    with pytest.raises(SourceError, match="nc_files=hdf5: must be one of classic, netcdf4, both"):
+        parse_options(["nc_files=hdf5"])

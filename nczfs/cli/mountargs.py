@@ -11,7 +11,7 @@ from nczfs.cli.usage import UsageError
 from nczfs.config import ICECHUNK_OPTIONS, MountConfig, default_metadata_ttl, source_values
 from nczfs.errors import SourceError
 from nczfs.mounttable import is_fuse_mount, kernel_path
-from nczfs.optionvalues import metrics_address, parse_size, present_view, validate_mode
+from nczfs.optionvalues import metrics_address, nc_files, parse_size, present_view, validate_mode
 from nczfs.source import Source, check_no_control_characters, parse_source
 
 
@@ -103,8 +103,8 @@ def _layer_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
         values["validate"] = validate_mode(args.validate)
     if args.present is not None:
         values["present"] = present_view(args.present)
-    if getattr(args, "nc_files", False):
-        values["nc_files"] = True
+    if getattr(args, "nc_files", None):
+        values["nc_files"], values["nc4_files"] = nc_files(args.nc_files)
 
 
 def _check_mountpoint(path: str, nonempty: bool = False) -> str:

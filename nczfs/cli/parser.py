@@ -88,8 +88,9 @@ def _output_and_view_flags(m: argparse.ArgumentParser) -> None:
                    help="check metadata objects written through the mount (default strict: invalid -> EINVAL)")
     m.add_argument("--present", default=None, metavar="VIEW",
                    help="show datasets as: as-stored (default), netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray")
-    m.add_argument("--nc-files", action="store_true",
-                   help="every dataset NAME also shows as read-only netCDF classic files NAME.nc (and NAME.GROUP.nc)")
+    m.add_argument("--nc-files", nargs="?", const="classic", default=None, metavar="classic|netcdf4|both",
+                   help="every dataset NAME also shows as read-only netCDF files: classic NAME.nc (and "
+                        "NAME.GROUP.nc; the default), the netCDF-4 NAME.nc4, or both")
 
 
 def _running_mount_parsers(sub) -> None:  # type: ignore[no-untyped-def]

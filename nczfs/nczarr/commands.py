@@ -56,6 +56,26 @@ def nc_file_lines(ds, source: Source, objects: StoreObjects) -> list[str]:
     return out
 
 
+def nc4_file_lines(source: Source, objects: StoreObjects) -> list[str]:
+    """The .nc4 file ``-o nc_files=netcdf4`` shows for the dataset, and what it leaves out."""
+    import trio
+
+    from nczfs.nczarr.ncfiles import root_name
+    from nczfs.nczarr.ncversions import build_files
+    from nczfs.threads import ThreadedStore
+
+    from nczfs.nczarr.chunkfacts import ChunkFacts
+
+    store = ThreadedStore(objects.store)
+    files = trio.run(lambda: build_files(store, "", root_name(source), set(), ChunkFacts(store), classic=False,
+                                         netcdf4=True))
+    out = []
+    for name, v in files.items():
+        out.append(f"// nc4 file: {name} (netCDF-4, {v.file.layout.size} bytes)")
+        out.extend(f"// nc4 file {name} leaves out {why}" for why in v.file.left_out)
+    return out
+
+
 def inspect_store(store: SyncStore, source: Source) -> str:
     objects = StoreObjects(store)
     ds = read_dataset(objects)
@@ -65,6 +85,7 @@ def inspect_store(store: SyncStore, source: Source) -> str:
     lines.extend(f"// problem: {p}" for p in problems)
     lines.extend(f"// note: {n}" for n in ds.notes)
     lines.extend(nc_file_lines(ds, source, objects))
+    lines.extend(nc4_file_lines(source, objects))
     return "\n".join(lines) + "\n"
 
 

@@ -23,9 +23,10 @@ def nczarr_layer(store: Store, config: MountConfig, notify: Notify | None = None
     consolidated metadata kept in step with writes,
     ``-o present=`` (a view), then (outermost) metadata as its writer meant it, checked as
     ``-o validate=`` says. ``notify`` is told of every key the layer changes on its own."""
-    if config.nc_files:
+    if config.nc_files or config.nc4_files:
         store = NcFilesStore(store, config.metadata_ttl, root_name(config.source),
-                             decoded_cache_bytes(config.cache_size), on_change=notify)
+                             decoded_cache_bytes(config.cache_size), on_change=notify,
+                             classic=config.nc_files, netcdf4=config.nc4_files, plugins=config.nc4_plugins)
     if not config.read_only:
         store = ConsolidatingStore(store, on_change=notify)
     if config.present != "as-stored":

@@ -26,7 +26,9 @@ from typing import Awaitable, Callable, TypeVar
 import trio
 
 from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale
-from nczfs.nczarr import ncread
+from nczfs.nczarr import nc4read, ncread
+from nczfs.nczarr.nc4file import Nc4File
+from nczfs.nczarr.nc4read import DecodedPieces
 from nczfs.nczarr.chunkfacts import ChunkFacts
 from nczfs.nczarr.ncdecoded import DecodedChunks
 from nczfs.nczarr.ncfile import Values
@@ -53,8 +55,14 @@ class NcFilesStore(WrapperStore):
     passes = ()
 
     def __init__(self, inner: Store, ttl: float = 1.0, root_name: str = "dataset",
-                 decoded_bytes: int = 256 * 1024 * 1024, on_change: Callable[[str], None] | None = None):
+                 decoded_bytes: int = 256 * 1024 * 1024, on_change: Callable[[str], None] | None = None,
+                 classic: bool = True, netcdf4: bool = False, plugins: bool = False):
         super().__init__(inner)
+        #: which files to show: the classic ones (NAME.nc ...), the netCDF-4 one (NAME.nc4)
+        self.classic, self.netcdf4 = classic, netcdf4
+        #: NAME.nc4 passes blosc and zstd chunks through as HDF5's registered filters
+        self.plugins = plugins
+        self._pieces = DecodedPieces(inner, decoded_bytes // 2 if classic and netcdf4 else decoded_bytes)
         self.ttl = ttl
         self.root_name = root_name
         self._roots = Roots(inner, ttl)
@@ -72,8 +80,8 @@ class NcFilesStore(WrapperStore):
         self.on_change = on_change
 
     def counters(self) -> dict[str, int]:
-        return {**self.inner.counters(), "ncfiles.chunks-decoded": self._decoded.count, **self.stats,
-                "ncfiles.decoded-bytes-held": self._decoded.bytes_held}
+        return {**self.inner.counters(), "ncfiles.chunks-decoded": self._decoded.count + self._pieces.count,
+                **self.stats, "ncfiles.decoded-bytes-held": self._decoded.bytes_held + self._pieces.bytes_held}
 
     # -- datasets and their files -----------------------------------------------------------------
 
@@ -113,7 +121,8 @@ class NcFilesStore(WrapperStore):
     async def _build(self, root: str) -> Built:
         at = time.monotonic()
         self.stats["ncfiles.builds"] += 1
-        files = await build_files(self.inner, root, self._name_of(root), self._logged, self._facts)
+        files = await build_files(self.inner, root, self._name_of(root), self._logged, self._facts,
+                                  self.classic, self.netcdf4, self.plugins)
         for v in files.values():
             self._versions[(v.key, v.etag)] = v
             self._versions.move_to_end((v.key, v.etag))
@@ -148,14 +157,14 @@ class NcFilesStore(WrapperStore):
     async def _file(self, key: str) -> NcVersion | None:
         """The current version of the file ``key`` shows, if it is one."""
         folder, _, name = key.rpartition("/")
-        if not name.endswith(".nc"):
+        if not is_file_name(name):
             return None
         if folder == "" and await self._is_root(""):
             return (await self._files("")).get(name)
         if await self._in_dataset(folder):
             return None
-        stem = name[:-3]
-        candidates = [stem[:i] for i, c in enumerate(stem) if c == "."] + [stem]
+        stem = name.rpartition(".")[0]
+        candidates = [stem[:i] for i, c in enumerate(stem) if c == "." and name.endswith(".nc")] + [stem]
         for cand in candidates:
             if cand and await self._is_root(join(folder, cand)):
                 found = (await self._files(join(folder, cand))).get(name)
@@ -184,7 +193,7 @@ class NcFilesStore(WrapperStore):
 
     async def entry(self, key: str) -> DirEntry | None:
         found = await self.inner.entry(key)
-        if found is None and key.endswith(".nc"):
+        if found is None and is_file_name(key):
             v = await self._file(key)
             if v is not None:
                 self._showing(key, True)
@@ -196,7 +205,7 @@ class NcFilesStore(WrapperStore):
         try:
             info = await self.inner.stat(key)
         except KeyNotFound:
-            v = await self._file(key) if key.endswith(".nc") else None
+            v = await self._file(key) if is_file_name(key) else None
             if v is None:
                 raise
             self._showing(key, True)
@@ -220,7 +229,7 @@ class NcFilesStore(WrapperStore):
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
         v = self._versions.get((key, etag)) if etag else None
-        if v is None and key.endswith(".nc"):
+        if v is None and is_file_name(key):
             v = await self._shown_file(key)
             if v is not None and etag and v.etag != etag:
                 raise Stale(f"{key!r}: the dataset changed since this version was read")
@@ -234,6 +243,8 @@ class NcFilesStore(WrapperStore):
     async def _read(self, v: NcVersion, start: int, end: int) -> bytes:
         if start >= end:
             return b""
+        if isinstance(v.file, Nc4File):
+            return await nc4read.read(v.file, v.chunks, self.inner, self._pieces, start, end)
         runs = ncread.runs(v.file, start, end)
         got: list[dict] = [{} for _ in runs]
         wanted = []
@@ -261,7 +272,7 @@ class NcFilesStore(WrapperStore):
     # -- writes: the files are read-only; a write into a dataset makes its files new ----------------
 
     async def _refuse(self, key: str) -> None:
-        if key.endswith(".nc") and await self._shown_file(key) is not None:
+        if is_file_name(key) and await self._shown_file(key) is not None:
             raise ReadOnly(f"{key!r}: a netCDF file made from a dataset (-o nc_files): read-only")
 
     def _forget(self, key: str) -> None:
@@ -291,10 +302,15 @@ class NcFilesStore(WrapperStore):
 
     async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         """A copy of a file made here is a new object of its bytes (the store has no source to copy)."""
-        if src.endswith(".nc") and await self._shown_file(src) is not None:
+        if is_file_name(src) and await self._shown_file(src) is not None:
             await self._refuse(dst)
             return await self.inner.set(dst, await self.get(src), if_version=if_version)
         return await super().copy(src, dst, if_version=if_version)
+
+
+def is_file_name(key: str) -> bool:
+    """Could ``key`` name a file made here (``.nc``, ``.nc4``)?"""
+    return key.endswith((".nc", ".nc4"))
 
 
 def root_name(source: Source) -> str:

@@ -13,6 +13,9 @@ import trio
 
 from nczfs.errors import KeyNotFound, NczfsError
 from nczfs.nczarr.chunkfacts import ChunkFacts
+from nczfs.nczarr.model import Dataset
+from nczfs.nczarr.nc4file import Nc4File, nc4_file
+from nczfs.nczarr.nc4shards import inner_chunks
 from nczfs.nczarr.ncfile import GroupFile, file_names, group_file, v3_encodings
 from nczfs.nczarr.read import read_dataset
 from nczfs.nczarr.validate import is_metadata_key
@@ -29,7 +32,8 @@ class NcVersion:
     """One version of one ``.nc`` file."""
 
     key: str
-    file: GroupFile
+    #: a classic file (``.nc``) or the netCDF-4 file (``.nc4``)
+    file: GroupFile | Nc4File
     #: store key -> what the listing said of every chunk (shard) of the file's arrays that exists
     chunks: dict[str, ObjectInfo]
     etag: str
@@ -76,10 +80,13 @@ class _Objects:
 
 
 async def build_files(inner: Store, root: str, name: str, logged: set[str],
-                      facts: ChunkFacts | None = None) -> dict[str, NcVersion]:
-    """The files of the dataset at ``root`` by file name, named after ``name`` (what was left out
-    of them, and why there are none, logged once: ``logged`` holds what was). ``facts`` scans the
-    chunks of variable-length strings (their width; without it they are left out)."""
+                      facts: ChunkFacts | None = None, classic: bool = True,
+                      netcdf4: bool = False, plugins: bool = False) -> dict[str, NcVersion]:
+    """The files of the dataset at ``root`` by file name, named after ``name``: its ``classic``
+    files (``NAME.nc``, ``NAME.GROUP.nc``) and its ``netcdf4`` file (``NAME.nc4``); what was left
+    out of them, and why there are none, logged once (``logged`` holds what was). ``facts`` scans
+    the chunks of variable-length strings (their width; without it they are left out);
+    ``plugins``: the .nc4 file passes blosc and zstd chunks through as HDF5's registered filters."""
     objects = _Objects(inner, root)
     try:
         ds = await run_blocking(read_dataset, objects)
@@ -91,22 +98,53 @@ async def build_files(inner: Store, root: str, name: str, logged: set[str],
             log.warning("%r: no .nc file: %s", root or "/", exc)
         return {}
     encodings = v3_encodings(ds, lambda k: objects.objects.get(k))
-    found = await facts.of(root, ds, times=False) if facts is not None else {}
-    files = {fname: group_file(ds, group, root, encodings, found) for fname, group in file_names(ds, name).items()}
     listed: dict[str, ObjectInfo] = {}
     async with trio.open_nursery() as nursery:
-        for array in {val.array for f in files.values() for val in f.values}:
+        for array in _arrays(ds, root):
             nursery.start_soon(_list_chunks, inner, array, listed)
     meta_mtime = max((i.mtime_ns for i in objects.infos), default=0)
     folder = parent_of(root) if root else ""
-    return {fname: _version(join(folder, fname), f, listed, meta_mtime, logged) for fname, f in files.items()}
+    out: dict[str, NcVersion] = {}
+    found = await facts.of(root, ds, times=False) if facts is not None else {}
+    if classic:
+        for fname, group in file_names(ds, name).items():
+            f = group_file(ds, group, root, encodings, found)
+            out[fname] = _version(join(folder, fname), f, listed, meta_mtime, logged)
+    if netcdf4 and any(g.variables for g in ds.root.walk()):
+        sizes = {k: i.size for k, i in listed.items()}
+        problems: dict[str, str] = {}
+        shards = await inner_chunks(inner, ds, root, encodings, problems)
+        f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, found, shards, plugins)
+        f4.left_out += [f"/{path}: its shards cannot be read: {why}" for path, why in problems.items()]
+        out[f"{name}.nc4"] = _version4(join(folder, f"{name}.nc4"), f4, listed, meta_mtime, logged)
+    return out
 
 
-def _version(key: str, f: GroupFile, listed: dict[str, ObjectInfo], meta_mtime: int, logged: set[str]) -> NcVersion:
-    for why in f.left_out:
+def _arrays(ds: Dataset, root: str) -> set[str]:
+    """The key prefix of every array of the dataset."""
+    return {"/".join(p for p in (root, g.path.strip("/"), v.name) if p) for g in ds.root.walk() for v in g.variables}
+
+
+def _log_left_out(key: str, left_out: list[str], logged: set[str]) -> None:
+    for why in left_out:
         if f"{key}: {why}" not in logged:
             logged.add(f"{key}: {why}")
             log.info("%s leaves out %s", key, why)
+
+
+def _version4(key: str, f: Nc4File, listed: dict[str, ObjectInfo], meta_mtime: int, logged: set[str]) -> NcVersion:
+    """The version of a netCDF-4 file: a hash of its metadata and of its chunks' versions."""
+    _log_left_out(key, f.left_out, logged)
+    chunks = {p.source.key: listed[p.source.key] for p in f.layout.pieces}
+    h = hashlib.sha1(f.layout.meta)
+    for k in sorted(chunks):
+        h.update(f"\0{k}\0{chunks[k].etag}".encode())
+    mtime = max([meta_mtime, *(i.mtime_ns for i in chunks.values())])
+    return NcVersion(key, f, chunks, h.hexdigest(), mtime or time.time_ns())
+
+
+def _version(key: str, f: GroupFile, listed: dict[str, ObjectInfo], meta_mtime: int, logged: set[str]) -> NcVersion:
+    _log_left_out(key, f.left_out, logged)
     prefixes = tuple(v.array + "/" for v in f.values)
     chunks = {k: i for k, i in listed.items() if k.startswith(prefixes) and not is_metadata_key(k)}
     h = hashlib.sha1(f.layout.header)

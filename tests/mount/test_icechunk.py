@@ -229,3 +229,18 @@ def test_a_repository_shows_a_netcdf_classic_file_with_nc_files(local, tmp_path)
         assert len(files) == 1, files
         with netCDF4.Dataset(m.path / files[0]) as nc:
             assert nc["t"][:].tolist() == (T1 * 10).tolist() and nc.title == "ice"
+
+
+def test_a_repository_shows_a_netcdf4_file_with_nc_files_netcdf4(local, tmp_path):
+    """-o nc_files=netcdf4 over an Icechunk mount: the root dataset's .nc4 file holds the
+    branch's values; h5dump finds no fault."""
+    import subprocess
+
+    netCDF4 = pytest.importorskip("netCDF4")
+    with mounted(local, tmp_path / "mnt", "--read-only", "--nc-files=netcdf4") as m:
+        files = sorted(p.name for p in m.path.iterdir() if p.name.endswith((".nc", ".nc4")))
+        assert len(files) == 1 and files[0].endswith(".nc4"), files
+        with netCDF4.Dataset(m.path / files[0]) as nc:
+            assert nc["t"][:].tolist() == (T1 * 10).tolist() and nc.title == "ice"
+        res = subprocess.run(["h5dump", str(m.path / files[0])], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and "error" not in (res.stdout + res.stderr).lower(), res.stderr

@@ -1,0 +1,111 @@
+"""A byte range of a netCDF-4 file (:mod:`nczfs.nczarr.nc4file`), made from its metadata and its
+chunks: a chunk passed through is a byte range of its stored object, read at the version the
+file's version listed; a decoded chunk is fetched whole, decoded once (off the trio thread) and
+kept, a bounded number of bytes of them. A chunk changed or gone since gives ``ESTALE``."""
+
+from __future__ import annotations
+
+import bisect
+import collections
+
+import trio
+
+from nczfs.errors import KeyNotFound, Stale
+from nczfs.nczarr.hdf5.writer import Piece
+from nczfs.nczarr.nc4file import Nc4File, Source
+from nczfs.store.base import Store
+from nczfs.store.values import ByteRange, ObjectInfo
+from nczfs.threads import run_blocking
+
+
+class DecodedPieces:
+    """Decoded chunks of ``inner`` (``limit`` bytes kept, least recently used go first);
+    concurrent readers of one chunk wait for the one fetch."""
+
+    def __init__(self, inner: Store, limit: int):
+        self.inner, self.limit = inner, limit
+        self._held: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
+        self._fetching: dict[tuple, trio.Event] = {}
+        self.bytes_held = 0
+        #: chunks decoded so far
+        self.count = 0
+
+    async def get(self, src: Source, info: ObjectInfo) -> bytes:
+        assert src.recode is not None
+        ident = (src.key, info.etag, src.start, src.recode.token)
+        while ident not in self._held:
+            waiting = self._fetching.get(ident)
+            if waiting is None:
+                return await self._fetch(ident, src, info)
+            await waiting.wait()
+        self._held.move_to_end(ident)
+        return self._held[ident]
+
+    async def _fetch(self, ident: tuple, src: Source, info: ObjectInfo) -> bytes:
+        done = self._fetching[ident] = trio.Event()
+        try:
+            rng = ByteRange(src.start, src.start + src.length) if src.length is not None else None
+            raw = await _stored(self.inner, src.key, rng, info)
+            data = await run_blocking(src.decode, raw)
+            self.count += 1
+            self._held[ident] = data
+            self.bytes_held += len(data)
+            while self.bytes_held > self.limit and len(self._held) > 1:
+                _, old = self._held.popitem(last=False)
+                self.bytes_held -= len(old)
+            return data
+        finally:
+            del self._fetching[ident]
+            done.set()
+
+
+async def _stored(inner: Store, key: str, rng: ByteRange | None, info: ObjectInfo) -> bytes:
+    try:
+        return await inner.get_version(key, rng, info.etag or None)
+    except KeyNotFound as exc:
+        raise Stale(f"{key!r}: gone since the netCDF-4 file's version was read") from exc
+
+
+def overlapping(f: Nc4File, start: int, end: int) -> list[Piece]:
+    """The chunks holding bytes of ``[start, end)``."""
+    pieces = f.layout.pieces
+    i = max(0, bisect.bisect_right(f.offsets, start) - 1)
+    out = []
+    while i < len(pieces) and pieces[i].offset < end:
+        if pieces[i].offset + pieces[i].size > start:
+            out.append(pieces[i])
+        i += 1
+    return out
+
+
+async def read(f: Nc4File, chunks: dict[str, ObjectInfo], inner: Store, decoded: DecodedPieces,
+               start: int, end: int) -> bytes:
+    """Bytes ``start``..``end`` of ``f`` (clipped at its end), its chunks at the versions ``chunks``
+    lists."""
+    end = min(end, f.size)
+    if start >= end:
+        return b""
+    out = bytearray(end - start)
+    meta = f.layout.meta[start:end]
+    out[:len(meta)] = meta
+
+    async def one(p: Piece) -> None:
+        lo, hi = max(start, p.offset), min(end, p.offset + p.size)
+        src: Source = p.source
+        info = chunks[src.key]
+        if src.recode is None:
+            data = await _stored(inner, src.key, ByteRange(src.start + lo - p.offset, src.start + hi - p.offset), info)
+        else:
+            data = (await decoded.get(src, info))[lo - p.offset:hi - p.offset]
+        if len(data) != hi - lo:
+            raise Stale(f"{src.key!r}: {len(data)} bytes where the file's version has {hi - lo}")
+        out[lo - start:hi - start] = data
+
+    wanted = overlapping(f, start, end)
+    if len(wanted) == 1:
+        await one(wanted[0])
+    elif wanted:
+        async with trio.open_nursery() as nursery:
+            for p in wanted:
+                nursery.start_soon(one, p)
+    return bytes(out)
