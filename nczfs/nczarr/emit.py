@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.masks import cf_attributes, view_mask
+from nczfs.nczarr.masks import as_missing_value, cf_attributes, view_mask
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
 from nczfs.nczarr.recoding import netcdf_dtype, recode
 from nczfs.nczarr.transcode import Recode
@@ -144,10 +144,10 @@ def _fill(var: Variable) -> Any:
 def _v3_fill_in_v2(var: Variable) -> Any:
     """A Zarr v3 array's ``fill_value`` in a v2 view, where readers take it as the mask (xarray)
     or as what a missing chunk holds (netCDF-C, which reads ``null`` as 0): its mask
-    (:mod:`nczfs.nczarr.masks`); without one, ``null`` for a zero fill, else the fill (a missing
-    chunk must not read as zeros)."""
+    (:mod:`nczfs.nczarr.masks`; unless shown as ``missing_value``); without one, ``null`` for a
+    zero fill, else the fill (a missing chunk must not read as zeros)."""
     attr = view_mask(var, "zarr-v3")
-    if attr is None:
+    if attr is None or as_missing_value(var) is not None:
         fill = _fill(var)
         return None if fill in (0, "", None) else fill
     return _json_number(attr.value[0])
@@ -298,6 +298,8 @@ def _array_attributes(v: Variable, g: Group, view: str, flavor: str, plan: Recod
             attrs = [a for a in attrs if a.name != "_FillValue"]
     elif flavor == "zarr-v3":  # xarray: a Zarr v3 mask is the v2 fill_value
         attrs = [a for a in attrs if a.name != "_FillValue"]
+    if flavor == "zarr-v3" and (missing := as_missing_value(v)) is not None:
+        attrs = [*(a for a in attrs if a.name not in ("_FillValue", "missing_value")), missing]
     return [*attrs, *_cf_attributes(v, view, g, plan)]
 
 

@@ -108,6 +108,21 @@ def view_mask(var: Variable, flavor: str) -> Attribute | None:
     return None if got.value == [0] and got not in var.attributes else got
 
 
+def as_missing_value(var: Variable) -> Attribute | None:
+    """A Zarr v3 mask a v2 view shows as ``missing_value`` (None: as ``_FillValue``): where a
+    missing chunk holds 0 (zarr-python writes no chunk of all 0s) and the mask is another value,
+    a v2 ``fill_value`` or ``_FillValue`` would be read for missing chunks too; ``missing_value``
+    masks as they do, while ``fill_value`` stays ``null`` (a missing chunk reads 0). Not where the
+    array has a ``missing_value`` of another value."""
+    got = view_mask(var, "zarr-v3")
+    if got is None or var.fill_value not in (0, None) or isinstance(var.fill_value, bool) or got.value == [0]:
+        return None
+    other = next((a for a in var.attributes if a.name == "missing_value"), None)
+    if other is not None and other.value != got.value:
+        return None
+    return Attribute("missing_value", got.nctype, got.value)
+
+
 def cf_attributes(var: Variable, flavor: str, view: bool = False) -> list[Attribute]:
     """``var``'s attributes as a netCDF reader must see them: the CF attributes in the variable's
     type where the store's JSON lost it, the mask (:func:`mask`; in a ``view``, :func:`view_mask`)

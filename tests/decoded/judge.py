@@ -248,8 +248,11 @@ def _encoding(where: str, want: Any, got: Any) -> list[str]:
             if key in we and a != b:
                 out.append(f"{where}: {key} {we.get(key)!r} -> {ge.get(key)!r}")
     if ("_FillValue" in we) != ("_FillValue" in ge):
-        out.append(f"{where}: _FillValue {'lost' if '_FillValue' in we else 'added'}"
-                   f" ({we.get('_FillValue', ge.get('_FillValue'))!r})")
+        if "_FillValue" in we and _same_attr(we["_FillValue"], ge.get("missing_value")):
+            out.append(f"{where}: _FillValue as missing_value ({we['_FillValue']!r})")  # the same mask
+        else:
+            out.append(f"{where}: _FillValue {'lost' if '_FillValue' in we else 'added'}"
+                       f" ({we.get('_FillValue', ge.get('_FillValue'))!r})")
     elif "_FillValue" in we and not _same_attr(we["_FillValue"], ge["_FillValue"]):
         out.append(f"{where}: _FillValue {we['_FillValue']!r} -> {ge['_FillValue']!r}")
     return out
@@ -386,6 +389,10 @@ DOCUMENTED = [
     (("netcdf-4.", "inspect/"), r": missing \(<U", "UTF-32 strings (<U) have no netCDF type: hidden from netCDF views"),
     (("netcdf-4.", "nc/", "inspect/"), r": attr flag_(values|meanings) extra", "bool as byte with CF flag_values, flag_meanings"),
     (("xarray/", "open_view-xarray/"), r": _FillValue added", "xarray view: a v3 array's non-zero fill_value is its fill"),
+    (("netcdf-4.", "xarray/", "open_view-xarray/"), r": _FillValue lost \(nan\)",
+     "views of pure Zarr: a NaN mask is missing by itself (as _FillValue it unmasks netCDF-C's default fill)"),
+    (("netcdf-4.", "xarray/", "open_view-xarray/"), r": _FillValue as missing_value",
+     "views: a v3 mask where a missing chunk holds 0 is shown as missing_value"),
 ]
 
 

@@ -67,8 +67,8 @@ def test_zarr_v3_fill_attribute_is_the_mask_and_fill_value_what_a_missing_chunk_
     assert nc_attrs(objs)["_FillValue"] == ("short", [-32768])
     gf = group_file(read_objects(objs), "/")
     assert gf.values[0].fill == b"\0\0"  # a missing chunk reads 0 (273.15 K), not missing
-    zattrs, types, zarray = view_attrs(objs)
-    assert zattrs["_FillValue"] == -32768 and types["_FillValue"] == "<i2" and zarray["fill_value"] == -32768
+    zattrs, types, zarray = view_attrs(objs)  # (as missing_value: a missing chunk's 0 is no mask)
+    assert zattrs["missing_value"] == -32768 and types["missing_value"] == "<i2" and zarray["fill_value"] is None
     assert types["valid_range"] == "<i2" and types["actual_min"] == "<f8"  # packed: actual_* unpacked
     assert nc_attrs(objs)["valid_range"] == ("short", [-32000, 32000])
 
@@ -140,3 +140,17 @@ def test_an_nczarr_nan_fill_attribute_stays_in_the_views():
     assert read_objects(objs).flavor == "V2-ZA"
     zattrs, types, _ = view_attrs(objs)
     assert zattrs["_FillValue"] == "NaN" and types["_FillValue"] == "<f8"
+
+
+def test_a_v3_mask_other_than_a_missing_chunks_zero_is_shown_as_missing_value():
+    """zarr-python writes no chunk of all 0s: as the v2 fill_value (or netCDF-C's _FillValue) the
+    mask would be read for that chunk too, its 0s decoded missing."""
+    objs = v3("int16", 0, {"_FillValue": -1, "units": "K"})
+    for view in ("netcdf-4.10", "netcdf-4.9", "xarray"):
+        zattrs, types, zarray = view_attrs(objs, view)
+        assert zarray["fill_value"] is None and "_FillValue" not in zattrs and zattrs["missing_value"] == -1, view
+    assert view_attrs(objs)[1]["missing_value"] == "<i2"
+    assert nc_attrs(objs)["_FillValue"] == ("short", [-1])  # the .nc file reads a missing chunk as 0 itself
+    # a missing_value of another value: the mask stays the fill
+    _, _, zarray = view_attrs(v3("int16", 0, {"_FillValue": -1, "missing_value": -2}), "xarray")
+    assert zarray["fill_value"] == -1
