@@ -15,10 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import DirectoryBackend, S3Backend, ZipBackend, counts, delta, mounted
-from tests.mount.test_reference_mount import RefsBackend
+from tests.helpers import DirectoryBackend, counts, delta, mounted
 from tests.mount.test_view_sharding import write_sharded
-from tests.mount.test_nc_files import tree
+from tests.mount.test_nc_files import backend_of, tree
 from tests.nczarr.hdf5util import h5dump
 from tests.nczarr.nc4util import nc4_of, write_nc4
 from tests.nczarr.test_nc4file import _same_as_store, _xarray_same, make_passthrough
@@ -44,32 +43,10 @@ def local(tmp_path_factory) -> Path:
     return root
 
 
-def _backend(kind: str, base: Path, request, local: Path):
-    """The datasets of ``local`` on a ``kind`` backend, and the mount's extra arguments."""
-    if kind == "reference":  # metadata inline, chunks as byte ranges of the local files
-        refs = {}
-        for key, data in tree(local).items():
-            name = key.rpartition("/")[2]
-            refs[key] = data.decode() if name.startswith(".") or name == "zarr.json" or not data \
-                else [str(local / key), 0, len(data)]
-        (base / "refs.json").write_text(json.dumps({"version": 1, "refs": refs}))
-        return RefsBackend(base / "refs.json"), ["-o", f"allow_root={local}"], f"reference://{base / 'refs.json'}"
-    if kind == "directory":
-        backend = DirectoryBackend(base / "backing")
-        backend.root.mkdir()
-    elif kind == "zip":
-        backend = ZipBackend(base / "backing.zip")
-    else:
-        server = request.getfixturevalue("s3_server")
-        backend = S3Backend(server, server.shared_bucket, server.new_prefix())
-    backend.put_many(tree(local))
-    return backend, [], None
-
-
 @pytest.fixture(scope="module", params=["directory", "s3", "zip", "reference"])
 def m4(request, local, tmp_path_factory):
     base = tmp_path_factory.mktemp(f"nc4mount-{request.param}")
-    backend, extra, source = _backend(request.param, base, request, local)
+    backend, extra, source = backend_of(request.param, local, base, request)
     with mounted(backend, base / "mnt", "-o", "nc_files=netcdf4", *extra, source=source) as m:
         yield m
     text = m.log_text()
@@ -215,7 +192,7 @@ def test_a_front_to_back_read_fetches_each_chunk_once(request, tmp_path):
         made / "d.zarr", zarr_format=2, consolidated=False,
         encoding={"t": {"compressors": [numcodecs.Zlib(level=1)], "chunks": (8, 256, 256)}})
     chunk_bytes = sum(p.stat().st_size for p in (made / "d.zarr" / "t").glob("*.0.0"))
-    backend, _, _ = _backend("s3", tmp_path, request, made)
+    backend, _, _ = backend_of("s3", made, tmp_path, request)
     with mounted(backend, tmp_path / "mnt", "-o", "nc_files=netcdf4") as m:
         size = os.stat(m.path / "d.zarr.nc4").st_size
         before = counts(m.path)

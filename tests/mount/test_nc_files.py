@@ -64,18 +64,13 @@ def local(tmp_path_factory) -> Path:
     make_v3(root / "v3.zarr")
     make_xarray_v2(root / "x.zarr")
     write_sharded(root)
-    for name in HANDMADE:
-        shutil.copytree(CORPUS / "handmade" / name, root / name)
-    for name in NETCDF_C:
-        with zipfile.ZipFile(CORPUS / "netcdf-c" / name) as z:
-            z.extractall(root)
-    (root / ".zgroup").unlink()  # a stray one at the top of ref_power_901_constants_orig.zip
+    copy_corpus(root, HANDMADE)
     return root
 
 
-@contextlib.contextmanager
-def mount_of(kind: str, local: Path, base: Path, request) -> Iterator[Mount]:
-    """The datasets of ``local`` on a ``kind`` backend, mounted with --nc-files."""
+def backend_of(kind: str, local: Path, base: Path, request) -> tuple:
+    """The datasets of ``local`` on a ``kind`` backend: (backend, the mount's extra arguments,
+    its SOURCE or None)."""
     if kind == "reference":  # metadata inline, chunks as byte ranges of the local files
         refs = {}
         for key, data in tree(local).items():
@@ -83,19 +78,33 @@ def mount_of(kind: str, local: Path, base: Path, request) -> Iterator[Mount]:
             refs[key] = data.decode() if name.startswith(".") or name == "zarr.json" or not data \
                 else [str(local / key), 0, len(data)]
         (base / "refs.json").write_text(json.dumps({"version": 1, "refs": refs}))
-        backend, source = RefsBackend(base / "refs.json"), f"reference://{base / 'refs.json'}"
-        extra = ["-o", f"allow_root={local}"]
-    elif kind == "directory":
-        backend, source = DirectoryBackend(base / "backing"), None
+        return RefsBackend(base / "refs.json"), ["-o", f"allow_root={local}"], f"reference://{base / 'refs.json'}"
+    if kind == "directory":
+        backend = DirectoryBackend(base / "backing")
         backend.root.mkdir()
     elif kind == "zip":
-        backend, source = ZipBackend(base / "backing.zip"), None
+        backend = ZipBackend(base / "backing.zip")
     else:
         server = request.getfixturevalue("s3_server")
-        backend, source = S3Backend(server, server.shared_bucket, server.new_prefix()), None
-    if kind != "reference":
-        backend.put_many(tree(local))
-        extra = []
+        backend = S3Backend(server, server.shared_bucket, server.new_prefix())
+    backend.put_many(tree(local))
+    return backend, [], None
+
+
+def copy_corpus(root: Path, handmade) -> None:
+    """``handmade`` datasets of the shared corpus and netCDF-C's test datasets into ``root``."""
+    for name in handmade:
+        shutil.copytree(CORPUS / "handmade" / name, root / name)
+    for name in NETCDF_C:
+        with zipfile.ZipFile(CORPUS / "netcdf-c" / name) as z:
+            z.extractall(root)
+    (root / ".zgroup").unlink()  # a stray one at the top of ref_power_901_constants_orig.zip
+
+
+@contextlib.contextmanager
+def mount_of(kind: str, local: Path, base: Path, request) -> Iterator[Mount]:
+    """The datasets of ``local`` on a ``kind`` backend, mounted with --nc-files."""
+    backend, extra, source = backend_of(kind, local, base, request)
     with mounted(backend, base / "mnt", "--nc-files", *extra, source=source) as m:
         yield m
     text = m.log_text()

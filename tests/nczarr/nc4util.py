@@ -10,23 +10,10 @@ import trio
 from nczfs.nczarr.nc4file import Nc4File, nc4_file
 from nczfs.nczarr.nc4shards import inner_chunks
 from nczfs.nczarr.ncfile import v3_encodings
-from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.read import read_dataset
 from nczfs.store.directory import DirectoryStore
 from nczfs.threads import ThreadedStore
-
-
-class Below(StoreObjects):
-    """The reader's objects of the dataset in folder ``prefix`` of a store."""
-
-    def __init__(self, store, prefix):
-        super().__init__(store)
-        self.prefix = prefix
-
-    def get(self, key):
-        return super().get(f"{self.prefix}/{key}")
-
-    def children(self, prefix):
-        return super().children(f"{self.prefix}/{prefix}" if prefix else self.prefix)
+from tests.nczarr.util import Below
 
 
 def sizes_of(root: Path, name: str) -> dict[str, int]:

@@ -231,19 +231,10 @@ CORPUS_DATASETS = ["v2za.file", "v2lc_allzattrs.file", "v2za_min.file", "zarr.fi
 
 @pytest.fixture(scope="module")
 def shared_corpus(tmp_path_factory):
-    import shutil
-    import zipfile
-
-    from tests.conftest import CORPUS
-    from tests.mount.test_nc_files import NETCDF_C
+    from tests.mount.test_nc_files import copy_corpus
 
     root = tmp_path_factory.mktemp("nc4corpus")
-    for name in CORPUS_DATASETS:
-        shutil.copytree(CORPUS / "handmade" / name, root / name)
-    for name in NETCDF_C:
-        with zipfile.ZipFile(CORPUS / "netcdf-c" / name) as z:
-            z.extractall(root)
-    (root / ".zgroup").unlink()  # a stray one at the top of ref_power_901_constants_orig.zip
+    copy_corpus(root, CORPUS_DATASETS)
     return root
 
 

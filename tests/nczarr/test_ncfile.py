@@ -13,11 +13,12 @@ from nczfs.errors import KeyNotFound
 from nczfs.nczarr import ncread
 from nczfs.nczarr.classic import Attr, Dim, Var, layout
 from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
-from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.read import read_dataset
 from nczfs.nczarr.sharding import IndexCache
 from nczfs.store.values import ByteRange
 from nczfs.store.directory import DirectoryStore
 from nczfs.threads import ThreadedStore
+from tests.nczarr.util import Below
 
 netCDF4 = pytest.importorskip("netCDF4")
 zarr = pytest.importorskip("zarr")
@@ -55,20 +56,6 @@ def render(gf, store, start=0, end=None) -> bytes:
             chunks[idx] = None if raw is None else val.decode(raw)
         got.append(chunks)
     return ncread.assemble(gf, start, end, runs, got)
-
-
-class Below(StoreObjects):
-    """The reader's objects of the dataset in folder ``prefix`` of a store."""
-
-    def __init__(self, store, prefix):
-        super().__init__(store)
-        self.prefix = prefix
-
-    def get(self, key):
-        return super().get(f"{self.prefix}/{key}")
-
-    def children(self, prefix):
-        return super().children(f"{self.prefix}/{prefix}" if prefix else self.prefix)
 
 
 def files_of(root, name):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from nczfs.nczarr.model import Dataset
-from nczfs.nczarr.read import DictObjects, read_dataset
+from nczfs.nczarr.read import DictObjects, StoreObjects, read_dataset
 
 HANDMADE_NCZARR = ["v1", "v1dev", "v2uc", "v2lc", "v2lc_allzattrs", "v2za", "v2za_min"]
 
@@ -85,3 +85,17 @@ def _nc_attr(value):
         return ("char", value)
     arr = np.atleast_1d(value)
     return (_NP_TO_NC[arr.dtype.str[1:]], _nan_safe(arr.tolist()))
+
+
+class Below(StoreObjects):
+    """The reader's objects of the dataset in folder ``prefix`` of a store."""
+
+    def __init__(self, store, prefix):
+        super().__init__(store)
+        self.prefix = prefix
+
+    def get(self, key):
+        return super().get(f"{self.prefix}/{key}")
+
+    def children(self, prefix):
+        return super().children(f"{self.prefix}/{prefix}" if prefix else self.prefix)
