@@ -117,7 +117,7 @@ class Recode:
             if raw.size != count:
                 raise InvalidArgument(f"{key!r}: the stored chunk holds {raw.size} strings, not {count}")
             arr = raw.reshape(self.chunks, order=self.order)  # type: ignore[call-overload]
-            arr = arr[tuple(slice(0, c) for c in self.shown_chunks)]
+            arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
             arr = np.char.encode(arr.astype(str), "utf-8") if arr.size else arr.astype("S1")
         else:
             dt = np.dtype(self.dtype)
