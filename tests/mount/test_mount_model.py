@@ -206,7 +206,7 @@ def model_mount(request, tmp_path_factory):
 
 def test_random_file_operations_match_a_local_directory(model_mount):
     machine = type("Model", (MountModel,), {"mount": model_mount, "backend": model_mount.backend.name})
-    run_state_machine_as_test(machine, settings=examples(8, steps=20))
+    run_state_machine_as_test(machine, settings=examples(6, steps=15))
 
 
 class TwoMountModel(RuleBasedStateMachine):
@@ -267,4 +267,4 @@ def s3_pair(request, tmp_path_factory):
 
 def test_two_mounts_of_one_s3_prefix_interleaved_match_a_local_directory(s3_pair):
     machine = type("PairModel", (TwoMountModel,), {"mounts": s3_pair})
-    run_state_machine_as_test(machine, settings=examples(8, steps=20))
+    run_state_machine_as_test(machine, settings=examples(6, steps=15))

@@ -158,7 +158,8 @@ def run_on(root: Path, machine, settings) -> None:
 
 def test_zarr_hierarchy_state_machine(zmount):
     machine = IcechunkHierarchyMachine if zmount.backend.name == "icechunk" else ZarrHierarchyStateMachine
-    run_on(zmount.path, machine, examples(6, steps=12))
+    # the emulators answer slowly (6 examples took 31 s on fake-gcs-server): fewer in CI
+    run_on(zmount.path, machine, examples(2 if zmount.backend.name in ("gcs", "azure") else 4, steps=10))
 
 
 @pytest.mark.parametrize("zmount", ARBITRARY_KEYS, indirect=True)
