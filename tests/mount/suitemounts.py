@@ -23,7 +23,7 @@ from tests.helpers import CloudBackend, DirectoryBackend, S3Backend, ZipBackend,
 LONG = os.environ.get("NCZFS_LONG_SUITES") == "1"
 
 
-def examples(short: int, long: int = 500, steps: int | None = None) -> settings:
+def examples(short: int, long: int = 200, steps: int | None = None) -> settings:
     """Hypothesis settings: ``short`` derandomized examples in CI, ``long`` random ones opt-in."""
     extra = {} if steps is None else {"stateful_step_count": steps}
     return settings(max_examples=long if LONG else short, deadline=None, derandomize=not LONG,

@@ -12,8 +12,9 @@ The two-mount variant runs each step on one of two mounts of one S3 prefix (``-o
 metadata_ttl=0`` on both, so that neither answers from attributes, listings or missing names it
 remembers) and compares the files seen through both mounts with the model after every step. There
 a file is written and closed within its step (data reaches the store at close), directories are
-made as a file's parents (an empty directory is a mount's own: S3 has none), and there are no
-links (a link is one file for its mount's life only); the comparison is of files.
+made as a file's parents and removed, on the model and the acting mount, once a step leaves them
+empty (an empty directory would be that mount's own: S3 has none), and there are no links (a link
+is one file for its mount's life only).
 
 Short derandomized runs in CI; ``NCZFS_LONG_SUITES=1`` runs long random ones.
 """
@@ -32,9 +33,9 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from tests.mount.suitemounts import examples, fresh_dir, mount_backend, mount_pair, remount
+from tests.mount.suitemounts import LONG, examples, fresh_dir, mount_backend, mount_pair, remount
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(7200 if LONG else 300)]
 
 PATHS = ["/".join(p) for n in (1, 2, 3) for p in itertools.product("ab", repeat=n)]
 paths = st.sampled_from(PATHS)
@@ -75,6 +76,13 @@ def tree(root: Path, files_only: bool = False) -> dict[str, object]:
             assert len(content) == os.stat(full).st_size, f"{full}: size differs from the bytes read"
             out[os.path.normpath(os.path.join(rel, name))] = content
     return out
+
+
+def prune(root: Path) -> None:
+    """Remove every empty directory below ``root``, deepest first."""
+    for dirpath, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
+        if dirpath != str(root) and not os.listdir(dirpath):
+            os.rmdir(dirpath)
 
 
 def differences(model: dict, seen: dict) -> list[str]:
@@ -183,9 +191,7 @@ class MountModel(RuleBasedStateMachine):
                 if os.stat(p).st_nlink > 1:
                     shutil.copy(p, p + ".copy")
                     os.replace(p + ".copy", p)
-        for dirpath, _, _ in sorted(os.walk(self.model), key=lambda w: -len(w[0])):
-            if dirpath != str(self.model) and not any(files for _, _, files in os.walk(dirpath)):
-                shutil.rmtree(dirpath)
+        prune(self.model)
 
     @invariant()
     def trees_match(self):
@@ -220,10 +226,14 @@ class TwoMountModel(RuleBasedStateMachine):
         self.name = fresh_dir(self.mounts[0].path, "pair").name
 
     def on(self, which: int, fn, *rels, extra=()) -> None:
+        """``fn`` on the model and on mount ``which``: the same errno; then the directories left
+        empty are removed from both (an empty directory would be that mount's own)."""
         root = self.mounts[which].path / self.name
         want = attempt(fn, *[str(self.model / r) for r in rels], *extra)
         got = attempt(fn, *[str(root / r) for r in rels], *extra)
         assert got == want, f"{fn.__name__}{rels} on mount {which + 1}: errno {got}, {want} on a local directory"
+        prune(self.model)
+        prune(root)
 
     @rule(which=st.integers(0, 1), p=paths, value=data)
     def create(self, which, p, value):

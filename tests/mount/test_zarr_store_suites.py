@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.mount.suitemounts import examples, fresh_dir, mount_backend
+from tests.mount.suitemounts import LONG, examples, fresh_dir, mount_backend
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.timeout(7200 if LONG else 300)]
 
 zarr = pytest.importorskip("zarr")
 from hypothesis import assume, strategies as st  # noqa: E402
