@@ -36,10 +36,14 @@ def shape_errors(d: dict) -> list[str]:
 
 
 def chunk_errors(shape: Any, chunks: Any, what: str) -> list[str]:
-    """What is wrong with a chunk shape ``chunks`` (named ``what``) of an array of ``shape``."""
-    if not (isinstance(chunks, list) and all(is_int(n) and n > 0 for n in chunks)):
+    """What is wrong with a chunk shape ``chunks`` (named ``what``) of an array of ``shape``. A
+    chunk length is positive, or 0 along an axis of length 0 (no chunk lies there): zarr-python
+    writes ``chunks=(0,)`` for an empty array when asked to, and reads it."""
+    if not (isinstance(chunks, list) and all(is_int(n) and n >= 0 for n in chunks)):
         return [f"{what} {chunks!r} is not a list of positive integers"]
     if isinstance(shape, list) and len(shape) != len(chunks):
         return [f"shape has rank {len(shape)} but {what} rank {len(chunks)}"]
+    if any(n == 0 and not (isinstance(shape, list) and shape[i] == 0) for i, n in enumerate(chunks)):
+        return [f"{what} {chunks!r} is not a list of positive integers (0 only along an axis of length 0)"]
     err = extent_error(what, chunks)
     return [err] if err else []

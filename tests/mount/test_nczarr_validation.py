@@ -199,6 +199,7 @@ def test_zarr_python_datasets_are_never_refused(backend, tmp_path, zarr_format):
             a.attrs["units"] = "m"
         x = root.create_array("x", shape=(6,), chunks=(4,), dtype="f8")
         x[:] = np.arange(6)
+        root.create_array("empty", shape=(0, 3), chunks=(0, 3), dtype="f4")  # zarr's chunks (0, 3): kept
         zarr.consolidate_metadata(str(m.path / "z.zarr"))
         assert_nothing_refused(m)
         assert zarr.open_group(str(m.path / "z.zarr"), mode="r")["x"][:].tolist() == list(range(6))

@@ -20,5 +20,12 @@ def refused_key(exc: BaseException) -> bool:
     return isinstance(exc, KeyError) or "invalid zarr key" in text or "invalid chunk index" in text or "node not found" in text
 
 
+def refused_metadata(exc: BaseException) -> bool:
+    """Did Icechunk refuse a write because of the metadata written (not valid JSON, Zarr v2, a
+    chunk grid it cannot hold such as a chunk length of 0), rather than because it failed?"""
+    text = str(exc)
+    return "bad metadata" in text or "V2 metadata" in text or "Invalid chunk grid metadata" in text
+
+
 def missing(exc: BaseException) -> bool:
     return isinstance(exc, KeyError) or "invalid zarr key" in str(exc) or "not found" in str(exc)

@@ -32,7 +32,7 @@ from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.icechunk.commits import commit, default_message, held_back, keep_uncommitted
-from nczfs.store.icechunk.errors import missing, reason, refused_key
+from nczfs.store.icechunk.errors import missing, reason, refused_key, refused_metadata
 from nczfs.store.icechunk.history import HISTORY, History, history_parts
 from nczfs.store.icechunk.overlay import WriteOverlay
 from nczfs.store.icechunk.rwlock import SharedExclusive
@@ -174,7 +174,7 @@ class IcechunkStore(SyncStore):
         except Exception as exc:  # noqa: BLE001
             if refused_key(exc):
                 return False
-            if "bad metadata" in str(exc) or "V2 metadata" in str(exc):
+            if refused_metadata(exc):
                 raise InvalidArgument(f"{key!r}: Icechunk refuses this metadata: {reason(exc)}") from None
             raise BackendError(f"{key!r}: not stored: {reason(exc)}") from exc
         if _is_metadata(key):
