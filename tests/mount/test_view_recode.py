@@ -48,13 +48,15 @@ def source(tmp_path_factory):
     root = tmp_path_factory.mktemp("recode")
     g = zarr.open_group(str(root / "codecs.zarr"), mode="w", zarr_format=2)
     for name, (compressor, filters) in CODECS.items():
-        a = g.create_array(name, shape=(4, 5), chunks=(2, 5), dtype="<f4", compressors=compressor, filters=filters)
+        a = g.create_array(name, shape=(4, 5), chunks=(2, 5), dtype="<f4", compressors=compressor, filters=filters,
+                           fill_value=None)  # (zarr-python's 0 would be xarray's mask: masks.py)
         a[:] = DATA
         a.attrs["_ARRAY_DIMENSIONS"] = ["y", "x"]
-    big = g.create_array("big", shape=(4, 5), chunks=(4, 5), dtype=">f8", compressors=None)
+    big = g.create_array("big", shape=(4, 5), chunks=(4, 5), dtype=">f8", compressors=None, fill_value=None)
     big[:] = DATA
     big.attrs["_ARRAY_DIMENSIONS"] = ["y", "x"]
-    f = g.create_array("fortran", shape=(4, 5), chunks=(3, 4), dtype="<i4", order="F", compressors=numcodecs.Zlib(1))
+    f = g.create_array("fortran", shape=(4, 5), chunks=(3, 4), dtype="<i4", order="F", compressors=numcodecs.Zlib(1),
+                       fill_value=None)
     f[:] = DATA.astype("i4")
     f.attrs["_ARRAY_DIMENSIONS"] = ["y", "x"]
     with netCDF4.Dataset(nc_url(root / "unlim.file"), "w") as nc:  # the wheel's layout: chunks of 1024 along time

@@ -112,14 +112,17 @@ def test_a_bool_is_never_masked():
     assert "_FillValue" not in view_attrs(v3("bool", False, {}))[0]
 
 
-def test_the_views_leave_out_a_nan_mask_and_zarr_pythons_default_zero_fill():
+def test_the_views_leave_out_a_nan_mask_and_a_zero_fill_xarray_cannot_read():
     """A NaN _FillValue would unmask netCDF-C's default fill; a v2 fill_value 0 is zarr-python's
     default, which the netCDF4 wheel reading the store does not take as a mask either."""
     for objs in (v2("<i4", 0, {}), v2("<f4", "NaN", {})):
+        objs["v/.zattrs"].pop("_ARRAY_DIMENSIONS")  # an array xarray cannot read (zarr-python's own)
         zattrs, _, _ = view_attrs(objs)
         assert "_FillValue" not in zattrs
         assert "_FillValue" in nc_attrs(objs)  # the .nc file masks as xarray reads the store
     zattrs, types, _ = view_attrs(v2("<i4", 0, {"_FillValue": 0}))  # said as an attribute: shown
+    assert zattrs["_FillValue"] == 0 and types["_FillValue"] == "<i4"
+    zattrs, types, _ = view_attrs(v2("<i4", 0, {}))  # xarray reads it (_ARRAY_DIMENSIONS): its mask
     assert zattrs["_FillValue"] == 0 and types["_FillValue"] == "<i4"
 
 
