@@ -76,14 +76,26 @@ class ConsolidatingStore(WrapperStore):
         self.on_change = on_change
         #: rewrites refused because another writer's came between, and writes failed after ATTEMPTS
         self.stats = {"consolidated.merged-again": 0, "consolidated.lost": 0}
+        #: key -> (versions this wrapper's own rewrites replaced, the last one it stored): a write
+        #: above conditioned on a version the mount itself replaced means the mount's own newest
+        self._own: dict[str, tuple[set[str], str]] = {}
 
     def counters(self) -> dict[str, int]:
         return {**self.inner.counters(), **self.stats}
 
-    async def _store(self, key: str, data: bytes, if_version: str | None) -> None:
-        await self.inner.set(key, data, if_version=if_version)
+    async def _store(self, key: str, data: bytes, if_version: str | None, replaced: str | None) -> None:
+        info = await self.inner.set(key, data, if_version=if_version)
+        if replaced and info.etag:
+            seen = self._own.get(key, (set(), ""))[0]
+            self._own[key] = ({*seen, replaced} - {info.etag}, info.etag)
         if self.on_change is not None:
             self.on_change(key)
+
+    def _mounts_own(self, key: str, given: dict) -> dict:
+        """The keywords of a write onto ``key`` conditioned on a version this wrapper's own
+        rewrite replaced: conditioned on the version it stored instead (it is the mount's own)."""
+        replaced, latest = self._own.get(key, (set(), ""))
+        return {"if_version": latest} if given.get("if_version") in replaced else {}
 
     async def _read(self, key: str) -> tuple[Any, str | None]:
         """``key``'s JSON (None: no object, or not JSON) and the version it was read at (None:
@@ -109,7 +121,7 @@ class ConsolidatingStore(WrapperStore):
                 content, version = await self._read(zkey)
                 if content is None or not change(content):
                     return
-                await self._store(zkey, dump(content), (version or None) if self.checks_writes else None)
+                await self._store(zkey, dump(content), (version or None) if self.checks_writes else None, version)
                 return
             except Stale as exc:  # Conflict included: another writer's version came between
                 self.stats["consolidated.merged-again"] += 1
@@ -179,7 +191,7 @@ class ConsolidatingStore(WrapperStore):
             raise NotSupported(f"{keys[0]!r}: consolidated metadata follows whole writes")
         if op == "rename_dir":
             return await self._move_folder(keys[0], keys[1], call)
-        out = await call()
+        out = await call(**self._mounts_own(keys[-1], getattr(call, "given", {})))
         await self._follow(op, keys, data)
         return out
 

@@ -129,3 +129,23 @@ async def test_a_zarr_v3_groups_consolidated_metadata_is_merged_the_same():
     below.times = 1
     await s.set("ds/a/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group"}).encode())
     assert set(json.loads(below.get("ds/zarr.json"))["consolidated_metadata"]["metadata"]) == {"a", "other"}
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["bare", "over-the-cache"])
+async def test_a_write_conditioned_on_a_version_the_mounts_own_rewrite_replaced_is_the_mounts_own(cached):
+    """zarr writes .zmetadata last (a temp file renamed over it), conditioned on the version the
+    mount saw before its own consolidation rewrote it (xarray's to_zarr on S3 failed with ESTALE);
+    another writer's version still refuses it."""
+    from nczfs.errors import Conflict
+
+    below = OtherWriter(times=0)
+    s = _stack(below, cached)
+    seen = (await s.stat(ZMETA)).etag
+    await s.set("ds/a/.zarray", json.dumps(ZARRAY).encode())  # the mount's own rewrite of ZMETA
+    assert (await s.stat(ZMETA)).etag != seen
+    await s.set("ds/.zmetadata.partial", below.get(ZMETA))
+    await s.rename("ds/.zmetadata.partial", ZMETA, if_version=seen)  # stored: no conflict
+    now = (await s.stat(ZMETA)).etag
+    below.set(ZMETA, below.get(ZMETA) + b" ")  # another writer's version
+    with pytest.raises(Conflict):
+        await s.set(ZMETA, below.get(ZMETA), if_version=now)
