@@ -250,7 +250,10 @@ def test_a_streamed_object_turns_over_a_few_buffers_and_the_kernel_keeps_it(s3, 
         finally:
             os.close(fd)
         d = delta(before, counts(m.path))
-        assert d.get("cache.part-refetches", 0) >= 1 and d.get("cache.bytes-fetched", 0) <= 2 * MiB, d
+        # fetched again alone, or (the daemon still holding that block: the host's page cache
+        # decides which blocks the daemon let go of) served from the daemon's memory
+        assert d.get("cache.part-refetches", 0) + d.get("cache.hits", 0) >= 1, d
+        assert d.get("cache.bytes-fetched", 0) <= 2 * MiB, d
     clean(m)
 
 
