@@ -31,8 +31,7 @@ from nczfs.nczarr.model import NC_TYPES, Attribute, Variable
 from nczfs.nczarr.values import SPECIAL_FLOATS, attr_value
 
 #: attributes CF types as the variable (its packed type)
-CF_TYPED = frozenset({"_FillValue", "missing_value", "valid_min", "valid_max", "valid_range", "flag_values",
-                      "flag_masks"})
+CF_TYPED = frozenset({"missing_value", "valid_min", "valid_max", "valid_range", "flag_values", "flag_masks"})
 #: attributes CF types as the variable unless it is packed (then as its unpacked data)
 CF_DATA_TYPED = frozenset({"actual_min", "actual_max", "actual_range"})
 PACKING = ("scale_factor", "add_offset")
@@ -44,8 +43,6 @@ def cf_type(name: str, raw: Any, var_type: str | None, packed: bool) -> str | No
     if var_type not in NC_TYPES or not (name in CF_TYPED or (name in CF_DATA_TYPED and not packed)):
         return None
     values = raw if isinstance(raw, list) else [raw]
-    if name == "_FillValue" and isinstance(raw, str):
-        return var_type  # base64 or a special float: decoded by decode_fill
     return var_type if values and all(_fits(v, var_type) for v in values) else None
 
 
