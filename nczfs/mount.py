@@ -41,7 +41,8 @@ from nczfs.threads import run_blocking
 
 log = logging.getLogger(__name__)
 
-Ready = Callable[[str | None], None]
+#: ``ready(None)`` answers False when whoever waited for the mount is gone: the mount ends
+Ready = Callable[[str | None], "bool | None"]
 
 
 def fuse_options(config: MountConfig, read_only_store: bool = False) -> set[str]:
@@ -228,7 +229,10 @@ async def _announce_ready(config: MountConfig, ready: Ready) -> None:
     await trio.to_thread.run_sync(turn_getxattr_off, config.mountpoint)
     await trio.to_thread.run_sync(set_read_ahead, st.st_dev, config.read_ahead_kb)
     log.info("mounted %s", config.mountpoint)
-    ready(None)
+    if ready(None) is False:
+        log.warning("unmounting %s: nobody waits for it", config.mountpoint)
+        pyfuse3.terminate()
+        return
     notify("READY=1", status(f"serving {loggable_source(config.source.text)} on {config.mountpoint}"))
 
 

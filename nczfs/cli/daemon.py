@@ -118,14 +118,28 @@ def _daemon_log(config: MountConfig) -> logs.Destination:
 
 def _reporter(fd: int):  # type: ignore[no-untyped-def]
     """``ready`` and ``warn`` for mount.serve that tell the process waiting on pipe ``fd``:
-    ``warning MSG`` lines, then ``ok`` or ``error MSG``; the pipe is closed once ready."""
+    ``warning MSG`` lines, then ``ok`` or ``error MSG``; the pipe is closed once ready. When
+    that process is gone (killed before the mount was ready: the pipe is broken), ``ready``
+    answers False, and mount.serve unmounts: nobody was told that the mount exists."""
+    gone = False
 
-    def ready(err: str | None) -> None:
-        os.write(fd, b"ok\n" if err is None else f"error {_one_line(err)}\n".encode())
+    def send(line: str) -> None:
+        nonlocal gone
+        if not gone:
+            try:
+                os.write(fd, line.encode())
+            except BrokenPipeError:
+                gone = True
+                log.warning("the nczfs mount command waiting for this mount is gone (killed before "
+                            "the mount was ready)")
+
+    def ready(err: str | None) -> bool:
+        send("ok\n" if err is None else f"error {_one_line(err)}\n")
         os.close(fd)
+        return not gone
 
     def warn(msg: str) -> None:
-        os.write(fd, f"warning {_one_line(msg)}\n".encode())
+        send(f"warning {_one_line(msg)}\n")
 
     return ready, warn
 

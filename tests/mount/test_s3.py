@@ -11,6 +11,7 @@ import errno
 import os
 import stat
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import S3Backend, counts, delta, is_mounted, mounted, run_nczfs
+from tests.helpers import S3Backend, counts, delta, is_mounted, mounted, run_nczfs, unmount
 
 pytestmark = pytest.mark.fuse
 
@@ -292,6 +293,42 @@ def test_unreachable_endpoint_refused(s3, tmp_path):
     port = free_ports(1)[0]
     msg = _refused(tmp_path, s3.source, "--endpoint-url", f"http://127.0.0.1:{port}")
     assert "cannot reach S3" in msg and str(port) in msg
+
+
+def test_a_mount_whose_command_was_killed_before_ready_unmounts_without_a_traceback(s3_server, s3, tmp_path):
+    """`nczfs mount` killed while the daemon waits on a frozen server (timeout(1), Ctrl-C): nobody
+    was told the mount exists, so the daemon unmounts once ready, and logs why (it was a
+    BrokenPipeError traceback and a mount left behind)."""
+    import signal
+
+    from tests.faultproxy import FaultProxy
+
+    mnt, log = tmp_path / "mnt", tmp_path / "mount.log"
+    mnt.mkdir()
+    with FaultProxy(s3_server.s3_port) as proxy:
+        proxy.freeze()
+        cmd = subprocess.Popen([sys.executable, "-m", "nczfs", "mount", s3.source, str(mnt), "--log-file", str(log),
+                                "--endpoint-url", proxy.endpoint], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while "mounting" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            cmd.send_signal(signal.SIGKILL)
+            cmd.wait(10)
+        finally:
+            proxy.thaw()
+        deadline = time.monotonic() + 30
+        while "nobody waits for it" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)
+        mounted_still = is_mounted(mnt)
+        if mounted_still:
+            unmount(mnt)
+    text = log.read_text()
+    assert "the nczfs mount command waiting for this mount is gone" in text, text
+    assert "nobody waits for it" in text, text
+    assert "Traceback" not in text, text
+    assert not mounted_still
 
 
 # ---------------------------------------------------------------------- URL forms and credentials
