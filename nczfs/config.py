@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from nczfs.budgets import DEFAULT_CACHE_DIR_SIZE
 from nczfs.errors import SourceError
 from nczfs.optionvalues import (
     count,
@@ -91,10 +92,6 @@ OPTION_HELP = (
 )
 
 
-#: --cache-dir-size when none is given
-DEFAULT_CACHE_DIR_SIZE = 10 * 1024**3
-
-
 @dataclass(frozen=True)
 class MountConfig:
     source: Source
@@ -114,7 +111,7 @@ class MountConfig:
     #: seconds the kernel and nczfs may reuse attributes and entries (the CLI picks a default
     #: per backend when none is given: see default_metadata_ttl)
     metadata_ttl: float = 1.0
-    #: bytes of object data the read cache may hold (None: cache.default_cache_size())
+    #: bytes of object data the read cache may hold (None: budgets.default_cache_size())
     cache_size: int | None = None
     #: directory keeping fetched object blocks across mounts (S3 and reference mounts; None: off)
     cache_dir: str | None = None

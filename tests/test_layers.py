@@ -24,7 +24,7 @@ def module_name(path: Path) -> str:
 #: nczfs's layers, lowest first, each a name and its packages and modules (a package holds its
 #: subpackages). A module imports from its own layer and the layers below, never from one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("toolbox", ("nczfs.errors", "nczfs.locks", "nczfs.background", "nczfs.ram", "nczfs.logs", "nczfs.metrics",
+    ("toolbox", ("nczfs.errors", "nczfs.locks", "nczfs.background", "nczfs.budgets", "nczfs.logs", "nczfs.metrics",
                  "nczfs.mounttable", "nczfs.urlparams")),
     ("store", ("nczfs.store", "nczfs.threads", "nczfs.aiobridge", "nczfs.s3url", "nczfs.cloudurl")),
     ("cache", ("nczfs.cache",)),
@@ -40,7 +40,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 #: upward imports not mended yet, each ``(importer, imported): why``; only ever shorter
 UPWARD: dict[tuple[str, str], str] = {
-    ("nczfs.cache.disk", "nczfs.config"): "the disk cache's default bound is defined in config",
     # a backend's options are built from the MountConfig until each backend declares its own -o
     # rows (issue 47); only annotations name it (under TYPE_CHECKING)
     ("nczfs.store.registry", "nczfs.config"): "openers take the MountConfig",
@@ -173,12 +172,12 @@ def external_imports(module: str) -> set[str]:
 
 def test_the_filesystem_logic_imports_neither_pyfuse3_nor_the_layers_above():
     """nczfs/fs is plain async Python over a Store: the FUSE adapter calls it, never the reverse,
-    and the NCZarr layer below it is reached only through the Store it is given."""
-    graph = imports()
+    and the NCZarr layer and the cache below it are reached only through the Store it is given."""
+    graph = imports(type_checking=True)
     fs = [m for m in graph if m == "nczfs.fs" or m.startswith("nczfs.fs.")]
     assert "nczfs.fs.filesystem" in fs and "nczfs.fs.writeback" in fs
     above = {"nczfs.fuse", "nczfs.fuse.ops", "nczfs.mount", "nczfs.fuse.control", "nczfs.controlsock", "nczfs.fuse.trio_loop",
-             "nczfs.nczarr", "nczfs.stack", "nczfs.umount", "nczfs.cli", "nczfs.api"}
+             "nczfs.nczarr", "nczfs.cache", "nczfs.stack", "nczfs.umount", "nczfs.cli", "nczfs.api"}
     wrong = {m: sorted(n for n in graph[m] if any(n == a or n.startswith(a + ".") for a in above)) for m in fs}
     assert {m: ns for m, ns in wrong.items() if ns} == {}
     assert {m for m in fs if "pyfuse3" in external_imports(m)} == set()
@@ -216,9 +215,10 @@ def every_import(path: Path) -> set[str]:
     return found
 
 
-def test_the_nczarr_layer_imports_neither_pyfuse3_nor_the_filesystem():
-    """Changes reach the kernel through the notifier the mount passes in (nczarr.layer.Notify)."""
-    above = ("pyfuse3", "nczfs.fs", "nczfs.fuse", "nczfs.fuse.ops", "nczfs.mount")
+def test_the_nczarr_layer_imports_neither_pyfuse3_nor_the_filesystem_nor_the_cache():
+    """Changes reach the kernel through the notifier the mount passes in (nczarr.layer.Notify); the
+    cache below is reached only through the Store the layer is given."""
+    above = ("pyfuse3", "nczfs.fs", "nczfs.fuse", "nczfs.fuse.ops", "nczfs.mount", "nczfs.cache")
     files = sorted((ROOT / "nczarr").rglob("*.py"))
     assert files
     below = tuple(a + "." for a in above)

@@ -139,7 +139,7 @@ def _check_not_inside(source: Source, mountpoint: str) -> None:
 
 def _check_memory(values: dict[str, object]) -> None:
     """A memory bound larger than the machine's memory is a typo (1T for 1G), refused."""
-    from nczfs.cache import physical_memory
+    from nczfs.budgets import physical_memory
 
     ram = physical_memory()
     for key, flag in (("cache_size", "--cache-size"), ("write_memory", "--write-memory")):

@@ -19,7 +19,7 @@ from typing import Callable
 
 import trio
 
-from nczfs.cache import default_cache_size
+from nczfs.budgets import default_cache_size
 from nczfs.errors import Conflict, FileTooBig, NczfsError, OutcomeUnknown, Stale, WriteLost
 from nczfs.fs.attrs import Attributes
 from nczfs.fs.conflicts import Conflicts

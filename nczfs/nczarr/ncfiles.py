@@ -324,6 +324,6 @@ def root_name(source: Source) -> str:
 
 def decoded_cache_bytes(cache_size: int | None) -> int:
     """Decoded chunks kept: a quarter of the mount's cache size, at least 64 MiB."""
-    from nczfs.cache import default_cache_size
+    from nczfs.budgets import default_cache_size
 
     return max(64 * 1024 * 1024, (cache_size if cache_size is not None else default_cache_size()) // 4)
