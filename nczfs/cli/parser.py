@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     _mount_parser(sub)
     _running_mount_parsers(sub)
     sub.add_parser("demo", help="mount the bundled sample dataset, show it, unmount")
-    from nczfs.nczarr.commands import add_parsers
+    from nczfs.cli.inspecting import add_parsers
 
     add_parsers(sub, source_options)  # inspect, validate
     h = sub.add_parser("help", help="show the help of nczfs or of one command")
