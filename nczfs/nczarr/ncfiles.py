@@ -316,8 +316,11 @@ def is_file_name(key: str) -> bool:
 def root_name(source: Source) -> str:
     """What the files of a dataset at the mount's root are named after: the source's last path
     component (an archive or reference set without its extension), else ``dataset``."""
+    from nczfs.store.registry import BACKENDS
+
     base = source.location.rstrip("/").rpartition("/")[2]
-    if source.backend in ("zip", "reference"):
+    backend = BACKENDS.get(source.backend)
+    if backend is not None and backend.one_file:
         base = base.rpartition(".")[0] or base
     return base or "dataset"
 

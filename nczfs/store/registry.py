@@ -38,6 +38,9 @@ class Backend:
     remote: bool = False
     #: (endpoint, region or account) telling its sources apart in a shared --cache-dir
     identity: Callable[[MountConfig], tuple[str | None, str | None]] = field(default=_no_identity)
+    #: its SOURCE is one file with a format's extension (an archive, a reference set): the .nc files
+    #: of a dataset at the mount's root are named after it without the extension
+    one_file: bool = False
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -144,8 +147,9 @@ def _icechunk(config: MountConfig) -> SyncStore:
 
 register(Backend("directory", ("path", "file"), _directory))
 register(Backend("memory", ("memory",), _memory))
-register(Backend("zip", ("*.zip", "#mode=zip"), _zip))
-register(Backend("reference", ("*.json", "*.parq", "*.parquet", "reference", "#mode=refs"), _reference, remote=True))
+register(Backend("zip", ("*.zip", "#mode=zip"), _zip, one_file=True))
+register(Backend("reference", ("*.json", "*.parq", "*.parquet", "reference", "#mode=refs"), _reference, remote=True,
+                 one_file=True))
 register(Backend("s3", ("s3", "gs3", "https#mode=s3", "https://*.amazonaws.com"), _s3, remote=True,
                  identity=_s3_identity))
 register(Backend("gcs", ("gs",), _gcs, remote=True, identity=_cloud_identity))

@@ -10,7 +10,7 @@ from nczfs.errors import SourceError
 from nczfs.source import Source, parse_source
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
-from nczfs.store.registry import BACKENDS, backend_of, open_store
+from nczfs.store.registry import BACKENDS, Backend, backend_of, open_store
 from nczfs.store.s3.transport import Bounds
 from nczfs.store.zip.store import ZipStore
 
@@ -47,6 +47,18 @@ def test_every_registered_backend_is_named_by_some_source():
 
 def test_remote_backends_are_those_whose_bytes_are_cached():
     assert {b.name for b in BACKENDS.values() if b.remote} == {"s3", "gcs", "azure", "http", "reference", "icechunk"}
+
+
+def test_one_file_backends_name_a_root_datasets_files_after_the_file(monkeypatch):
+    """The registry's capability, not the backend's name, decides (a toy backend alike)."""
+    from nczfs.nczarr.ncfiles import root_name
+
+    assert {b.name for b in BACKENDS.values() if b.one_file} == {"zip", "reference"}
+    assert root_name(parse_source("/data/run.zip")) == "run"
+    assert root_name(parse_source("/data/run.zarr")) == "run.zarr"
+    monkeypatch.setitem(BACKENDS, "tape", Backend("tape", ("tape",), lambda config: MemoryStore(), one_file=True))
+    assert root_name(Source("tape", "/dev/st0.tar", text="tape:///dev/st0.tar")) == "st0"
+    assert root_name(Source("other", "/dev/st0.tar", text="other:///dev/st0.tar")) == "st0.tar"
 
 
 def test_local_backends_open_with_the_options_the_config_gives(tmp_path):
