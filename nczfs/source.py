@@ -15,9 +15,9 @@ import unicodedata
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from nczfs.cloudurl import azure_https_location, parse_cloud_url
 from nczfs.errors import SourceError
-from nczfs.s3url import S3Location, parse_s3_url
+from nczfs.store.s3.cloudurl import azure_https_location, parse_cloud_url
+from nczfs.store.s3.s3url import S3Location, parse_s3_url
 from nczfs.urlparams import parse_fragment, split_bracket_prefix
 
 #: mode words netCDF-C knows (dinfermodel.c, zarr.c)

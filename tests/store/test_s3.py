@@ -675,7 +675,7 @@ def test_a_mount_finds_out_once_whether_the_server_takes_conditions(s3_server, m
 
     import obstore
 
-    from nczfs.s3url import parse_s3_url
+    from nczfs.store.s3.s3url import parse_s3_url
     from nczfs.store.s3.options import S3Options
     from nczfs.store.s3.store import open_s3
 

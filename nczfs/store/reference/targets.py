@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from nczfs.errors import BackendError, KeyNotFound, NczfsError, PermissionDenied
-from nczfs.s3url import parse_s3_url
+from nczfs.store.s3.s3url import parse_s3_url
 from nczfs.store.values import ByteRange
 
 if TYPE_CHECKING:

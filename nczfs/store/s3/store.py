@@ -22,7 +22,7 @@ import obstore as obs
 from obstore.exceptions import InvalidPathError
 
 from nczfs.errors import KeyNotFound, SourceError
-from nczfs.s3url import S3Location
+from nczfs.store.s3.s3url import S3Location
 from nczfs.store.keys import check_key, join, parent_of
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.s3.copies import Copies
