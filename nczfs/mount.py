@@ -37,7 +37,7 @@ from nczfs.notify import notify, status
 from nczfs.source import absolute_text
 from nczfs.store.registry import open_store
 from nczfs.store.base import SyncStore
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 import trio
 
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 
 class WriteMemory:

@@ -33,7 +33,7 @@ from nczfs.fs.staging import Staging
 from nczfs.locks import Lock
 from nczfs.store.base import Store
 from nczfs.store.values import ABSENT, ByteRange, ObjectInfo
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from nczfs.store.base import Store
 from nczfs.store.keys import join
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 #: bytes of recoded chunks a view keeps by default (the mount gives it a quarter of --cache-size;
 #: the stored chunks are cached below it, as on every mount)

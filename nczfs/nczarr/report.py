@@ -28,7 +28,7 @@ def nc_file_lines(ds, source: Source, objects: StoreObjects) -> list[str]:
     from nczfs.nczarr.chunkfacts import ChunkFacts
     from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
     from nczfs.nczarr.ncfiles import root_name
-    from nczfs.threads import ThreadedStore
+    from nczfs.store.threads import ThreadedStore
 
     out = []
     encodings = v3_encodings(ds, objects.get)
@@ -46,7 +46,7 @@ def nc4_file_lines(source: Source, objects: StoreObjects) -> list[str]:
 
     from nczfs.nczarr.ncfiles import root_name
     from nczfs.nczarr.ncversions import build_files
-    from nczfs.threads import ThreadedStore
+    from nczfs.store.threads import ThreadedStore
 
     from nczfs.nczarr.chunkfacts import ChunkFacts
 

@@ -19,7 +19,7 @@ from nczfs.errors import BackendError
 from nczfs.store.base import Store
 from nczfs.store.capabilities import FAST_PATHS, forwards_capabilities, offer_fast_paths
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Upload
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from nczfs.errors import BackendError, KeyNotFound, Stale
 from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.store import test_memory
 
 KiB = 1024

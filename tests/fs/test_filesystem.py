@@ -23,7 +23,7 @@ from nczfs.store.base import SyncStore
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 WRITE_NEW = os.O_WRONLY | os.O_CREAT
 

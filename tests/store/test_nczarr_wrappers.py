@@ -21,7 +21,7 @@ from nczfs.store.values import Meta, Staged
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.wrapper import FaultyStore, WrapperStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.store import test_memory
 
 

@@ -11,7 +11,7 @@ from nczfs.errors import BackendError, KeyNotFound
 from nczfs.store.keys import tree_listings
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.s3.store import S3Store
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
 
 

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import obstore as obs
 
-from nczfs.aiobridge import AsyncioBridge
+from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key
