@@ -16,7 +16,8 @@ from nczfs.cache import CachingStore
 from nczfs.errors import BackendError, KeyNotFound, Stale
 from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore, WrapperStore
+from nczfs.store.testing import FaultyStore
+from nczfs.store.wrapper import WrapperStore
 from nczfs.store.threads import ThreadedStore
 from tests.store import test_memory
 

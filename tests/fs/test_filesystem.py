@@ -22,7 +22,7 @@ from nczfs.fs.inodes import ROOT_INO
 from nczfs.store.base import SyncStore
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore
+from nczfs.store.testing import FaultyStore
 from nczfs.store.threads import ThreadedStore
 
 WRITE_NEW = os.O_WRONLY | os.O_CREAT
