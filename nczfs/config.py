@@ -269,7 +269,7 @@ def _kms_key(out: dict, key: str, value: str) -> None:
 
 def _icechunk_option(out: dict[str, object], key: str, value: str) -> None:
     if key == "virtual_chunk_container":
-        out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]
+        out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]  # out holds objects: this one a tuple
         return
     if key in ("branch", "tag", "snapshot") and any(k in out for k in ("branch", "tag", "snapshot") if k != key):
         raise SourceError(f"-o {key}={value}: choose one of branch=, tag= and snapshot=")
@@ -355,5 +355,5 @@ def source_values(args) -> dict[str, object]:
     if getattr(args, "no_sign_request", False):
         values["no_sign_request"] = True
     if args.allow_roots:
-        values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]
+        values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]  # values hold objects: this one a tuple
     return values

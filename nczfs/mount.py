@@ -120,7 +120,7 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
         return 1
     journal = None
     if hasattr(sync_store, "abort_uploads") and not config.read_only:  # a store of multipart uploads (S3)
-        journal = sync_store.upload_log = runstate.UploadJournal(state_dir)  # type: ignore[attr-defined]
+        journal = sync_store.upload_log = runstate.UploadJournal(state_dir)  # type: ignore[attr-defined]  # a store of multipart uploads (hasattr above)
         _abort_stale_uploads(sync_store, stale, journal)
     ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io,
                      control_socket=controlsock.path_of(listener))

@@ -118,7 +118,7 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     return _local_source(scheme, parts, body, chosen, modes, params, text, cwd)
 
 
-def _split(text: str):  # type: ignore[no-untyped-def]
+def _split(text: str):
     """(the SOURCE without its [k=v] prefix and #fragment, the parameters of both, the URL's
     scheme or "", the URL's parts or None)."""
     body, params = split_bracket_prefix(text.strip())
@@ -139,7 +139,7 @@ def _split(text: str):  # type: ignore[no-untyped-def]
     return body, params, scheme, parts
 
 
-def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,  # type: ignore[no-untyped-def]
+def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,
                 params: dict[str, str], text: str, cwd: str) -> Source:
     """A source named by a URL other than file:// and reference://."""
     if scheme == "memory":
@@ -173,7 +173,7 @@ def _web_source(chosen: str | None, modes: frozenset[str], params: dict[str, str
     return Source("http", text.split("#", 1)[0].rstrip("/"), modes, params, text)
 
 
-def _local_source(scheme: str, parts, body: str, chosen: str | None, modes: frozenset[str],  # type: ignore[no-untyped-def]
+def _local_source(scheme: str, parts, body: str, chosen: str | None, modes: frozenset[str],
                   params: dict[str, str], text: str, cwd: str) -> Source:
     """A path, file:// or reference:// URL: a directory, zip archive or reference set."""
     if scheme in ("file", "reference"):

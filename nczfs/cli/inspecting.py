@@ -96,7 +96,7 @@ def _run(args, warnings: _Warnings) -> int:
         print(f"nczfs: {exc}", file=sys.stderr)
         return 2
     # names and text netCDF-C stored as bytes that are not UTF-8 are printed as those bytes (ncdump does)
-    sys.stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
+    sys.stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]  # sys.stdout is a TextIOWrapper here
     try:
         if args.command == "inspect":
             text = inspect_store(store, source)

@@ -314,7 +314,7 @@ class PiecesReader(io.RawIOBase):
     def readall(self) -> bytes:
         return self.read(-1)
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]  # RawIOBase's Buffer: what callers pass is one of these
         data = self.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)

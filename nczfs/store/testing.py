@@ -72,16 +72,18 @@ class FaultyStore(WrapperStore):
     ) -> None:
         if not hasattr(Store, op) and op not in FAST_PATHS and op not in UPLOAD_STEPS:
             raise ValueError(f"{op!r} is not a store operation")
+        make: Callable[[str], BaseException]
         if exc is None:
             make = _default_exc
         elif isinstance(exc, BaseException):
-            make = lambda _key, exc=exc: exc  # noqa: E731
+            make = lambda _key: exc  # noqa: E731
         else:
             make = exc
+        match: Callable[[str], bool]
         if key is None:
-            match: Callable[[str], bool] = lambda _k: True  # noqa: E731
+            match = lambda _k: True  # noqa: E731
         elif isinstance(key, str):
-            match = lambda k, key=key: k == key  # noqa: E731
+            match = lambda k: k == key  # noqa: E731
         else:
             match = key
         self.faults.append(Fault(op, make, match, times, after))
@@ -138,7 +140,7 @@ class FaultyStore(WrapperStore):
         return await self._call("list_prefix", prefix, self.inner.list_prefix, prefix)
 
     async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        return await self._call("list_tree", prefix, self.inner.list_tree, prefix, limit)  # type: ignore[attr-defined]
+        return await self._call("list_tree", prefix, self.inner.list_tree, prefix, limit)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
 
     async def dir_exists(self, prefix: str) -> bool:
         return await self._call("dir_exists", prefix, self.inner.dir_exists, prefix)
@@ -147,17 +149,17 @@ class FaultyStore(WrapperStore):
         return await self._call("entry", key, self.inner.entry, key)
 
     async def _open_upload(self, key: str) -> Upload | None:
-        upload = await self._call("open_upload", key, self.inner.open_upload, key)  # type: ignore[attr-defined]
+        upload = await self._call("open_upload", key, self.inner.open_upload, key)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
         if upload is None:
             return None
 
         async def send(number: int, data: bytes) -> None:
-            await self._call("upload_part", key, upload.send, number, data)  # type: ignore[arg-type]
+            await self._call("upload_part", key, upload.send, number, data)
 
         async def complete(size: int, if_version: str | None = None) -> ObjectInfo:
-            return await self._call("complete_upload", key, upload.complete, size, if_version)  # type: ignore[arg-type]
+            return await self._call("complete_upload", key, upload.complete, size, if_version)
 
         async def abort() -> None:
-            await self._call("abort_upload", key, upload.abort)  # type: ignore[arg-type]
+            await self._call("abort_upload", key, upload.abort)
 
         return Upload(key, upload.part_size, send, complete, abort)

@@ -27,7 +27,7 @@ def _below(method: Callable[..., Awaitable[T]], keys: tuple[str, ...], *rest: ob
     def call(*other: str, **instead: object) -> Awaitable[T]:
         return method(*(other or keys), *rest, **{**given, **instead})
 
-    call.given = given  # type: ignore[attr-defined]
+    call.given = given  # type: ignore[attr-defined]  # what the hook is told of the call's keywords
     return call
 
 
@@ -72,13 +72,13 @@ class WrapperStore(Store):
     # ------------------------------------------------------------------ the fast paths, where offered
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
-        return None if self._whole(key) else await self.inner.stage(key, data)  # type: ignore[attr-defined]
+        return None if self._whole(key) else await self.inner.stage(key, data)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
 
     async def _open_upload(self, key: str) -> Upload | None:
-        return None if self._whole(key) else await self.inner.open_upload(key)  # type: ignore[attr-defined]
+        return None if self._whole(key) else await self.inner.open_upload(key)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
 
     async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        return await self.inner.list_tree(prefix, limit)  # type: ignore[attr-defined]
+        return await self.inner.list_tree(prefix, limit)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
 
     # ------------------------------------------------------------------ reads
 

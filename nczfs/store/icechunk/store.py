@@ -86,7 +86,7 @@ class IcechunkStore(SyncStore):
             return {"tag": self.tag}
         if self.snapshot is not None:
             return {"snapshot_id": self.snapshot}
-        return {"branch": self.branch}
+        return {"branch": self.branch}  # type: ignore[dict-item]  # no tag, no snapshot: the branch is set
 
     def _open_main(self) -> SnapshotTree:
         try:
