@@ -29,6 +29,7 @@ from nczfs.optionvalues import (
     validate_mode,
 )
 from nczfs.source import Source
+from nczfs.store.registry import BACKENDS
 
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(
@@ -343,7 +344,9 @@ SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:
-    return SHORT_TTL if backend in ("s3", "gcs", "azure", "icechunk") and not read_only else LONG_TTL
+    """SHORT_TTL for a writable mount of a backend the registry says is ``shared``, else LONG_TTL."""
+    found = BACKENDS.get(backend)
+    return SHORT_TTL if found is not None and found.shared and not read_only else LONG_TTL
 
 
 def source_values(args) -> dict[str, object]:

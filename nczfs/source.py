@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from nczfs.errors import SourceError
+from nczfs.store.registry import by_scheme
 from nczfs.store.s3.cloudurl import azure_https_location, parse_cloud_url
 from nczfs.store.s3.s3url import S3Location, parse_s3_url
 from nczfs.urlparams import parse_fragment, split_bracket_prefix
@@ -28,8 +29,6 @@ KNOWN_MODES = frozenset(
 MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3", "refs": "reference"}
 #: URL schemes of the object stores other than S3, by backend
 CLOUD_SCHEMES = {"gs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure", "adl": "azure"}
-#: backends reached over the network, whose objects other clients may change
-OBJECT_STORE_BACKENDS = frozenset({"s3", "gcs", "azure", "http"})
 #: mode words that cannot go together (besides two storage maps: see _map_from_modes)
 CONTRADICTIONS = (frozenset({"xarray", "noxarray"}),)
 
@@ -160,6 +159,10 @@ def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,
         return Source(CLOUD_SCHEMES[scheme], parse_cloud_url(text).location, modes, params, text)
     if scheme.startswith("icechunk"):
         return _icechunk_source(scheme, parts, modes, params, text, cwd)
+    if (backend := by_scheme(scheme)) is not None and backend.location is not None:
+        if chosen is not None:
+            raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")
+        return Source(backend.name, backend.location(text, parts), modes, params, text)
     raise SourceError(f"{text}: unsupported URL scheme {scheme!r} "
                       "(use a path, file://, s3://, gs://, az://, abfs:// or https://)")
 
