@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from nczfs.errors import SourceError
 from nczfs.store.registry import by_scheme
-from nczfs.store.s3.cloudurl import azure_https_location, parse_cloud_url
+from nczfs.store.s3.cloudurl import azure_https_location
 from nczfs.store.s3.s3url import S3Location, parse_s3_url
 from nczfs.urlparams import parse_fragment, split_bracket_prefix
 
@@ -27,8 +27,6 @@ KNOWN_MODES = frozenset(
 ) | {"refs"}  # nczfs's own word: the file is a kerchunk reference set
 #: which backend a mode word selects
 MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3", "refs": "reference"}
-#: URL schemes of the object stores other than S3, by backend
-CLOUD_SCHEMES = {"gs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure", "adl": "azure"}
 #: mode words that cannot go together (besides two storage maps: see _map_from_modes)
 CONTRADICTIONS = (frozenset({"xarray", "noxarray"}),)
 
@@ -153,13 +151,9 @@ def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,
             raise SourceError(f"{text}: mode {word} contradicts the URL: {scheme}:// URLs are S3 sources")
         loc = parse_s3_url(text)
         return Source("s3", f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text, loc)
-    if scheme in CLOUD_SCHEMES:
-        if chosen is not None:
-            raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")
-        return Source(CLOUD_SCHEMES[scheme], parse_cloud_url(text).location, modes, params, text)
     if scheme.startswith("icechunk"):
         return _icechunk_source(scheme, parts, modes, params, text, cwd)
-    if (backend := by_scheme(scheme)) is not None and backend.location is not None:
+    if (backend := by_scheme(scheme)) is not None and backend.location is not None:  # gs://, az://, ...
         if chosen is not None:
             raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")
         return Source(backend.name, backend.location(text, parts), modes, params, text)

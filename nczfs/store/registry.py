@@ -121,6 +121,12 @@ def _s3_identity(config: MountConfig) -> tuple[str | None, str | None]:
     return endpoint, config.region or (loc.region if loc else None)
 
 
+def _cloud_location(text: str, parts: SplitResult) -> str:
+    from nczfs.store.s3.cloudurl import parse_cloud_url
+
+    return parse_cloud_url(text).location
+
+
 def _gcs(config: MountConfig) -> SyncStore:
     from nczfs.store.s3.cloud import CloudOptions, open_gcs
 
@@ -164,8 +170,8 @@ register(Backend("reference", ("*.json", "*.parq", "*.parquet", "reference", "#m
                  one_file=True))
 register(Backend("s3", ("s3", "gs3", "https#mode=s3", "https://*.amazonaws.com"), _s3, remote=True,
                  identity=_s3_identity, shared=True))
-register(Backend("gcs", ("gs",), _gcs, remote=True, identity=_cloud_identity, shared=True))
+register(Backend("gcs", ("gs",), _gcs, remote=True, identity=_cloud_identity, shared=True, location=_cloud_location))
 register(Backend("azure", ("az", "abfs", "abfss", "adl", "https://*.blob.core.windows.net"), _azure, remote=True,
-                 identity=_cloud_identity, shared=True))
+                 identity=_cloud_identity, shared=True, location=_cloud_location))
 register(Backend("http", ("http", "https"), _http, remote=True))
 register(Backend("icechunk", ("icechunk", "icechunk+s3"), _icechunk, remote=True, shared=True))

@@ -69,6 +69,14 @@ def test_writable_mounts_of_shared_backends_trust_metadata_briefly():
     assert default_metadata_ttl("directory", False) == LONG_TTL == default_metadata_ttl("tape", False)
 
 
+@pytest.mark.parametrize("text, location", [("gs://bkt/p/q", "bkt/p/q"), ("az://cont/p", "cont/p"),
+                                            ("abfs://cont@acct.dfs.core.windows.net/p/q", "cont/p/q")])
+def test_cloud_schemes_are_parsed_by_their_registry_entry(text, location):
+    assert parse_source(text).location == location and BACKENDS[parse_source(text).backend].location is not None
+    with pytest.raises(SourceError, match=f"mode zip does not fit a {text.partition(':')[0]}:// URL"):
+        parse_source(text + "#mode=zip")
+
+
 class ToyStore(MemoryStore):
     """A toy backend's store: what a new backend's package would hold."""
 
