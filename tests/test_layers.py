@@ -1,6 +1,8 @@
 """The layers stay layers: every module of nczfs sits in one layer of :data:`LAYERS` and imports
-only from its own layer and those below; no import cycles among nczfs's modules; the cache knows
-no NCZarr, and the filesystem logic (nczfs/fs) knows neither pyfuse3 nor the adapter that calls it.
+only from its own layer and those below; no import cycles among nczfs's modules, nor among its
+packages; the cache knows no NCZarr and no backend, the NCZarr layer and the filesystem logic
+(nczfs/fs) reach the cache only through a Store, and nczfs/fs knows neither pyfuse3 nor the adapter
+that calls it.
 
 Read from the source with ``ast``, not by importing: every import statement, in functions too and
 under ``if TYPE_CHECKING:`` (except for cycles: an import annotations alone need runs never).
