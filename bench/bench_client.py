@@ -88,7 +88,7 @@ def make_paths(endpoint: str, bucket: str, ca: str | None):
 
     from nczfs.store.values import ByteRange
     from nczfs.store.s3.store import S3Store
-    from nczfs.threads import ThreadedStore
+    from nczfs.store.threads import ThreadedStore
 
     client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ADMIN[0], aws_secret_access_key=ADMIN[1],
                           region_name="us-east-1", verify=ca,

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from nczfs.budgets import DEFAULT_CACHE_DIR_SIZE
 from nczfs.errors import SourceError
 from nczfs.optionvalues import (
     count,
@@ -28,6 +29,7 @@ from nczfs.optionvalues import (
     validate_mode,
 )
 from nczfs.source import Source
+from nczfs.store.registry import BACKENDS
 
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(
@@ -91,10 +93,6 @@ OPTION_HELP = (
 )
 
 
-#: --cache-dir-size when none is given
-DEFAULT_CACHE_DIR_SIZE = 10 * 1024**3
-
-
 @dataclass(frozen=True)
 class MountConfig:
     source: Source
@@ -114,7 +112,7 @@ class MountConfig:
     #: seconds the kernel and nczfs may reuse attributes and entries (the CLI picks a default
     #: per backend when none is given: see default_metadata_ttl)
     metadata_ttl: float = 1.0
-    #: bytes of object data the read cache may hold (None: cache.default_cache_size())
+    #: bytes of object data the read cache may hold (None: budgets.default_cache_size())
     cache_size: int | None = None
     #: directory keeping fetched object blocks across mounts (S3 and reference mounts; None: off)
     cache_dir: str | None = None
@@ -272,7 +270,7 @@ def _kms_key(out: dict, key: str, value: str) -> None:
 
 def _icechunk_option(out: dict[str, object], key: str, value: str) -> None:
     if key == "virtual_chunk_container":
-        out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]
+        out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]  # out holds objects: this one a tuple
         return
     if key in ("branch", "tag", "snapshot") and any(k in out for k in ("branch", "tag", "snapshot") if k != key):
         raise SourceError(f"-o {key}={value}: choose one of branch=, tag= and snapshot=")
@@ -346,7 +344,9 @@ SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:
-    return SHORT_TTL if backend in ("s3", "gcs", "azure", "icechunk") and not read_only else LONG_TTL
+    """SHORT_TTL for a writable mount of a backend the registry says is ``shared``, else LONG_TTL."""
+    found = BACKENDS.get(backend)
+    return SHORT_TTL if found is not None and found.shared and not read_only else LONG_TTL
 
 
 def source_values(args) -> dict[str, object]:
@@ -358,5 +358,5 @@ def source_values(args) -> dict[str, object]:
     if getattr(args, "no_sign_request", False):
         values["no_sign_request"] = True
     if args.allow_roots:
-        values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]
+        values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]  # values hold objects: this one a tuple
     return values

@@ -81,7 +81,7 @@ class Destination:
     path: str | None = None
 
     def __str__(self) -> str:
-        return self.path if self.kind == "file" else {"syslog": f"syslog ({SYSLOG_ADDRESS})",
+        return self.path if self.kind == "file" else {"syslog": f"syslog ({SYSLOG_ADDRESS})",  # type: ignore[return-value]  # a "file" target has its path
                                                        "journal": "stderr (journal priorities)"}.get(self.kind, self.kind)
 
 

@@ -99,7 +99,7 @@ def families(counters: dict[str, int], about: dict[str, str]) -> list:
         if fam is None:
             cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
             fam = out[name] = cls(name, doc, labels=sorted(labels), unit=unit)
-        fam.add_metric([labels[k] for k in sorted(labels)], counters[key])  # type: ignore[attr-defined]
+        fam.add_metric([labels[k] for k in sorted(labels)], counters[key])  # type: ignore[attr-defined]  # a Counter- or GaugeMetricFamily
     return list(out.values())
 
 

@@ -37,7 +37,7 @@ from nczfs.notify import notify, status
 from nczfs.source import absolute_text
 from nczfs.store.registry import open_store
 from nczfs.store.base import SyncStore
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
         return 1
     journal = None
     if hasattr(sync_store, "abort_uploads") and not config.read_only:  # a store of multipart uploads (S3)
-        journal = sync_store.upload_log = runstate.UploadJournal(state_dir)  # type: ignore[attr-defined]
+        journal = sync_store.upload_log = runstate.UploadJournal(state_dir)  # type: ignore[attr-defined]  # a store of multipart uploads (hasattr above)
         _abort_stale_uploads(sync_store, stale, journal)
     ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io,
                      control_socket=controlsock.path_of(listener))

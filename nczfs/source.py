@@ -15,9 +15,10 @@ import unicodedata
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from nczfs.cloudurl import azure_https_location, parse_cloud_url
 from nczfs.errors import SourceError
-from nczfs.s3url import S3Location, parse_s3_url
+from nczfs.store.registry import by_scheme
+from nczfs.store.s3.cloudurl import azure_https_location
+from nczfs.store.s3.s3url import S3Location, parse_s3_url
 from nczfs.urlparams import parse_fragment, split_bracket_prefix
 
 #: mode words netCDF-C knows (dinfermodel.c, zarr.c)
@@ -26,10 +27,6 @@ KNOWN_MODES = frozenset(
 ) | {"refs"}  # nczfs's own word: the file is a kerchunk reference set
 #: which backend a mode word selects
 MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3", "refs": "reference"}
-#: URL schemes of the object stores other than S3, by backend
-CLOUD_SCHEMES = {"gs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure", "adl": "azure"}
-#: backends reached over the network, whose objects other clients may change
-OBJECT_STORE_BACKENDS = frozenset({"s3", "gcs", "azure", "http"})
 #: mode words that cannot go together (besides two storage maps: see _map_from_modes)
 CONTRADICTIONS = (frozenset({"xarray", "noxarray"}),)
 
@@ -118,7 +115,7 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     return _local_source(scheme, parts, body, chosen, modes, params, text, cwd)
 
 
-def _split(text: str):  # type: ignore[no-untyped-def]
+def _split(text: str):
     """(the SOURCE without its [k=v] prefix and #fragment, the parameters of both, the URL's
     scheme or "", the URL's parts or None)."""
     body, params = split_bracket_prefix(text.strip())
@@ -139,7 +136,7 @@ def _split(text: str):  # type: ignore[no-untyped-def]
     return body, params, scheme, parts
 
 
-def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,  # type: ignore[no-untyped-def]
+def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,
                 params: dict[str, str], text: str, cwd: str) -> Source:
     """A source named by a URL other than file:// and reference://."""
     if scheme == "memory":
@@ -154,12 +151,12 @@ def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,  
             raise SourceError(f"{text}: mode {word} contradicts the URL: {scheme}:// URLs are S3 sources")
         loc = parse_s3_url(text)
         return Source("s3", f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text, loc)
-    if scheme in CLOUD_SCHEMES:
-        if chosen is not None:
-            raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")
-        return Source(CLOUD_SCHEMES[scheme], parse_cloud_url(text).location, modes, params, text)
     if scheme.startswith("icechunk"):
         return _icechunk_source(scheme, parts, modes, params, text, cwd)
+    if (backend := by_scheme(scheme)) is not None and backend.location is not None:  # gs://, az://, ...
+        if chosen is not None:
+            raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")
+        return Source(backend.name, backend.location(text, parts), modes, params, text)
     raise SourceError(f"{text}: unsupported URL scheme {scheme!r} "
                       "(use a path, file://, s3://, gs://, az://, abfs:// or https://)")
 
@@ -173,7 +170,7 @@ def _web_source(chosen: str | None, modes: frozenset[str], params: dict[str, str
     return Source("http", text.split("#", 1)[0].rstrip("/"), modes, params, text)
 
 
-def _local_source(scheme: str, parts, body: str, chosen: str | None, modes: frozenset[str],  # type: ignore[no-untyped-def]
+def _local_source(scheme: str, parts, body: str, chosen: str | None, modes: frozenset[str],
                   params: dict[str, str], text: str, cwd: str) -> Source:
     """A path, file:// or reference:// URL: a directory, zip archive or reference set."""
     if scheme in ("file", "reference"):

@@ -1,7 +1,7 @@
 """The store stack a mount serves, built from its :class:`~nczfs.config.MountConfig`.
 
 :func:`build` makes ``nczarr_layer(cached(ThreadedStore(backend), config), config)``: the backend, its calls on
-worker threads (:mod:`nczfs.threads`), the cache (:mod:`nczfs.cache`), the NCZarr layer
+worker threads (:mod:`nczfs.store.threads`), the cache (:mod:`nczfs.cache`), the NCZarr layer
 (:mod:`nczfs.nczarr.layer`). The cache knows neither backends nor NCZarr; what it needs of
 them (which backends are remote, what names a source, which keys are metadata) is chosen here.
 """
@@ -16,7 +16,7 @@ from nczfs.nczarr.layer import Notify, nczarr_layer
 from nczfs.nczarr.validate import is_metadata_key
 from nczfs.store.base import Store, SyncStore
 from nczfs.store.registry import backend_of
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 
 def build(backend: SyncStore, config, notify: Notify | None = None) -> Store:

@@ -83,7 +83,7 @@ def _ask_showing_progress(mnt: str, ask: Callable[[], dict], progress: TextIO | 
         if not worker.is_alive():
             break
         left = _pending(mnt) if progress is not None else None
-        if left is not None:
+        if progress is not None and left is not None:
             progress.write(f"\rnczfs: storing pending writes: {_size(left)} left, {time.monotonic() - started:.0f} s  ")
             progress.flush()
             shown = True

@@ -2,7 +2,7 @@
 
 Keys are matched case-insensitively and the first occurrence wins (NCZARR_FORMATS.md section 6).
 Shared by :mod:`nczfs.source` (which reads the ``mode`` words) and the URL parsers that must
-see past the prefix (:mod:`nczfs.s3url`).
+see past the prefix (:mod:`nczfs.store.s3.s3url`).
 """
 
 from __future__ import annotations

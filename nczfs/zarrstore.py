@@ -51,7 +51,7 @@ class NczfsZarrStore(Store):
     supports_listing = True
     supports_partial_writes = False
 
-    def __init__(self, config: MountConfig, sync_store, trio_thread: _TrioThread, stack,  # type: ignore[no-untyped-def]
+    def __init__(self, config: MountConfig, sync_store, trio_thread: _TrioThread, stack,
                  read_only: bool = False, owner: "NczfsZarrStore | None" = None) -> None:
         super().__init__(read_only=read_only or config.read_only or sync_store.read_only)
         self.config = config
@@ -73,7 +73,7 @@ class NczfsZarrStore(Store):
         return type(self)(self.config, self._sync_store, owner._trio, self._stack, read_only=read_only, owner=owner)
 
     @classmethod
-    def open(cls, config: MountConfig) -> "NczfsZarrStore":  # type: ignore[override]
+    def open(cls, config: MountConfig) -> "NczfsZarrStore":  # type: ignore[override]  # opens from a MountConfig, not zarr's arguments
         sync_store = open_store(config)
         thread = _TrioThread()
         try:
@@ -85,11 +85,11 @@ class NczfsZarrStore(Store):
         return cls(config, sync_store, thread, stack)
 
     @property
-    def supports_writes(self) -> bool:  # type: ignore[override]
+    def supports_writes(self) -> bool:
         return not self.read_only
 
     @property
-    def supports_deletes(self) -> bool:  # type: ignore[override]
+    def supports_deletes(self) -> bool:
         return not self.read_only
 
     def problems(self) -> list[str]:
@@ -186,10 +186,10 @@ class NczfsZarrStore(Store):
             self._trio.call(self._stack.close)
         finally:
             self._trio.stop()
-            self._trio = None  # type: ignore[assignment]
+            self._trio = None  # type: ignore[assignment]  # closed: no thread any more
             self._sync_store.close()
         super().close()
 
 
-async def _build(sync_store, config: MountConfig):  # type: ignore[no-untyped-def]
+async def _build(sync_store, config: MountConfig):
     return stack.build(sync_store, config)

@@ -1,8 +1,11 @@
-"""The layers stay layers: no import cycles among nczfs's modules, the cache knows no NCZarr, and
-the filesystem logic (nczfs/fs) knows neither pyfuse3 nor the adapter that calls it.
+"""The layers stay layers: every module of nczfs sits in one layer of :data:`LAYERS` and imports
+only from its own layer and those below; no import cycles among nczfs's modules, nor among its
+packages; the cache knows no NCZarr and no backend, the NCZarr layer and the filesystem logic
+(nczfs/fs) reach the cache only through a Store, and nczfs/fs knows neither pyfuse3 nor the adapter
+that calls it.
 
-Read from the source with ``ast`` (every import statement, in functions too, but not those
-under ``if TYPE_CHECKING:``, which annotations alone need), not by importing.
+Read from the source with ``ast``, not by importing: every import statement, in functions too and
+under ``if TYPE_CHECKING:`` (except for cycles: an import annotations alone need runs never).
 """
 
 from __future__ import annotations
@@ -20,22 +23,51 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def walk(node: ast.AST):
-    """``ast.walk`` without the bodies of ``if TYPE_CHECKING:``."""
+#: nczfs's layers, lowest first, each a name and its packages and modules (a package holds its
+#: subpackages). A module imports from its own layer and the layers below, never from one above.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("toolbox", ("nczfs.errors", "nczfs.locks", "nczfs.background", "nczfs.budgets", "nczfs.logs", "nczfs.metrics",
+                 "nczfs.mounttable", "nczfs.urlparams")),
+    ("store", ("nczfs.store",)),
+    ("cache", ("nczfs.cache",)),
+    ("mount description", ("nczfs.source", "nczfs.optionvalues", "nczfs.config")),
+    ("nczarr", ("nczfs.nczarr",)),
+    ("fs", ("nczfs.fs",)),
+    ("stack", ("nczfs.stack", "nczfs.zarrstore")),
+    ("fuse/daemon", ("nczfs.fuse", "nczfs.mount", "nczfs.controlsock", "nczfs.runstate", "nczfs.notify",
+                     "nczfs.umount", "nczfs.busy")),
+    ("api", ("nczfs", "nczfs.api", "nczfs.demo")),
+    ("cli", ("nczfs.cli", "nczfs.__main__")),
+]
+
+#: upward imports not mended yet, each ``(importer, imported): why``; only ever shorter
+UPWARD: dict[tuple[str, str], str] = {
+    # a backend's options are built from the MountConfig until each backend declares its own -o
+    # rows (issue 47); only annotations name it (under TYPE_CHECKING)
+    ("nczfs.store.registry", "nczfs.config"): "openers take the MountConfig",
+    ("nczfs.store.s3.options", "nczfs.config"): "S3Options.of(MountConfig)",
+    ("nczfs.store.s3.cloud", "nczfs.config"): "CloudOptions.of(MountConfig)",
+}
+
+
+def walk(node: ast.AST, type_checking: bool = False):
+    """``ast.walk``, without the bodies of ``if TYPE_CHECKING:`` unless ``type_checking``."""
     yield node
     for child in ast.iter_child_nodes(node):
-        if not (isinstance(child, ast.If) and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")):
-            yield from walk(child)
+        if type_checking or not (isinstance(child, ast.If)
+                                 and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")):
+            yield from walk(child, type_checking)
 
 
-def imports() -> dict[str, set[str]]:
-    """``{module: the nczfs modules it imports}``, ``from pkg import mod`` counted as ``pkg.mod``."""
+def imports(type_checking: bool = False) -> dict[str, set[str]]:
+    """``{module: the nczfs modules it imports}``, ``from pkg import mod`` counted as ``pkg.mod``;
+    those under ``if TYPE_CHECKING:`` too if ``type_checking``."""
     paths = {module_name(p): p for p in ROOT.rglob("*.py")}
     out: dict[str, set[str]] = {}
     for name, path in paths.items():
         here = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found = set()
-        for node in walk(ast.parse(path.read_text())):
+        for node in walk(ast.parse(path.read_text()), type_checking):
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -71,8 +103,59 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def layer_of(module: str) -> int:
+    """The index in :data:`LAYERS` of the layer ``module`` sits in (its longest listed prefix; the
+    package ``nczfs`` holds only its ``__init__``)."""
+    found = [(len(m), i) for i, (_, ms) in enumerate(LAYERS) for m in ms
+             if module == m or (m != "nczfs" and module.startswith(m + "."))]
+    assert found, f"{module} is in no layer of LAYERS"
+    return max(found)[1]
+
+
+def upward(graph: dict[str, set[str]]) -> dict[tuple[str, str], str]:
+    """Every import of a module from a layer above its own: ``{(importer, imported): 'low < high'}``.
+    ``import nczfs`` (the package: ``__version__``, the API loaded lazily) is no layer's."""
+    return {(m, n): f"{LAYERS[layer_of(m)][0]} < {LAYERS[layer_of(n)][0]}"
+            for m in graph for n in graph[m] if n != "nczfs" and layer_of(n) > layer_of(m)}
+
+
+def test_every_module_sits_in_one_layer():
+    for m in imports():
+        layer_of(m)
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    """Every import counts: in functions, under ``if TYPE_CHECKING:`` (what annotations name is a
+    dependency too)."""
+    found = upward(imports(type_checking=True))
+    assert {k: v for k, v in found.items() if k not in UPWARD} == {}
+    assert sorted(k for k in UPWARD if k not in found) == []  # an upward import mended leaves UPWARD
+
+
+def test_the_layer_check_sees_upward_imports_of_every_kind():
+    graph = imports(type_checking=True)
+    assert "nczfs.fs.filesystem" in graph["nczfs.fuse.ops"]  # fuse/daemon over fs: down
+    assert upward({"nczfs.fs.x": {"nczfs.fuse.ops"}}) == {("nczfs.fs.x", "nczfs.fuse.ops"): "fs < fuse/daemon"}
+    assert upward({"nczfs.cli.x": {"nczfs.fs.x", "nczfs"}, "nczfs.mount": {"nczfs"}}) == {}
+    assert layer_of("nczfs.store.s3.store") == 1 and layer_of("nczfs.fuse") == layer_of("nczfs.mount")
+
+
 def test_no_module_imports_itself_round_a_cycle():
     assert cycle(imports()) is None
+
+
+def package_of(module: str) -> str:
+    """``nczfs.store`` for ``nczfs.store.s3.store``; a module at nczfs's root is its own."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (ROOT / parts[-1]).is_dir() else module
+
+
+def test_no_package_imports_itself_round_a_cycle():
+    """Between nczfs's packages (and root modules) too: store never imports a module that imports the store."""
+    graph: dict[str, set[str]] = {}
+    for m, ns in imports().items():
+        graph.setdefault(package_of(m), set()).update(package_of(n) for n in ns if package_of(n) != package_of(m))
+    assert cycle(graph) is None
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -81,11 +164,12 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 def test_the_cache_imports_nothing_of_the_layers_above_or_of_a_backend():
-    graph = imports()
+    graph = imports(type_checking=True)
     cache = [m for m in graph if m == "nczfs.cache" or m.startswith("nczfs.cache.")]
     assert cache
-    above = ("nczfs.nczarr", "nczfs.fs", "nczfs.fuse.ops", "nczfs.mount", "nczfs.s3url", "nczfs.stack",
-             "nczfs.source")
+    backends = tuple(f"nczfs.store.{b}" for b in ("s3", "zip", "reference", "icechunk", "directory", "memory"))
+    above = ("nczfs.nczarr", "nczfs.fs", "nczfs.fuse.ops", "nczfs.mount", "nczfs.stack", "nczfs.source",
+             "nczfs.config", "nczfs.store.registry") + backends
     wrong = {m: sorted(n for n in graph[m] if n.startswith(above)) for m in cache}
     assert {m: ns for m, ns in wrong.items() if ns} == {}
 
@@ -105,12 +189,12 @@ def external_imports(module: str) -> set[str]:
 
 def test_the_filesystem_logic_imports_neither_pyfuse3_nor_the_layers_above():
     """nczfs/fs is plain async Python over a Store: the FUSE adapter calls it, never the reverse,
-    and the NCZarr layer below it is reached only through the Store it is given."""
-    graph = imports()
+    and the NCZarr layer and the cache below it are reached only through the Store it is given."""
+    graph = imports(type_checking=True)
     fs = [m for m in graph if m == "nczfs.fs" or m.startswith("nczfs.fs.")]
     assert "nczfs.fs.filesystem" in fs and "nczfs.fs.writeback" in fs
     above = {"nczfs.fuse", "nczfs.fuse.ops", "nczfs.mount", "nczfs.fuse.control", "nczfs.controlsock", "nczfs.fuse.trio_loop",
-             "nczfs.nczarr", "nczfs.stack", "nczfs.umount", "nczfs.cli", "nczfs.api"}
+             "nczfs.nczarr", "nczfs.cache", "nczfs.stack", "nczfs.umount", "nczfs.cli", "nczfs.api"}
     wrong = {m: sorted(n for n in graph[m] if any(n == a or n.startswith(a + ".") for a in above)) for m in fs}
     assert {m: ns for m, ns in wrong.items() if ns} == {}
     assert {m for m in fs if "pyfuse3" in external_imports(m)} == set()
@@ -130,7 +214,7 @@ def test_the_mount_tells_the_cache_which_keys_are_metadata(tmp_path):
     from nczfs.source import parse_source
     from nczfs.stack import cached
     from nczfs.store.memory import MemoryStore
-    from nczfs.threads import ThreadedStore
+    from nczfs.store.threads import ThreadedStore
 
     config = MountConfig(source=parse_source("s3://bkt/p"), mountpoint=str(tmp_path))
     ahead = cached(ThreadedStore(MemoryStore("layers")), config).metadata_ahead
@@ -148,9 +232,10 @@ def every_import(path: Path) -> set[str]:
     return found
 
 
-def test_the_nczarr_layer_imports_neither_pyfuse3_nor_the_filesystem():
-    """Changes reach the kernel through the notifier the mount passes in (nczarr.layer.Notify)."""
-    above = ("pyfuse3", "nczfs.fs", "nczfs.fuse", "nczfs.fuse.ops", "nczfs.mount")
+def test_the_nczarr_layer_imports_neither_pyfuse3_nor_the_filesystem_nor_the_cache():
+    """Changes reach the kernel through the notifier the mount passes in (nczarr.layer.Notify); the
+    cache below is reached only through the Store the layer is given."""
+    above = ("pyfuse3", "nczfs.fs", "nczfs.fuse", "nczfs.fuse.ops", "nczfs.mount", "nczfs.cache")
     files = sorted((ROOT / "nczarr").rglob("*.py"))
     assert files
     below = tuple(a + "." for a in above)

@@ -22,8 +22,8 @@ from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
 from nczfs.fuse.ops import Operations
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.testing import FaultyStore
+from nczfs.store.threads import ThreadedStore
 from tests.helpers import DirectoryBackend, is_mounted, mounted, run_nczfs
 
 

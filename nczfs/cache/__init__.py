@@ -3,7 +3,6 @@
 block fetching and the prefetch policies, one module each. It knows no backend and no
 NCZarr: :mod:`nczfs.stack` builds it for a mount."""
 
-from nczfs.cache.memory import default_cache_size, physical_memory
 from nczfs.cache.store import CachingStore
 
-__all__ = ["CachingStore", "default_cache_size", "physical_memory"]
+__all__ = ["CachingStore"]

@@ -28,6 +28,8 @@ from nczfs.store.values import ByteRange
 FAILED_FOR = 1.0
 
 Ident = tuple[str, str, int]
+#: a block's data (named apart: in BlockFetcher, ``bytes`` is its ByteCache)
+Block = bytes
 
 
 @dataclass
@@ -75,9 +77,9 @@ class BlockFetcher:
         """Is the block cached or being fetched?"""
         return ident in self.bytes or ident in self.inflight
 
-    def claim(self, key: str, etag: str, indexes: range) -> list[bytes | Fetch]:
+    def claim(self, key: str, etag: str, indexes: range) -> list[Block | Fetch]:
         """Each block: its cached bytes, or the fetch (running, just failed, or started now) to wait for."""
-        out: list[bytes | Fetch] = []
+        out: list[Block | Fetch] = []
         for i in indexes:
             ident = (key, etag, i)
             data = self.bytes.get(ident)
@@ -148,7 +150,7 @@ class BlockFetcher:
                 done()
             fetch.done.set()
 
-    def _fetched(self, ident: Ident, data: bytes) -> None:
+    def _fetched(self, ident: Ident, data: Block) -> None:
         """The backend answered: counted, and kept on disk in the background."""
         self.stats["cache.bytes-fetched"] += len(data)
         if self.disk is not None:

@@ -45,8 +45,8 @@ from typing import TypeVar
 import trio
 
 from nczfs import background
+from nczfs.budgets import DEFAULT_CACHE_DIR_SIZE
 from nczfs.cache.disktotal import SharedTotal
-from nczfs.config import DEFAULT_CACHE_DIR_SIZE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -1,27 +1,12 @@
-"""The in-memory tier: blocks of object bytes under a bound, and how large that bound is by default."""
+"""The in-memory tier: blocks of object bytes under a bound (by default nczfs.budgets')."""
 
 from __future__ import annotations
 
 import collections
-import os
 
 MiB = 1024 * 1024
 #: delivered blocks remembered after they were dropped (see ByteCache.refetch_part)
 MAX_DROPPED = 65536
-
-
-def physical_memory() -> int:
-    """The machine's RAM in bytes (0: unknown)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 0
-
-
-def default_cache_size() -> int:
-    """An eighth of the machine's RAM, between 64 MiB and 1 GiB."""
-    ram = physical_memory() or 8 * 1024 * MiB
-    return max(64 * MiB, min(1024 * MiB, ram // 8))
 
 
 class ByteCache:

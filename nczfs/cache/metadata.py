@@ -116,6 +116,7 @@ class MetadataCache:
         from what is cached about the key, or, once that moved on to a newer version while a
         handle still reads this one, from the sizes of versions seen."""
         e = self.version_entry(key, etag)
+        size: int | None
         if e is not None and e.info is not None:
             size = e.info.size
             self.remember_size(key, etag, size)
@@ -233,7 +234,7 @@ class MetadataCache:
         hit = await self.lookup(key)
         if hit is not MISSING:
             self.stats["meta.hits"] += 1
-            return hit  # type: ignore[return-value]
+            return hit  # type: ignore[return-value]  # not MISSING: an entry or None
         found, keep = await self.ask(key, self.inner.entry(key))
         if keep:
             self.keep(key, found)

@@ -86,7 +86,7 @@ class Readahead:
         budget = min(self.blocks, (self.cache_size // 2) // block_size)
         known = self.fetcher.meta.version_entry(key, etag)  # expired or not: a slow read outlasts the TTL
         if known is not None:
-            budget = min(budget, -(-known.info.size // block_size) - last - 1)  # not past the end
+            budget = min(budget, -(-known.info.size // block_size) - last - 1)  # type: ignore[union-attr]  # version_entry: info is set
         for i in range(last + 1, last + 1 + budget):
             ident = (key, etag, i)
             if self.fetcher.held(ident):

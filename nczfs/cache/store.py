@@ -27,7 +27,8 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from nczfs.cache.blocks import BlockFetcher, Fetch, as_long_as_its_version
 from nczfs.cache.disk import DiskCache
-from nczfs.cache.memory import MiB, ByteCache, default_cache_size
+from nczfs.budgets import default_cache_size
+from nczfs.cache.memory import MiB, ByteCache
 from nczfs.cache.metadata import LIST_AFTER_MISSES, MetadataCache
 from nczfs.cache.prefetch import (
     READAHEAD_BLOCKS,
@@ -180,14 +181,14 @@ class CachingStore(WrapperStore):
             self.bytes.put((key, info.etag, 0), bytes(data), written=True)
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
-        staged = await self.inner.stage(key, data)  # type: ignore[attr-defined]
+        staged = await self.inner.stage(key, data)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
         if staged is None:
             return None
 
         kept = data if self.cache_bytes and len(data) <= self.block_size else None  # not the bytes of a big one
 
         async def commit(if_version: str | None = None) -> ObjectInfo:
-            info = await self._store(key, staged.commit(if_version))  # type: ignore[arg-type]
+            info = await self._store(key, staged.commit(if_version))
             if kept is not None:
                 self._keep_written(key, info, kept)
             return info
@@ -195,12 +196,12 @@ class CachingStore(WrapperStore):
         return Staged(key, commit, staged.abort)
 
     async def _open_upload(self, key: str) -> Upload | None:
-        upload = await self.inner.open_upload(key)  # type: ignore[attr-defined]
+        upload = await self.inner.open_upload(key)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
         if upload is None:
             return None
 
         async def complete(size: int, if_version: str | None = None) -> ObjectInfo:
-            return await self._store(key, upload.complete(size, if_version))  # type: ignore[arg-type]
+            return await self._store(key, upload.complete(size, if_version))
 
         return Upload(key, upload.part_size, upload.send, complete, upload.abort)
 
@@ -210,7 +211,7 @@ class CachingStore(WrapperStore):
         and what it stored is kept, as :data:`_AROUND` says for ``op`` (by default a change of
         one object, the last key: set_file, copy, make_node, truncate)."""
         around = _AROUND.get(op, CachingStore._one_object)
-        return await around(self, keys, call, data)  # type: ignore[operator]
+        return await around(self, keys, call, data)
 
     async def _one_object(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> Any:
         return await self._store(keys[-1], call())
@@ -277,10 +278,10 @@ class CachingStore(WrapperStore):
             return await self.inner.get(key, rng)
         info = await self.stat(key)
         try:
-            return await self._read(key, rng, info.etag)
+            return await self._read(key, rng, info.etag)  # type: ignore[return-value]  # bytes-like: a view of cached blocks, not a copy
         except Stale:  # changed since the cached stat: read the current version
             self._changed_elsewhere(key)
-            return await self._read(key, rng, (await self.stat(key)).etag)
+            return await self._read(key, rng, (await self.stat(key)).etag)  # type: ignore[return-value]  # bytes-like: a view of cached blocks, not a copy
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
         if not self.cache_bytes:
@@ -288,7 +289,7 @@ class CachingStore(WrapperStore):
         if not etag:
             return await self.get(key, rng)
         try:
-            return await self._read(key, rng, etag)
+            return await self._read(key, rng, etag)  # type: ignore[return-value]  # bytes-like: a view of cached blocks, not a copy
         except Stale:  # the object changed: what is cached about it is out of date too
             self._changed_elsewhere(key)
             raise
@@ -304,7 +305,7 @@ class CachingStore(WrapperStore):
         b = self.block_size
         first = start // b
         if end is not None and self._refetch_part(key, etag, first, end):
-            return await self._read_part(key, rng, etag, start, end)
+            return await self._read_part(key, rng, etag, start, end)  # type: ignore[arg-type]  # end is not None: neither is rng
         if end is not None:
             blocks = await self._blocks(key, etag, range(first, (end - 1) // b + 1))
         else:

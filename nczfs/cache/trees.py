@@ -86,7 +86,7 @@ class TreeListings:
         me = None if known is None else known[1].get(prefix.rpartition("/")[2])
         if me is None or not me.is_dir:
             return None
-        return top, known  # type: ignore[return-value]
+        return top, known  # type: ignore[return-value]  # me is not None: neither is known
 
     async def _tree(self, top: str) -> dict[str, list[DirEntry]] | None:
         """The store's listing of ``top``'s tree (None: too large, or the store lists no trees)."""

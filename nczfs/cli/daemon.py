@@ -116,7 +116,7 @@ def _daemon_log(config: MountConfig) -> logs.Destination:
                          f"{exc.strerror or exc}; give --log-file") from None
 
 
-def _reporter(fd: int):  # type: ignore[no-untyped-def]
+def _reporter(fd: int):
     """``ready`` and ``warn`` for mount.serve that tell the process waiting on pipe ``fd``:
     ``warning MSG`` lines, then ``ok`` or ``error MSG``; the pipe is closed once ready. When
     that process is gone (killed before the mount was ready: the pipe is broken), ``ready``

@@ -32,8 +32,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _nczarr_command(args: argparse.Namespace) -> int:
-    """``inspect`` and ``validate`` (nczarr/commands.py)."""
-    from nczfs.nczarr.commands import run
+    """``inspect`` and ``validate`` (cli/inspecting.py)."""
+    from nczfs.cli.inspecting import run
 
     return run(args)
 

@@ -42,9 +42,9 @@ def _checked(args: argparse.Namespace, source: Source, values: dict[str, object]
     mountpoint = _check_mountpoint(args.mountpoint, bool(values.get("nonempty")))
     _check_not_inside(source, mountpoint)
     if "cache_dir" in values:
-        values["cache_dir"] = _check_cache_dir(values["cache_dir"], mountpoint)  # type: ignore[arg-type]
+        values["cache_dir"] = _check_cache_dir(values["cache_dir"], mountpoint)  # type: ignore[arg-type]  # a path string (_cache_flags)
     foreground = args.foreground or args.systemd
-    return MountConfig(source=source, mountpoint=mountpoint, foreground=foreground, **values)  # type: ignore[arg-type]
+    return MountConfig(source=source, mountpoint=mountpoint, foreground=foreground, **values)  # type: ignore[arg-type]  # values: MountConfig fields, checked by the option table
 
 
 def _source_flags(args: argparse.Namespace, values: dict[str, object], backend: str) -> None:
@@ -139,7 +139,7 @@ def _check_not_inside(source: Source, mountpoint: str) -> None:
 
 def _check_memory(values: dict[str, object]) -> None:
     """A memory bound larger than the machine's memory is a typo (1T for 1G), refused."""
-    from nczfs.cache import physical_memory
+    from nczfs.budgets import physical_memory
 
     ram = physical_memory()
     for key, flag in (("cache_size", "--cache-size"), ("write_memory", "--write-memory")):
@@ -152,7 +152,7 @@ def _human(n: int) -> str:
     for unit in ("", "K", "M", "G", "T"):
         if n < 1024 or unit == "T":
             return f"{n:g}{unit}" if unit == "" else f"{n:.4g}{unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024  # type: ignore[assignment]  # an int that becomes a float once divided
     return str(n)
 
 

@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     _mount_parser(sub)
     _running_mount_parsers(sub)
     sub.add_parser("demo", help="mount the bundled sample dataset, show it, unmount")
-    from nczfs.nczarr.commands import add_parsers
+    from nczfs.cli.inspecting import add_parsers
 
     add_parsers(sub, source_options)  # inspect, validate
     h = sub.add_parser("help", help="show the help of nczfs or of one command")
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _mount_parser(sub) -> None:  # type: ignore[no-untyped-def]
+def _mount_parser(sub) -> None:
     m = sub.add_parser("mount", help="mount SOURCE on MOUNTPOINT", epilog=options_epilog(),
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Mount SOURCE on MOUNTPOINT; return once the mount answers (a daemon "
@@ -93,7 +93,7 @@ def _output_and_view_flags(m: argparse.ArgumentParser) -> None:
                         "NAME.GROUP.nc; the default), the netCDF-4 NAME.nc4, or both")
 
 
-def _running_mount_parsers(sub) -> None:  # type: ignore[no-untyped-def]
+def _running_mount_parsers(sub) -> None:
     """umount, stats, log-level and sync: the commands that act on a running mount."""
     u = sub.add_parser("umount", help="flush pending writes and unmount")
     u.add_argument("mountpoint")

@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 import trio
 
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 
 class WriteMemory:
@@ -314,7 +314,7 @@ class PiecesReader(io.RawIOBase):
     def readall(self) -> bytes:
         return self.read(-1)
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]  # RawIOBase's Buffer: what callers pass is one of these
         data = self.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)

@@ -155,7 +155,7 @@ class EarlyUploads:
                 if len(data) != size:
                     raise ValueError(f"{len(data)} bytes at {start}, not {size}")
                 assert early.upload is not None
-                await early.upload.send(number, data)  # type: ignore[misc]
+                await early.upload.send(number, data)  # type: ignore[misc]  # the async form of Upload (a Store's)
                 self.parts += 1
         except Exception as exc:  # noqa: BLE001 - the close stores the file the ordinary way
             log.debug("%r: early part %d not sent: %s", early.key, number, exc)
@@ -184,7 +184,7 @@ class EarlyUploads:
         if early.upload is not None:
             self.dropped += 1
             try:
-                await early.upload.abort()  # type: ignore[misc]
+                await early.upload.abort()  # type: ignore[misc]  # the async form of Upload (a Store's)
             except Exception as exc:  # noqa: BLE001 - invisible parts; the store's close aborts what is left
                 log.warning("%r: early upload not aborted: %s", early.key, exc)
 
@@ -197,7 +197,7 @@ class EarlyUploads:
         if staged is None:
             return None
         try:
-            return await staged.commit(if_version)  # type: ignore[misc]
+            return await staged.commit(if_version)  # type: ignore[misc]  # the async form of Staged (a Store's)
         except Conflict:
             raise  # whole, it would be refused too
         except Exception as exc:  # noqa: BLE001 - the caller uploads the file whole
@@ -252,13 +252,13 @@ class EarlyUploads:
 
         async def commit(if_version: str | None = None) -> ObjectInfo:
             try:
-                info = await upload.complete(size, if_version)  # type: ignore[misc]
+                info = await upload.complete(size, if_version)  # type: ignore[misc]  # the async form of Upload (a Store's)
             except Exception:
                 self._forget(early)
                 await self._abort(early)  # S3 aborts a failed completion itself; a second abort is harmless
                 raise
             self.completed += 1
-            return info  # type: ignore[return-value]
+            return info
 
         async def abort() -> None:
             self._forget(early)

@@ -243,7 +243,7 @@ class InodeTable:
                     item.names.add(np)
                     if item.path == p:
                         item.path = np
-                table[np] = item  # type: ignore[index]
+                table[np] = item
 
     def under(self, prefix: str) -> list[Node]:
         start = prefix + "/" if prefix else ""

@@ -57,7 +57,7 @@ class Staging:
         if content.write_error is not None:
             raise WriteLost(path, content.write_error)
         if staged is not None:
-            return await staged[1].commit(if_version)  # type: ignore[misc]
+            return await staged[1].commit(if_version)  # type: ignore[misc]  # the async form of Staged (a Store's)
         return await store(content, key, if_version)
 
     async def drop(self, ino: int) -> None:
@@ -84,7 +84,7 @@ class Staging:
 
     async def _abort(self, staged: Staged) -> None:
         try:
-            await staged.abort()  # type: ignore[misc]
+            await staged.abort()  # type: ignore[misc]  # the async form of Staged (a Store's)
         except Exception as exc:  # noqa: BLE001 - invisible parts; the store's close aborts what is left
             log.warning("%r: staged upload not aborted: %s", staged.key, exc)
 

@@ -19,7 +19,7 @@ from typing import Callable
 
 import trio
 
-from nczfs.cache import default_cache_size
+from nczfs.budgets import default_cache_size
 from nczfs.errors import Conflict, FileTooBig, NczfsError, OutcomeUnknown, Stale, WriteLost
 from nczfs.fs.attrs import Attributes
 from nczfs.fs.conflicts import Conflicts
@@ -33,7 +33,7 @@ from nczfs.fs.staging import Staging
 from nczfs.locks import Lock
 from nczfs.store.base import Store
 from nczfs.store.values import ABSENT, ByteRange, ObjectInfo
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 log = logging.getLogger(__name__)
 

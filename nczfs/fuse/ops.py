@@ -73,7 +73,7 @@ def _translate(fn: F) -> F:
             log.exception("%s%r failed unexpectedly", fn.__name__, args[:2])
             raise pyfuse3.FUSEError(errno.EIO) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps F's signature
 
 
 def _pid(ctx: Any) -> int:

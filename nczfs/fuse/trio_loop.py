@@ -65,14 +65,14 @@ def trio_for_pyfuse3(waits: FuseWaits = WAITS) -> types.ModuleType:
     """A module that is ``trio`` but for ``Lock`` and ``lowlevel.wait_readable``."""
     lowlevel = types.ModuleType("nczfs.fuse.trio_loop.trio.lowlevel")
     lowlevel.__dict__.update({k: v for k, v in vars(trio.lowlevel).items() if not k.startswith("__")})
-    lowlevel.wait_readable = waits.wait_readable  # type: ignore[attr-defined]
+    lowlevel.wait_readable = waits.wait_readable  # type: ignore[attr-defined]  # pyfuse3 reads trio through this shim
     shim = types.ModuleType("nczfs.fuse.trio_loop.trio")
     shim.__dict__.update({k: v for k, v in vars(trio).items() if not k.startswith("__")})
-    shim.Lock = Lock  # type: ignore[attr-defined]
-    shim.lowlevel = lowlevel  # type: ignore[attr-defined]
+    shim.Lock = Lock  # type: ignore[attr-defined]  # pyfuse3 reads trio through this shim
+    shim.lowlevel = lowlevel  # type: ignore[attr-defined]  # pyfuse3 reads trio through this shim
     return shim
 
 
 def install() -> None:
     """Make pyfuse3's loop use :func:`trio_for_pyfuse3` (before ``pyfuse3.main``)."""
-    pyfuse3.trio = trio_for_pyfuse3()  # type: ignore[attr-defined]
+    pyfuse3.trio = trio_for_pyfuse3()  # type: ignore[attr-defined]  # pyfuse3's module global, replaced

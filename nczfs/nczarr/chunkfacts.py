@@ -15,7 +15,7 @@ from nczfs.nczarr.validate import is_metadata_key
 from nczfs.store.base import Store
 from nczfs.store.keys import join
 from nczfs.store.values import ObjectInfo
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 
 def _v2(var: Variable, from_v3: bool) -> V2Array | None:

@@ -201,7 +201,7 @@ class ConsolidatingStore(WrapperStore):
         if op in ("delete", "rename") and self._watched(keys[0]):
             await self._update(keys[0], None, remove=True)
         if op == "set" and self._watched(keys[0]):
-            await self._after_write(keys[0], bytes(data))  # type: ignore[arg-type]
+            await self._after_write(keys[0], bytes(data))  # type: ignore[arg-type]  # a set always carries its data
         elif op in ("rename", "copy", "link") and self._watched(keys[1]):
             await self._after_write(keys[1], await self.inner.get(keys[1]))
 

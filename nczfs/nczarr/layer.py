@@ -30,7 +30,7 @@ def nczarr_layer(store: Store, config: MountConfig, notify: Notify | None = None
     if not config.read_only:
         store = ConsolidatingStore(store, on_change=notify)
     if config.present != "as-stored":
-        from nczfs.cache import default_cache_size
+        from nczfs.budgets import default_cache_size
 
         cache = default_cache_size() if config.cache_size is None else config.cache_size
         # recoded chunks: a quarter of what --cache-size gives stored blocks

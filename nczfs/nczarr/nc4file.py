@@ -265,7 +265,7 @@ class _Builder:
         dims = [self.ds.find_dim(r if r.startswith("/") else "/" + r) for r in v.dimrefs]
         if None in dims or len(dims) != len(v.shape):
             return "its dimensions are not all declared"
-        return dims  # type: ignore[return-value]
+        return dims  # type: ignore[return-value]  # None not in dims (checked above)
 
     def dataset(self, what: str, name: str, v: Variable, form: V2Array, dtype: t.Datatype,
                 filters: list | Recode, dims: list[Dimension]) -> w.Dataset:
@@ -326,8 +326,8 @@ class _Builder:
         fill = next((a for a in cf_attributes(v, self.ds.flavor) if a.name == "_FillValue"), None)
         if fill is not None:
             attrs += self.attrs(what, [fill])
-        utf8 = text and self.texts[what][4]  # type: ignore[index]
-        attrs += [nc4types.from_classic(a) for a in implied_attrs(v, attrs, bool(utf8))]  # type: ignore[arg-type]
+        utf8 = text and self.texts[what][4]
+        attrs += [nc4types.from_classic(a) for a in implied_attrs(v, attrs, bool(utf8))]
         for axis, fqn in enumerate(fqns if not is_coord else []):
             self.scales[fqn].users.append((path, axis))
         if is_coord or not fqns:

@@ -15,7 +15,7 @@ from nczfs.nczarr.hdf5.writer import Piece
 from nczfs.nczarr.nc4file import Nc4File, Source
 from nczfs.store.base import Store
 from nczfs.store.values import ByteRange, ObjectInfo
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 
 class DecodedPieces:

@@ -17,7 +17,7 @@ from nczfs.nczarr.ncversions import NcVersion
 from nczfs.nczarr.sharding import IndexCache
 from nczfs.store.base import Store
 from nczfs.store.values import ByteRange
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 log = logging.getLogger(__name__)
 

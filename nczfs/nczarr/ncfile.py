@@ -246,7 +246,7 @@ class _Builder:
             if None in dims or len(dims) != (0 if var.scalar or not var.shape else len(var.shape)):
                 self.leave_out(what, "its dimensions are not all declared")
                 continue
-            usable.append((var, dims))  # type: ignore[arg-type]
+            usable.append((var, dims))  # type: ignore[arg-type]  # None not in dims (checked above)
         return usable
 
     def variable(self, var: Variable, dims: list[Dimension], rec: Dimension | None) -> tuple[Var, Values] | None:
@@ -285,7 +285,7 @@ class _Builder:
         """(the file's type, its numpy dtype, the stored dtype, numpy's unicode dtype of
         xarray's strings or "", the width of a string's char dimension or 0)."""
         if self.unicode(var):  # numpy's fixed-width unicode (xarray's strings): UTF-8, 4 bytes a character
-            width = 4 * int(_UNICODE.match(v2.dtype).group(1))  # type: ignore[union-attr]
+            width = 4 * int(_UNICODE.match(v2.dtype).group(1))  # type: ignore[union-attr]  # unicode(var): the dtype matches
             return "char", f"|S{width}", v2.dtype, "<" + v2.dtype.lstrip("<>|"), width
         if var.nctype == "char":
             return "char", "|S1", "|S1", "", 0
@@ -293,9 +293,9 @@ class _Builder:
             width = max(self.maxlen(var) or 0, 1)
             return "char", f"|S{width}", "|O", "", width
         if var.nctype == "string":
-            width = int(_FIXED_STRING.match(v2.dtype).group(1))  # type: ignore[union-attr]
+            width = int(_FIXED_STRING.match(v2.dtype).group(1))  # type: ignore[union-attr]  # a fixed string's dtype matches
             return "char", f"|S{width}", f"|S{width}", "", width
-        return var.nctype, TYPES[var.nctype][1], v2.dtype, "", 0  # type: ignore[index,return-value]
+        return var.nctype, TYPES[var.nctype][1], v2.dtype, "", 0  # type: ignore[index,return-value]  # a variable read has its nctype
 
     def values(self, var: Variable, v2: V2Array, what: str, dtype: str, stored_dtype: str, text: str,
                width: int) -> Values:

@@ -316,14 +316,17 @@ def is_file_name(key: str) -> bool:
 def root_name(source: Source) -> str:
     """What the files of a dataset at the mount's root are named after: the source's last path
     component (an archive or reference set without its extension), else ``dataset``."""
+    from nczfs.store.registry import BACKENDS
+
     base = source.location.rstrip("/").rpartition("/")[2]
-    if source.backend in ("zip", "reference"):
+    backend = BACKENDS.get(source.backend)
+    if backend is not None and backend.one_file:
         base = base.rpartition(".")[0] or base
     return base or "dataset"
 
 
 def decoded_cache_bytes(cache_size: int | None) -> int:
     """Decoded chunks kept: a quarter of the mount's cache size, at least 64 MiB."""
-    from nczfs.cache import default_cache_size
+    from nczfs.budgets import default_cache_size
 
     return max(64 * 1024 * 1024, (cache_size if cache_size is not None else default_cache_size()) // 4)

@@ -22,7 +22,7 @@ from nczfs.nczarr.validate import is_metadata_key
 from nczfs.store.base import Store
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import ObjectInfo
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from nczfs.store.base import Store
 from nczfs.store.keys import join
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 #: bytes of recoded chunks a view keeps by default (the mount gives it a quarter of --cache-size;
 #: the stored chunks are cached below it, as on every mount)
@@ -137,7 +137,7 @@ class PresentingStore(ViewWrites, WrapperStore):
                 data = await self._recoded(key, target, plan, etag)
                 return rng.slice(data) if rng else data
         if versioned:
-            return await self.inner.get_version(target, rng, etag)  # type: ignore[attr-defined]
+            return await self.inner.get_version(target, rng, etag)
         return await self.inner.get(target, rng)
 
     async def stat(self, key: str) -> ObjectInfo:
@@ -198,7 +198,7 @@ class PresentingStore(ViewWrites, WrapperStore):
         if etag is None:
             etag = (await self.inner.stat(target)).etag
         return await self._recode(key, plan, (target, etag),
-                                  lambda: self.inner.get_version(target, None, etag or None))  # type: ignore[attr-defined]
+                                  lambda: self.inner.get_version(target, None, etag or None))
 
     async def _recode(self, key: str, plan: Recode, ident: tuple, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
         """The shown chunk ``key``: ``plan`` applied to the stored chunk ``fetch`` gets (whose
@@ -218,7 +218,7 @@ class PresentingStore(ViewWrites, WrapperStore):
 
     async def _shard_chunk(self, v: DatasetView, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
         """An innermost chunk of a sharded array: its byte range of its shard (recoded if need be)."""
-        sa, name = shard_of(v, key)  # type: ignore[misc]
+        sa, name = shard_of(v, key)
         loc = await sa.locate(self.inner, self._indexes, name)
         if loc is None:
             raise KeyNotFound(key)
@@ -228,13 +228,13 @@ class PresentingStore(ViewWrites, WrapperStore):
         if plan is None:
             a = loc.start + (rng.start if rng else 0)
             b = loc.end if rng is None or rng.end is None else min(loc.end, loc.start + rng.end)
-            return await self.inner.get_version(loc.key, ByteRange(a, max(a, b)), loc.etag or None)  # type: ignore[attr-defined]
-        data = await self._recode(key, plan, (loc.key, loc.tag), lambda: self.inner.get_version(  # type: ignore[attr-defined]
+            return await self.inner.get_version(loc.key, ByteRange(a, max(a, b)), loc.etag or None)
+        data = await self._recode(key, plan, (loc.key, loc.tag), lambda: self.inner.get_version(
             loc.key, ByteRange(loc.start, loc.end), loc.etag or None))
         return rng.slice(data) if rng else data
 
     async def _shard_info(self, v: DatasetView, key: str, loc: Located | None = None) -> ObjectInfo | None:
-        sa, name = shard_of(v, key)  # type: ignore[misc]
+        sa, name = shard_of(v, key)
         loc = loc or await sa.locate(self.inner, self._indexes, name)
         if loc is None:
             return None

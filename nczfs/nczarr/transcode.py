@@ -116,7 +116,7 @@ class Recode:
         if isinstance(raw, np.ndarray):  # variable-length strings
             if raw.size != count:
                 raise InvalidArgument(f"{key!r}: the stored chunk holds {raw.size} strings, not {count}")
-            arr = raw.reshape(self.chunks, order=self.order)  # type: ignore[call-overload]
+            arr = raw.reshape(self.chunks, order=self.order)  # type: ignore[call-overload]  # numpy's stubs: order as a plain str
             arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
             arr = np.char.encode(arr.astype(str), "utf-8") if arr.size else arr.astype("S1")
         else:
@@ -124,7 +124,7 @@ class Recode:
             if len(raw) != count * dt.itemsize:
                 raise InvalidArgument(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
                                       f"not {count * dt.itemsize} ({self.chunks} of {self.dtype})")
-            arr = np.frombuffer(raw, dtype=dt).reshape(self.chunks, order=self.order)  # type: ignore[call-overload]
+            arr = np.frombuffer(raw, dtype=dt).reshape(self.chunks, order=self.order)  # type: ignore[call-overload]  # numpy's stubs: order as a plain str
             arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
             if dt.kind == "U" and np.dtype(self.shown_dtype).kind == "S":  # unicode shown as UTF-8 bytes
                 arr = np.char.encode(arr, "utf-8")

@@ -42,7 +42,7 @@ from nczfs.store.base import Store
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import ObjectInfo
 from nczfs.store.wrapper import WrapperStore
-from nczfs.threads import run_blocking
+from nczfs.store.threads import run_blocking
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

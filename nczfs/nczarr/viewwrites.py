@@ -170,7 +170,7 @@ class ViewWrites:
             v = await self.view_for(key)
             self._check_refused(v, key)
             if self._translated(v, key):
-                self.translate_back(v, key, data)  # type: ignore[arg-type]
+                self.translate_back(v, key, data)
                 return
             await self._writable_target(key)
         await self.inner.check_content(key, data)
@@ -205,7 +205,7 @@ class ViewWrites:
         if is_metadata_key(key):
             self._metadata_written(key)
         if self._translated(v, key):
-            return await self._write_back(v, key, bytes(data))  # type: ignore[arg-type]
+            return await self._write_back(v, key, bytes(data))
         return await self._stored_as(key, call, await self._writable_target(key))
 
     @_logs_refusals
@@ -227,7 +227,7 @@ class ViewWrites:
     async def _copy(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:
         """A copy is a set of the bytes the view shows (they may be translated or recoded)."""
         src, dst = keys
-        return await self.set(dst, await self.get(src))  # type: ignore[attr-defined]
+        return await self.set(dst, await self.get(src))
 
     async def _make_node(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:
         """Made under its stored key."""
@@ -244,7 +244,7 @@ class ViewWrites:
             self._metadata_written(dst)
         if self._translated(v, dst):
             source = await self._writable_target(src)
-            await self._write_back(v, dst, await self.inner.get(source))  # type: ignore[arg-type]
+            await self._write_back(v, dst, await self.inner.get(source))
             await self.inner.delete(source)
             self._forget(src)
             return

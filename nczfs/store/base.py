@@ -5,7 +5,7 @@ values the methods take and return: :mod:`.values`; the capabilities a store dec
 optional fast paths it may offer: :mod:`.capabilities`.
 
 Backends are written as synchronous classes (:class:`SyncStore`) and lifted to the async
-:class:`Store` used by the filesystem in one place, ``nczfs.threads.ThreadedStore``.
+:class:`Store` used by the filesystem in one place, ``nczfs.store.threads.ThreadedStore``.
 """
 
 from __future__ import annotations

@@ -23,8 +23,13 @@ def forwards_capabilities(cls: type) -> type:
     (the store a wrapper wraps) says, unless the class sets it itself."""
     for name in CAPABILITIES:
         if name not in cls.__dict__:
-            setattr(cls, name, property(lambda self, name=name: getattr(self.below, name)))
+            setattr(cls, name, _below(name))
     return cls
+
+
+def _below(name: str) -> property:
+    """A property answering what ``self.below`` says of ``name``."""
+    return property(lambda self: getattr(self.below, name))
 
 
 # ---------------------------------------------------------------------- the optional fast paths

@@ -41,7 +41,8 @@ class LongPaths:
         i = 0
         try:
             while i < len(parts):
-                step, size = [], 0
+                step: list[str] = []
+                size = 0
                 while i < len(parts) and (not step or size + len(os.fsencode(parts[i])) + 1 < WALK_STEP_BYTES):
                     step.append(parts[i])
                     size += len(os.fsencode(parts[i])) + 1

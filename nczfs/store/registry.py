@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
+from urllib.parse import SplitResult
 
 from nczfs.errors import SourceError
 
@@ -38,6 +39,15 @@ class Backend:
     remote: bool = False
     #: (endpoint, region or account) telling its sources apart in a shared --cache-dir
     identity: Callable[[MountConfig], tuple[str | None, str | None]] = field(default=_no_identity)
+    #: its SOURCE is one file with a format's extension (an archive, a reference set): the .nc files
+    #: of a dataset at the mount's root are named after it without the extension
+    one_file: bool = False
+    #: other clients write to it while it is mounted: a writable mount trusts its metadata for
+    #: config.SHORT_TTL seconds by default, not LONG_TTL
+    shared: bool = False
+    #: for a URL scheme among ``sources`` that source.py has no rule of its own for: the location
+    #: of a ``scheme://...`` SOURCE, from its text and its parts (urlsplit's)
+    location: Callable[[str, SplitResult], str] | None = None
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -54,6 +64,11 @@ def backend_of(config: MountConfig) -> Backend:
     if found is None:
         raise SourceError(f"{config.source.text}: the {config.source.backend} backend is not available in this version")
     return found
+
+
+def by_scheme(scheme: str) -> Backend | None:
+    """The backend that parses ``scheme://`` URLs itself (its ``location``), if one is registered."""
+    return next((b for b in BACKENDS.values() if b.location is not None and scheme in b.sources), None)
 
 
 def open_store(config: MountConfig) -> SyncStore:
@@ -106,6 +121,12 @@ def _s3_identity(config: MountConfig) -> tuple[str | None, str | None]:
     return endpoint, config.region or (loc.region if loc else None)
 
 
+def _cloud_location(text: str, parts: SplitResult) -> str:
+    from nczfs.store.s3.cloudurl import parse_cloud_url
+
+    return parse_cloud_url(text).location
+
+
 def _gcs(config: MountConfig) -> SyncStore:
     from nczfs.store.s3.cloud import CloudOptions, open_gcs
 
@@ -144,12 +165,13 @@ def _icechunk(config: MountConfig) -> SyncStore:
 
 register(Backend("directory", ("path", "file"), _directory))
 register(Backend("memory", ("memory",), _memory))
-register(Backend("zip", ("*.zip", "#mode=zip"), _zip))
-register(Backend("reference", ("*.json", "*.parq", "*.parquet", "reference", "#mode=refs"), _reference, remote=True))
+register(Backend("zip", ("*.zip", "#mode=zip"), _zip, one_file=True))
+register(Backend("reference", ("*.json", "*.parq", "*.parquet", "reference", "#mode=refs"), _reference, remote=True,
+                 one_file=True))
 register(Backend("s3", ("s3", "gs3", "https#mode=s3", "https://*.amazonaws.com"), _s3, remote=True,
-                 identity=_s3_identity))
-register(Backend("gcs", ("gs",), _gcs, remote=True, identity=_cloud_identity))
+                 identity=_s3_identity, shared=True))
+register(Backend("gcs", ("gs",), _gcs, remote=True, identity=_cloud_identity, shared=True, location=_cloud_location))
 register(Backend("azure", ("az", "abfs", "abfss", "adl", "https://*.blob.core.windows.net"), _azure, remote=True,
-                 identity=_cloud_identity))
+                 identity=_cloud_identity, shared=True, location=_cloud_location))
 register(Backend("http", ("http", "https"), _http, remote=True))
-register(Backend("icechunk", ("icechunk", "icechunk+s3"), _icechunk, remote=True))
+register(Backend("icechunk", ("icechunk", "icechunk+s3"), _icechunk, remote=True, shared=True))

@@ -16,8 +16,9 @@ from nczfs.cache import CachingStore
 from nczfs.errors import BackendError, KeyNotFound, Stale
 from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore, WrapperStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.testing import FaultyStore
+from nczfs.store.wrapper import WrapperStore
+from nczfs.store.threads import ThreadedStore
 from tests.store import test_memory
 
 KiB = 1024
@@ -971,7 +972,7 @@ def test_cache_size_flag(tmp_path):
 
 
 def test_default_cache_size_is_bounded():
-    from nczfs.cache import default_cache_size
+    from nczfs.budgets import default_cache_size
 
     assert 64 * 1024 * KiB <= default_cache_size() <= 1024 * 1024 * KiB
 
@@ -981,7 +982,7 @@ def test_default_cache_size_is_bounded():
     [(256, 64), (2048, 256), (4096, 512), (8192, 1024), (65536, 1024)],
 )
 def test_default_cache_size_is_an_eighth_of_ram_between_64_mib_and_1_gib(monkeypatch, ram_mib, cache_mib):
-    from nczfs.cache import memory as cache
+    from nczfs import budgets as cache
 
     pages = {"SC_PAGE_SIZE": 4 * KiB, "SC_PHYS_PAGES": ram_mib * 256}
     monkeypatch.setattr(cache.os, "sysconf", pages.__getitem__)

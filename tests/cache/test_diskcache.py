@@ -20,8 +20,9 @@ from nczfs.source import parse_source
 from nczfs.stack import source_identity
 from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore, WrapperStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.testing import FaultyStore
+from nczfs.store.wrapper import WrapperStore
+from nczfs.store.threads import ThreadedStore
 from tests.helpers import is_mounted, run_nczfs
 from tests.test_cli import _one_line_error
 

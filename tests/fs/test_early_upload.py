@@ -18,8 +18,8 @@ from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.testing import FaultyStore
+from nczfs.store.threads import ThreadedStore
 
 WRITE_NEW = os.O_WRONLY | os.O_CREAT
 PART = 16 * 1024

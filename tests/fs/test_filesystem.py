@@ -22,8 +22,8 @@ from nczfs.fs.inodes import ROOT_INO
 from nczfs.store.base import SyncStore
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.testing import FaultyStore
+from nczfs.store.threads import ThreadedStore
 
 WRITE_NEW = os.O_WRONLY | os.O_CREAT
 
@@ -250,7 +250,7 @@ async def test_pending_writes_of_all_files_stay_within_write_memory(faulty, raw,
 
 
 def test_write_memory_defaults_to_the_read_caches_default(faulty):
-    from nczfs.cache import default_cache_size
+    from nczfs.budgets import default_cache_size
 
     assert Filesystem(faulty).write_memory.limit == default_cache_size()  # an eighth of RAM, 64 MiB-1 GiB
     assert Filesystem(faulty, FsOptions(write_memory=5)).write_memory.limit == 5

@@ -29,7 +29,7 @@ from nczfs.store.base import SyncStore
 from nczfs.store.keys import parent_of
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 PATHS = ["/".join(p) for n in (1, 2, 3) for p in itertools.product("ab", repeat=n)]
 paths = st.sampled_from(PATHS)

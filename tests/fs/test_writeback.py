@@ -27,7 +27,7 @@ from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
 from nczfs.store.values import ObjectInfo, Staged
 from nczfs.store.memory import MemoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 WRITE_NEW = os.O_WRONLY | os.O_CREAT
 PART = 16 * 1024

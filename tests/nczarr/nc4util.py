@@ -12,7 +12,7 @@ from nczfs.nczarr.nc4shards import inner_chunks
 from nczfs.nczarr.ncfile import v3_encodings
 from nczfs.nczarr.read import read_dataset
 from nczfs.store.directory import DirectoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.nczarr.util import Below
 
 

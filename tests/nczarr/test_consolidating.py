@@ -15,7 +15,7 @@ from nczfs.errors import Stale
 from nczfs.nczarr import consolidating
 from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.store.memory import MemoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 ZARRAY = {"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<f4", "compressor": None,
           "fill_value": 0.0, "order": "C", "filters": None}

@@ -15,7 +15,7 @@ from nczfs.nczarr.emit import emit
 from nczfs.nczarr.ncfile import group_file, v3_encodings
 from nczfs.nczarr.read import DictObjects, read_dataset
 from nczfs.nczarr.viewshape import Layouts
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.nczarr.test_ncfile import files_of, render
 
 xr = pytest.importorskip("xarray")

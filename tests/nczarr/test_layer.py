@@ -9,7 +9,7 @@ from nczfs.config import MountConfig
 from nczfs.nczarr.layer import nczarr_layer
 from nczfs.source import Source
 from nczfs.store.memory import MemoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 ZARRAY = {
     "zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<f4", "compressor": None,

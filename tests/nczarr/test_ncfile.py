@@ -17,7 +17,7 @@ from nczfs.nczarr.read import read_dataset
 from nczfs.nczarr.sharding import IndexCache
 from nczfs.store.values import ByteRange
 from nczfs.store.directory import DirectoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.nczarr.util import Below
 
 netCDF4 = pytest.importorskip("netCDF4")

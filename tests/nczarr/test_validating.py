@@ -8,7 +8,7 @@ import threading
 from nczfs.nczarr import codecids
 from nczfs.nczarr.validating import ValidatingStore
 from nczfs.store.memory import MemoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 ZARRAY = {
     "zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<f4", "compressor": {"id": "zlib", "level": 1},

@@ -40,7 +40,7 @@ from nczfs.errors import (
 from nczfs.store.base import SyncStore
 from nczfs.store.capabilities import ListsTrees, Stages, UploadsInParts
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, FsStats, Meta, ObjectInfo
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 BAD_KEYS = [
     pytest.param("/a", id="leading-slash"),

@@ -20,7 +20,7 @@ from nczfs.errors import (
     to_errno,
 )
 from nczfs.store.directory import TMP_MARK, DirectoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
 
 

@@ -18,7 +18,7 @@ import zarr
 from nczfs.errors import BackendError, InvalidArgument, KeyNotFound, ReadOnly
 from nczfs.store.icechunk.store import IcechunkStore
 from nczfs.store.values import ByteRange
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
 
 icechunk.set_logs_filter("error")

@@ -20,8 +20,9 @@ from nczfs.store.capabilities import Stages
 from nczfs.store.values import Meta, Staged
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore, WrapperStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.testing import FaultyStore
+from nczfs.store.wrapper import WrapperStore
+from nczfs.store.threads import ThreadedStore
 from tests.store import test_memory
 
 

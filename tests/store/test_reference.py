@@ -17,7 +17,7 @@ import pytest
 from nczfs.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
 from nczfs.store.values import ByteRange
 from nczfs.store.reference.store import ReferenceStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.http_range_server import RangeServer
 
 BLOB = random.Random(8).randbytes(10_000)

@@ -10,7 +10,7 @@ from nczfs.errors import SourceError
 from nczfs.source import Source, parse_source
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
-from nczfs.store.registry import BACKENDS, backend_of, open_store
+from nczfs.store.registry import BACKENDS, Backend, backend_of, open_store
 from nczfs.store.s3.transport import Bounds
 from nczfs.store.zip.store import ZipStore
 
@@ -47,6 +47,79 @@ def test_every_registered_backend_is_named_by_some_source():
 
 def test_remote_backends_are_those_whose_bytes_are_cached():
     assert {b.name for b in BACKENDS.values() if b.remote} == {"s3", "gcs", "azure", "http", "reference", "icechunk"}
+
+
+def test_one_file_backends_name_a_root_datasets_files_after_the_file(monkeypatch):
+    """The registry's capability, not the backend's name, decides (a toy backend alike)."""
+    from nczfs.nczarr.ncfiles import root_name
+
+    assert {b.name for b in BACKENDS.values() if b.one_file} == {"zip", "reference"}
+    assert root_name(parse_source("/data/run.zip")) == "run"
+    assert root_name(parse_source("/data/run.zarr")) == "run.zarr"
+    monkeypatch.setitem(BACKENDS, "tape", Backend("tape", ("tape",), lambda config: MemoryStore(), one_file=True))
+    assert root_name(Source("tape", "/dev/st0.tar", text="tape:///dev/st0.tar")) == "st0"
+    assert root_name(Source("other", "/dev/st0.tar", text="other:///dev/st0.tar")) == "st0.tar"
+
+
+def test_writable_mounts_of_shared_backends_trust_metadata_briefly():
+    from nczfs.config import LONG_TTL, SHORT_TTL, default_metadata_ttl
+
+    assert {b.name for b in BACKENDS.values() if b.shared} == {"s3", "gcs", "azure", "icechunk"}
+    assert default_metadata_ttl("s3", False) == SHORT_TTL and default_metadata_ttl("s3", True) == LONG_TTL
+    assert default_metadata_ttl("directory", False) == LONG_TTL == default_metadata_ttl("tape", False)
+
+
+@pytest.mark.parametrize("text, location", [("gs://bkt/p/q", "bkt/p/q"), ("az://cont/p", "cont/p"),
+                                            ("abfs://cont@acct.dfs.core.windows.net/p/q", "cont/p/q")])
+def test_cloud_schemes_are_parsed_by_their_registry_entry(text, location):
+    assert parse_source(text).location == location and BACKENDS[parse_source(text).backend].location is not None
+    with pytest.raises(SourceError, match=f"mode zip does not fit a {text.partition(':')[0]}:// URL"):
+        parse_source(text + "#mode=zip")
+
+
+class ToyStore(MemoryStore):
+    """A toy backend's store: what a new backend's package would hold."""
+
+
+TOYS: dict[str, ToyStore] = {}
+
+
+def test_a_backend_is_its_package_and_one_register_call():
+    """A backend registered with its scheme, location parser, TTL rule and store is parsed,
+    opened and served (through the whole stack, as open_view builds it) with no code elsewhere."""
+    import json
+
+    import numpy as np
+    import zarr
+
+    import nczfs
+    from nczfs.config import SHORT_TTL, default_metadata_ttl
+    from nczfs.store.registry import register
+
+    toy = ToyStore("shelf")
+    toy.set(".zgroup", json.dumps({"zarr_format": 2}).encode())
+    toy.set("t/.zarray", json.dumps({"zarr_format": 2, "shape": [3], "chunks": [3], "dtype": "<i4", "order": "C",
+                                     "compressor": None, "filters": None, "fill_value": 0}).encode())
+    toy.set("t/0", np.array([1, 2, 3], "<i4").tobytes())
+    TOYS["shelf/ds"] = toy
+    register(Backend("toy", ("toy",), lambda config: TOYS[config.source.location], shared=True,
+                     location=lambda text, parts: parts.netloc + parts.path))
+    try:
+        source = parse_source("toy://shelf/ds")
+        assert (source.backend, source.location) == ("toy", "shelf/ds")
+        assert default_metadata_ttl("toy", False) == SHORT_TTL
+        assert open_store(MountConfig(source=source, mountpoint="/mnt")) is toy
+        with pytest.raises(SourceError, match="mode zip does not fit a toy:// URL"):
+            parse_source("toy://shelf/ds#mode=zip")
+        store = nczfs.open_view("toy://shelf/ds", read_only=True)
+        try:
+            np.testing.assert_array_equal(zarr.open_group(store, mode="r")["t"][:], [1, 2, 3])
+        finally:
+            store.close()
+    finally:
+        del BACKENDS["toy"], TOYS["shelf/ds"]
+    with pytest.raises(SourceError, match="unsupported URL scheme 'toy'"):
+        parse_source("toy://shelf/ds")
 
 
 def test_local_backends_open_with_the_options_the_config_gives(tmp_path):

@@ -11,7 +11,7 @@ from nczfs.errors import BackendError, KeyNotFound
 from nczfs.store.keys import tree_listings
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.s3.store import S3Store
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
 
 
@@ -675,7 +675,7 @@ def test_a_mount_finds_out_once_whether_the_server_takes_conditions(s3_server, m
 
     import obstore
 
-    from nczfs.s3url import parse_s3_url
+    from nczfs.store.s3.s3url import parse_s3_url
     from nczfs.store.s3.options import S3Options
     from nczfs.store.s3.store import open_s3
 

@@ -13,7 +13,7 @@ from nczfs.errors import KeyNotFound, ReadOnly, SourceError, to_errno
 from nczfs.source import parse_source
 from nczfs.store.values import ByteRange
 from nczfs.store.s3.webzarr import open_http
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 
 def publish(web_server, name: str, zarr_format: int, tmp_path, consolidated: bool = True) -> str:

@@ -11,8 +11,9 @@ from nczfs.errors import BackendError, KeyNotFound, NotSupported, to_errno
 from nczfs.store.capabilities import Stages
 from nczfs.store.values import Meta, Staged
 from nczfs.store.memory import MemoryStore
-from nczfs.store.wrapper import FaultyStore, WrapperStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.testing import FaultyStore
+from nczfs.store.wrapper import WrapperStore
+from nczfs.store.threads import ThreadedStore
 from tests.store import test_memory
 
 

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable
 
-from nczfs.aiobridge import AsyncioBridge
+from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.errors import KeyNotFound
 from nczfs.store.keys import join, usable_name
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo

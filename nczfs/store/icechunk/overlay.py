@@ -65,7 +65,7 @@ class WriteOverlay:
         shown: dict[str, DirEntry] = {}
         for e in entries:
             written = self._written.get(join(prefix, e.name)) if e.info is not None else None
-            shown[e.name] = e if written is None else DirEntry(e.name, False, ObjectInfo(e.info.key, e.info.size, written[1], written[0]))
+            shown[e.name] = e if written is None else DirEntry(e.name, False, ObjectInfo(e.info.key, e.info.size, written[1], written[0]))  # type: ignore[union-attr]  # written: e.info is set
         start = prefix + "/" if prefix else ""
         for key in self.waiting_below(prefix):
             name, _, rest = key[len(start):].partition("/")

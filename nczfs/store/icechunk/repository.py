@@ -65,6 +65,7 @@ def virtual_containers(options: IcechunkOptions) -> tuple[list[Any], dict[str, A
     import icechunk
 
     containers, creds = [], {}
+    store: Any  # icechunk's storage config of each kind
     for spec in options.virtual_chunk_containers:
         prefix, _, url = spec.partition("=")
         if prefix.startswith("file://"):

@@ -2,7 +2,7 @@
 
 Keys are the Zarr v3 keys zarr-python uses (``zarr.json``, ``v/zarr.json``, ``v/c/0/1``), read and
 written through the ``icechunk`` package's store, whose calls are coroutines run on one asyncio
-loop (:mod:`nczfs.aiobridge`): reads from trio without a worker thread (``get_version_async``),
+loop (:mod:`nczfs.store.aiobridge`): reads from trio without a worker thread (``get_version_async``),
 the rest from the worker threads every SyncStore runs in.
 
 A branch mount writes in one writable session; :meth:`IcechunkStore.sync` (``nczfs sync``, fsync,
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nczfs.aiobridge import AsyncioBridge
+from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.errors import (
     BackendError,
     InvalidArgument,
@@ -86,7 +86,7 @@ class IcechunkStore(SyncStore):
             return {"tag": self.tag}
         if self.snapshot is not None:
             return {"snapshot_id": self.snapshot}
-        return {"branch": self.branch}
+        return {"branch": self.branch}  # type: ignore[dict-item]  # no tag, no snapshot: the branch is set
 
     def _open_main(self) -> SnapshotTree:
         try:

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from nczfs.aiobridge import AsyncioBridge
+from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.errors import BackendError, KeyNotFound
 from nczfs.store.keys import join, usable_name
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo

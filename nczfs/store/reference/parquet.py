@@ -72,7 +72,7 @@ def _zarray(key: str, raw: Value) -> dict[str, Any]:
     if not (isinstance(shape, list) and isinstance(chunks, list) and len(shape) == len(chunks)
             and all(isinstance(n, int) and n >= 0 for n in shape) and all(isinstance(n, int) and n > 0 for n in chunks)):
         raise SourceError(f"{key}: not Zarr v2 array metadata with a shape and chunks")
-    return meta  # type: ignore[return-value]
+    return meta  # type: ignore[return-value]  # checked above: a dict with a shape and chunks
 
 
 def _add_chunks(root: str, field: str, zarray: dict, record_size: int, urls: UrlResolver,

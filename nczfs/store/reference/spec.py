@@ -101,7 +101,7 @@ def parse_references(doc: Any, base_dir: str) -> dict[str, Value]:
         refs[checked_key(key)] = parse_value(key, value, render, urls)
     budget = [MAX_GENERATED_KEYS]
     for i, gen in enumerate(gens):  # generated keys win over "refs" (into the same dict: no copy)
-        _expand_gen(i, gen, render, urls, budget, refs)  # type: ignore[arg-type]
+        _expand_gen(i, gen, render, urls, budget, refs)  # type: ignore[arg-type]  # version 1 (gens non-empty) has its renderer
     check_tree(refs)
     return refs
 

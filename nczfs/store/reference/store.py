@@ -110,7 +110,7 @@ class ReferenceStore(SyncStore):
                     self._sizing.pop(url, None)
         return size
 
-    def _logged(self, key, url, call):  # type: ignore[no-untyped-def]
+    def _logged(self, key, url, call):
         """Run a target call; failures are logged with the key and URL and re-raised as nczfs errors."""
         try:
             return call()

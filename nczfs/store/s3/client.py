@@ -17,7 +17,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 
 from nczfs.errors import SourceError
-from nczfs.s3url import S3Location
+from nczfs.store.s3.s3url import S3Location
 from nczfs.store.s3.options import S3Options
 from nczfs.store.s3.transport import obstore_client_options, retry_config
 

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nczfs.cloudurl import parse_azure_source, parse_cloud_url
+from nczfs.store.s3.cloudurl import parse_azure_source, parse_cloud_url
 from nczfs.errors import SourceError
 from nczfs.store.s3.objstore import ObjectStoreBackend
 from nczfs.store.s3.transport import Bounds

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import obstore as obs
 
-from nczfs.aiobridge import AsyncioBridge
+from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key
@@ -203,7 +203,7 @@ class ObjectStoreBackend(Listings, SyncStore):
         self._count("get")
         try:
             body = obs.get(self.store, path, options=self._get_options(rng, etag)).bytes()
-            return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]
+            return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]  # bytes-like: a large body is kept, not copied
         except Exception as exc:
             if unsatisfiable(exc):
                 return self._past_the_end(key, rng, etag)
@@ -228,7 +228,7 @@ class ObjectStoreBackend(Listings, SyncStore):
             if unsatisfiable(exc):
                 return None
             raise self._err(exc, key, "get") from None
-        return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]
+        return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]  # bytes-like: a large body is kept, not copied
 
     async def _get_body(self, path: str, options: dict[str, Any]) -> Any:
         result = await obs.get_async(self.store, path, options=options)

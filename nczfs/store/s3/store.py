@@ -22,7 +22,7 @@ import obstore as obs
 from obstore.exceptions import InvalidPathError
 
 from nczfs.errors import KeyNotFound, SourceError
-from nczfs.s3url import S3Location
+from nczfs.store.s3.s3url import S3Location
 from nczfs.store.keys import check_key, join, parent_of
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.s3.copies import Copies
@@ -232,7 +232,7 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
             if not isinstance(err, KeyNotFound):
                 raise err from None
 
-    def probe(self, text: str) -> None:  # type: ignore[override]
+    def probe(self, text: str) -> None:  # type: ignore[override]  # the store probes with the source's text for its message
         """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint down."""
         try:
             self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""), MaxKeys=1, **self.options.payer())

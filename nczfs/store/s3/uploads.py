@@ -84,7 +84,7 @@ class MultipartUploads:
         try:
             def send(number: int) -> None:
                 start = starts[number - 1]
-                upload.send(number, part(start, min(self.part_size, size - start)))  # type: ignore[arg-type]
+                upload.send(number, part(start, min(self.part_size, size - start)))  # type: ignore[arg-type]  # bytes-like: a view of the file's part
 
             if len(starts) == 1:
                 send(1)

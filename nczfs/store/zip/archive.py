@@ -223,7 +223,7 @@ class Archive:
             for key, m in members:
                 self._copy_raw(zf, f, m.info, start + key, m, m.meta if m.meta_changed else None)
             for key in sorted(k for k, s in self._files.items() if isinstance(s, StagedFile)):
-                self._write_staged(zf, start + key, self._files[key])  # type: ignore[arg-type]
+                self._write_staged(zf, start + key, self._files[key])  # type: ignore[arg-type]  # the keys chosen are StagedFiles (isinstance above)
             zf.close()
             f.flush()
             os.fsync(f.fileno())
@@ -251,7 +251,7 @@ class Archive:
         new = copy.copy(info)
         new.filename = name
         new.flag_bits &= ~zipfile._MASK_USE_DATA_DESCRIPTOR  # sizes go in the local header
-        new.extra = zipfile._strip_extra(info.extra, (1,))  # type: ignore[attr-defined]
+        new.extra = zipfile._strip_extra(info.extra, (1,))
         if meta is not None:
             with_meta(new, meta, stat.S_IFREG | 0o644)
         zip64 = info.file_size > zipfile.ZIP64_LIMIT or info.compress_size > zipfile.ZIP64_LIMIT
@@ -265,7 +265,7 @@ class Archive:
         zf.filelist.append(new)
         zf.NameToInfo[name] = new
         zf.start_dir = f.tell()
-        zf._didModify = True  # type: ignore[attr-defined]
+        zf._didModify = True
 
     def _write_staged(self, zf: zipfile.ZipFile, name: str, s: StagedFile) -> None:
         assert self.staging is not None

@@ -235,7 +235,7 @@ class ZipStore(Archive, Tree, SyncStore):
             self._check_new_file(key)
             now = time.time_ns()
             if meta is None and key in self._files and self._files[key].meta is not None:
-                meta = dataclasses.replace(self._files[key].meta, mtime_ns=None)  # type: ignore[arg-type]
+                meta = dataclasses.replace(self._files[key].meta, mtime_ns=None)
             try:
                 name, written = staging.store(chunks)
             except OSError as exc:

@@ -79,7 +79,7 @@ class Tree:
         if rec.get("dir"):
             if rec["key"] not in self._dirs:
                 raise KeyError(rec["key"])
-            self._dir_meta[rec["key"]] = meta  # type: ignore[assignment]
+            self._dir_meta[rec["key"]] = meta  # type: ignore[assignment]  # a directory's record carries its meta
             return
         src = copy.copy(self._files[rec["key"]])
         src.meta, src.meta_changed = meta, True

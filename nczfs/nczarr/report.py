@@ -1,39 +1,23 @@
-"""``nczfs inspect SOURCE`` and ``nczfs validate SOURCE``: read a store without mounting it."""
+"""What ``nczfs inspect`` and ``nczfs validate`` report of a store (the commands: cli/inspecting.py):
+the dataset as a CDL header with its flavor, problems and the .nc files a mount shows; every
+problem of every metadata object and of the dataset as a whole."""
 
 from __future__ import annotations
 
-import logging
 import os
 
-from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.cdl import to_cdl
 from nczfs.nczarr.read import StoreObjects, read_dataset
 from nczfs.nczarr.validate import check_object, is_metadata_key
 from nczfs.source import Source
-from nczfs.store.registry import open_store
 from nczfs.store.base import SyncStore
 
 
 def dataset_name(source: Source) -> str:
     base = os.path.basename(source.location.rstrip("/")) or "dataset"
     return base.split(".")[0] or "dataset"
-
-
-def open_read_only(source: Source, **options) -> SyncStore:
-    """The store SOURCE names, read-only; ``options``: MountConfig fields (S3 endpoint, ...)."""
-    options.pop("read_only", None)
-    return open_store(MountConfig(source=source, mountpoint="", read_only=True, **options))
-
-
-def inspect(source: Source, **options) -> str:
-    """The CDL header of the dataset, then its flavor (and problems) as CDL comments."""
-    store = open_read_only(source, **options)
-    try:
-        return inspect_store(store, source)
-    finally:
-        store.close()
 
 
 def nc_file_lines(ds, source: Source, objects: StoreObjects) -> list[str]:
@@ -44,7 +28,7 @@ def nc_file_lines(ds, source: Source, objects: StoreObjects) -> list[str]:
     from nczfs.nczarr.chunkfacts import ChunkFacts
     from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
     from nczfs.nczarr.ncfiles import root_name
-    from nczfs.threads import ThreadedStore
+    from nczfs.store.threads import ThreadedStore
 
     out = []
     encodings = v3_encodings(ds, objects.get)
@@ -62,7 +46,7 @@ def nc4_file_lines(source: Source, objects: StoreObjects) -> list[str]:
 
     from nczfs.nczarr.ncfiles import root_name
     from nczfs.nczarr.ncversions import build_files
-    from nczfs.threads import ThreadedStore
+    from nczfs.store.threads import ThreadedStore
 
     from nczfs.nczarr.chunkfacts import ChunkFacts
 
@@ -133,94 +117,3 @@ def stale_consolidated(store: SyncStore, keys: list[str]) -> list[str]:
             out.append(f".zmetadata: the entry for {key} differs from the stored object (stale)")
     out.extend(f".zmetadata: entry {k} names no stored object" for k in meta if k not in keys)
     return out
-
-
-def validate(source: Source, notes: list[str] | None = None, **options) -> list[str]:
-    store = open_read_only(source, **options)
-    try:
-        return store_problems(store, notes)
-    finally:
-        store.close()
-
-
-def add_parsers(sub, source_options) -> None:
-    """The ``inspect`` and ``validate`` subcommands (registered by nczfs/cli/parser.py), with mount's
-    options for reaching SOURCE (``source_options``, and ``-o``)."""
-    i = sub.add_parser("inspect", help="print a store's dataset as a CDL header, and its NCZarr flavor")
-    v = sub.add_parser("validate", help="check every metadata object of a store; exit 1 listing each problem")
-    for p in (i, v):
-        p.add_argument("source")
-        source_options(p)
-        p.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
-                       help="mount options that concern SOURCE (endpoint_url=, profile=, allow_root=, ...)")
-
-
-class _Warnings(logging.Handler):
-    """What the stores log as warnings while a command runs, each message once (a store
-    reloading its index repeats them), to be shown after what the command reports."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if text not in self.messages:
-            self.messages.append(text)
-
-    def show(self, reported: str) -> None:
-        """Print the warnings not already in the command's output ``reported``."""
-        import sys
-
-        for text in self.messages:
-            if text not in reported:
-                print(f"nczfs: warning: {text}", file=sys.stderr)
-
-
-def run(args) -> int:
-    """Exit status: 0 fine, 1 problems found (validate) or unreadable, 2 bad SOURCE."""
-    warnings = _Warnings()
-    logging.getLogger().addHandler(warnings)
-    try:
-        return _run(args, warnings)
-    finally:
-        logging.getLogger().removeHandler(warnings)
-
-
-def _run(args, warnings: _Warnings) -> int:
-    import sys
-
-    from nczfs.config import source_values
-    from nczfs.source import parse_source
-
-    try:
-        source = parse_source(args.source)
-        options = source_values(args)
-        if source.backend == "directory" and not os.path.isdir(source.location):
-            raise NczfsError(f"{args.source}: {source.location} is not a directory")
-        store = open_read_only(source, **options)
-    except NczfsError as exc:
-        print(f"nczfs: {exc}", file=sys.stderr)
-        return 2
-    # names and text netCDF-C stored as bytes that are not UTF-8 are printed as those bytes (ncdump does)
-    sys.stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
-    try:
-        if args.command == "inspect":
-            text = inspect_store(store, source)
-            sys.stdout.write(text)
-            warnings.show(text)
-            return 0
-        notes: list[str] = []
-        problems = store_problems(store, notes)
-    except NczfsError as exc:
-        print(f"nczfs: {args.source}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        store.close()
-    for p in problems:
-        print(p)
-    for n in notes:
-        print(f"note: {n}")
-    warnings.show("\n".join(problems + notes))
-    print(f"{len(problems)} problem(s) in {args.source}", file=sys.stderr)
-    return 1 if problems else 0

@@ -98,7 +98,7 @@ class ThreadedStore(Store):
         async with self._slot():
             data = await self._get_async(key, rng, etag)
             if data is not None:
-                return data  # type: ignore[return-value]
+                return data  # type: ignore[return-value]  # get_version_async answers bytes (T)
             if self.impl.non_blocking:
                 return fn(*args)
             return await run_blocking(fn, *args, limiter=self._threads)
@@ -110,7 +110,7 @@ class ThreadedStore(Store):
         return await self._call(self.impl.set_file, key, f, size, if_version)
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
-        staged = await self._call(self.impl.stage, key, data)  # type: ignore[attr-defined]
+        staged = await self._call(self.impl.stage, key, data)  # type: ignore[attr-defined]  # fast path: offered only where impl has it
         if staged is None:
             return None
 
@@ -123,7 +123,7 @@ class ThreadedStore(Store):
         return Staged(key, commit, abort)
 
     async def _open_upload(self, key: str) -> Upload | None:
-        upload = await self._call(self.impl.open_upload, key)  # type: ignore[attr-defined]
+        upload = await self._call(self.impl.open_upload, key)  # type: ignore[attr-defined]  # fast path: offered only where impl has it
         if upload is None:
             return None
 
@@ -142,7 +142,7 @@ class ThreadedStore(Store):
         await self._call(self.impl.forget_dir, prefix)
 
     async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        return await self._call(self.impl.list_tree, prefix, limit)  # type: ignore[attr-defined]
+        return await self._call(self.impl.list_tree, prefix, limit)  # type: ignore[attr-defined]  # fast path: offered only where impl has it
 
     def hides(self, key: str) -> bool:
         return self.impl.hides(key)

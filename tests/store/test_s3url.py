@@ -3,7 +3,7 @@
 import pytest
 
 from nczfs.errors import SourceError
-from nczfs.s3url import GOOGLE_ENDPOINT, S3Location, parse_s3_url
+from nczfs.store.s3.s3url import GOOGLE_ENDPOINT, S3Location, parse_s3_url
 from nczfs.source import parse_source
 
 

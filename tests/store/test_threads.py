@@ -7,12 +7,12 @@ import threading
 import pytest
 import trio
 
-from nczfs import threads
+from nczfs.store import threads
 
 from nczfs.errors import KeyNotFound
 from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 
 class AsyncGets(MemoryStore):
