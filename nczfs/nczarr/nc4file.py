@@ -103,8 +103,9 @@ class Options:
     #: ``-o transcode=``: chunks not passed through are deflated (``auto``, ``zlib``), stored
     #: unfiltered (``none``), or their variables left out (``off``)
     transcode: str = "auto"
-    #: the size in the file of a decoded chunk, if known (None: not yet made)
-    sized: Callable[[Source], int | None] = lambda src: None
+    #: the size in the file of a decoded chunk, if known (None: not yet made; a str: why it
+    #: cannot be made, its variable left out)
+    sized: Callable[[Source], int | str | None] = lambda src: None
 
 
 class _Builder:
@@ -115,6 +116,8 @@ class _Builder:
         #: string variables shown as NC_STRING (HDF5 variable-length strings), by path
         self.vlen: set[str] = set()
         self.unsized: list[Source] = []
+        #: why a chunk of the variable being made cannot be made
+        self.broken: str | None = None
         #: string variables shown as chars (by path): (the dtype they decode to, numpy unicode
         #: dtype or "", width, the FQN of their chars' dimension, whether the chars are UTF-8)
         self.texts: dict[str, tuple[str, str, int, str, bool]] = {}
@@ -241,7 +244,11 @@ class _Builder:
             fqns.append(text[3])
             dims.append(Dimension(text[3].rpartition("/")[2], text[2]))
         name = v.name if is_coord or not any(d.name == v.name for d in self.dims[g.path]) else NON_COORD + v.name
+        self.broken = None
         ds = self.dataset(what, name, v, form, dtype, filters, dims)
+        if self.broken is not None:
+            self.leave_out(what, self.broken)
+            return None
         ds.attrs = self.var_attrs(what, v, is_coord, fqns, _join(g.path, name), text is not None) + ds.attrs
         return ds
 
@@ -307,7 +314,8 @@ class _Builder:
     def made(self, stored: list[w.Chunk], recode: Recode | None, what: str, plain: int) -> list[w.Chunk]:
         """The chunks ``recode`` makes from the stored ones (None: as stored), each of its size in
         the file: ``plain`` bytes if unfiltered, else as made (a string chunk: ``plain`` bytes of
-        references, then its heap collections); those not yet made noted in ``unsized``."""
+        references, then its heap collections); those not yet made noted in ``unsized``, why one
+        cannot be made in ``broken``."""
         if recode is None:
             return stored
         vlen, out = what in self.vlen, []
@@ -315,7 +323,10 @@ class _Builder:
             src = dataclasses.replace(c.source, recode=recode, vlen=vlen)
             size = len(src.decode(b"")) if src.fill is not None else \
                 self.options.sized(src) if vlen or recode.shown_codecs else plain
-            if size is None:
+            if isinstance(size, str):
+                self.broken = size
+                size = plain
+            elif size is None:
                 self.unsized.append(src)
                 size = plain
             out.append(w.Chunk(c.index, plain if vlen else size, src, extra=size - plain if vlen else 0))

@@ -12,7 +12,7 @@ import collections
 
 import trio
 
-from nczfs.errors import KeyNotFound, Stale
+from nczfs.errors import KeyNotFound, NczfsError, Stale
 from nczfs.nczarr.hdf5.writer import Piece
 from nczfs.nczarr.nc4file import Nc4File
 from nczfs.nczarr.nc4source import Source
@@ -36,11 +36,12 @@ class DecodedPieces:
         self.bytes_held = 0
         #: chunks decoded so far
         self.count = 0
-        #: the size in the file of each chunk made, by its version (:attr:`Source.ident`, etag)
-        self._sizes: collections.OrderedDict[tuple, int] = collections.OrderedDict()
+        #: the size in the file of each chunk made, or why it cannot be, by its version
+        #: (:attr:`Source.ident`, etag)
+        self._sizes: collections.OrderedDict[tuple, int | str] = collections.OrderedDict()
 
-    def known(self, src: Source, info: ObjectInfo | None) -> int | None:
-        """The size in the file of ``src`` at version ``info``, if it was made."""
+    def known(self, src: Source, info: ObjectInfo | None) -> int | str | None:
+        """The size in the file of ``src`` at version ``info`` if it was made, or why it cannot be."""
         return self._sizes.get((*src.ident, info.etag)) if info is not None else None
 
     async def make(self, sources: list[Source], chunks: dict[str, ObjectInfo], limit: int = 8) -> None:
@@ -50,7 +51,12 @@ class DecodedPieces:
 
         async def one(src: Source) -> None:
             async with limiter:
-                await self.get(src, chunks[src.key])
+                try:
+                    await self.get(src, chunks[src.key])
+                except Stale:
+                    raise
+                except NczfsError as exc:  # a chunk that cannot be read or decoded
+                    self._sizes[(*src.ident, chunks[src.key].etag)] = f"chunk {src.key!r} cannot be made: {exc}"
 
         async with trio.open_nursery() as nursery:
             for src in sources:

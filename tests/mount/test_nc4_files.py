@@ -206,7 +206,8 @@ def test_strings_and_deflated_chunks_on_a_mount(request, tmp_path):
     """NC_STRING (v2 and v3, empty strings, a missing chunk) and chunks re-encoded as
     deflate: each file byte for byte the one made without a mount (any range: strings' heap
     addresses placed where the version puts them), read by the wheel and h5py as the store; each
-    chunk made once for the size and kept for the reads; a chunk written gives a new size."""
+    chunk made once for the size and kept for the reads; a chunk written gives a new size; a
+    chunk that cannot be decoded leaves its variable out."""
     from tests.nczarr import test_nc4reencode, test_nc4strings
 
     made = tmp_path / "made"
@@ -249,4 +250,9 @@ def test_strings_and_deflated_chunks_on_a_mount(request, tmp_path):
         assert os.stat(m.path / "r2.zarr.nc4").st_size > old
         with netCDF4.Dataset(m.path / "r2.zarr.nc4") as nc:
             assert np.array_equal(nc["lz4"][...], arr[...])
+        (backend.root / "r2.zarr" / "gzip" / "0.0").write_bytes(b"no gzip")  # changed behind the mount
+        time.sleep(1.1)
+        with netCDF4.Dataset(m.path / "r2.zarr.nc4") as nc:  # left out, the rest read
+            assert "gzip" not in nc.variables and np.array_equal(nc["lz4"][...], arr[...])
     assert "Traceback" not in m.log_text()
+    assert "leaves out /gzip: chunk 'r2.zarr/gzip/0.0' cannot be made" in m.log_text()

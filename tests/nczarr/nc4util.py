@@ -7,6 +7,7 @@ from pathlib import Path
 
 import trio
 
+from nczfs.errors import NczfsError
 from nczfs.nczarr.nc4file import Nc4File, Options, nc4_file
 from nczfs.nczarr.nc4source import Source
 from nczfs.nczarr.nc4shards import inner_chunks
@@ -48,7 +49,12 @@ def nc4_of(root: Path, name: str, plugins: bool = False, transcode: str = "auto"
     f = nc4_file(ds, name, enc, sizes_of(root, name), inner, Options(plugins, transcode))
     if not f.unsized or not sized:
         return f
-    lengths = {src.ident: len(made(root, src)) for src in f.unsized}
+    lengths: dict[tuple, int | str] = {}
+    for src in f.unsized:
+        try:
+            lengths[src.ident] = len(made(root, src))
+        except NczfsError as exc:
+            lengths[src.ident] = f"chunk {src.key!r} cannot be made: {exc}"
     f = nc4_file(read_dataset(objects), name, enc, sizes_of(root, name), inner,
                  Options(plugins, transcode, lambda src: lengths.get(src.ident)))
     assert not f.unsized

@@ -81,3 +81,15 @@ def test_transcode_none_stores_them_unfiltered_and_off_leaves_them_out(tmp_path)
     off = nc4_of(tmp_path, "r2.zarr", transcode="off")
     assert sorted(w.split(":")[0] for w in off.left_out) == sorted(f"/{v}" for v in V2_CHAINS)
     assert "-o transcode=off" in off.left_out[0]
+
+
+def test_a_chunk_that_cannot_be_decoded_leaves_its_variable_out(tmp_path):
+    """A stored chunk that does not decode: its size in the file cannot be known, so its
+    variable is left out, with the chunk and the codec's complaint; the others read."""
+    _make(tmp_path)
+    (tmp_path / "r2.zarr" / "lz4" / "1.1").write_bytes(b"not lz4 at all")
+    f, path = write_nc4(tmp_path, "r2.zarr", tmp_path / "f.nc4")
+    assert [w.split(":")[0] for w in f.left_out] == ["/lz4"]
+    assert "'r2.zarr/lz4/1.1' cannot be made" in f.left_out[0] and "cannot be decoded" in f.left_out[0]
+    with netCDF4.Dataset(path) as nc:
+        assert "lz4" not in nc.variables and np.array_equal(nc["gzip"][...], _values("gzip"))
