@@ -149,11 +149,11 @@ MAX_MESSAGE = 0xFFFF
 
 
 def file_attr(a: Attribute) -> Attr | str:
-    """The HDF5 form of a model attribute (netCDF types: char as a fixed string, string as
-    variable-length strings), or why it has none."""
+    """The HDF5 form of a model attribute (netCDF types: char as a fixed string, string, of one
+    value too, as variable-length strings, as netCDF-C writes NC_STRING), or why it has none."""
     if a.name in RESERVED:
         return "a name HDF5 dimension scales or netCDF-C use for themselves"
-    if a.nctype == "string" and len(a.value) != 1:
+    if a.nctype == "string" and a.value:
         got: Attr | ClassicAttr | str = _strings(a.name, list(a.value))
     else:
         got = classic_attr(a)

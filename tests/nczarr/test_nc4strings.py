@@ -64,14 +64,21 @@ def test_strings_are_nc_string_every_reader_reads_as_the_store(tmp_path, fmt):
 
 
 def test_nczarr_fixed_width_strings_are_nc_string_and_pure_zarr_bytes_chars(tmp_path):
-    """netCDF-C writes NC_STRING as NCZarr ``|S<n>``: NC_STRING again; xarray's bytes: chars."""
+    """netCDF-C writes NC_STRING as NCZarr ``|S<n>``: NC_STRING again, its string attributes
+    (of one value too) NC_STRING, its text attributes char; xarray's bytes: chars."""
     with netCDF4.Dataset(f"file://{tmp_path / 'n.zarr'}#mode=nczarr,file", "w") as nc:
         nc.createDimension("y", 3)
         nc.createVariable("s", str, ("y",))[:] = np.array(["ab", "", "cdé"], dtype=object)
+        nc.setncattr_string("one", "é")
+        nc.setncattr_string("two", ["x", "yy"])
+        nc.setncattr("text", "plain")
     f, path = write_nc4(tmp_path, "n.zarr", tmp_path / "n.nc4")
     assert f.left_out == []
     with netCDF4.Dataset(path) as nc:
         assert nc["s"].dtype == str and nc["s"][...].tolist() == ["ab", "", "cdé"]
+        assert (nc.one, nc.two, nc.text) == ("é", ["x", "yy"], "plain")
+    head = subprocess.run(["ncdump", "-h", str(path)], capture_output=True, text=True, timeout=60).stdout
+    assert 'string :one = "é" ;' in head and 'string :two = "x", "yy" ;' in head and '\t\t:text = "plain" ;' in head
 
 
 def test_heap_collections_split_by_objects_and_bytes(tmp_path, monkeypatch):
