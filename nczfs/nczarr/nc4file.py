@@ -37,7 +37,6 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable
 
-
 from nczfs.nczarr import nc4types
 from nczfs.nczarr.hdf5 import messages as m, types as t, writer as w
 from nczfs.nczarr.masks import cf_attributes
