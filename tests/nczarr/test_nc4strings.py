@@ -95,3 +95,18 @@ def test_heap_collections_split_by_objects_and_bytes(tmp_path, monkeypatch):
     with h5py.File(path, "r") as h5:
         assert h5["v"].asstr()[...].tolist() == values
     h5dump(path)
+
+
+def test_sharded_strings_by_their_inner_chunks(tmp_path):
+    """Zarr v3 strings in shards (an inner chunk and a shard never written): each inner chunk
+    its references and heap collections, made from its byte range of its shard."""
+    g = zarr.open_group(str(tmp_path / "sh.zarr"), mode="w", zarr_format=3)
+    a = g.create_array("s", shape=(10,), chunks=(2,), shards=(4,), dtype=str, dimension_names=["x"], fill_value="")
+    a[:7] = np.array(["a", "bé", "", "ccc", "d", "e", "f"])
+    f, path = write_nc4(tmp_path, "sh.zarr", tmp_path / "sh.nc4")
+    assert f.left_out == [] and f.decoded == ["/s"]
+    with netCDF4.Dataset(path) as nc, h5py.File(path, "r") as h5:
+        assert nc["s"][...].tolist() == h5["s"].asstr()[...].tolist() == a[...].tolist()
+        assert h5["s"].chunks == (2,)
+    assert check_file(path) == len(f.layout.pieces)
+    h5dump(path)
