@@ -48,19 +48,22 @@ class DecodedPieces:
         """Make each of ``sources`` (at the versions ``chunks`` lists), ``limit`` at a time, for
         their sizes; the last made are kept."""
         limiter = trio.CapacityLimiter(limit)
+        stale: list[Stale] = []
 
         async def one(src: Source) -> None:
             async with limiter:
                 try:
                     await self.get(src, chunks[src.key])
-                except Stale:
-                    raise
+                except Stale as exc:  # changed since listed: the file is made again
+                    stale.append(exc)
                 except NczfsError as exc:  # a chunk that cannot be read or decoded
                     self._sizes[(*src.ident, chunks[src.key].etag)] = f"chunk {src.key!r} cannot be made: {exc}"
 
         async with trio.open_nursery() as nursery:
             for src in sources:
                 nursery.start_soon(one, src)
+        if stale:
+            raise stale[0]
 
     async def get(self, src: Source, info: ObjectInfo) -> bytes:
         assert src.recode is not None
