@@ -110,3 +110,23 @@ def test_sharded_strings_by_their_inner_chunks(tmp_path):
         assert h5["s"].chunks == (2,)
     assert check_file(path) == len(f.layout.pieces)
     h5dump(path)
+
+
+def test_any_range_of_a_string_chunk_is_placed_as_the_whole():
+    """A read of any byte range of a string chunk (the kernel's, cutting references anywhere)
+    is that range of the whole chunk placed at its offset in the file."""
+    from nczfs.nczarr.nc4source import Source
+    from nczfs.nczarr.transcode import Codecs, Recode
+
+    values = np.array([f"v{i}" * (i % 5) for i in range(64)], dtype=object)
+    src = Source("k", Recode("|O", (64,), "C", Codecs(None, ({"id": "vlen-utf8"},)), "|O", (64,)), vlen=True)
+    raw = pytest.importorskip("numcodecs").VLenUTF8().encode(values)
+    piece = src.decode(raw)
+    at = 123_456
+    whole = src.place(piece, at, 0, len(piece))
+    refs = np.frombuffer(whole, nc4source._REF, 64)
+    assert (refs["address"] >= at + 64 * 16).all() and refs["length"].tolist() == [len(v) for v in values]
+    rng = np.random.default_rng(5)
+    for lo, hi in [(0, 1), (3, 21), (15, 17), (16, 32), (1000, 1030), (0, len(piece))] + \
+            [tuple(sorted(rng.integers(0, len(piece), 2))) for _ in range(200)]:
+        assert src.place(piece, at, lo, hi) == whole[lo:hi], (lo, hi)
