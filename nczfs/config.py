@@ -82,13 +82,14 @@ OPTION_HELP = (
     ("validate=strict|warn|off", "check metadata written through the mount (--validate)"),
     ("present=VIEW", "show datasets as as-stored, netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray"),
     ("transcode=auto|none|zlib|off", "views: chunks the reader cannot decode shown decoded (auto), all "
-                                     "decoded, re-encoded with zlib, or their arrays hidden"),
+                                     "decoded, re-encoded with zlib, or their arrays hidden; NAME.nc4: chunks "
+                                     "HDF5 cannot read as stored deflated (auto, zlib), unfiltered (none) or left out (off)"),
     ("allow_root=DIR", "reference sets: local targets may lie below DIR (--allow-root)"),
     ("branch=NAME, tag=NAME, snapshot=ID", "Icechunk: what the root shows (default branch main; a tag or snapshot: read-only)"),
     ("commit_message=TEXT", "Icechunk: the message of the mount's commits (default: host and time)"),
     ("virtual_chunk_container=PREFIX[=URL]", "Icechunk: read virtual chunks below PREFIX (file://, s3://, https://; repeatable)"),
-    ("nc_files, nc_files=KIND", "every dataset NAME also shows read-only netCDF files: KIND classic (the default) NAME.nc, NAME.GROUP.nc; netcdf4 one netCDF-4 (HDF5) NAME.nc4; both (--nc-files[=KIND])"),
-    ("nc4_plugins", "NAME.nc4 passes blosc and zstd chunks through as HDF5 filters 32001 and 32015 (readers need their plugins) instead of decoding them"),
+    ("nc_files, nc_files=KIND", "every dataset NAME also shows read-only netCDF files: KIND classic (the default) NAME.nc, NAME.GROUP.nc; netcdf4 one netCDF-4 (HDF5) NAME.nc4 (groups, NC_STRING, chunks as stored or deflated); both (--nc-files[=KIND])"),
+    ("nc4_plugins", "NAME.nc4 passes blosc and zstd chunks through as HDF5 filters 32001 and 32015 (readers need their plugins) instead of re-encoding them as deflate"),
     ("rw, nofail, _netdev, x-*, ...", "mount(8)'s generic options: ignored"),
 )
 

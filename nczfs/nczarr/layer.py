@@ -26,7 +26,8 @@ def nczarr_layer(store: Store, config: MountConfig, notify: Notify | None = None
     if config.nc_files or config.nc4_files:
         store = NcFilesStore(store, config.metadata_ttl, root_name(config.source),
                              decoded_cache_bytes(config.cache_size), on_change=notify,
-                             classic=config.nc_files, netcdf4=config.nc4_files, plugins=config.nc4_plugins)
+                             classic=config.nc_files, netcdf4=config.nc4_files, plugins=config.nc4_plugins,
+                             transcode=config.transcode)
     if not config.read_only:
         store = ConsolidatingStore(store, on_change=notify)
     if config.present != "as-stored":

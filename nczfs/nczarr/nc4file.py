@@ -13,13 +13,18 @@ HDF5's (what a missing chunk reads as).
 
 Each variable is chunked as in the store, its chunks the store's own bytes where its codec chain
 has an HDF5 filter pipeline (:func:`nczfs.nczarr.nc4types.pipeline`); other chains decodable here
-(and a filtered scalar: HDF5 filters chunks only) are decoded by the reader of the file and stored
-unfiltered, each chunk's size its elements' (so the file's size is known from the listing of the
-chunks); a missing chunk is absent from the chunk index. Strings are chars along one more
-dimension ``string<n>`` as in the classic files (:func:`nczfs.nczarr.nc4types.text_form`),
-decoded. A sharded array's chunks are its innermost ones, each a byte range of its shard
-(:mod:`nczfs.nczarr.nc4shards` finds them). Left out, with the reason: chains not decodable here,
-types with no netCDF-4 form here (complex, ``float16``), variable-length strings not scanned,
+are decoded by the reader of the file and deflated (zlib level 1, HDF5's deflate filter;
+``-o transcode=none``: unfiltered, ``off``: left out), a filtered scalar's unfiltered (HDF5
+filters chunks only); a missing chunk is absent from the chunk index. A deflated chunk's size is
+known once it is made: a file made without the size of each is not whole and names them
+(``unsized``), for its maker to make them and the file again. Variable-length strings, numpy
+unicode and NCZarr's fixed-width strings are NC_STRING, HDF5 variable-length UTF-8 strings
+(:mod:`nczfs.nczarr.nc4source`: each chunk followed by the global heap collections of its
+strings, its size known once made, as a deflated chunk's), unfiltered as netCDF-C requires;
+pure Zarr's fixed-width bytes are chars along one more dimension ``string<n>`` as in the classic
+files (:func:`nczfs.nczarr.nc4types.text_form`). A sharded array's chunks are its innermost
+ones, each a byte range of its shard (:mod:`nczfs.nczarr.nc4shards` finds them). Left out, with
+the reason: chains not decodable here, types with no netCDF-4 form here (complex, ``float16``),
 sharded arrays whose shards were not read. Pure computation.
 """
 
@@ -30,13 +35,13 @@ import functools
 import math
 import struct
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import Callable
 
 from nczfs.nczarr import nc4types
-from nczfs.nczarr.hdf5 import types as t, writer as w
+from nczfs.nczarr.hdf5 import messages as m, types as t, writer as w
 from nczfs.nczarr.masks import cf_attributes
 from nczfs.nczarr.model import Dataset, Dimension, Group, Variable
+from nczfs.nczarr.nc4source import Source, chunk_indexes, vlen_fill, with_fill
 from nczfs.nczarr.ncattrs import implied_attrs
 from nczfs.nczarr.sharding import Located
 from nczfs.nczarr.transcode import Codecs, Recode
@@ -47,30 +52,6 @@ NON_COORD = "_nc4_non_coord_"
 _REF_LIST = t.compound([("dataset", 0, t.reference()), ("dimension", 8, t.integer(4, True))], 16)
 
 
-@dataclass(frozen=True)
-class Source:
-    """Where a chunk of the file comes from: store key ``key``, as stored (``recode`` None), or
-    decoded by ``recode`` (then its bytes in the file are unfiltered, in C order; numpy unicode
-    strings of dtype ``text`` then UTF-8 in ``width`` bytes each)."""
-
-    key: str
-    recode: Recode | None = None
-    text: str = ""
-    width: int = 0
-    #: where the chunk's stored bytes lie in the object (a sharded array's inner chunk: in its
-    #: shard), and how many (None: the whole object)
-    start: int = 0
-    length: int | None = None
-
-    def decode(self, raw: bytes) -> bytes:
-        """The chunk's bytes in the file, made from its stored bytes (CPU work: off the trio thread)."""
-        assert self.recode is not None
-        out = self.recode.apply(raw, self.key)
-        if not self.text:
-            return out
-        return np.char.encode(np.frombuffer(out, dtype=self.text), "utf-8").astype(f"|S{self.width}").tobytes()
-
-
 @dataclass
 class Nc4File:
     layout: w.Layout
@@ -78,6 +59,9 @@ class Nc4File:
     left_out: list[str] = field(default_factory=list)
     #: the variables whose chunks are decoded (their chains have no HDF5 filter pipeline)
     decoded: list[str] = field(default_factory=list)
+    #: the decoded chunks whose sizes in the file were not known (the file is not whole: make
+    #: them, then the file again)
+    unsized: list[Source] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -107,14 +91,35 @@ class _Scale:
     users: list[tuple[str, int]] = field(default_factory=list)
 
 
+#: the codecs of chunks re-encoded for the file (HDF5's deflate filter reads their bytes)
+DEFLATE = Codecs({"id": "zlib", "level": 1})
+
+
+@dataclass(frozen=True)
+class Options:
+    #: blosc and zstd chunks passed through as HDF5's registered filters, not re-encoded
+    plugins: bool = False
+    #: ``-o transcode=``: chunks not passed through are deflated (``auto``, ``zlib``), stored
+    #: unfiltered (``none``), or their variables left out (``off``)
+    transcode: str = "auto"
+    #: the size in the file of a decoded chunk, if known (None: not yet made; a str: why it
+    #: cannot be made, its variable left out)
+    sized: Callable[[Source], int | str | None] = lambda src: None
+
+
 class _Builder:
     def __init__(self, ds: Dataset, prefix: str, encodings: dict[str, str], sizes: dict[str, int],
-                 facts: dict[str, dict], inner: dict[str, dict[str, Located]], plugins: bool = False):
-        self.ds, self.prefix, self.encodings, self.sizes, self.facts = ds, prefix, encodings, sizes, facts
-        self.inner, self.plugins = inner, plugins
-        #: string variables (by path): (the dtype they decode to, numpy unicode dtype or "", width,
-        #: the FQN of their chars' dimension, whether the chars are UTF-8), or why they cannot be shown
-        self.texts: dict[str, tuple[str, str, int, str, bool] | str] = {}
+                 inner: dict[str, dict[str, Located]], options: Options):
+        self.ds, self.prefix, self.encodings, self.sizes = ds, prefix, encodings, sizes
+        self.inner, self.options = inner, options
+        #: string variables shown as NC_STRING (HDF5 variable-length strings), by path
+        self.vlen: set[str] = set()
+        self.unsized: list[Source] = []
+        #: why a chunk of the variable being made cannot be made
+        self.broken: str | None = None
+        #: string variables shown as chars (by path): (the dtype they decode to, numpy unicode
+        #: dtype or "", width, the FQN of their chars' dimension, whether the chars are UTF-8)
+        self.texts: dict[str, tuple[str, str, int, str, bool]] = {}
         #: each group's dimensions, with those of its string variables' chars
         self.dims: dict[str, list[Dimension]] = {}
         self.left_out: list[str] = []
@@ -131,7 +136,7 @@ class _Builder:
         root = self.group(self.ds.root)
         for ds, fqn, name in self.pending:  # once every variable using a scale is known
             ds.attrs = self.scale_attrs(fqn, name) + ds.attrs
-        return Nc4File(w.layout(root), self.left_out, self.decoded)
+        return Nc4File(w.layout(root), self.left_out, self.decoded, self.unsized)
 
     def coordinate(self, g: Group, d: Dimension) -> Variable | None:
         v = next((v for v in g.variables if v.name == d.name), None)
@@ -140,23 +145,24 @@ class _Builder:
         return v if ok else None
 
     def string_dims(self, g: Group) -> list[Dimension]:
-        """The chars' dimensions (``string<n>``) of the group's string variables, whose forms
-        are noted in ``texts``."""
+        """The chars' dimensions (``string<n>``) of the group's string variables shown as chars,
+        whose forms are noted in ``texts``; those shown as NC_STRING noted in ``vlen``."""
         extra: dict[int, Dimension] = {}
         for v in g.variables:
             what = _join(g.path, v.name)
             form = self.v2(v, what)
-            maxlen = (self.facts.get(what.strip("/")) or {}).get("maxlen")
-            got = nc4types.text_form(form.dtype, maxlen) if not isinstance(form, str) else None
-            if got is None or isinstance(got, str) or v.scalar or not v.shape:
-                self.texts.update({what: got} if isinstance(got, str) else {})
+            if not isinstance(form, str) and nc4types.is_nc_string(form.dtype, v.nctype, self.ds.flavor):
+                self.vlen.add(what)
+                continue
+            got = nc4types.text_form(form.dtype) if not isinstance(form, str) else None
+            if got is None or v.scalar or not v.shape:
                 continue
             if got[2] not in extra:
                 name = f"string{got[2]}"
                 while g.dim(name) is not None or any(x.name == name for x in g.variables):
                     name += "_"
                 extra[got[2]] = Dimension(name, got[2])
-            self.texts[what] = (*got, _join(g.path, extra[got[2]].name), bool(got[1]) or form.dtype == "|O")
+            self.texts[what] = (*got, _join(g.path, extra[got[2]].name), bool(got[1]))
         return list(extra.values())
 
     def group(self, g: Group) -> w.Group:
@@ -219,8 +225,10 @@ class _Builder:
     def variable(self, g: Group, v: Variable, is_coord: bool) -> w.Dataset | None:
         what = _join(g.path, v.name)
         form, text = self.v2(v, what), self.texts.get(what)
-        if text is not None:
-            dtype: t.Datatype | str = text if isinstance(text, str) else t.fixed_string(1, nullterm=False)
+        if what in self.vlen:
+            dtype: t.Datatype | str = t.vlen_string()
+        elif text is not None:
+            dtype = t.fixed_string(1, nullterm=False)
         else:
             dtype = nc4types.file_type(form.dtype) if not isinstance(form, str) else form
         dims = self.dims_of(v)
@@ -235,27 +243,38 @@ class _Builder:
             fqns.append(text[3])
             dims.append(Dimension(text[3].rpartition("/")[2], text[2]))
         name = v.name if is_coord or not any(d.name == v.name for d in self.dims[g.path]) else NON_COORD + v.name
+        self.broken = None
         ds = self.dataset(what, name, v, form, dtype, filters, dims)
+        if self.broken is not None:
+            self.leave_out(what, self.broken)
+            return None
         ds.attrs = self.var_attrs(what, v, is_coord, fqns, _join(g.path, name), text is not None) + ds.attrs
         return ds
 
-    def filters(self, what: str, form: V2Array, dtype: t.Datatype, scalar: bool, text) -> list | Recode | str:
-        """The HDF5 filters of the chunks as stored, else how they are decoded (a scalar's, if
-        filtered: HDF5 filters chunks only; strings': to chars), else why neither."""
-        plugins = math.prod(form.chunks) * dtype.size if self.plugins else 0
+    def filters(self, what: str, form: V2Array, dtype: t.Datatype, scalar: bool, text) -> tuple[list, Recode | None] | str:
+        """The HDF5 filters of the chunks and how they are made from the stored ones (None: as
+        stored), or why they cannot be: passed through where the chain is an HDF5 pipeline, else
+        decoded (strings: to chars or variable-length strings; a scalar's: unfiltered, as HDF5
+        filters chunks only) and deflated as ``-o transcode=`` says."""
+        opts = self.options
+        plugins = math.prod(form.chunks) * dtype.size if opts.plugins else 0
         got = nc4types.pipeline(form, dtype.size, plugins)
-        if not isinstance(got, str) and not (scalar and got) and text is None:
-            return got
+        vlen = what in self.vlen
+        if not isinstance(got, str) and not (scalar and got) and text is None and not vlen:
+            return got, None
         codecs = Codecs(form.compressor, tuple(form.filters or ()))
         why = codecs.check()
         if why is not None:
             return why
+        if opts.transcode == "off" and codecs and not vlen:
+            return f"codecs {codecs.ids()} are no HDF5 filter's bytes (-o transcode=off)"
         chunks = tuple(form.chunks)
         self.decoded.append(what)
         if text is not None:
-            return Recode(form.dtype, chunks, form.order, codecs, text[0], chunks,
-                          text_width=text[2] if form.dtype == "|O" else None)
-        return Recode(form.dtype, chunks, form.order, codecs, form.dtype, chunks)
+            return [], Recode(form.dtype, chunks, form.order, codecs, text[0], chunks)
+        deflate = not (scalar or vlen or opts.transcode == "none")
+        return [(m.DEFLATE, [1])] if deflate else [], Recode(form.dtype, chunks, form.order, codecs, form.dtype,
+                                                             chunks, DEFLATE if deflate else Codecs())
 
     def dims_of(self, v: Variable) -> list[Dimension] | str:
         if v.scalar or not v.shape:
@@ -268,27 +287,49 @@ class _Builder:
         return dims  # type: ignore[return-value]  # None not in dims (checked above)
 
     def dataset(self, what: str, name: str, v: Variable, form: V2Array, dtype: t.Datatype,
-                filters: list | Recode, dims: list[Dimension]) -> w.Dataset:
+                filters: tuple[list, Recode | None], dims: list[Dimension]) -> w.Dataset:
         text = self.texts.get(what)
-        fill = nc4types.fill_bytes(form.dtype, v.fill_value) if text is None else None
+        pipeline, recode = filters
+        fill = vlen_fill(v.fill_value) if what in self.vlen else \
+            nc4types.fill_bytes(form.dtype, v.fill_value) if text is None else None
         keys = self.chunk_keys(what, v, form)
-        recode = filters if isinstance(filters, Recode) else None
-        filters = [] if recode is not None else filters
         if not dims:
             key = keys(())
-            stored = [w.Chunk((), dtype.size, Source(key, recode))] if self.sizes.get(key) else []
-            return w.Dataset(name, dtype, (), fill=fill, stored=stored)
+            stored = [w.Chunk((), dtype.size, Source(key))] if self.sizes.get(key) else []
+            stored = with_fill(stored, (), (), v.fill_value) if what in self.vlen else stored
+            return w.Dataset(name, dtype, (), fill=fill, stored=self.made(stored, recode, what, dtype.size))
         shape, chunks = tuple(v.shape), tuple(form.chunks or v.chunks)
-        decoded = recode.shown_size() if recode else None
-        stored = self.stored(shape, chunks, keys, decoded) if form.sharding is None else \
-            self.inner_stored(what, decoded)
-        extra, src = (), {}
+        stored = self.stored(shape, chunks, keys, None) if form.sharding is None else self.inner_stored(what, None)
+        if what in self.vlen:
+            stored = with_fill(stored, shape, chunks, v.fill_value)
         if isinstance(text, tuple):  # the chars of each string along one more axis
-            shape, chunks, extra, src = (*shape, text[2]), (*chunks, text[2]), (0,), {"text": text[1], "width": text[2]}
+            shape, chunks = (*shape, text[2]), (*chunks, text[2])
+            stored = [dataclasses.replace(c, index=(*c.index, 0), source=dataclasses.replace(
+                c.source, text=text[1], width=text[2])) for c in stored]
         maxshape = tuple(t.UNLIMITED if d.unlimited else s for d, s in zip(dims, shape))
-        return w.Dataset(name, dtype, shape, maxshape if maxshape != shape else None, chunks, filters, fill,
-                         [], [w.Chunk((*c.index, *extra), c.size, dataclasses.replace(c.source, recode=recode, **src))
-                              for c in stored])
+        return w.Dataset(name, dtype, shape, maxshape if maxshape != shape else None, chunks, pipeline, fill,
+                         [], self.made(stored, recode, what, math.prod(chunks) * dtype.size))
+
+    def made(self, stored: list[w.Chunk], recode: Recode | None, what: str, plain: int) -> list[w.Chunk]:
+        """The chunks ``recode`` makes from the stored ones (None: as stored), each of its size in
+        the file: ``plain`` bytes if unfiltered, else as made (a string chunk: ``plain`` bytes of
+        references, then its heap collections); those not yet made noted in ``unsized``, why one
+        cannot be made in ``broken``."""
+        if recode is None:
+            return stored
+        vlen, out = what in self.vlen, []
+        for c in stored:
+            src = dataclasses.replace(c.source, recode=recode, vlen=vlen)
+            size = len(src.decode(b"")) if src.fill is not None else \
+                self.options.sized(src) if vlen or recode.shown_codecs else plain
+            if isinstance(size, str):
+                self.broken = size
+                size = plain
+            elif size is None:
+                self.unsized.append(src)
+                size = plain
+            out.append(w.Chunk(c.index, plain if vlen else size, src, extra=size - plain if vlen else 0))
+        return out
 
     def chunk_keys(self, what: str, v: Variable, form: V2Array):
         array = "/".join(p for p in (self.prefix, what.strip("/")) if p)
@@ -305,7 +346,7 @@ class _Builder:
         """The chunks the store holds (their keys as sources), ``decoded`` bytes each if given."""
         grid = [math.ceil(s / c) if c else 0 for s, c in zip(shape, chunks)]
         out = []
-        for idx in _indexes(grid):
+        for idx in chunk_indexes(grid):
             k = key(idx)
             size = self.sizes.get(k)
             if size:
@@ -339,26 +380,12 @@ class _Builder:
         return [w.Attr("DIMENSION_LIST", vlist, (len(fqns),), dimlist), *attrs]
 
 
-def _indexes(grid: list[int]):
-    if not grid:
-        yield ()
-        return
-    total = math.prod(grid)
-    for flat in range(total):
-        idx = []
-        for n in reversed(grid):
-            flat, r = divmod(flat, n)
-            idx.append(r)
-        yield tuple(reversed(idx))
-
-
 def nc4_file(ds: Dataset, prefix: str = "", encodings: dict[str, str] | None = None,
-             sizes: dict[str, int] | None = None, facts: dict[str, dict] | None = None,
-             inner: dict[str, dict[str, Located]] | None = None, plugins: bool = False) -> Nc4File:
+             sizes: dict[str, int] | None = None, inner: dict[str, dict[str, Located]] | None = None,
+             options: Options = Options()) -> Nc4File:
     """The netCDF-4 file of ``ds`` stored under ``prefix``; ``sizes``: the bytes of every chunk
     that exists, by store key; ``encodings``: Zarr v3 arrays' ``chunk_key_encoding`` names by path;
-    ``facts``: what scans of arrays' chunks found, by path (``g/v``): the longest string;
     ``inner``: where sharded arrays' innermost chunks lie (:mod:`nczfs.nczarr.nc4shards`);
-    ``plugins``: blosc and zstd chunks passed through as HDF5's registered filters (readers need
-    their plugins), not decoded."""
-    return _Builder(ds, prefix, encodings or {}, sizes or {}, facts or {}, inner or {}, plugins).build()
+    ``options``: how chunks not passed through are made, the sizes of those made (a file made
+    without a size of each is not whole: its ``unsized`` name them)."""
+    return _Builder(ds, prefix, encodings or {}, sizes or {}, inner or {}, options).build()

@@ -1,7 +1,9 @@
 """A byte range of a netCDF-4 file (:mod:`nczfs.nczarr.nc4file`), made from its metadata and its
 chunks: a chunk passed through is a byte range of its stored object, read at the version the
-file's version listed; a decoded chunk is fetched whole, decoded once (off the trio thread) and
-kept, a bounded number of bytes of them. A chunk changed or gone since gives ``ESTALE``."""
+file's version listed; a decoded chunk is fetched whole, made once (off the trio thread) and
+kept, a bounded number of bytes of them, its size in the file remembered by its version (a file
+needs the size of each deflated or string chunk before it is whole: :meth:`DecodedPieces.make`).
+A chunk changed or gone since gives ``ESTALE``."""
 
 from __future__ import annotations
 
@@ -10,12 +12,17 @@ import collections
 
 import trio
 
-from nczfs.errors import KeyNotFound, Stale
+from nczfs.errors import KeyNotFound, NczfsError, Stale
 from nczfs.nczarr.hdf5.writer import Piece
-from nczfs.nczarr.nc4file import Nc4File, Source
+from nczfs.nczarr.nc4file import Nc4File
+from nczfs.nczarr.nc4source import Source
 from nczfs.store.base import Store
 from nczfs.store.values import ByteRange, ObjectInfo
 from nczfs.store.threads import run_blocking
+
+
+#: sizes of chunks made remembered (a file's every deflated and string chunk, of every dataset)
+MAX_SIZES = 1 << 20
 
 
 class DecodedPieces:
@@ -29,16 +36,45 @@ class DecodedPieces:
         self.bytes_held = 0
         #: chunks decoded so far
         self.count = 0
+        #: the size in the file of each chunk made, or why it cannot be, by its version
+        #: (:attr:`Source.ident`, etag)
+        self._sizes: collections.OrderedDict[tuple, int | str] = collections.OrderedDict()
+
+    def known(self, src: Source, info: ObjectInfo | None) -> int | str | None:
+        """The size in the file of ``src`` at version ``info`` if it was made, or why it cannot be."""
+        return self._sizes.get((*src.ident, info.etag)) if info is not None else None
+
+    async def make(self, sources: list[Source], chunks: dict[str, ObjectInfo], limit: int = 8) -> None:
+        """Make each of ``sources`` (at the versions ``chunks`` lists), ``limit`` at a time, for
+        their sizes; the last made are kept."""
+        limiter = trio.CapacityLimiter(limit)
+        stale: list[Stale] = []
+
+        async def one(src: Source) -> None:
+            async with limiter:
+                try:
+                    await self.get(src, chunks[src.key])
+                except Stale as exc:  # changed since listed: the file is made again
+                    stale.append(exc)
+                except NczfsError as exc:  # a chunk that cannot be read or decoded
+                    self._sizes[(*src.ident, chunks[src.key].etag)] = f"chunk {src.key!r} cannot be made: {exc}"
+
+        async with trio.open_nursery() as nursery:
+            for src in sources:
+                nursery.start_soon(one, src)
+        if stale:
+            raise stale[0]
 
     async def get(self, src: Source, info: ObjectInfo) -> bytes:
         assert src.recode is not None
-        ident = (src.key, info.etag, src.start, src.recode.token)
+        ident = (*src.ident, info.etag)
         while ident not in self._held:
             waiting = self._fetching.get(ident)
             if waiting is None:
                 return await self._fetch(ident, src, info)
             await waiting.wait()
         self._held.move_to_end(ident)
+        self._sizes[ident] = len(self._held[ident])
         return self._held[ident]
 
     async def _fetch(self, ident: tuple, src: Source, info: ObjectInfo) -> bytes:
@@ -49,6 +85,9 @@ class DecodedPieces:
             data = await run_blocking(src.decode, raw)
             self.count += 1
             self._held[ident] = data
+            self._sizes[ident] = len(data)
+            while len(self._sizes) > MAX_SIZES:
+                self._sizes.popitem(last=False)
             self.bytes_held += len(data)
             while self.bytes_held > self.limit and len(self._held) > 1:
                 _, old = self._held.popitem(last=False)
@@ -92,11 +131,13 @@ async def read(f: Nc4File, chunks: dict[str, ObjectInfo], inner: Store, decoded:
     async def one(p: Piece) -> None:
         lo, hi = max(start, p.offset), min(end, p.offset + p.size)
         src: Source = p.source
-        info = chunks[src.key]
-        if src.recode is None:
-            data = await _stored(inner, src.key, ByteRange(src.start + lo - p.offset, src.start + hi - p.offset), info)
+        if src.fill is not None:  # made of no stored object
+            data = src.place(src.decode(b""), p.offset, lo - p.offset, hi - p.offset)
+        elif src.recode is None:
+            rng = ByteRange(src.start + lo - p.offset, src.start + hi - p.offset)
+            data = await _stored(inner, src.key, rng, chunks[src.key])
         else:
-            data = (await decoded.get(src, info))[lo - p.offset:hi - p.offset]
+            data = src.place(await decoded.get(src, chunks[src.key]), p.offset, lo - p.offset, hi - p.offset)
         if len(data) != hi - lo:
             raise Stale(f"{src.key!r}: {len(data)} bytes where the file's version has {hi - lo}")
         out[lo - start:hi - start] = data

@@ -46,18 +46,27 @@ _FIXED = re.compile(r"^[<>|]?S(\d+)$")
 _UNICODE = re.compile(r"^[<>|]?U(\d+)$")
 
 
-def text_form(dtype: str, maxlen: int | None) -> tuple[str, str, int] | str | None:
+def is_nc_string(dtype: str, nctype: str | None, flavor: str) -> bool:
+    """Is an array of stored dtype ``dtype`` NC_STRING in the file (HDF5 variable-length strings,
+    UTF-8)? Variable-length strings (Zarr v2 ``|O`` with ``vlen-utf8``, v3 ``string``) and numpy
+    unicode (xarray's ``str``) are, but NCZarr's ``<U1`` chars; so are the fixed-width ``|S<n>``
+    of NCZarr (netCDF-C's NC_STRING), not those of pure Zarr (xarray's bytes: chars)."""
+    if dtype == "|O":
+        return True
+    if _UNICODE.match(dtype):
+        return nctype != "char"
+    fixed = _FIXED.match(dtype)
+    return fixed is not None and int(fixed.group(1)) > 1 and flavor.startswith("V")
+
+
+def text_form(dtype: str) -> tuple[str, str, int] | None:
     """A string array's form in the file, chars of one more axis, as the classic files hold it:
     (the dtype its chunks decode to, numpy's unicode dtype whose values are then UTF-8 or "",
-    the chars' width); None for no string array; why not, if it cannot be shown."""
+    the chars' width); None for no such string array."""
     if (m := _FIXED.match(dtype)) and int(m.group(1)) > 1:
         return f"|S{m.group(1)}", "", int(m.group(1))
     if m := _UNICODE.match(dtype):
         return f"<U{m.group(1)}", f"<U{m.group(1)}", 4 * int(m.group(1))
-    if dtype == "|O":
-        if maxlen is None:
-            return "variable-length strings whose longest value is not known (their chunks not scanned)"
-        return f"|S{max(maxlen, 1)}", "", max(maxlen, 1)
     return None
 
 
@@ -97,7 +106,7 @@ def pipeline(v2: V2Array, itemsize: int, plugins: int = 0) -> list[tuple[int, li
             level = codec.get("level")
             out.append((m.DEFLATE, [min(9, max(0, int(level if level is not None else 1)))]))
         else:
-            return f"codec {codec!r} is no HDF5 filter's bytes (re-encoding is not done yet)"
+            return f"codec {codec!r} is no HDF5 filter's bytes"
     return out
 
 
@@ -140,11 +149,11 @@ MAX_MESSAGE = 0xFFFF
 
 
 def file_attr(a: Attribute) -> Attr | str:
-    """The HDF5 form of a model attribute (netCDF types: char as a fixed string, string as
-    variable-length strings), or why it has none."""
+    """The HDF5 form of a model attribute (netCDF types: char as a fixed string, string, of one
+    value too, as variable-length strings, as netCDF-C writes NC_STRING), or why it has none."""
     if a.name in RESERVED:
         return "a name HDF5 dimension scales or netCDF-C use for themselves"
-    if a.nctype == "string" and len(a.value) != 1:
+    if a.nctype == "string" and a.value:
         got: Attr | ClassicAttr | str = _strings(a.name, list(a.value))
     else:
         got = classic_attr(a)

@@ -27,7 +27,7 @@ import trio
 
 from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale
 from nczfs.nczarr import nc4read, ncread
-from nczfs.nczarr.nc4file import Nc4File
+from nczfs.nczarr.nc4file import Nc4File, Options
 from nczfs.nczarr.nc4read import DecodedPieces
 from nczfs.nczarr.chunkfacts import ChunkFacts
 from nczfs.nczarr.ncdecoded import DecodedChunks
@@ -56,12 +56,13 @@ class NcFilesStore(WrapperStore):
 
     def __init__(self, inner: Store, ttl: float = 1.0, root_name: str = "dataset",
                  decoded_bytes: int = 256 * 1024 * 1024, on_change: Callable[[str], None] | None = None,
-                 classic: bool = True, netcdf4: bool = False, plugins: bool = False):
+                 classic: bool = True, netcdf4: bool = False, plugins: bool = False, transcode: str = "auto"):
         super().__init__(inner)
         #: which files to show: the classic ones (NAME.nc ...), the netCDF-4 one (NAME.nc4)
         self.classic, self.netcdf4 = classic, netcdf4
-        #: NAME.nc4 passes blosc and zstd chunks through as HDF5's registered filters
-        self.plugins = plugins
+        #: NAME.nc4 passes blosc and zstd chunks through as HDF5's registered filters; deflates
+        #: other chunks whose codecs HDF5 lacks, or not (``-o transcode=``)
+        self.nc4_options = Options(plugins, transcode)
         self._pieces = DecodedPieces(inner, decoded_bytes // 2 if classic and netcdf4 else decoded_bytes)
         self.ttl = ttl
         self.root_name = root_name
@@ -122,7 +123,7 @@ class NcFilesStore(WrapperStore):
         at = time.monotonic()
         self.stats["ncfiles.builds"] += 1
         files = await build_files(self.inner, root, self._name_of(root), self._logged, self._facts,
-                                  self.classic, self.netcdf4, self.plugins)
+                                  self.classic, self.netcdf4, self.nc4_options, self._pieces)
         for v in files.values():
             self._versions[(v.key, v.etag)] = v
             self._versions.move_to_end((v.key, v.etag))

@@ -4,6 +4,7 @@ and mtime (the newest of theirs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
@@ -14,7 +15,8 @@ import trio
 from nczfs.errors import KeyNotFound, NczfsError
 from nczfs.nczarr.chunkfacts import ChunkFacts
 from nczfs.nczarr.model import Dataset
-from nczfs.nczarr.nc4file import Nc4File, nc4_file
+from nczfs.nczarr.nc4file import Nc4File, Options, nc4_file
+from nczfs.nczarr.nc4read import DecodedPieces
 from nczfs.nczarr.nc4shards import inner_chunks
 from nczfs.nczarr.ncfile import GroupFile, file_names, group_file, v3_encodings
 from nczfs.nczarr.read import read_dataset
@@ -81,12 +83,14 @@ class _Objects:
 
 async def build_files(inner: Store, root: str, name: str, logged: set[str],
                       facts: ChunkFacts | None = None, classic: bool = True,
-                      netcdf4: bool = False, plugins: bool = False) -> dict[str, NcVersion]:
+                      netcdf4: bool = False, options: Options = Options(),
+                      pieces: DecodedPieces | None = None) -> dict[str, NcVersion]:
     """The files of the dataset at ``root`` by file name, named after ``name``: its ``classic``
     files (``NAME.nc``, ``NAME.GROUP.nc``) and its ``netcdf4`` file (``NAME.nc4``); what was left
     out of them, and why there are none, logged once (``logged`` holds what was). ``facts`` scans
-    the chunks of variable-length strings (their width; without it they are left out);
-    ``plugins``: the .nc4 file passes blosc and zstd chunks through as HDF5's registered filters."""
+    the chunks of variable-length strings (their width; without it the classic files leave them
+    out); ``options``: how the .nc4 file shows chunks whose codecs HDF5 lacks (``sized`` is
+    ``pieces``' sizes), ``pieces`` makes (and keeps) those whose sizes are not yet known."""
     objects = _Objects(inner, root)
     try:
         ds = await run_blocking(read_dataset, objects)
@@ -105,8 +109,8 @@ async def build_files(inner: Store, root: str, name: str, logged: set[str],
     meta_mtime = max((i.mtime_ns for i in objects.infos), default=0)
     folder = parent_of(root) if root else ""
     out: dict[str, NcVersion] = {}
-    found = await facts.of(root, ds, times=False) if facts is not None else {}
     if classic:
+        found = await facts.of(root, ds, times=False) if facts is not None else {}
         for fname, group in file_names(ds, name).items():
             f = group_file(ds, group, root, encodings, found)
             out[fname] = _version(join(folder, fname), f, listed, meta_mtime, logged)
@@ -114,7 +118,13 @@ async def build_files(inner: Store, root: str, name: str, logged: set[str],
         sizes = {k: i.size for k, i in listed.items()}
         problems: dict[str, str] = {}
         shards = await inner_chunks(inner, ds, root, encodings, problems)
-        f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, found, shards, plugins)
+        pieces = pieces or DecodedPieces(inner, 64 * 1024 * 1024)
+        options = dataclasses.replace(options, sized=lambda src: pieces.known(src, listed.get(src.key)))
+        f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, shards, options)
+        if f4.unsized:  # chunks deflated or of strings: their sizes known once made
+            await pieces.make(f4.unsized, listed)
+            f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, shards, options)
+            assert not f4.unsized, f4.unsized[:3]
         f4.left_out += [f"/{path}: its shards cannot be read: {why}" for path, why in problems.items()]
         out[f"{name}.nc4"] = _version4(join(folder, f"{name}.nc4"), f4, listed, meta_mtime, logged)
     return out
@@ -135,7 +145,7 @@ def _log_left_out(key: str, left_out: list[str], logged: set[str]) -> None:
 def _version4(key: str, f: Nc4File, listed: dict[str, ObjectInfo], meta_mtime: int, logged: set[str]) -> NcVersion:
     """The version of a netCDF-4 file: a hash of its metadata and of its chunks' versions."""
     _log_left_out(key, f.left_out, logged)
-    chunks = {p.source.key: listed[p.source.key] for p in f.layout.pieces}
+    chunks = {p.source.key: listed[p.source.key] for p in f.layout.pieces if p.source.fill is None}
     h = hashlib.sha1(f.layout.meta)
     for k in sorted(chunks):
         h.update(f"\0{k}\0{chunks[k].etag}".encode())

@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import stat
+import time
 import subprocess
 from pathlib import Path
 
@@ -199,3 +200,59 @@ def test_a_front_to_back_read_fetches_each_chunk_once(request, tmp_path):
         assert len((m.path / "d.zarr.nc4").read_bytes()) == size
         got = delta(before, counts(m.path))
         assert got["cache.bytes-fetched"] == chunk_bytes and got["cache.misses"] == 2, got
+
+
+def test_strings_and_deflated_chunks_on_a_mount(request, tmp_path):
+    """NC_STRING (v2 and v3, empty strings, a missing chunk) and chunks re-encoded as
+    deflate: each file byte for byte the one made without a mount (any range: strings' heap
+    addresses placed where the version puts them), read by the wheel and h5py as the store; each
+    chunk made once for the size and kept for the reads; a chunk written gives a new size; a
+    chunk that cannot be decoded leaves its variable out."""
+    from tests.nczarr import test_nc4reencode, test_nc4strings
+
+    made = tmp_path / "made"
+    for fmt in (2, 3):
+        (made / f"v{fmt}").mkdir(parents=True)
+        test_nc4strings._make(made / f"v{fmt}", fmt)
+        (made / f"v{fmt}" / "s.zarr").rename(made / f"s{fmt}.zarr")
+    test_nc4reencode._make(made)
+    names = ["r2.zarr", "r3.zarr", "s2.zarr", "s3.zarr"]
+    backend = DirectoryBackend(tmp_path / "backing")
+    backend.root.mkdir()
+    backend.put_many({f"{n}/{k}": v for n in names for k, v in tree(made / n).items()})
+    with mounted(backend, tmp_path / "mnt", "-o", "nc_files=netcdf4", "-o", "metadata_ttl=1") as m:
+        for n in names:
+            _, want = write_nc4(made, n, tmp_path / f"{n}.nc4")
+            assert os.stat(m.path / f"{n}.nc4").st_size == want.stat().st_size
+            at = len(nc4_of(made, n).layout.meta) + 5  # a range starting inside a chunk
+            with open(m.path / f"{n}.nc4", "rb") as f:
+                f.seek(at)
+                assert f.read(100_000) == want.read_bytes()[at:at + 100_000], n
+            assert (m.path / f"{n}.nc4").read_bytes() == want.read_bytes(), n
+        before = counts(m.path)["ncfiles.chunks-decoded"]
+        for n in names:
+            zg = zarr.open_group(str(made / n), mode="r")
+            with netCDF4.Dataset(m.path / f"{n}.nc4") as nc, h5py.File(m.path / f"{n}.nc4", "r") as h5:
+                for var in zg.array_keys():
+                    want = zg[var][...]
+                    if want.dtype.kind == "S":  # bytes: chars, as xarray reads them (tests/nczarr)
+                        continue
+                    if want.dtype.kind in "OUT":
+                        got = [np.asarray(x, dtype=object).tolist() for x in (nc[var][...], h5[var].asstr()[...])]
+                        assert got == [want.tolist()] * 2, (n, var)
+                    else:
+                        assert np.array_equal(nc[var][...], want) and np.array_equal(h5[var][...], want), (n, var)
+        assert counts(m.path)["ncfiles.chunks-decoded"] == before  # made once, for the sizes
+        old = os.stat(m.path / "r2.zarr.nc4").st_size
+        arr = zarr.open_array(str(m.path / "r2.zarr" / "lz4"), mode="r+")
+        arr[0:16, 0:16] = np.random.default_rng(0).integers(0, 1 << 30, (16, 16))
+        time.sleep(1.1)
+        assert os.stat(m.path / "r2.zarr.nc4").st_size > old
+        with netCDF4.Dataset(m.path / "r2.zarr.nc4") as nc:
+            assert np.array_equal(nc["lz4"][...], arr[...])
+        (backend.root / "r2.zarr" / "gzip" / "0.0").write_bytes(b"no gzip")  # changed behind the mount
+        time.sleep(1.1)
+        with netCDF4.Dataset(m.path / "r2.zarr.nc4") as nc:  # left out, the rest read
+            assert "gzip" not in nc.variables and np.array_equal(nc["lz4"][...], arr[...])
+    assert "Traceback" not in m.log_text()
+    assert "leaves out /gzip: chunk 'r2.zarr/gzip/0.0' cannot be made" in m.log_text()

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import trio
 
-from nczfs.nczarr.nc4file import Nc4File, nc4_file
+from nczfs.errors import NczfsError
+from nczfs.nczarr.nc4file import Nc4File, Options, nc4_file
+from nczfs.nczarr.nc4source import Source
 from nczfs.nczarr.nc4shards import inner_chunks
 from nczfs.nczarr.ncfile import v3_encodings
 from nczfs.nczarr.read import read_dataset
@@ -26,29 +28,47 @@ def sizes_of(root: Path, name: str) -> dict[str, int]:
     return out
 
 
-def nc4_of(root: Path, name: str, facts: dict | None = None, plugins: bool = False) -> Nc4File:
-    """The netCDF-4 file of the dataset in folder ``root/name`` (``facts``: as the mount's scans
-    of chunks find them, by array path; sharded arrays' shard indexes read as the mount does)."""
+def made(root: Path, src: Source) -> bytes:
+    """The chunk ``src`` in the file (addresses of strings relative to its start)."""
+    if src.fill is not None:
+        return src.decode(b"")
+    data = (root / src.key).read_bytes()
+    if src.length is not None:
+        data = data[src.start:src.start + src.length]
+    return src.decode(data) if src.recode is not None else data
+
+
+def nc4_of(root: Path, name: str, plugins: bool = False, transcode: str = "auto", sized: bool = True) -> Nc4File:
+    """The netCDF-4 file of the dataset in folder ``root/name`` (sharded arrays' shard indexes
+    read as the mount does; chunks not passed through made for their sizes, unless not ``sized``)."""
     store = DirectoryStore(str(root))
     objects = Below(store, name)
     ds = read_dataset(objects)
     enc = v3_encodings(ds, objects.get)
     inner = trio.run(inner_chunks, ThreadedStore(store), ds, name, enc)
-    return nc4_file(ds, name, enc, sizes_of(root, name), facts, inner, plugins)
+    f = nc4_file(ds, name, enc, sizes_of(root, name), inner, Options(plugins, transcode))
+    if not f.unsized or not sized:
+        return f
+    lengths: dict[tuple, int | str] = {}
+    for src in f.unsized:
+        try:
+            lengths[src.ident] = len(made(root, src))
+        except NczfsError as exc:
+            lengths[src.ident] = f"chunk {src.key!r} cannot be made: {exc}"
+    f = nc4_file(read_dataset(objects), name, enc, sizes_of(root, name), inner,
+                 Options(plugins, transcode, lambda src: lengths.get(src.ident)))
+    assert not f.unsized
+    return f
 
 
-def write_nc4(root: Path, name: str, out: Path, facts: dict | None = None,
-              plugins: bool = False) -> tuple[Nc4File, Path]:
+def write_nc4(root: Path, name: str, out: Path, plugins: bool = False,
+              transcode: str = "auto") -> tuple[Nc4File, Path]:
     """The file written to ``out``, its chunks read from the store's files."""
-    f = nc4_of(root, name, facts, plugins)
+    f = nc4_of(root, name, plugins, transcode)
     buf = bytearray(f.size)
     buf[:len(f.layout.meta)] = f.layout.meta
     for p in f.layout.pieces:
-        data = (root / p.source.key).read_bytes()
-        if p.source.length is not None:
-            data = data[p.source.start:p.source.start + p.source.length]
-        if p.source.recode is not None:
-            data = p.source.decode(data)
+        data = p.source.place(made(root, p.source), p.offset, 0, p.size)
         assert len(data) == p.size, p
         buf[p.offset:p.offset + p.size] = data
     out.write_bytes(bytes(buf))

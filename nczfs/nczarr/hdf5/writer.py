@@ -55,6 +55,9 @@ class Chunk:
     source: Any
     #: filters skipped for this chunk (bit i: the pipeline's i-th)
     mask: int = 0
+    #: bytes following the chunk in the file that belong with it (the global heap collections
+    #: of its variable-length elements)
+    extra: int = 0
 
 
 @dataclass
@@ -68,8 +71,9 @@ class Dataset:
     chunks: tuple[int, ...] | None = None
     #: (filter id, client data) in the order applied on writing
     filters: list[tuple[int, list[int]]] = field(default_factory=list)
-    #: one element: what a missing chunk reads as (None: zeros)
-    fill: bytes | None = None
+    #: one element: what a missing chunk reads as (None: zeros), or how to make it from a
+    #: :class:`Context` (a variable-length one: in the global heap)
+    fill: bytes | Callable[[Context], bytes] | None = None
     attrs: list[Attr] = field(default_factory=list)
     stored: list[Chunk] = field(default_factory=list)
 
@@ -153,7 +157,8 @@ class _Pass:
             self.group(c, _path(path, c.name))
 
     def dataset(self, d: Dataset, path: str) -> None:
-        msgs = [m.dataspace(dataspace(d.shape, d.maxshape)), m.datatype(d.dtype), m.fill_value(d.fill)]
+        msgs = [m.dataspace(dataspace(d.shape, d.maxshape)), m.datatype(d.dtype),
+                m.fill_value(d.fill(self.ctx) if callable(d.fill) else d.fill)]
         if d.filters:
             msgs.append(m.filters(d.filters))
         chunks = sorted(d.stored, key=lambda c: c.index)
@@ -182,7 +187,7 @@ class _Pass:
         meta_end = at
         for key, c in self.pieces:
             addr[key] = at
-            at += c.size
+            at += c.size + c.extra
         addr["end"] = at
         return addr, meta_end
 
@@ -207,6 +212,6 @@ def layout(root: Group) -> Layout:
         raise AssertionError(f"metadata of {end2} bytes, planned {meta_end}")
     sb = superblock(addr["end"], leaf_k, addr["hdr:/"], addr["btree:/"], addr["heap:/"])
     meta = sb + b"".join(data for _, data in final.blocks[1:])
-    pieces = [Piece(addr[key], c.size, c.source) for key, c in final.pieces]
+    pieces = [Piece(addr[key], c.size + c.extra, c.source) for key, c in final.pieces]
     headers = {k[4:]: v for k, v in addr.items() if k.startswith("hdr:")}
     return Layout(addr["end"], meta, pieces, headers)
