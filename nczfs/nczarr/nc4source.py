@@ -99,7 +99,7 @@ def chunk_strings(recode: Recode, raw: bytes, key: str = "") -> list[bytes]:
     count = math.prod(recode.chunks)
     if arr is None or arr.size != count:
         raise InvalidArgument(f"{key!r}: the stored chunk holds {getattr(arr, 'size', 0)} strings, not {count}")
-    flat = arr.reshape(recode.chunks, order=recode.order).ravel(order="C")  # type: ignore[call-overload]
+    flat = arr.reshape(recode.chunks, order=recode.order).ravel(order="C")  # type: ignore[call-overload]  # order is "C" or "F", a str to numpy's stubs
     if dtype.kind == "S":
         return [bytes(s) for s in flat]
     return [str(s).encode("utf-8", "replace") for s in flat]
