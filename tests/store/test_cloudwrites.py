@@ -1,0 +1,112 @@
+"""Conditional writes of the GCS and Azure stores (nczfs/store/s3/cloudwrites.py) against
+fake-gcs-server (behind tests/gcsserver.py's adapter) and Azurite: the probe at mount time, and a
+write that got no answer told from a refused one (tests/faultproxy.py in front of the emulator)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import pytest
+
+from nczfs.errors import Conflict, OutcomeUnknown
+from nczfs.store.s3.cloud import CloudOptions, open_azure, open_gcs
+from nczfs.store.s3.cloudwrites import CloudStore
+from nczfs.store.s3.transport import obstore_client_options, retry_config
+from nczfs.store.values import ABSENT
+from tests.azurite import ACCOUNT, KEY
+from tests.gcsserver import service_account_file
+
+
+@pytest.fixture(params=["gcs", "azure"])
+def cloud(request, tmp_path, monkeypatch):
+    """(server, bucket or container, the store's opener given an endpoint and options)."""
+    if request.param == "gcs":
+        server = request.getfixturevalue("gcs_server")
+        bucket = server.new_bucket("cw")
+        key = service_account_file(tmp_path / "sa.json")
+        return server, bucket, lambda endpoint, **kw: open_gcs(CloudOptions(
+            f"gs://{bucket}/p", endpoint_url=endpoint, google_application_credentials=str(key), **kw))
+    server = request.getfixturevalue("azurite")
+    container = server.new_container("cw")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", KEY)
+    return server, container, lambda endpoint, **kw: open_azure(CloudOptions(
+        f"az://{container}/p", endpoint_url=endpoint, azure_storage_account=ACCOUNT, **kw))
+
+
+def test_a_mount_finds_out_once_whether_the_server_takes_conditions(cloud, monkeypatch, caplog):
+    """The opener probes whether a PUT where no object may be, over an object, is refused: both
+    emulators refuse it (writes are then conditional); a server that ignores conditions (here:
+    obstore's PUTs sent without them) makes the mount fall back to last-writer-wins, said once;
+    ``-o overwrite=last_writer_wins`` and read-only mounts send no probe."""
+    import obstore
+
+    server, bucket, open_store = cloud
+    store = open_store(server.endpoint)
+    assert store.checks_writes and store.counters().get("PUT") == 2
+    assert store.list_prefix("") == []  # the probe object is gone
+    for quiet in (open_store(server.endpoint, overwrite="last_writer_wins"), open_store(server.endpoint, read_only=True)):
+        assert not quiet.checks_writes and "PUT" not in quiet.counters()
+    real_put = obstore.put
+    monkeypatch.setattr(obstore, "put", lambda *args, mode=None, **kw: real_put(*args, **kw))
+    with caplog.at_level(logging.WARNING, logger="nczfs"):
+        ignoring = open_store(server.endpoint)
+    assert not ignoring.checks_writes and ignoring.list_prefix("") == []
+    warned = [r.getMessage() for r in caplog.records if "ignores conditional writes" in r.getMessage()]
+    assert len(warned) == 1 and "the last writer wins" in warned[0], warned
+
+
+def _proxied(server, bucket: str, proxy, prefix: str) -> CloudStore:
+    """The store through ``proxy``: one attempt a request, 1 s without an answer is none."""
+    from obstore.store import AzureStore, GCSStore
+
+    bounds = {"client_options": obstore_client_options(proxy.endpoint, read_timeout=1, request_timeout=3),
+              "retry_config": retry_config(retries=0, retry_timeout=3)}
+    if hasattr(server, "honour_conditions"):  # fake-gcs-server
+        key = service_account_file(server.workdir / f"sa-{uuid.uuid4().hex[:6]}.json")
+        store = GCSStore(bucket, base_url=proxy.endpoint, service_account_path=str(key), **bounds)
+        backend = CloudStore(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS")
+    else:
+        endpoint = f"{proxy.endpoint}/{ACCOUNT}"
+        store = AzureStore(bucket, account_name=ACCOUNT, account_key=KEY, endpoint=endpoint, **bounds)
+        backend = CloudStore(store, prefix, url=f"az://{bucket}/{prefix}", service="Azure")
+    backend.checks_writes = backend.probe_conditions()
+    assert backend.checks_writes
+    return backend
+
+
+def _raw(server, bucket: str, key: str) -> bytes | None:
+    return server.get(bucket, key)
+
+
+def test_a_write_that_got_no_answer_is_told_from_a_refused_one(cloud):
+    """A conditional PUT whose answer is lost but which was carried out is found stored (the
+    object holds what was sent); one that got no answer at all, nor did the look for it, is of
+    unknown outcome (EIO), not refused: the server takes it once it runs again. A PUT on a
+    version another write replaced is refused (Conflict: ESTALE) and changes nothing."""
+    from tests.faultproxy import FaultProxy
+
+    server, bucket, _ = cloud
+    target = server.adapter.server_address[1] if hasattr(server, "adapter") else server.port
+    with FaultProxy(target) as proxy:
+        store = _proxied(server, bucket, proxy, "nr")
+        v0 = store.set("k", b"v0", if_version=ABSENT)
+        proxy.drop_answers = lambda line: line.startswith("PUT ")
+        v1 = store.set("k", b"v1!", if_version=v0.etag)  # carried out, its answer lost: found
+        assert proxy.dropped and _raw(server, bucket, "nr/k") == b"v1!" and v1.etag != v0.etag
+        proxy.drop_answers = None
+        proxy.freeze()
+        try:
+            with pytest.raises(OutcomeUnknown, match="got no answer"):
+                store.set("k", b"v2!!", if_version=v1.etag)
+        finally:
+            proxy.thaw()
+        deadline = time.monotonic() + 10
+        while _raw(server, bucket, "nr/k") != b"v2!!" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _raw(server, bucket, "nr/k") == b"v2!!"  # it was carried out after all, later
+        with pytest.raises(Conflict) as refused:
+            store.set("k", b"stale", if_version=v1.etag)
+        assert refused.value.found == store.stat("k").etag != v1.etag
+        assert _raw(server, bucket, "nr/k") == b"v2!!"
