@@ -76,6 +76,16 @@ def _consolidated_arrays(s3: S3Backend) -> tuple[set[str], set[str]]:
     return set(g.array_keys()), stored
 
 
+def _at_once(writers: list[threading.Thread], mounts) -> tuple[list[int], list[int]]:
+    """Run the writers at once; each mount's ``consolidated.merged-again`` and ``.lost`` counts."""
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    return ([counts(m.path)["consolidated.merged-again"] for m in mounts],
+            [counts(m.path)["consolidated.lost"] for m in mounts])
+
+
 def test_two_mounts_and_another_client_adding_arrays_to_one_group_lose_no_entry(s3, tmp_path):
     s3.put(f"{GROUP}/.zgroup", b'{"zarr_format": 2}')
     s3.put(f"{GROUP}/.zmetadata", json.dumps({"metadata": {".zgroup": {"zarr_format": 2}},
@@ -88,12 +98,7 @@ def test_two_mounts_and_another_client_adding_arrays_to_one_group_lose_no_entry(
             for t in range(THREADS):
                 names = [f"{m.path.name}{t}_{i}" for i in range(ARRAYS)]
                 writers.append(threading.Thread(target=_zarr_writer, args=(m.path, names, errors)))
-        for w in writers:
-            w.start()
-        for w in writers:
-            w.join()
-        merged = [counts(m.path)["consolidated.merged-again"] for m in (a, b)]
-        lost = [counts(m.path)["consolidated.lost"] for m in (a, b)]
+        merged, lost = _at_once(writers, (a, b))
     assert not errors, errors
     for m in (a, b):
         assert "Traceback" not in m.log_text() and "is missing" not in m.log_text(), m.log_text()
