@@ -110,3 +110,35 @@ def test_a_write_that_got_no_answer_is_told_from_a_refused_one(cloud):
             store.set("k", b"stale", if_version=v1.etag)
         assert refused.value.found == store.stat("k").etag != v1.etag
         assert _raw(server, bucket, "nr/k") == b"v2!!"
+
+
+def test_gcs_learns_a_listed_versions_generation_with_one_head(gcs_server, tmp_path):
+    """A version known from a listing only (GCS listings give ETags, not generations): the write
+    on it costs one HEAD first; another version found there refuses it before any PUT."""
+    from obstore.store import GCSStore
+
+    bucket = gcs_server.new_bucket("gen")
+    key = service_account_file(tmp_path / "sa.json")
+
+    def fresh() -> CloudStore:
+        store = GCSStore(bucket, base_url=gcs_server.endpoint, service_account_path=str(key),
+                         client_options=obstore_client_options(gcs_server.endpoint), retry_config=retry_config())
+        backend = CloudStore(store, "p", url=f"gs://{bucket}/p", service="GCS")
+        backend.checks_writes = True
+        return backend
+
+    gcs_server.put(bucket, "p/k", b"v0")
+    listed = fresh()
+    (entry,) = listed.list_dir("")
+    before = listed.counters()
+    stored = listed.set("k", b"v1", if_version=entry.info.etag)
+    spent = {k: v - before.get(k, 0) for k, v in listed.counters().items() if v != before.get(k, 0)}
+    assert spent == {"HEAD": 1, "PUT": 1} and gcs_server.get(bucket, "p/k") == b"v1"
+    listed.set("k", b"v2", if_version=stored.etag)  # its own PUT's generation: no HEAD
+    assert listed.counters()["HEAD"] == before.get("HEAD", 0) + 1
+    stale = fresh()
+    (entry,) = stale.list_dir("")
+    gcs_server.put(bucket, "p/k", b"other")
+    with pytest.raises(Conflict):
+        stale.set("k", b"stale", if_version=entry.info.etag)
+    assert "PUT" not in stale.counters() and gcs_server.get(bucket, "p/k") == b"other"
