@@ -59,18 +59,23 @@ def test_a_mount_finds_out_once_whether_the_server_takes_conditions(cloud, monke
 
 def _proxied(server, bucket: str, proxy, prefix: str) -> CloudStore:
     """The store through ``proxy``: one attempt a request, 1 s without an answer is none."""
+    return _store(server, bucket, proxy.endpoint, prefix, read_timeout=1, request_timeout=3, retries=0)
+
+
+def _store(server, bucket: str, endpoint: str, prefix: str, read_timeout: float = 15, request_timeout: float = 300,
+           retries: int = 2, **kw) -> CloudStore:
+    """The store of the emulator (at ``endpoint``: its own, or a proxy's), writes checked (probed)."""
     from obstore.store import AzureStore, GCSStore
 
-    bounds = {"client_options": obstore_client_options(proxy.endpoint, read_timeout=1, request_timeout=3),
-              "retry_config": retry_config(retries=0, retry_timeout=3)}
+    bounds = {"client_options": obstore_client_options(endpoint, read_timeout=read_timeout, request_timeout=request_timeout),
+              "retry_config": retry_config(retries=retries, retry_timeout=request_timeout)}
     if hasattr(server, "honour_conditions"):  # fake-gcs-server
         key = service_account_file(server.workdir / f"sa-{uuid.uuid4().hex[:6]}.json")
-        store = GCSStore(bucket, base_url=proxy.endpoint, service_account_path=str(key), **bounds)
-        backend = CloudStore(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS")
+        store = GCSStore(bucket, base_url=endpoint, service_account_path=str(key), **bounds)
+        backend = CloudStore(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS", **kw)
     else:
-        endpoint = f"{proxy.endpoint}/{ACCOUNT}"
-        store = AzureStore(bucket, account_name=ACCOUNT, account_key=KEY, endpoint=endpoint, **bounds)
-        backend = CloudStore(store, prefix, url=f"az://{bucket}/{prefix}", service="Azure")
+        store = AzureStore(bucket, account_name=ACCOUNT, account_key=KEY, endpoint=f"{endpoint}/{ACCOUNT}", **bounds)
+        backend = CloudStore(store, prefix, url=f"az://{bucket}/{prefix}", service="Azure", **kw)
     backend.checks_writes = backend.probe_conditions()
     assert backend.checks_writes
     return backend
@@ -142,3 +147,30 @@ def test_gcs_learns_a_listed_versions_generation_with_one_head(gcs_server, tmp_p
     with pytest.raises(Conflict):
         stale.set("k", b"stale", if_version=entry.info.etag)
     assert "PUT" not in stale.counters() and gcs_server.get(bucket, "p/k") == b"other"
+
+
+def test_a_write_too_big_for_one_conditional_put_is_checked_before_its_upload(cloud, monkeypatch):
+    """Above CONDITIONAL_MAX (here 1 MiB) a write goes up in parts (a rename: a server-side copy),
+    after a HEAD that refuses it if the object is no longer the version it names."""
+    import nczfs.store.s3.cloudwrites as cloudwrites
+
+    monkeypatch.setattr(cloudwrites, "CONDITIONAL_MAX", 1024 * 1024)
+    server, bucket, _ = cloud
+    endpoint = server.endpoint if hasattr(server, "honour_conditions") else f"http://127.0.0.1:{server.port}"
+    store = _store(server, bucket, endpoint, "big", multipart_threshold=5 * 1024 * 1024, part_size=5 * 1024 * 1024)
+    big = b"x" * (6 * 1024 * 1024)
+    v0 = store.set("k", b"v0")
+    server.put(bucket, "big/k", b"other")
+    with pytest.raises(Conflict):
+        store.set("k", big, if_version=v0.etag)
+    assert "MultipartUpload" not in store.counters() and server.get(bucket, "big/k") == b"other"
+    stored = store.set("k", big, if_version=store.stat("k").etag)
+    assert store.counters()["MultipartUpload"] == 1 and server.get(bucket, "big/k") == big
+    store.set("src", big)
+    server.put(bucket, "big/k", b"changed again")
+    with pytest.raises(Conflict):
+        store.rename("src", "k", if_version=stored.etag)
+    assert server.get(bucket, "big/k") == b"changed again" and server.get(bucket, "big/src") == big
+    store.rename("src", "k", if_version=store.stat("k").etag)
+    assert server.get(bucket, "big/k") == big and server.get(bucket, "big/src") is None
+    assert store.counters()["COPY"] == 1
