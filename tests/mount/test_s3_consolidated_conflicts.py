@@ -33,6 +33,15 @@ def _zarray(n: int) -> dict:
             "fill_value": 0, "order": "C", "filters": None, "dimension_separator": "."}
 
 
+def put_array(backend, name: str, n: int) -> dict:
+    """Another client's array ``name`` of ``n`` elements in the group (its .zarray and .zattrs,
+    stored); the entries its writer merges into ``.zmetadata``."""
+    entries = {f"{name}/.zarray": _zarray(n), f"{name}/.zattrs": {"_ARRAY_DIMENSIONS": ["x"]}}
+    for rel, value in entries.items():
+        backend.put(f"{GROUP}/{rel}", json.dumps(value).encode())
+    return entries
+
+
 def _boto3_writer(s3: S3Backend, names: list[str], errors: list[BaseException]) -> None:
     """Each array's objects, then its entries merged into ``.zmetadata`` with If-Match on the
     ETag read (again on 412): the protocol every writer of the copy must follow."""
@@ -40,9 +49,7 @@ def _boto3_writer(s3: S3Backend, names: list[str], errors: list[BaseException]) 
     zkey = f"{s3.prefix}/{GROUP}/.zmetadata"
     try:
         for i, name in enumerate(names):
-            entries = {f"{name}/.zarray": _zarray(i + 1), f"{name}/.zattrs": {"_ARRAY_DIMENSIONS": ["x"]}}
-            for rel, value in entries.items():
-                s3.put(f"{GROUP}/{rel}", json.dumps(value).encode())
+            entries = put_array(s3, name, i + 1)
             while True:
                 got = client.get_object(Bucket=s3.bucket, Key=zkey)
                 meta = json.loads(got["Body"].read())
