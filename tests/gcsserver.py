@@ -3,10 +3,16 @@
 
 fake-gcs-server keeps the objects and answers GCS's JSON API and most of its XML API, which
 obstore (object_store) speaks for objects. What it lacks of the XML API the adapter supplies
-by calling its JSON API: a PUT of an object (a media upload), a PUT with
+by calling its JSON API: a PUT of an object (a multipart upload of the JSON API), a PUT with
 ``x-goog-copy-source`` (copyTo), multipart uploads (parts kept by the adapter until completed,
-then one media upload), and ``If-Match`` on GET (checked against a HEAD: 412 when the ETag
-differs). Everything else goes through unchanged. Both listen on loopback only.
+then one upload), and ``If-Match`` on GET (checked against a HEAD: 412 when the ETag differs).
+Everything else goes through unchanged. Both listen on loopback only.
+
+Generation preconditions: a PUT's ``x-goog-if-generation-match`` (``0``: no object may be there)
+goes to fake-gcs-server as its JSON API's ``ifGenerationMatch``, which it checks and applies
+under one lock, answering 412 (a media upload ignores it; a multipart upload of the JSON API
+honours it: fake-gcs-server 1.54 ``wrapUploadPreconditions``). A copy with the header is the
+source read and uploaded the same way (fake-gcs-server's copyTo ignores ``ifGenerationMatch``).
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ class FakeGCS:
         self.adapter: ThreadingHTTPServer | None = None
         self.uploads: dict[str, tuple[str, str, dict[int, bytes]]] = {}
         self.lock = threading.Lock()
+        #: False: the adapter drops generation preconditions, as a server ignoring them would
+        self.honour_conditions = True
 
     @property
     def endpoint(self) -> str:
@@ -101,6 +109,20 @@ class FakeGCS:
         if status != 200:
             raise OSError(f"fake-gcs-server upload of {key!r}: {status} {body[:200]!r}")
         return json.loads(body)
+
+    def put_if(self, bucket: str, key: str, data: bytes, generation: str | None) -> tuple[int, dict | bytes]:
+        """An upload made only while the object is that generation (None: any; "0": none): the
+        JSON API's multipart upload, the one fake-gcs-server checks ``ifGenerationMatch`` on.
+        (status, the object's resource or the error's body)."""
+        boundary = uuid.uuid4().hex
+        body = (f"--{boundary}\r\ncontent-type: application/json; charset=UTF-8\r\n\r\n"
+                f"{json.dumps({'name': key})}\r\n--{boundary}\r\ncontent-type: application/octet-stream\r\n\r\n"
+                ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        condition = f"&ifGenerationMatch={generation}" if generation is not None else ""
+        status, _, answer = self.upstream(
+            "POST", f"/upload/storage/v1/b/{bucket}/o?uploadType=multipart&name={quote(key, safe='')}{condition}", body,
+            {"content-type": f"multipart/related; boundary={boundary}"})
+        return status, json.loads(answer) if status == 200 else answer
 
     def get(self, bucket: str, key: str) -> bytes | None:
         status, _, body = self.upstream("GET", f"/storage/v1/b/{bucket}/o/{quote(key, safe='')}?alt=media")
@@ -186,6 +208,15 @@ def _handler(gcs: FakeGCS):
                 self._reply(200, b"", {"ETag": '"' + hashlib.md5(body).hexdigest() + '"'})
                 return
             source = self.headers.get("x-goog-copy-source")
+            generation = self.headers.get("x-goog-if-generation-match")
+            if source and generation is not None:  # copyTo would ignore the condition
+                src_bucket, _, src_key = unquote(source).lstrip("/").partition("/")
+                data = gcs.get(src_bucket, src_key)
+                if data is None:
+                    self._reply(404, b"<Error><Code>NoSuchKey</Code></Error>")
+                    return
+                self._store(bucket, key, data, copy=True)
+                return
             if source:
                 src_bucket, _, src_key = unquote(source).lstrip("/").partition("/")
                 status, doc = gcs.json("POST", f"/storage/v1/b/{src_bucket}/o/{quote(src_key, safe='')}/copyTo/b/"
@@ -197,14 +228,20 @@ def _handler(gcs: FakeGCS):
                 return
             self._store(bucket, key, body)
 
-        def _store(self, bucket: str, key: str, data: bytes, xml_result: bool = False) -> None:
-            try:
-                doc = gcs.put(bucket, key, data)
-            except OSError as exc:
-                self._reply(500, str(exc).encode())
+        def _store(self, bucket: str, key: str, data: bytes, xml_result: bool = False, copy: bool = False) -> None:
+            generation = self.headers.get("x-goog-if-generation-match") if gcs.honour_conditions else None
+            status, doc = gcs.put_if(bucket, key, data, generation)
+            if status == 412:
+                self._reply(412, b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>PreconditionFailed</Code>"
+                                 b"<Message>At least one of the pre-conditions you specified did not hold.</Message></Error>")
+                return
+            if status != 200 or not isinstance(doc, dict):
+                self._reply(500, f"fake-gcs-server upload of {key!r}: {status} {doc!r:.200}".encode())
                 return
             headers = {"ETag": _etag_of(doc), "x-goog-generation": str(doc.get("generation", ""))}
-            if xml_result:
+            if copy:
+                self._reply(200, b"<CopyObjectResult/>", headers)
+            elif xml_result:
                 body = (f"<?xml version='1.0' encoding='UTF-8'?><CompleteMultipartUploadResult><Bucket>{bucket}</Bucket>"
                         f"<Key>{key}</Key><ETag>{_etag_of(doc)}</ETag></CompleteMultipartUploadResult>").encode()
                 self._reply(200, body, headers)

@@ -23,8 +23,13 @@ def s3(s3_server) -> S3Backend:
 
 @pytest.fixture
 def two(s3, tmp_path):
+    yield from two_mounts(s3, tmp_path)
+
+
+def two_mounts(backend, tmp_path: Path):
     """Two mounts of one prefix (a long metadata TTL: what each saw stays what it saw)."""
-    with mounted(s3, tmp_path / "a", "-o", "metadata_ttl=60") as a, mounted(s3, tmp_path / "b", "-o", "metadata_ttl=60") as b:
+    with (mounted(backend, tmp_path / "a", "-o", "metadata_ttl=60") as a,
+          mounted(backend, tmp_path / "b", "-o", "metadata_ttl=60") as b):
         yield a, b
     for m in (a, b):
         assert "Traceback" not in m.log_text(), m.log_text()
@@ -132,9 +137,17 @@ def _workload(root: Path) -> None:
 def test_a_single_writer_pays_no_extra_request_and_never_conflicts(s3_server, tmp_path):
     """The condition rides on the PUT (or copy) the write makes anyway: the same work costs the
     same requests with conditions as with ``-o overwrite=last_writer_wins``."""
+    spent = _spent_by_mode(lambda mode: S3Backend(s3_server, s3_server.shared_bucket, s3_server.new_prefix("cw1")),
+                           tmp_path)
+    assert spent["checked"] == spent["last_writer_wins"], spent
+
+
+def _spent_by_mode(make, tmp_path: Path) -> dict[str, dict[str, int]]:
+    """The requests (by kind) a mount of ``make(mode)`` sent for the single writer's workload,
+    with ``-o overwrite=checked`` and with ``last_writer_wins``; no conflict in either."""
     spent = {}
     for mode in ("checked", "last_writer_wins"):
-        backend = S3Backend(s3_server, s3_server.shared_bucket, s3_server.new_prefix("cw1"))
+        backend = make(mode)
         with mounted(backend, tmp_path / mode, "-o", f"overwrite={mode}") as m:
             before = counts(m.path)
             _workload(m.path)
@@ -144,7 +157,7 @@ def test_a_single_writer_pays_no_extra_request_and_never_conflicts(s3_server, tm
         spent[mode] = {k: v for k, v in delta(before, after).items() if k[0].isupper()}
         assert backend.read("w0") == b"renamed" and backend.read("w1") == b"zarr" and backend.read("w5") == b"second 5+"
         assert not [k for k in backend.keys() if "nczfs-conflict" in k]
-    assert spent["checked"] == spent["last_writer_wins"], spent
+    return spent
 
 
 def test_overwrite_last_writer_wins_keeps_the_old_behaviour(s3, tmp_path):

@@ -33,6 +33,15 @@ def _zarray(n: int) -> dict:
             "fill_value": 0, "order": "C", "filters": None, "dimension_separator": "."}
 
 
+def put_array(backend, name: str, n: int) -> dict:
+    """Another client's array ``name`` of ``n`` elements in the group (its .zarray and .zattrs,
+    stored); the entries its writer merges into ``.zmetadata``."""
+    entries = {f"{name}/.zarray": _zarray(n), f"{name}/.zattrs": {"_ARRAY_DIMENSIONS": ["x"]}}
+    for rel, value in entries.items():
+        backend.put(f"{GROUP}/{rel}", json.dumps(value).encode())
+    return entries
+
+
 def _boto3_writer(s3: S3Backend, names: list[str], errors: list[BaseException]) -> None:
     """Each array's objects, then its entries merged into ``.zmetadata`` with If-Match on the
     ETag read (again on 412): the protocol every writer of the copy must follow."""
@@ -40,9 +49,7 @@ def _boto3_writer(s3: S3Backend, names: list[str], errors: list[BaseException]) 
     zkey = f"{s3.prefix}/{GROUP}/.zmetadata"
     try:
         for i, name in enumerate(names):
-            entries = {f"{name}/.zarray": _zarray(i + 1), f"{name}/.zattrs": {"_ARRAY_DIMENSIONS": ["x"]}}
-            for rel, value in entries.items():
-                s3.put(f"{GROUP}/{rel}", json.dumps(value).encode())
+            entries = put_array(s3, name, i + 1)
             while True:
                 got = client.get_object(Bucket=s3.bucket, Key=zkey)
                 meta = json.loads(got["Body"].read())
@@ -76,6 +83,16 @@ def _consolidated_arrays(s3: S3Backend) -> tuple[set[str], set[str]]:
     return set(g.array_keys()), stored
 
 
+def _at_once(writers: list[threading.Thread], mounts) -> tuple[list[int], list[int]]:
+    """Run the writers at once; each mount's ``consolidated.merged-again`` and ``.lost`` counts."""
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    return ([counts(m.path)["consolidated.merged-again"] for m in mounts],
+            [counts(m.path)["consolidated.lost"] for m in mounts])
+
+
 def test_two_mounts_and_another_client_adding_arrays_to_one_group_lose_no_entry(s3, tmp_path):
     s3.put(f"{GROUP}/.zgroup", b'{"zarr_format": 2}')
     s3.put(f"{GROUP}/.zmetadata", json.dumps({"metadata": {".zgroup": {"zarr_format": 2}},
@@ -88,12 +105,7 @@ def test_two_mounts_and_another_client_adding_arrays_to_one_group_lose_no_entry(
             for t in range(THREADS):
                 names = [f"{m.path.name}{t}_{i}" for i in range(ARRAYS)]
                 writers.append(threading.Thread(target=_zarr_writer, args=(m.path, names, errors)))
-        for w in writers:
-            w.start()
-        for w in writers:
-            w.join()
-        merged = [counts(m.path)["consolidated.merged-again"] for m in (a, b)]
-        lost = [counts(m.path)["consolidated.lost"] for m in (a, b)]
+        merged, lost = _at_once(writers, (a, b))
     assert not errors, errors
     for m in (a, b):
         assert "Traceback" not in m.log_text() and "is missing" not in m.log_text(), m.log_text()

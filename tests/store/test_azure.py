@@ -10,22 +10,24 @@ import pytest
 
 from nczfs.errors import BackendError, OutcomeUnknown, Stale
 from nczfs.store.values import ByteRange
+from nczfs.store.s3.cloudwrites import CloudStore
 from nczfs.store.s3.objstore import ObjectStoreBackend
 from nczfs.store.s3.transport import obstore_client_options, retry_config
 from tests.azurite import ACCOUNT, KEY
 from tests.store.conformance import StoreConformance
 
 
-def azure_backend(server, container: str, prefix: str, **kw) -> ObjectStoreBackend:
+def azure_backend(server, container: str, prefix: str, **kw) -> CloudStore:
     from obstore.store import AzureStore
 
     store = AzureStore(container, account_name=ACCOUNT, account_key=KEY, endpoint=server.endpoint,
                        client_options=obstore_client_options(server.endpoint), retry_config=retry_config())
-    return ObjectStoreBackend(store, prefix, url=f"az://{container}/{prefix}", service="Azure", **kw)
+    return CloudStore(store, prefix, url=f"az://{container}/{prefix}", service="Azure", **kw)
 
 
 class TestAzureStore(StoreConformance):
     lists_trees = True
+    checks_writes = True
 
     @pytest.fixture
     def sync_store(self, azurite) -> ObjectStoreBackend:
@@ -34,8 +36,10 @@ class TestAzureStore(StoreConformance):
             type(self).container = azurite.new_container("conf")
         self.prefix = f"p-{uuid.uuid4().hex[:8]}/ds"
         # blocks above 5 MiB, so that the 5 MiB conformance object goes up in two blocks
-        return azure_backend(azurite, self.container, self.prefix, multipart_threshold=5 * 1024 * 1024,
+        store = azure_backend(azurite, self.container, self.prefix, multipart_threshold=5 * 1024 * 1024,
                              part_size=5 * 1024 * 1024)
+        store.checks_writes = store.probe_conditions()  # as a mount finds out
+        return store
 
     def read_only_store(self) -> ObjectStoreBackend:
         return azure_backend(self.server, self.container, self.prefix, read_only=True)

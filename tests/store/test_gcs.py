@@ -6,6 +6,7 @@ import pytest
 
 from nczfs.errors import Stale
 from nczfs.store.values import ByteRange
+from nczfs.store.s3.cloudwrites import CloudStore
 from nczfs.store.s3.objstore import ObjectStoreBackend
 from nczfs.store.s3.transport import obstore_client_options, retry_config
 from tests.gcsserver import service_account_file
@@ -17,16 +18,17 @@ def gcs_key(tmp_path_factory):
     return service_account_file(tmp_path_factory.mktemp("gcs-sa") / "sa.json")
 
 
-def gcs_backend(server, bucket: str, prefix: str, key, **kw) -> ObjectStoreBackend:
+def gcs_backend(server, bucket: str, prefix: str, key, **kw) -> CloudStore:
     from obstore.store import GCSStore
 
     store = GCSStore(bucket, base_url=server.endpoint, service_account_path=str(key),
                      client_options=obstore_client_options(server.endpoint), retry_config=retry_config())
-    return ObjectStoreBackend(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS", **kw)
+    return CloudStore(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS", **kw)
 
 
 class TestGCSStore(StoreConformance):
     lists_trees = True
+    checks_writes = True
 
     @pytest.fixture
     def sync_store(self, gcs_server, gcs_key) -> ObjectStoreBackend:
@@ -35,8 +37,10 @@ class TestGCSStore(StoreConformance):
             type(self).bucket = gcs_server.new_bucket("conf")
         self.prefix = f"p{id(self) % 100000}-{__import__('uuid').uuid4().hex[:8]}/ds"
         # multipart above 5 MiB, so that the 5 MiB conformance object goes up in two parts
-        return gcs_backend(gcs_server, self.bucket, self.prefix, gcs_key, multipart_threshold=5 * 1024 * 1024,
+        store = gcs_backend(gcs_server, self.bucket, self.prefix, gcs_key, multipart_threshold=5 * 1024 * 1024,
                            part_size=5 * 1024 * 1024)
+        store.checks_writes = store.probe_conditions()  # as a mount finds out
+        return store
 
     def read_only_store(self) -> ObjectStoreBackend:
         return gcs_backend(self.server, self.bucket, self.prefix, self.key, read_only=True)

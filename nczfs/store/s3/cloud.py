@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from nczfs.store.s3.cloudurl import parse_azure_source, parse_cloud_url
 from nczfs.errors import SourceError
-from nczfs.store.s3.objstore import ObjectStoreBackend
+from nczfs.store.s3.cloudwrites import CloudStore
 from nczfs.store.s3.transport import Bounds
 
 if TYPE_CHECKING:
@@ -44,19 +44,21 @@ class CloudOptions:
     bounds: Bounds = Bounds()
     google_application_credentials: str | None = None
     azure_storage_account: str | None = None
+    #: -o overwrite=: "checked" (a write replaces only the version it started from) or "last_writer_wins"
+    overwrite: str = "checked"
 
     @classmethod
     def of(cls, config: MountConfig) -> CloudOptions:
         return cls(config.source.text, config.read_only or config.no_sign_request, config.no_sign_request,
                    config.endpoint_url, Bounds(**Bounds.given(config)), config.google_application_credentials,
-                   config.azure_storage_account)
+                   config.azure_storage_account, config.overwrite)
 
     def transport(self, endpoint: str | None) -> dict[str, Any]:
         """Timeouts and retries; a private CA's certificates from ``SSL_CERT_FILE``."""
         return self.bounds.obstore(endpoint, os.environ.get("SSL_CERT_FILE") or None)
 
 
-def open_gcs(options: CloudOptions) -> ObjectStoreBackend:
+def open_gcs(options: CloudOptions) -> CloudStore:
     from obstore.store import GCSStore
 
     text = options.source
@@ -76,10 +78,9 @@ def open_gcs(options: CloudOptions) -> ObjectStoreBackend:
         store = GCSStore(loc.bucket, **options.transport(endpoint), **kwargs)
     except Exception as exc:  # bad credentials files, unknown settings
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
-    backend = ObjectStoreBackend(store, loc.prefix, url=f"gs://{loc.location}", service="GCS",
-                                 read_only=options.read_only, https=_https(endpoint))
-    probe(backend, text)
-    return backend
+    backend = CloudStore(store, loc.prefix, url=f"gs://{loc.location}", service="GCS",
+                         read_only=options.read_only, https=_https(endpoint))
+    return probe(backend, options)
 
 
 def _emulator_host() -> str | None:
@@ -101,7 +102,7 @@ def connection_string() -> dict[str, str]:
     return out
 
 
-def open_azure(options: CloudOptions) -> ObjectStoreBackend:
+def open_azure(options: CloudOptions) -> CloudStore:
     from obstore.store import AzureStore
 
     text = options.source
@@ -123,10 +124,9 @@ def open_azure(options: CloudOptions) -> ObjectStoreBackend:
         store = AzureStore(loc.bucket, **options.transport(endpoint), **kwargs)
     except Exception as exc:
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
-    backend = ObjectStoreBackend(store, loc.prefix, url=f"az://{loc.location}", service="Azure",
-                                 read_only=options.read_only, https=_https(endpoint))
-    probe(backend, text)
-    return backend
+    backend = CloudStore(store, loc.prefix, url=f"az://{loc.location}", service="Azure",
+                         read_only=options.read_only, https=_https(endpoint))
+    return probe(backend, options)
 
 
 def _azure_credentials(anonymous: bool, conn: dict[str, str]) -> dict[str, Any]:
@@ -149,9 +149,13 @@ def _https(endpoint: str | None) -> bool:
     return not endpoint or endpoint.startswith("https://")
 
 
-def probe(backend: ObjectStoreBackend, text: str) -> None:
-    """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint down."""
+def probe(backend: CloudStore, options: CloudOptions) -> CloudStore:
+    """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint
+    down; a writable store's writes are conditional where the server honours conditions (one probe)."""
     try:
         backend.probe()
     except Exception as exc:  # noqa: BLE001 - reported to the user, one line
-        raise SourceError(f"{text}: {exc}") from None
+        raise SourceError(f"{options.source}: {exc}") from None
+    if not options.read_only and options.overwrite == "checked":
+        backend.checks_writes = backend.probe_conditions()
+    return backend

@@ -285,7 +285,8 @@ class ObjectStoreBackend(Listings, SyncStore):
         return self._put(key, file_pieces(key, f, size, self.part_size), size, if_version)
 
     def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
-        """One PUT (GCS, Azure: ``if_version`` is not asked for, ``checks_writes`` is False)."""
+        """One PUT, or a multipart upload from the threshold on; ``if_version`` is not asked for
+        here (GCS and Azure condition their writes in :mod:`.cloudwrites`)."""
         path = self._full(key)
         multipart = size >= self.multipart_threshold
         self._count("multipart" if multipart else "put")
@@ -293,13 +294,18 @@ class ObjectStoreBackend(Listings, SyncStore):
             result = obs.put(self.store, path, body, use_multipart=multipart, chunk_size=self.part_size,
                              max_concurrency=min(8, self.max_concurrency), **self.put_arguments())
         except Exception as exc:
-            cause = exc.__cause__ if isinstance(exc.__cause__, NczfsError) else exc
-            err = self._err(cause, key, "multipart" if multipart else "put")
-            if type(err) is BackendError and unanswered(cause):
-                raise OutcomeUnknown(f"{key!r}: {self.service} PUT got no answer ({first_line(cause)}); it may still "
-                                     "be carried out (outcome unknown)") from None
-            raise err from None
+            raise self._put_error(exc, key, "multipart" if multipart else "put") from None
         return ObjectInfo(key, size, time.time_ns(), plain_etag(result.get("e_tag")))
+
+    def _put_error(self, exc: BaseException, key: str, kind: str) -> NczfsError:
+        """The error of a failed PUT: OutcomeUnknown where the request went out and no answer
+        came (it may still be carried out), told from one refused (its answer) or never sent."""
+        cause = exc.__cause__ if isinstance(exc.__cause__, NczfsError) else exc
+        err = self._err(cause, key, kind)
+        if type(err) is BackendError and unanswered(cause):
+            return OutcomeUnknown(f"{key!r}: {self.service} PUT got no answer ({first_line(cause)}); it may still "
+                                  "be carried out (outcome unknown)")
+        return err
 
     def put_arguments(self) -> dict[str, Any]:
         """Extra arguments of every PUT (S3: the storage class)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-import uuid
 from typing import Any
 
 import obstore as obs
@@ -20,6 +19,7 @@ from nczfs.store.values import ABSENT, ObjectInfo
 from nczfs.store.s3.errors import ANSWERED, NOT_SENT, SERVER_ERROR, first_line, translate_boto
 from nczfs.store.s3.objstore import UNNAMEABLE, bare_etag, boto_conditions, plain_etag, put_mode
 from nczfs.store.s3.options import S3Options
+from nczfs.store.s3.probe import probe_conditions
 
 log = logging.getLogger(__name__)
 
@@ -133,38 +133,11 @@ class Puts:
 
     def probe_conditions(self) -> bool:
         """Does the server refuse a conditional write whose condition fails? One probe at mount
-        time: a PutObject of a probe key, the same key again with If-None-Match: * (which must be
-        refused), then its DELETE. A server that takes the second PUT ignores conditions: the
-        mount falls back to last-writer-wins, and says so once."""
-        key = f".nczfs-probe-{uuid.uuid4().hex}"
-        full = self._full(key)
-        try:
-            self._count("put")
-            obs.put(self.once, full, b"", mode="create")
-            try:
-                self._count("put")
-                obs.put(self.once, full, b"probe", mode="create")
-                ignored = True
-            except Exception as exc:  # noqa: BLE001 - the refusal asked for, or a failure
-                if not isinstance(translate_boto(self._err(exc, key, "put"), key, "PutObject"), Stale):
-                    raise
-                ignored = False
-        except Exception as exc:  # noqa: BLE001 - a mount that cannot probe checks nothing
-            log.warning("%s: conditional writes could not be tried (%s): the last writer wins (-o overwrite=)",
-                        self.url, first_line(exc))
-            return False
-        finally:
-            self._drop_probe(key, full)
-        if ignored:
-            log.warning("%s: the server ignores conditional writes (If-None-Match): a close over another "
-                        "client's change replaces it, the last writer wins", self.url)
-        return not ignored
+        time (:func:`~nczfs.store.s3.probe.probe_conditions`), through the one-attempt store."""
+        def refused(exc: BaseException, key: str) -> bool:
+            return isinstance(translate_boto(self._err(exc, key, "put"), key, "PutObject"), Stale)
 
-    def _drop_probe(self, key: str, full: str) -> None:
-        try:
-            self._delete_path(key, full)
-        except NczfsError as exc:
-            log.warning("%r: the probe object of conditional writes could not be deleted: %s", key, exc)
+        return probe_conditions(self, self.once, refused, "If-None-Match")
 
     def put_arguments(self) -> dict[str, Any]:
         """The storage class asked for (obstore sends it as ``x-amz-storage-class``)."""

@@ -1,0 +1,185 @@
+"""Concurrent writers of one GCS or Azure prefix: two real mounts (and the emulator's own client)
+on fake-gcs-server (generation preconditions, through tests/gcsserver.py's adapter) and Azurite
+(If-Match, If-None-Match: *). A close over a version the writer did not start from fails with
+ESTALE, its data kept beside as ``NAME.nczfs-conflict-<time>``; the other writer's object stays
+(docs/SEMANTICS.md, "Concurrent writers"), as on S3 (tests/mount/test_s3_conflicts.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from urllib.parse import quote
+
+import pytest
+
+from tests.helpers import CloudBackend, counts, mounted
+from tests.mount import test_s3_conflicts as on_s3
+from tests.mount.test_s3_conflicts import _close_fails_estale, _conflicts, _spent_by_mode
+from tests.mount.test_s3_consolidated_conflicts import GROUP, _at_once, _consolidated_arrays, _zarr_writer, put_array
+
+pytestmark = pytest.mark.fuse
+
+
+@pytest.fixture
+def two(cloud, tmp_path):
+    yield from on_s3.two_mounts(cloud, tmp_path)
+
+
+def _etag(backend: CloudBackend, key: str) -> str:
+    """The object's version as the mount names it: its ETag, without quotes."""
+    full = f"{backend.prefix}/{key}"
+    if backend.scheme == "gs":
+        status, headers, _ = backend.server.upstream("HEAD", f"/{backend.bucket}/{full}")
+        assert status == 200, status
+        return headers["etag"].strip('"')
+    props = backend.server.service().get_blob_client(backend.bucket, full).get_blob_properties()
+    return props.etag.strip('"')
+
+
+def test_a_stale_close_fails_with_estale_and_keeps_its_data_beside(two, cloud):
+    """A opens ``f`` at version v0; B replaces it (v1); A's close must not overwrite v1: ESTALE,
+    A's bytes in ``f.nczfs-conflict-<time>``, counted, the log naming the key and both versions."""
+    a, b = two
+    cloud.put("f", b"v0")
+    v0 = _etag(cloud, "f")
+    fa = open(a.path / "f", "wb")
+    fa.write(b"written by A")
+    (b.path / "f").write_bytes(b"written by B")
+    v1 = _etag(cloud, "f")
+    _close_fails_estale(fa)
+    assert cloud.read("f") == b"written by B"
+    assert list(_conflicts(cloud, "f").values()) == [b"written by A"]
+    assert counts(a.path)["write.conflicts"] == 1 and counts(b.path)["write.conflicts"] == 0
+    assert counts(a.path)["write.overwrite-checked"] == 1
+    line = next(line for line in a.log_text().splitlines() if "another client changed" in line)
+    assert "'f'" in line and v0 in line and v1 in line and "f.nczfs-conflict-" in line, line
+
+
+def test_two_creates_of_one_new_name_one_wins_the_other_gets_estale(two, cloud):
+    """As on S3 (tests/mount/test_s3_conflicts.py), on GCS and Azure."""
+    on_s3.test_two_creates_of_one_new_name_one_wins_the_other_gets_estale(two, cloud)
+
+
+def test_another_clients_put_in_between_gives_estale(two, cloud):
+    """As on S3 (tests/mount/test_s3_conflicts.py), on GCS and Azure."""
+    on_s3.test_another_clients_put_in_between_gives_estale(two, cloud)
+
+
+def test_a_rename_over_a_name_replaces_only_the_version_the_mount_read_there(two, cloud):
+    """As on S3 (tests/mount/test_s3_conflicts.py), on GCS and Azure."""
+    on_s3.test_a_rename_over_a_name_replaces_only_the_version_the_mount_read_there(two, cloud)
+
+
+def test_a_single_writer_never_conflicts_and_pays_what_it_did(cloud, tmp_path):
+    """The condition rides on the PUT the write makes anyway; the requests the same work costs
+    with conditions and with ``-o overwrite=last_writer_wins`` (docs/SEMANTICS.md says where
+    they differ: a rename over a stored name is a read and a conditional PUT, not a copy)."""
+    spent = _spent_by_mode(lambda mode: CloudBackend(cloud.server, cloud.bucket, cloud.scheme, cloud.mount_args,
+                                                     prefix=f"w-{mode}"), tmp_path)
+    print(cloud.name, spent)
+    checked, plain = spent["checked"], spent["last_writer_wins"]
+    # the one rename of a stored file over a stored name: a GET and a PUT where a COPY was
+    assert checked.get("PUT", 0) == plain.get("PUT", 0) + 1 and checked.get("COPY", 0) == plain.get("COPY", 0) - 1
+    assert checked.get("GET", 0) == plain.get("GET", 0) + 1
+    assert checked.get("HEAD", 0) <= plain.get("HEAD", 0), spent
+
+
+def test_overwrite_last_writer_wins_keeps_the_old_behaviour(cloud, tmp_path):
+    """As on S3 (tests/mount/test_s3_conflicts.py), on GCS and Azure."""
+    on_s3.test_overwrite_last_writer_wins_keeps_the_old_behaviour(cloud, tmp_path)
+
+
+def test_a_server_ignoring_generation_conditions_falls_back_to_last_writer_wins(gcs, tmp_path):
+    """fake-gcs-server behind an adapter that drops ``x-goog-if-generation-match`` (as a server
+    ignoring it would): the mount's probe finds out, says so once, and the last close wins."""
+    gcs.server.honour_conditions = False
+    try:
+        with mounted(gcs, tmp_path / "a") as a:
+            gcs.put("f", b"v0")
+            fa = open(a.path / "f", "wb")
+            fa.write(b"A")
+            gcs.put("f", b"other")
+            fa.close()
+            assert counts(a.path)["write.overwrite-checked"] == 0
+    finally:
+        gcs.server.honour_conditions = True
+    assert gcs.read("f") == b"A" and not _conflicts(gcs, "f")
+    warned = [line for line in a.log_text().splitlines() if "ignores conditional writes" in line]
+    assert len(warned) == 1 and "x-goog-if-generation-match" in warned[0], warned
+    assert not [k for k in gcs.keys() if ".nczfs-probe-" in k]
+
+
+# ---------------------------------------------------------------------- consolidated metadata
+
+THREADS = 2  # per mount
+ARRAYS = 3  # per thread
+
+
+def _versioned(backend: CloudBackend, key: str) -> tuple[bytes, str]:
+    """The object's bytes and the version a conditional write names (GCS: its generation, from
+    the same answer; Azure: its ETag), through the emulator's own API."""
+    full = f"{backend.prefix}/{key}"
+    if backend.scheme == "gs":
+        status, headers, body = backend.server.upstream("GET", f"/storage/v1/b/{backend.bucket}/o/"
+                                                               f"{quote(full, safe='')}?alt=media")
+        assert status == 200, status
+        return body, headers["x-goog-generation"]
+    got = backend.server.service().get_blob_client(backend.bucket, full).download_blob()
+    return got.readall(), got.properties.etag
+
+
+def _write_if(backend: CloudBackend, key: str, data: bytes, version: str) -> bool:
+    """Store ``data`` only while the object is ``version``; False: refused."""
+    full = f"{backend.prefix}/{key}"
+    if backend.scheme == "gs":
+        status, answer = backend.server.put_if(backend.bucket, full, data, version)
+        assert status in (200, 412), (status, answer)
+        return status == 200
+    from azure.core import MatchConditions
+    from azure.core.exceptions import ResourceModifiedError
+
+    try:
+        backend.server.service().get_blob_client(backend.bucket, full).upload_blob(
+            data, overwrite=True, etag=version, match_condition=MatchConditions.IfNotModified)
+    except ResourceModifiedError:
+        return False
+    return True
+
+
+def _client_writer(backend: CloudBackend, names: list[str], errors: list[BaseException]) -> None:
+    """Another client: each array's objects, then its entries merged into ``.zmetadata`` with a
+    conditional write on the version read (again when refused), the protocol every writer of
+    the copy must follow."""
+    try:
+        for i, name in enumerate(names):
+            entries = put_array(backend, name, i + 1)
+            while True:
+                data, version = _versioned(backend, f"{GROUP}/.zmetadata")
+                meta = json.loads(data)
+                meta["metadata"].update(entries)
+                if _write_if(backend, f"{GROUP}/.zmetadata", json.dumps(meta).encode(), version):
+                    break
+    except BaseException as exc:  # noqa: BLE001 - reported by the test
+        errors.append(exc)
+
+
+def test_two_mounts_and_another_client_adding_arrays_to_one_consolidated_group_lose_no_entry(cloud, tmp_path):
+    """Two mounts (zarr-python in several threads each) and the emulator's own client (its own
+    conditional read-modify-write) add arrays to one consolidated Zarr v2 group at once: the
+    stored ``.zmetadata`` lists every array at the end (each mount's rewrite of it is
+    conditional, re-read and merged when refused)."""
+    cloud.put(f"{GROUP}/.zgroup", b'{"zarr_format": 2}')
+    cloud.put(f"{GROUP}/.zmetadata", json.dumps({"metadata": {".zgroup": {"zarr_format": 2}},
+                                                 "zarr_consolidated_format": 1}).encode())
+    errors: list[BaseException] = []
+    with mounted(cloud, tmp_path / "a", "-o", "metadata_ttl=60") as a, mounted(cloud, tmp_path / "b", "-o", "metadata_ttl=60") as b:
+        writers = [threading.Thread(target=_client_writer, args=(cloud, [f"c{i}" for i in range(THREADS * ARRAYS)], errors))]
+        writers += [threading.Thread(target=_zarr_writer, args=(m.path, [f"{m.path.name}{t}_{i}" for i in range(ARRAYS)], errors))
+                    for m in (a, b) for t in range(THREADS)]
+        merged, lost = _at_once(writers, (a, b))
+    assert not errors, errors
+    listed, stored = _consolidated_arrays(cloud)
+    assert len(stored) == 3 * THREADS * ARRAYS
+    assert listed == stored, f"missing from .zmetadata: {sorted(stored - listed)}"
+    assert lost == [0, 0]
+    print(f"{cloud.name}: rewrites of .zmetadata merged again after another writer's: {merged}")

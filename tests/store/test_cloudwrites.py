@@ -1,0 +1,176 @@
+"""Conditional writes of the GCS and Azure stores (nczfs/store/s3/cloudwrites.py) against
+fake-gcs-server (behind tests/gcsserver.py's adapter) and Azurite: the probe at mount time, and a
+write that got no answer told from a refused one (tests/faultproxy.py in front of the emulator)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import pytest
+
+from nczfs.errors import Conflict, OutcomeUnknown
+from nczfs.store.s3.cloud import CloudOptions, open_azure, open_gcs
+from nczfs.store.s3.cloudwrites import CloudStore
+from nczfs.store.s3.transport import obstore_client_options, retry_config
+from nczfs.store.values import ABSENT
+from tests.azurite import ACCOUNT, KEY
+from tests.gcsserver import service_account_file
+
+
+@pytest.fixture(params=["gcs", "azure"])
+def cloud(request, tmp_path, monkeypatch):
+    """(server, bucket or container, the store's opener given an endpoint and options)."""
+    if request.param == "gcs":
+        server = request.getfixturevalue("gcs_server")
+        bucket = server.new_bucket("cw")
+        key = service_account_file(tmp_path / "sa.json")
+        return server, bucket, lambda endpoint, **kw: open_gcs(CloudOptions(
+            f"gs://{bucket}/p", endpoint_url=endpoint, google_application_credentials=str(key), **kw))
+    server = request.getfixturevalue("azurite")
+    container = server.new_container("cw")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", KEY)
+    return server, container, lambda endpoint, **kw: open_azure(CloudOptions(
+        f"az://{container}/p", endpoint_url=endpoint, azure_storage_account=ACCOUNT, **kw))
+
+
+def test_a_mount_finds_out_once_whether_the_server_takes_conditions(cloud, monkeypatch, caplog):
+    """The opener probes whether a PUT where no object may be, over an object, is refused: both
+    emulators refuse it (writes are then conditional); a server that ignores conditions (here:
+    obstore's PUTs sent without them) makes the mount fall back to last-writer-wins, said once;
+    ``-o overwrite=last_writer_wins`` and read-only mounts send no probe."""
+    import obstore
+
+    server, bucket, open_store = cloud
+    store = open_store(server.endpoint)
+    assert store.checks_writes and store.counters().get("PUT") == 2
+    assert store.list_prefix("") == []  # the probe object is gone
+    for quiet in (open_store(server.endpoint, overwrite="last_writer_wins"), open_store(server.endpoint, read_only=True)):
+        assert not quiet.checks_writes and "PUT" not in quiet.counters()
+    real_put = obstore.put
+    monkeypatch.setattr(obstore, "put", lambda *args, mode=None, **kw: real_put(*args, **kw))
+    with caplog.at_level(logging.WARNING, logger="nczfs"):
+        ignoring = open_store(server.endpoint)
+    assert not ignoring.checks_writes and ignoring.list_prefix("") == []
+    warned = [r.getMessage() for r in caplog.records if "ignores conditional writes" in r.getMessage()]
+    assert len(warned) == 1 and "the last writer wins" in warned[0], warned
+
+
+def _proxied(server, bucket: str, proxy, prefix: str) -> CloudStore:
+    """The store through ``proxy``: one attempt a request, 1 s without an answer is none."""
+    return _store(server, bucket, proxy.endpoint, prefix, read_timeout=1, request_timeout=3, retries=0)
+
+
+def _store(server, bucket: str, endpoint: str, prefix: str, read_timeout: float = 15, request_timeout: float = 300,
+           retries: int = 2, **kw) -> CloudStore:
+    """The store of the emulator (at ``endpoint``: its own, or a proxy's), writes checked (probed)."""
+    from obstore.store import AzureStore, GCSStore
+
+    bounds = {"client_options": obstore_client_options(endpoint, read_timeout=read_timeout, request_timeout=request_timeout),
+              "retry_config": retry_config(retries=retries, retry_timeout=request_timeout)}
+    if hasattr(server, "honour_conditions"):  # fake-gcs-server
+        key = service_account_file(server.workdir / f"sa-{uuid.uuid4().hex[:6]}.json")
+        store = GCSStore(bucket, base_url=endpoint, service_account_path=str(key), **bounds)
+        backend = CloudStore(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS", **kw)
+    else:
+        store = AzureStore(bucket, account_name=ACCOUNT, account_key=KEY, endpoint=f"{endpoint}/{ACCOUNT}", **bounds)
+        backend = CloudStore(store, prefix, url=f"az://{bucket}/{prefix}", service="Azure", **kw)
+    backend.checks_writes = backend.probe_conditions()
+    assert backend.checks_writes
+    return backend
+
+
+def _raw(server, bucket: str, key: str) -> bytes | None:
+    return server.get(bucket, key)
+
+
+def test_a_write_that_got_no_answer_is_told_from_a_refused_one(cloud):
+    """A conditional PUT whose answer is lost but which was carried out is found stored (the
+    object holds what was sent); one that got no answer at all, nor did the look for it, is of
+    unknown outcome (EIO), not refused: the server takes it once it runs again. A PUT on a
+    version another write replaced is refused (Conflict: ESTALE) and changes nothing."""
+    from tests.faultproxy import FaultProxy
+
+    server, bucket, _ = cloud
+    target = server.adapter.server_address[1] if hasattr(server, "adapter") else server.port
+    with FaultProxy(target) as proxy:
+        store = _proxied(server, bucket, proxy, "nr")
+        v0 = store.set("k", b"v0", if_version=ABSENT)
+        proxy.drop_answers = lambda line: line.startswith("PUT ")
+        v1 = store.set("k", b"v1!", if_version=v0.etag)  # carried out, its answer lost: found
+        assert proxy.dropped and _raw(server, bucket, "nr/k") == b"v1!" and v1.etag != v0.etag
+        proxy.drop_answers = None
+        proxy.freeze()
+        try:
+            with pytest.raises(OutcomeUnknown, match="got no answer"):
+                store.set("k", b"v2!!", if_version=v1.etag)
+        finally:
+            proxy.thaw()
+        deadline = time.monotonic() + 10
+        while _raw(server, bucket, "nr/k") != b"v2!!" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _raw(server, bucket, "nr/k") == b"v2!!"  # it was carried out after all, later
+        with pytest.raises(Conflict) as refused:
+            store.set("k", b"stale", if_version=v1.etag)
+        assert refused.value.found == store.stat("k").etag != v1.etag
+        assert _raw(server, bucket, "nr/k") == b"v2!!"
+
+
+def test_gcs_learns_a_listed_versions_generation_with_one_head(gcs_server, tmp_path):
+    """A version known from a listing only (GCS listings give ETags, not generations): the write
+    on it costs one HEAD first; another version found there refuses it before any PUT."""
+    from obstore.store import GCSStore
+
+    bucket = gcs_server.new_bucket("gen")
+    key = service_account_file(tmp_path / "sa.json")
+
+    def fresh() -> CloudStore:
+        store = GCSStore(bucket, base_url=gcs_server.endpoint, service_account_path=str(key),
+                         client_options=obstore_client_options(gcs_server.endpoint), retry_config=retry_config())
+        backend = CloudStore(store, "p", url=f"gs://{bucket}/p", service="GCS")
+        backend.checks_writes = True
+        return backend
+
+    gcs_server.put(bucket, "p/k", b"v0")
+    listed = fresh()
+    (entry,) = listed.list_dir("")
+    before = listed.counters()
+    stored = listed.set("k", b"v1", if_version=entry.info.etag)
+    spent = {k: v - before.get(k, 0) for k, v in listed.counters().items() if v != before.get(k, 0)}
+    assert spent == {"HEAD": 1, "PUT": 1} and gcs_server.get(bucket, "p/k") == b"v1"
+    listed.set("k", b"v2", if_version=stored.etag)  # its own PUT's generation: no HEAD
+    assert listed.counters()["HEAD"] == before.get("HEAD", 0) + 1
+    stale = fresh()
+    (entry,) = stale.list_dir("")
+    gcs_server.put(bucket, "p/k", b"other")
+    with pytest.raises(Conflict):
+        stale.set("k", b"stale", if_version=entry.info.etag)
+    assert "PUT" not in stale.counters() and gcs_server.get(bucket, "p/k") == b"other"
+
+
+def test_a_write_too_big_for_one_conditional_put_is_checked_before_its_upload(cloud, monkeypatch):
+    """Above CONDITIONAL_MAX (here 1 MiB) a write goes up in parts (a rename: a server-side copy),
+    after a HEAD that refuses it if the object is no longer the version it names."""
+    import nczfs.store.s3.cloudwrites as cloudwrites
+
+    monkeypatch.setattr(cloudwrites, "CONDITIONAL_MAX", 1024 * 1024)
+    server, bucket, _ = cloud
+    endpoint = server.endpoint if hasattr(server, "honour_conditions") else f"http://127.0.0.1:{server.port}"
+    store = _store(server, bucket, endpoint, "big", multipart_threshold=5 * 1024 * 1024, part_size=5 * 1024 * 1024)
+    big = b"x" * (6 * 1024 * 1024)
+    v0 = store.set("k", b"v0")
+    server.put(bucket, "big/k", b"other")
+    with pytest.raises(Conflict):
+        store.set("k", big, if_version=v0.etag)
+    assert "MultipartUpload" not in store.counters() and server.get(bucket, "big/k") == b"other"
+    stored = store.set("k", big, if_version=store.stat("k").etag)
+    assert store.counters()["MultipartUpload"] == 1 and server.get(bucket, "big/k") == big
+    store.set("src", big)
+    server.put(bucket, "big/k", b"changed again")
+    with pytest.raises(Conflict):
+        store.rename("src", "k", if_version=stored.etag)
+    assert server.get(bucket, "big/k") == b"changed again" and server.get(bucket, "big/src") == big
+    store.rename("src", "k", if_version=store.stat("k").etag)
+    assert server.get(bucket, "big/k") == big and server.get(bucket, "big/src") is None
+    assert store.counters()["COPY"] == 1
