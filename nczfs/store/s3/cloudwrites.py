@@ -106,14 +106,14 @@ class CloudStore(ObjectStoreBackend):
     def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
         conditional = if_version is not None and self.checks_writes
         if conditional and size > CONDITIONAL_MAX:
-            self._check_before(key, if_version)  # type: ignore[arg-type]
+            self._check_before(key, if_version)  # type: ignore[arg-type]  # not None: conditional says so
             conditional = False
         if conditional and not isinstance(body, (bytes, bytearray, memoryview)):
             body = b"".join(body)  # obstore reads a conditional PUT's body whole anyway
         try:
             if not conditional:
                 return super()._put(key, body, size)
-            return self._conditional_put(key, body, if_version)  # type: ignore[arg-type]
+            return self._conditional_put(key, body, if_version)  # type: ignore[arg-type]  # not None: conditional says so
         except OutcomeUnknown:
             found = self._holds(key, body)
             if found is None:
