@@ -96,20 +96,15 @@ def view_mask(var: Variable, flavor: str) -> Attribute | None:
     """The mask a netCDF view shows: :func:`mask`, but, of pure Zarr, for NaN (missing to every
     reader by itself, while as ``_FillValue`` it would stop netCDF-C's readers from taking the
     type's default fill as missing) and a Zarr v2 ``fill_value`` of 0 of an array xarray cannot
-    read (zarr-python's default for every array it makes, which netCDF-C reading the store takes
-    as no mask either)."""
+    read (no ``_ARRAY_DIMENSIONS``, or one that clashes: zarr-python's default for every array it
+    makes, which netCDF-C reading the store takes as no mask either). A scalar with
+    ``_ARRAY_DIMENSIONS: []`` is one xarray reads: its 0 is the mask xarray wrote."""
     got = mask(var, flavor)
     if got is None or flavor not in ("zarr-v2", "zarr-v3"):  # NCZarr: the typed attribute netCDF-C wrote
         return got
     if NC_TYPES.get(got.nctype, ("",))[0] == "f" and math.isnan(got.value[0]):
         return None
-    return None if got.value == [0] and got not in var.attributes and not _xarray_reads(var) else got
-
-
-def _xarray_reads(var: Variable) -> bool:
-    """Does xarray read the array (Zarr v2: its dimensions named by ``_ARRAY_DIMENSIONS``)? Then a
-    ``fill_value`` of 0 is its mask as xarray decodes the store; else zarr-python's default."""
-    return bool(var.dimrefs) and not any(r.rpartition("/")[2].startswith("_Anonymous_Dim_") for r in var.dimrefs)
+    return None if got.value == [0] and got not in var.attributes and not var.named_dims else got
 
 
 def as_missing_value(var: Variable) -> Attribute | None:

@@ -109,6 +109,15 @@ def test_bool_decodes_as_bool(dir_site, path):
     assert undocumented(path, judged(dir_site, ds, path, zarr_format=3)) == []
 
 
+@pytest.mark.parametrize("value", [0, 7])
+def test_v2_scalar_with_a_zero_fill_through_netcdf_4_10(dir_site, value):
+    """xarray stores a scalar's ``_FillValue`` 0 as ``fill_value: 0`` beside ``_ARRAY_DIMENSIONS:
+    []``: the view tells it from zarr-python's default fill and shows the mask."""
+    ds = xr.Dataset({"s": ((), np.int32(value))})
+    got = judged(dir_site, ds, "netcdf-4.10/netcdf4", zarr_format=2, encoding={"s": {"_FillValue": 0}})
+    assert undocumented("netcdf-4.10/netcdf4", got) == []
+
+
 def test_inspect_shows_a_v3_float_fill_value_as_a_number(dir_site):
     ds = xr.Dataset({"v": ("x", np.array([1.0, np.nan]))})
     assert judged(dir_site, ds, "inspect/netcdf4", zarr_format=3) == []

@@ -126,6 +126,20 @@ def test_the_views_leave_out_a_nan_mask_and_a_zero_fill_xarray_cannot_read():
     assert zattrs["_FillValue"] == 0 and types["_FillValue"] == "<i4"
 
 
+def test_a_v2_scalar_xarray_wrote_keeps_its_zero_mask_in_the_views():
+    """xarray writes a scalar's ``_FillValue`` 0 as ``fill_value: 0`` with ``_ARRAY_DIMENSIONS:
+    []``; without that list it is zarr-python's default fill, no mask."""
+    objs = v2("<i4", 0, {})
+    objs["v/.zarray"].update(shape=[], chunks=[])
+    objs["v/.zattrs"]["_ARRAY_DIMENSIONS"] = []
+    assert read_objects(objs).root.variables[0].named_dims
+    for view in ("netcdf-4.10", "netcdf-4.9.1", "netcdf-4.9"):
+        zattrs, types, zarray = view_attrs(objs, view)
+        assert zattrs["_FillValue"] == 0 and zarray["fill_value"] == 0, view
+    objs["v/.zattrs"].pop("_ARRAY_DIMENSIONS")
+    assert "_FillValue" not in view_attrs(objs)[0]
+
+
 def test_a_string_or_char_fill_attribute_passes_as_it_is():
     """netCDF-C's NC_STRING and char variables keep their typed _FillValue in the views."""
     for nctype, value in (("string", ["none"]), ("char", "-")):
