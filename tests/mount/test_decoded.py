@@ -74,6 +74,14 @@ def test_the_judge_names_each_difference(tmp_path):
     assert any(d.startswith("/x: units") for d in diffs), diffs
 
 
+def test_a_nan_mask_left_out_is_documented_however_numpy_prints_it():
+    """xarray's Zarr v2 reads give the mask as a numpy scalar (``np.float32(nan)``)."""
+    for fill in ("nan", "np.float32(nan)", "np.float64(nan)"):
+        assert undocumented("netcdf-4.10/netcdf4", [f"/v: _FillValue lost ({fill})"]) == []
+    assert undocumented("netcdf-4.10/netcdf4", ["/v: _FillValue lost (np.float32(-9999.0))"]) != []
+    assert undocumented("nc/netcdf4", ["/v: _FillValue lost (np.float32(nan))"]) != []
+
+
 # --- the failures issue 43 names, each written by xarray at its defaults ----------------------
 
 def test_v3_time_coordinate_decodes_in_the_nc_file(dir_site):
