@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.masks import as_missing_value, cf_attributes, view_mask
+from nczfs.nczarr.masks import as_missing_value, cf_attributes, strings_as_written, view_mask
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
 from nczfs.nczarr.recoding import netcdf_dtype, recode
 from nczfs.nczarr.transcode import Recode
@@ -161,7 +161,11 @@ _SMALLEST_INT = (("byte", -(2**7), 2**7 - 1), ("ubyte", 0, 2**8 - 1), ("short", 
 
 def _as_read_by(a: Attribute, view: str) -> Attribute:
     """An untyped (pure Zarr) attribute as ``view``'s reader would type it reading the store
-    itself: 4.9.0 gives integers the smallest type that holds them (4.10 and nczfs: int first)."""
+    itself: 4.9.0 gives integers the smallest type that holds them (4.10 and nczfs: int first).
+    A list of strings, which netCDF-C reads as JSON text, is shown as netCDF-C writes one (an
+    ``NC_STRING`` attribute of several values) where the reader has strings."""
+    if view in ("netcdf-4.10", "netcdf-4.9.1"):
+        return strings_as_written(a)
     if view == "netcdf-4.9" and a.raw is not None and a.nctype in ("int", "uint", "int64", "uint64"):
         for nctype, lo, hi in _SMALLEST_INT:
             if all(lo <= v <= hi for v in a.value):

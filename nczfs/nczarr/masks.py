@@ -15,7 +15,10 @@ the netCDF views leave out: :func:`view_mask`.
 For netCDF readers (views, ``.nc`` files), the CF attributes that must have the variable's type
 (``_FillValue``, ``missing_value``, ``valid_*``, ``flag_values``, ``flag_masks``; ``actual_*``
 unless the variable is packed) get it where the store's JSON lost it, as long as their values fit
-that type (:func:`cf_attributes`). ``nczfs inspect`` shows the store as netCDF-C reads it.
+that type (:func:`cf_attributes`). A pure Zarr list of strings, which netCDF-C reads as JSON
+text, is given the readers that have strings as the ``NC_STRING`` attribute netCDF-C writes for
+one (:func:`strings_as_written`; the classic formats have none). ``nczfs inspect`` shows the
+store as netCDF-C reads it.
 """
 
 from __future__ import annotations
@@ -135,3 +138,11 @@ def cf_attributes(var: Variable, flavor: str, view: bool = False) -> list[Attrib
         out.append(Attribute(a.name, nctype, attr_value(nctype, a.raw)) if nctype not in (None, a.nctype) else a)
     fill = view_mask(var, flavor) if view else mask(var, flavor)
     return out if fill is None else [*out, fill]
+
+
+def strings_as_written(a: Attribute) -> Attribute:
+    """A pure Zarr attribute holding a list of strings (typed as JSON text, as netCDF-C reads it)
+    as the ``string`` attribute of several values netCDF-C writes for one; else ``a``."""
+    if isinstance(a.raw, list) and len(a.raw) > 1 and all(isinstance(s, str) for s in a.raw):
+        return Attribute(a.name, "string", list(a.raw), a.raw)
+    return a

@@ -35,7 +35,7 @@ import numpy as np
 
 from nczfs.nczarr import nc4types
 from nczfs.nczarr.hdf5 import types as t, writer as w
-from nczfs.nczarr.masks import cf_attributes
+from nczfs.nczarr.masks import cf_attributes, strings_as_written
 from nczfs.nczarr.model import Dataset, Dimension, Group, Variable
 from nczfs.nczarr.ncattrs import implied_attrs
 from nczfs.nczarr.sharding import Located
@@ -183,7 +183,7 @@ class _Builder:
     def attrs(self, owner: str, attrs) -> list[w.Attr]:
         out = []
         for a in attrs:
-            got = nc4types.file_attr(a)
+            got = nc4types.file_attr(strings_as_written(a))
             if isinstance(got, str):
                 self.leave_out(f"{owner}:{a.name}", got)
             else:

@@ -126,6 +126,27 @@ def test_v2_scalar_with_a_zero_fill_through_netcdf_4_10(dir_site, value):
     assert undocumented("netcdf-4.10/netcdf4", got) == []
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_list_of_strings_attribute_through_netcdf_4_10(dir_site, fmt):
+    """The wheel reads it as the NC_STRING attribute netCDF-C writes for one, not as JSON text."""
+    ds = xr.Dataset({"v": ("x", np.array([1.0, 2.0]), {"names": ["ab", "cd"]})}, attrs={"attn": ["abcd", "efgh"]})
+    assert undocumented("netcdf-4.10/netcdf4", judged(dir_site, ds, "netcdf-4.10/netcdf4", zarr_format=fmt)) == []
+
+
+def test_a_list_of_strings_attribute_in_a_classic_file_is_json_text(dir_site, tmp_path):
+    """Beyond the classic formats' data model: netCDF-C itself refuses to write such an attribute
+    there; ``NAME.nc`` shows the JSON text (documented, judge.DOCUMENTED)."""
+    import netCDF4
+
+    with netCDF4.Dataset(tmp_path / "c.nc", "w", format="NETCDF3_64BIT_OFFSET") as nc:
+        with pytest.raises(OSError, match="NETCDF4"):
+            nc.setncattr("attn", ["abcd", "efgh"])
+    ds = xr.Dataset({"v": ("x", np.array([1.0, 2.0]))}, attrs={"attn": ["abcd", "efgh"]})
+    got = judged(dir_site, ds, "nc/netcdf4", zarr_format=2)
+    assert got == ["/: attr attn changed: ['abcd', 'efgh'] -> '[\"abcd\", \"efgh\"]'"]
+    assert undocumented("nc/netcdf4", got) == []
+
+
 def test_inspect_shows_a_v3_float_fill_value_as_a_number(dir_site):
     ds = xr.Dataset({"v": ("x", np.array([1.0, np.nan]))})
     assert judged(dir_site, ds, "inspect/netcdf4", zarr_format=3) == []

@@ -171,3 +171,15 @@ def test_a_v3_mask_other_than_a_missing_chunks_zero_is_shown_as_missing_value():
     # a missing_value of another value: the mask stays the fill
     _, _, zarray = view_attrs(v3("int16", 0, {"_FillValue": -1, "missing_value": -2}), "xarray")
     assert zarray["fill_value"] == -1
+
+
+def test_a_list_of_strings_is_an_nc_string_attribute_where_the_reader_has_strings():
+    """netCDF-C writes an NC_STRING attribute of several values as a JSON list typed ``|S128``;
+    netCDF-C 4.9.0 has no strings: JSON text there."""
+    objs = v2("<f4", "NaN", {"names": ["abcd", "efgh"], "one": ["x"]})
+    for view in ("netcdf-4.10", "netcdf-4.9.1"):
+        zattrs, types, _ = view_attrs(objs, view)
+        assert zattrs["names"] == ["abcd", "efgh"] and types["names"] == "|S128", view
+        assert zattrs["one"] == "x" and types["one"] == ">S1", view
+    zattrs = json.loads(emit(read_objects(objs), "netcdf-4.9")[0]["v/.zattrs"])
+    assert json.loads(zattrs["names"]) == ["abcd", "efgh"] and zattrs["_NCZARR_ATTR"]["types"]["names"] == "<U1"
