@@ -129,12 +129,13 @@ class GroupFile:
 
 def file_names(ds: Dataset, name: str) -> dict[str, str]:
     """``{file name: group path}`` of the dataset ``name``: its root, and each sub-group holding
-    arrays. None for a dataset without any array."""
+    arrays or attributes (a file of global attributes alone, as netCDF-C writes a dataset that
+    has nothing else). None for a dataset without any array."""
     if not any(g.variables for g in ds.root.walk()):
         return {}
     out = {f"{name}.nc": "/"}
     for g in ds.root.walk():
-        if g is not ds.root and g.variables:
+        if g is not ds.root and (g.variables or g.attributes):
             out[f"{name}.{'.'.join(g.path.strip('/').split('/'))}.nc"] = g.path
     return out
 

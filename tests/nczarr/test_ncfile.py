@@ -317,3 +317,21 @@ def test_inspect_names_the_files_and_what_they_leave_out(corpus_root):
     assert "// nc file v3.zarr.nc leaves out /cplx: type complex64 has no netCDF type" in lines
     res = run_nczfs("inspect", str(corpus_root / "cf.zarr"))
     assert "// nc file: cf.zarr.g.nc (CDF-1, " in res.stdout
+
+
+def test_a_group_with_attributes_but_no_arrays_has_a_file_of_its_attributes(tmp_path):
+    """What netCDF-C writes for a dataset of global attributes alone (``tst_solar_1``'s
+    ``/solar_system/Earth``); a group with neither arrays nor attributes has no file."""
+    from nczfs.nczarr.read import DictObjects
+
+    objs = {".zgroup": b'{"zarr_format": 2}', ".zattrs": b"{}",
+            "a/.zgroup": b'{"zarr_format": 2}', "a/.zattrs": b'{"title": "attrs only", "n": [1, 2]}',
+            "a/b/.zgroup": b'{"zarr_format": 2}',
+            "a/b/v/.zarray": b'{"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "<i4", "fill_value": null,'
+                             b' "order": "C", "compressor": null, "filters": null}',
+            "a/b/v/.zattrs": b'{"_ARRAY_DIMENSIONS": ["x"]}'}
+    ds = read_dataset(DictObjects(objs))
+    assert file_names(ds, "d") == {"d.nc": "/", "d.a.nc": "/a", "d.a.b.nc": "/a/b"}
+    with netCDF4.Dataset(tmp_path / "w.nc", "w", format="NETCDF3_CLASSIC") as nc:
+        nc.title, nc.n = "attrs only", [1, 2]
+    assert render(group_file(ds, "/a", "d", {}), None) == (tmp_path / "w.nc").read_bytes()
