@@ -152,6 +152,16 @@ def test_inspect_shows_a_v3_float_fill_value_as_a_number(dir_site):
     assert judged(dir_site, ds, "inspect/netcdf4", zarr_format=3) == []
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_inspect_shows_the_mask_every_path_shows(dir_site, fmt):
+    """A Zarr v2 ``fill_value`` is the mask (not shown by ``ncdump -h`` of the store): inspect
+    shows it as ``_FillValue``, and the CF attributes in the variable's type, as every path."""
+    ds = xr.Dataset({"f": ("x", np.array([1.0, np.nan], dtype="f4")),
+                     "b": ("x", np.array([1, 2], dtype="i1"), {"valid_range": [0, 10]})})
+    enc = {"f": {"_FillValue": -9999.0}, "b": {"_FillValue": -1}}
+    assert judged(dir_site, ds, "inspect/netcdf4", zarr_format=fmt, encoding=enc) == []
+
+
 # --- the generated corpus, one test per path --------------------------------------------------
 
 #: the paths judged on the fixed-seed examples (the examples change with the strategy's code);
