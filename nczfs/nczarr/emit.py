@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.masks import as_missing_value, cf_attributes, strings_as_written, view_mask
+from nczfs.nczarr.masks import as_missing_value, cf_attributes, string_fill, strings_as_written, view_mask
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
 from nczfs.nczarr.recoding import netcdf_dtype, recode
 from nczfs.nczarr.transcode import Recode
@@ -105,6 +105,8 @@ def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None)
     dtype, chunks, order, compressor, filters = _chunks_as_shown(v2, view, plan)
     shape, chunks, dtype, sep = _typed_for(var, view, var.shape, chunks, dtype, v2.separator)
     fill = _v3_fill_in_v2(var) if from_v3 else _fill(var)
+    if view != "xarray" and var.dtype.lstrip("<>|")[:1] == "S" and (text := string_fill(var)) is not None:
+        fill = text  # netCDF-C takes a string's fill as its text, not Zarr v2's base64 of its bytes
     if not shape and view != "xarray":  # a zero-rank Zarr array, shown as an NCZarr scalar
         shape, chunks = [1], [1]
     out = {"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dtype,

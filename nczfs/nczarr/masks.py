@@ -103,11 +103,34 @@ def view_mask(var: Variable, flavor: str) -> Attribute | None:
     makes, which netCDF-C reading the store takes as no mask either). A scalar with
     ``_ARRAY_DIMENSIONS: []`` is one xarray reads: its 0 is the mask xarray wrote."""
     got = mask(var, flavor)
+    if got is None and flavor == "zarr-v2":
+        return string_mask(var)
     if got is None or flavor not in ("zarr-v2", "zarr-v3"):  # NCZarr: the typed attribute netCDF-C wrote
         return got
     if NC_TYPES.get(got.nctype, ("",))[0] == "f" and math.isnan(got.value[0]):
         return None
     return None if got.value == [0] and got not in var.attributes and not var.named_dims else got
+
+
+def string_fill(var: Variable) -> str | None:
+    """A pure Zarr v2 string array's ``fill_value`` as text (``|S``: the base64 of its bytes, to
+    their first NUL; ``<U`` and ``|O``: as it is); None if it has none or is no string array."""
+    fill, kind = var.fill_value, var.dtype.lstrip("<>|")[:1]
+    if var.nctype != "string" or not isinstance(fill, str) or kind not in ("S", "U", "O"):
+        return None
+    if kind != "S":
+        return fill
+    try:
+        return base64.b64decode(fill, validate=True).split(b"\0")[0].decode("utf-8", "surrogateescape")
+    except (binascii.Error, ValueError):
+        return None
+
+
+def string_mask(var: Variable) -> Attribute | None:
+    """The mask of a pure Zarr v2 string array: its ``fill_value`` (:func:`string_fill`), which
+    xarray masks with, as a string ``_FillValue`` (None: no fill, or an array xarray cannot read)."""
+    text = string_fill(var)
+    return None if text is None or not var.named_dims else Attribute("_FillValue", "string", [text])
 
 
 def as_missing_value(var: Variable) -> Attribute | None:

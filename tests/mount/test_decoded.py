@@ -126,6 +126,18 @@ def test_v2_scalar_with_a_zero_fill_through_netcdf_4_10(dir_site, value):
     assert undocumented("netcdf-4.10/netcdf4", got) == []
 
 
+@pytest.mark.parametrize(("dtype", "fill"), [("S4", b""), ("S4", b"\0"), ("U4", "")])
+def test_a_v2_string_fill_value_is_the_mask_through_netcdf_4_10(dir_site, dtype, fill):
+    """xarray masks a Zarr v2 string array's ``fill_value`` (``|S``: base64 of its bytes; netCDF-C
+    takes it as text); a chunk never written reads as it, missing too (``tst_charfill``,
+    ``tst_string_data`` as xarray stores them)."""
+    ds = xr.Dataset({"s": ("x", np.array(["ab", "", "cd"], dtype=dtype)),
+                     "e": ("y", np.array(["", ""], dtype=dtype))})
+    got = judged(dir_site, ds, "netcdf-4.10/netcdf4", zarr_format=2,
+                 encoding={"s": {"_FillValue": fill}, "e": {"_FillValue": fill}})
+    assert undocumented("netcdf-4.10/netcdf4", got) == []
+
+
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_a_list_of_strings_attribute_through_netcdf_4_10(dir_site, fmt):
     """The wheel reads it as the NC_STRING attribute netCDF-C writes for one, not as JSON text."""

@@ -183,3 +183,16 @@ def test_a_list_of_strings_is_an_nc_string_attribute_where_the_reader_has_string
         assert zattrs["one"] == "x" and types["one"] == ">S1", view
     zattrs = json.loads(emit(read_objects(objs), "netcdf-4.9")[0]["v/.zattrs"])
     assert json.loads(zattrs["names"]) == ["abcd", "efgh"] and zattrs["_NCZARR_ATTR"]["types"]["names"] == "<U1"
+
+
+def test_a_v2_string_fill_value_is_a_string_mask_in_the_netcdf_views():
+    """``|S``: the base64 of its bytes (netCDF-C would take the base64 text as the fill)."""
+    for dtype, fill in (("|S4", "AA=="), ("|S4", ""), ("<U4", "")):
+        objs = v2(dtype, fill, {})
+        zattrs, types, zarray = view_attrs(objs)
+        assert zattrs["_FillValue"] == "" and types["_FillValue"] == "|S128", dtype
+        assert zarray["fill_value"] == "", dtype
+        assert json.loads(emit(read_objects(objs), "xarray")[0]["v/.zarray"])["fill_value"] == fill  # as stored
+    objs = v2("|S4", "AA==", {})
+    objs["v/.zattrs"].pop("_ARRAY_DIMENSIONS")  # zarr-python's own: no mask
+    assert "_FillValue" not in view_attrs(objs)[0]
