@@ -1,21 +1,16 @@
 """The dataset model as a CDL header, the way ``ncdump -h`` prints it.
 
 Like netCDF-C, ``_FillValue`` is shown only where it is stored as an attribute (a Zarr
-``fill_value`` alone is not shown); ``attributes`` gives a variable's attributes otherwise (``nczfs
-inspect``: as every path shows them, with the mask rule's ``_FillValue``).
+``fill_value`` alone is not shown).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import numpy as np
 
-from nczfs.nczarr.model import Attribute, Dataset, Group, Variable
-
-#: a variable's attributes as shown
-AttributesOf = Callable[[Variable], list[Attribute]]
+from nczfs.nczarr.model import Attribute, Dataset, Group
 
 _SUFFIX = {"byte": "b", "ubyte": "UB", "short": "s", "ushort": "US", "int": "", "uint": "U",
            "int64": "LL", "uint64": "ULL", "float": "f", "double": ""}
@@ -95,7 +90,7 @@ def _dim_name(ds: Dataset, group: Group, ref: str) -> str:
         path = path.rpartition("/")[0] or "/"
 
 
-def _group_lines(ds: Dataset, group: Group, depth: int, attributes: AttributesOf) -> list[str]:
+def _group_lines(ds: Dataset, group: Group, depth: int) -> list[str]:
     ind = "  " * depth
     out: list[str] = []
     if group.dims:
@@ -112,7 +107,7 @@ def _group_lines(ds: Dataset, group: Group, depth: int, attributes: AttributesOf
                 out.append(f"{ind}\t// {v.name}: dtype {v.dtype} has no netCDF type")
                 continue
             out.append(f"{ind}\t{v.nctype} {decl} ;")
-            for a in attributes(v):
+            for a in v.attributes:
                 out.append(f"{ind}\t\t{attr_line(cdl_name(v.name), a)}")
     if group.attributes:
         out.append("")
@@ -122,13 +117,11 @@ def _group_lines(ds: Dataset, group: Group, depth: int, attributes: AttributesOf
     for sub in group.groups:
         out.append("")
         out.append(f"{ind}group: {cdl_name(sub.name)} {{")
-        out.extend(_group_lines(ds, sub, depth + 1, attributes))
+        out.extend(_group_lines(ds, sub, depth + 1))
         out.append(f"{ind}  }} // group {cdl_name(sub.name)}")
     return out
 
 
-def to_cdl(ds: Dataset, name: str, attributes: AttributesOf | None = None) -> str:
-    """``netcdf NAME { ... }`` as ``ncdump -h`` prints it (``attributes``: a variable's attributes
-    shown otherwise)."""
-    lines = _group_lines(ds, ds.root, 0, attributes or (lambda v: v.attributes))
-    return "\n".join([f"netcdf {cdl_name(name)} {{", *lines, "}"]) + "\n"
+def to_cdl(ds: Dataset, name: str) -> str:
+    """``netcdf NAME { ... }`` as ``ncdump -h`` prints it."""
+    return "\n".join([f"netcdf {cdl_name(name)} {{", *_group_lines(ds, ds.root, 0), "}"]) + "\n"

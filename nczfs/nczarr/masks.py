@@ -18,7 +18,7 @@ unless the variable is packed) get it where the store's JSON lost it, as long as
 that type (:func:`cf_attributes`). A pure Zarr list of strings, which netCDF-C reads as JSON
 text, is given the readers that have strings as the ``NC_STRING`` attribute netCDF-C writes for
 one (:func:`strings_as_written`; the classic formats have none). ``nczfs inspect`` shows the
-variables' attributes as the ``.nc`` files do (:func:`cf_attributes`).
+dataset as the paths do (:mod:`nczfs.nczarr.inspected`).
 """
 
 from __future__ import annotations

@@ -174,6 +174,16 @@ def test_inspect_shows_the_mask_every_path_shows(dir_site, fmt):
     assert judged(dir_site, ds, "inspect/netcdf4", zarr_format=fmt, encoding=enc) == []
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_inspect_shows_unicode_strings_and_string_lists_as_netcdf_4_paths_do(dir_site, fmt):
+    """numpy's fixed-width unicode as strings, a list of strings as a string attribute, a v2
+    string fill as the mask (as the netCDF-4 views show them)."""
+    ds = xr.Dataset({"u": ("x", np.array(["ab", "cd"], dtype="<U2"), {"names": ["a", "b"]}),
+                     "f": ("x", np.array([b"ab", b""], dtype="S2"))}, attrs={"attn": ["abcd", "efgh"]})
+    enc = {"u": {"dtype": "<U2"}, "f": {"_FillValue": b""}} if fmt == 2 else {}
+    assert judged(dir_site, ds, "inspect/netcdf4", zarr_format=fmt, encoding=enc) == []
+
+
 # --- the generated corpus, one test per path --------------------------------------------------
 
 #: the paths judged on the fixed-seed examples (the examples change with the strategy's code);
