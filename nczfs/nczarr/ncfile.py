@@ -13,8 +13,8 @@ clash), its attributes as global attributes, and every variable the format has a
   in chars as wide as the longest (a scan of their chunks), both with ``_Encoding = "utf-8"``;
 * bool as byte with ``dtype = "bool"`` (xarray restores bool), ``flag_values``, ``flag_meanings``;
 * a scalar as a variable without dimensions;
-* one unlimited dimension, the first one every variable using it uses as its first axis, as the
-  record dimension; the others fixed at their length;
+* one unlimited dimension (in pure Zarr, failing one, one of length 0), the first one every
+  variable using it uses as its first axis, as the record dimension; the others fixed;
 * a string attribute of one value as text; the mask (:mod:`nczfs.nczarr.masks`) as ``_FillValue``.
 
 A sharded Zarr v3 array's values come from its innermost chunks, each a byte range of its shard.
@@ -179,10 +179,14 @@ class _Builder:
         return list(self.dims).index(key)
 
     def record_dim(self, usable: list[tuple[Variable, list[Dimension]]]) -> Dimension | None:
-        """The first unlimited dimension that every variable using it has as its first axis only."""
+        """The first unlimited dimension that every variable using it has as its first axis only;
+        then, of pure Zarr, one of length 0 (netCDF-C 4.10 takes it as unlimited)."""
         seen: list[Dimension] = []
-        for _, dims in usable:
-            seen.extend(d for d in dims if d.unlimited and d not in seen)
+        for pure in (False, True):
+            for _, dims in usable:
+                seen.extend(d for d in dims if d not in seen and (d.size == 0 if pure else d.unlimited))
+            if self.ds.flavor not in ("zarr-v2", "zarr-v3"):
+                break
         for cand in seen:
             if all(cand not in dims[1:] for _, dims in usable):
                 return cand

@@ -335,3 +335,20 @@ def test_a_group_with_attributes_but_no_arrays_has_a_file_of_its_attributes(tmp_
     with netCDF4.Dataset(tmp_path / "w.nc", "w", format="NETCDF3_CLASSIC") as nc:
         nc.title, nc.n = "attrs only", [1, 2]
     assert render(group_file(ds, "/a", "d", {}), None) == (tmp_path / "w.nc").read_bytes()
+
+
+def test_a_pure_zarr_dimension_of_length_0_is_the_record_dimension(tmp_path):
+    """xarray stores netCDF's unlimited dimension with no records as a length of 0 (netCDF-C
+    4.10 takes one as unlimited): the classic file holds its variables, with 0 records
+    (``tst_perdimspecs``, ``tst_special_atts3`` as xarray stores them)."""
+    xr = pytest.importorskip("xarray")
+    ds = xr.Dataset({"tas": (("time", "lat"), np.zeros((0, 2), "f4")), "time": ("time", np.zeros(0))},
+                    coords={"lat": [1.0, 2.0]})
+    ds.to_zarr(tmp_path / "z.zarr", zarr_format=2, consolidated=False)
+    store, _, gfs = files_of(tmp_path, "z.zarr")
+    gf = gfs["z.zarr.nc"]
+    assert gf.left_out == []
+    (tmp_path / "z.nc").write_bytes(render(gf, store))
+    with netCDF4.Dataset(tmp_path / "z.nc") as nc:
+        assert nc.dimensions["time"].isunlimited() and len(nc.dimensions["time"]) == 0
+        assert nc["tas"].shape == (0, 2) and list(nc["lat"][:]) == [1.0, 2.0]
