@@ -392,6 +392,8 @@ DOCUMENTED = [
      "views of pure Zarr: a NaN mask is missing by itself (as _FillValue it unmasks netCDF-C's default fill)"),
     (("netcdf-4.", "xarray/", "open_view-xarray/"), r": _FillValue as missing_value",
      "views: a v3 mask where a missing chunk holds 0 is shown as missing_value"),
+    (("netcdf-4.10/", "netcdf-4.9.1/"), r": values at \[[^]]*\]: want \[b'[^]]*\\x00",
+     "fixed-width bytes holding a NUL, shown as NC_STRING (a C string), end at the NUL"),
     (("nc/",), r": attr .+ changed: \[.*\] -> '\[",
      "classic files: a list of strings as JSON text (the classic formats have no string arrays)"),
 ]

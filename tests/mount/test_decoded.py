@@ -139,6 +139,25 @@ def test_a_v2_string_fill_value_is_the_mask_through_netcdf_4_10(dir_site, dtype,
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
+def test_bytes_holding_a_nul_end_at_it_through_netcdf_4_10(dir_site, tmp_path, fmt):
+    """Beyond NC_STRING's data model (a C string): the wheel itself writes ``abc\\0def`` to an
+    NC_STRING and reads ``abc`` back; fixed-width bytes are shown as NC_STRING, as netCDF-C reads
+    them from the store (``tst_nul3`` as xarray stores it; documented, judge.DOCUMENTED)."""
+    import netCDF4
+
+    with netCDF4.Dataset(tmp_path / "s.nc", "w") as nc:
+        nc.createDimension("n", 1)
+        nc.createVariable("s", str, ("n",))[0] = "abc\0def"
+    with netCDF4.Dataset(tmp_path / "s.nc") as nc:
+        assert nc["s"][0] == "abc"
+    ds = xr.Dataset({"cdata": ((), np.bytes_(b"abc\0def")), "ok": ((), np.bytes_(b"abcdef"))})
+    got = judged(dir_site, ds, "netcdf-4.10/netcdf4", zarr_format=fmt)
+    assert got == ["/cdata: values at [0]: want [b'abc\\x00def'] got ['abc']"]
+    assert undocumented("netcdf-4.10/netcdf4", got) == []
+    assert undocumented("netcdf-4.10/netcdf4", ["/s: values at [0]: want [b'abcd'] got ['abc']"]) != []
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
 def test_a_list_of_strings_attribute_through_netcdf_4_10(dir_site, fmt):
     """The wheel reads it as the NC_STRING attribute netCDF-C writes for one, not as JSON text."""
     ds = xr.Dataset({"v": ("x", np.array([1.0, 2.0]), {"names": ["ab", "cd"]})}, attrs={"attn": ["abcd", "efgh"]})
