@@ -64,7 +64,7 @@ def _json_number(v: Any) -> Any:
     return v
 
 
-def _cf_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None) -> list[Attribute]:
+def type_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None) -> list[Attribute]:
     """What netCDF views add to an array of a type netCDF has not, in CF's terms (where the array
     has no attribute of that name): bool as byte with flag_values/flag_meanings, times as int64
     counts with units (and calendar) that cftime and netCDF4.num2date decode, NaT as _FillValue;
@@ -306,7 +306,7 @@ def _array_attributes(v: Variable, g: Group, view: str, flavor: str, plan: Recod
         attrs = [a for a in attrs if a.name != "_FillValue"]
     if flavor == "zarr-v3" and (missing := as_missing_value(v)) is not None:
         attrs = [*(a for a in attrs if a.name not in ("_FillValue", "missing_value")), missing]
-    return [*attrs, *_cf_attributes(v, view, g, plan)]
+    return [*attrs, *type_attributes(v, view, g, plan)]
 
 
 def _array_objects(v: Variable, root: bool, view: str, from_v3: bool, plan: Recode | str | None,

@@ -194,6 +194,13 @@ def test_inspect_shows_the_mask_every_path_shows(dir_site, fmt):
 
 
 @pytest.mark.parametrize("fmt", [2, 3])
+def test_inspect_shows_bool_as_the_netcdf_paths_do(dir_site, fmt):
+    """(with xarray's ``dtype = "bool"``; CF's flag_values and flag_meanings: judge.DOCUMENTED)"""
+    ds = xr.Dataset({"b": ("x", np.array([True, False])), "s": ((), np.False_)})
+    assert undocumented("inspect/netcdf4", judged(dir_site, ds, "inspect/netcdf4", zarr_format=fmt)) == []
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
 def test_inspect_shows_unicode_strings_and_string_lists_as_netcdf_4_paths_do(dir_site, fmt):
     """numpy's fixed-width unicode as strings, a list of strings as a string attribute, a v2
     string fill as the mask (as the netCDF-4 views show them)."""
