@@ -39,7 +39,7 @@ import numpy as np
 
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.classic import TYPES, Attr, Dim, Layout, Var, layout, valid_name
-from nczfs.nczarr.masks import cf_attributes
+from nczfs.nczarr.masks import cf_attributes, string_mask
 from nczfs.nczarr.ncattrs import char_fill, classic_attr, implied_attrs
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.sharding import ShardedArray, Sharding
@@ -182,11 +182,9 @@ class _Builder:
         """The first unlimited dimension that every variable using it has as its first axis only;
         then, of pure Zarr, one of length 0 (netCDF-C 4.10 takes it as unlimited)."""
         seen: list[Dimension] = []
-        for pure in (False, True):
+        for zero in (False, True) if self.ds.flavor in ("zarr-v2", "zarr-v3") else (False,):
             for _, dims in usable:
-                seen.extend(d for d in dims if d not in seen and (d.size == 0 if pure else d.unlimited))
-            if self.ds.flavor not in ("zarr-v2", "zarr-v3"):
-                break
+                seen.extend(d for d in dims if d not in seen and (d.size == 0 if zero else d.unlimited))
         for cand in seen:
             if all(cand not in dims[1:] for _, dims in usable):
                 return cand
@@ -357,6 +355,8 @@ class _Builder:
     def fill_attr(self, var: Variable, attrs: list[Attribute], what: str, nctype: str, width: int) -> Attr | None:
         """The variable's mask as its _FillValue in the file's type (None: no mask, or left out)."""
         stored = next((a for a in var.attributes if a.name == "_FillValue"), None)
+        if width and var.dtype[1:2] == "S" and (m := string_mask(var)) is not None and m.value == [""]:
+            return Attr("_FillValue", "char", b"")  # xarray's empty bytes mask, of bytes in chars
         if nctype == "char" or width:
             return self.attr(what, stored) if stored is not None and stored.nctype == "char" and not width \
                 else char_fill(var, nctype, width)

@@ -352,3 +352,17 @@ def test_a_pure_zarr_dimension_of_length_0_is_the_record_dimension(tmp_path):
     with netCDF4.Dataset(tmp_path / "z.nc") as nc:
         assert nc.dimensions["time"].isunlimited() and len(nc.dimensions["time"]) == 0
         assert nc["tas"].shape == (0, 2) and list(nc["lat"][:]) == [1.0, 2.0]
+
+
+def test_xarrays_empty_bytes_mask_is_the_char_arrays_fill(tmp_path):
+    """A Zarr v2 ``|S`` array's ``fill_value`` (base64 of a NUL) is xarray's mask: the file's chars
+    get ``_FillValue = ""``, so a chunk never written decodes missing (``tst_charfill``)."""
+    xr = pytest.importorskip("xarray")
+    ds = xr.Dataset({"s": ("x", np.array([b"ab", b"", b"cd"], "S2")), "e": ("y", np.array([b"", b""], "S2"))})
+    ds.to_zarr(tmp_path / "z.zarr", zarr_format=2, consolidated=False, encoding={"s": {"_FillValue": b""},
+                                                                                  "e": {"_FillValue": b""}})
+    store, _, gfs = files_of(tmp_path, "z.zarr")
+    (tmp_path / "z.nc").write_bytes(render(gfs["z.zarr.nc"], store))
+    with xr.open_dataset(tmp_path / "z.nc", engine="netcdf4") as got, xr.open_zarr(tmp_path / "z.zarr") as want:
+        for v in ("s", "e"):
+            assert list(got[v].isnull().values) == list(want[v].isnull().values) == [x == b"" for x in ds[v].values]
