@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.masks import as_missing_value, cf_attributes, view_mask
+from nczfs.nczarr.masks import as_missing_value, cf_attributes, string_fill, strings_as_written, view_mask
 from nczfs.nczarr.model import NC_TYPES, Attribute, Dataset, Group, Variable
 from nczfs.nczarr.recoding import netcdf_dtype, recode
 from nczfs.nczarr.transcode import Recode
@@ -64,7 +64,7 @@ def _json_number(v: Any) -> Any:
     return v
 
 
-def _cf_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None) -> list[Attribute]:
+def type_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None) -> list[Attribute]:
     """What netCDF views add to an array of a type netCDF has not, in CF's terms (where the array
     has no attribute of that name): bool as byte with flag_values/flag_meanings, times as int64
     counts with units (and calendar) that cftime and netCDF4.num2date decode, NaT as _FillValue;
@@ -105,6 +105,8 @@ def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None)
     dtype, chunks, order, compressor, filters = _chunks_as_shown(v2, view, plan)
     shape, chunks, dtype, sep = _typed_for(var, view, var.shape, chunks, dtype, v2.separator)
     fill = _v3_fill_in_v2(var) if from_v3 else _fill(var)
+    if view != "xarray" and var.dtype.lstrip("<>|")[:1] == "S" and (text := string_fill(var)) is not None:
+        fill = text  # netCDF-C takes a string's fill as its text, not Zarr v2's base64 of its bytes
     if not shape and view != "xarray":  # a zero-rank Zarr array, shown as an NCZarr scalar
         shape, chunks = [1], [1]
     out = {"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dtype,
@@ -161,7 +163,11 @@ _SMALLEST_INT = (("byte", -(2**7), 2**7 - 1), ("ubyte", 0, 2**8 - 1), ("short", 
 
 def _as_read_by(a: Attribute, view: str) -> Attribute:
     """An untyped (pure Zarr) attribute as ``view``'s reader would type it reading the store
-    itself: 4.9.0 gives integers the smallest type that holds them (4.10 and nczfs: int first)."""
+    itself: 4.9.0 gives integers the smallest type that holds them (4.10 and nczfs: int first).
+    A list of strings, which netCDF-C reads as JSON text, is shown as netCDF-C writes one (an
+    ``NC_STRING`` attribute of several values) where the reader has strings."""
+    if view in ("netcdf-4.10", "netcdf-4.9.1"):
+        return strings_as_written(a)
     if view == "netcdf-4.9" and a.raw is not None and a.nctype in ("int", "uint", "int64", "uint64"):
         for nctype, lo, hi in _SMALLEST_INT:
             if all(lo <= v <= hi for v in a.value):
@@ -300,7 +306,7 @@ def _array_attributes(v: Variable, g: Group, view: str, flavor: str, plan: Recod
         attrs = [a for a in attrs if a.name != "_FillValue"]
     if flavor == "zarr-v3" and (missing := as_missing_value(v)) is not None:
         attrs = [*(a for a in attrs if a.name not in ("_FillValue", "missing_value")), missing]
-    return [*attrs, *_cf_attributes(v, view, g, plan)]
+    return [*attrs, *type_attributes(v, view, g, plan)]
 
 
 def _array_objects(v: Variable, root: bool, view: str, from_v3: bool, plan: Recode | str | None,

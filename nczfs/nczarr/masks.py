@@ -15,7 +15,10 @@ the netCDF views leave out: :func:`view_mask`.
 For netCDF readers (views, ``.nc`` files), the CF attributes that must have the variable's type
 (``_FillValue``, ``missing_value``, ``valid_*``, ``flag_values``, ``flag_masks``; ``actual_*``
 unless the variable is packed) get it where the store's JSON lost it, as long as their values fit
-that type (:func:`cf_attributes`). ``nczfs inspect`` shows the store as netCDF-C reads it.
+that type (:func:`cf_attributes`). A pure Zarr list of strings, which netCDF-C reads as JSON
+text, is given the readers that have strings as the ``NC_STRING`` attribute netCDF-C writes for
+one (:func:`strings_as_written`; the classic formats have none). ``nczfs inspect`` shows the
+dataset as the paths do (:mod:`nczfs.nczarr.inspected`).
 """
 
 from __future__ import annotations
@@ -96,20 +99,38 @@ def view_mask(var: Variable, flavor: str) -> Attribute | None:
     """The mask a netCDF view shows: :func:`mask`, but, of pure Zarr, for NaN (missing to every
     reader by itself, while as ``_FillValue`` it would stop netCDF-C's readers from taking the
     type's default fill as missing) and a Zarr v2 ``fill_value`` of 0 of an array xarray cannot
-    read (zarr-python's default for every array it makes, which netCDF-C reading the store takes
-    as no mask either)."""
+    read (no ``_ARRAY_DIMENSIONS``, or one that clashes: zarr-python's default for every array it
+    makes, which netCDF-C reading the store takes as no mask either). A scalar with
+    ``_ARRAY_DIMENSIONS: []`` is one xarray reads: its 0 is the mask xarray wrote."""
     got = mask(var, flavor)
+    if got is None and flavor == "zarr-v2":
+        return string_mask(var)
     if got is None or flavor not in ("zarr-v2", "zarr-v3"):  # NCZarr: the typed attribute netCDF-C wrote
         return got
     if NC_TYPES.get(got.nctype, ("",))[0] == "f" and math.isnan(got.value[0]):
         return None
-    return None if got.value == [0] and got not in var.attributes and not _xarray_reads(var) else got
+    return None if got.value == [0] and got not in var.attributes and not var.named_dims else got
 
 
-def _xarray_reads(var: Variable) -> bool:
-    """Does xarray read the array (Zarr v2: its dimensions named by ``_ARRAY_DIMENSIONS``)? Then a
-    ``fill_value`` of 0 is its mask as xarray decodes the store; else zarr-python's default."""
-    return bool(var.dimrefs) and not any(r.rpartition("/")[2].startswith("_Anonymous_Dim_") for r in var.dimrefs)
+def string_fill(var: Variable) -> str | None:
+    """A pure Zarr v2 string array's ``fill_value`` as text (``|S``: the base64 of its bytes, to
+    their first NUL; ``<U`` and ``|O``: as it is); None if it has none or is no string array."""
+    fill, kind = var.fill_value, var.dtype.lstrip("<>|")[:1]
+    if var.nctype != "string" or not isinstance(fill, str) or kind not in ("S", "U", "O"):
+        return None
+    if kind != "S":
+        return fill
+    try:
+        return base64.b64decode(fill, validate=True).split(b"\0")[0].decode("utf-8", "surrogateescape")
+    except (binascii.Error, ValueError):
+        return None
+
+
+def string_mask(var: Variable) -> Attribute | None:
+    """The mask of a pure Zarr v2 string array: its ``fill_value`` (:func:`string_fill`), which
+    xarray masks with, as a string ``_FillValue`` (None: no fill, or an array xarray cannot read)."""
+    text = string_fill(var)
+    return None if text is None or not var.named_dims else Attribute("_FillValue", "string", [text])
 
 
 def as_missing_value(var: Variable) -> Attribute | None:
@@ -140,3 +161,11 @@ def cf_attributes(var: Variable, flavor: str, view: bool = False) -> list[Attrib
         out.append(Attribute(a.name, nctype, attr_value(nctype, a.raw)) if nctype not in (None, a.nctype) else a)
     fill = view_mask(var, flavor) if view else mask(var, flavor)
     return out if fill is None else [*out, fill]
+
+
+def strings_as_written(a: Attribute) -> Attribute:
+    """A pure Zarr attribute holding a list of strings (typed as JSON text, as netCDF-C reads it)
+    as the ``string`` attribute of several values netCDF-C writes for one; else ``a``."""
+    if isinstance(a.raw, list) and len(a.raw) > 1 and all(isinstance(s, str) for s in a.raw):
+        return Attribute(a.name, "string", list(a.raw), a.raw)
+    return a

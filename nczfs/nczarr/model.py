@@ -64,6 +64,9 @@ class Variable:
     dtype_config: dict = field(default_factory=dict)
     #: a netCDF scalar (stored with shape [1] by NCZarr, [] by Zarr)
     scalar: bool = False
+    #: pure Zarr: the store names one dimension per axis (``_ARRAY_DIMENSIONS``, ``dimension_names``;
+    #: ``[]`` for a scalar), so xarray reads the array
+    named_dims: bool = False
     attributes: list[Attribute] = field(default_factory=list)
 
     @property

@@ -39,7 +39,7 @@ from typing import Callable
 
 from nczfs.nczarr import nc4types
 from nczfs.nczarr.hdf5 import messages as m, types as t, writer as w
-from nczfs.nczarr.masks import cf_attributes
+from nczfs.nczarr.masks import cf_attributes, strings_as_written
 from nczfs.nczarr.model import Dataset, Dimension, Group, Variable
 from nczfs.nczarr.nc4source import Source, chunk_indexes, vlen_fill, with_fill
 from nczfs.nczarr.ncattrs import implied_attrs
@@ -189,7 +189,7 @@ class _Builder:
     def attrs(self, owner: str, attrs) -> list[w.Attr]:
         out = []
         for a in attrs:
-            got = nc4types.file_attr(a)
+            got = nc4types.file_attr(strings_as_written(a))
             if isinstance(got, str):
                 self.leave_out(f"{owner}:{a.name}", got)
             else:

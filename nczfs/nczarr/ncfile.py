@@ -13,8 +13,8 @@ clash), its attributes as global attributes, and every variable the format has a
   in chars as wide as the longest (a scan of their chunks), both with ``_Encoding = "utf-8"``;
 * bool as byte with ``dtype = "bool"`` (xarray restores bool), ``flag_values``, ``flag_meanings``;
 * a scalar as a variable without dimensions;
-* one unlimited dimension, the first one every variable using it uses as its first axis, as the
-  record dimension; the others fixed at their length;
+* one unlimited dimension (in pure Zarr, failing one, one of length 0), the first one every
+  variable using it uses as its first axis, as the record dimension; the others fixed;
 * a string attribute of one value as text; the mask (:mod:`nczfs.nczarr.masks`) as ``_FillValue``.
 
 A sharded Zarr v3 array's values come from its innermost chunks, each a byte range of its shard.
@@ -39,7 +39,7 @@ import numpy as np
 
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.classic import TYPES, Attr, Dim, Layout, Var, layout, valid_name
-from nczfs.nczarr.masks import cf_attributes
+from nczfs.nczarr.masks import cf_attributes, string_mask
 from nczfs.nczarr.ncattrs import char_fill, classic_attr, implied_attrs
 from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.sharding import ShardedArray, Sharding
@@ -129,12 +129,13 @@ class GroupFile:
 
 def file_names(ds: Dataset, name: str) -> dict[str, str]:
     """``{file name: group path}`` of the dataset ``name``: its root, and each sub-group holding
-    arrays. None for a dataset without any array."""
+    arrays or attributes (a file of global attributes alone, as netCDF-C writes a dataset that
+    has nothing else). None for a dataset without any array."""
     if not any(g.variables for g in ds.root.walk()):
         return {}
     out = {f"{name}.nc": "/"}
     for g in ds.root.walk():
-        if g is not ds.root and g.variables:
+        if g is not ds.root and (g.variables or g.attributes):
             out[f"{name}.{'.'.join(g.path.strip('/').split('/'))}.nc"] = g.path
     return out
 
@@ -178,10 +179,12 @@ class _Builder:
         return list(self.dims).index(key)
 
     def record_dim(self, usable: list[tuple[Variable, list[Dimension]]]) -> Dimension | None:
-        """The first unlimited dimension that every variable using it has as its first axis only."""
+        """The first unlimited dimension that every variable using it has as its first axis only;
+        then, of pure Zarr, one of length 0 (netCDF-C 4.10 takes it as unlimited)."""
         seen: list[Dimension] = []
-        for _, dims in usable:
-            seen.extend(d for d in dims if d.unlimited and d not in seen)
+        for zero in (False, True) if self.ds.flavor in ("zarr-v2", "zarr-v3") else (False,):
+            for _, dims in usable:
+                seen.extend(d for d in dims if d not in seen and (d.size == 0 if zero else d.unlimited))
         for cand in seen:
             if all(cand not in dims[1:] for _, dims in usable):
                 return cand
@@ -352,6 +355,8 @@ class _Builder:
     def fill_attr(self, var: Variable, attrs: list[Attribute], what: str, nctype: str, width: int) -> Attr | None:
         """The variable's mask as its _FillValue in the file's type (None: no mask, or left out)."""
         stored = next((a for a in var.attributes if a.name == "_FillValue"), None)
+        if width and var.dtype[1:2] == "S" and (m := string_mask(var)) is not None and m.value == [""]:
+            return Attr("_FillValue", "char", b"")  # xarray's empty bytes mask, of bytes in chars
         if nctype == "char" or width:
             return self.attr(what, stored) if stored is not None and stored.nctype == "char" and not width \
                 else char_fill(var, nctype, width)

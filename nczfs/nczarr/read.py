@@ -17,12 +17,12 @@ from typing import Any, Protocol
 
 from nczfs.errors import InvalidArgument, KeyNotFound
 from nczfs.nczarr import jsontext
-from nczfs.nczarr.masks import decode_fill
-from nczfs.nczarr.model import Attribute, Dataset, Dimension, Group, Variable
-from nczfs.nczarr.spelling import alias, attr_type, dim_items, dim_spec, nctype_of_zarray, nczarr_key
+from nczfs.nczarr.model import Dataset, Dimension, Group, Variable
+from nczfs.nczarr.read_attrs import AttributeReading
+from nczfs.nczarr.spelling import alias, dim_items, dim_spec, nctype_of_zarray, nczarr_key
 from nczfs.nczarr.read_v3 import V3Reading
 from nczfs.nczarr.validate import check_zarray
-from nczfs.nczarr.values import attr_value, fill_value, infer_type, int_list, is_hidden_attr
+from nczfs.nczarr.values import fill_value, int_list
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import join
 
@@ -73,7 +73,7 @@ def fqn(prefix: str) -> str:
     return "/" + prefix
 
 
-class Reader(V3Reading):
+class Reader(AttributeReading, V3Reading):
     def __init__(self, objects: Objects):
         self.objects = objects
         self.problems: list[str] = []
@@ -191,60 +191,6 @@ class Reader(V3Reading):
         else:
             ncz = nczarr_key("_nczarr_group", zattrs, zgroup)
         return zgroup, zattrs, ncz if isinstance(ncz, dict) else None
-
-    def attr_types(self, prefix: str, zattrs: dict) -> dict:
-        types = None
-        for name in (".nczattrs", ".nczattr"):
-            v1 = self.json(join(prefix, name)) if self.nczarr else None
-            if v1 is not None:
-                self.v1_names.add(name)
-                types = v1.get("types")
-                break
-        if types is None:
-            holder = nczarr_key("_nczarr_attr", zattrs) or nczarr_key("_nczarr_attrs", zattrs) or {}
-            types = alias(holder, "types", "attribute_types") if isinstance(holder, dict) else None
-        return types if isinstance(types, dict) else {}
-
-    def attributes(self, key: str, zattrs: dict, types: dict, var_type: str | None = None) -> list[Attribute]:
-        out = []
-        for name, raw in zattrs.items():
-            if is_hidden_attr(name):
-                continue
-            t, nctype = self._declared_type(key, name, types.get(name), var_type)
-            attr = self._attribute(key, name, raw, t, nctype)
-            if attr is not None:
-                out.append(attr)
-        return out
-
-    def _declared_type(self, key: str, name: str, t: Any, var_type: str | None) -> tuple[Any, str | None]:
-        """(the NCZarr type written for attribute ``name``, its netCDF type), either None."""
-        if t is not None and str(t).upper().startswith("|J"):
-            self.problem(key, f"attribute {name!r} typed {t} (JSON), which netCDF-C refuses on a user attribute")
-            t = None
-        nctype = attr_type(t) if t is not None else None
-        if name == "_FillValue" and t is None:
-            nctype = var_type  # netCDF-C types _FillValue as its variable
-        if t is not None and nctype is None:
-            self.problem(key, f"attribute {name!r} has unknown type {t!r}")
-        return t, nctype
-
-    def _attribute(self, key: str, name: str, raw: Any, t: Any, nctype: str | None) -> Attribute | None:
-        inferred = nctype is None
-        if name == "_FillValue" and t is None and (value := decode_fill(raw, nctype)) is not None:
-            return Attribute(name, nctype, value, raw)  # xarray's Zarr v3 fill: base64 of the value's bytes
-        if nctype is None:
-            if isinstance(raw, list) and not raw:
-                self.problem(key, f"attribute {name!r} is an empty list (netCDF-C fails on it)")
-                return None
-            nctype = infer_type(raw)
-        try:
-            return Attribute(name, nctype, attr_value(nctype, raw), raw if inferred else None)
-        except ValueError as exc:
-            if name == "_FillValue" and t is None:  # e.g. xarray's base64 fill for Zarr v3
-                self.notes.append(f"{key}: _FillValue {raw!r} is not a {nctype}; shown as text")
-                return Attribute(name, infer_type(raw), attr_value(infer_type(raw), raw), raw)
-            self.problem(key, f"attribute {name!r} is not a valid {nctype}: {exc}")
-            return None
 
     def read_group(self, prefix: str, group: Group) -> None:
         zgroup, zattrs, ncz = self.group_meta(prefix)
@@ -367,10 +313,12 @@ class Reader(V3Reading):
     def pure_dims(self, key: str, var: Variable, group: Group, names: Any) -> None:
         if var.shape == []:
             var.scalar = True
+            var.named_dims = names == []
             return
         if isinstance(names, list) and len(names) == len(var.shape) and all(isinstance(n, str) for n in names):
             clash = [n for n, s in zip(names, var.shape) if group.dim(n) and group.dim(n).size != s]
             if not clash:
+                var.named_dims = True
                 for n, s in zip(names, var.shape):
                     if group.dim(n) is None:
                         group.dims.append(Dimension(n, s))

@@ -9,6 +9,7 @@ import os
 from nczfs.errors import NczfsError
 from nczfs.nczarr import jsontext
 from nczfs.nczarr.cdl import to_cdl
+from nczfs.nczarr.inspected import as_shown
 from nczfs.nczarr.read import StoreObjects, read_dataset
 from nczfs.nczarr.validate import check_object, is_metadata_key
 from nczfs.source import Source
@@ -64,7 +65,7 @@ def inspect_store(store: SyncStore, source: Source) -> str:
     objects = StoreObjects(store)
     ds = read_dataset(objects)
     problems = [*store.problems(), *ds.problems]
-    lines = [to_cdl(ds, dataset_name(source)).rstrip("\n")]
+    lines = [to_cdl(as_shown(ds), dataset_name(source)).rstrip("\n")]
     lines.append(f"// flavor: {ds.flavor}{' (consolidated .zmetadata)' if ds.consolidated else ''}")
     lines.extend(f"// problem: {p}" for p in problems)
     lines.extend(f"// note: {n}" for n in ds.notes)

@@ -34,7 +34,7 @@ def prune(ds: Dataset, view: str, reader: bool, transcode: str, facts: dict[str,
     for g in ds.root.walk():
         keep = []
         for v in g.variables:
-            if reader and view != "xarray" and _unicode(v, from_v3):
+            if reader and view != "xarray" and unicode_strings(v, from_v3):
                 v.nctype = "string"  # numpy's fixed-width unicode (xarray's str): shown as UTF-8 strings
             reason = hide_reason(v, view, from_v3, reader, transcode, facts.get(array_path(g.path, v.name)))
             if reason is None:
@@ -47,7 +47,8 @@ def prune(ds: Dataset, view: str, reader: bool, transcode: str, facts: dict[str,
     return hidden
 
 
-def _unicode(var: Variable, from_v3: bool) -> bool:
+def unicode_strings(var: Variable, from_v3: bool) -> bool:
+    """Is ``var`` numpy's fixed-width unicode (xarray's str), which netCDF readers are shown as strings?"""
     if var.nctype is not None or (from_v3 and isinstance(v3_to_v2(var), str)):
         return False
     return v2_form(var, from_v3).dtype[1:2] == "U"

@@ -126,6 +126,20 @@ def test_the_views_leave_out_a_nan_mask_and_a_zero_fill_xarray_cannot_read():
     assert zattrs["_FillValue"] == 0 and types["_FillValue"] == "<i4"
 
 
+def test_a_v2_scalar_xarray_wrote_keeps_its_zero_mask_in_the_views():
+    """xarray writes a scalar's ``_FillValue`` 0 as ``fill_value: 0`` with ``_ARRAY_DIMENSIONS:
+    []``; without that list it is zarr-python's default fill, no mask."""
+    objs = v2("<i4", 0, {})
+    objs["v/.zarray"].update(shape=[], chunks=[])
+    objs["v/.zattrs"]["_ARRAY_DIMENSIONS"] = []
+    assert read_objects(objs).root.variables[0].named_dims
+    for view in ("netcdf-4.10", "netcdf-4.9.1", "netcdf-4.9"):
+        zattrs, types, zarray = view_attrs(objs, view)
+        assert zattrs["_FillValue"] == 0 and zarray["fill_value"] == 0, view
+    objs["v/.zattrs"].pop("_ARRAY_DIMENSIONS")
+    assert "_FillValue" not in view_attrs(objs)[0]
+
+
 def test_a_string_or_char_fill_attribute_passes_as_it_is():
     """netCDF-C's NC_STRING and char variables keep their typed _FillValue in the views."""
     for nctype, value in (("string", ["none"]), ("char", "-")):
@@ -157,3 +171,28 @@ def test_a_v3_mask_other_than_a_missing_chunks_zero_is_shown_as_missing_value():
     # a missing_value of another value: the mask stays the fill
     _, _, zarray = view_attrs(v3("int16", 0, {"_FillValue": -1, "missing_value": -2}), "xarray")
     assert zarray["fill_value"] == -1
+
+
+def test_a_list_of_strings_is_an_nc_string_attribute_where_the_reader_has_strings():
+    """netCDF-C writes an NC_STRING attribute of several values as a JSON list typed ``|S128``;
+    netCDF-C 4.9.0 has no strings: JSON text there."""
+    objs = v2("<f4", "NaN", {"names": ["abcd", "efgh"], "one": ["x"]})
+    for view in ("netcdf-4.10", "netcdf-4.9.1"):
+        zattrs, types, _ = view_attrs(objs, view)
+        assert zattrs["names"] == ["abcd", "efgh"] and types["names"] == "|S128", view
+        assert zattrs["one"] == "x" and types["one"] == ">S1", view
+    zattrs = json.loads(emit(read_objects(objs), "netcdf-4.9")[0]["v/.zattrs"])
+    assert json.loads(zattrs["names"]) == ["abcd", "efgh"] and zattrs["_NCZARR_ATTR"]["types"]["names"] == "<U1"
+
+
+def test_a_v2_string_fill_value_is_a_string_mask_in_the_netcdf_views():
+    """``|S``: the base64 of its bytes (netCDF-C would take the base64 text as the fill)."""
+    for dtype, fill in (("|S4", "AA=="), ("|S4", ""), ("<U4", "")):
+        objs = v2(dtype, fill, {})
+        zattrs, types, zarray = view_attrs(objs)
+        assert zattrs["_FillValue"] == "" and types["_FillValue"] == "|S128", dtype
+        assert zarray["fill_value"] == "", dtype
+        assert json.loads(emit(read_objects(objs), "xarray")[0]["v/.zarray"])["fill_value"] == fill  # as stored
+    objs = v2("|S4", "AA==", {})
+    objs["v/.zattrs"].pop("_ARRAY_DIMENSIONS")  # zarr-python's own: no mask
+    assert "_FillValue" not in view_attrs(objs)[0]

@@ -208,6 +208,19 @@ def test_every_object_and_chunk_index_entry_checks_out(corpus, name):
     assert h5ls.returncode == 0 and "error" not in (h5ls.stdout + h5ls.stderr).lower(), h5ls.stderr
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_a_list_of_strings_attribute_is_an_nc_string_attribute(tmp_path, fmt):
+    """As netCDF-C writes one (netCDF-C reading the store gives JSON text)."""
+    ds = xr.Dataset({"v": ("x", np.array([1.0, 2.0]), {"names": ["ab", "cd"]})}, attrs={"attn": ["abcd", "efgh"]})
+    ds.to_zarr(tmp_path / "s.zarr", zarr_format=fmt, consolidated=False)
+    _, path = write_nc4(tmp_path, "s.zarr", tmp_path / "s.nc4")
+    with netCDF4.Dataset(path) as nc:
+        assert nc.attn == ["abcd", "efgh"] and nc["v"].names == ["ab", "cd"]
+    with xr.open_dataset(path, engine="netcdf4") as got:
+        assert list(got.attrs["attn"]) == ["abcd", "efgh"]
+    h5dump(path)
+
+
 #: the shared corpus' datasets netCDF-C 4.10.1 itself reads as their writers meant (not V1, V2-UC)
 CORPUS_DATASETS = ["v2za.file", "v2lc_allzattrs.file", "v2za_min.file", "zarr.file"]
 

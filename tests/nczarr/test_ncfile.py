@@ -317,3 +317,52 @@ def test_inspect_names_the_files_and_what_they_leave_out(corpus_root):
     assert "// nc file v3.zarr.nc leaves out /cplx: type complex64 has no netCDF type" in lines
     res = run_nczfs("inspect", str(corpus_root / "cf.zarr"))
     assert "// nc file: cf.zarr.g.nc (CDF-1, " in res.stdout
+
+
+def test_a_group_with_attributes_but_no_arrays_has_a_file_of_its_attributes(tmp_path):
+    """What netCDF-C writes for a dataset of global attributes alone (``tst_solar_1``'s
+    ``/solar_system/Earth``); a group with neither arrays nor attributes has no file."""
+    from nczfs.nczarr.read import DictObjects
+
+    objs = {".zgroup": b'{"zarr_format": 2}', ".zattrs": b"{}",
+            "a/.zgroup": b'{"zarr_format": 2}', "a/.zattrs": b'{"title": "attrs only", "n": [1, 2]}',
+            "a/b/.zgroup": b'{"zarr_format": 2}',
+            "a/b/v/.zarray": b'{"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "<i4", "fill_value": null,'
+                             b' "order": "C", "compressor": null, "filters": null}',
+            "a/b/v/.zattrs": b'{"_ARRAY_DIMENSIONS": ["x"]}'}
+    ds = read_dataset(DictObjects(objs))
+    assert file_names(ds, "d") == {"d.nc": "/", "d.a.nc": "/a", "d.a.b.nc": "/a/b"}
+    with netCDF4.Dataset(tmp_path / "w.nc", "w", format="NETCDF3_CLASSIC") as nc:
+        nc.title, nc.n = "attrs only", [1, 2]
+    assert render(group_file(ds, "/a", "d", {}), None) == (tmp_path / "w.nc").read_bytes()
+
+
+def test_a_pure_zarr_dimension_of_length_0_is_the_record_dimension(tmp_path):
+    """xarray stores netCDF's unlimited dimension with no records as a length of 0 (netCDF-C
+    4.10 takes one as unlimited): the classic file holds its variables, with 0 records
+    (``tst_perdimspecs``, ``tst_special_atts3`` as xarray stores them)."""
+    xr = pytest.importorskip("xarray")
+    ds = xr.Dataset({"tas": (("time", "lat"), np.zeros((0, 2), "f4")), "time": ("time", np.zeros(0))},
+                    coords={"lat": [1.0, 2.0]})
+    ds.to_zarr(tmp_path / "z.zarr", zarr_format=2, consolidated=False)
+    store, _, gfs = files_of(tmp_path, "z.zarr")
+    gf = gfs["z.zarr.nc"]
+    assert gf.left_out == []
+    (tmp_path / "z.nc").write_bytes(render(gf, store))
+    with netCDF4.Dataset(tmp_path / "z.nc") as nc:
+        assert nc.dimensions["time"].isunlimited() and len(nc.dimensions["time"]) == 0
+        assert nc["tas"].shape == (0, 2) and list(nc["lat"][:]) == [1.0, 2.0]
+
+
+def test_xarrays_empty_bytes_mask_is_the_char_arrays_fill(tmp_path):
+    """A Zarr v2 ``|S`` array's ``fill_value`` (base64 of a NUL) is xarray's mask: the file's chars
+    get ``_FillValue = ""``, so a chunk never written decodes missing (``tst_charfill``)."""
+    xr = pytest.importorskip("xarray")
+    ds = xr.Dataset({"s": ("x", np.array([b"ab", b"", b"cd"], "S2")), "e": ("y", np.array([b"", b""], "S2"))})
+    ds.to_zarr(tmp_path / "z.zarr", zarr_format=2, consolidated=False, encoding={"s": {"_FillValue": b""},
+                                                                                  "e": {"_FillValue": b""}})
+    store, _, gfs = files_of(tmp_path, "z.zarr")
+    (tmp_path / "z.nc").write_bytes(render(gfs["z.zarr.nc"], store))
+    with xr.open_dataset(tmp_path / "z.nc", engine="netcdf4") as got, xr.open_zarr(tmp_path / "z.zarr") as want:
+        for v in ("s", "e"):
+            assert list(got[v].isnull().values) == list(want[v].isnull().values) == [x == b"" for x in ds[v].values]
