@@ -67,7 +67,9 @@ def open_store(config: MountConfig) -> SyncStore:
 def _directory(config: MountConfig) -> SyncStore:
     from nczfs.store.directory import DirectoryStore
 
-    return DirectoryStore(config.source.location, read_only=config.read_only)
+    store = DirectoryStore(config.source.location, read_only=config.read_only)
+    store.checks_writes = config.overwrite == "checked"
+    return store
 
 
 def _memory(config: MountConfig) -> SyncStore:

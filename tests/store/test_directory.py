@@ -25,6 +25,8 @@ from tests.store.conformance import StoreConformance
 
 
 class TestDirectoryStore(StoreConformance):
+    checks_writes = True
+
     @pytest.fixture
     def sync_store(self, tmp_path) -> DirectoryStore:
         self.root = tmp_path / "medium"
