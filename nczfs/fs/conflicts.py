@@ -13,28 +13,15 @@ client's object is lost, and the writer's data is written beside it as a new obj
 from __future__ import annotations
 
 import logging
-import time
 from typing import Awaitable, Callable
 
 from nczfs.errors import Conflict, Exists, NczfsError
 from nczfs.fs.content import Content
 from nczfs.store.base import Store
+from nczfs.store.keys import CONFLICT_SUFFIX, conflict_name  # noqa: F401 (CONFLICT_SUFFIX: named here too)
 from nczfs.store.values import ABSENT, ObjectInfo
 
 log = logging.getLogger(__name__)
-
-#: what a conflict's data is named after: ``NAME`` + this + the UTC time
-CONFLICT_SUFFIX = ".nczfs-conflict-"
-
-#: ``(content, key, if_version)``: store the content as ``key`` (WriteBack.store_content)
-StoreContent = Callable[[Content, str, "str | None"], Awaitable[ObjectInfo]]
-
-
-def conflict_name(key: str, now: float | None = None, n: int = 0) -> str:
-    """``NAME.nczfs-conflict-YYYYMMDDTHHMMSSZ`` (``-N`` after it if that name is taken)."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
-    return f"{key}{CONFLICT_SUFFIX}{stamp}" + (f"-{n}" if n else "")
-
 
 class Conflicts:
     """The conditions of one mount's writes, and what is done when one fails."""

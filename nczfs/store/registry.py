@@ -81,7 +81,9 @@ def _memory(config: MountConfig) -> SyncStore:
 def _zip(config: MountConfig) -> SyncStore:
     from nczfs.store.zip.store import ZipStore
 
-    return ZipStore(config.source.location, read_only=config.read_only, layout=config.zip_layout)
+    store = ZipStore(config.source.location, read_only=config.read_only, layout=config.zip_layout)
+    store.checks_writes = config.overwrite == "checked"
+    return store
 
 
 def _reference(config: MountConfig) -> SyncStore:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import DirectoryBackend, counts, mounted
+from tests.helpers import DirectoryBackend, ZipBackend, counts, mounted, run_nczfs
+from tests.ziputil import zip_members
 
 pytestmark = pytest.mark.fuse
 
@@ -26,6 +27,12 @@ def other_process(code: str, *args: str) -> None:
 def rewrite(path: Path, data: bytes) -> None:
     """Another process writes ``path`` in place (``open(..., "wb")``: truncated and written)."""
     other_process("import sys; open(sys.argv[1], 'wb').write(sys.argv[2].encode())", str(path), data.decode())
+
+
+def rewrite_member(archive: Path, key: str, data: bytes) -> None:
+    """Another process replaces the zip archive with one whose member ``key`` holds ``data``."""
+    other_process("import sys; from pathlib import Path; from tests.ziputil import rewrite_zip; "
+                  "rewrite_zip(Path(sys.argv[1]), {sys.argv[2]: sys.argv[3].encode()})", str(archive), key, data.decode())
 
 
 def conflicts(root: Path, name: str) -> dict[str, bytes]:
@@ -139,3 +146,51 @@ def test_a_directory_mounted_last_writer_wins_replaces_what_is_there(tmp_path):
         fa.close()  # no error: the last close wins
         assert counts(m.path)["write.overwrite-checked"] == 0
     assert (root / "f").read_bytes() == b"V0" and not conflicts(root, "f")
+
+
+@pytest.fixture
+def zipped(tmp_path):
+    backend = ZipBackend(tmp_path / "ds.zip")
+    backend.put_many({"f": b"v0", "g": b"g0"})
+    with mounted(backend, tmp_path / "mnt") as m:
+        yield m, backend.archive
+    assert "Traceback" not in m.log_text(), m.log_text()
+
+
+def test_a_zip_member_rewritten_by_another_process_refuses_the_stale_close(zipped):
+    """The archive is what another process changes: a close over a member it changed fails
+    with ESTALE, the writer's data goes beside it (into the archive at the next commit)."""
+    m, archive = zipped
+    fa = open(m.path / "f", "r+b")
+    fa.seek(0, os.SEEK_END)
+    fa.write(b" + the mount's")
+    fa.flush()
+    rewrite_member(archive, "f", b"the other process's")
+    close_fails_estale(fa)
+    assert counts(m.path)["write.conflicts"] == 1
+    assert run_nczfs("sync", str(m.path)).returncode == 0
+    members = zip_members(archive)
+    assert members["f"] == b"the other process's" and members["g"] == b"g0"
+    assert list(conflicts_in(members, "f").values()) == [b"v0 + the mount's"]
+
+
+def test_a_zip_commit_keeps_another_processs_archive_and_the_mounts_staged_writes(zipped):
+    """Closed (staged), not yet committed: another process rewrites the archive, changing ``f``
+    and adding ``new``. The commit keeps both: the other's ``f`` and ``new``, the mount's ``g``,
+    and the mount's ``f`` beside as ``f.nczfs-conflict-*`` (``zip.conflicts``)."""
+    m, archive = zipped
+    (m.path / "f").write_bytes(b"the mount's f")
+    (m.path / "g").write_bytes(b"the mount's g")
+    rewrite_member(archive, "f", b"their f")
+    rewrite_member(archive, "new", b"their new")
+    assert run_nczfs("sync", str(m.path)).returncode == 0
+    members = zip_members(archive)
+    assert {k: v for k, v in members.items() if "nczfs-conflict" not in k} == {
+        "f": b"their f", "g": b"the mount's g", "new": b"their new"}
+    assert list(conflicts_in(members, "f").values()) == [b"the mount's f"]
+    assert counts(m.path)["zip.conflicts"] == 1
+    assert "another program changed 'f'" in m.log_text()
+
+
+def conflicts_in(members: dict[str, bytes], name: str) -> dict[str, bytes]:
+    return {k: v for k, v in members.items() if k.startswith(f"{name}.nczfs-conflict-")}

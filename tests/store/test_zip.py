@@ -16,6 +16,8 @@ from tests.ziputil import rewrite_zip, zip_members
 
 
 class ZipConformance(StoreConformance):
+    checks_writes = True
+
     layout = "netcdf"
 
     @pytest.fixture
