@@ -90,6 +90,23 @@ class Conflicts:
                   "; its data could not be kept")
         return Conflict(key, exc.expected, exc.found, kept)
 
+    async def delete(self, key: str, version: str | None) -> None:
+        """Remove the object ``key``: where the store checks deletes, only while it is ``version``
+        (the one this mount last read or stored there); another client's newer version is not
+        removed: ESTALE, counted and logged once (the kernel's second try meets the same)."""
+        if not (self.store.checks_deletes and version):
+            await self.store.delete(key)
+            return
+        try:
+            await self.store.delete(key, if_version=version)
+        except Conflict as exc:
+            if self._again(exc, "unlink"):  # the kernel sends a request refused with ESTALE once more
+                raise
+            self.stats["write.conflicts"] += 1
+            log.error("%r: another client changed the object since this mount saw version %s (now: %s): the "
+                      "unlink is refused (ESTALE); the object stays", key, version, exc.found or "unknown")
+            raise
+
     def refused_rename(self, src: str, exc: Conflict) -> Conflict:
         """A rename over ``exc.key`` refused (another client changed it since this mount saw it):
         the source stays where it is, with its data; the error for the caller (ESTALE)."""

@@ -237,7 +237,7 @@ class Namespace(Listing):
         await self.writeback.keep_open_content(node)
         self.writeback.early.drop(node.ino)
         if not node.pending:
-            await self.store.delete(path)
+            await self.writeback.conflicts.delete(path, node.seen or node.etag)
         await self.writeback.drop_staged(node.ino)
         self._keep_parent(path)
         self.table.overrides.pop(path, None)

@@ -58,6 +58,8 @@ class DirectoryStore(LongPaths, SyncStore):
     keeps_meta = True
     live_meta = True
     checks_writes = True
+    #: a delete with ``if_version`` compares the file's ``lstat`` right before the unlink
+    checks_deletes = True
 
     def __init__(self, root: str, read_only: bool = False):
         root = os.path.abspath(root)
@@ -268,7 +270,11 @@ class DirectoryStore(LongPaths, SyncStore):
         with self._at(key) as (p, d):
             call(p, dir_fd=d)
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str, if_version: str | None = None) -> None:
+        if if_version is not None:
+            st = self._stat_or_none(key)
+            if st is not None:
+                check_version(key, st, if_version)
         try:
             self._remove(os.unlink, key)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):

@@ -68,7 +68,7 @@ def _directory(config: MountConfig) -> SyncStore:
     from nczfs.store.directory import DirectoryStore
 
     store = DirectoryStore(config.source.location, read_only=config.read_only)
-    store.checks_writes = config.overwrite == "checked"
+    store.checks_writes = store.checks_deletes = config.overwrite == "checked"
     return store
 
 
@@ -82,7 +82,7 @@ def _zip(config: MountConfig) -> SyncStore:
     from nczfs.store.zip.store import ZipStore
 
     store = ZipStore(config.source.location, read_only=config.read_only, layout=config.zip_layout)
-    store.checks_writes = config.overwrite == "checked"
+    store.checks_writes = store.checks_deletes = config.overwrite == "checked"
     return store
 
 

@@ -26,6 +26,7 @@ from tests.store.conformance import StoreConformance
 
 class TestDirectoryStore(StoreConformance):
     checks_writes = True
+    checks_deletes = True
 
     @pytest.fixture
     def sync_store(self, tmp_path) -> DirectoryStore:

@@ -17,6 +17,7 @@ from tests.ziputil import rewrite_zip, zip_members
 
 class ZipConformance(StoreConformance):
     checks_writes = True
+    checks_deletes = True
 
     layout = "netcdf"
 

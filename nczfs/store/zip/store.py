@@ -57,6 +57,7 @@ class ZipStore(Archive, Tree, Behind, SyncStore):
     keeps_meta = True
     #: writes take ``if_version``, and a commit never overwrites another program's archive: :mod:`.behind`
     checks_writes = True
+    checks_deletes = True
 
     def __init__(self, path: str, read_only: bool = False, layout: str | None = None):
         if layout is not None and layout not in LAYOUTS:
@@ -270,11 +271,12 @@ class ZipStore(Archive, Tree, Behind, SyncStore):
                 raise InvalidArgument(f"{key!r}: not a symlink")
         return self.get(key).decode("utf-8", "surrogateescape")
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str, if_version: str | None = None) -> None:
         check_key(key)
         with self._lock:
             self._writable(key)
             if key in self._files:
+                self._check_version(key, if_version)
                 self._record({"op": "del", "key": key})
 
     def _move_or_copy(self, op: str, src: str, dst: str, if_version: str | None) -> None:
