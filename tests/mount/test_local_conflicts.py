@@ -107,7 +107,8 @@ def test_a_rename_over_a_directory_file_another_process_changed_is_refused(local
 
 def workload(root: Path) -> None:
     """A single writer: new files, chmod-ed, rewritten, appended to, written in place, renamed
-    over (a plain temp file, a zarr ``.partial``), and one with a second name rewritten."""
+    over (a plain temp file, a zarr ``.partial``), one with a second name rewritten, mtimes set
+    (the mount's own new versions)."""
     names = [root / f"w{i}" for i in range(20)]
     for n, p in enumerate(names):
         p.write_bytes(b"first %d" % n)
@@ -123,6 +124,16 @@ def workload(root: Path) -> None:
         os.rename(tmp, dst)
     os.link(names[3], root / "w3-link")
     names[3].write_bytes(b"through a hard link")
+    fd = os.open(names[4], os.O_WRONLY | os.O_APPEND)  # its mtime set between two stored writes
+    os.write(fd, b"a")
+    os.fsync(fd)
+    os.utime(fd, ns=(10**15, 10**15))
+    os.write(fd, b"b")
+    os.close(fd)
+    for n in range(2):  # rsync -t: a temp file, its mtime set, renamed over the target, twice
+        (root / ".w6.tmp").write_bytes(b"rsync %d" % n)
+        os.utime(root / ".w6.tmp", ns=(10**15, 10**15))
+        os.rename(root / ".w6.tmp", names[6])
 
 
 def test_a_single_writer_of_a_directory_never_conflicts(local):
@@ -131,6 +142,7 @@ def test_a_single_writer_of_a_directory_never_conflicts(local):
     assert counts(m.path)["write.conflicts"] == 0
     assert (root / "w0").read_bytes() == b"renamed" and (root / "w1").read_bytes() == b"zarr"
     assert (root / "w5").read_bytes() == b"Second 5+" and (root / "w3-link").read_bytes() == b"through a hard link"
+    assert (root / "w4").read_bytes() == b"Second 4+ab" and (root / "w6").read_bytes() == b"rsync 1"
     assert not [p for p in root.iterdir() if "nczfs-conflict" in p.name]
 
 
