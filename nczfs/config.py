@@ -73,9 +73,9 @@ OPTION_HELP = (
     ("sse=AES256|aws:kms|aws:kms:dsse", "S3: server-side encryption of what the mount writes"),
     ("sse_kms_key_id=KEY", "S3: the KMS key (implies sse=aws:kms)"),
     ("storage_class=CLASS", "S3: the storage class of what the mount writes"),
-    ("overwrite=checked|last_writer_wins", "S3, GCS, Azure: a close replaces only the version its file was opened "
-                                           "at, else ESTALE and the data kept beside (checked, default); or the last "
-                                           "close wins"),
+    ("overwrite=checked|last_writer_wins", "S3, GCS, Azure, directory, zip: a close replaces only the version its file "
+                                           "was opened at, else ESTALE and the data kept beside (checked, default); or "
+                                           "the last close wins"),
     ("posix_meta", "S3: HEAD each object looked up or listed for the modes, owners, times, links in its metadata"),
     ("google_application_credentials=FILE", "GCS: the credentials file"),
     ("azure_storage_account=NAME", "Azure: the storage account"),
@@ -167,7 +167,7 @@ class MountConfig:
     #: S3: every object looked up or listed is asked (HEAD) for the modes, owners, times and
     #: types kept in its metadata (as s3fs-fuse does); else only what the mount wrote shows them
     posix_meta: bool = False
-    #: S3: "checked": a write replaces only the object version it started from (or makes one only
+    #: S3, directory, zip: "checked": a write replaces only the object version it started from (or makes one only
     #: where none is), conditional PUTs; "last_writer_wins": every close replaces what is there
     overwrite: str = "checked"
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"

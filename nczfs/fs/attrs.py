@@ -296,7 +296,7 @@ class Attributes:
         stored = node.in_store
         if stored and self.store.live_meta:
             try:
-                self.record_meta(node, await self.store.set_meta(node.path, Meta(**changed), node.is_dir))
+                await self._set_live(node, Meta(**changed))
                 node.fetched = self.now()
                 return
             except NotSupported as exc:
@@ -318,13 +318,26 @@ class Attributes:
             return
         if self.store.live_meta:
             try:
-                changes = Meta(**{f: getattr(ov, f) for f in SETTABLE})
-                self.record_meta(node, await self.store.set_meta(node.path, changes, node.is_dir))
+                await self._set_live(node, Meta(**{f: getattr(ov, f) for f in SETTABLE}))
                 del self.table.overrides[node.path]
             except NotSupported as exc:
                 log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
         elif self.store.keeps_meta:
             await self._send_wanted(node)
+
+    async def _set_live(self, node: Node, changes: Meta) -> None:
+        """``changes`` to a live store's own attributes of ``node``. Where a file's mtime is part
+        of its version (a local directory that checks writes), the mount's own ``utime`` makes a
+        new version: what this mount's writes and renames replace moves with it (one ``stat``)."""
+        old = node.etag
+        self.record_meta(node, await self.store.set_meta(node.path, changes, node.is_dir))
+        if not (self.store.checks_writes and old and changes.mtime_ns is not None and not node.is_dir):
+            return
+        self.record(node, info := await self.store.stat(node.path))
+        if node.seen == old:
+            node.seen = info.etag
+        if node.content is not None and node.content.base == old:
+            node.content.base = info.etag
 
     async def _send_wanted(self, node: Node) -> None:
         """Every attribute the mount shows for ``node`` to each of its names in the store."""

@@ -13,27 +13,18 @@ client's object is lost, and the writer's data is written beside it as a new obj
 from __future__ import annotations
 
 import logging
-import time
 from typing import Awaitable, Callable
 
 from nczfs.errors import Conflict, Exists, NczfsError
 from nczfs.fs.content import Content
 from nczfs.store.base import Store
+from nczfs.store.keys import CONFLICT_SUFFIX, conflict_name  # noqa: F401 (CONFLICT_SUFFIX: named here too)
 from nczfs.store.values import ABSENT, ObjectInfo
 
 log = logging.getLogger(__name__)
 
-#: what a conflict's data is named after: ``NAME`` + this + the UTC time
-CONFLICT_SUFFIX = ".nczfs-conflict-"
-
 #: ``(content, key, if_version)``: store the content as ``key`` (WriteBack.store_content)
 StoreContent = Callable[[Content, str, "str | None"], Awaitable[ObjectInfo]]
-
-
-def conflict_name(key: str, now: float | None = None, n: int = 0) -> str:
-    """``NAME.nczfs-conflict-YYYYMMDDTHHMMSSZ`` (``-N`` after it if that name is taken)."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
-    return f"{key}{CONFLICT_SUFFIX}{stamp}" + (f"-{n}" if n else "")
 
 
 class Conflicts:
@@ -102,6 +93,23 @@ class Conflicts:
                   exc.found or "unknown, or none", f"; its data is kept as {kept!r}" if kept else
                   "; its data could not be kept")
         return Conflict(key, exc.expected, exc.found, kept)
+
+    async def delete(self, key: str, version: str | None) -> None:
+        """Remove the object ``key``: where the store checks deletes, only while it is ``version``
+        (the one this mount last read or stored there); another client's newer version is not
+        removed: ESTALE, counted and logged once (the kernel's second try meets the same)."""
+        if not (self.store.checks_deletes and version):
+            await self.store.delete(key)
+            return
+        try:
+            await self.store.delete(key, if_version=version)
+        except Conflict as exc:
+            if self._again(exc, "unlink"):  # the kernel sends a request refused with ESTALE once more
+                raise
+            self.stats["write.conflicts"] += 1
+            log.error("%r: another client changed the object since this mount saw version %s (now: %s): the "
+                      "unlink is refused (ESTALE); the object stays", key, version, exc.found or "unknown")
+            raise
 
     def refused_rename(self, src: str, exc: Conflict) -> Conflict:
         """A rename over ``exc.key`` refused (another client changed it since this mount saw it):

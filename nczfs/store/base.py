@@ -39,6 +39,9 @@ class SyncStore(abc.ABC):
     #: where another appeared (S3: If-Match, If-None-Match: *); stores without it ignore the
     #: argument, the last writer wins there
     checks_writes: bool = False
+    #: ``delete`` takes ``if_version=`` (an ETag) and refuses (Conflict) to remove an object that
+    #: is no longer that version (S3: DeleteObject's If-Match); stores without it are never given one
+    checks_deletes: bool = False
     #: ``set_meta`` keeps POSIX attributes of objects in the medium (modes, owners, times)
     keeps_meta: bool = False
     #: every ``stat``, ``entry`` and listing reports the attributes the medium holds, for
@@ -82,7 +85,8 @@ class SyncStore(abc.ABC):
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:
-        """Remove an object; removing a missing key is not an error."""
+        """Remove an object; removing a missing key is not an error. Where :attr:`checks_deletes`:
+        ``delete(key, if_version=V)`` removes it only while it is version V (gone: not an error)."""
 
     @abc.abstractmethod
     def list_dir(self, prefix: str) -> list[DirEntry]:
@@ -219,6 +223,7 @@ class Store(abc.ABC):
     keys_form_a_tree: bool = True
     checks_versions: bool = False
     checks_writes: bool = False
+    checks_deletes: bool = False
     keeps_meta: bool = False
     live_meta: bool = False
     max_object_size: int | None = None
@@ -287,7 +292,8 @@ class Store(abc.ABC):
         """``SyncStore.set``, ``if_version`` included."""
 
     @abc.abstractmethod
-    async def delete(self, key: str) -> None: ...
+    async def delete(self, key: str, if_version: str | None = None) -> None:
+        """``SyncStore.delete``; ``if_version`` only where :attr:`checks_deletes`."""
 
     @abc.abstractmethod
     async def list_dir(self, prefix: str) -> list[DirEntry]: ...

@@ -15,7 +15,7 @@ from nczfs.store.values import ByteRange
 #: what a store says of itself, as class attributes of :class:`~nczfs.store.base.SyncStore`
 #: (documented there); a wrapper answers each from the store below (:func:`forwards_capabilities`)
 CAPABILITIES = ("supports_writes", "stores_directories", "read_only", "keys_form_a_tree", "checks_versions",
-                "checks_writes", "keeps_meta", "live_meta", "max_object_size")
+                "checks_writes", "checks_deletes", "keeps_meta", "live_meta", "max_object_size")
 
 
 def forwards_capabilities(cls: type) -> type:

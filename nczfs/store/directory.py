@@ -4,8 +4,11 @@ Writes go to a temporary file in the target directory and are renamed into place
 reader never sees a half-written object and a failed write leaves the old one intact; the
 temp file takes the old file's mode and owner first. A file with more than one name (a hard
 link) is rewritten in place instead, so that every name keeps showing one file.
-Directories are real and persist when empty. The tree holds everything a file system does:
-modes, owners and times are the files' own (``live_meta``), and symlinks, fifos, sockets,
+Directories are real and persist when empty.
+
+Writes are conditional (``checks_writes``): what a file's version is and how a rename is made
+only over the version expected: :mod:`.fileversions`. The tree holds everything a file system
+does: modes, owners and times are the files' own (``live_meta``), and symlinks, fifos, sockets,
 device nodes and hard links are real ones; the final name of a key is never followed.
 
 A key whose backing path would be longer than the kernel takes (PATH_MAX, 4,096 bytes) is
@@ -23,10 +26,11 @@ import uuid
 from collections.abc import Callable
 from typing import BinaryIO, Iterator
 
-from nczfs.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, from_os_error
+from nczfs.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, Stale, from_os_error
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, parent_of
 from nczfs.store.longpaths import LongPaths
+from nczfs.store.fileversions import check_version, replace_if, version_of
 from nczfs.store.pieces import copy_sparse
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
 
@@ -40,8 +44,7 @@ def meta_of(st: os.stat_result) -> Meta:
 
 
 def _info(key: str, st: os.stat_result) -> ObjectInfo:
-    etag = f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}" if stat_mod.S_ISREG(st.st_mode) else ""
-    return ObjectInfo(key, st.st_size, st.st_mtime_ns, etag, meta_of(st))
+    return ObjectInfo(key, st.st_size, st.st_mtime_ns, version_of(st), meta_of(st))
 
 
 def _entry(name: str, key: str, st: os.stat_result) -> DirEntry:
@@ -54,6 +57,9 @@ class DirectoryStore(LongPaths, SyncStore):
     stores_directories = True
     keeps_meta = True
     live_meta = True
+    checks_writes = True
+    #: a delete with ``if_version`` compares the file's ``lstat`` right before the unlink
+    checks_deletes = True
 
     def __init__(self, root: str, read_only: bool = False):
         root = os.path.abspath(root)
@@ -68,6 +74,11 @@ class DirectoryStore(LongPaths, SyncStore):
     # ------------------------------------------------------------------ reads
 
     def get(self, key: str, rng: ByteRange | None = None) -> bytes:
+        return self.get_version(key, rng, None)
+
+    def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
+        """``get``; with ``etag``, Stale if the file opened is not that version (its ``fstat``):
+        what is read is then the version asked for, short of a write in place meanwhile."""
         check_key(key)
         try:
             with self._at(key) as (p, d):
@@ -76,6 +87,8 @@ class DirectoryStore(LongPaths, SyncStore):
                     raise KeyNotFound(key, "not a regular file")
                 fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=d)
             with open(fd, "rb") as f:
+                if etag and version_of(os.fstat(fd)) != etag:
+                    raise Stale(f"{key!r}: changed (version {version_of(os.fstat(fd))}, not {etag})")
                 if rng is None:
                     return f.read()
                 end = rng.end
@@ -164,27 +177,32 @@ class DirectoryStore(LongPaths, SyncStore):
     # ------------------------------------------------------------------ writes
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
-        return self._replace(key, lambda out: out.write(data))
+        return self._replace(key, lambda out: out.write(data), if_version)
 
     def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         """``size`` bytes of ``f`` from its position, copied in pieces (never all in memory);
         where ``f`` is a file with holes, they stay holes."""
-        return self._replace(key, lambda out: copy_sparse(key, f, out, size))
+        return self._replace(key, lambda out: copy_sparse(key, f, out, size), if_version)
 
-    def _replace(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
-        """Write the object ``key`` through ``fill`` into a temp file beside it, then rename it
-        into place: a reader sees the old object or the new one, never part of it. The temp file
-        takes the old file's mode and owner. A file with other names is rewritten in place."""
-        check_key(key)
-        self.check_writable(key)
+    def _stat_or_none(self, key: str) -> os.stat_result | None:
         try:
-            old: os.stat_result | None = self._lstat(key)
+            return self._lstat(key)
         except (FileNotFoundError, NotADirectoryError):
-            old = None
+            return None
         except OSError as exc:
             raise from_os_error(key, exc) from exc
+
+    def _replace(self, key: str, fill: Callable[[BinaryIO], object], if_version: str | None = None) -> ObjectInfo:
+        """Write the object ``key`` through ``fill`` into a temp file beside it, then rename it
+        into place: a reader sees the old object or the new one, never part of it. The temp file
+        takes the old file's mode and owner. A file with other names is rewritten in place.
+        ``if_version``: only while ``key`` is that version (checked before and at the rename)."""
+        check_key(key)
+        self.check_writable(key)
+        old = self._stat_or_none(key)
         if old is not None and stat_mod.S_ISDIR(old.st_mode):
             raise IsADirectory(f"{key!r}: is a directory")
+        check_version(key, old, if_version)
         if old is not None and stat_mod.S_ISREG(old.st_mode) and old.st_nlink > 1:
             return self._rewrite_in_place(key, fill)
         parent = parent_of(key)
@@ -203,8 +221,7 @@ class DirectoryStore(LongPaths, SyncStore):
                         raise
                 with open(fd, "wb") as out:
                     fill(out)
-                with self._at(key) as (dst, dst_fd):
-                    os.replace(p, dst, src_dir_fd=d, dst_dir_fd=dst_fd)
+                self._install(key, p, d, if_version)
                 written = False
             return _info(key, self._lstat(key))
         except BaseException as exc:
@@ -214,6 +231,12 @@ class DirectoryStore(LongPaths, SyncStore):
             if not isinstance(exc, OSError):
                 raise
             raise from_os_error(key, exc) from exc
+
+    def _install(self, key: str, p: str, d: int | None, if_version: str | None) -> None:
+        """Rename the temp file ``p`` (in ``d``) over ``key`` (``if_version``: :func:`replace_if`)."""
+        with self._at(key) as (dst, dst_fd):
+            replace_if(key, lambda call: call(p, dst, src_dir_fd=d, dst_dir_fd=dst_fd),
+                       lambda: self._stat_or_none(key), if_version)
 
     def _rewrite_in_place(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
         try:
@@ -247,7 +270,11 @@ class DirectoryStore(LongPaths, SyncStore):
         with self._at(key) as (p, d):
             call(p, dir_fd=d)
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str, if_version: str | None = None) -> None:
+        if if_version is not None:
+            st = self._stat_or_none(key)
+            if st is not None:
+                check_version(key, st, if_version)
         try:
             self._remove(os.unlink, key)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
@@ -283,7 +310,7 @@ class DirectoryStore(LongPaths, SyncStore):
                 self._makedirs(parent_of(dst))
             except OSError as exc:
                 raise from_os_error(dst, exc) from exc
-            self._between(os.replace, src, dst)
+            replace_if(dst, lambda call: self._between(call, src, dst), lambda: self._stat_or_none(dst), if_version)
 
     def rename_dir(self, src: str, dst: str) -> None:
         with self._moving(src, dst):

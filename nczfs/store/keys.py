@@ -8,12 +8,22 @@ immediate children of a prefix, objects and implied directories alike, as netCDF
 
 from __future__ import annotations
 
+import time
 from typing import Iterable
 
 from nczfs.errors import InvalidKey, NameTooLong
 from nczfs.store.values import DirEntry, ObjectInfo
 
 MAX_SEGMENT_BYTES = 255
+
+#: what the data of a write another writer got in before is kept as: ``NAME`` + this + the UTC time
+CONFLICT_SUFFIX = ".nczfs-conflict-"
+
+
+def conflict_name(key: str, now: float | None = None, n: int = 0) -> str:
+    """``NAME.nczfs-conflict-YYYYMMDDTHHMMSSZ`` (``-N`` after it if that name is taken)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    return f"{key}{CONFLICT_SUFFIX}{stamp}" + (f"-{n}" if n else "")
 
 
 def check_key(key: str) -> str:

@@ -23,6 +23,7 @@ class MemoryStore(SyncStore):
     non_blocking = True
     checks_versions = True
     checks_writes = True
+    checks_deletes = True
     #: objects keep POSIX attributes (as S3's metadata does: a ``set`` drops them, a copy or
     #: rename keeps them); symlinks and special files are objects whose type is in them
     keeps_meta = True
@@ -106,10 +107,12 @@ class MemoryStore(SyncStore):
 
         return Upload(key, self.part_size, send, complete, abort)
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str, if_version: str | None = None) -> None:
         check_key(key)
         self.check_writable(key)
         with self._lock:
+            if if_version is not None and key in self._objects:
+                self._check_version(key, if_version)
             self._objects.pop(key, None)
 
     def list_dir(self, prefix: str) -> list[DirEntry]:

@@ -82,7 +82,9 @@ def open_store(config: MountConfig) -> SyncStore:
 def _directory(config: MountConfig) -> SyncStore:
     from nczfs.store.directory import DirectoryStore
 
-    return DirectoryStore(config.source.location, read_only=config.read_only)
+    store = DirectoryStore(config.source.location, read_only=config.read_only)
+    store.checks_writes = store.checks_deletes = config.overwrite == "checked"
+    return store
 
 
 def _memory(config: MountConfig) -> SyncStore:
@@ -94,7 +96,9 @@ def _memory(config: MountConfig) -> SyncStore:
 def _zip(config: MountConfig) -> SyncStore:
     from nczfs.store.zip.store import ZipStore
 
-    return ZipStore(config.source.location, read_only=config.read_only, layout=config.zip_layout)
+    store = ZipStore(config.source.location, read_only=config.read_only, layout=config.zip_layout)
+    store.checks_writes = store.checks_deletes = config.overwrite == "checked"
+    return store
 
 
 def _reference(config: MountConfig) -> SyncStore:

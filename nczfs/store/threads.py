@@ -159,8 +159,11 @@ class ThreadedStore(Store):
     async def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         return await self._call(self.impl.set, key, data, if_version)
 
-    async def delete(self, key: str) -> None:
-        await self._call(self.impl.delete, key)
+    async def delete(self, key: str, if_version: str | None = None) -> None:
+        if if_version is None:
+            await self._call(self.impl.delete, key)
+        else:
+            await self._call(lambda: self.impl.delete(key, if_version=if_version))  # type: ignore[call-arg]  # asked only where checks_deletes: those stores take it
 
     async def list_dir(self, prefix: str) -> list[DirEntry]:
         return await self._call(self.impl.list_dir, prefix)

@@ -143,8 +143,9 @@ class WrapperStore(Store):
             return await self.set(key, await run_blocking(f.read, size), if_version=if_version)
         return await self._write("set_file", (key,), _below(self.inner.set_file, (key,), f, size, if_version=if_version))
 
-    async def delete(self, key: str) -> None:
-        await self._write("delete", (key,), _below(self.inner.delete, (key,)))
+    async def delete(self, key: str, if_version: str | None = None) -> None:
+        given = {"if_version": if_version} if if_version is not None else {}
+        await self._write("delete", (key,), _below(self.inner.delete, (key,), **given))
 
     async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         return await self._write("copy", (src, dst), _below(self.inner.copy, (src, dst), if_version=if_version))

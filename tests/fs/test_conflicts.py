@@ -111,3 +111,20 @@ async def test_a_rename_replaces_the_version_the_mount_read_last(fs, raw):
     with pytest.raises(Conflict):
         await fs.rename(ROOT_INO, "tmp2", ROOT_INO, "r")
     assert raw.get("r") == b"v2 by another client" and raw.get("tmp2") == b"mine again"
+
+
+async def test_an_unlink_removes_only_the_version_the_mount_saw(fs, raw):
+    """Where the store checks deletes (S3: DeleteObject's If-Match): an unlink of a file another
+    client replaced since this mount saw it fails with ESTALE and the object stays; the mount's
+    own rewrite moves the version it removes."""
+    raw.set("d", b"v0")
+    await _ino(fs, "d")
+    raw.set("d", b"theirs")
+    with pytest.raises(Conflict) as refused:
+        await fs.unlink(ROOT_INO, "d")
+    assert to_errno(refused.value) == errno.ESTALE and raw.get("d") == b"theirs"
+    assert fs.stats["write.conflicts"] == 1
+    await _write_new(fs, "mine", b"one")
+    await _write_new(fs, "mine", b"two")
+    await fs.unlink(ROOT_INO, "mine")
+    assert raw.list_prefix("") == ["d"]

@@ -71,6 +71,8 @@ class StoreConformance:
     stages = False
     #: the store's writes take ``if_version`` (``checks_writes``)
     checks_writes = False
+    #: the store's deletes take ``if_version`` (``checks_deletes``)
+    checks_deletes = False
 
     @pytest.fixture
     def sync_store(self) -> SyncStore:  # pragma: no cover - always overridden
@@ -233,6 +235,23 @@ class StoreConformance:
             with pytest.raises(Conflict):
                 await upload.complete(1, ABSENT)
             assert self.get_raw("c/new") == b"made meanwhile"
+
+    async def test_conditional_deletes_remove_only_the_version_they_name(self, store):
+        """``delete(key, if_version=V)`` (a store that ``checks_deletes``): removed only while it is
+        version V; else Conflict (ESTALE) naming the version found, and it stays; gone: no error."""
+        assert store.checks_deletes == self.checks_deletes
+        if not self.checks_deletes:
+            return
+        first = await store.set("d/a", b"one")
+        self.put_raw("d/a", b"other")  # another client's write
+        with pytest.raises(Conflict) as refused:
+            await store.delete("d/a", if_version=first.etag)
+        now = (await store.stat("d/a")).etag
+        assert to_errno(refused.value) == errno.ESTALE and refused.value.found == now
+        assert self.get_raw("d/a") == b"other"
+        await store.delete("d/a", if_version=now)
+        assert self.get_raw("d/a") is None
+        await store.delete("d/a", if_version=now)  # gone already: not an error
 
     async def test_set_accepts_bytearray_and_memoryview(self, store):
         await store.set("ba", bytearray(b"abc"))

@@ -25,6 +25,9 @@ from tests.store.conformance import StoreConformance
 
 
 class TestDirectoryStore(StoreConformance):
+    checks_writes = True
+    checks_deletes = True
+
     @pytest.fixture
     def sync_store(self, tmp_path) -> DirectoryStore:
         self.root = tmp_path / "medium"
@@ -159,3 +162,29 @@ def test_root_must_be_a_directory(tmp_path):
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(SourceError):
         DirectoryStore(str(tmp_path / "file"))
+
+
+@pytest.mark.parametrize("renameat2", [True, False], ids=["renameat2", "hard-link"])
+def test_rename_noreplace_falls_back_to_a_hard_link(tmp_path, monkeypatch, renameat2):
+    """A write made only where no file is never replaces one, with ``renameat2(RENAME_NOREPLACE)``
+    and where it is missing (a hard link, then the temp name removed)."""
+    import nczfs.store.noreplace as noreplace
+    from nczfs.errors import Conflict
+    from nczfs.store.values import ABSENT
+
+    if not renameat2:
+        monkeypatch.setattr(noreplace, "_call", None)
+    else:
+        assert noreplace._call is not None
+    s = DirectoryStore(str(tmp_path))
+    made = s.set("a", b"mine", if_version=ABSENT)
+    (tmp_path / "b").write_bytes(b"another program's")
+    with pytest.raises(Conflict) as refused:
+        s.set("b", b"mine", if_version=ABSENT)
+    assert refused.value.found == s.stat("b").etag
+    with pytest.raises(Conflict):
+        s.rename("a", "b", if_version=ABSENT)
+    s.rename("a", "c", if_version=ABSENT)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "c"]  # no temp file left
+    assert (tmp_path / "b").read_bytes() == b"another program's" and (tmp_path / "c").read_bytes() == b"mine"
+    assert s.stat("c").etag == made.etag

@@ -10,6 +10,7 @@ from tests.store.conformance import StoreConformance
 class TestMemoryStore(StoreConformance):
     uploads_in_parts = True
     checks_writes = True
+    checks_deletes = True
     lists_trees = True
 
     @pytest.fixture

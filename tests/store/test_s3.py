@@ -20,6 +20,7 @@ class TestS3Store(StoreConformance):
     stages = True
     lists_trees = True
     checks_writes = True
+    checks_deletes = True
 
     @pytest.fixture
     def sync_store(self, s3_server) -> S3Store:
@@ -30,7 +31,7 @@ class TestS3Store(StoreConformance):
         # (and in two parts: S3's smallest part size)
         store = S3Store(s3_server.client(), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024,
                         part_size=5 * 1024 * 1024)
-        store.checks_writes = store.probe_conditions()  # as open_s3 does: SeaweedFS honours conditions
+        store.checks_writes = store.checks_deletes = store.probe_conditions()  # as open_s3 does: SeaweedFS honours conditions
         return store
 
     def read_only_store(self) -> S3Store:
@@ -59,7 +60,7 @@ class TestS3StoreHttps(TestS3Store):
                         part_size=5 * 1024 * 1024)
         assert store.async_get_from is not None
         store.async_get_from = 1
-        store.checks_writes = store.probe_conditions()
+        store.checks_writes = store.checks_deletes = store.probe_conditions()
         return store
 
     def read_only_store(self) -> S3Store:

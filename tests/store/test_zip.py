@@ -16,6 +16,9 @@ from tests.ziputil import rewrite_zip, zip_members
 
 
 class ZipConformance(StoreConformance):
+    checks_writes = True
+    checks_deletes = True
+
     layout = "netcdf"
 
     @pytest.fixture

@@ -21,17 +21,17 @@ import botocore.exceptions
 import obstore as obs
 from obstore.exceptions import InvalidPathError
 
-from nczfs.errors import KeyNotFound, SourceError
+from nczfs.errors import Conflict, KeyNotFound, SourceError
 from nczfs.store.s3.s3url import S3Location
 from nczfs.store.keys import check_key, join, parent_of
-from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
+from nczfs.store.values import ABSENT, ByteRange, DirEntry, ObjectInfo
 from nczfs.store.s3.copies import Copies
 from nczfs.store.s3.client import make_client, obstore_s3
 from nczfs.store.s3.options import S3Options
 from nczfs.store.s3.errors import DENIED, UNANSWERED, code_of, message_of, translate_boto
 from nczfs.store.s3.meta import PosixMeta, meta_of
-from nczfs.store.s3.objstore import UNNAMEABLE, ObjectStoreBackend, bare_etag
-from nczfs.store.s3.puts import Puts
+from nczfs.store.s3.objstore import UNNAMEABLE, ObjectStoreBackend, bare_etag, if_match
+from nczfs.store.s3.puts import Puts, refused_condition
 from nczfs.store.s3.uploads import MultipartUploads
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def open_s3(options: S3Options, loc: S3Location) -> S3Store:
                     options=options, head_for_meta=options.posix_meta)
     store.probe(options.source)
     if not options.read_only and options.overwrite == "checked":
-        store.checks_writes = store.probe_conditions()
+        store.checks_writes = store.checks_deletes = store.probe_conditions()
     return store
 
 
@@ -289,10 +289,29 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
 
     # ------------------------------------------------------------------ writes
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str, if_version: str | None = None) -> None:
+        """DeleteObject; ``if_version`` (where ``checks_deletes``): with ``If-Match``, refused
+        (Conflict, one HEAD for the version found) while the object is another version."""
         check_key(key)
         self.check_writable(key)
-        self._delete_path(key, self._full(key))
+        pin = if_match(if_version) if if_version and if_version != ABSENT else None
+        if pin is None:
+            self._delete_path(key, self._full(key))
+            return
+        self._count("delete")
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._full(key), IfMatch=pin)
+        except Exception as exc:
+            err = translate_boto(exc, key, "delete")
+            if isinstance(err, KeyNotFound):
+                return  # gone already (AWS answers a missing key's If-Match 404)
+            if not refused_condition(err, if_version):
+                raise err from None
+            try:
+                found = self.stat(key).etag
+            except KeyNotFound:
+                return  # gone already (SeaweedFS answers a missing key's If-Match 412)
+            raise Conflict(key, if_version, found) from None
 
     def close(self) -> None:
         with self._count_lock:

@@ -56,6 +56,8 @@ class Archive:
     path: str
     staging: Any
     _requested_layout: str | None
+    _cd: tuple[int, bytes] | None
+    _note_central_directory: Any  # Behind's
 
     def _archive_ident(self) -> tuple[int, int, int] | None:
         try:
@@ -77,11 +79,15 @@ class Archive:
         self._comment = b""
         self._cache.clear()
         self._cache_bytes = 0
+        #: each archive member's version (key: etag), as read: what another program may change
+        self._archived: dict[str, str] = {}
         self._ident = self._archive_ident()
+        self._cd = None
         if self._ident is None:
             self._take_layout(None)
             return
         self._fd, self._zf = _open(self.path)
+        self._note_central_directory(self._fd, self._zf.start_dir)
         infos = self._zf.infolist()
         self._comment = self._zf.comment
         self._check_members(infos, self._zf.start_dir)
@@ -92,6 +98,7 @@ class Archive:
         except NczfsError as exc:
             self._close_archive()
             raise SourceError(f"{self.path}: {exc}") from exc
+        self._archived = {k: e.etag for k, e in self._files.items()}
         if self._hidden:
             log.warning("%s: %d member(s) outside the dataset directory %r are kept but not shown",
                         self.path, len(self._hidden), self.top)

@@ -15,7 +15,7 @@ import time
 import zipfile
 import zlib
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from nczfs.store.values import Meta
 
@@ -41,7 +41,7 @@ class Member:
 
     @property
     def etag(self) -> str:
-        return f"z{self.info.CRC:08x}-{self.info.header_offset:x}-{self.info.file_size:x}"
+        return content_version(self.info.CRC, self.info.file_size)
 
 
 @dataclass
@@ -53,10 +53,18 @@ class StagedFile:
     mtime_ns: int
     meta: Meta | None = None
     meta_changed: bool = True
+    #: the CRC-32 of its bytes (None: staged by a version that did not keep it)
+    crc: int | None = None
 
     @property
     def etag(self) -> str:
-        return f"s-{self.file}"
+        return f"s-{self.file}" if self.crc is None else content_version(self.crc, self.size)
+
+
+def content_version(crc: int, size: int) -> str:
+    """An object's version: the CRC-32 and size of its bytes, the same staged and, after a commit,
+    as a member wherever it lands in the archive (a commit is no change of the objects it keeps)."""
+    return f"z{crc:08x}-{size:x}"
 
 
 Entry = Member | StagedFile
@@ -158,3 +166,10 @@ def zip_time_ns(info: zipfile.ZipInfo) -> int:
         return int(time.mktime((*info.date_time, 0, 0, -1)) * 1e9)
     except (OverflowError, ValueError):
         return 0
+
+
+def crc_of(chunks: Iterable[bytes | bytearray | memoryview], crc: list[int]) -> Iterator[bytes | bytearray | memoryview]:
+    """``chunks`` as they are, their CRC-32 summed into ``crc[0]`` on the way."""
+    for chunk in chunks:
+        crc[0] = zlib.crc32(chunk, crc[0])
+        yield chunk

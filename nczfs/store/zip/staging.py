@@ -205,9 +205,11 @@ class Staging:
     def dirty(self) -> bool:
         return bool(self.records)
 
-    def rebase(self, base: Ident) -> None:
-        """The archive was replaced by another program: the staged changes now apply to ``base``."""
+    def rebase(self, base: Ident, records: list[dict]) -> None:
+        """The archive was replaced by another program: the staged changes (now ``records``)
+        apply to ``base``."""
         self._base = base
+        self.records = list(records)
         if not self.records:
             return
         if self._journal is not None:

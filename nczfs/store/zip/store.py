@@ -41,7 +41,8 @@ from nczfs.store.keys import check_key, check_prefix, join
 from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
 from nczfs.store.zip.archive import COPY_CHUNK, Archive
-from nczfs.store.zip.entries import Entry, StagedFile, meta_record
+from nczfs.store.zip.behind import Behind
+from nczfs.store.zip.entries import Entry, StagedFile, crc_of, meta_record
 from nczfs.store.zip.layout import LAYOUTS, check_member_key
 from nczfs.store.zip.staging import Staging
 from nczfs.store.zip.tree import Tree
@@ -49,11 +50,14 @@ from nczfs.store.zip.tree import Tree
 log = logging.getLogger(__name__)
 
 
-class ZipStore(Archive, Tree, SyncStore):
+class ZipStore(Archive, Tree, Behind, SyncStore):
     stores_directories = True
     #: modes, owners and mtimes in the entries' external attributes and extra fields; symlinks
     #: and special files as entries of their type
     keeps_meta = True
+    #: writes take ``if_version``, and a commit never overwrites another program's archive: :mod:`.behind`
+    checks_writes = True
+    checks_deletes = True
 
     def __init__(self, path: str, read_only: bool = False, layout: str | None = None):
         if layout is not None and layout not in LAYOUTS:
@@ -102,25 +106,6 @@ class ZipStore(Archive, Tree, SyncStore):
         return [f"{self.path}: member {name!r} appears more than once; the last one is used" for name in self._duplicates]
 
     # ------------------------------------------------------------------ the archive and its index
-    def _check_archive(self) -> None:
-        """If another program replaced the archive: reload its index, staged changes on top."""
-        if self._archive_ident() == self._ident:
-            return
-        records = list(self.staging.records) if self.staging is not None else []
-        log.info("%s: the archive changed behind the mount; reloading its index (%d staged changes "
-                 "replayed on top)", self.path, len(records))
-        self._load()
-        if self.staging is None:
-            return
-        try:
-            for record in records:
-                self._apply(record)
-        except (NczfsError, KeyError) as exc:
-            self.staging.orphan(f"they conflict with the archive's new contents: {exc}")
-            self._load()
-            return
-        self.staging.rebase(self._ident)
-
     def _record(self, rec: dict) -> None:
         """Apply a change and journal it; then drop staged data no key refers to any more."""
         assert self.staging is not None
@@ -220,30 +205,33 @@ class ZipStore(Archive, Tree, SyncStore):
                 raise NotADirectory(f"{key!r}: a parent is a file")
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
-        return self._stage(key, [data], len(data))
+        return self._stage(key, [data], len(data), if_version=if_version)
 
     def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
-        return self._stage(key, file_pieces(key, f, size, COPY_CHUNK), size)
+        return self._stage(key, file_pieces(key, f, size, COPY_CHUNK), size, if_version=if_version)
 
     def _stage(self, key: str, chunks: Iterable[bytes | bytearray | memoryview], size: int,
-               meta: Meta | None = None) -> ObjectInfo:
+               meta: Meta | None = None, if_version: str | None = None) -> ObjectInfo:
         """Stage the object ``key``: with ``meta``, or the attributes of the one it replaces (a
-        rewrite keeps a file's mode and owner, its mtime is now)."""
+        rewrite keeps a file's mode and owner, its mtime is now); ``if_version``: only over that
+        version (checked again when staged)."""
         check_key(key)
         with self._lock:
             staging = self._writable(key)
             self._check_new_file(key)
+            self._check_version(key, if_version)
             now = time.time_ns()
             if meta is None and key in self._files and self._files[key].meta is not None:
                 meta = dataclasses.replace(self._files[key].meta, mtime_ns=None)
+            crc = [0]
             try:
-                name, written = staging.store(chunks)
+                name, written = staging.store(crc_of(chunks, crc))
             except OSError as exc:
                 raise _medium_error(key, exc) from exc
             if written != size:
                 staging.release({name})
                 raise BackendError(f"{key!r}: {written} bytes arrived, {size} expected")
-            rec = {"op": "set", "key": key, "file": name, "size": size, "mtime": now}
+            rec = {"op": "set", "key": key, "file": name, "size": size, "mtime": now, "crc": crc[0]}
             if meta is not None:
                 rec["meta"] = meta_record(meta)
             self._record(rec)
@@ -283,31 +271,33 @@ class ZipStore(Archive, Tree, SyncStore):
                 raise InvalidArgument(f"{key!r}: not a symlink")
         return self.get(key).decode("utf-8", "surrogateescape")
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str, if_version: str | None = None) -> None:
         check_key(key)
         with self._lock:
             self._writable(key)
             if key in self._files:
+                self._check_version(key, if_version)
                 self._record({"op": "del", "key": key})
 
-    def _move_or_copy(self, op: str, src: str, dst: str) -> None:
+    def _move_or_copy(self, op: str, src: str, dst: str, if_version: str | None) -> None:
         check_key(src)
         check_key(dst)
         self._writable(dst)
         if src not in self._files:
             raise KeyNotFound(src)
         self._check_new_file(dst)
+        self._check_version(dst, if_version)
         if src != dst:
             self._record({"op": op, "src": src, "dst": dst})
 
     def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         with self._lock:
-            self._move_or_copy("cp", src, dst)
+            self._move_or_copy("cp", src, dst, if_version)
             return self._info(dst, self._files[dst])
 
     def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
         with self._lock:
-            self._move_or_copy("mv", src, dst)
+            self._move_or_copy("mv", src, dst, if_version)
 
     def rename_dir(self, src: str, dst: str) -> None:
         check_key(src)
@@ -348,30 +338,33 @@ class ZipStore(Archive, Tree, SyncStore):
 
     # ------------------------------------------------------------------ commit
 
-    def sync(self) -> None:
-        """Commit staged changes: a new archive, fsynced, atomically renamed over the old one."""
-        with self._lock:
-            if self.staging is None or not self.staging.dirty:
-                return
-            mtimes = {k: (s.mtime_ns, s.meta) for k, s in self._files.items()}
-            tmp = self.staging.new_archive_path()
-            try:
-                self._write_archive(tmp)
-                self.staging.install(tmp, self.path)
-            except (OSError, NczfsError, zipfile.LargeZipFile, ValueError) as exc:
+    def _commit(self) -> bool:
+        """Write the new archive and rename it over the old one, unless another program changed
+        the old one meanwhile (then False, nothing changed)."""
+        assert self.staging is not None
+        mtimes = {k: (s.mtime_ns, s.meta) for k, s in self._files.items()}
+        tmp = self.staging.new_archive_path()
+        try:
+            self._write_archive(tmp)
+            if not self._unchanged():  # changed while the new one was written: the stat and rename are µs apart
                 self.staging.discard_new_archive()
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                err = BackendError(f"{self.path}: commit failed, staged writes kept ({reason})")
-                err.errno = getattr(exc, "errno", None) or errno.EIO
-                raise err from exc
-            self._load()
-            for key, src in self._files.items():
-                if key in mtimes:  # zip times have 2 s (1 s) resolution: keep what was shown
-                    src.mtime_ns, shown = mtimes[key]
-                    if shown is not None:
-                        src.meta = dataclasses.replace(shown, mtime_ns=src.mtime_ns)
-            self.staging.committed(self._ident)
-            log.info("%s: committed (%d objects)", self.path, len(self._files))
+                return False
+            self.staging.install(tmp, self.path)
+        except (OSError, NczfsError, zipfile.LargeZipFile, ValueError) as exc:
+            self.staging.discard_new_archive()
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            err = BackendError(f"{self.path}: commit failed, staged writes kept ({reason})")
+            err.errno = getattr(exc, "errno", None) or errno.EIO
+            raise err from exc
+        self._load()
+        for key, src in self._files.items():
+            if key in mtimes:  # zip times have 2 s (1 s) resolution: keep what was shown
+                src.mtime_ns, shown = mtimes[key]
+                if shown is not None:
+                    src.meta = dataclasses.replace(shown, mtime_ns=src.mtime_ns)
+        self.staging.committed(self._ident)
+        log.info("%s: committed (%d objects)", self.path, len(self._files))
+        return True
 
     # ------------------------------------------------------------------ end of the mount
 

@@ -72,7 +72,8 @@ class Tree:
 
     def _apply_set(self, rec: dict) -> None:
         self._remove_file(rec["key"])
-        self._add_file(rec["key"], StagedFile(rec["file"], rec["size"], rec["mtime"], meta_from_record(rec.get("meta"))))
+        self._add_file(rec["key"], StagedFile(rec["file"], rec["size"], rec["mtime"], meta_from_record(rec.get("meta")),
+                                                crc=rec.get("crc")))
 
     def _apply_meta(self, rec: dict) -> None:
         meta = meta_from_record(rec["meta"])

@@ -1,0 +1,129 @@
+"""Another program rewriting a zip archive the store has open: its changes are never overwritten
+by a commit, the store's staged changes are never lost (nczfs/store/zip/behind.py, rebase.py)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import zipfile
+
+import pytest
+
+from nczfs.errors import BackendError
+from nczfs.store.keys import CONFLICT_SUFFIX
+from nczfs.store.zip.rebase import rebased
+from nczfs.store.zip.store import ZipStore
+from tests.store.test_zip import make_zip
+from tests.ziputil import rewrite_zip, zip_members
+
+
+@pytest.fixture
+def archive(tmp_path):
+    path = tmp_path / "ds.zip"
+    make_zip(path, {"a": b"1", "b": b"2"})
+    return path
+
+
+def kept_beside(members: dict[str, bytes], key: str) -> list[bytes]:
+    return [v for k, v in members.items() if k.startswith(key + CONFLICT_SUFFIX)]
+
+
+def test_a_member_another_program_changed_keeps_its_version_and_the_staged_one_goes_beside(archive, caplog):
+    s = ZipStore(str(archive))
+    s.set("a", b"staged by the mount")
+    s.set("mine", b"new")
+    rewrite_zip(archive, {"a": b"theirs", "theirs": b"new too"})
+    s.sync()
+    members = zip_members(archive)
+    assert {k: v for k, v in members.items() if CONFLICT_SUFFIX not in k} == {
+        "a": b"theirs", "b": b"2", "mine": b"new", "theirs": b"new too"}
+    assert kept_beside(members, "a") == [b"staged by the mount"]
+    assert s.counters()["zip.conflicts"] == 1
+    assert "another program changed 'a'" in caplog.text and "a.nczfs-conflict-" in caplog.text
+    s.close()
+
+
+def test_a_commit_finds_an_archive_rewritten_in_place_with_the_same_size_and_mtime(archive):
+    """Its ``stat`` is the same: the bytes of the central directory tell it changed."""
+    s = ZipStore(str(archive))
+    s.set("mine", b"staged")
+    st = os.stat(archive)
+    data = archive.read_bytes()
+    assert data.count(b"ds/a") == 2  # the local header's name and the central directory's
+    with open(archive, "r+b") as f:  # another program renames a member in place
+        f.write(data.replace(b"ds/a", b"ds/x"))
+    os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = os.stat(archive)
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+    s.sync()
+    assert zip_members(archive) == {"x": b"1", "b": b"2", "mine": b"staged"}
+    s.close()
+
+
+def test_a_commit_tries_again_when_the_archive_changes_while_the_new_one_is_written(archive, monkeypatch):
+    s = ZipStore(str(archive))
+    s.set("mine", b"staged")
+    write = ZipStore._write_archive
+    calls = []
+
+    def another_program_meanwhile(self, tmp):
+        write(self, tmp)
+        calls.append(tmp)
+        if len(calls) == 1:
+            rewrite_zip(archive, {"theirs": b"meanwhile"})
+
+    monkeypatch.setattr(ZipStore, "_write_archive", another_program_meanwhile)
+    s.sync()
+    assert len(calls) == 2
+    assert zip_members(archive) == {"a": b"1", "b": b"2", "mine": b"staged", "theirs": b"meanwhile"}
+    s.close()
+
+
+def test_a_commit_gives_up_with_estale_while_another_program_keeps_rewriting(archive, monkeypatch):
+    s = ZipStore(str(archive))
+    s.set("mine", b"staged")
+    write = ZipStore._write_archive
+    n = iter(range(100))
+
+    def always_changed(self, tmp):
+        write(self, tmp)
+        rewrite_zip(archive, {f"theirs{next(n)}": b"x"})
+
+    monkeypatch.setattr(ZipStore, "_write_archive", always_changed)
+    with pytest.raises(BackendError) as err:
+        s.sync()
+    assert err.value.errno == errno.ESTALE and "staged writes are kept" in str(err.value)
+    assert "mine" not in zip_members(archive) and s.get("mine") == b"staged"
+    monkeypatch.undo()
+    s.close()  # the next commit, once the other program is done
+    assert zip_members(archive)["mine"] == b"staged" and zipfile.ZipFile(archive).testzip() is None
+
+
+def test_a_members_version_is_its_content_the_mounts_own_commit_changes_none(archive):
+    s = ZipStore(str(archive))
+    staged = s.set("mine", b"staged")
+    before = {k: s.stat(k).etag for k in ("a", "b")}
+    s.set("0", b"moves every member")
+    s.sync()
+    assert {k: s.stat(k).etag for k in ("a", "b")} == before and s.stat("mine").etag == staged.etag
+    s.set("mine", b"again", if_version=staged.etag)  # no conflict with itself
+    s.close()
+
+
+def test_rebased_records_follow_the_objects_kept_beside():
+    records = [{"op": "set", "key": "a", "file": "obj-1", "size": 1, "mtime": 0},
+               {"op": "mv", "src": "a", "dst": "c"},
+               {"op": "cp", "src": "b", "dst": "d"},
+               {"op": "del", "key": "e"},
+               {"op": "meta", "key": "f", "meta": {}},
+               {"op": "set", "key": "g", "file": "obj-2", "size": 1, "mtime": 0},
+               {"op": "del", "key": "g"}]
+    out = rebased(records, {"a", "b", "e", "f", "g"}, now=0)
+    a, g = "a.nczfs-conflict-19700101T000000Z", "g.nczfs-conflict-19700101T000000Z"
+    assert out.records == [{"op": "set", "key": a, "file": "obj-1", "size": 1, "mtime": 0},
+                           {"op": "mv", "src": a, "dst": "c"},
+                           {"op": "set", "key": g, "file": "obj-2", "size": 1, "mtime": 0},
+                           {"op": "del", "key": g}]
+    assert out.kept == [("a", a), ("g", g)]
+    assert out.dropped == [("b", "cp"), ("e", "del"), ("f", "meta")]
+    assert rebased(records, set()).records == records
