@@ -20,7 +20,7 @@ from nczfs.errors import KeyNotFound, NotSupported
 from nczfs.fs.inodes import InodeTable, Node
 from nczfs.fs.options import FsOptions
 from nczfs.store.base import Store
-from nczfs.store.values import Meta, ObjectInfo
+from nczfs.store.values import ABSENT, Meta, ObjectInfo
 
 log = logging.getLogger(__name__)
 
@@ -338,6 +338,15 @@ class Attributes:
             node.seen = info.etag
         if node.content is not None and node.content.base == old:
             node.content.base = info.etag
+
+    async def moved(self, node: Node, path: str) -> None:
+        """``node``'s object was renamed to ``path`` while a descriptor holds its content: where
+        the store made the moved object a new version (a copy: GCS, Azure, memory), the content's
+        next write replaces that one, not the version it was opened at (one ``stat``)."""
+        content = node.content
+        if not (self.store.checks_writes and content is not None and content.base and content.base != ABSENT):
+            return
+        content.base = (await self.store.stat(path)).etag or None
 
     async def _send_wanted(self, node: Node) -> None:
         """Every attribute the mount shows for ``node`` to each of its names in the store."""

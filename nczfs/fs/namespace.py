@@ -237,7 +237,7 @@ class Namespace(Listing):
         await self.writeback.keep_open_content(node)
         self.writeback.early.drop(node.ino)
         if not node.pending:
-            await self.store.delete(path)
+            await self.writeback.conflicts.delete(path, node.seen or node.etag)
         await self.writeback.drop_staged(node.ino)
         self._keep_parent(path)
         self.table.overrides.pop(path, None)
@@ -371,6 +371,7 @@ class Namespace(Listing):
                 await self.store.rename(src_path, dst_path, if_version=condition)
             except Conflict as exc:
                 raise conflicts.refused_rename(src_path, exc) from None
+            await self.attrs.moved(src, dst_path)
         elif self.writeback.deferred(src) and src.open_count == 0 and not is_temp_name(dst_path):
             await self.writeback.store_as(src, dst_path, condition)  # the temp file's one upload, under its final key
             stored_now = True

@@ -77,6 +77,22 @@ async def test_the_mounts_own_writes_move_the_version_it_replaces(fs, raw):
     assert raw.get("t") == b"rewritten" and fs.stats["write.conflicts"] == 0
 
 
+async def test_a_file_renamed_while_open_is_written_over_its_moved_version(fs, raw):
+    """Found by tests/fs/test_filesystem_model.py (shrunk): a stored file open for writing,
+    renamed (the memory store, as a copy on GCS and Azure, gives the moved object a new
+    version), then written: the mount's own rename is no other writer (it was ESTALE)."""
+    raw.set("b", b"")
+    fh = await fs.open(await _ino(fs, "b"), os.O_RDWR)
+    await fs.write(fh, 0, b"")
+    await fs.rename(ROOT_INO, "b", ROOT_INO, "a")
+    fh2 = await fs.open(await _ino(fs, "a"), os.O_RDWR)
+    await fs.write(fh2, 0, b"mine")
+    await fs.flush(fh2)
+    await fs.release(fh2)
+    await fs.release(fh)
+    assert raw.get("a") == b"mine" and raw.list_prefix("") == ["a"] and fs.stats["write.conflicts"] == 0
+
+
 async def test_without_checks_the_last_writer_wins(raw):
     """A store that does not check writes (-o overwrite=last_writer_wins, a server that ignores
     conditions): no condition is sent, the close replaces the other client's object."""
