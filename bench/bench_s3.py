@@ -22,7 +22,16 @@ by any FUSE daemon, only by a machine whose S3 server does not share the reader'
 s3fs-fuse is mounted with ``-o use_path_request_style,url=http://127.0.0.1:PORT`` and a
 passwd file, otherwise at its defaults. "nczfs" is a writable mount at the defaults, "nczfs-ro"
 the same mounted ``--read-only`` (as a reader of published data would; it has no write row),
-and, when asked for with ``--labels``, "nczfs-dio" the writable mount with ``-o direct_io``.
+and, when asked for with ``--labels``, "nczfs-dio" the writable mount with ``-o direct_io``;
+with ``--base REV``, "nczfs-base" is the default mount running REV's code (a git worktree put
+first on its daemon's PYTHONPATH), so that a change's before and after meet the same server and
+load in one run (its column's ratio "nczfs-base/nczfs" > 1: the change made nczfs faster).
+
+rclone mount ("rclone-off", "rclone-full": bench/bench_peers.py) and fio jobs modelled on
+mountpoint-s3's benchmark suite (workloads 8-14: bench/bench_fio.py) run on every FUSE path. A
+write is durable when another S3 client lists every object it wrote (rclone-full acknowledges
+writes before it stores them). Every workload's daemon CPU is also printed per GiB moved or per
+10,000 requests. ``--quick`` runs it all on small sizes, one cold run each: a few minutes.
 The last two workloads have no target in the issue: ``cp`` of one --write-mib file, and
 Debian's ``ncdump -h`` (netCDF-C 4.9.0) of a dataset of --arrays arrays written by the netCDF4
 wheel (FUSE paths only: netCDF-C reads no S3 here).
@@ -56,9 +65,9 @@ NCZFS = [sys.executable, "-m", "nczfs"]
 CHUNK = 2 * 1024 * 1024  # float32 elements: 8 MiB chunks
 MiB = 1024 * 1024
 #: the nczfs mounts the script can run
-NCZFS_LABELS = ("nczfs", "nczfs-ro", "nczfs-dio")
+NCZFS_LABELS = ("nczfs", "nczfs-ro", "nczfs-dio", "nczfs-base")
 #: the peers nczfs is compared with (ratios: peer's time / nczfs's)
-PEERS = ("s3fs-fuse", "rclone-off", "rclone-full", "direct")
+PEERS = ("s3fs-fuse", "rclone-off", "rclone-full", "direct", "nczfs-base")
 
 
 #: the domain SeaweedFS answers virtual-hosted requests for (``--virtual-hosted``: the bucket's
@@ -80,6 +89,7 @@ class Paths:
         if https:  # each client's own way of trusting a private CA
             self.env |= {"AWS_CA_BUNDLE": str(server.ca_file), "CURL_CA_BUNDLE": str(server.ca_file)}
         self.mnt = {"nczfs": work / "mnt-nczfs", "nczfs-ro": work / "mnt-nczfs-ro", "nczfs-dio": work / "mnt-nczfs-dio",
+                    "nczfs-base": work / "mnt-nczfs-base",
                     "s3fs-fuse": work / "mnt-s3fs", **{label: work / f"mnt-{label}" for label in RCLONE_MODES}}
         for m in self.mnt.values():
             m.mkdir()
@@ -88,6 +98,8 @@ class Paths:
         self.passwd.chmod(0o600)
         self.nczfs_args = nczfs_args
         self.peak_rss = 0
+        #: the code "nczfs-base" runs (``--base``)
+        self.base: Path | None = None
         self.rclone_conf = rclone_config(work, self.endpoint, server.ca_file if https else None)
 
     def daemon_pid(self, label: str) -> int | None:
@@ -106,7 +118,7 @@ class Paths:
             subprocess.run([*NCZFS, "mount", f"s3://{self.bucket}", str(mnt), "--endpoint-url", self.endpoint,
                             *(["--read-only"] if label == "nczfs-ro" else []),
                             *(["-o", "direct_io"] if label == "nczfs-dio" else []), *self.nczfs_args], check=True,
-                           env=self.env)
+                           env=self.env | {"PYTHONPATH": str(self.base)} if label == "nczfs-base" else self.env)
         elif label in RCLONE_MODES:
             rclone_mount(self, label)
         else:
@@ -363,7 +375,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in QUICK.items()) + ")")
     ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-7 Zarr and tools, 8-14 fio)")
     ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse,rclone-off,rclone-full",
-                    help="which paths to run (comma list; also nczfs-dio)")
+                    help="which paths to run (comma list; also nczfs-dio, and nczfs-base with --base)")
+    ap.add_argument("--base", default="", help="a git revision: the nczfs-base path runs its code (added to --labels)")
     ap.add_argument("--nczfs-args", default="", help="extra nczfs mount arguments, e.g. '--cache-size 256M'")
     ap.add_argument("--https", action="store_true", help="every path reaches S3 over https (SeaweedFS's TLS port)")
     ap.add_argument("--virtual-hosted", action="store_true",
@@ -429,7 +442,7 @@ def runs_on(name: str, fn: Callable, writes: bool, label: str) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    labels = installed_labels(args.labels)
+    labels = installed_labels(args.labels + (",nczfs-base" if args.base and "nczfs-base" not in args.labels else ""))
     work = Path(tempfile.mkdtemp(prefix="nczfs-bench-s3-"))
     server = SeaweedS3(work / "weed", tls=args.https, domain=VIRTUAL_DOMAIN if args.virtual_hosted else None)
     os.environ.update(server.write_aws_files(work / "aws", addressing_style="virtual" if args.virtual_hosted else None))
@@ -440,11 +453,16 @@ def main(argv: list[str] | None = None) -> None:
     units: dict[str, tuple[str, float]] = {}
     only = {int(x) for x in args.only.split(",") if x}
     cases = make_cases(args, big_file)
+    base: Path | None = None
     try:
         bucket = server.new_bucket("bench")
         if args.virtual_hosted:
             hosts_entry(f"{bucket}.{VIRTUAL_DOMAIN}")
         p = Paths(server, bucket, work, args.nczfs_args.split(), https=args.https, virtual=args.virtual_hosted)
+        if args.base:
+            from bench.bench_ab import checkout
+
+            p.base = base = checkout(args.base, work / "base")
         write_data(p, args, big_file, {n for n in range(1, len(cases) + 1) if not only or n in only})
         for number, (name, fn, warm, writes, case_targets, unit) in enumerate(cases, 1):
             if only and number not in only:
@@ -457,7 +475,7 @@ def main(argv: list[str] | None = None) -> None:
                     targets[f"{name}, {kind}"] = case_targets.get(kind, [])
                     units[f"{name}, {kind}"] = unit
     finally:
-        clean_up(work, server)
+        clean_up(work, server, base)
         big_file.unlink(missing_ok=True)
         hosts_entry(None)
 
@@ -528,11 +546,15 @@ def keep_medians(rows: dict[str, dict[str, Run]], name: str, label: str, cold: l
     return kinds
 
 
-def clean_up(work: Path, server: Any) -> None:
-    """Unmount what is mounted under ``work``, stop the server, remove ``work``."""
+def clean_up(work: Path, server: Any, base: Path | None = None) -> None:
+    """Unmount what is mounted under ``work``, stop the server, drop the ``base`` worktree, remove ``work``."""
     for m in work.glob("mnt-*"):
         subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
     server.stop()
+    if base is not None:
+        from bench.bench_ab import drop_checkout
+
+        drop_checkout(base)
     subprocess.run(["rm", "-rf", str(work)])
 
 
@@ -553,7 +575,7 @@ def print_walls(rows: dict[str, dict[str, Run]], labels: list[str], pairs: list[
 
 
 def print_results(rows: dict[str, dict[str, Run]], targets: dict[str, list[tuple[str, float]]], labels: list[str], runs: int) -> None:
-    pairs = [(peer, z) for z in NCZFS_LABELS for peer in PEERS]
+    pairs = [(peer, z) for z in NCZFS_LABELS for peer in PEERS if peer != z and z != "nczfs-base"]
     print_walls(rows, labels, [(o, z) for o, z in pairs if o in labels and z in labels], runs)
 
     print(f"\n| CPU seconds (median of {runs}) | path | wall | S3 server | FUSE daemon | reader | floor |")

@@ -23,6 +23,10 @@ import trio
 from nczfs.threads import run_blocking
 
 
+#: a part read of at least this many bytes is copied together in a worker thread
+JOIN_IN_THREAD_BYTES = 1024 * 1024
+
+
 class WriteMemory:
     """The most bytes of pending writes that all files of a mount together keep in memory."""
 
@@ -206,7 +210,9 @@ class Content:
             return await self.read(offset, size)
         reader = PiecesReader(list(self._parts))
         reader.seek(offset)
-        return reader.read(size)
+        if size < JOIN_IN_THREAD_BYTES:
+            return reader.read(size)
+        return await run_blocking(reader.read, size)  # the copy off the trio thread (FUSE goes on)
 
     async def truncate(self, size: int) -> None:
         await self._settled()
