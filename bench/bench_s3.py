@@ -335,24 +335,28 @@ def copy_file(p: Paths, label: str, src: Path) -> float:
     return time.perf_counter() - t
 
 
-def measure(p: Paths, label: str, fn: Callable[[Paths, str], float], runs: int, warm: bool) -> tuple[list[Run], list[Run]]:
-    """One warm-up, then ``runs`` cold runs (each on a fresh mount); with ``warm``, each cold run is
-    followed by a second run in the same mount."""
-    cold, hot = [], []
+def measure(p: Paths, labels: list[str], fn: Callable[[Paths, str], float], runs: int,
+            warm: bool) -> dict[str, tuple[list[Run], list[Run]]]:
+    """One warm-up, then ``runs`` cold runs (each on a fresh mount) of each path, the paths taking
+    turns run by run (so that a change of the host's load meets them all); with ``warm``, each
+    cold run is followed by a second run in the same mount. By path: (cold runs, warm runs)."""
+    out: dict[str, tuple[list[Run], list[Run]]] = {label: ([], []) for label in labels}
     for i in range(runs + 1):
-        drop_caches()
-        if label in p.mnt:
-            p.mount(label)
-        try:
-            run = timed(p, label, fn)
-            if i:
-                cold.append(run)
-            if warm and i:
-                hot.append(timed(p, label, fn))
-        finally:
+        for label in labels:
+            cold, hot = out[label]
+            drop_caches()
             if label in p.mnt:
-                p.umount(label)
-    return cold, hot
+                p.mount(label)
+            try:
+                run = timed(p, label, fn)
+                if i:
+                    cold.append(run)
+                if warm and i:
+                    hot.append(timed(p, label, fn))
+            finally:
+                if label in p.mnt:
+                    p.umount(label)
+    return out
 
 
 QUICK = {"mib": 64, "small": 500, "write_mib": 32, "preads": 200, "arrays": 10, "runs": 1,
@@ -467,10 +471,8 @@ def main(argv: list[str] | None = None) -> None:
         for number, (name, fn, warm, writes, case_targets, unit) in enumerate(cases, 1):
             if only and number not in only:
                 continue
-            for label in labels:
-                if not runs_on(name, fn, writes, label):
-                    continue
-                cold, hot = measure(p, label, fn, args.runs, warm)
+            paths = [label for label in labels if runs_on(name, fn, writes, label)]
+            for label, (cold, hot) in measure(p, paths, fn, args.runs, warm).items():
                 for kind in keep_medians(rows, name, label, cold, hot):
                     targets[f"{name}, {kind}"] = case_targets.get(kind, [])
                     units[f"{name}, {kind}"] = unit
