@@ -39,10 +39,15 @@ class FioCase(NamedTuple):
     unit: tuple[str, float]
 
 
+def run_fio(*args: str) -> dict[str, Any]:
+    """Run fio; its JSON report."""
+    out = subprocess.run(["fio", "--output-format=json", *args], check=True, capture_output=True).stdout
+    return json.loads(out[out.index(b"{"):])
+
+
 def fio(*args: str) -> float:
     """Run fio; the seconds its slowest job ran (fio's own start-up, ~0.6 s here, left out)."""
-    out = subprocess.run(["fio", "--output-format=json", *args], check=True, capture_output=True).stdout
-    return max(job["job_runtime"] for job in json.loads(out[out.index(b"{"):])["jobs"]) / 1000
+    return max(job["job_runtime"] for job in run_fio(*args)["jobs"]) / 1000
 
 
 def put_data(p: Any, mib: int, files: int, ttfb: int) -> None:

@@ -359,7 +359,7 @@ def measure(p: Paths, labels: list[str], fn: Callable[[Paths, str], float], runs
     return out
 
 
-QUICK = {"mib": 64, "small": 500, "write_mib": 32, "preads": 200, "arrays": 10, "runs": 1,
+QUICK = {"mib": 64, "small": 500, "write_mib": 32, "preads": 200, "arrays": 10,
          "fio_mib": 64, "fio_reads": 500, "fio_ttfb": 20, "fio_files": 200}
 
 
@@ -370,12 +370,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--write-mib", type=int, default=128)
     ap.add_argument("--preads", type=int, default=2000)
     ap.add_argument("--arrays", type=int, default=60)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, help="cold runs of each workload on each path (default 3; --quick: 1)")
     ap.add_argument("--fio-mib", type=int, default=512, help="fio: the big object's size (the 4 readers': a quarter each)")
     ap.add_argument("--fio-reads", type=int, default=5000, help="fio: random 4 KiB reads")
     ap.add_argument("--fio-ttfb", type=int, default=100, help="fio: objects whose first byte is read")
     ap.add_argument("--fio-files", type=int, default=2000, help="fio: files of 4 KiB created, read, listed")
-    ap.add_argument("--quick", action="store_true", help="small sizes, one cold run: a few minutes ("
+    ap.add_argument("--quick", action="store_true", help="small sizes, one cold run unless --runs: a few minutes ("
                     + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in QUICK.items()) + ")")
     ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-7 Zarr and tools, 8-14 fio)")
     ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse,rclone-off,rclone-full",
@@ -388,6 +388,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.quick:
         vars(args).update(QUICK)
+    if args.runs is None:
+        args.runs = 1 if args.quick else 3
     return args
 
 
