@@ -23,10 +23,6 @@ import trio
 from nczfs.threads import run_blocking
 
 
-#: a part read of at least this many bytes is copied together in a worker thread
-JOIN_IN_THREAD_BYTES = 1024 * 1024
-
-
 class WriteMemory:
     """The most bytes of pending writes that all files of a mount together keep in memory."""
 
@@ -210,9 +206,7 @@ class Content:
             return await self.read(offset, size)
         reader = PiecesReader(list(self._parts))
         reader.seek(offset)
-        if size < JOIN_IN_THREAD_BYTES:
-            return reader.read(size)
-        return await run_blocking(reader.read, size)  # the copy off the trio thread (FUSE goes on)
+        return reader.read(size)
 
     async def truncate(self, size: int) -> None:
         await self._settled()

@@ -38,11 +38,6 @@ log = logging.getLogger(__name__)
 #: files are sent early from this size on (S3's default multipart threshold: a smaller file is
 #: one PUT at close, which an early upload would turn into three requests)
 EARLY_FROM_BYTES = 32 * 1024 * 1024
-#: a temp file sent under its final name (zarr's ``.partial``) is sent early from this size on:
-#: its close stages it in parts from this size anyway (staging.py), so starting the upload at
-#: its first MiB costs no request more, and takes CreateMultipartUpload, and the sending of its
-#: parts, off its close's wait
-TEMP_FROM_BYTES = 1024 * 1024
 #: parts of one file sent at once while it is being written (each a copy in memory)
 PARTS_IN_FLIGHT = 4
 #: parts sent at once by the close
@@ -91,10 +86,9 @@ class EarlyUploads:
         return {"write.early-uploads": self.started, "write.early-uploads-completed": self.completed,
                 "write.early-uploads-dropped": self.dropped, "write.early-parts": self.parts}
 
-    def watches(self, ino: int, content: Content, temp: bool = False) -> bool:
-        """Whether :meth:`wrote` has anything to do after a write (a cheap test for every write);
-        ``temp``: the file is sent under its final name."""
-        return ino in self._by_ino or content.size >= (TEMP_FROM_BYTES if temp else EARLY_FROM_BYTES)
+    def watches(self, ino: int, content: Content) -> bool:
+        """Whether :meth:`wrote` has anything to do after a write (a cheap test for every write)."""
+        return ino in self._by_ino or content.size >= EARLY_FROM_BYTES
 
     def writing(self, ino: int, offset: int, size: int) -> None:
         """Before a write of ``size`` bytes at ``offset``: the parts sent (or being sent) that it
@@ -105,16 +99,14 @@ class EarlyUploads:
         part = early.upload.part_size
         early.resend.update(range(offset // part + 1, (min(offset + max(size, 1), early.covered) - 1) // part + 2))
 
-    def wrote(self, ino: int, key: str, content: Content, temp: bool = False) -> None:
-        """After a write: start the file's early upload once it is big enough (``temp``: a temp
-        file sent under its final name ``key``), and send the parts that are complete now (as
-        many as :data:`PARTS_IN_FLIGHT` allows)."""
+    def wrote(self, ino: int, key: str, content: Content) -> None:
+        """After a write: start the file's early upload once it is big enough, and send the parts
+        that are complete now (as many as :data:`PARTS_IN_FLIGHT` allows)."""
         early = self._by_ino.get(ino)
         if early is None:
             if not self._in_parts:
                 return  # a store without uploads in parts: the close stores the file whole
-            threshold = TEMP_FROM_BYTES if temp else EARLY_FROM_BYTES
-            if content.size < threshold or not content.dirty or content in self._dropped:
+            if content.size < EARLY_FROM_BYTES or not content.dirty or content in self._dropped:
                 return
             early = self._by_ino[ino] = _Early(key, content)
             background.start_soon(self._open, early, name=f"nczfs early upload {key}")

@@ -163,10 +163,10 @@ class WriteBack:
             self.log_lost_write(node.path, exc)
             raise
         self.attrs.touched(node)
-        temp = self.deferred(node)
-        if self.early.watches(node.ino, content, temp) and not node.detached:
-            if (key := final_name(node.path) if temp else node.path) is not None:  # a temp file's: its final name
-                self.early.wrote(node.ino, key, content, temp)
+        if self.early.watches(node.ino, content) and not node.detached:
+            key = final_name(node.path) if self.deferred(node) else node.path  # a temp file's: its final name
+            if key is not None:
+                self.early.wrote(node.ino, key, content)
 
     async def truncate(self, node: Node, size: int) -> None:
         """Cut or extend an open file's content (or one being written)."""

@@ -29,7 +29,6 @@ WRITE = 4 * 1024
 @pytest.fixture(autouse=True)
 def small_threshold(monkeypatch):
     monkeypatch.setattr(early_upload, "EARLY_FROM_BYTES", 4 * PART)
-    monkeypatch.setattr(early_upload, "TEMP_FROM_BYTES", 4 * PART)
 
 
 @pytest.fixture
@@ -209,29 +208,6 @@ async def test_a_temp_file_is_sent_under_its_final_name_and_the_rename_completes
     await fs.rename(ROOT_INO, name, ROOT_INO, "c")
     assert raw.get("c") == data and raw.list_prefix("") == ["c"] and raw.open_uploads == {}
     assert faulty.calls["set"] == 0 and fs.early.counters()["write.early-uploads-completed"] == 1
-
-
-async def test_a_temp_file_is_sent_early_from_a_smaller_size_than_other_files(fs, raw, faulty, monkeypatch):
-    """A temp file sent under its final name is staged in parts at its close anyway: its upload
-    starts at TEMP_FROM_BYTES, below EARLY_FROM_BYTES, so that its parts go while it is written
-    (a zarr chunk of 8 MiB: the whole of it) and its close only waits for them."""
-    monkeypatch.setattr(early_upload, "TEMP_FROM_BYTES", PART)
-    data = data_of(3 * PART + 5)
-    plain, _ = await fs.create(ROOT_INO, "plain", 0o644, WRITE_NEW)
-    await write_seq(fs, plain, data)
-    await trio.testing.wait_all_tasks_blocked()
-    assert faulty.calls["upload_part"] == 0 and raw.open_uploads == {}  # below EARLY_FROM_BYTES
-    name = "c.0123456789abcdef0123456789abcdef.partial"
-    fh, _ = await fs.create(ROOT_INO, name, 0o644, WRITE_NEW)
-    await write_seq(fs, fh, data)
-    await trio.testing.wait_all_tasks_blocked()
-    assert faulty.calls["upload_part"] == 3 and list(raw.open_uploads.values()) == ["c"]  # before the close
-    await close(fs, fh)
-    assert faulty.calls["upload_part"] == 4 and raw.list_prefix("") == []
-    await fs.rename(ROOT_INO, name, ROOT_INO, "c")
-    assert raw.get("c") == data and raw.open_uploads == {} and faulty.calls["set"] == 0
-    await close(fs, plain)
-    assert raw.get("plain") == data
 
 
 async def test_a_temp_file_changed_after_its_close_is_stored_as_changed_at_the_rename(fs, raw, faulty):

@@ -87,7 +87,6 @@ class StagingStore(MemoryStore):
 def small_sizes(monkeypatch):
     monkeypatch.setattr(staging, "STAGE_MIN_BYTES", 1000)
     monkeypatch.setattr(early_upload, "EARLY_FROM_BYTES", 4 * PART)
-    monkeypatch.setattr(early_upload, "TEMP_FROM_BYTES", 4 * PART)
 
 
 @pytest.fixture
