@@ -700,7 +700,7 @@ def test_a_mount_finds_out_once_whether_the_server_takes_conditions(s3_server, m
 
 def test_over_http_a_signed_part_carries_its_sha256_and_no_crc32_besides(s3_server, monkeypatch):
     """SigV4 over http signs the SHA-256 of every body: the part's check. botocore's default
-    adds a CRC32 of it (3-4 ms of CPU per 8 MiB part): not sent there. Over https the body is
+    adds a CRC32 of it: not sent there. Over https the body is
     not signed (UNSIGNED-PAYLOAD), and the CRC32 stays its one check."""
     from nczfs.config import MountConfig
     from nczfs.source import parse_source

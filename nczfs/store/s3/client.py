@@ -64,8 +64,8 @@ def make_client(options: S3Options, loc: S3Location, max_pool: int = 32):
 
 def _checksums(endpoint: str | None, options: S3Options) -> dict[str, str]:
     """Over http a signed request's body is covered by its signature (SigV4 signs the SHA-256
-    of every payload there): no CRC32 of it besides (botocore's default adds one to every
-    UploadPart, 3-4 ms of CPU per 8 MiB part). Over https, and unsigned, the CRC32 stays the
+    of every payload there): no CRC32 of it besides, which botocore's default adds to every
+    UploadPart (docs/PERFORMANCE.md, issue 46). Over https, and unsigned, the CRC32 stays the
     one check of the body."""
     signed = not (options.unsigned or options.profile == "no")
     if signed and endpoint is not None and endpoint.lower().startswith("http://"):
