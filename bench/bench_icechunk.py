@@ -185,7 +185,7 @@ def main() -> None:
         ]
         for name, fn, warm in cases:
             for label in labels:
-                cold, hot = measure(p, label, fn, args.runs, warm and label in p.mnt)  # type: ignore[arg-type]
+                cold, hot = measure(p, [label], fn, args.runs, warm and label in p.mnt)[label]  # type: ignore[arg-type]
                 keep_medians(rows, name, label, cold, hot)
     finally:
         clean_up(work, server)

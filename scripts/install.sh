@@ -83,6 +83,8 @@ if [ "$extra" = test ]; then
     # pjdfstest, fsx and fsstress built from ../shared/posix-suites (tests/posix_suites.py), and the
     # tools pjdfstest's scripts call; s3fs-fuse is the peer of the POSIX benchmark and interop test
     apt_pkgs+=(autoconf automake make perl xfslibs-dev s3fs)
+    # the peers and jobs of bench/bench_s3.py: rclone mount, and fio (jobs modelled on mountpoint-s3's)
+    apt_pkgs+=(rclone fio)
 fi
 
 missing=()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import dataclasses
 import threading
 
@@ -12,6 +13,7 @@ from nczfs.store.keys import tree_listings
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.s3.store import S3Store
 from nczfs.store.threads import ThreadedStore
+from tests.s3server import ADMIN
 from tests.store.conformance import StoreConformance
 
 
@@ -695,3 +697,31 @@ def test_a_mount_finds_out_once_whether_the_server_takes_conditions(s3_server, m
     assert not ignoring.checks_writes and ignoring.list_prefix("") == []
     warned = [r.getMessage() for r in caplog.records if "ignores conditional writes" in r.getMessage()]
     assert len(warned) == 1 and "the last writer wins" in warned[0], warned
+
+
+def test_over_http_a_signed_part_carries_its_sha256_and_no_crc32_besides(s3_server, monkeypatch):
+    """SigV4 over http signs the SHA-256 of every body: the part's check. botocore's default
+    adds a CRC32 of it: not sent there. Over https the body is
+    not signed (UNSIGNED-PAYLOAD), and the CRC32 stays its one check."""
+    from nczfs.config import MountConfig
+    from nczfs.source import parse_source
+    from nczfs.store.s3.client import make_client
+    from nczfs.store.s3.options import S3Options
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN[0])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ADMIN[1])
+    source = parse_source(f"s3://{s3_server.shared_bucket}/p")
+
+    def client(endpoint: str):
+        config = MountConfig(source=source, mountpoint="/mnt", endpoint_url=endpoint)
+        return make_client(S3Options.of(config), config.source.s3), S3Options.of(config)
+
+    sent: list[dict[str, str]] = []
+    c, options = client(s3_server.endpoint)
+    c.meta.events.register("before-send.s3.UploadPart", lambda request, **_: sent.append(dict(request.headers)))
+    store = S3Store(c, s3_server.shared_bucket, s3_server.new_prefix("crc"), options=options)
+    store.stage("k", b"x" * 1000).abort()
+    headers = {k.lower(): v.decode() if isinstance(v, bytes) else v for k, v in sent[0].items()}
+    assert len(sent) == 1 and not any(k.startswith("x-amz-checksum") for k in headers)
+    assert headers["x-amz-content-sha256"] == hashlib.sha256(b"x" * 1000).hexdigest()
+    assert client("https://127.0.0.1:1")[0].meta.config.request_checksum_calculation == "when_supported"

@@ -54,11 +54,23 @@ def make_client(options: S3Options, loc: S3Location, max_pool: int = 32):
         tcp_keepalive=True,
         s3={"addressing_style": style or ("path" if custom or options.path_style else "auto")},
         signature_version=UNSIGNED if options.unsigned or options.profile == "no" else None,
+        **_checksums(endpoint, options),
     )
     try:
         return session.client("s3", endpoint_url=endpoint, config=cfg)
     except (botocore.exceptions.BotoCoreError, ValueError) as exc:
         raise SourceError(f"{options.source}: {exc}") from None
+
+
+def _checksums(endpoint: str | None, options: S3Options) -> dict[str, str]:
+    """Over http a signed request's body is covered by its signature (SigV4 signs the SHA-256
+    of every payload there): no CRC32 of it besides, which botocore's default adds to every
+    UploadPart (docs/PERFORMANCE.md, issue 46). Over https, and unsigned, the CRC32 stays the
+    one check of the body."""
+    signed = not (options.unsigned or options.profile == "no")
+    if signed and endpoint is not None and endpoint.lower().startswith("http://"):
+        return {"request_checksum_calculation": "when_required"}
+    return {}
 
 
 class BotoCredentials:
