@@ -12,13 +12,13 @@ import collections
 
 import trio
 
+from nczfs import decoding
 from nczfs.errors import KeyNotFound, NczfsError, Stale
 from nczfs.nczarr.hdf5.writer import Piece
 from nczfs.nczarr.nc4file import Nc4File
 from nczfs.nczarr.nc4source import Source
 from nczfs.store.base import Store
 from nczfs.store.values import ByteRange, ObjectInfo
-from nczfs.store.threads import run_blocking
 
 
 #: sizes of chunks made remembered (a file's every deflated and string chunk, of every dataset)
@@ -82,7 +82,7 @@ class DecodedPieces:
         try:
             rng = ByteRange(src.start, src.start + src.length) if src.length is not None else None
             raw = await _stored(self.inner, src.key, rng, info)
-            data = await run_blocking(src.decode, raw)
+            data = await decoding.decode(src.decode, raw)
             self.count += 1
             self._held[ident] = data
             self._sizes[ident] = len(data)

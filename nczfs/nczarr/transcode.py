@@ -19,7 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from nczfs.errors import InvalidArgument
+from nczfs.errors import NczfsError
+
+
+class UndecodableChunk(NczfsError):
+    """A stored chunk its codecs cannot decode, or that decodes to the wrong size: EIO, as a
+    damaged object is (the read of that chunk fails, the key named; other chunks read)."""
 
 
 @dataclass(frozen=True)
@@ -111,18 +116,18 @@ class Recode:
         try:
             raw = self.codecs.for_items(np.dtype(self.dtype).itemsize).decode(data) if self.codecs else bytes(data)
         except Exception as exc:  # noqa: BLE001 - any codec's failure on bad bytes
-            raise InvalidArgument(f"{key!r}: the stored chunk cannot be decoded: {exc}") from exc
+            raise UndecodableChunk(f"{key!r}: the stored chunk cannot be decoded: {exc}") from exc
         count = math.prod(self.chunks)
         if isinstance(raw, np.ndarray):  # variable-length strings
             if raw.size != count:
-                raise InvalidArgument(f"{key!r}: the stored chunk holds {raw.size} strings, not {count}")
+                raise UndecodableChunk(f"{key!r}: the stored chunk holds {raw.size} strings, not {count}")
             arr = raw.reshape(self.chunks, order=self.order)  # type: ignore[call-overload]  # numpy's stubs: order as a plain str
             arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
             arr = np.char.encode(arr.astype(str), "utf-8") if arr.size else arr.astype("S1")
         else:
             dt = np.dtype(self.dtype)
             if len(raw) != count * dt.itemsize:
-                raise InvalidArgument(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
+                raise UndecodableChunk(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
                                       f"not {count * dt.itemsize} ({self.chunks} of {self.dtype})")
             arr = np.frombuffer(raw, dtype=dt).reshape(self.chunks, order=self.order)  # type: ignore[call-overload]  # numpy's stubs: order as a plain str
             arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
