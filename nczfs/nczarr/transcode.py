@@ -113,6 +113,21 @@ class Recode:
 
     def apply(self, data: bytes, key: str = "") -> bytes:
         """The shown chunk made from the stored chunk ``data`` (CPU work: run it off the trio thread)."""
+        raw, shown = self._decoded(data, key)
+        # the decoded bytes themselves where nothing changed them (type, layout, cut): no copy
+        same = isinstance(raw, bytes) and shown.nbytes == len(raw) and np.may_share_memory(shown, np.frombuffer(raw, "u1"))
+        out = raw if same else shown.tobytes()
+        if not self.shown_codecs:
+            return out
+        return self.shown_codecs.for_items(np.dtype(self.shown_dtype).itemsize).encode(out)
+
+    def shown_array(self, data: bytes, key: str = "") -> np.ndarray:
+        """The shown chunk's elements (C order) made from the stored chunk ``data``: what
+        :meth:`apply` gives before the shown codecs, without copying it into bytes."""
+        return self._decoded(data, key)[1]
+
+    def _decoded(self, data: bytes, key: str) -> tuple[Any, np.ndarray]:
+        """The stored chunk ``data`` decoded, and as the shown elements (C-contiguous)."""
         try:
             raw = self.codecs.for_items(np.dtype(self.dtype).itemsize).decode(data) if self.codecs else bytes(data)
         except Exception as exc:  # noqa: BLE001 - any codec's failure on bad bytes
@@ -137,7 +152,4 @@ class Recode:
             ints = arr.astype("<i8")
             nat = ints == np.iinfo("i8").min
             arr = np.where(nat, ints, ints // self.divide)
-        out = np.ascontiguousarray(arr.astype(self.shown_dtype, copy=False)).tobytes()
-        if not self.shown_codecs:
-            return out
-        return self.shown_codecs.for_items(np.dtype(self.shown_dtype).itemsize).encode(out)
+        return raw, np.ascontiguousarray(arr.astype(self.shown_dtype, copy=False))
