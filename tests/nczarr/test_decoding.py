@@ -18,7 +18,7 @@ from nczfs.nczarr.presenting import PresentingStore
 from nczfs.nczarr.recodedchunks import next_chunk
 from nczfs.nczarr.transcode import UndecodableChunk
 from nczfs.store.memory import MemoryStore
-from nczfs.threads import ThreadedStore
+from nczfs.store.threads import ThreadedStore
 
 CHUNK = 1024  # float32 elements a chunk: 4 KiB shown
 CHUNKS = 8
@@ -51,6 +51,14 @@ async def _settled(view: PresentingStore) -> None:
     """Wait until nothing is being decoded ahead."""
     with trio.fail_after(10):
         while view._recoded_chunks._ahead:
+            await trio.sleep(0.01)
+
+
+async def _nc_settled(decoded) -> None:
+    """Wait until the background decodes started have begun and ended."""
+    await trio.sleep(0.05)
+    with trio.fail_after(10):
+        while decoded._decoding:
             await trio.sleep(0.01)
 
 
@@ -175,3 +183,26 @@ async def test_the_next_chunk_follows_c_order_across_rows():
     v = await view.view_for("ds/v/0.0", reading=True)
     assert [next_chunk(v, k) for k in ("ds/v/0.2", "ds/v/0.3", "ds/v/1.3", "ds/v/.zarray")] == \
         ["ds/v/0.3", "ds/v/1.0", None, None]
+
+
+async def test_a_nc_file_read_from_its_start_has_the_next_chunks_decoded_ahead_within_the_cache():
+    from nczfs.nczarr.ncfiles import NcFilesStore
+    from nczfs.store.values import ByteRange
+
+    below = MemoryStore()
+    values = _lz4_dataset(below)
+    decoding.set_threads(3)
+    s = NcFilesStore(ThreadedStore(below), ttl=60)
+    size = (await s.stat("ds.nc")).size
+    head = size - values.nbytes  # the classic file: its header, then v's values (big-endian)
+    first = await s.get("ds.nc", ByteRange(head, head + 100))
+    assert np.array_equal(np.frombuffer(first, ">f4"), values[:25])
+    decoded = s._decoded
+    await _nc_settled(decoded)
+    assert decoded.count == 1 + 3  # one per thread ahead
+    assert np.array_equal(np.frombuffer(await s.get("ds.nc", ByteRange(head, size)), ">f4"), values)
+    assert decoded.count == CHUNKS  # each decoded once
+    small = NcFilesStore(ThreadedStore(below), ttl=60, decoded_bytes=2 * CHUNK * 4)  # room for 2 chunks
+    await small.get("ds.nc", ByteRange(head, head + 100))
+    await _nc_settled(small._decoded)
+    assert small._decoded.count == 2 and small._decoded.bytes_held <= 2 * CHUNK * 4
