@@ -214,8 +214,10 @@ class PresentingStore(ViewWrites, WrapperStore):
         if self._recoded_chunks.wanted((target, etag), plan):
             await self._recoded(key, target, plan, etag)
 
-    async def _shard_chunk(self, v: DatasetView, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
-        """An innermost chunk of a sharded array: its byte range of its shard (recoded if need be)."""
+    async def _shard_chunk(self, v: DatasetView, key: str, rng: ByteRange | None, etag: str | None,
+                           reader: bool = True) -> bytes:
+        """An innermost chunk of a sharded array: its byte range of its shard (recoded if need be;
+        a ``reader``'s read from its start: the next chunks decoded ahead)."""
         sa, name = shard_of(v, key)
         loc = await sa.locate(self.inner, self._indexes, name)
         if loc is None:
@@ -229,14 +231,14 @@ class PresentingStore(ViewWrites, WrapperStore):
             return await self.inner.get_version(loc.key, ByteRange(a, max(a, b)), loc.etag or None)
         data = await self._recode(key, plan, (loc.key, loc.tag), lambda: self.inner.get_version(
             loc.key, ByteRange(loc.start, loc.end), loc.etag or None))
-        if rng is None or rng.start == 0:  # read from its start: the next chunks decode ahead
+        if reader and (rng is None or rng.start == 0):
             self._recoded_chunks.ahead(v, key, len(data), self._shard_ahead)
         return rng.slice(data) if rng else data
 
     async def _shard_ahead(self, key: str) -> None:
         v = await self.view_for(key, reading=True)
         if v is not None and shard_of(v, key) is not None:
-            await self._shard_chunk(v, key, None, None)
+            await self._shard_chunk(v, key, None, None, reader=False)
 
     async def _shard_info(self, v: DatasetView, key: str, loc: Located | None = None) -> ObjectInfo | None:
         sa, name = shard_of(v, key)
@@ -246,7 +248,7 @@ class PresentingStore(ViewWrites, WrapperStore):
         plan = v.recodes.get(sa.array)
         size = loc.size if plan is None else plan.shown_size()
         if size is None:
-            size = len(await self._shard_chunk(v, key, None, loc.tag))
+            size = len(await self._shard_chunk(v, key, None, loc.tag, reader=False))
         return ObjectInfo(key, size, loc.mtime_ns, loc.tag)
 
     async def dir_exists(self, prefix: str) -> bool:

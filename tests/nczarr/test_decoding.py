@@ -206,3 +206,26 @@ async def test_a_nc_file_read_from_its_start_has_the_next_chunks_decoded_ahead_w
     await small.get("ds.nc", ByteRange(head, head + 100))
     await _nc_settled(small._decoded)
     assert small._decoded.count == 2 and small._decoded.bytes_held <= 2 * CHUNK * 4
+
+
+async def test_recoded_inner_chunks_of_a_shard_are_decoded_ahead_too(tmp_path):
+    import zarr
+    from zarr.codecs import BytesCodec, GzipCodec, ShardingCodec
+
+    from nczfs.store.directory import DirectoryStore
+
+    g = zarr.open_group(str(tmp_path / "s.zarr"), mode="w", zarr_format=3)
+    gz = ShardingCodec(chunk_shape=(CHUNK,), codecs=[BytesCodec(), GzipCodec()])  # gzip: the wheel lacks it
+    a = g.create_array("v", shape=(CHUNK * CHUNKS,), chunks=(CHUNK * 4,), serializer=gz, compressors=None,
+                       dtype="<f4", dimension_names=["x"])
+    values = np.arange(CHUNK * CHUNKS, dtype="<f4")
+    a[:] = values
+    decoding.set_threads(2)
+    view = PresentingStore(ThreadedStore(DirectoryStore(str(tmp_path))), "netcdf-4.10", ttl=60)
+    assert np.array_equal(np.frombuffer(await view.get("s.zarr/v/0"), "<f4"), values[:CHUNK])
+    await _settled(view)
+    assert view._recoded_chunks.count == 1 + 2  # across the first shard's end too
+    got = [await view.get(f"s.zarr/v/{i}") for i in range(1, CHUNKS)]
+    assert np.array_equal(np.frombuffer(b"".join(got), "<f4"), values[CHUNK:])
+    await _settled(view)
+    assert view._recoded_chunks.count == CHUNKS
