@@ -229,3 +229,33 @@ async def test_recoded_inner_chunks_of_a_shard_are_decoded_ahead_too(tmp_path):
     assert np.array_equal(np.frombuffer(b"".join(got), "<f4"), values[CHUNK:])
     await _settled(view)
     assert view._recoded_chunks.count == CHUNKS
+
+
+async def test_a_nc4_file_read_through_decoded_chunks_has_the_next_ones_decoded_ahead():
+    from nczfs.nczarr.ncfiles import NcFilesStore
+    from nczfs.store.values import ByteRange
+
+    below = MemoryStore()
+    values = _lz4_dataset(below)
+    decoding.set_threads(3)
+    s = NcFilesStore(ThreadedStore(below), ttl=60, classic=False, netcdf4=True)
+    await s.get("ds.nc4", ByteRange(0, 64))  # the superblock: no chunk, nothing decoded
+    v = next(iter(s._versions.values()))
+    pieces = [p for p in v.file.layout.pieces if p.source.recode is not None]
+    assert len(pieces) == CHUNKS and s._pieces.count == 0
+    first = pieces[0]
+    data = await s.get("ds.nc4", ByteRange(first.offset, first.offset + first.size))
+    assert np.array_equal(np.frombuffer(data, "<f4"), values[:CHUNK])
+    await _nc_settled_pieces(s._pieces)
+    assert s._pieces.count == 1 + 3  # one per thread ahead
+    for p in pieces[1:]:
+        await s.get("ds.nc4", ByteRange(p.offset, p.offset + p.size))
+    await _nc_settled_pieces(s._pieces)
+    assert s._pieces.count == CHUNKS  # each decoded once
+
+
+async def _nc_settled_pieces(pieces) -> None:
+    await trio.sleep(0.05)
+    with trio.fail_after(10):
+        while pieces._fetching:
+            await trio.sleep(0.01)
