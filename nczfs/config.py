@@ -139,7 +139,7 @@ class MountConfig:
     metrics: str | None = None
     #: kernel readahead for the mount, in KiB (see mount.set_read_ahead)
     read_ahead_kb: int = 4096
-    #: chunks decoded at once (views' recoded chunks, .nc and .nc4 files; 0: the cores): nczfs.decoding
+    #: chunks decoded at once (views' recoded chunks, .nc and .nc4 files; 0: the cores): nczarr/decoding.py
     decode_threads: int = 0
     #: S3: endpoint URL (else the URL's host, AWS_ENDPOINT_URL or AWS), AWS profile and region
     endpoint_url: str | None = None

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
-from nczfs import decoding
 from nczfs.cache import CachingStore
 from nczfs.cache.disk import DiskCache
+from nczfs.nczarr import decoding
 from nczfs.nczarr.layer import Notify, nczarr_layer
 from nczfs.nczarr.validate import is_metadata_key
 from nczfs.store.base import Store, SyncStore

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nczfs import decoding
 from nczfs.errors import KeyNotFound
+from nczfs.nczarr import decoding
 from nczfs.nczarr.model import Dataset, Variable
 from nczfs.nczarr.transcode import Codecs
 from nczfs.nczarr.v2form import V2Array, v3_to_v2

@@ -13,8 +13,9 @@ import logging
 
 import trio
 
-from nczfs import background, decoding
+from nczfs import background
 from nczfs.errors import KeyNotFound, NczfsError, Stale
+from nczfs.nczarr import decoding
 from nczfs.nczarr.hdf5.writer import Piece
 from nczfs.nczarr.nc4file import Nc4File
 from nczfs.nczarr.nc4source import Source

@@ -11,8 +11,9 @@ import math
 import numpy as np
 import trio
 
-from nczfs import background, decoding
+from nczfs import background
 from nczfs.errors import KeyNotFound
+from nczfs.nczarr import decoding
 from nczfs.nczarr.ncfile import Values
 from nczfs.nczarr.ncversions import NcVersion
 from nczfs.nczarr.sharding import IndexCache

@@ -1,5 +1,5 @@
 """Recoded chunks of a view (PresentingStore): each made once (a reader asking for one being
-made waits for it), in the decode pool (:mod:`nczfs.decoding`), kept in a cache of a bounded
+made waits for it), in the decode pool (:mod:`nczfs.nczarr.decoding`), kept in a cache of a bounded
 number of bytes; and the next chunks of an array made ahead of a reader going through it in C
 order, one per thread of the pool, so one reader's chunks decode on every core."""
 
@@ -13,8 +13,9 @@ from typing import Awaitable, Callable
 
 import trio
 
-from nczfs import background, decoding
+from nczfs import background
 from nczfs.errors import KeyNotFound
+from nczfs.nczarr import decoding
 from nczfs.nczarr.datasetview import DatasetView
 from nczfs.nczarr.transcode import Recode
 from nczfs.store.base import Store

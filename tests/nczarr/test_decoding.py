@@ -1,4 +1,4 @@
-"""Chunks decoded in the decode pool (nczfs.decoding, -o decode_threads=): at once on every
+"""Chunks decoded in the decode pool (nczfs.nczarr.decoding, -o decode_threads=): at once on every
 thread of the pool, the next chunks of a sequential reader decoded ahead of it (bounded by the
 decoded cache), a chunk that cannot be decoded failing its own read with EIO naming its key."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import trio
 
-from nczfs import decoding
+from nczfs.nczarr import decoding
 from nczfs.nczarr.presenting import PresentingStore
 from nczfs.nczarr.recodedchunks import next_chunk
 from nczfs.nczarr.transcode import UndecodableChunk
@@ -238,7 +238,8 @@ async def test_a_nc4_file_read_through_decoded_chunks_has_the_next_ones_decoded_
     below = MemoryStore()
     values = _lz4_dataset(below)
     decoding.set_threads(3)
-    s = NcFilesStore(ThreadedStore(below), ttl=60, classic=False, netcdf4=True)
+    # transcode=none: chunks shown decoded, uncompressed (sizes known: none made before a read)
+    s = NcFilesStore(ThreadedStore(below), ttl=60, classic=False, netcdf4=True, transcode="none")
     await s.get("ds.nc4", ByteRange(0, 64))  # the superblock: no chunk, nothing decoded
     v = next(iter(s._versions.values()))
     pieces = [p for p in v.file.layout.pieces if p.source.recode is not None]
