@@ -9,6 +9,7 @@ the pool bounds the threads, the decoded caches above bound the memory.
 
 from __future__ import annotations
 
+import contextvars
 import os
 from typing import Any, Callable, TypeVar
 
@@ -20,7 +21,10 @@ T = TypeVar("T")
 
 #: the pool's size in this process (0: the cores); set once by the mount
 _threads = 0
-#: one limiter per trio run (a limiter belongs to the run it is used in)
+#: set in a task decoding ahead of readers (:func:`early`)
+_EARLY: contextvars.ContextVar[bool] = contextvars.ContextVar("nczfs_decode_early", default=False)
+#: per trio run (a limiter belongs to the run it is used in): the limiters of decodes readers wait
+#: for and of decodes ahead of readers, as many threads each
 _LIMITER: trio.lowlevel.RunVar = trio.lowlevel.RunVar("nczfs_decode_limiter")
 
 
@@ -46,17 +50,24 @@ def ahead() -> int:
     return max(2, threads())
 
 
-def _limiter() -> trio.CapacityLimiter:
+def _limiter(early: bool) -> trio.CapacityLimiter:
+    """The pool's limiter for decodes a reader waits for, or for those ahead of one (``early``)."""
     try:
-        limiter = _LIMITER.get()
+        limiters = _LIMITER.get()
     except LookupError:
-        limiter = None
-    if limiter is None or limiter.total_tokens != threads():
-        limiter = trio.CapacityLimiter(threads())
-        _LIMITER.set(limiter)
-    return limiter
+        limiters = None
+    if limiters is None or limiters[0].total_tokens != threads():
+        limiters = (trio.CapacityLimiter(threads()), trio.CapacityLimiter(threads()))
+        _LIMITER.set(limiters)
+    return limiters[early]
+
+
+def early() -> None:
+    """The calling task decodes ahead of readers (each decode it starts waits for a thread of its
+    own: a reader's decode never queues behind those ahead of it)."""
+    _EARLY.set(True)
 
 
 async def decode(fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` (a chunk's decoding) in a worker thread of the decode pool."""
-    return await run_blocking(fn, *args, limiter=_limiter())
+    return await run_blocking(fn, *args, limiter=_limiter(_EARLY.get()))

@@ -103,6 +103,7 @@ class DecodedPieces:
     async def _quietly(self, ident: tuple, src: Source, info: ObjectInfo) -> None:
         if ident in self._held or ident in self._fetching:
             return
+        decoding.early()
         try:
             await self._fetch(ident, src, info)
         except Exception as exc:  # noqa: BLE001 - decoded ahead; the reader's own read reports it

@@ -77,6 +77,7 @@ class DecodedChunks:
             background.start_soon(self._quietly, v, val, nxt, name=f"nczfs decode ahead {val.key_of(nxt)}")
 
     async def _quietly(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> None:
+        decoding.early()
         try:
             await self.chunk(v, val, idx)
         except Exception as exc:  # noqa: BLE001 - a background fetch; the reader's own fetch reports it

@@ -130,6 +130,7 @@ class RecodedChunks:
                 background.start_soon(self._quietly, make, nxt, name=f"nczfs recode ahead {nxt}")
 
     async def _quietly(self, make: Callable[[str], Awaitable[object]], key: str) -> None:
+        decoding.early()
         try:
             await make(key)
         except KeyNotFound:
