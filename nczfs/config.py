@@ -55,6 +55,7 @@ OPTION_HELP = (
     ("list_tree_keys=N", "S3: list a dataset's tree in one request up to N keys (default 1000; 0 off)"),
     ("direct_io", "skip the kernel's page cache (shared mmap then fails with ENODEV)"),
     ("read_ahead_kb=KIB", "kernel readahead of the mount (default 4096)"),
+    ("decode_threads=N", "chunks decoded at once: views' recoded chunks, NAME.nc, NAME.nc4 (default 0: the cores)"),
     ("log_file=FILE", "log to FILE (--log-file)"),
     ("log_level=LEVEL", "error, warning, info (default), debug, trace (--log-level)"),
     ("log_format=text|json", "log lines as text or JSON objects (--log-format)"),
@@ -138,6 +139,8 @@ class MountConfig:
     metrics: str | None = None
     #: kernel readahead for the mount, in KiB (see mount.set_read_ahead)
     read_ahead_kb: int = 4096
+    #: chunks decoded at once (views' recoded chunks, .nc and .nc4 files; 0: the cores): nczarr/decoding.py
+    decode_threads: int = 0
     #: S3: endpoint URL (else the URL's host, AWS_ENDPOINT_URL or AWS), AWS profile and region
     endpoint_url: str | None = None
     profile: str | None = None
@@ -301,6 +304,7 @@ OPTIONS: dict[str, tuple[Applies, Apply]] = {
     "cache_dir": (_nonempty, _to("cache_dir", _abspath)),
     "cache_dir_size": (_valued, _to("cache_dir_size", parse_size)),
     "read_ahead_kb": (_valued, _to("read_ahead_kb", integer)),
+    "decode_threads": (_valued, _to("decode_threads", count)),
     "prefetch_siblings": (_valued, _to("prefetch_siblings", count)),
     "list_tree_keys": (_valued, _to("list_tree_keys", count)),
     "allow_root": (_nonempty, _allow_root),

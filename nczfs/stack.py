@@ -12,6 +12,7 @@ import json
 
 from nczfs.cache import CachingStore
 from nczfs.cache.disk import DiskCache
+from nczfs.nczarr import decoding
 from nczfs.nczarr.layer import Notify, nczarr_layer
 from nczfs.nczarr.validate import is_metadata_key
 from nczfs.store.base import Store, SyncStore
@@ -22,6 +23,7 @@ from nczfs.store.threads import ThreadedStore
 def build(backend: SyncStore, config, notify: Notify | None = None) -> Store:
     """The whole stack over ``backend``, as a mount (and ``nczfs.open_view``) serves it;
     ``notify`` hears of objects the NCZarr layer changes on its own (a mount: the kernel)."""
+    decoding.set_threads(config.decode_threads)
     return nczarr_layer(cached(ThreadedStore(backend), config), config, notify=notify)
 
 

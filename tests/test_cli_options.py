@@ -31,7 +31,7 @@ def test_every_o_option_is_listed_by_mount_help_with_a_line_of_help():
     reached: set[str] = set()
     samples = {"uid": "1", "gid": "1", "umask": "022", "metadata_ttl": "1", "cache_size": "1M", "cache_dir": "/tmp/x",
                "cache_dir_size": "1G", "write_memory": "1M", "prefetch_siblings": "1", "list_tree_keys": "1",
-               "read_ahead_kb": "1", "log_file": "/tmp/l", "log_level": "info", "log_format": "json",
+               "read_ahead_kb": "1", "decode_threads": "2", "log_file": "/tmp/l", "log_level": "info", "log_format": "json",
                "metrics": "9100", "endpoint_url": "http://h", "url": "http://h", "profile": "p", "region": "r",
                "zip_layout": "flat", "validate": "warn", "present": "xarray", "allow_root": "/tmp",
                "transcode": "zlib", "retries": "2", "connect_timeout": "5", "read_timeout": "60", "sse": "AES256",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from nczfs.errors import KeyNotFound
+from nczfs.nczarr import decoding
 from nczfs.nczarr.model import Dataset, Variable
 from nczfs.nczarr.transcode import Codecs
 from nczfs.nczarr.v2form import V2Array, v3_to_v2
@@ -15,7 +16,6 @@ from nczfs.nczarr.validate import is_metadata_key
 from nczfs.store.base import Store
 from nczfs.store.keys import join
 from nczfs.store.values import ObjectInfo
-from nczfs.store.threads import run_blocking
 
 
 def _v2(var: Variable, from_v3: bool) -> V2Array | None:
@@ -79,7 +79,7 @@ class ChunkFacts:
             return cached[1]
         fact: dict = {"us_exact": True} if ns else {"maxlen": 0}
         for key, info in chunks:
-            decoded = await run_blocking(codecs.decode, await self.inner.get_version(key, None, info.etag or None))
+            decoded = await decoding.decode(codecs.decode, await self.inner.get_version(key, None, info.etag or None))
             if ns:
                 ints = np.frombuffer(decoded, "<i8")
                 fact["us_exact"] &= bool(np.all((ints % 1000 == 0) | (ints == np.iinfo("i8").min)))

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import bisect
 import collections
+import logging
 
 import trio
 
+from nczfs import background
 from nczfs.errors import KeyNotFound, NczfsError, Stale
+from nczfs.nczarr import decoding
 from nczfs.nczarr.hdf5.writer import Piece
 from nczfs.nczarr.nc4file import Nc4File
 from nczfs.nczarr.nc4source import Source
 from nczfs.store.base import Store
 from nczfs.store.values import ByteRange, ObjectInfo
-from nczfs.store.threads import run_blocking
+
+log = logging.getLogger(__name__)
 
 
 #: sizes of chunks made remembered (a file's every deflated and string chunk, of every dataset)
@@ -77,12 +81,40 @@ class DecodedPieces:
         self._sizes[ident] = len(self._held[ident])
         return self._held[ident]
 
+    def ahead(self, f: Nc4File, chunks: dict[str, ObjectInfo], end: int) -> None:
+        """A read of ``f`` ended at ``end``: decode the next decoded chunks after it in the
+        background, one per thread of the decode pool (at least two), no more than the cache holds
+        beside one; at most a few times as many chunks passed through are looked past."""
+        pieces = f.layout.pieces
+        i = bisect.bisect_left(f.offsets, end)
+        started = 0
+        for p in pieces[i:i + 4 * decoding.ahead()]:
+            src: Source = p.source
+            if src.recode is None or src.fill is not None or src.key not in chunks:
+                continue
+            if started >= min(decoding.ahead(), self.limit // max(p.size, 1) - 1):
+                return
+            started += 1
+            info = chunks[src.key]
+            ident = (*src.ident, info.etag)
+            if ident not in self._held and ident not in self._fetching:
+                background.start_soon(self._quietly, ident, src, info, name=f"nczfs decode ahead {src.key}")
+
+    async def _quietly(self, ident: tuple, src: Source, info: ObjectInfo) -> None:
+        if ident in self._held or ident in self._fetching:
+            return
+        decoding.early()
+        try:
+            await self._fetch(ident, src, info)
+        except Exception as exc:  # noqa: BLE001 - decoded ahead; the reader's own read reports it
+            log.debug("decode ahead of %s: %s", src.key, exc)
+
     async def _fetch(self, ident: tuple, src: Source, info: ObjectInfo) -> bytes:
         done = self._fetching[ident] = trio.Event()
         try:
             rng = ByteRange(src.start, src.start + src.length) if src.length is not None else None
             raw = await _stored(self.inner, src.key, rng, info)
-            data = await run_blocking(src.decode, raw)
+            data = await decoding.decode(src.decode, raw)
             self.count += 1
             self._held[ident] = data
             self._sizes[ident] = len(data)
@@ -149,4 +181,6 @@ async def read(f: Nc4File, chunks: dict[str, ObjectInfo], inner: Store, decoded:
         async with trio.open_nursery() as nursery:
             for p in wanted:
                 nursery.start_soon(one, p)
+    if any(p.source.recode is not None and p.source.fill is None for p in wanted):  # through decoded chunks
+        decoded.ahead(f, chunks, end)
     return bytes(out)

@@ -6,23 +6,21 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 
 import numpy as np
 import trio
 
 from nczfs import background
 from nczfs.errors import KeyNotFound
+from nczfs.nczarr import decoding
 from nczfs.nczarr.ncfile import Values
 from nczfs.nczarr.ncversions import NcVersion
 from nczfs.nczarr.sharding import IndexCache
 from nczfs.store.base import Store
 from nczfs.store.values import ByteRange
-from nczfs.store.threads import run_blocking
 
 log = logging.getLogger(__name__)
-
-#: decoded chunks fetched ahead of a reader going through an array (each, in C order)
-CHUNKS_AHEAD = 2
 
 
 def _ident(v: NcVersion, val: Values, idx: tuple[int, ...]) -> tuple | None:
@@ -64,10 +62,12 @@ class DecodedChunks:
         self.count = 0
 
     def ahead(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> None:
-        """Decode the next chunks of the array in the background (a reader going through it)."""
+        """Decode the next chunks of the array in the background (a reader going through it): one
+        per thread of the decode pool (at least two), as many as the cache holds beside this one."""
         grid = val.grid
         nxt: tuple[int, ...] | None = idx
-        for _ in range(CHUNKS_AHEAD):
+        count = min(decoding.ahead(), self.limit // max(math.prod(val.chunks) * val.itemsize, 1) - 1)
+        for _ in range(max(count, 0)):
             nxt = _next_index(nxt, grid) if nxt is not None else None
             if nxt is None:
                 return
@@ -77,6 +77,7 @@ class DecodedChunks:
             background.start_soon(self._quietly, v, val, nxt, name=f"nczfs decode ahead {val.key_of(nxt)}")
 
     async def _quietly(self, v: NcVersion, val: Values, idx: tuple[int, ...]) -> None:
+        decoding.early()
         try:
             await self.chunk(v, val, idx)
         except Exception as exc:  # noqa: BLE001 - a background fetch; the reader's own fetch reports it
@@ -106,7 +107,7 @@ class DecodedChunks:
                 raw = None
             arr = None
             if raw is not None:
-                arr = await run_blocking(val.decode, raw, key)
+                arr = await decoding.decode(val.decode, raw, key)
                 self.count += 1
             self._keep(ident, arr)
             return arr

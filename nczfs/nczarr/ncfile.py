@@ -81,11 +81,11 @@ class Values:
 
     def decode(self, raw: bytes, key: str = "") -> np.ndarray:
         """A stored chunk as its elements in the file's form (CPU work: off the trio thread)."""
-        out = self.recode.apply(raw, key)
+        out = self.recode.shown_array(raw, key)  # shown uncompressed: the array, not copied into bytes
         if self.text:
-            arr = np.frombuffer(out, dtype=self.text).reshape(self.chunks)
+            arr = out.view(self.text).reshape(self.chunks)
             return np.char.encode(arr, "utf-8").astype(self.dtype)
-        return np.frombuffer(out, dtype=self.dtype).reshape(self.chunks)
+        return out.view(self.dtype).reshape(self.chunks)
 
     def key_of(self, index: tuple[int, ...]) -> str:
         """The store key of chunk ``index`` (zero-rank: Zarr v2 ``0``, v3 ``c``)."""

@@ -20,13 +20,13 @@ viewwrites.py.
 
 from __future__ import annotations
 
-import collections
 import time
 from typing import Awaitable, Callable
 
 from nczfs.errors import KeyNotFound, Stale
 from nczfs.nczarr.datasetview import ZERO_RANK, DatasetView, shard_of
 from nczfs.nczarr.roots import Roots
+from nczfs.nczarr.recodedchunks import RecodedChunks
 from nczfs.nczarr.sharding import IndexCache, Located
 from nczfs.nczarr.transcode import Recode
 from nczfs.nczarr.validate import METADATA_NAMES, is_metadata_key
@@ -36,7 +36,6 @@ from nczfs.store.base import Store
 from nczfs.store.keys import join
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
-from nczfs.store.threads import run_blocking
 
 #: bytes of recoded chunks a view keeps by default (the mount gives it a quarter of --cache-size;
 #: the stored chunks are cached below it, as on every mount)
@@ -58,9 +57,7 @@ class PresentingStore(ViewWrites, WrapperStore):
         self.recoded_cache_bytes = recoded_cache_bytes
         self._roots = Roots(inner, ttl)
         self._views: dict[str, DatasetView] = {}
-        #: recoded chunks by (stored key, stored version, recode), least recently used first
-        self._recoded_cache: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
-        self._recoded_bytes = 0
+        self._recoded_chunks = RecodedChunks(inner, recoded_cache_bytes)
         self._indexes = IndexCache()
         self._builder = ViewBuilder(inner, view, transcode)
         #: dataset root -> its flavor when the deletes of its metadata began (a create-with-clobber
@@ -135,6 +132,8 @@ class PresentingStore(ViewWrites, WrapperStore):
             plan = v.recode_of(key)
             if plan is not None:
                 data = await self._recoded(key, target, plan, etag)
+                if rng is None or rng.start == 0:  # read from its start: the next chunks decode ahead
+                    self._recoded_chunks.ahead(v, key, len(data), self._recode_ahead)
                 return rng.slice(data) if rng else data
         if versioned:
             return await self.inner.get_version(target, rng, etag)
@@ -203,21 +202,22 @@ class PresentingStore(ViewWrites, WrapperStore):
     async def _recode(self, key: str, plan: Recode, ident: tuple, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
         """The shown chunk ``key``: ``plan`` applied to the stored chunk ``fetch`` gets (whose
         version ``ident`` names), kept in a cache of ``recoded_cache_bytes``."""
-        ident = (*ident, plan.token)
-        cached = self._recoded_cache.get(ident)
-        if cached is not None:
-            self._recoded_cache.move_to_end(ident)
-            return cached
-        data = await run_blocking(plan.apply, await fetch(), key)
-        self._recoded_cache[ident] = data
-        self._recoded_bytes += len(data)
-        while self._recoded_bytes > self.recoded_cache_bytes and self._recoded_cache:
-            _, old = self._recoded_cache.popitem(last=False)
-            self._recoded_bytes -= len(old)
-        return data
+        return await self._recoded_chunks.get(key, plan, ident, fetch)
 
-    async def _shard_chunk(self, v: DatasetView, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
-        """An innermost chunk of a sharded array: its byte range of its shard (recoded if need be)."""
+    async def _recode_ahead(self, key: str) -> None:
+        """Recoded chunk ``key`` made ahead of a reader (unless held or being made)."""
+        v = await self.view_for(key, reading=True)
+        target, plan = (v.to_store(key), v.recode_of(key)) if v is not None else (None, None)
+        if v is None or target is None or plan is None:
+            return
+        etag = (await self.inner.stat(target)).etag
+        if self._recoded_chunks.wanted((target, etag), plan):
+            await self._recoded(key, target, plan, etag)
+
+    async def _shard_chunk(self, v: DatasetView, key: str, rng: ByteRange | None, etag: str | None,
+                           reader: bool = True) -> bytes:
+        """An innermost chunk of a sharded array: its byte range of its shard (recoded if need be;
+        a ``reader``'s read from its start: the next chunks decoded ahead)."""
         sa, name = shard_of(v, key)
         loc = await sa.locate(self.inner, self._indexes, name)
         if loc is None:
@@ -231,7 +231,14 @@ class PresentingStore(ViewWrites, WrapperStore):
             return await self.inner.get_version(loc.key, ByteRange(a, max(a, b)), loc.etag or None)
         data = await self._recode(key, plan, (loc.key, loc.tag), lambda: self.inner.get_version(
             loc.key, ByteRange(loc.start, loc.end), loc.etag or None))
+        if reader and (rng is None or rng.start == 0):
+            self._recoded_chunks.ahead(v, key, len(data), self._shard_ahead)
         return rng.slice(data) if rng else data
+
+    async def _shard_ahead(self, key: str) -> None:
+        v = await self.view_for(key, reading=True)
+        if v is not None and shard_of(v, key) is not None:
+            await self._shard_chunk(v, key, None, None, reader=False)
 
     async def _shard_info(self, v: DatasetView, key: str, loc: Located | None = None) -> ObjectInfo | None:
         sa, name = shard_of(v, key)
@@ -241,7 +248,7 @@ class PresentingStore(ViewWrites, WrapperStore):
         plan = v.recodes.get(sa.array)
         size = loc.size if plan is None else plan.shown_size()
         if size is None:
-            size = len(await self._shard_chunk(v, key, None, loc.tag))
+            size = len(await self._shard_chunk(v, key, None, loc.tag, reader=False))
         return ObjectInfo(key, size, loc.mtime_ns, loc.tag)
 
     async def dir_exists(self, prefix: str) -> bool:

@@ -19,7 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from nczfs.errors import InvalidArgument
+from nczfs.errors import NczfsError
+
+
+class UndecodableChunk(NczfsError):
+    """A stored chunk its codecs cannot decode, or that decodes to the wrong size: EIO, as a
+    damaged object is (the read of that chunk fails, the key named; other chunks read)."""
 
 
 @dataclass(frozen=True)
@@ -108,21 +113,36 @@ class Recode:
 
     def apply(self, data: bytes, key: str = "") -> bytes:
         """The shown chunk made from the stored chunk ``data`` (CPU work: run it off the trio thread)."""
+        raw, shown = self._decoded(data, key)
+        # the decoded bytes themselves where nothing changed them (type, layout, cut): no copy
+        same = isinstance(raw, bytes) and shown.nbytes == len(raw) and np.may_share_memory(shown, np.frombuffer(raw, "u1"))
+        out = raw if same else shown.tobytes()
+        if not self.shown_codecs:
+            return out
+        return self.shown_codecs.for_items(np.dtype(self.shown_dtype).itemsize).encode(out)
+
+    def shown_array(self, data: bytes, key: str = "") -> np.ndarray:
+        """The shown chunk's elements (C order) made from the stored chunk ``data``: what
+        :meth:`apply` gives before the shown codecs, without copying it into bytes."""
+        return self._decoded(data, key)[1]
+
+    def _decoded(self, data: bytes, key: str) -> tuple[Any, np.ndarray]:
+        """The stored chunk ``data`` decoded, and as the shown elements (C-contiguous)."""
         try:
             raw = self.codecs.for_items(np.dtype(self.dtype).itemsize).decode(data) if self.codecs else bytes(data)
         except Exception as exc:  # noqa: BLE001 - any codec's failure on bad bytes
-            raise InvalidArgument(f"{key!r}: the stored chunk cannot be decoded: {exc}") from exc
+            raise UndecodableChunk(f"{key!r}: the stored chunk cannot be decoded: {exc}") from exc
         count = math.prod(self.chunks)
         if isinstance(raw, np.ndarray):  # variable-length strings
             if raw.size != count:
-                raise InvalidArgument(f"{key!r}: the stored chunk holds {raw.size} strings, not {count}")
+                raise UndecodableChunk(f"{key!r}: the stored chunk holds {raw.size} strings, not {count}")
             arr = raw.reshape(self.chunks, order=self.order)  # type: ignore[call-overload]  # numpy's stubs: order as a plain str
             arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
             arr = np.char.encode(arr.astype(str), "utf-8") if arr.size else arr.astype("S1")
         else:
             dt = np.dtype(self.dtype)
             if len(raw) != count * dt.itemsize:
-                raise InvalidArgument(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
+                raise UndecodableChunk(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
                                       f"not {count * dt.itemsize} ({self.chunks} of {self.dtype})")
             arr = np.frombuffer(raw, dtype=dt).reshape(self.chunks, order=self.order)  # type: ignore[call-overload]  # numpy's stubs: order as a plain str
             arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
@@ -132,7 +152,4 @@ class Recode:
             ints = arr.astype("<i8")
             nat = ints == np.iinfo("i8").min
             arr = np.where(nat, ints, ints // self.divide)
-        out = np.ascontiguousarray(arr.astype(self.shown_dtype, copy=False)).tobytes()
-        if not self.shown_codecs:
-            return out
-        return self.shown_codecs.for_items(np.dtype(self.shown_dtype).itemsize).encode(out)
+        return raw, np.ascontiguousarray(arr.astype(self.shown_dtype, copy=False))

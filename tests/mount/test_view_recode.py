@@ -202,3 +202,22 @@ def test_the_codecs_each_reader_decodes_are_as_measured(source, tmp_path):
         except ValueError:
             values = []
         assert (values == DATA.ravel().tolist()) == (not ids), (name, printed[:200])
+
+
+def test_a_chunk_that_cannot_be_decoded_fails_its_read_with_eio_and_the_log_names_it(source, tmp_path):
+    """Chunks decode in worker threads, the next ones ahead of a reader: a damaged one fails its
+    own read (EIO, the log naming its key), at once each time; the others read."""
+    import errno
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(source / "codecs.zarr", src / "codecs.zarr")
+    (src / "codecs.zarr" / "lz4" / "1.0").write_bytes(b"not lz4")
+    with mounted(DirectoryBackend(src), tmp_path / "m", "--read-only", "--present", "netcdf-4.10") as m:
+        lz4 = m.path / "codecs.zarr" / "lz4"
+        assert np.frombuffer((lz4 / "0.0").read_bytes(), "<f4").tolist() == DATA[:2].ravel().tolist()
+        for _ in range(2):
+            with pytest.raises(OSError) as exc:
+                (lz4 / "1.0").read_bytes()
+            assert exc.value.errno == errno.EIO
+    assert "codecs.zarr/lz4/1.0" in m.log.read_text() and "cannot be decoded" in m.log.read_text()
