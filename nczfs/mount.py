@@ -32,7 +32,7 @@ from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.options import FsOptions
 from nczfs.metrics import Exporter, trio_counters
 from nczfs.fuse.ops import Operations
-from nczfs.nczarr.codecids import numcodecs_ids
+from nczfs.nczarr.metadata.codecids import numcodecs_ids
 from nczfs.notify import notify, status
 from nczfs.source import absolute_text
 from nczfs.store.registry import open_store

@@ -12,9 +12,9 @@ import json
 
 from nczfs.cache import CachingStore
 from nczfs.cache.disk import DiskCache
-from nczfs.nczarr import decoding
+from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.layer import Notify, nczarr_layer
-from nczfs.nczarr.validate import is_metadata_key
+from nczfs.nczarr.metadata.validate import is_metadata_key
 from nczfs.store.base import Store, SyncStore
 from nczfs.store.registry import backend_of
 from nczfs.store.threads import ThreadedStore

@@ -31,6 +31,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("nczfs.store",)),
     ("cache", ("nczfs.cache",)),
     ("mount description", ("nczfs.source", "nczfs.optionvalues", "nczfs.config")),
+    ("nczarr metadata", ("nczfs.nczarr.metadata",)),
+    ("nczarr chunks", ("nczfs.nczarr.chunks",)),
+    ("nczarr views and files", ("nczfs.nczarr.views", "nczfs.nczarr.ncfile")),
     ("nczarr", ("nczfs.nczarr",)),
     ("fs", ("nczfs.fs",)),
     ("stack", ("nczfs.stack", "nczfs.zarrstore")),
@@ -138,6 +141,12 @@ def test_the_layer_check_sees_upward_imports_of_every_kind():
     assert upward({"nczfs.fs.x": {"nczfs.fuse.ops"}}) == {("nczfs.fs.x", "nczfs.fuse.ops"): "fs < fuse/daemon"}
     assert upward({"nczfs.cli.x": {"nczfs.fs.x", "nczfs"}, "nczfs.mount": {"nczfs"}}) == {}
     assert layer_of("nczfs.store.s3.store") == 1 and layer_of("nczfs.fuse") == layer_of("nczfs.mount")
+    assert upward({"nczfs.nczarr.metadata.x": {"nczfs.nczarr.chunks.y", "nczfs.nczarr.views.z"},
+                   "nczfs.nczarr.views.z": {"nczfs.nczarr.ncfile.w", "nczfs.nczarr.chunks.y"}}) == {
+        ("nczfs.nczarr.metadata.x", "nczfs.nczarr.chunks.y"): "nczarr metadata < nczarr chunks",
+        ("nczfs.nczarr.metadata.x", "nczfs.nczarr.views.z"): "nczarr metadata < nczarr views and files"}
+    assert package_of("nczfs.nczarr.views.emit") == "nczfs.nczarr.views" != package_of("nczfs.nczarr.ncfile.ncfiles")
+    assert package_of("nczfs.nczarr.ncfile.hdf5.writer") == "nczfs.nczarr.ncfile" and package_of("nczfs.nczarr.layer") == "nczfs.nczarr"
 
 
 def test_no_module_imports_itself_round_a_cycle():
@@ -145,8 +154,11 @@ def test_no_module_imports_itself_round_a_cycle():
 
 
 def package_of(module: str) -> str:
-    """``nczfs.store`` for ``nczfs.store.s3.store``; a module at nczfs's root is its own."""
+    """``nczfs.store`` for ``nczfs.store.s3.store``, a room of nczarr for its modules
+    (``nczfs.nczarr.views`` for ``nczfs.nczarr.views.emit``); a module at nczfs's root is its own."""
     parts = module.split(".")
+    if parts[:2] == ["nczfs", "nczarr"] and len(parts) > 3:
+        return ".".join(parts[:3])
     return ".".join(parts[:2]) if len(parts) > 2 or (ROOT / parts[-1]).is_dir() else module
 
 

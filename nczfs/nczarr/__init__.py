@@ -1,1 +1,3 @@
-"""The NCZarr layer: a dataset model read from every metadata flavor, CDL text, validation."""
+"""The NCZarr layer: the wrappers a mount stacks (layer.py) over four rooms, each importing only
+those before it: metadata/ (the dataset model, JSON text, CDL, validation) < chunks/ < views/,
+ncfile/ (neither imports the other)."""

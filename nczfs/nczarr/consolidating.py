@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import trio
 
 from nczfs.errors import KeyNotFound, NczfsError, NotSupported, Stale
-from nczfs.nczarr import jsontext
+from nczfs.nczarr.metadata import jsontext
 from nczfs.store.base import Store
 from nczfs.store.keys import join, parent_of
 from nczfs.store.wrapper import WrapperStore

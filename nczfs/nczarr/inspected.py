@@ -1,7 +1,7 @@
 """The dataset as ``nczfs inspect`` prints it: as the paths show it to netCDF readers.
 
 The store as netCDF-C reads it, but for what every path gives netCDF readers: each variable's
-mask as ``_FillValue`` and the CF attributes in its type (:func:`nczfs.nczarr.masks.cf_attributes`,
+mask as ``_FillValue`` and the CF attributes in its type (:func:`nczfs.nczarr.metadata.masks.cf_attributes`,
 as the ``.nc`` files; a pure Zarr v2 string array's fill as the views show it), numpy's
 fixed-width unicode as strings, a list of strings as a string attribute of several values, bool
 and times with the attributes that say what they are (as the netCDF-4 views and files show them).
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import copy
 
-from nczfs.nczarr.emit import type_attributes
-from nczfs.nczarr.masks import cf_attributes, string_mask, strings_as_written
-from nczfs.nczarr.model import Dataset
-from nczfs.nczarr.viewshape import unicode_strings
+from nczfs.nczarr.metadata.masks import cf_attributes, string_mask, strings_as_written
+from nczfs.nczarr.metadata.model import Dataset
+from nczfs.nczarr.views.emit import type_attributes
+from nczfs.nczarr.views.viewshape import unicode_strings
 
 
 def as_shown(ds: Dataset) -> Dataset:

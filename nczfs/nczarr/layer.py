@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from nczfs.nczarr.consolidating import ConsolidatingStore
-from nczfs.nczarr.ncfiles import NcFilesStore, decoded_cache_bytes, root_name
-from nczfs.nczarr.presenting import PresentingStore
+from nczfs.nczarr.ncfile.ncfiles import NcFilesStore, decoded_cache_bytes, root_name
 from nczfs.nczarr.validating import ValidatingStore
+from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.store.base import Store
 
 if TYPE_CHECKING:

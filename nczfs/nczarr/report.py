@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 
 from nczfs.errors import NczfsError
-from nczfs.nczarr import jsontext
-from nczfs.nczarr.cdl import to_cdl
 from nczfs.nczarr.inspected import as_shown
-from nczfs.nczarr.read import StoreObjects, read_dataset
-from nczfs.nczarr.validate import check_object, is_metadata_key
+from nczfs.nczarr.metadata import jsontext
+from nczfs.nczarr.metadata.cdl import to_cdl
+from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
+from nczfs.nczarr.metadata.validate import check_object, is_metadata_key
 from nczfs.source import Source
 from nczfs.store.base import SyncStore
 
@@ -26,9 +26,9 @@ def nc_file_lines(ds, source: Source, objects: StoreObjects) -> list[str]:
     leaves out (variable-length strings' chunks scanned for their width, as the mount does)."""
     import trio
 
-    from nczfs.nczarr.chunkfacts import ChunkFacts
-    from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
-    from nczfs.nczarr.ncfiles import root_name
+    from nczfs.nczarr.chunks.chunkfacts import ChunkFacts
+    from nczfs.nczarr.ncfile.classicfile import file_names, group_file, v3_encodings
+    from nczfs.nczarr.ncfile.ncfiles import root_name
     from nczfs.store.threads import ThreadedStore
 
     out = []
@@ -45,11 +45,11 @@ def nc4_file_lines(source: Source, objects: StoreObjects) -> list[str]:
     """The .nc4 file ``-o nc_files=netcdf4`` shows for the dataset, and what it leaves out."""
     import trio
 
-    from nczfs.nczarr.ncfiles import root_name
-    from nczfs.nczarr.ncversions import build_files
+    from nczfs.nczarr.ncfile.ncfiles import root_name
+    from nczfs.nczarr.ncfile.ncversions import build_files
     from nczfs.store.threads import ThreadedStore
 
-    from nczfs.nczarr.chunkfacts import ChunkFacts
+    from nczfs.nczarr.chunks.chunkfacts import ChunkFacts
 
     store = ThreadedStore(objects.store)
     files = trio.run(lambda: build_files(store, "", root_name(source), set(), ChunkFacts(store), classic=False,

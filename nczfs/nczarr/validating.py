@@ -7,7 +7,7 @@ other reader would fail on it.
 
 Every ``set`` of a metadata object (``.zgroup``, ``.zarray``, ``.zattrs``, ``.zmetadata``,
 ``zarr.json``, the NCZarr V1 objects), and every ``rename``/``copy`` onto such a name, is
-checked first: the object alone (:func:`nczfs.nczarr.validate.check_object`), then its
+checked first: the object alone (:func:`nczfs.nczarr.metadata.validate.check_object`), then its
 dimension references against the dimensions its groups declare in the store. Other names
 (chunks, ``*.partial``, editor swap files) pass unchecked; a temporary file is checked when
 it is renamed onto a metadata name.
@@ -27,10 +27,10 @@ import logging
 from typing import Any, Awaitable, Callable, TypeVar
 
 from nczfs.errors import InvalidArgument, KeyNotFound, NotSupported
-from nczfs.nczarr import jsontext
-from nczfs.nczarr.spelling import nczarr_key
-from nczfs.nczarr.codecids import codecs_known, numcodecs_ids
-from nczfs.nczarr.validate import (
+from nczfs.nczarr.metadata import jsontext
+from nczfs.nczarr.metadata.codecids import codecs_known, numcodecs_ids
+from nczfs.nczarr.metadata.spelling import nczarr_key
+from nczfs.nczarr.metadata.validate import (
     check_object,
     parse,
     dimension_refs,

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nczfs.nczarr import jsontext
+from nczfs.nczarr.metadata import jsontext
 
 from tests.helpers import mounted
 from tests.mount.clientutil import assert_no_temporaries, backend_json

@@ -4,7 +4,7 @@ store itself (tests/decoded/judge.py). Named regressions, one per failure the is
 written by xarray at its defaults; then a fixed-seed Hypothesis run of the generated corpus
 (tests/decoded/strategies.py) over one directory mount and one S3 mount, one test per path.
 
-Each test failed before the mask rule (nczfs/nczarr/masks.py) and the strings and bool work;
+Each test failed before the mask rule (nczfs/nczarr/metadata/masks.py) and the strings and bool work;
 a path found failing is marked ``xfail(strict=True)`` with its reason until fixed. Many more
 examples, and netCDF-C's CDL corpus: ``bench/bench_decoded.py``.
 """

@@ -11,8 +11,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from nczfs.nczarr.masks import cf_attributes
-from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.metadata.masks import cf_attributes
+from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
 from nczfs.store.directory import DirectoryStore
 from tests.helpers import DirectoryBackend, mounted
 from tests.nczarr.util import netcdf4_summary, summary

@@ -18,8 +18,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from nczfs.nczarr.cdl import to_cdl
-from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.metadata.cdl import to_cdl
+from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
 from nczfs.store.directory import DirectoryStore
 from tests.helpers import DirectoryBackend, mounted, run_nczfs
 from tests.nczarr.test_read import FULL
@@ -296,7 +296,7 @@ def test_bad_present_option_is_a_usage_error(tmp_path):
 
 @pytest.mark.parametrize("name", CORPUS_NAMES)
 def test_corpus_datasets_open_in_the_reader_of_every_view(views, source, name):
-    from nczfs.nczarr.emit import emit
+    from nczfs.nczarr.views.emit import emit
 
     model = stored(source, name)
     # netcdf-4.10: the netCDF4 wheel sees what nczfs reads

@@ -184,7 +184,7 @@ def test_the_codecs_each_reader_decodes_are_as_measured(source, tmp_path):
     """What nczfs assumes of each reader (recoding.READER_CODECS), measured on the stored arrays with
     no nczfs: the wheel decodes exactly those codecs (the others fail or read wrong), Debian's
     4.9.0 none (it reads compressed bytes as data: wrong numbers, exit 0)."""
-    from nczfs.nczarr.recoding import READER_CODECS
+    from nczfs.nczarr.views.viewarrays import READER_CODECS
 
     store = source / "codecs.zarr"
     for name, (compressor, filters) in CODECS.items():

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
 from nczfs.store.directory import DirectoryStore
 from tests.helpers import mounted
 from tests.mount.test_clients_netcdf import open_for_update

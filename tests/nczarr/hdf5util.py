@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from nczfs.nczarr.hdf5.writer import Layout
+from nczfs.nczarr.ncfile.hdf5.writer import Layout
 
 
 def materialize(lay: Layout, chunks: dict, path: Path) -> Path:

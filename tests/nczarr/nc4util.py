@@ -8,11 +8,11 @@ from pathlib import Path
 import trio
 
 from nczfs.errors import NczfsError
-from nczfs.nczarr.nc4file import Nc4File, Options, nc4_file
-from nczfs.nczarr.nc4source import Source
-from nczfs.nczarr.nc4shards import inner_chunks
-from nczfs.nczarr.ncfile import v3_encodings
-from nczfs.nczarr.read import read_dataset
+from nczfs.nczarr.metadata.read import read_dataset
+from nczfs.nczarr.ncfile.classicfile import v3_encodings
+from nczfs.nczarr.ncfile.nc4file import Nc4File, Options, nc4_file
+from nczfs.nczarr.ncfile.nc4shards import inner_chunks
+from nczfs.nczarr.ncfile.nc4source import Source
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.threads import ThreadedStore
 from tests.nczarr.util import Below

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from nczfs.nczarr.cdl import cdl_name, quote, to_cdl
-from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.metadata.cdl import cdl_name, quote, to_cdl
+from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
 from nczfs.store.directory import DirectoryStore
 from tests.nczarr.test_jsontext import CDL, debian_nczarr
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import trio
 
-from nczfs.nczarr.chunkfacts import ChunkFacts
-from nczfs.nczarr.emit import emit
-from nczfs.nczarr.ncfile import group_file, v3_encodings
-from nczfs.nczarr.read import DictObjects, read_dataset
-from nczfs.nczarr.viewshape import Layouts
+from nczfs.nczarr.chunks.chunkfacts import ChunkFacts
+from nczfs.nczarr.metadata.read import DictObjects, read_dataset
+from nczfs.nczarr.ncfile.classicfile import group_file, v3_encodings
+from nczfs.nczarr.views.emit import emit
+from nczfs.nczarr.views.viewshape import Layouts
 from nczfs.store.threads import ThreadedStore
 from tests.nczarr.test_ncfile import files_of, render
 

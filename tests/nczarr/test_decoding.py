@@ -1,4 +1,4 @@
-"""Chunks decoded in the decode pool (nczfs.nczarr.decoding, -o decode_threads=): at once on every
+"""Chunks decoded in the decode pool (nczfs.nczarr.chunks.decoding, -o decode_threads=): at once on every
 thread of the pool, the next chunks of a sequential reader decoded ahead of it (bounded by the
 decoded cache), a chunk that cannot be decoded failing its own read with EIO naming its key."""
 
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import trio
 
-from nczfs.nczarr import decoding
-from nczfs.nczarr.presenting import PresentingStore
-from nczfs.nczarr.recodedchunks import next_chunk
-from nczfs.nczarr.transcode import UndecodableChunk
+from nczfs.nczarr.chunks import decoding
+from nczfs.nczarr.chunks.recode import UndecodableChunk
+from nczfs.nczarr.views.presenting import PresentingStore
+from nczfs.nczarr.views.recodedchunks import next_chunk
 from nczfs.store.memory import MemoryStore
 from nczfs.store.threads import ThreadedStore
 
@@ -186,7 +186,7 @@ async def test_the_next_chunk_follows_c_order_across_rows():
 
 
 async def test_a_nc_file_read_from_its_start_has_the_next_chunks_decoded_ahead_within_the_cache():
-    from nczfs.nczarr.ncfiles import NcFilesStore
+    from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
     from nczfs.store.values import ByteRange
 
     below = MemoryStore()
@@ -232,7 +232,7 @@ async def test_recoded_inner_chunks_of_a_shard_are_decoded_ahead_too(tmp_path):
 
 
 async def test_a_nc4_file_read_through_decoded_chunks_has_the_next_ones_decoded_ahead():
-    from nczfs.nczarr.ncfiles import NcFilesStore
+    from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
     from nczfs.store.values import ByteRange
 
     below = MemoryStore()

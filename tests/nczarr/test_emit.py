@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from nczfs.nczarr.emit import emit
-from nczfs.nczarr.v2form import V2Array, v3_to_v2
-from nczfs.nczarr.model import Variable
+from nczfs.nczarr.chunks.v2form import V2Array, v3_to_v2
+from nczfs.nczarr.metadata.model import Variable
+from nczfs.nczarr.views.emit import emit
 from tests.nczarr.util import read_objects
 
 

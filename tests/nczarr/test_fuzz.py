@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from nczfs.optionvalues import PRESENT_VIEWS as VIEWS
 from nczfs.errors import InvalidArgument
-from nczfs.nczarr.cdl import to_cdl
-from nczfs.nczarr import jsontext
-from nczfs.nczarr.emit import emit
-from nczfs.nczarr.read import DictObjects, read_dataset
-from nczfs.nczarr.validate import check_object
+from nczfs.nczarr.metadata import jsontext
+from nczfs.nczarr.metadata.cdl import to_cdl
+from nczfs.nczarr.metadata.read import DictObjects, read_dataset
+from nczfs.nczarr.metadata.validate import check_object
+from nczfs.nczarr.views.emit import emit
 
 scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=5)
 values = st.recursive(scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),

@@ -1,4 +1,4 @@
-"""The HDF5 writer (nczfs.nczarr.hdf5): each structure it emits, read back by h5py (HDF5 2.0,
+"""The HDF5 writer (nczfs.nczarr.ncfile.hdf5): each structure it emits, read back by h5py (HDF5 2.0,
 its low-level API for the chunk index) and by Debian's h5dump (HDF5 1.10)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nczfs.nczarr.hdf5 import messages as m, types as t
-from nczfs.nczarr.hdf5.writer import Attr, Chunk, Dataset, Group, layout
+from nczfs.nczarr.ncfile.hdf5 import messages as m, types as t
+from nczfs.nczarr.ncfile.hdf5.writer import Attr, Chunk, Dataset, Group, layout
 from tests.nczarr.hdf5util import h5dump, materialize
 
 

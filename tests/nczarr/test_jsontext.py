@@ -15,8 +15,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from nczfs.nczarr import jsontext
-from nczfs.nczarr.read import StoreObjects, read_dataset
+from nczfs.nczarr.metadata import jsontext
+from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
 from nczfs.store.directory import DirectoryStore
 from tests.conftest import CORPUS
 

@@ -1,4 +1,4 @@
-"""The mask rule and the CF attributes' types (nczfs/nczarr/masks.py), on the views and the
+"""The mask rule and the CF attributes' types (nczfs/nczarr/metadata/masks.py), on the views and the
 classic files built from one model (kernel-free). The mounted, decoded comparisons are in
 tests/mount/test_decoded.py."""
 
@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from nczfs.nczarr.emit import emit
-from nczfs.nczarr.masks import cf_attributes, view_mask
-from nczfs.nczarr.model import Attribute, Variable
-from nczfs.nczarr.ncfile import group_file
+from nczfs.nczarr.metadata.masks import cf_attributes, view_mask
+from nczfs.nczarr.metadata.model import Attribute, Variable
+from nczfs.nczarr.ncfile.classicfile import group_file
+from nczfs.nczarr.views.emit import emit
 from tests.nczarr.util import read_objects
 
 

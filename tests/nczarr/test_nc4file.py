@@ -1,4 +1,4 @@
-"""NAME.nc4 made from datasets without a mount (nczfs.nczarr.nc4file): the netCDF4 wheel
+"""NAME.nc4 made from datasets without a mount (nczfs.nczarr.ncfile.nc4file): the netCDF4 wheel
 (netCDF-C 4.10.1), Debian's ncdump 4.9.0 and h5dump 1.10, h5py and xarray read the same
 dimensions, types, attributes and values as from the store; chunks whose codecs HDF5 reads are
 the store's own bytes, others decoded; what cannot be shown is left out with its reason."""
@@ -11,7 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from nczfs.nczarr.nc4file import NON_COORD, NOT_A_VARIABLE
+from nczfs.nczarr.ncfile.nc4file import NON_COORD, NOT_A_VARIABLE
 from tests.nczarr.hdf5util import check_file, h5dump
 from tests.nczarr.nc4util import nc4_of, write_nc4
 

@@ -12,8 +12,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from nczfs.nczarr import nc4source
-from nczfs.nczarr.nc4source import string_piece
+from nczfs.nczarr.ncfile import nc4source
+from nczfs.nczarr.ncfile.nc4source import string_piece
 from tests.nczarr.hdf5util import check_file, h5dump
 from tests.nczarr.nc4util import write_nc4
 
@@ -115,8 +115,8 @@ def test_sharded_strings_by_their_inner_chunks(tmp_path):
 def test_any_range_of_a_string_chunk_is_placed_as_the_whole():
     """A read of any byte range of a string chunk (the kernel's, cutting references anywhere)
     is that range of the whole chunk placed at its offset in the file."""
-    from nczfs.nczarr.nc4source import Source
-    from nczfs.nczarr.transcode import Codecs, Recode
+    from nczfs.nczarr.chunks.recode import Codecs, Recode
+    from nczfs.nczarr.ncfile.nc4source import Source
 
     values = np.array([f"v{i}" * (i % 5) for i in range(64)], dtype=object)
     src = Source("k", Recode("|O", (64,), "C", Codecs(None, ({"id": "vlen-utf8"},)), "|O", (64,)), vlen=True)

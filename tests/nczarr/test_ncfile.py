@@ -10,11 +10,11 @@ import pytest
 import trio
 
 from nczfs.errors import KeyNotFound
-from nczfs.nczarr import ncread
-from nczfs.nczarr.classic import Attr, Dim, Var, layout
-from nczfs.nczarr.ncfile import file_names, group_file, v3_encodings
-from nczfs.nczarr.read import read_dataset
-from nczfs.nczarr.sharding import IndexCache
+from nczfs.nczarr.chunks.sharding import IndexCache
+from nczfs.nczarr.metadata.read import read_dataset
+from nczfs.nczarr.ncfile import classicread
+from nczfs.nczarr.ncfile.classicfile import file_names, group_file, v3_encodings
+from nczfs.nczarr.ncfile.classicheader import Attr, Dim, Var, layout
 from nczfs.store.values import ByteRange
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.threads import ThreadedStore
@@ -45,17 +45,17 @@ def stored_chunk(store, val, idx) -> bytes | None:
 def render(gf, store, start=0, end=None) -> bytes:
     """Bytes start..end of the file, its chunks read from ``store`` (a SyncStore)."""
     end = gf.layout.size if end is None else end
-    runs = ncread.runs(gf, start, end)
+    runs = classicread.runs(gf, start, end)
     got = []
     for run in runs:
         val = gf.values[run.var]
         e0, e1 = run.elements(val.itemsize)
         chunks = {}
-        for idx in ncread.chunks_needed(val, e0, e1):
+        for idx in classicread.chunks_needed(val, e0, e1):
             raw = stored_chunk(store, val, idx)
             chunks[idx] = None if raw is None else val.decode(raw)
         got.append(chunks)
-    return ncread.assemble(gf, start, end, runs, got)
+    return classicread.assemble(gf, start, end, runs, got)
 
 
 def files_of(root, name):
@@ -322,7 +322,7 @@ def test_inspect_names_the_files_and_what_they_leave_out(corpus_root):
 def test_a_group_with_attributes_but_no_arrays_has_a_file_of_its_attributes(tmp_path):
     """What netCDF-C writes for a dataset of global attributes alone (``tst_solar_1``'s
     ``/solar_system/Earth``); a group with neither arrays nor attributes has no file."""
-    from nczfs.nczarr.read import DictObjects
+    from nczfs.nczarr.metadata.read import DictObjects
 
     objs = {".zgroup": b'{"zarr_format": 2}', ".zattrs": b"{}",
             "a/.zgroup": b'{"zarr_format": 2}', "a/.zattrs": b'{"title": "attrs only", "n": [1, 2]}',

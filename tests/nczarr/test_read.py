@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from nczfs.nczarr.cdl import to_cdl
-from nczfs.nczarr.read import DictObjects, StoreObjects, read_dataset
+from nczfs.nczarr.metadata.cdl import to_cdl
+from nczfs.nczarr.metadata.read import DictObjects, StoreObjects, read_dataset
 from nczfs.store.directory import DirectoryStore
 from tests.nczarr.util import HANDMADE_NCZARR, netcdf4_summary, read_objects, summary, unzip
 
@@ -269,7 +269,7 @@ def test_cli_validate_reports_deep_json_and_shapes_no_reader_can_hold(tmp_path):
 
 
 def test_a_deeply_nested_metadata_object_is_a_problem_for_readers_not_a_crash():
-    from nczfs.nczarr import jsontext
+    from nczfs.nczarr.metadata import jsontext
 
     deep = b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     ds = read_dataset(DictObjects({".zgroup": b'{"zarr_format": 2}', ".zattrs": deep}))

@@ -3,7 +3,7 @@
 import numcodecs
 import numpy as np
 
-from nczfs.nczarr.transcode import Codecs, Recode
+from nczfs.nczarr.chunks.recode import Codecs, Recode
 
 
 def test_shuffle_written_by_netcdf_c_with_elementsize_0_unshuffles_by_the_type_size():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
-from nczfs.nczarr import codecids
+from nczfs.nczarr.metadata import codecids
 from nczfs.nczarr.validating import ValidatingStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.threads import ThreadedStore

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nczfs.nczarr.model import Dataset
-from nczfs.nczarr.read import DictObjects, StoreObjects, read_dataset
+from nczfs.nczarr.metadata.model import Dataset
+from nczfs.nczarr.metadata.read import DictObjects, StoreObjects, read_dataset
 
 HANDMADE_NCZARR = ["v1", "v1dev", "v2uc", "v2lc", "v2lc_allzattrs", "v2za", "v2za_min"]
 

@@ -12,9 +12,9 @@ import pytest
 
 from nczfs.cache import CachingStore
 from nczfs.nczarr.consolidating import ConsolidatingStore
-from nczfs.nczarr.ncfiles import NcFilesStore
-from nczfs.nczarr.presenting import PresentingStore
+from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
 from nczfs.nczarr.validating import ValidatingStore
+from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.errors import Conflict, InvalidArgument, KeyNotFound, NotSupported, ReadOnly
 from nczfs.store.capabilities import Stages
 from nczfs.store.values import Meta, Staged

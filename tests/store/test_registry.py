@@ -51,7 +51,7 @@ def test_remote_backends_are_those_whose_bytes_are_cached():
 
 def test_one_file_backends_name_a_root_datasets_files_after_the_file(monkeypatch):
     """The registry's capability, not the backend's name, decides (a toy backend alike)."""
-    from nczfs.nczarr.ncfiles import root_name
+    from nczfs.nczarr.ncfile.ncfiles import root_name
 
     assert {b.name for b in BACKENDS.values() if b.one_file} == {"zip", "reference"}
     assert root_name(parse_source("/data/run.zip")) == "run"

@@ -167,9 +167,9 @@ def test_each_wrapper_changes_writes_through_the_hook_but_where_it_sends_other_k
     bytes) or need what the hook is not told (PresentingStore.set_meta: is the key a folder)."""
     from nczfs.cache.store import CachingStore
     from nczfs.nczarr.consolidating import ConsolidatingStore
-    from nczfs.nczarr.ncfiles import NcFilesStore
-    from nczfs.nczarr.presenting import PresentingStore
+    from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
     from nczfs.nczarr.validating import ValidatingStore
+    from nczfs.nczarr.views.presenting import PresentingStore
 
     expected = {
         FaultyStore: set(), CachingStore: set(), ConsolidatingStore: set(), ValidatingStore: {"set"},

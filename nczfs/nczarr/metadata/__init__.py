@@ -1,0 +1,1 @@
+"""The dataset model read from every flavor; JSON text, CDL, validation rules."""

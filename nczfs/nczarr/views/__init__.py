@@ -1,0 +1,1 @@
+"""The views of -o present=: their shape, objects, recoding, writes, PresentingStore."""
