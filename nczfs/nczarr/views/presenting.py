@@ -20,6 +20,7 @@ viewwrites.py.
 
 from __future__ import annotations
 
+import collections
 import time
 from typing import Awaitable, Callable
 
@@ -42,6 +43,10 @@ from nczfs.store.wrapper import WrapperStore
 RECODED_CACHE_BYTES = 64 * 1024 * 1024
 
 
+#: views dropped by writes kept to translate the versions they showed (a tree removal)
+SHOWN_BEFORE = 64
+
+
 class PresentingStore(ViewWrites, WrapperStore):
     """The view (``--present``) of every dataset of ``inner``: reads here, writes in ViewWrites."""
 
@@ -57,6 +62,9 @@ class PresentingStore(ViewWrites, WrapperStore):
         self.recoded_cache_bytes = recoded_cache_bytes
         self._roots = Roots(inner, ttl)
         self._views: dict[str, DatasetView] = {}
+        #: views dropped by writes: what versions their objects were shown at, for a delete
+        #: that names one (ViewWrites._delete_condition)
+        self._shown_before: collections.deque[DatasetView] = collections.deque(maxlen=SHOWN_BEFORE)
         self._recoded_chunks = RecodedChunks(inner, recoded_cache_bytes)
         self._indexes = IndexCache()
         self._builder = ViewBuilder(inner, view, transcode)
@@ -105,7 +113,7 @@ class PresentingStore(ViewWrites, WrapperStore):
         self._roots.forget(key)
         for root in list(self._views):
             if root == "" or key == root or key.startswith(root + "/"):
-                self._views.pop(root, None)
+                self._shown_before.append(self._views.pop(root))
 
     # -- reads ---------------------------------------------------------------------------------------
 

@@ -108,6 +108,27 @@ class ViewWrites:
             return {}
         return {"if_version": v.stored_version(target) if self.inner.checks_writes else None}
 
+    async def _delete_condition(self, key: str, call: Callable[..., Awaitable[Any]], target: str) -> dict[str, Any]:
+        """The ``if_version`` of a delete of view object ``key`` (stored ``target``). An object the
+        view shows rewritten has a version made of the dataset's other objects too (a ``.zattrs``
+        written changes the ``.zarray`` a view shows), and once a tree removal took the dataset's
+        own metadata there is no view of it left: the view that showed the version the client
+        deletes (else the view now) stands for it with the stored version it was built from."""
+        given = getattr(call, "given", {}).get("if_version")
+        if not given or given == ABSENT:
+            return {}
+        v = self._view_that_showed(key, given) or await self.view_for(key)
+        if v is None or key not in v.objects:
+            return {}
+        stored = v.stored_version(target)
+        if v.info(key).etag == stored or stored == ABSENT:
+            return {}
+        return {"if_version": stored}
+
+    def _view_that_showed(self, key: str, version: str) -> DatasetView | None:
+        views = [*self._views.values(), *reversed(self._shown_before)]
+        return next((v for v in views if key in v.objects and v.info(key).etag == version), None)
+
     def _translated(self, v: DatasetView | None, key: str) -> bool:
         return (v is not None and is_metadata_key(key)
                 and v.flavor != VIEW_FLAVOR[self.view] and not v.empty)
@@ -220,8 +241,10 @@ class ViewWrites:
 
     @_logs_refusals
     async def _delete(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> None:
-        """The stored key deleted; metadata of a dataset shown translated is refused."""
-        await call(await self._writable_target(keys[0], deleting=True))
+        """The stored key deleted (only while it is the version the view was built from, where the
+        delete names the view's version); metadata of a dataset shown translated is refused."""
+        target = await self._writable_target(keys[0], deleting=True)
+        await call(target, **await self._delete_condition(keys[0], call, target))
         self._forget(keys[0])
 
     async def _copy(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:
