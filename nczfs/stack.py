@@ -24,7 +24,7 @@ def build(backend: SyncStore, config, notify: Notify | None = None) -> Store:
     """The whole stack over ``backend``, as a mount (and ``nczfs.open_view``) serves it;
     ``notify`` hears of objects the NCZarr layer changes on its own (a mount: the kernel)."""
     decoding.set_threads(config.decode_threads)
-    return nczarr_layer(cached(ThreadedStore(backend), config), config, notify=notify)
+    return nczarr_layer(cached(ThreadedStore(backend), config), config, notify=notify, identity=source_identity(config))
 
 
 def cached(store, config) -> CachingStore:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from nczfs.nczarr.chunks.madechunks import MadeChunks
+from nczfs.nczarr.chunks.sizebook import SizeBook
 from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.ncfile.ncfiles import NcFilesStore, decoded_cache_bytes, root_name
 from nczfs.nczarr.validating import ValidatingStore
@@ -18,16 +20,19 @@ if TYPE_CHECKING:
 Notify = Callable[[str], None]
 
 
-def nczarr_layer(store: Store, config: MountConfig, notify: Notify | None = None) -> Store:
+def nczarr_layer(store: Store, config: MountConfig, notify: Notify | None = None, identity: str = "") -> Store:
     """``store`` wrapped, innermost first: every dataset shown as .nc files too (``-o nc_files``),
     consolidated metadata kept in step with writes,
     ``-o present=`` (a view), then (outermost) metadata as its writer meant it, checked as
-    ``-o validate=`` says. ``notify`` is told of every key the layer changes on its own."""
+    ``-o validate=`` says. ``notify`` is told of every key the layer changes on its own. The view's
+    recoded chunks and ``NAME.nc4``'s decoded ones are one cache of made chunks, their sizes kept
+    in ``--cache-dir`` where there is one (``identity`` names the source there)."""
+    made = _made_chunks(config, identity)
     if config.nc_files or config.nc4_files:
         store = NcFilesStore(store, config.metadata_ttl, root_name(config.source),
                              decoded_cache_bytes(config.cache_size), on_change=notify,
                              classic=config.nc_files, netcdf4=config.nc4_files, plugins=config.nc4_plugins,
-                             transcode=config.transcode)
+                             transcode=config.transcode, made=made)
     if not config.read_only:
         store = ConsolidatingStore(store, on_change=notify)
     if config.present != "as-stored":
@@ -36,7 +41,18 @@ def nczarr_layer(store: Store, config: MountConfig, notify: Notify | None = None
         cache = default_cache_size() if config.cache_size is None else config.cache_size
         # recoded chunks: a quarter of what --cache-size gives stored blocks
         store = PresentingStore(store, config.present, config.metadata_ttl, config.transcode,
-                                recoded_cache_bytes=max(16 * 1024 * 1024, cache // 4))
+                                recoded_cache_bytes=max(16 * 1024 * 1024, cache // 4), made=made)
     if not config.read_only:
         store = ValidatingStore(store, config.validate)
     return store
+
+
+def _made_chunks(config: MountConfig, identity: str) -> MadeChunks | None:
+    """The mount's one cache of made chunks, where a view or ``NAME.nc4`` makes chunks (None: each
+    its own default): a quarter of ``--cache-size`` (half of that beside the classic files'
+    decoded chunks), the sizes also in ``--cache-dir``."""
+    if config.present == "as-stored" and not config.nc4_files:
+        return None
+    limit = decoded_cache_bytes(config.cache_size)
+    book = SizeBook(config.cache_dir, identity) if config.cache_dir else None
+    return MadeChunks(limit // 2 if config.nc_files else limit, book)

@@ -108,11 +108,11 @@ async def test_a_sequential_reader_finds_the_next_chunks_decoded_ahead_in_order(
     chunks = view._recoded_chunks
     got = [await view.get("ds/v/0")]
     await _settled(view)
-    assert chunks.count == 1 + 3  # the chunk read and the next three (one per thread)
+    assert chunks.made.count == 1 + 3  # the chunk read and the next three (one per thread)
     for i in range(1, CHUNKS):
         got.append(await view.get(f"ds/v/{i}"))
     await _settled(view)
-    assert chunks.count == CHUNKS  # each decoded once: the reader's reads found them made
+    assert chunks.made.count == CHUNKS  # each decoded once: the reader's reads found them made
     assert np.array_equal(np.frombuffer(b"".join(got), "<f4"), values)  # each chunk its own bytes
 
 
@@ -124,7 +124,7 @@ async def test_reads_from_the_middle_of_a_chunk_decode_nothing_ahead():
     view = PresentingStore(ThreadedStore(below), "netcdf-4.10", ttl=60)
     assert len(await view.get("ds/v/2", ByteRange(100, 200))) == 100
     await _settled(view)
-    assert view._recoded_chunks.count == 1
+    assert view._recoded_chunks.made.count == 1
 
 
 async def test_reading_ahead_keeps_within_the_decoded_cache():
@@ -137,10 +137,10 @@ async def test_reading_ahead_keeps_within_the_decoded_cache():
         data = await view.get(f"ds/v/{i}")
         assert np.array_equal(np.frombuffer(data, "<f4"), values[i * CHUNK:(i + 1) * CHUNK])
         await _settled(view)
-        assert chunks.bytes_held <= 3 * CHUNK * 4
+        assert chunks.made.bytes_held <= 3 * CHUNK * 4
         # the chunk read and two ahead of it fit the cache: 8 threads decode no more than that
-        assert chunks.count <= min(i + 3, CHUNKS)
-    assert chunks.count == CHUNKS
+        assert chunks.made.count <= min(i + 3, CHUNKS)
+    assert chunks.made.count == CHUNKS
 
 
 async def test_a_chunk_that_cannot_be_decoded_fails_its_own_read_with_eio_naming_it():
@@ -224,11 +224,11 @@ async def test_recoded_inner_chunks_of_a_shard_are_decoded_ahead_too(tmp_path):
     view = PresentingStore(ThreadedStore(DirectoryStore(str(tmp_path))), "netcdf-4.10", ttl=60)
     assert np.array_equal(np.frombuffer(await view.get("s.zarr/v/0"), "<f4"), values[:CHUNK])
     await _settled(view)
-    assert view._recoded_chunks.count == 1 + 2  # across the first shard's end too
+    assert view._recoded_chunks.made.count == 1 + 2  # across the first shard's end too
     got = [await view.get(f"s.zarr/v/{i}") for i in range(1, CHUNKS)]
     assert np.array_equal(np.frombuffer(b"".join(got), "<f4"), values[CHUNK:])
     await _settled(view)
-    assert view._recoded_chunks.count == CHUNKS
+    assert view._recoded_chunks.made.count == CHUNKS
 
 
 async def test_a_nc4_file_read_through_decoded_chunks_has_the_next_ones_decoded_ahead():
@@ -243,20 +243,20 @@ async def test_a_nc4_file_read_through_decoded_chunks_has_the_next_ones_decoded_
     await s.get("ds.nc4", ByteRange(0, 64))  # the superblock: no chunk, nothing decoded
     v = next(iter(s._versions.values()))
     pieces = [p for p in v.file.layout.pieces if p.source.recode is not None]
-    assert len(pieces) == CHUNKS and s._pieces.count == 0
+    assert len(pieces) == CHUNKS and s._pieces.made.count == 0
     first = pieces[0]
     data = await s.get("ds.nc4", ByteRange(first.offset, first.offset + first.size))
     assert np.array_equal(np.frombuffer(data, "<f4"), values[:CHUNK])
     await _nc_settled_pieces(s._pieces)
-    assert s._pieces.count == 1 + 3  # one per thread ahead
+    assert s._pieces.made.count == 1 + 3  # one per thread ahead
     for p in pieces[1:]:
         await s.get("ds.nc4", ByteRange(p.offset, p.offset + p.size))
     await _nc_settled_pieces(s._pieces)
-    assert s._pieces.count == CHUNKS  # each decoded once
+    assert s._pieces.made.count == CHUNKS  # each decoded once
 
 
 async def _nc_settled_pieces(pieces) -> None:
     await trio.sleep(0.05)
     with trio.fail_after(10):
-        while pieces._fetching:
+        while pieces.made._making:
             await trio.sleep(0.01)

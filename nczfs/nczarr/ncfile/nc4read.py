@@ -1,14 +1,14 @@
 """A byte range of a netCDF-4 file (:mod:`nczfs.nczarr.ncfile.nc4file`), made from its metadata and its
 chunks: a chunk passed through is a byte range of its stored object, read at the version the
 file's version listed; a decoded chunk is fetched whole, made once (off the trio thread) and
-kept, a bounded number of bytes of them, its size in the file remembered by its version (a file
-needs the size of each deflated or string chunk before it is whole: :meth:`DecodedPieces.make`).
+kept, a bounded number of bytes of them, its size in the file remembered by its version, across
+mounts too with a cache dir (:mod:`nczfs.nczarr.chunks.madechunks`: a file needs the size of each
+deflated or string chunk before it is whole, :meth:`DecodedPieces.make`).
 A chunk changed or gone since gives ``ESTALE``."""
 
 from __future__ import annotations
 
 import bisect
-import collections
 import logging
 
 import trio
@@ -16,6 +16,7 @@ import trio
 from nczfs import background
 from nczfs.errors import KeyNotFound, NczfsError, Stale
 from nczfs.nczarr.chunks import decoding
+from nczfs.nczarr.chunks.madechunks import MadeChunks
 from nczfs.nczarr.ncfile.hdf5.writer import Piece
 from nczfs.nczarr.ncfile.nc4file import Nc4File
 from nczfs.nczarr.ncfile.nc4source import Source
@@ -25,32 +26,21 @@ from nczfs.store.values import ByteRange, ObjectInfo
 log = logging.getLogger(__name__)
 
 
-#: sizes of chunks made remembered (a file's every deflated and string chunk, of every dataset)
-MAX_SIZES = 1 << 20
-
-
 class DecodedPieces:
-    """Decoded chunks of ``inner`` (``limit`` bytes kept, least recently used go first);
-    concurrent readers of one chunk wait for the one fetch."""
+    """The file's decoded chunks, made from ``inner``'s and kept in ``made`` (the mount's cache of
+    made chunks, shared with a view's recoded chunks; their sizes too)."""
 
-    def __init__(self, inner: Store, limit: int):
-        self.inner, self.limit = inner, limit
-        self._held: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
-        self._fetching: dict[tuple, trio.Event] = {}
-        self.bytes_held = 0
-        #: chunks decoded so far
-        self.count = 0
-        #: the size in the file of each chunk made, or why it cannot be, by its version
-        #: (:attr:`Source.ident`, etag)
-        self._sizes: collections.OrderedDict[tuple, int | str] = collections.OrderedDict()
+    def __init__(self, inner: Store, made: MadeChunks):
+        self.inner, self.made = inner, made
 
     def known(self, src: Source, info: ObjectInfo | None) -> int | str | None:
-        """The size in the file of ``src`` at version ``info`` if it was made, or why it cannot be."""
-        return self._sizes.get((*src.ident, info.etag)) if info is not None else None
+        """The size in the file of ``src`` at version ``info`` if it was made (here or, through
+        the cache dir, by an earlier mount), or why it cannot be. Blocks: off the trio thread."""
+        return self.made.known(src.stored(info.etag), src.maker) if info is not None else None
 
     async def make(self, sources: list[Source], chunks: dict[str, ObjectInfo], limit: int = 8) -> None:
-        """Make each of ``sources`` (at the versions ``chunks`` lists), ``limit`` at a time, for
-        their sizes; the last made are kept."""
+        """Make each of ``sources`` (at the versions ``chunks`` lists), ``limit`` fetched at a
+        time (made in the decode pool), for their sizes; the last made are kept."""
         limiter = trio.CapacityLimiter(limit)
         stale: list[Stale] = []
 
@@ -61,7 +51,8 @@ class DecodedPieces:
                 except Stale as exc:  # changed since listed: the file is made again
                     stale.append(exc)
                 except NczfsError as exc:  # a chunk that cannot be read or decoded
-                    self._sizes[(*src.ident, chunks[src.key].etag)] = f"chunk {src.key!r} cannot be made: {exc}"
+                    self.made.cannot(src.stored(chunks[src.key].etag), src.maker,
+                                     f"chunk {src.key!r} cannot be made: {exc}")
 
         async with trio.open_nursery() as nursery:
             for src in sources:
@@ -71,15 +62,9 @@ class DecodedPieces:
 
     async def get(self, src: Source, info: ObjectInfo) -> bytes:
         assert src.recode is not None
-        ident = (*src.ident, info.etag)
-        while ident not in self._held:
-            waiting = self._fetching.get(ident)
-            if waiting is None:
-                return await self._fetch(ident, src, info)
-            await waiting.wait()
-        self._held.move_to_end(ident)
-        self._sizes[ident] = len(self._held[ident])
-        return self._held[ident]
+        stored = src.stored(info.etag)
+        rng = ByteRange(src.start, src.start + src.length) if src.length is not None else None
+        return await self.made.get(stored, src.maker, lambda: _stored(self.inner, src.key, rng, info), src.decode)
 
     def ahead(self, f: Nc4File, chunks: dict[str, ObjectInfo], end: int) -> None:
         """A read of ``f`` ended at ``end``: decode the next decoded chunks after it in the
@@ -92,42 +77,21 @@ class DecodedPieces:
             src: Source = p.source
             if src.recode is None or src.fill is not None or src.key not in chunks:
                 continue
-            if started >= min(decoding.ahead(), self.limit // max(p.size, 1) - 1):
+            if started >= min(decoding.ahead(), self.made.limit // max(p.size, 1) - 1):
                 return
             started += 1
             info = chunks[src.key]
-            ident = (*src.ident, info.etag)
-            if ident not in self._held and ident not in self._fetching:
-                background.start_soon(self._quietly, ident, src, info, name=f"nczfs decode ahead {src.key}")
+            if self.made.wanted(src.stored(info.etag), src.maker):
+                background.start_soon(self._quietly, src, info, name=f"nczfs decode ahead {src.key}")
 
-    async def _quietly(self, ident: tuple, src: Source, info: ObjectInfo) -> None:
-        if ident in self._held or ident in self._fetching:
+    async def _quietly(self, src: Source, info: ObjectInfo) -> None:
+        if not self.made.wanted(src.stored(info.etag), src.maker):
             return
         decoding.early()
         try:
-            await self._fetch(ident, src, info)
+            await self.get(src, info)
         except Exception as exc:  # noqa: BLE001 - decoded ahead; the reader's own read reports it
             log.debug("decode ahead of %s: %s", src.key, exc)
-
-    async def _fetch(self, ident: tuple, src: Source, info: ObjectInfo) -> bytes:
-        done = self._fetching[ident] = trio.Event()
-        try:
-            rng = ByteRange(src.start, src.start + src.length) if src.length is not None else None
-            raw = await _stored(self.inner, src.key, rng, info)
-            data = await decoding.decode(src.decode, raw)
-            self.count += 1
-            self._held[ident] = data
-            self._sizes[ident] = len(data)
-            while len(self._sizes) > MAX_SIZES:
-                self._sizes.popitem(last=False)
-            self.bytes_held += len(data)
-            while self.bytes_held > self.limit and len(self._held) > 1:
-                _, old = self._held.popitem(last=False)
-                self.bytes_held -= len(old)
-            return data
-        finally:
-            del self._fetching[ident]
-            done.set()
 
 
 async def _stored(inner: Store, key: str, rng: ByteRange | None, info: ObjectInfo) -> bytes:

@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 
 from nczfs.errors import InvalidArgument
+from nczfs.nczarr.chunks.madechunks import Stored
 from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.ncfile.hdf5.heap import GlobalHeap
 from nczfs.nczarr.ncfile.hdf5.types import VLEN_SIZE, pad8
@@ -61,6 +62,17 @@ class Source:
     def ident(self) -> tuple:
         """The chunk's bytes in the file, but for their version: what a size is known by."""
         return self.key, self.start, self.length, self.vlen, self.recode.token if self.recode else ""
+
+    @property
+    def maker(self) -> str:
+        """What makes the chunk's bytes in the file of the stored ones: the recode's token (as a
+        view recoding alike: the two share the chunk), with the strings' form for strings."""
+        token = self.recode.token if self.recode else ""
+        return f"nc4 {'vlen' if self.vlen else self.text}:{self.width} {token}" if self.vlen or self.text else token
+
+    def stored(self, etag: str) -> Stored:
+        """The stored chunk the chunk is made of, at version ``etag``."""
+        return Stored(self.key, etag, self.start, self.length)
 
     def decode(self, raw: bytes) -> bytes:
         """The chunk's bytes in the file, made from its stored bytes (CPU work: off the trio

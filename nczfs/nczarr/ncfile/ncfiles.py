@@ -27,6 +27,7 @@ import trio
 
 from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale
 from nczfs.nczarr.chunks.chunkfacts import ChunkFacts
+from nczfs.nczarr.chunks.madechunks import MadeChunks
 from nczfs.nczarr.metadata.roots import Roots
 from nczfs.nczarr.ncfile import classicread, nc4read
 from nczfs.nczarr.ncfile.classicfile import Values
@@ -56,14 +57,18 @@ class NcFilesStore(WrapperStore):
 
     def __init__(self, inner: Store, ttl: float = 1.0, root_name: str = "dataset",
                  decoded_bytes: int = 256 * 1024 * 1024, on_change: Callable[[str], None] | None = None,
-                 classic: bool = True, netcdf4: bool = False, plugins: bool = False, transcode: str = "auto"):
+                 classic: bool = True, netcdf4: bool = False, plugins: bool = False, transcode: str = "auto",
+                 made: MadeChunks | None = None):
         super().__init__(inner)
         #: which files to show: the classic ones (NAME.nc ...), the netCDF-4 one (NAME.nc4)
         self.classic, self.netcdf4 = classic, netcdf4
         #: NAME.nc4 passes blosc and zstd chunks through as HDF5's registered filters; deflates
         #: other chunks whose codecs HDF5 lacks, or not (``-o transcode=``)
         self.nc4_options = Options(plugins, transcode)
-        self._pieces = DecodedPieces(inner, decoded_bytes // 2 if classic and netcdf4 else decoded_bytes)
+        #: NAME.nc4's decoded chunks: kept in ``made`` (the mount's one cache of made chunks),
+        #: else in a cache of their own
+        self._pieces = DecodedPieces(inner, made or MadeChunks(decoded_bytes // 2 if classic and netcdf4
+                                                               else decoded_bytes))
         self.ttl = ttl
         self.root_name = root_name
         self._roots = Roots(inner, ttl)
@@ -81,8 +86,8 @@ class NcFilesStore(WrapperStore):
         self.on_change = on_change
 
     def counters(self) -> dict[str, int]:
-        return {**self.inner.counters(), "ncfiles.chunks-decoded": self._decoded.count + self._pieces.count,
-                **self.stats, "ncfiles.decoded-bytes-held": self._decoded.bytes_held + self._pieces.bytes_held}
+        return {**self.inner.counters(), "ncfiles.chunks-decoded": self._decoded.count + self._pieces.made.count,
+                **self.stats, "ncfiles.decoded-bytes-held": self._decoded.bytes_held + self._pieces.made.bytes_held}
 
     # -- datasets and their files -----------------------------------------------------------------
 

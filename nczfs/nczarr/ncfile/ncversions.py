@@ -14,6 +14,7 @@ import trio
 
 from nczfs.errors import KeyNotFound, NczfsError
 from nczfs.nczarr.chunks.chunkfacts import ChunkFacts
+from nczfs.nczarr.chunks.madechunks import MadeChunks
 from nczfs.nczarr.metadata.model import Dataset
 from nczfs.nczarr.metadata.read import read_dataset
 from nczfs.nczarr.metadata.validate import is_metadata_key
@@ -118,7 +119,7 @@ async def build_files(inner: Store, root: str, name: str, logged: set[str],
         sizes = {k: i.size for k, i in listed.items()}
         problems: dict[str, str] = {}
         shards = await inner_chunks(inner, ds, root, encodings, problems)
-        pieces = pieces or DecodedPieces(inner, 64 * 1024 * 1024)
+        pieces = pieces or DecodedPieces(inner, MadeChunks(64 * 1024 * 1024))
         options = dataclasses.replace(options, sized=lambda src: pieces.known(src, listed.get(src.key)))
         f4 = await run_blocking(nc4_file, ds, root, encodings, sizes, shards, options)
         if f4.unsized:  # chunks deflated or of strings: their sizes known once made

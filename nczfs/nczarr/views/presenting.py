@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Awaitable, Callable
 
 from nczfs.errors import KeyNotFound, Stale
+from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
 from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.chunks.sharding import IndexCache, Located
 from nczfs.nczarr.metadata.roots import Roots
@@ -54,7 +54,7 @@ class PresentingStore(ViewWrites, WrapperStore):
     passes = ()
 
     def __init__(self, inner: Store, view: str, ttl: float = 1.0, transcode: str = "auto",
-                 recoded_cache_bytes: int = RECODED_CACHE_BYTES):
+                 recoded_cache_bytes: int = RECODED_CACHE_BYTES, made: MadeChunks | None = None):
         super().__init__(inner)
         self.view = view
         self.ttl = ttl
@@ -65,7 +65,9 @@ class PresentingStore(ViewWrites, WrapperStore):
         #: views dropped by writes: what versions their objects were shown at, for a delete
         #: that names one (ViewWrites._delete_condition)
         self._shown_before: collections.deque[DatasetView] = collections.deque(maxlen=SHOWN_BEFORE)
-        self._recoded_chunks = RecodedChunks(inner, recoded_cache_bytes)
+        #: recoded chunks: kept in ``made`` (the mount's one cache of made chunks), else a cache
+        #: of ``recoded_cache_bytes`` of this view's own
+        self._recoded_chunks = RecodedChunks(made or MadeChunks(recoded_cache_bytes))
         self._indexes = IndexCache()
         self._builder = ViewBuilder(inner, view, transcode)
         #: dataset root -> its flavor when the deletes of its metadata began (a create-with-clobber
@@ -189,9 +191,12 @@ class PresentingStore(ViewWrites, WrapperStore):
         plan = v.recode_of(key)
         size = info.size
         if plan is not None:
+            target = v.to_store(key) or key
             known = plan.shown_size()
             if known is None:
-                known = len(await self._recoded(key, v.to_store(key) or key, plan, info.etag))
+                known = await self._recoded_chunks.size(plan, Stored(target, info.etag))
+            if known is None:
+                known = len(await self._recoded(key, target, plan, info.etag))
             size = known
         return ObjectInfo(key, size, info.mtime_ns, info.etag)
 
@@ -204,13 +209,8 @@ class PresentingStore(ViewWrites, WrapperStore):
         """The shown chunk ``key`` made from the stored ``target``."""
         if etag is None:
             etag = (await self.inner.stat(target)).etag
-        return await self._recode(key, plan, (target, etag),
-                                  lambda: self.inner.get_version(target, None, etag or None))
-
-    async def _recode(self, key: str, plan: Recode, ident: tuple, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
-        """The shown chunk ``key``: ``plan`` applied to the stored chunk ``fetch`` gets (whose
-        version ``ident`` names), kept in a cache of ``recoded_cache_bytes``."""
-        return await self._recoded_chunks.get(key, plan, ident, fetch)
+        return await self._recoded_chunks.get(key, plan, Stored(target, etag or ""),
+                                              lambda: self.inner.get_version(target, None, etag or None))
 
     async def _recode_ahead(self, key: str) -> None:
         """Recoded chunk ``key`` made ahead of a reader (unless held or being made)."""
@@ -219,7 +219,7 @@ class PresentingStore(ViewWrites, WrapperStore):
         if v is None or target is None or plan is None:
             return
         etag = (await self.inner.stat(target)).etag
-        if self._recoded_chunks.wanted((target, etag), plan):
+        if self._recoded_chunks.wanted(plan, Stored(target, etag)):
             await self._recoded(key, target, plan, etag)
 
     async def _shard_chunk(self, v: DatasetView, key: str, rng: ByteRange | None, etag: str | None,
@@ -237,8 +237,9 @@ class PresentingStore(ViewWrites, WrapperStore):
             a = loc.start + (rng.start if rng else 0)
             b = loc.end if rng is None or rng.end is None else min(loc.end, loc.start + rng.end)
             return await self.inner.get_version(loc.key, ByteRange(a, max(a, b)), loc.etag or None)
-        data = await self._recode(key, plan, (loc.key, loc.tag), lambda: self.inner.get_version(
-            loc.key, ByteRange(loc.start, loc.end), loc.etag or None))
+        data = await self._recoded_chunks.get(key, plan, Stored(loc.key, loc.etag, loc.start, loc.size),
+                                              lambda: self.inner.get_version(loc.key, ByteRange(loc.start, loc.end),
+                                                                             loc.etag or None))
         if reader and (rng is None or rng.start == 0):
             self._recoded_chunks.ahead(v, key, len(data), self._shard_ahead)
         return rng.slice(data) if rng else data
@@ -255,6 +256,8 @@ class PresentingStore(ViewWrites, WrapperStore):
             return None
         plan = v.recodes.get(sa.array)
         size = loc.size if plan is None else plan.shown_size()
+        if size is None and plan is not None:
+            size = await self._recoded_chunks.size(plan, Stored(loc.key, loc.etag, loc.start, loc.size))
         if size is None:
             size = len(await self._shard_chunk(v, key, None, loc.tag, reader=False))
         return ObjectInfo(key, size, loc.mtime_ns, loc.tag)

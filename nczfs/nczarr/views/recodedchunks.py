@@ -1,24 +1,21 @@
 """Recoded chunks of a view (PresentingStore): each made once (a reader asking for one being
-made waits for it), in the decode pool (:mod:`nczfs.nczarr.chunks.decoding`), kept in a cache of a bounded
-number of bytes; and the next chunks of an array made ahead of a reader going through it in C
+made waits for it), in the decode pool (:mod:`nczfs.nczarr.chunks.decoding`), kept in the mount's
+cache of made chunks (:mod:`nczfs.nczarr.chunks.madechunks`, their sizes too); and the next chunks of an array made ahead of a reader going through it in C
 order, one per thread of the pool, so one reader's chunks decode on every core."""
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import math
 from typing import Awaitable, Callable
 
-import trio
-
 from nczfs import background
 from nczfs.errors import KeyNotFound
 from nczfs.nczarr.chunks import decoding
+from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
 from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.views.datasetview import DatasetView
-from nczfs.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -66,60 +63,31 @@ def _layout(meta: bytes) -> tuple[tuple[int, ...], str] | None:
 
 
 class RecodedChunks:
-    """Chunks recoded from ``inner``'s, at most ``limit`` bytes of them kept (least recently used go)."""
+    """Chunks recoded from stored ones, kept in ``made`` (shared with ``NAME.nc4``'s, where the
+    mount shows both), and made ahead of readers."""
 
-    def __init__(self, inner: Store, limit: int):
-        self.inner = inner
-        self.limit = limit
-        #: recoded chunks by (stored key, stored version, recode), least recently used first
-        self._held: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
-        self.bytes_held = 0
-        self._making: dict[tuple, trio.Event] = {}
-        #: chunks made so far
-        self.count = 0
+    def __init__(self, made: MadeChunks):
+        self.made = made
         #: view keys being made ahead of a reader
         self._ahead: set[str] = set()
 
-    async def get(self, key: str, plan: Recode, ident: tuple, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
-        """The shown chunk ``key``: ``plan`` applied to the stored chunk ``fetch`` gets (whose
-        version ``ident`` names)."""
-        ident = (*ident, plan.token)
-        while True:
-            held = self._held.get(ident)
-            if held is not None:
-                self._held.move_to_end(ident)
-                return held
-            waiting = self._making.get(ident)
-            if waiting is None:
-                break
-            await waiting.wait()  # made elsewhere; if that failed, this reader tries itself
-        done = self._making[ident] = trio.Event()
-        try:
-            data = await decoding.decode(plan.apply, await fetch(), key)
-            self.count += 1
-            self._keep(ident, data)
-            return data
-        finally:
-            del self._making[ident]
-            done.set()
+    async def get(self, key: str, plan: Recode, stored: Stored, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
+        """The shown chunk ``key``: ``plan`` applied to the stored chunk ``fetch`` gets."""
+        return await self.made.get(stored, plan.token, fetch, lambda raw: plan.apply(raw, key))
 
-    def _keep(self, ident: tuple, data: bytes) -> None:
-        self._held[ident] = data
-        self.bytes_held += len(data)
-        while self.bytes_held > self.limit and len(self._held) > 1:
-            _, old = self._held.popitem(last=False)
-            self.bytes_held -= len(old)
+    async def size(self, plan: Recode, stored: Stored) -> int | None:
+        """The shown size of the chunk, if it was made before (here, or in the cache dir's book)."""
+        return await self.made.size(stored, plan.token)
 
-    def wanted(self, ident: tuple, plan: Recode) -> bool:
+    def wanted(self, plan: Recode, stored: Stored) -> bool:
         """Is the chunk neither held nor being made?"""
-        ident = (*ident, plan.token)
-        return ident not in self._held and ident not in self._making
+        return self.made.wanted(stored, plan.token)
 
     def ahead(self, v: DatasetView, key: str, size: int, make: Callable[[str], Awaitable[object]]) -> None:
         """Chunk ``key`` (``size`` bytes shown) was read from its start: make the next chunks of
         its array in the background with ``make(view key)``, one per decode thread, no more than
         the cache holds beside this one, at most that many made ahead at once."""
-        count = min(decoding.ahead(), self.limit // max(size, 1) - 1)
+        count = min(decoding.ahead(), self.made.limit // max(size, 1) - 1)
         nxt: str | None = key
         for _ in range(max(count, 0)):
             nxt = next_chunk(v, nxt) if nxt is not None else None
@@ -139,3 +107,4 @@ class RecodedChunks:
             log.debug("recode ahead of %s: %s", key, exc)
         finally:
             self._ahead.discard(key)
+

@@ -1,0 +1,117 @@
+"""Made chunks (nczfs.nczarr.chunks.madechunks): one cache for a view's recoded chunks and
+NAME.nc4's re-encoded ones, their sizes kept in the cache dir (sizebook.SizeBook) so that a
+remount knows NAME.nc4's size without making a chunk again; a changed chunk is made again."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+
+import numcodecs
+import numpy as np
+import trio
+
+from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
+from nczfs.nczarr.chunks.sizebook import FILE, SizeBook
+from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
+from nczfs.nczarr.views.presenting import PresentingStore
+from nczfs.store.memory import MemoryStore
+from nczfs.store.threads import ThreadedStore
+from nczfs.store.values import ByteRange
+from tests.nczarr.test_decoding import CHUNK, CHUNKS, _lz4_dataset
+
+SOURCE = '["memory", "one"]'
+
+
+def test_a_size_kept_is_found_by_another_book_on_the_directory_and_only_for_its_version(tmp_path):
+    SizeBook(str(tmp_path), SOURCE).put(("k", 0, None, "recode"), "e1", 1234)
+    again = SizeBook(str(tmp_path), SOURCE)  # a remount
+    assert again.get(("k", 0, None, "recode"), "e1") == 1234
+    assert again.get(("k", 0, None, "recode"), "e2") is None  # the object rewritten
+    assert again.get(("k", 0, None, "other recode"), "e1") is None
+    assert again.get(("k", 0, 100, "recode"), "e1") is None  # another byte range (a shard's chunk)
+    assert SizeBook(str(tmp_path), '["memory", "two"]').get(("k", 0, None, "recode"), "e1") is None
+    again.put(("k", 0, None, "recode"), "", 99)  # no version: nothing kept
+    assert again.get(("k", 0, None, "recode"), "") is None
+
+
+def test_the_book_keeps_at_most_its_rows_the_oldest_going_first(tmp_path):
+    book = SizeBook(str(tmp_path), SOURCE, max_rows=20)
+    for i in range(45):
+        book.put((f"k{i}", 0, None, "r"), "e", i)
+    rows = sqlite3.connect(tmp_path / FILE).execute("SELECT count(*) FROM sizes").fetchone()[0]
+    assert rows <= 20 + 2  # trimmed every tenth of the bound written
+    assert book.get(("k44", 0, None, "r"), "e") == 44 and book.get(("k0", 0, None, "r"), "e") is None
+
+
+def test_a_book_that_cannot_be_opened_is_logged_once_and_never_fails(tmp_path, caplog):
+    (tmp_path / FILE).write_bytes(b"not a database at all" * 100)
+    book = SizeBook(str(tmp_path), SOURCE)
+    with caplog.at_level(logging.WARNING):
+        book.put(("k", 0, None, "r"), "e", 1)
+        assert book.get(("k", 0, None, "r"), "e") is None
+    assert [r.message for r in caplog.records if FILE in r.message and "failed" in r.message].__len__() == 1
+
+
+def _nc4(below: MemoryStore, book_dir, made: MadeChunks | None = None) -> NcFilesStore:
+    made = made or MadeChunks(64 * 1024 * 1024, SizeBook(str(book_dir), SOURCE))
+    # transcode=zlib: the lz4 chunks are re-encoded as deflate (sizes known once made)
+    return NcFilesStore(ThreadedStore(below), ttl=0, classic=False, netcdf4=True, transcode="zlib", made=made)
+
+
+async def test_a_remount_knows_the_nc4_size_without_making_a_chunk_and_reads_the_same_bytes(tmp_path):
+    below = MemoryStore()
+    _lz4_dataset(below)
+    first = _nc4(below, tmp_path)
+    size = (await first.stat("ds.nc4")).size
+    assert first._pieces.made.count == CHUNKS  # each chunk made once for its size
+    whole = await first.get("ds.nc4", ByteRange(0, size))
+    again = _nc4(below, tmp_path)  # a new mount: nothing in memory, the book on disk
+    assert (await again.stat("ds.nc4")).size == size
+    assert again._pieces.made.count == 0  # no chunk made to know the size
+    assert await again.get("ds.nc4", ByteRange(0, size)) == whole
+    # one chunk rewritten: that one (only) is made again for the new size
+    values = np.arange(CHUNK, dtype="<f4") * 3.5
+    below.set("ds/v/3", numcodecs.LZ4().encode(values.tobytes()))
+    third = _nc4(below, tmp_path)
+    assert (await third.stat("ds.nc4")).size != size
+    assert third._pieces.made.count == 1
+
+
+async def test_without_the_book_a_remount_makes_every_chunk_again(tmp_path):
+    below = MemoryStore()
+    _lz4_dataset(below)
+    await _nc4(below, tmp_path, MadeChunks(1 << 26)).stat("ds.nc4")
+    again = _nc4(below, tmp_path, MadeChunks(1 << 26))
+    await again.stat("ds.nc4")
+    assert again._pieces.made.count == CHUNKS
+    assert not os.path.exists(tmp_path / FILE)
+
+
+class _Counting(MemoryStore):
+    """Counts the reads of chunks."""
+
+    reads = 0
+
+    def get_version(self, key, rng, etag):
+        self.reads += key.startswith("ds/v/") and not key.rpartition("/")[2].startswith(".")
+        return super().get_version(key, rng, etag)
+
+
+async def test_a_view_and_nc4_recoding_alike_share_the_made_chunks(tmp_path):
+    below = _Counting()
+    values = _lz4_dataset(below)
+    made = MadeChunks(64 * 1024 * 1024)
+    nc = _nc4(below, tmp_path, made)
+    view = PresentingStore(nc, "netcdf-4.10", ttl=60, transcode="zlib", made=made)
+    await nc.stat("ds.nc4")
+    assert below.reads == CHUNKS
+    shown = [await view.stat(f"ds/v/{i}") for i in range(CHUNKS)]  # sizes of the view's deflated chunks
+    data = await view.get("ds/v/0")
+    with trio.fail_after(10):
+        while view._recoded_chunks._ahead:
+            await trio.sleep(0.01)
+    assert below.reads == CHUNKS and made.count == CHUNKS  # the view made no chunk again
+    assert shown[0].size == len(data)
+    assert np.array_equal(np.frombuffer(numcodecs.Zlib().decode(data), "<f4"), values[:CHUNK])
