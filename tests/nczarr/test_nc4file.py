@@ -180,6 +180,25 @@ def test_ncdump_reads_every_value(corpus, name):
     assert "data:" in got.stdout
 
 
+def test_ncproperties_as_netcdf_c_writes_it(corpus):
+    """The root's _NCProperties: a scalar ASCII string of exactly its characters, version=2
+    first: ncdump -s shows it (without it, no provenance line), readers hide it as netCDF-C's."""
+    _, path = _written(corpus, "p2.zarr")
+    got = subprocess.run(["ncdump", "-s", "-h", str(path)], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0 and not got.stderr, got.stderr
+    assert ':_NCProperties = "version=2,nczfs=' in got.stdout and ":_IsNetcdf4 = 1 ;" in got.stdout
+    with h5py.File(path, "r") as h5:
+        attr = h5py.h5a.open(h5.id, b"_NCProperties")
+        t = attr.get_type()
+        value = h5.attrs["_NCProperties"]
+        assert attr.get_space().get_simple_extent_type() == h5py.h5s.SCALAR
+        assert (t.get_class(), t.get_strpad(), t.get_cset()) == (h5py.h5t.STRING, h5py.h5t.STR_NULLTERM,
+                                                                   h5py.h5t.CSET_ASCII)
+        assert t.get_size() == len(value) and value.decode().split(",")[0] == "version=2"
+    with netCDF4.Dataset(path) as nc:
+        assert "_NCProperties" not in nc.ncattrs()
+
+
 def test_a_variable_named_as_a_dimension_it_is_not_the_coordinate_of(tmp_path):
     ds = xr.Dataset({"x": (("y",), np.arange(3.0)), "v": (("x",), np.arange(2, dtype="i4"))})
     ds.to_zarr(tmp_path / "n.zarr", zarr_format=2, consolidated=False,

@@ -134,6 +134,7 @@ class _Builder:
 
     def build(self) -> Nc4File:
         root = self.group(self.ds.root)
+        root.attrs.insert(0, nc4types.provenance())
         for ds, fqn, name in self.pending:  # once every variable using a scale is known
             ds.attrs = self.scale_attrs(fqn, name) + ds.attrs
         return Nc4File(w.layout(root), self.left_out, self.decoded, self.unsized)

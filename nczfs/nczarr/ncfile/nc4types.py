@@ -8,6 +8,7 @@ numcodecs ``shuffle`` of the element size before it or alone (shuffle, 2). Pure 
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -165,6 +166,25 @@ def file_attr(a: Attribute) -> Attr | str:
         if size > MAX_MESSAGE:
             return f"{size} bytes: more than an HDF5 object header's message holds (64 KiB; no dense attribute storage)"
     return got
+
+
+@functools.lru_cache(maxsize=1)
+def provenance() -> Attr:
+    """The root group's ``_NCProperties`` as netCDF-C writes it (a scalar fixed-length string of
+    exactly its characters, null-terminated, ASCII): ``version=2`` first (netCDF-C takes the
+    attribute as provenance only if it opens with a version it knows, 1 or 2), then comma-separated ``key=value``
+    pairs, ``\\``, ``=``, ``|`` and ``,`` escaped with a backslash; ``nczfs=`` names the writer (netCDF-C
+    writes ``netcdf=`` and ``hdf5=``: neither library wrote this file). Without it ``ncdump -s``
+    shows no provenance at all."""
+    try:
+        from importlib.metadata import version
+
+        ours = version("nczfs")
+    except Exception:  # noqa: BLE001 - not installed (a checkout on PYTHONPATH)
+        ours = "unknown"
+    text = "version=2,nczfs=" + "".join("\\" + c if c in "\\=|," else c for c in ours)
+    raw = text.encode("ascii", "replace")
+    return Attr("_NCProperties", t.fixed_string(len(raw)), (), raw)
 
 
 def from_classic(a: ClassicAttr) -> Attr:
