@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_nc4stat.py [--mib 256] [--checkouts BEFORE,AFTER] [--rounds 2]
 
-A float32 array of --mib MiB (values rounded to 0.01) as zarr-python's Zarr v3 default (zstd),
+A float32 array of --mib MiB (a sine plus noise, rounded to 0.01) as zarr-python's Zarr v3 default (zstd),
 chunks of 8 MiB, in a directory; each checkout (a path put first on the daemon's PYTHONPATH; ""
 for this one) mounts it read-only with ``-o nc_files=netcdf4,cache_dir=DIR`` (a fresh DIR per
 checkout and round), and ``stat`` of ``ds.nc4`` is timed: the first mount (no size known), a
@@ -38,7 +38,8 @@ def make_data(work: Path, mib: int) -> Path:
     a = g.create_array("temp", shape=(n,), chunks=(2 * MiB,), dtype="<f4", dimension_names=["n"],
                        fill_value=0.0)
     rng = np.random.default_rng(0)
-    a[:] = np.round(np.cumsum(rng.normal(size=n).astype("f4")) / 100, 2)
+    x = np.arange(n, dtype="f4")
+    a[:] = np.round(15 + 10 * np.sin(x / 5000) + rng.normal(0, 0.5, n).astype("f4"), 2)
     return src
 
 

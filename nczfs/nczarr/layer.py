@@ -36,23 +36,24 @@ def nczarr_layer(store: Store, config: MountConfig, notify: Notify | None = None
     if not config.read_only:
         store = ConsolidatingStore(store, on_change=notify)
     if config.present != "as-stored":
-        from nczfs.budgets import default_cache_size
-
-        cache = default_cache_size() if config.cache_size is None else config.cache_size
-        # recoded chunks: a quarter of what --cache-size gives stored blocks
-        store = PresentingStore(store, config.present, config.metadata_ttl, config.transcode,
-                                recoded_cache_bytes=max(16 * 1024 * 1024, cache // 4), made=made)
+        store = PresentingStore(store, config.present, config.metadata_ttl, config.transcode, made=made)
     if not config.read_only:
         store = ValidatingStore(store, config.validate)
     return store
 
 
 def _made_chunks(config: MountConfig, identity: str) -> MadeChunks | None:
-    """The mount's one cache of made chunks, where a view or ``NAME.nc4`` makes chunks (None: each
-    its own default): a quarter of ``--cache-size`` (half of that beside the classic files'
-    decoded chunks), the sizes also in ``--cache-dir``."""
+    """The mount's one cache of made chunks, where a view or ``NAME.nc4`` makes chunks (None:
+    neither does), the sizes also in ``--cache-dir``: with ``NAME.nc4``, the decoded chunks'
+    quarter of ``--cache-size`` (half of it beside the classic files' decoded chunks); a view's
+    alone, a quarter of what ``--cache-size`` gives stored blocks, at least 16 MiB."""
     if config.present == "as-stored" and not config.nc4_files:
         return None
-    limit = decoded_cache_bytes(config.cache_size)
-    book = SizeBook(config.cache_dir, identity) if config.cache_dir else None
-    return MadeChunks(limit // 2 if config.nc_files else limit, book)
+    if config.nc4_files:
+        limit = decoded_cache_bytes(config.cache_size) // (2 if config.nc_files else 1)
+    else:
+        from nczfs.budgets import default_cache_size
+
+        cache = default_cache_size() if config.cache_size is None else config.cache_size
+        limit = max(16 * 1024 * 1024, cache // 4)
+    return MadeChunks(limit, SizeBook(config.cache_dir, identity) if config.cache_dir else None)

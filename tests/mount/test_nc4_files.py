@@ -256,3 +256,26 @@ def test_strings_and_deflated_chunks_on_a_mount(request, tmp_path):
             assert "gzip" not in nc.variables and np.array_equal(nc["lz4"][...], arr[...])
     assert "Traceback" not in m.log_text()
     assert "leaves out /gzip: chunk 'r2.zarr/gzip/0.0' cannot be made" in m.log_text()
+
+
+def test_a_remount_with_the_cache_dir_makes_no_chunk_for_the_size(tmp_path):
+    """The sizes of re-encoded chunks are kept in --cache-dir (a directory mount too): the
+    remount's first stat of NAME.nc4 makes none, and the file reads the same."""
+    from tests.nczarr import test_nc4reencode
+
+    made = tmp_path / "made"
+    made.mkdir()
+    test_nc4reencode._make(made)
+    backend = DirectoryBackend(tmp_path / "backing")
+    backend.root.mkdir()
+    backend.put_many({f"r2.zarr/{k}": v for k, v in tree(made / "r2.zarr").items()})
+    args = ("--read-only", "-o", "nc_files=netcdf4", "--cache-dir", str(tmp_path / "cache"))
+    with mounted(backend, tmp_path / "mnt", *args) as m:
+        size = os.stat(m.path / "r2.zarr.nc4").st_size
+        assert counts(m.path)["ncfiles.chunks-decoded"] == 36  # six arrays of six chunks, each made for its size
+        whole = (m.path / "r2.zarr.nc4").read_bytes()
+    with mounted(backend, tmp_path / "mnt", *args) as m:
+        assert os.stat(m.path / "r2.zarr.nc4").st_size == size
+        assert counts(m.path)["ncfiles.chunks-decoded"] == 0
+        assert (m.path / "r2.zarr.nc4").read_bytes() == whole
+    assert (tmp_path / "cache" / "made-sizes.sqlite").exists()
