@@ -51,10 +51,12 @@ def daemon_pid(mnt: Path) -> int:
 
 def one_mount(checkout: str, src: Path, mnt: Path, cache: Path, ncks: bool) -> list[tuple[float, float]]:
     """(wall, daemon CPU) of the first stat of ds.nc4, and of ncks from it if ``ncks``."""
-    env = {**os.environ, "PYTHONPATH": checkout or str(Path(__file__).resolve().parents[1])}
+    # run from the checkout: ``python -m`` puts the working directory before PYTHONPATH
+    where = checkout or str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": where}
     drop_caches()
     subprocess.run([sys.executable, "-m", "nczfs", "mount", str(src), str(mnt), "--read-only",
-                    "-o", f"nc_files=netcdf4,cache_dir={cache}"], check=True, env=env)
+                    "-o", f"nc_files=netcdf4,cache_dir={cache}"], check=True, env=env, cwd=where)
     try:
         pid = daemon_pid(mnt)
         out = []
@@ -69,7 +71,7 @@ def one_mount(checkout: str, src: Path, mnt: Path, cache: Path, ncks: bool) -> l
         print(f"  {checkout or 'this checkout'}: ds.nc4 {size / MiB:.1f} MiB", flush=True)
         return out
     finally:
-        subprocess.run([sys.executable, "-m", "nczfs", "umount", str(mnt)], check=True, env=env)
+        subprocess.run([sys.executable, "-m", "nczfs", "umount", str(mnt)], check=True, env=env, cwd=where)
 
 
 def main() -> None:
