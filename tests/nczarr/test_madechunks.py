@@ -115,3 +115,19 @@ async def test_a_view_and_nc4_recoding_alike_share_the_made_chunks(tmp_path):
     assert below.reads == CHUNKS and made.count == CHUNKS  # the view made no chunk again
     assert shown[0].size == len(data)
     assert np.array_equal(np.frombuffer(numcodecs.Zlib().decode(data), "<f4"), values[:CHUNK])
+
+
+async def test_a_views_deflated_chunk_sizes_are_found_in_the_book_after_a_remount(tmp_path):
+    below = _Counting()
+    _lz4_dataset(below)
+
+    def view() -> PresentingStore:
+        made = MadeChunks(1 << 26, SizeBook(str(tmp_path), SOURCE))
+        return PresentingStore(ThreadedStore(below), "netcdf-4.10", ttl=60, transcode="zlib", made=made)
+
+    one = view()
+    first = [(await one.stat(f"ds/v/{i}")).size for i in range(CHUNKS)]
+    assert below.reads == CHUNKS
+    again = view()  # a remount: the sizes from the book, no chunk fetched or made
+    assert [(await again.stat(f"ds/v/{i}")).size for i in range(CHUNKS)] == first
+    assert below.reads == CHUNKS and again._recoded_chunks.made.count == 0
