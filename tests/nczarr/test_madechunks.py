@@ -12,7 +12,7 @@ import numcodecs
 import numpy as np
 import trio
 
-from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
+from nczfs.nczarr.chunks.madechunks import MadeChunks
 from nczfs.nczarr.chunks.sizebook import FILE, SizeBook
 from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
 from nczfs.nczarr.views.presenting import PresentingStore
