@@ -55,6 +55,8 @@ def test_an_empty_string_mask_reaches_ncdump_as_the_chars_fill(site):
     ds = xr.Dataset({"ident": ("x", np.array([b"ab", b"", b"cd"], dtype="S4"))})
     for fill in (b"", b"\0"):
         assert judged(site, ds, "netcdf-4.9/ncdump", ident={"_FillValue": fill}) == []
+    text = xr.Dataset({"ident": ("x", np.array(["ab", "", "cd"], dtype="U4"))})  # tst_string_data's mask
+    assert judged(site, text, "netcdf-4.9/ncdump", ident={"_FillValue": ""}) == []
 
 
 def test_strings_shown_as_chars_carry_no_nczarr_attribute(site):
