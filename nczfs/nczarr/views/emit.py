@@ -300,6 +300,8 @@ def _array_attributes(v: Variable, view: str, flavor: str, plan: Recode | str | 
     elif flavor == "zarr-v3":  # xarray: a Zarr v3 mask is the v2 fill_value
         attrs = [a for a in attrs if a.name != "_FillValue"]
     if flavor == "zarr-v3" and (missing := as_missing_value(v)) is not None:
+        if view == "xarray":  # zarr-python reads a missing chunk of a null fill_value as 0, not as this
+            missing = Attribute("_FillValue", missing.nctype, missing.value)
         attrs = [*(a for a in attrs if a.name not in ("_FillValue", "missing_value")), missing]
     return [*attrs, *type_attributes(v, view, plan)]
 
@@ -310,7 +312,8 @@ def _array_objects(v: Variable, root: bool, view: str, from_v3: bool, plan: Reco
     zarray = _zarray(v, from_v3, view, plan if isinstance(plan, Recode) else None)
     if not v.shape and view != "xarray":
         v.scalar = True  # a zero-rank Zarr array, shown as an NCZarr scalar
-    names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if v.shape else [])
+    # a scalar's one element along _scalar_, as netCDF-C writes it (zarr-python needs a name per axis)
+    names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if zarray["shape"] else [])
     zattrs = dict(values)
     if view != "netcdf-4.9" or root:
         zattrs["_ARRAY_DIMENSIONS"] = names
