@@ -55,10 +55,10 @@ def generate() -> dict[str, str]:
     import nczfs
     from nczfs.cli.parser import build_parser
 
-    from nczfs.config import OPTION_HELP
+    from nczfs.config import option_help
 
     options = "[MOUNT OPTIONS]\nGiven as -o OPT[,OPT...] to nczfs mount, mount(8) or in fstab.\n" + "".join(
-        f".TP\n.B {form}\n{text}\n" for form, text in OPTION_HELP)
+        f".TP\n.B {form}\n{text}\n" for form, text in option_help())
     include = ROOT / "build" / "nczfs-man-include.txt"
     include.parent.mkdir(exist_ok=True)
     include.write_text(options.replace("-", "\\-") + "\n" + EXTRA)

@@ -27,10 +27,10 @@ def module_name(path: Path) -> str:
 #: subpackages). A module imports from its own layer and the layers below, never from one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("toolbox", ("nczfs.errors", "nczfs.locks", "nczfs.background", "nczfs.budgets", "nczfs.logs", "nczfs.metrics",
-                 "nczfs.mounttable", "nczfs.urlparams")),
+                 "nczfs.mounttable", "nczfs.urlparams", "nczfs.optionvalues")),
     ("store", ("nczfs.store",)),
     ("cache", ("nczfs.cache",)),
-    ("mount description", ("nczfs.source", "nczfs.optionvalues", "nczfs.config")),
+    ("mount description", ("nczfs.source", "nczfs.config")),
     ("nczarr metadata", ("nczfs.nczarr.metadata",)),
     ("nczarr chunks", ("nczfs.nczarr.chunks",)),
     ("nczarr views and files", ("nczfs.nczarr.views", "nczfs.nczarr.ncfile")),
@@ -45,11 +45,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 #: upward imports not mended yet, each ``(importer, imported): why``; only ever shorter
 UPWARD: dict[tuple[str, str], str] = {
-    # a backend's options are built from the MountConfig until each backend declares its own -o
-    # rows (issue 47); only annotations name it (under TYPE_CHECKING)
-    ("nczfs.store.registry", "nczfs.config"): "openers take the MountConfig",
-    ("nczfs.store.s3.options", "nczfs.config"): "S3Options.of(MountConfig)",
-    ("nczfs.store.s3.cloud", "nczfs.config"): "CloudOptions.of(MountConfig)",
 }
 
 

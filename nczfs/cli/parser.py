@@ -9,7 +9,7 @@ import sys
 
 import nczfs
 from nczfs import logs
-from nczfs.config import OPTION_HELP
+from nczfs.config import option_help
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,8 +127,8 @@ def source_options(p: argparse.ArgumentParser) -> None:
 
 
 def options_epilog() -> str:
-    width = max(len(form) for form, _ in OPTION_HELP)
-    lines = [f"  {form:<{width}}  {text}" for form, text in OPTION_HELP]
+    width = max(len(form) for form, _ in option_help())
+    lines = [f"  {form:<{width}}  {text}" for form, text in option_help()]
     return "mount options (-o):\n" + "\n".join(lines) + f"\n\nmore: man nczfs; the documents in {docs_dir()}"
 
 
