@@ -170,12 +170,13 @@ def _local(given: Given, body: str, backend: Backend | None) -> tuple[Backend, G
     if given.scheme == "file":
         backend = None  # netCDF-C's: a path, any local backend's
     if backend is not None and given.chosen not in (None, backend.name):
-        raise SourceError(f"{given.text}: {given.scheme}:// URLs name {backend.noun or backend.name + ' sources'}; mode names {given.chosen}")
+        raise SourceError(f"{given.text}: {given.scheme}:// URLs name {backend.noun or backend.name + ' sources'}; "
+                          f"mode names {given.chosen}")
     ext = os.path.splitext(path)[1].lower()
     backend = (backend or BACKENDS.get(given.chosen or "")
                or next((b for b in BACKENDS.values() if ext in b.suffixes), None)
                or next(b for b in BACKENDS.values() if b.paths))
     if not backend.local:
-        raise SourceError(f"{given.text}: mode {given.words} needs a URL ({', '.join(s + '://' for s in backend.schemes)}), "
-                          f"not a local path")
-    return backend, dataclasses.replace(given, path=path, chosen=given.chosen if given.chosen != backend.name else None)
+        schemes = ", ".join(s + "://" for s in backend.schemes)
+        raise SourceError(f"{given.text}: mode {given.words} needs a URL ({schemes}), not a local path")
+    return backend, dataclasses.replace(given, path=path)
