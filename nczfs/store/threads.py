@@ -201,6 +201,9 @@ class ThreadedStore(Store):
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         return await self._call(self.impl.set_meta, key, changes, is_dir)
 
+    def write_meta(self, key: str, meta: Meta | None) -> None:
+        self.impl.write_meta(key, meta)
+
     async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         return await self._call(self.impl.make_node, key, meta, target)
 
