@@ -154,6 +154,11 @@ class SyncStore(abc.ABC):
         NotSupported where the medium keeps none (for that kind of entry)."""
         raise NotSupported(f"{key!r}: this store keeps no file attributes")
 
+    def write_meta(self, key: str, meta: Meta | None) -> None:
+        """The attributes the writes of ``key`` store with its object from now on (None: none
+        again), where the object holds them (S3: its user metadata); a write that stored them
+        says so in its ``ObjectInfo.meta``. Other stores ignore it (no I/O)."""
+
     def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         """Create a symlink to ``target`` (``meta.mode`` says S_IFLNK) or a special file (fifo,
         socket, device: ``meta.mode`` and ``meta.rdev``) at ``key``, with these attributes.
@@ -267,6 +272,9 @@ class Store(abc.ABC):
 
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         raise NotSupported(f"{key!r}: this store keeps no file attributes")
+
+    def write_meta(self, key: str, meta: Meta | None) -> None:
+        """``SyncStore.write_meta`` (no I/O)."""
 
     async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         raise NotSupported(f"{key!r}: this store holds regular files only")

@@ -168,6 +168,9 @@ class WrapperStore(Store):
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         return await self._write("set_meta", (key,), _below(self.inner.set_meta, (key,), changes, is_dir))
 
+    def write_meta(self, key: str, meta: Meta | None) -> None:
+        self.inner.write_meta(key, meta)
+
     async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         return await self._write("make_node", (key,), _below(self.inner.make_node, (key,), meta, target))
 
