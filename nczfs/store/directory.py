@@ -11,9 +11,8 @@ only over the version expected: :mod:`.fileversions`. The tree holds everything 
 does: modes, owners and times are the files' own (``live_meta``), and symlinks, fifos, sockets,
 device nodes and hard links are real ones; the final name of a key is never followed.
 
-A key whose backing path would be longer than the kernel takes (PATH_MAX, 4,096 bytes) is
-reached from the root one directory at a time (``openat``: :mod:`.longpaths`), so every path the
-mount accepts works whatever the length of the root's own path.
+A key whose backing path is longer than the kernel takes (PATH_MAX) is reached one directory at
+a time (``openat``: :mod:`.longpaths`), whatever the length of the root's own path.
 """
 
 from __future__ import annotations
@@ -60,6 +59,8 @@ class DirectoryStore(LongPaths, SyncStore):
     checks_writes = True
     #: a delete with ``if_version`` compares the file's ``lstat`` right before the unlink
     checks_deletes = True
+    #: a fault hook for tests: run with the key between a rename's version check and the rename
+    before_replace: Callable[[str], None] | None = None
 
     def __init__(self, root: str, read_only: bool = False):
         root = os.path.abspath(root)
@@ -236,7 +237,7 @@ class DirectoryStore(LongPaths, SyncStore):
         """Rename the temp file ``p`` (in ``d``) over ``key`` (``if_version``: :func:`replace_if`)."""
         with self._at(key) as (dst, dst_fd):
             replace_if(key, lambda call: call(p, dst, src_dir_fd=d, dst_dir_fd=dst_fd),
-                       lambda: self._stat_or_none(key), if_version)
+                       lambda: self._stat_or_none(key), if_version, self.before_replace)
 
     def _rewrite_in_place(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
         try:
@@ -248,14 +249,16 @@ class DirectoryStore(LongPaths, SyncStore):
         except OSError as exc:
             raise from_os_error(key, exc) from exc
 
-    def truncate(self, key: str, size: int) -> ObjectInfo:
-        """Cut or extend the file in place (extended with a hole: no zeros are written)."""
+    def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
+        """Cut or extend the file in place (extended with a hole: no zeros are written); with
+        ``if_version``, only while the file opened is that version (its ``fstat``)."""
         check_key(key)
         self.check_writable(key)
         try:
             with self._at(key) as (p, d):
                 fd = os.open(p, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=d)
             try:
+                check_version(key, os.fstat(fd) if if_version is not None else None, if_version)
                 os.ftruncate(fd, size)
                 return _info(key, os.fstat(fd))
             finally:
@@ -310,7 +313,8 @@ class DirectoryStore(LongPaths, SyncStore):
                 self._makedirs(parent_of(dst))
             except OSError as exc:
                 raise from_os_error(dst, exc) from exc
-            replace_if(dst, lambda call: self._between(call, src, dst), lambda: self._stat_or_none(dst), if_version)
+            replace_if(dst, lambda call: self._between(call, src, dst), lambda: self._stat_or_none(dst), if_version,
+                       self.before_replace)
 
     def rename_dir(self, src: str, dst: str) -> None:
         with self._moving(src, dst):
