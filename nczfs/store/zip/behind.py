@@ -78,7 +78,7 @@ class Behind:
             return
         changed = ({k for k in before.keys() | self._archived.keys() if before.get(k) != self._archived.get(k)}
                    if self.checks_writes else set())  # -o overwrite=last_writer_wins: the mount's apply on top
-        moved = rebased(records, changed)
+        moved = rebased(records, changed, known=set(before))
         try:
             for record in moved.records:
                 self._apply(record)
@@ -94,7 +94,8 @@ class Behind:
         for key, op in moved.dropped:
             log.error("%s: another program changed %r in the archive since this mount read it: the mount's "
                       "%s of it is dropped, the other program's version stays", self.path, key,
-                      {"del": "removal", "meta": "change of attributes"}.get(op, f"{op} of the version it read"))
+                      {"del": "removal", "meta": "change of attributes", "mvdir": "move with its directory"}.get(
+                          op, f"{op} of the version it read"))
 
     def _check_version(self, key: str, if_version: str | None) -> None:
         """Conflict unless the object ``key`` is version ``if_version`` (ABSENT: none; None: any)."""
