@@ -3,8 +3,9 @@
 A regular file's version is its inode number, mtime (ns) and size (:func:`version_of`): a rename
 over it (every atomic rewrite: the mount's own, zarr's, an editor's) makes a new inode, a write in
 place a new mtime or size. ``ctime`` is left out so that a ``chmod`` makes no new version. Blind
-spot: a write in place that keeps the size within one tick of the kernel's file clock (some ms)
-after the version was taken.
+spot, before Linux 6.13's multigrain timestamps (or on a file system without them): a write in
+place that keeps the size within one tick of the kernel's coarse clock after the version was
+taken (docs/SEMANTICS.md).
 
 :func:`replace_if` renames a new file over a name only while the name is still version V, in
 one step where it can: ``renameat2(RENAME_EXCHANGE)`` swaps the new file with the one there, and
@@ -48,14 +49,13 @@ def replace_if(key: str, rename: Callable[[Callable[..., None]], None], current:
                if_version: str | None, between: Callable[[str], None] | None = None) -> None:
     """``rename(call)`` (which runs ``call(src, dst, src_dir_fd=, dst_dir_fd=)``) over ``key``:
     only while ``current()`` (its ``lstat``, None if absent) is version ``if_version`` (None: any).
-    ``between(key)``: a fault hook run after the first check, right before the rename (tests)."""
+    ``between(key)``: a fault hook run right before the rename (tests)."""
     if if_version == ABSENT:
         try:
             rename(rename_noreplace)
         except FileExistsError:
             raise Conflict(key, ABSENT, version_of(current())) from None
         return
-    check_version(key, current() if if_version is not None else None, if_version)
     if between is not None:
         between(key)
     if if_version is None:
@@ -76,7 +76,7 @@ def _swap_if(key: str, src: str, dst: str, if_version: str, src_dir_fd: int | No
     try:
         if not rename_exchange(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd):
             return False
-    except FileNotFoundError:  # ``src`` was there a moment ago: ``dst`` was removed since the check
+    except FileNotFoundError:  # ``src`` was there a moment ago: ``dst`` was removed meanwhile
         raise Conflict(key, if_version, "") from None
     out = os.stat(src, dir_fd=src_dir_fd, follow_symlinks=False)
     if version_of(out) == if_version:

@@ -262,3 +262,29 @@ def test_a_truncate_cuts_only_the_version_it_names(tmp_path):
     cut = s.truncate("t", 7, if_version=s.stat("t").etag)
     assert (tmp_path / "t").read_bytes() == b"another" and cut.etag == s.stat("t").etag
     assert s.truncate("t", 3).size == 3  # no version named: cut whatever is there
+
+
+def _kernel() -> tuple[int, ...]:
+    import platform
+    import re
+
+    return tuple(int(n) for n in re.findall(r"\d+", platform.release())[:2])
+
+
+@pytest.mark.skipif(_kernel() < (6, 13), reason="multigrain timestamps came with Linux 6.13")
+def test_a_write_in_place_right_after_the_version_was_taken_is_a_new_version(tmp_path):
+    """A file whose mtime was read (the ``stat`` that took its version) gets a fine-grained mtime
+    at its next change (Linux 6.13's multigrain timestamps, on ext4 here): a write in place of
+    the same size right after is a new version, never within one tick of the coarse clock."""
+    s = DirectoryStore(str(tmp_path))
+    s.set("t", b"0" * 16)
+    fd = os.open(tmp_path / "t", os.O_WRONLY)
+    try:
+        unseen = 0
+        for n in range(2000):
+            version = s.stat("t").etag
+            os.pwrite(fd, b"%016d" % n, 0)
+            unseen += s.stat("t").etag == version
+    finally:
+        os.close(fd)
+    assert unseen == 0
