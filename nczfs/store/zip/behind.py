@@ -47,14 +47,15 @@ class Behind:
     def _note_central_directory(self, fd: int, start: int) -> None:
         self._cd = (start, _digest(fd, start))
 
-    def _unchanged(self) -> bool:
-        """Is the archive still the one read: its ``stat``, and its central directory's bytes?"""
-        if self._archive_ident() != self._ident:
+    def _unchanged(self, path: str | None = None) -> bool:
+        """Is the archive (or the file at ``path``: the archive swapped out by a commit) still the
+        one read: its ``stat``, and its central directory's bytes?"""
+        if self._archive_ident(path) != self._ident:
             return False
         if self._ident is None or self._cd is None:
             return True
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(path or self.path, os.O_RDONLY)
         except FileNotFoundError:
             return False
         try:
