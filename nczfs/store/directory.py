@@ -29,12 +29,9 @@ from nczfs.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupporte
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, parent_of
 from nczfs.store.longpaths import LongPaths
-from nczfs.store.fileversions import check_version, replace_if, version_of
+from nczfs.store.fileversions import TMP_MARK, check_version, keep_attributes, remove_if, replace_if, version_of
 from nczfs.store.pieces import copy_sparse
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
-
-#: temporary files of in-flight writes; never listed
-TMP_MARK = ".nczfs-tmp-"
 
 
 def meta_of(st: os.stat_result) -> Meta:
@@ -216,7 +213,7 @@ class DirectoryStore(LongPaths, SyncStore):
                 written = True
                 if old is not None and stat_mod.S_ISREG(old.st_mode):
                     try:
-                        _keep_attributes(fd, old)
+                        keep_attributes(fd, old)
                     except BaseException:
                         os.close(fd)
                         raise
@@ -274,12 +271,12 @@ class DirectoryStore(LongPaths, SyncStore):
             call(p, dir_fd=d)
 
     def delete(self, key: str, if_version: str | None = None) -> None:
-        if if_version is not None:
-            st = self._stat_or_none(key)
-            if st is not None:
-                check_version(key, st, if_version)
+        st = self._stat_or_none(key) if if_version is not None else None
+        if st is not None:
+            check_version(key, st, if_version)
         try:
-            self._remove(os.unlink, key)
+            self._remove(os.unlink if st is None else
+                         lambda p, dir_fd: remove_if(key, p, dir_fd, if_version, self.before_replace), key)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             pass  # no object of that name (a parent is a file, or it is a directory)
         except OSError as exc:
@@ -392,9 +389,3 @@ class DirectoryStore(LongPaths, SyncStore):
         st = os.statvfs(self.root)
         return FsStats(st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize, st.f_files, st.f_favail)
 
-
-def _keep_attributes(fd: int, old: os.stat_result) -> None:
-    """Give a new file (the temp file of a rewrite) the mode and owner of the file it replaces."""
-    with contextlib.suppress(OSError):
-        os.fchown(fd, old.st_uid, old.st_gid)
-    os.fchmod(fd, stat_mod.S_IMODE(old.st_mode))

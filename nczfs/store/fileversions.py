@@ -15,18 +15,24 @@ name still holds the new file) and the rename is refused. Where the file system 
 cannot swap, the name's ``lstat`` is compared with V right before a plain rename (a change another
 program makes between the two, a few microseconds, is replaced). A rename made only where no file
 is (ABSENT) cannot replace one: ``renameat2(RENAME_NOREPLACE)`` or a hard link, one step
-(:mod:`.noreplace`).
+(:mod:`.noreplace`). :func:`remove_if` unlinks a file only while it is version V the same way: it
+is renamed aside first, compared there, and put back if it is another.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
+import uuid
 from typing import Callable
 
 from nczfs.errors import Conflict
 from nczfs.store.noreplace import rename_exchange, rename_noreplace
 from nczfs.store.values import ABSENT
+
+#: temporary files of in-flight writes (and of files being removed); never listed
+TMP_MARK = ".nczfs-tmp-"
 
 
 def version_of(st: os.stat_result | None) -> str:
@@ -86,3 +92,31 @@ def _swap_if(key: str, src: str, dst: str, if_version: str, src_dir_fd: int | No
     if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
         rename_exchange(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)  # back: the new file at src again
     raise Conflict(key, if_version, version_of(out))
+
+
+def remove_if(key: str, path: str, dir_fd: int | None, if_version: str, between: Callable[[str], None] | None = None
+              ) -> None:
+    """Unlink the file ``path`` (in ``dir_fd``) only while it is version ``if_version``: it is
+    renamed aside to a temp name first (one step), compared there and removed; another version
+    is put back (where no file took the name meanwhile) and refused (Conflict)."""
+    if between is not None:
+        between(key)
+    head = path.rpartition("/")[0]
+    aside = f"{head}/{TMP_MARK}{uuid.uuid4().hex}" if head else f"{TMP_MARK}{uuid.uuid4().hex}"
+    os.rename(path, aside, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    out = os.stat(aside, dir_fd=dir_fd, follow_symlinks=False)
+    if version_of(out) == if_version:
+        os.unlink(aside, dir_fd=dir_fd)
+        return
+    try:
+        rename_noreplace(aside, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except FileExistsError:  # a newer file took the name meanwhile: the one moved aside is older
+        os.unlink(aside, dir_fd=dir_fd)
+    raise Conflict(key, if_version, version_of(out))
+
+
+def keep_attributes(fd: int, old: os.stat_result) -> None:
+    """Give a new file (the temp file of a rewrite) the mode and owner of the file it replaces."""
+    with contextlib.suppress(OSError):
+        os.fchown(fd, old.st_uid, old.st_gid)
+    os.fchmod(fd, stat_mod.S_IMODE(old.st_mode))

@@ -198,11 +198,12 @@ OTHER_PROCESS = {
 
 
 @pytest.mark.parametrize("how", sorted(OTHER_PROCESS))
-@pytest.mark.parametrize("op", ["set", "rename"])
+@pytest.mark.parametrize("op", ["set", "rename", "delete"])
 def test_a_change_between_the_check_and_the_rename_is_not_replaced(tmp_path, how, op):
     """Another process changes the file right after the version was compared, right before the
     rename (the store's fault hook runs it there): the swap (``RENAME_EXCHANGE``) finds it, puts
-    the other process's file back and refuses the write; nothing of the mount's is left behind."""
+    the other process's file back and refuses the write; nothing of the mount's is left behind.
+    An unlink the same: the file is renamed aside first, found changed and put back."""
     import subprocess
     import sys
 
@@ -217,16 +218,19 @@ def test_a_change_between_the_check_and_the_rename_is_not_replaced(tmp_path, how
     if op == "rename":
         (tmp_path / "zarr.partial").write_bytes(b"mine")
     with pytest.raises(Conflict) as refused:
-        s.set("t", b"mine", if_version=seen) if op == "set" else s.rename("zarr.partial", "t", if_version=seen)
+        {"set": lambda: s.set("t", b"mine", if_version=seen), "delete": lambda: s.delete("t", if_version=seen),
+         "rename": lambda: s.rename("zarr.partial", "t", if_version=seen)}[op]()
     assert refused.value.expected == seen and refused.value.found == s.stat("t").etag != seen
     assert (tmp_path / "t").read_bytes() == (b"THEIRS" if how == "in-place" else b"theirs")
-    assert sorted(p.name for p in tmp_path.iterdir()) == (["t"] if op == "set" else ["t", "zarr.partial"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["t", "zarr.partial"] if op == "rename" else ["t"])
     if op == "rename":
         assert (tmp_path / "zarr.partial").read_bytes() == b"mine"
     s.before_replace = None
     s.set("t", b"mine", if_version=s.stat("t").etag)  # the version there now: replaced, the old one gone
     assert (tmp_path / "t").read_bytes() == b"mine"
-    assert sorted(os.listdir(tmp_path)) == (["t"] if op == "set" else ["t", "zarr.partial"])
+    assert sorted(os.listdir(tmp_path)) == (["t", "zarr.partial"] if op == "rename" else ["t"])
+    s.delete("t", if_version=s.stat("t").etag)  # the version there: removed
+    assert sorted(os.listdir(tmp_path)) == (["zarr.partial"] if op == "rename" else [])
 
 
 def test_without_rename_exchange_the_version_is_compared_right_before_the_rename(tmp_path, monkeypatch):
