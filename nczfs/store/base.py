@@ -174,9 +174,10 @@ class SyncStore(abc.ABC):
         medium has none (the caller may copy instead)."""
         raise NotSupported(f"{src!r}: this store has no hard links")
 
-    def truncate(self, key: str, size: int) -> ObjectInfo:
-        """Cut or extend (with a hole where the medium has them) the object ``key`` in place.
-        NotSupported where objects are only written whole (the caller rewrites it)."""
+    def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
+        """Cut or extend (with a hole where the medium has them) the object ``key`` in place, only
+        while it is version ``if_version`` (None: any; else Conflict). NotSupported where objects
+        are only written whole (the caller rewrites it)."""
         raise NotSupported(f"{key!r}: objects are written whole")
 
     def forget_dir(self, prefix: str) -> None:
@@ -285,7 +286,7 @@ class Store(abc.ABC):
     async def link(self, src: str, dst: str) -> ObjectInfo:
         raise NotSupported(f"{src!r}: this store has no hard links")
 
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
+    async def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
         raise NotSupported(f"{key!r}: objects are written whole")
 
     def counters(self) -> dict[str, int]:

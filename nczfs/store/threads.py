@@ -246,8 +246,8 @@ class ThreadedStore(Store):
     async def link(self, src: str, dst: str) -> ObjectInfo:
         return await self._call(self.impl.link, src, dst)
 
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
-        return await self._call(self.impl.truncate, key, size)
+    async def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
+        return await self._call(self.impl.truncate, key, size, if_version)
 
     async def sync(self) -> None:
         await self._call(self.impl.sync)

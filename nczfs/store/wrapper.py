@@ -177,8 +177,8 @@ class WrapperStore(Store):
     async def link(self, src: str, dst: str) -> ObjectInfo:
         return await self._write("link", (src, dst), _below(self.inner.link, (src, dst)))
 
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
-        return await self._write("truncate", (key,), _below(self.inner.truncate, (key,), size))
+    async def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
+        return await self._write("truncate", (key,), _below(self.inner.truncate, (key,), size, if_version=if_version))
 
     async def sync(self) -> None:
         await self.inner.sync()
