@@ -275,8 +275,8 @@ class DirectoryStore(LongPaths, SyncStore):
         if st is not None:
             check_version(key, st, if_version)
         try:
-            self._remove(os.unlink if st is None else
-                         lambda p, dir_fd: remove_if(key, p, dir_fd, if_version, self.before_replace), key)
+            self._remove(os.unlink if st is None or if_version is None else
+                         lambda p, dir_fd, v=if_version: remove_if(key, p, dir_fd, v, self.before_replace), key)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             pass  # no object of that name (a parent is a file, or it is a directory)
         except OSError as exc:

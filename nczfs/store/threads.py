@@ -52,7 +52,7 @@ async def run_store_call(fn: Callable[..., T], *args: Any, limiter: trio.Capacit
                 token.run_sync_soon(trio.lowlevel.reschedule, task, result)
 
         trio.lowlevel.start_thread_soon(functools.partial(contextvars.copy_context().run, fn, *args), deliver)
-        return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)  # type: ignore[no-any-return]  # fn's result
+        return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
     finally:
         limiter.release_on_behalf_of(placeholder)
 

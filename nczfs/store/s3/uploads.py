@@ -109,7 +109,7 @@ class MultipartUploads:
         mark = f"?{time.time():.6f}"
         self._log_upload("opened", mark, s3_key)
         self._attempts.unanswered = False
-        meta, headers = self._meta_to_write(key)  # type: ignore[attr-defined]  # PosixMeta's, a part of S3Store too
+        meta, headers = self._meta_to_write(key)
         try:
             upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, Metadata=headers,
                                                             **self.options.writes())["UploadId"]

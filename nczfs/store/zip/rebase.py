@@ -39,7 +39,7 @@ class _Moving:
     """The records moved one by one; ``keys``: the objects the mount has after each (from
     ``known``, the keys of the archive it read), to tell which members a directory's rename moves."""
 
-    def __init__(self, changed: set[str], known: set[str], now: float | None):
+    def __init__(self, changed: set[str], known: set[str] | frozenset[str], now: float | None):
         self.changed, self.keys, self.now = changed, set(known), now
         self.out = Rebased()
         self.moved: dict[str, str] = {}  # key -> the conflict name the mount's object of it went to
@@ -118,7 +118,7 @@ class _Moving:
         return rec
 
 
-def rebased(records: list[dict], changed: set[str], now: float | None = None, known: set[str] = frozenset()) -> Rebased:
+def rebased(records: list[dict], changed: set[str], now: float | None = None, known: set[str] | frozenset[str] = frozenset()) -> Rebased:
     """``records`` as they apply to an archive whose objects ``changed`` are not what they were
     (``known``: the objects of the archive the records were made on)."""
     moving = _Moving(changed, known, now)
