@@ -168,14 +168,17 @@ class WrapperStore(Store):
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         return await self._write("set_meta", (key,), _below(self.inner.set_meta, (key,), changes, is_dir))
 
+    def write_meta(self, key: str, meta: Meta | None) -> None:
+        self.inner.write_meta(key, meta)
+
     async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         return await self._write("make_node", (key,), _below(self.inner.make_node, (key,), meta, target))
 
     async def link(self, src: str, dst: str) -> ObjectInfo:
         return await self._write("link", (src, dst), _below(self.inner.link, (src, dst)))
 
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
-        return await self._write("truncate", (key,), _below(self.inner.truncate, (key,), size))
+    async def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
+        return await self._write("truncate", (key,), _below(self.inner.truncate, (key,), size, if_version=if_version))
 
     async def sync(self) -> None:
         await self.inner.sync()
