@@ -6,18 +6,18 @@ order, one per thread of the pool, so one reader's chunks decode on every core."
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 import math
 from typing import Awaitable, Callable
-
-import trio
 
 from nczfs import background
 from nczfs.errors import KeyNotFound
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.views.datasetview import DatasetView
+from nczfs.singleflight import SingleFlight
 from nczfs.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class RecodedChunks:
         #: recoded chunks by (stored key, stored version, recode), least recently used first
         self._held: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
         self.bytes_held = 0
-        self._making: dict[tuple, trio.Event] = {}
+        self._making: SingleFlight[tuple, bytes] = SingleFlight(lambda ident: repr(ident[0]))
         #: chunks made so far
         self.count = 0
         #: view keys being made ahead of a reader
@@ -84,24 +84,17 @@ class RecodedChunks:
         """The shown chunk ``key``: ``plan`` applied to the stored chunk ``fetch`` gets (whose
         version ``ident`` names)."""
         ident = (*ident, plan.token)
-        while True:
-            held = self._held.get(ident)
-            if held is not None:
-                self._held.move_to_end(ident)
-                return held
-            waiting = self._making.get(ident)
-            if waiting is None:
-                break
-            await waiting.wait()  # made elsewhere; if that failed, this reader tries itself
-        done = self._making[ident] = trio.Event()
-        try:
-            data = await decoding.decode(plan.apply, await fetch(), key)
-            self.count += 1
-            self._keep(ident, data)
-            return data
-        finally:
-            del self._making[ident]
-            done.set()
+        held = self._held.get(ident)
+        if held is not None:
+            self._held.move_to_end(ident)
+            return held
+        return await self._making.run(ident, functools.partial(self._make, key, plan, ident, fetch))
+
+    async def _make(self, key: str, plan: Recode, ident: tuple, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
+        data = await decoding.decode(plan.apply, await fetch(), key)
+        self.count += 1
+        self._keep(ident, data)
+        return data
 
     def _keep(self, ident: tuple, data: bytes) -> None:
         self._held[ident] = data
