@@ -228,12 +228,12 @@ class CachingStore(WrapperStore):
         finally:
             self._written(keys[0], None)
 
-    async def _rename(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> None:
+    async def _rename(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> ObjectInfo:
         src, dst = keys
         self._touch(src)
         self._touch(dst)
         try:
-            await call()
+            return await call()
         finally:
             self._written(src, None)
             self._touch(dst)

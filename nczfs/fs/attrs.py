@@ -339,14 +339,15 @@ class Attributes:
         if node.content is not None and node.content.base == old:
             node.content.base = info.etag
 
-    async def moved(self, node: Node, path: str) -> None:
-        """``node``'s object was renamed to ``path`` while a descriptor holds its content: where
-        the store made the moved object a new version (a copy: GCS, Azure, memory), the content's
-        next write replaces that one, not the version it was opened at (one ``stat``)."""
+    def moved(self, node: Node, info: ObjectInfo) -> None:
+        """``node``'s object was renamed (``info``: the moved object's, as the rename answered)
+        while a descriptor holds its content: where the store made the moved object a new
+        version (a copy: GCS, Azure, memory), the content's next write replaces that one, not
+        the version it was opened at."""
         content = node.content
         if not (self.store.checks_writes and content is not None and content.base and content.base != ABSENT):
             return
-        content.base = (await self.store.stat(path)).etag or None
+        content.base = info.etag or None
 
     async def _send_wanted(self, node: Node) -> None:
         """Every attribute the mount shows for ``node`` to each of its names in the store."""

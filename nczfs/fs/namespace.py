@@ -368,10 +368,10 @@ class Namespace(Listing):
         condition = conflicts.checked(ABSENT if dst is None or dst.pending else dst.seen or dst.etag) or None
         if not src.pending:
             try:
-                await self.store.rename(src_path, dst_path, if_version=condition)
+                moved = await self.store.rename(src_path, dst_path, if_version=condition)
             except Conflict as exc:
                 raise conflicts.refused_rename(src_path, exc) from None
-            await self.attrs.moved(src, dst_path)
+            self.attrs.moved(src, moved)
         elif self.writeback.deferred(src) and src.open_count == 0 and not is_temp_name(dst_path):
             await self.writeback.store_as(src, dst_path, condition)  # the temp file's one upload, under its final key
             stored_now = True

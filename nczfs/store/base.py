@@ -123,14 +123,15 @@ class SyncStore(abc.ABC):
         """``dst`` made a copy of ``src``; ``if_version``: of ``dst``, as :meth:`set`."""
         return self.set(dst, self.get(src), if_version=if_version)
 
-    def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
+    def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         """Move one object, replacing ``dst`` (``if_version``: only while ``dst`` is that version,
-        as :meth:`set`). Never loses ``src`` if the copy fails."""
+        as :meth:`set`); the moved object's info (a store that copies: the copy's version). Never
+        loses ``src`` if the copy fails."""
         if src == dst:  # copy-then-delete would delete the only copy
-            self.stat(src)
-            return
-        self.copy(src, dst, if_version=if_version)
+            return self.stat(src)
+        info = self.copy(src, dst, if_version=if_version)
         self.delete(src)
+        return info
 
     def rename_dir(self, src: str, dst: str) -> None:
         """Move every key under ``src`` to ``dst``; ``dst`` holds no keys (checked by the caller)."""
@@ -311,7 +312,8 @@ class Store(abc.ABC):
     async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo: ...
 
     @abc.abstractmethod
-    async def rename(self, src: str, dst: str, if_version: str | None = None) -> None: ...
+    async def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
+        """``SyncStore.rename``: the moved object's info."""
 
     @abc.abstractmethod
     async def rename_dir(self, src: str, dst: str) -> None: ...

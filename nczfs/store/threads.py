@@ -180,8 +180,8 @@ class ThreadedStore(Store):
     async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         return await self._call(self.impl.copy, src, dst, if_version)
 
-    async def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
-        await self._call(self.impl.rename, src, dst, if_version)
+    async def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
+        return await self._call(self.impl.rename, src, dst, if_version)
 
     async def rename_dir(self, src: str, dst: str) -> None:
         await self._call(self.impl.rename_dir, src, dst)

@@ -150,8 +150,8 @@ class WrapperStore(Store):
     async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         return await self._write("copy", (src, dst), _below(self.inner.copy, (src, dst), if_version=if_version))
 
-    async def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
-        await self._write("rename", (src, dst), _below(self.inner.rename, (src, dst), if_version=if_version))
+    async def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
+        return await self._write("rename", (src, dst), _below(self.inner.rename, (src, dst), if_version=if_version))
 
     async def rename_dir(self, src: str, dst: str) -> None:
         await self._write("rename_dir", (src, dst), _below(self.inner.rename_dir, (src, dst)))

@@ -257,7 +257,7 @@ class ViewWrites:
         return await call(await self._writable_target(keys[0]))
 
     @_logs_refusals
-    async def _rename(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> None:
+    async def _rename(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:
         """Between stored keys; onto metadata of a translated dataset: translated back, then the
         source deleted."""
         src, dst = keys
@@ -267,14 +267,15 @@ class ViewWrites:
             self._metadata_written(dst)
         if self._translated(v, dst):
             source = await self._writable_target(src)
-            await self._write_back(v, dst, await self.inner.get(source))
+            info = await self._write_back(v, dst, await self.inner.get(source))
             await self.inner.delete(source)
             self._forget(src)
-            return
+            return info
         target = await self._writable_target(dst)
-        await call(await self._writable_target(src), target, **await self._stored_condition(dst, call, target))
+        info = await call(await self._writable_target(src), target, **await self._stored_condition(dst, call, target))
         self._forget(src)
         self._forget(dst)
+        return ObjectInfo(dst, info.size, info.mtime_ns, info.etag)
 
     @_logs_refusals
     async def _move_folder(self, keys: tuple[str, ...], call: Callable[..., Awaitable[T]], data: Any = None) -> T:
