@@ -20,6 +20,7 @@ from nczfs.errors import KeyNotFound, NotSupported
 from nczfs.fs.inodes import InodeTable, Node
 from nczfs.fs.options import FsOptions
 from nczfs.store.base import Store
+from nczfs.store.capabilities import read_only_key
 from nczfs.store.values import ABSENT, Meta, ObjectInfo
 
 log = logging.getLogger(__name__)
@@ -161,7 +162,7 @@ class Attributes:
             mtime = node.mtime_ns
         perm = _first(ov.mode, stat.S_IMODE(m.mode) if m.mode is not None else None,
                       self.default_mode(node.is_dir, node.ftype))
-        if not node.is_dir and self.store.read_only_key(node.path):
+        if not node.is_dir and read_only_key(self.store, node.path):
             perm &= ~0o222
         if ov.mtime_ns is not None:
             mtime = ov.mtime_ns

@@ -29,6 +29,7 @@ from nczfs.fs.inodes import Node
 from nczfs.fs.listing import Listing
 from nczfs.fs.names import is_temp_name
 from nczfs.fs.writeback import WriteBack
+from nczfs.store.capabilities import read_only_key
 from nczfs.store.keys import check_key, join, parent_of
 from nczfs.store.values import ABSENT, Meta
 
@@ -53,7 +54,7 @@ class Namespace(Listing):
     def _writable(self, what: str) -> None:
         if self.read_only:
             raise ReadOnly(f"{what!r}: mounted read-only")
-        if self.store.read_only_key(what):
+        if read_only_key(self.store, what):
             raise ReadOnly(f"{what!r}: a read-only file")
 
     def _child_path(self, parent: Node, name: str) -> str:

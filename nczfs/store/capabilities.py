@@ -109,6 +109,76 @@ class JournalsUploads(Protocol):
         could not be aborted."""
 
 
+# ---------------------------------------------------------------------- the NCZarr layer's hooks
+# Asked of a store that has them (isinstance), through the helpers below; a wrapper has each
+# that the store below has (:func:`offer_hooks`), unless it answers it itself.
+
+
+@runtime_checkable
+class ChecksContent(Protocol):
+    """An async store whose ``set`` refuses some contents (metadata the NCZarr layer checks)."""
+
+    def checks_content(self, key: str) -> bool:
+        """Does ``set(key, ...)`` refuse some contents? Then the filesystem calls
+        :meth:`check_content` at every write() of that file, so that a refusal reaches a writer
+        that ignores what close() returns (netCDF-C does)."""
+
+    async def check_content(self, key: str, data: bytes) -> None:
+        """Raise what ``set(key, data)`` would raise because of ``data``, storing nothing; content
+        still being written (not yet a whole object) is not judged."""
+
+
+@runtime_checkable
+class HasReadOnlyKeys(Protocol):
+    def read_only_key(self, key: str) -> bool:
+        """Is ``key`` an object nothing may change (a file a wrapper makes up, as ``-o nc_files``
+        does), or a directory whose whole tree refuses writes (Icechunk's ``.icechunk`` history),
+        although the store takes others? Only keys already shown by ``entry``/``stat``/``list_dir``
+        are asked about."""
+
+
+@runtime_checkable
+class Hides(Protocol):
+    def hides(self, key: str) -> bool:
+        """Does ``key`` exist without being listed (Icechunk's ``.icechunk``)? Then its parent's
+        listing does not tell that it is missing."""
+
+
+#: each hook, by its methods
+HOOKS: dict[type, tuple[str, ...]] = {ChecksContent: ("checks_content", "check_content"),
+                                      HasReadOnlyKeys: ("read_only_key",), Hides: ("hides",)}
+
+
+def offer_hooks(store: object, below: object) -> None:
+    """Give ``store`` (a wrapper) each hook ``below`` has and ``store``'s class does not answer
+    itself: ``below``'s methods, called directly (the hooks do no I/O but ``check_content``)."""
+    for protocol, methods in HOOKS.items():
+        if isinstance(below, protocol) and not any(hasattr(type(store), m) for m in methods):
+            for method in methods:
+                setattr(store, method, getattr(below, method))
+
+
+def checks_content(store: object, key: str) -> bool:
+    """:meth:`ChecksContent.checks_content`; False for a store without the hook."""
+    return isinstance(store, ChecksContent) and store.checks_content(key)
+
+
+async def check_content(store: object, key: str, data: bytes) -> None:
+    """:meth:`ChecksContent.check_content`; nothing for a store without the hook."""
+    if isinstance(store, ChecksContent):
+        await store.check_content(key, data)
+
+
+def read_only_key(store: object, key: str) -> bool:
+    """:meth:`HasReadOnlyKeys.read_only_key`; False for a store without the hook."""
+    return isinstance(store, HasReadOnlyKeys) and store.read_only_key(key)
+
+
+def hides(store: object, key: str) -> bool:
+    """:meth:`Hides.hides`; False for a store without the hook."""
+    return isinstance(store, Hides) and store.hides(key)
+
+
 #: each fast path, by the name of its one method
 FAST_PATHS: dict[str, type] = {"stage": Stages, "open_upload": UploadsInParts, "list_tree": ListsTrees}
 

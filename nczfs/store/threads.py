@@ -19,7 +19,7 @@ import trio
 
 from nczfs.store.base import Store, SyncStore
 from nczfs.store.capabilities import (FAST_PATHS, ListsTreesBlocking, ReadsOnLoop, StagesBlocking,
-                                     UploadsInPartsBlocking, forwards_capabilities, offer_fast_paths)
+                                     UploadsInPartsBlocking, forwards_capabilities, offer_fast_paths, offer_hooks)
 from nczfs.store.forwarding import at_once, in_thread
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo, Staged, Upload
 
@@ -41,6 +41,7 @@ class ThreadedStore(Store):
     def __init__(self, impl: SyncStore, max_threads: int | None = None):
         self.impl = impl
         offer_fast_paths(self, impl, FAST_PATHS)
+        offer_hooks(self, impl)
         # sized to the backend's connection pool where it has one (S3); as many spare slots
         # for calls that waited SLOT_PATIENCE for one, and threads for both
         size = max_threads or impl.max_concurrency
@@ -175,7 +176,5 @@ class ThreadedStore(Store):
     truncate = in_thread()
     sync = in_thread()
     close = in_thread()
-    hides = at_once()
-    read_only_key = at_once()
     check_new_key = at_once()
     describe = at_once()

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Awaitable, BinaryIO, Callable, TypeVar
 
 from nczfs.store.base import Store
-from nczfs.store.capabilities import ListsTrees, Stages, UploadsInParts, forwards_capabilities, offer_fast_paths
+from nczfs.store.capabilities import (ListsTrees, Stages, UploadsInParts, forwards_capabilities, offer_fast_paths,
+                                     offer_hooks)
 from nczfs.store.forwarding import at_once, awaited, call_below, through_write
 from nczfs.store.values import DirEntry, ObjectInfo, Staged, Upload
 from nczfs.store.threads import run_blocking
@@ -39,6 +40,7 @@ class WrapperStore(Store):
     def __init__(self, inner: Store):
         self.inner = inner
         offer_fast_paths(self, inner, self.passes)
+        offer_hooks(self, inner)
 
     @property
     def below(self) -> Store:
@@ -74,16 +76,12 @@ class WrapperStore(Store):
     # ------------------------------------------------------------------ forwarded: the one table
 
     check_new_key = at_once()
-    checks_content = at_once()
-    read_only_key = at_once()
     counters = at_once()
-    hides = at_once()
     describe = at_once()
     readlink = awaited()
     get = awaited()
     get_version = awaited()
     stat = awaited()
-    check_content = awaited()
     list_dir = awaited()
     list_prefix = awaited()
     dir_exists = awaited()

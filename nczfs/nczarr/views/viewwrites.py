@@ -15,6 +15,7 @@ from nczfs.nczarr.metadata.read import DictObjects, read_dataset
 from nczfs.nczarr.metadata.validate import is_metadata_key, stale_tail_prefix
 from nczfs.nczarr.views.datasetview import DatasetView
 from nczfs.nczarr.views.emit import emit, signature
+from nczfs.store.capabilities import check_content, checks_content
 from nczfs.store.values import ABSENT, Meta, ObjectInfo
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ class ViewWrites:
         return target
 
     def checks_content(self, key: str) -> bool:
-        return is_metadata_key(key) or self.inner.checks_content(key)
+        return is_metadata_key(key) or checks_content(self.inner, key)
 
     @_logs_refusals
     async def check_content(self, key: str, data: bytes) -> None:
@@ -194,7 +195,7 @@ class ViewWrites:
                 self.translate_back(v, key, data)
                 return
             await self._writable_target(key)
-        await self.inner.check_content(key, data)
+        await check_content(self.inner, key, data)
 
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         """An object's attributes are kept on its stored key; a folder's on its own name (not on
