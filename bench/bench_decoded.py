@@ -1,6 +1,7 @@
 """The decoded judge (issue 43) over many generated datasets and netCDF-C's CDL corpus.
 
     .venv/bin/python bench/bench_decoded.py [--examples 200] [--s3] [--cdl DIR | --no-cdl] [--keep 3]
+                                            [--paths nc/netcdf4,nc/scipy]
 
 Draws ``--examples`` Hypothesis examples (fixed seed; tests/decoded/strategies.py: every dtype,
 fill, time encoding, packing, chunking, compressor xarray writes, Zarr v2 and v3, groups), writes
@@ -13,7 +14,8 @@ same way; with ``--s3`` the generated examples again on a SeaweedFS S3 mount. Pr
 table per path: examples decoded equal, equal but for documented adaptations, differing in
 metadata only, differing in data (values, dtypes, variables, or failing to open), not applicable
 (scipy on CDF-5); then the first ``--keep`` differences of each path with the example's
-variables and encodings.
+variables and encodings. ``--paths`` judges only the paths named (comma-separated, of
+tests/decoded/judge.py PATHS); ``--examples 0`` skips the generated examples.
 """
 
 from __future__ import annotations
@@ -53,19 +55,19 @@ def cdl_default() -> Path:
     return CDL_DIR
 
 
-def generated(work: Path, examples: int, keep: int) -> Tally:
+def generated(work: Path, examples: int, keep: int, paths: list[str]) -> Tally:
     backend = DirectoryBackend(work / "gen")
     backend.root.mkdir()
     site = Site(backend, {}, backend.root)
     written = write_examples(site, examples)
     tally = Tally(keep=keep)
     with mounted_views(backend, work / "gen-mnt", VIEWS) as site.roots:
-        judge_examples(site, written, list(PATHS), tally)
+        judge_examples(site, written, paths, tally)
     print(f"== generated: {len(written)} examples judged", flush=True)
     return tally
 
 
-def cdl_corpus(work: Path, cdl_dir: Path, keep: int) -> Tally:
+def cdl_corpus(work: Path, cdl_dir: Path, keep: int, paths: list[str]) -> Tally:
     """netCDF-C's CDL files through ncgen, then xarray to Zarr v2 and v3 (as the fidelity matrix)."""
     stores = work / "cdl"
     written = []
@@ -80,11 +82,11 @@ def cdl_corpus(work: Path, cdl_dir: Path, keep: int) -> Tally:
     site = Site(backend, {}, stores)
     tally = Tally(keep=keep)
     with mounted_views(backend, work / "cdl-mnt", VIEWS) as site.roots:
-        judge_examples(site, written, list(PATHS), tally)
+        judge_examples(site, written, paths, tally)
     return tally
 
 
-def on_s3(work: Path, examples: int, keep: int) -> Tally:
+def on_s3(work: Path, examples: int, keep: int, paths: list[str]) -> Tally:
     from tests.s3server import SeaweedS3
 
     server = SeaweedS3(work / "seaweed")
@@ -97,7 +99,7 @@ def on_s3(work: Path, examples: int, keep: int) -> Tally:
         written = write_examples(site, examples)  # before the mount: its cached root listing
         tally = Tally(keep=keep)
         with mounted_views(backend, work / "s3-mnt", VIEWS) as site.roots:
-            judge_examples(site, written, list(PATHS), tally)
+            judge_examples(site, written, paths, tally)
         return tally
     finally:
         server.stop()
@@ -124,18 +126,24 @@ def main() -> None:
     ap.add_argument("--cdl", type=Path, default=cdl_default())
     ap.add_argument("--no-cdl", action="store_true")
     ap.add_argument("--keep", type=int, default=3, help="differences shown per path")
+    ap.add_argument("--paths", default=",".join(PATHS), help="the paths judged, comma-separated")
     args = ap.parse_args()
+    paths = [p for p in args.paths.split(",") if p]
+    if unknown := [p for p in paths if p not in PATHS]:
+        raise SystemExit(f"bench_decoded: --paths: no path {', '.join(unknown)} (paths: {', '.join(PATHS)})")
     warnings.simplefilter("ignore")
     work = Path(tempfile.mkdtemp(prefix="bench-decoded-"))
     t0 = time.monotonic()
     print(f"# decoded judge, {datetime.date.today()}, commit {commit()}, {args.examples} examples", flush=True)
     try:
-        report(f"directory mount: {args.examples} generated examples", generated(work, args.examples, args.keep))
+        if args.examples:
+            report(f"directory mount: {args.examples} generated examples",
+                   generated(work, args.examples, args.keep, paths))
         if not args.no_cdl:
             report("directory mount: netCDF-C's CDL corpus written by xarray (Zarr v2, v3)",
-                   cdl_corpus(work, args.cdl, args.keep))
+                   cdl_corpus(work, args.cdl, args.keep, paths))
         if args.s3:
-            report(f"S3 mount: {args.examples} generated examples", on_s3(work, args.examples, args.keep))
+            report(f"S3 mount: {args.examples} generated examples", on_s3(work, args.examples, args.keep, paths))
     finally:
         stop_worker()
         shutil.rmtree(work, ignore_errors=True)

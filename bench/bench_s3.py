@@ -117,10 +117,13 @@ class Paths:
     def mount(self, label: str) -> None:
         mnt = self.mnt[label]
         if label.startswith("nczfs"):
+            env = self.env | {"PYTHONPATH": str(self.base)} if label == "nczfs-base" else self.env
+            # run in the tree whose code it is: python -m puts the working directory on sys.path
+            # before PYTHONPATH, so run from a checkout every tree would run the checkout's code
             subprocess.run([*NCZFS, "mount", f"s3://{self.bucket}", str(mnt), "--endpoint-url", self.endpoint,
                             *(["--read-only"] if label == "nczfs-ro" else []),
                             *(["-o", "direct_io"] if label == "nczfs-dio" else []), *self.nczfs_args], check=True,
-                           env=self.env | {"PYTHONPATH": str(self.base)} if label == "nczfs-base" else self.env)
+                           env=env, cwd=env.get("PYTHONPATH", "").split(os.pathsep)[0] or None)
         elif label in RCLONE_MODES:
             rclone_mount(self, label)
         else:

@@ -176,5 +176,5 @@ def open_view(source: str, present: str = "as-stored", **options: Any):
     except NczfsError as exc:
         raise MountError(str(exc)) from None
     values.setdefault("metadata_ttl", default_metadata_ttl(parsed.backend, bool(values.get("read_only"))))
-    config = MountConfig(source=parsed, mountpoint="", **values)  # type: ignore[arg-type]  # values: MountConfig fields, checked by the option table
+    config = MountConfig.of(parsed, "", **values)
     return NczfsZarrStore.open(config)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import Mapping
 
 from nczfs.budgets import DEFAULT_CACHE_DIR_SIZE
 from nczfs.errors import SourceError
@@ -19,17 +19,14 @@ from nczfs.optionvalues import (
     metrics_address,
     nc_files,
     non_negative,
-    overwrite_mode,
     parse_size,
-    positive,
     present_view,
-    sse_mode,
-    storage_class,
     transcode_mode,
     validate_mode,
 )
 from nczfs.source import Source
-from nczfs.store.registry import BACKENDS
+from nczfs.store.options import OptionRow, Rule, abspath, any_, const, flag, nonempty, to, valued
+from nczfs.store.registry import BACKENDS, Opening
 
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(
@@ -39,61 +36,77 @@ IGNORED_OPTIONS = frozenset(
 )
 
 
-#: every -o option, as ``nczfs mount --help`` and the man page list them
-OPTION_HELP = (
-    ("ro, read_only", "refuse every write with EROFS (--read-only)"),
-    ("allow_other", "let other users in; what they create is theirs (non-root: user_allow_other in /etc/fuse.conf)"),
-    ("nonempty", "mount over a directory that is not empty (refused otherwise)"),
-    ("uid=N, gid=N", "owner and group where the store keeps none (default: who mounted)"),
-    ("umask=OCTAL", "where the store keeps no mode: files 0666 & ~umask, directories 0777 & ~umask (default 022)"),
-    ("metadata_ttl=SECONDS", "reuse attributes, listings, missing names (default 1 writable S3, else 60)"),
-    ("cache_size=BYTES", "memory for cached object data, e.g. 512M (default 1/8 of RAM, 64M-1G)"),
-    ("cache_dir=DIR", "S3/reference: keep fetched data in DIR across mounts (default off)"),
-    ("cache_dir_size=BYTES", "bytes cache_dir may hold (default 10G)"),
-    ("write_memory=BYTES", "memory for pending writes of all files (default 1/8 of RAM, 64M-1G)"),
-    ("prefetch_siblings=N", "S3/reference: objects of a directory fetched ahead (default 16; 0 off)"),
-    ("list_tree_keys=N", "S3: list a dataset's tree in one request up to N keys (default 1000; 0 off)"),
-    ("direct_io", "skip the kernel's page cache (shared mmap then fails with ENODEV)"),
-    ("read_ahead_kb=KIB", "kernel readahead of the mount (default 4096)"),
-    ("decode_threads=N", "chunks decoded at once: views' recoded chunks, NAME.nc, NAME.nc4 (default 0: the cores)"),
-    ("log_file=FILE", "log to FILE (--log-file)"),
-    ("log_level=LEVEL", "error, warning, info (default), debug, trace (--log-level)"),
-    ("log_format=text|json", "log lines as text or JSON objects (--log-format)"),
-    ("debug", "log every request (log_level=trace)"),
-    ("metrics=ADDR:PORT", "serve Prometheus metrics there (--metrics)"),
-    ("endpoint_url=URL, url=URL", "S3, GCS, Azure: the server's endpoint (--endpoint-url; url= as in s3fs)"),
-    ("profile=NAME", "S3: the AWS profile (--profile)"),
-    ("region=NAME", "S3: the bucket's region (--region)"),
-    ("no_sign_request", "S3: anonymous requests (--no-sign-request)"),
-    ("use_path_request_style", "S3: path-style addressing (as in s3fs; custom endpoints always)"),
-    ("anon", "S3, GCS, Azure: anonymous requests (GCS and Azure: read-only)"),
-    ("retries=N", "object stores: attempts after the first before EIO (default 2)"),
-    ("connect_timeout=SECONDS", "object stores: seconds to connect (default 5)"),
-    ("read_timeout=SECONDS", "object stores: seconds without a byte of an answer (default 15)"),
-    ("requester_pays", "S3: requests say the requester pays"),
-    ("sse=AES256|aws:kms|aws:kms:dsse", "S3: server-side encryption of what the mount writes"),
-    ("sse_kms_key_id=KEY", "S3: the KMS key (implies sse=aws:kms)"),
-    ("storage_class=CLASS", "S3: the storage class of what the mount writes"),
-    ("overwrite=checked|last_writer_wins", "S3, GCS, Azure, directory, zip: a close replaces only the version its file "
-                                           "was opened at, else ESTALE and the data kept beside (checked, default); or "
-                                           "the last close wins"),
-    ("posix_meta", "S3: HEAD each object looked up or listed for the modes, owners, times, links in its metadata"),
-    ("google_application_credentials=FILE", "GCS: the credentials file"),
-    ("azure_storage_account=NAME", "Azure: the storage account"),
-    ("zip_layout=netcdf|flat", "zip: the layout of a new archive (default netcdf)"),
-    ("validate=strict|warn|off", "check metadata written through the mount (--validate)"),
-    ("present=VIEW", "show datasets as as-stored, netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray"),
-    ("transcode=auto|none|zlib|off", "views: chunks the reader cannot decode shown decoded (auto), all "
-                                     "decoded, re-encoded with zlib, or their arrays hidden; NAME.nc4: chunks "
-                                     "HDF5 cannot read as stored deflated (auto, zlib), unfiltered (none) or left out (off)"),
-    ("allow_root=DIR", "reference sets: local targets may lie below DIR (--allow-root)"),
-    ("branch=NAME, tag=NAME, snapshot=ID", "Icechunk: what the root shows (default branch main; a tag or snapshot: read-only)"),
-    ("commit_message=TEXT", "Icechunk: the message of the mount's commits (default: host and time)"),
-    ("virtual_chunk_container=PREFIX[=URL]", "Icechunk: read virtual chunks below PREFIX (file://, s3://, https://; repeatable)"),
-    ("nc_files, nc_files=KIND", "every dataset NAME also shows read-only netCDF files: KIND classic (the default) NAME.nc, NAME.GROUP.nc; netcdf4 one netCDF-4 (HDF5) NAME.nc4 (groups, NC_STRING, chunks as stored or deflated); both (--nc-files[=KIND])"),
-    ("nc4_plugins", "NAME.nc4 passes blosc and zstd chunks through as HDF5 filters 32001 and 32015 (readers need their plugins) instead of re-encoding them as deflate"),
-    ("rw, nofail, _netdev, x-*, ...", "mount(8)'s generic options: ignored"),
+def _row(form: str, text: str, **rules: Rule) -> OptionRow:
+    return OptionRow(form, text, rules)
+
+
+def _allow_other(out: dict, key: str, value: str) -> None:
+    out["allow_other"] = True
+
+
+def _nc_files(out: dict, key: str, value: str) -> None:
+    out.update(zip(("nc_files", "nc4_files"), nc_files(value)))
+
+
+#: the mount's own -o rows, as ``nczfs mount --help`` and the man page list them (each backend's
+#: follow: its options dataclass's ``rows``, nczfs.store.registry)
+MOUNT_ROWS = (
+    _row("ro, read_only", "refuse every write with EROFS (--read-only)",
+         ro=(any_, const("read_only", True)), read_only=(any_, const("read_only", True))),
+    _row("allow_other", "let other users in; what they create is theirs (non-root: user_allow_other in "
+                        "/etc/fuse.conf)", allow_other=(any_, _allow_other)),
+    _row("nonempty", "mount over a directory that is not empty (refused otherwise)",
+         nonempty=(flag, const("nonempty", True))),
+    _row("uid=N, gid=N", "owner and group where the store keeps none (default: who mounted)",
+         uid=(valued, to(None, integer)), gid=(valued, to(None, integer))),
+    _row("umask=OCTAL", "where the store keeps no mode: files 0666 & ~umask, directories 0777 & ~umask (default 022)",
+         umask=(valued, to("umask", lambda key, value: integer(key, value, 8)))),
+    _row("metadata_ttl=SECONDS", "reuse attributes, listings, missing names (default 1 writable S3, else 60)",
+         metadata_ttl=(valued, to("metadata_ttl", non_negative))),
+    _row("cache_size=BYTES", "memory for cached object data, e.g. 512M (default 1/8 of RAM, 64M-1G)",
+         cache_size=(valued, to("cache_size", parse_size))),
+    _row("cache_dir=DIR", "S3/reference: keep fetched data in DIR across mounts (default off)",
+         cache_dir=(nonempty, to("cache_dir", abspath))),
+    _row("cache_dir_size=BYTES", "bytes cache_dir may hold (default 10G)",
+         cache_dir_size=(valued, to("cache_dir_size", parse_size))),
+    _row("write_memory=BYTES", "memory for pending writes of all files (default 1/8 of RAM, 64M-1G)",
+         write_memory=(valued, to("write_memory", parse_size))),
+    _row("prefetch_siblings=N", "S3/reference: objects of a directory fetched ahead (default 16; 0 off)",
+         prefetch_siblings=(valued, to("prefetch_siblings", count))),
+    _row("list_tree_keys=N", "S3: list a dataset's tree in one request up to N keys (default 1000; 0 off)",
+         list_tree_keys=(valued, to("list_tree_keys", count))),
+    _row("direct_io", "skip the kernel's page cache (shared mmap then fails with ENODEV)",
+         direct_io=(flag, const("direct_io", True))),
+    _row("read_ahead_kb=KIB", "kernel readahead of the mount (default 4096)",
+         read_ahead_kb=(valued, to("read_ahead_kb", integer))),
+    _row("decode_threads=N", "chunks decoded at once: views' recoded chunks, NAME.nc, NAME.nc4 (default 0: the cores)",
+         decode_threads=(valued, to("decode_threads", count))),
+    _row("log_file=FILE", "log to FILE (--log-file)", log_file=(valued, to("log_file", abspath))),
+    _row("log_level=LEVEL", "error, warning, info (default), debug, trace (--log-level)",
+         log_level=(valued, to("log_level", lambda key, value: log_level(value)))),
+    _row("log_format=text|json", "log lines as text or JSON objects (--log-format)",
+         log_format=(valued, to("log_format", lambda key, value: log_format(value)))),
+    _row("debug", "log every request (log_level=trace)", debug=(flag, const("log_level", "trace"))),
+    _row("metrics=ADDR:PORT", "serve Prometheus metrics there (--metrics)",
+         metrics=(valued, to("metrics", lambda key, value: metrics_address(value)))),
+    _row("validate=strict|warn|off", "check metadata written through the mount (--validate)",
+         validate=(valued, to("validate", lambda key, value: validate_mode(value)))),
+    _row("present=VIEW", "show datasets as as-stored, netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray",
+         present=(valued, to("present", lambda key, value: present_view(value)))),
+    _row("transcode=auto|none|zlib|off", "views: chunks the reader cannot decode shown decoded (auto), all "
+                                         "decoded, re-encoded with zlib, or their arrays hidden; NAME.nc4: chunks "
+                                         "HDF5 cannot read as stored deflated (auto, zlib), unfiltered (none) or left "
+                                         "out (off)",
+         transcode=(valued, to("transcode", lambda key, value: transcode_mode(value)))),
+    _row("nc_files, nc_files=KIND", "every dataset NAME also shows read-only netCDF files: KIND classic (the default) "
+                                    "NAME.nc, NAME.GROUP.nc; netcdf4 one netCDF-4 (HDF5) NAME.nc4 (groups, NC_STRING, "
+                                    "chunks as stored or deflated); both (--nc-files[=KIND])",
+         nc_files=(any_, _nc_files)),
+    _row("nc4_plugins", "NAME.nc4 passes blosc and zstd chunks through as HDF5 filters 32001 and 32015 (readers need "
+                        "their plugins) instead of re-encoding them as deflate",
+         nc4_plugins=(flag, const("nc4_plugins", True))),
 )
+IGNORED_ROW = OptionRow("rw, nofail, _netdev, x-*, ...", "mount(8)'s generic options: ignored", {})
 
 
 @dataclass(frozen=True)
@@ -141,38 +154,6 @@ class MountConfig:
     read_ahead_kb: int = 4096
     #: chunks decoded at once (views' recoded chunks, .nc and .nc4 files; 0: the cores): nczarr/decoding.py
     decode_threads: int = 0
-    #: S3: endpoint URL (else the URL's host, AWS_ENDPOINT_URL or AWS), AWS profile and region
-    endpoint_url: str | None = None
-    profile: str | None = None
-    region: str | None = None
-    #: S3, GCS, Azure: send unsigned (anonymous) requests (-o anon, --no-sign-request)
-    no_sign_request: bool = False
-    #: S3: address buckets path style (``host/bucket/key``) even on AWS (s3fs's use_path_request_style);
-    #: a custom endpoint is always addressed so
-    path_style: bool = False
-    #: object stores: attempts after the first (None: 2, three in all), seconds to connect, and
-    #: seconds without a byte before an attempt is given up (None: 5 and 60)
-    retries: int | None = None
-    connect_timeout: float | None = None
-    read_timeout: float | None = None
-    #: S3: requests say the requester pays (x-amz-request-payer), as for requester-pays buckets
-    requester_pays: bool = False
-    #: S3: server-side encryption of what the mount writes ("AES256", "aws:kms", "aws:kms:dsse")
-    #: and the KMS key (its id, alias or ARN; implies aws:kms)
-    sse: str | None = None
-    sse_kms_key_id: str | None = None
-    #: S3: the storage class of what the mount writes (STANDARD_IA, INTELLIGENT_TIERING, ...)
-    storage_class: str | None = None
-    #: GCS: the credentials file (service-account key or gcloud's application-default credentials)
-    google_application_credentials: str | None = None
-    #: Azure: the storage account (else the URL's, or AZURE_STORAGE_ACCOUNT_NAME)
-    azure_storage_account: str | None = None
-    #: S3: every object looked up or listed is asked (HEAD) for the modes, owners, times and
-    #: types kept in its metadata (as s3fs-fuse does); else only what the mount wrote shows them
-    posix_meta: bool = False
-    #: S3, directory, zip: "checked": a write replaces only the object version it started from (or makes one only
-    #: where none is), conditional PUTs; "last_writer_wins": every close replaces what is there
-    overwrite: str = "checked"
     #: metadata writes: "strict" (invalid -> EINVAL), "warn" (log, store anyway) or "off"
     validate: str = "strict"
     #: metadata flavor shown: "as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1" or "xarray"
@@ -186,18 +167,19 @@ class MountConfig:
     nc4_files: bool = False
     #: NAME.nc4 passes blosc and zstd chunks through as HDF5's registered filters (not decoded)
     nc4_plugins: bool = False
-    #: layout of a zip archive the mount creates: "netcdf" (default) or "flat" (zarr-python's)
-    zip_layout: str | None = None
-    #: directories local reference targets may lie in (reference backend; default: the JSON's directory)
-    allow_roots: tuple[str, ...] = ()
-    #: Icechunk: what the mount root shows (a branch, default main; a tag or snapshot mounts
-    #: read-only), the message of the commits it makes, and the virtual chunk containers
-    #: (``PREFIX[=URL]``) whose chunks it may read
-    branch: str | None = None
-    tag: str | None = None
-    snapshot: str | None = None
-    commit_message: str | None = None
-    virtual_chunk_containers: tuple[str, ...] = ()
+    #: the values of the -o rows its backend declares (and of the flags alike: --endpoint-url, ...),
+    #: by name, read by the backend's options dataclass (nczfs.store.registry)
+    backend_options: Mapping[str, object] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, source: Source, mountpoint: str, **values: object) -> MountConfig:
+        """The config of these values: MountConfig fields, and a backend's options (-o values)."""
+        fields, backend_options = split_values(values)
+        return cls(source=source, mountpoint=mountpoint, backend_options=backend_options, **fields)  # type: ignore[arg-type]  # values: MountConfig fields, checked by the option table
+
+    def opening(self) -> Opening:
+        """What the backend is opened with."""
+        return Opening(self.source, self.mountpoint, self.read_only, self.backend_options)
 
 
 def parse_options(opts: list[str]) -> dict[str, object]:
@@ -218,7 +200,7 @@ def _option(out: dict[str, object], item: str) -> None:
     # and userspace options (x-systemd.*, x-gvfs-*: libmount's "x-" convention)
     if key in IGNORED_OPTIONS or key.startswith("x_"):
         return
-    rule = OPTIONS.get(key)
+    rule = option_rules().get(key)
     if rule is not None and rule[0](bool(eq), value):
         rule[1](out, key, value)
     elif _is_option_key(key):
@@ -227,126 +209,49 @@ def _option(out: dict[str, object], item: str) -> None:
         raise SourceError(f"-o {item}: unknown mount option")
 
 
-Applies = Callable[[bool, str], bool]
-Apply = Callable[[dict, str, str], None]
+def option_rows() -> list[OptionRow]:
+    """Every -o row: the mount's own, then those of every registered backend (each once), then
+    mount(8)'s generic options (``nczfs mount --help``, the man page and the README list these)."""
+    rows = list(MOUNT_ROWS)
+    for backend in BACKENDS.values():
+        rows += [row for row in backend.rows if row not in rows]
+    return [*rows, IGNORED_ROW]
 
 
-def _any(eq: bool, value: str) -> bool:
-    return True
+def option_help() -> list[tuple[str, str]]:
+    """``(form, help)`` of every -o row."""
+    return [(row.form, row.help) for row in option_rows()]
 
 
-def _flag(eq: bool, value: str) -> bool:
-    return not eq
+def option_rules() -> dict[str, Rule]:
+    """Every -o key and its rule."""
+    return {key: rule for row in option_rows() for key, rule in row.rules.items()}
 
 
-def _valued(eq: bool, value: str) -> bool:
-    return eq
-
-
-def _nonempty(eq: bool, value: str) -> bool:
-    return eq and bool(value)
-
-
-def _const(field: str, v: object) -> Apply:
-    def apply(out: dict, key: str, value: str) -> None:
-        out[field] = v
-    return apply
-
-
-def _to(field: str | None, convert: Callable[[str, str], object] = lambda key, value: value) -> Apply:
-    """Set ``field`` (None: the key's own) to ``convert(key, value)``."""
-    def apply(out: dict, key: str, value: str) -> None:
-        out[field or key] = convert(key, value)
-    return apply
-
-
-def _abspath(key: str, value: str) -> str:
-    return os.path.abspath(value)
-
-
-def _allow_root(out: dict, key: str, value: str) -> None:
-    out["allow_roots"] = (*out.get("allow_roots", ()), os.path.abspath(value))
-
-
-def _kms_key(out: dict, key: str, value: str) -> None:
-    out["sse_kms_key_id"] = value
-    out.setdefault("sse", "aws:kms")
-
-
-def _icechunk_option(out: dict[str, object], key: str, value: str) -> None:
-    if key == "virtual_chunk_container":
-        out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]  # out holds objects: this one a tuple
-        return
-    if key in ("branch", "tag", "snapshot") and any(k in out for k in ("branch", "tag", "snapshot") if k != key):
-        raise SourceError(f"-o {key}={value}: choose one of branch=, tag= and snapshot=")
-    out[key] = value
-
-
-ICECHUNK_OPTIONS = frozenset({"branch", "tag", "snapshot", "commit_message", "virtual_chunk_container"})
-
-#: every -o key: (whether it applies, given whether it has ``=`` and its value; what it sets).
-#: A key that does not apply is an error naming the key (OPTION_HELP documents them)
-OPTIONS: dict[str, tuple[Applies, Apply]] = {
-    "ro": (_any, _const("read_only", True)),
-    "read_only": (_any, _const("read_only", True)),
-    "allow_other": (_any, _const("allow_other", True)),
-    "nonempty": (_flag, _const("nonempty", True)),
-    "debug": (_flag, _const("log_level", "trace")),
-    "log_level": (_valued, _to("log_level", lambda key, value: log_level(value))),
-    "log_format": (_valued, _to("log_format", lambda key, value: log_format(value))),
-    "direct_io": (_flag, _const("direct_io", True)),
-    "uid": (_valued, _to(None, integer)),
-    "gid": (_valued, _to(None, integer)),
-    "umask": (_valued, _to("umask", lambda key, value: integer(key, value, 8))),
-    "metadata_ttl": (_valued, _to("metadata_ttl", non_negative)),
-    "cache_size": (_valued, _to("cache_size", parse_size)),
-    "write_memory": (_valued, _to("write_memory", parse_size)),
-    "cache_dir": (_nonempty, _to("cache_dir", _abspath)),
-    "cache_dir_size": (_valued, _to("cache_dir_size", parse_size)),
-    "read_ahead_kb": (_valued, _to("read_ahead_kb", integer)),
-    "decode_threads": (_valued, _to("decode_threads", count)),
-    "prefetch_siblings": (_valued, _to("prefetch_siblings", count)),
-    "list_tree_keys": (_valued, _to("list_tree_keys", count)),
-    "allow_root": (_nonempty, _allow_root),
-    "endpoint_url": (_nonempty, _to("endpoint_url")),
-    "url": (_nonempty, _to("endpoint_url")),  # s3fs's name
-    "profile": (_nonempty, _to("profile")),
-    "region": (_nonempty, _to("region")),
-    "use_path_request_style": (_flag, _const("path_style", True)),  # s3fs's name
-    "nc_files": (_any, lambda out, key, value: out.update(zip(("nc_files", "nc4_files"), nc_files(value)))),
-    "nc4_plugins": (_flag, _const("nc4_plugins", True)),
-    "no_sign_request": (_flag, _const("no_sign_request", True)),
-    "anon": (_flag, _const("no_sign_request", True)),
-    "retries": (_valued, _to("retries", count)),
-    "connect_timeout": (_valued, _to(None, positive)),
-    "read_timeout": (_valued, _to(None, positive)),
-    "requester_pays": (_flag, _const("requester_pays", True)),
-    "sse": (_valued, _to("sse", lambda key, value: sse_mode(value))),
-    "sse_kms_key_id": (_nonempty, _kms_key),
-    "storage_class": (_valued, _to("storage_class", lambda key, value: storage_class(value))),
-    "google_application_credentials": (_nonempty, _to(None, _abspath)),
-    "azure_storage_account": (_nonempty, _to(None)),
-    "posix_meta": (_flag, _const("posix_meta", True)),
-    "overwrite": (_valued, _to("overwrite", lambda key, value: overwrite_mode(value))),
-    "zip_layout": (lambda eq, value: value in ("flat", "netcdf"), _to("zip_layout")),
-    "validate": (_valued, _to("validate", lambda key, value: validate_mode(value))),
-    "present": (_valued, _to("present", lambda key, value: present_view(value))),
-    "transcode": (_valued, _to("transcode", lambda key, value: transcode_mode(value))),
-    "metrics": (_valued, _to("metrics", lambda key, value: metrics_address(value))),
-    **{k: (_nonempty, _icechunk_option) for k in sorted(ICECHUNK_OPTIONS)},
-    "log_file": (_valued, _to("log_file", _abspath)),
-}
+def foreign_options(backend: str, opts: list[str]) -> list[str]:
+    """The keys of the ``-o`` strings ``opts`` that only other backends take (rows declared ``own``)."""
+    given = {item.partition("=")[0].strip().replace("-", "_") for chunk in opts for item in chunk.split(",")}
+    mine = {key for row in BACKENDS[backend].rows for key in row.rules} if backend in BACKENDS else set()
+    return sorted({key for b in BACKENDS.values() for row in b.rows if row.own for key in row.rules
+                   if key in given and key not in mine})
 
 
 def _is_option_key(key: str) -> bool:
-    """A key that names a mount option (a MountConfig field, or one item of a tuple field)."""
+    """A key that names a mount option (a MountConfig field, a backend's -o key, or one item of a tuple field)."""
     fields = {f.name for f in dataclasses.fields(MountConfig)} - {"source", "mountpoint", "foreground", "spill_threshold"}
-    return key in fields or key + "s" in fields
+    return key in fields or key + "s" in fields or key in option_rules()
 
 
 #: metadata TTL when none is given: other clients may change a writable S3 prefix at any
 #: time; a read-only mount, a local directory or an archive is taken to change rarely
 SHORT_TTL, LONG_TTL = 1.0, 60.0
+
+
+def split_values(values: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+    """Parsed values as (MountConfig fields, the backend's options)."""
+    fields = {f.name for f in dataclasses.fields(MountConfig)}
+    return ({k: v for k, v in values.items() if k in fields},
+            {k: v for k, v in values.items() if k not in fields})
 
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:

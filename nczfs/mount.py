@@ -35,7 +35,7 @@ from nczfs.fuse.ops import Operations
 from nczfs.nczarr.metadata.codecids import numcodecs_ids
 from nczfs.notify import notify, status
 from nczfs.source import absolute_text
-from nczfs.store.registry import open_store
+from nczfs.store.registry import backend_of, open_store
 from nczfs.store.base import SyncStore
 from nczfs.store.capabilities import JournalsUploads
 from nczfs.store.threads import run_blocking
@@ -327,11 +327,8 @@ def mount_state(config: MountConfig, scope: str) -> dict:
     """What runstate.py keeps about this mount while it runs: where it is, what it serves, and
     where writes wait to be committed (a writable zip's staging directory)."""
     src = config.source
-    staging = None
-    if src.backend == "zip" and not config.read_only:
-        from nczfs.store.zip.staging import staging_dir
-
-        staging = staging_dir(src.location)
+    stages = backend_of(config).staging
+    staging = stages(src.location) if stages is not None and not config.read_only else None
     return {"mountpoint": config.mountpoint, "source": loggable_source(src.text), "backend": src.backend,
             "location": src.location, "scope": scope, "staging": staging}
 

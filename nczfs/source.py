@@ -9,45 +9,52 @@ are words that contradict each other or the URL (two storage maps, ``xarray`` wi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from nczfs.errors import SourceError
-from nczfs.store.registry import by_scheme
-from nczfs.store.s3.cloudurl import azure_https_location
-from nczfs.store.s3.s3url import S3Location, parse_s3_url
+from nczfs.store.registry import BACKENDS, Backend, Given, by_scheme
 from nczfs.urlparams import parse_fragment, split_bracket_prefix
 
-#: mode words netCDF-C knows (dinfermodel.c, zarr.c)
-KNOWN_MODES = frozenset(
-    {"nczarr", "zarr", "xarray", "noxarray", "file", "zip", "s3", "gs3", "consolidated", "bytes"}
-) | {"refs"}  # nczfs's own word: the file is a kerchunk reference set
-#: which backend a mode word selects
-MAP_MODES = {"file": "directory", "zip": "zip", "s3": "s3", "gs3": "s3", "refs": "reference"}
+#: mode words netCDF-C knows (dinfermodel.c, zarr.c); a backend declares those that choose it
+NETCDF_MODES = frozenset({"nczarr", "zarr", "xarray", "noxarray", "file", "zip", "s3", "gs3", "consolidated", "bytes"})
 #: mode words that cannot go together (besides two storage maps: see _map_from_modes)
 CONTRADICTIONS = (frozenset({"xarray", "noxarray"}),)
 
 
+def known_modes() -> frozenset[str]:
+    return NETCDF_MODES | {m for b in BACKENDS.values() for m in b.modes}
+
+
+def map_modes() -> dict[str, str]:
+    """Which backend each mode word chooses (registry)."""
+    return {m: b.name for b in BACKENDS.values() for m in b.modes}
+
+
 @dataclass(frozen=True)
 class Source:
-    backend: str  # "directory", "memory", "zip", "s3", "gcs", "azure", "http", "reference" or "icechunk"
-    #: an absolute path, a memory store name, "bucket/prefix" (S3, GCS), "container/prefix"
-    #: (Azure) the URL of a Zarr on a web server (http),
-    #: or (icechunk) an absolute path or "s3://bucket/prefix"
+    #: the registered backend that opens it (nczfs.store.registry)
+    backend: str
+    #: where it is, as its backend located it: an absolute path, a memory store's name,
+    #: "bucket/prefix", a web server's URL, ...
     location: str
     modes: frozenset[str] = frozenset()
     params: dict[str, str] = field(default_factory=dict)
     text: str = ""
-    #: an S3 source's bucket, prefix, endpoint and region, as its URL says them (parsed here, once)
-    s3: S3Location | None = field(default=None, compare=False, repr=False)
+    #: the backend's own parse of the location (an S3 source's bucket, prefix, endpoint and region), once
+    parsed: Any = field(default=None, compare=False, repr=False)
+    #: the location is a local path (the mount table shows it absolute)
+    local: bool = False
 
 
 def absolute_text(source: Source) -> str:
     """SOURCE as given, with a local path made absolute (what the mount table shows)."""
-    if source.backend in ("s3", "memory"):
+    if not source.local:
         return source.text
     body, hash_, fragment = source.text.strip().partition("#")
     prefix = body[: body.rfind("]") + 1] if body.startswith("[") else ""
@@ -57,10 +64,11 @@ def absolute_text(source: Source) -> str:
 
 def _modes(params: dict[str, str], text: str) -> frozenset[str]:
     words = [w.strip().lower() for w in params.get("mode", "").split(",") if w.strip()]
-    unknown = sorted(set(words) - KNOWN_MODES)
+    known = known_modes()
+    unknown = sorted(set(words) - known)
     if unknown:
         raise SourceError(
-            f"{text}: unknown mode word(s) {', '.join(unknown)}; known: {', '.join(sorted(KNOWN_MODES))}"
+            f"{text}: unknown mode word(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
         )
     for pair in CONTRADICTIONS:
         if pair <= set(words):
@@ -68,19 +76,13 @@ def _modes(params: dict[str, str], text: str) -> frozenset[str]:
     return frozenset(words)
 
 
-def _map_from_modes(modes: frozenset[str], text: str) -> str | None:
-    maps = {MAP_MODES[m] for m in modes if m in MAP_MODES}
+def _map_from_modes(modes: frozenset[str], text: str) -> tuple[str | None, str]:
+    """The backend the mode words choose (None: none does) and those words."""
+    chooses = map_modes()
+    maps = {chooses[m] for m in modes if m in chooses}
     if len(maps) > 1:
         raise SourceError(f"{text}: mode names more than one storage map ({', '.join(sorted(maps))})")
-    return maps.pop() if maps else None
-
-
-def _is_s3_http(host: str, modes: frozenset[str]) -> bool:
-    """Is an http(s) URL an S3 source? As netCDF-C decides (NCZARR_FORMATS.md section 6): its
-    mode says s3 or gs3, or its host is AWS's or Google's S3 endpoint; otherwise it names a
-    Zarr on a web server."""
-    host = host.lower()
-    return bool(modes & {"s3", "gs3"}) or host.endswith(".amazonaws.com") or host == "storage.googleapis.com"
+    return (maps.pop() if maps else None), ",".join(sorted(m for m in modes if m in chooses))
 
 
 def escaped(text: str) -> str:
@@ -102,17 +104,20 @@ def parse_source(text: str, cwd: str | None = None) -> Source:
     if not text or not text.strip():
         raise SourceError("empty SOURCE")
     check_no_control_characters("SOURCE", text)
-    cwd = cwd or os.getcwd()
     body, params, scheme, parts = _split(text)
     modes = _modes(params, text)
-    chosen = _map_from_modes(modes, text)
-    if scheme and scheme not in ("file", "reference"):
-        return _url_source(scheme, parts, modes, chosen, params, text, cwd)
-    if scheme == "reference":  # reference://path/refs.json
-        if chosen not in (None, "reference"):
-            raise SourceError(f"{text}: reference:// URLs name a reference set; mode names {chosen}")
-        chosen = "reference"
-    return _local_source(scheme, parts, body, chosen, modes, params, text, cwd)
+    chosen, words = _map_from_modes(modes, text)
+    given = Given(text, scheme, parts, "", modes, chosen, words, cwd or os.getcwd())
+    backend = _url_backend(given) if scheme else None
+    if backend is None or backend.local:
+        backend, given = _local(given, body, backend)
+    located = backend.locate(given) if backend.locate is not None else None
+    if given.chosen not in (None, backend.name):
+        where = f"a {scheme}:// URL" if scheme else "a local path"
+        raise SourceError(f"{text}: mode {chosen} does not fit {where}")
+    if located is None:
+        return Source(backend.name, given.path, modes, params, text, local=True)
+    return Source(backend.name, located.location, modes, params, text, located.parsed, located.local)
 
 
 def _split(text: str):
@@ -136,72 +141,42 @@ def _split(text: str):
     return body, params, scheme, parts
 
 
-def _url_source(scheme: str, parts, modes: frozenset[str], chosen: str | None,
-                params: dict[str, str], text: str, cwd: str) -> Source:
-    """A source named by a URL other than file:// and reference://."""
-    if scheme == "memory":
-        if chosen not in (None,):
-            raise SourceError(f"{text}: mode {', '.join(sorted(modes & set(MAP_MODES)))} does not fit memory://")
-        return Source("memory", parts.netloc + parts.path, modes, params, text)
-    if scheme in ("http", "https") and not _is_s3_http(parts.hostname or "", modes):
-        return _web_source(chosen, modes, params, text)
-    if scheme in ("s3", "gs3", "http", "https"):
-        if chosen not in (None, "s3"):
-            word = ",".join(sorted(m for m in modes if MAP_MODES.get(m) == chosen))
-            raise SourceError(f"{text}: mode {word} contradicts the URL: {scheme}:// URLs are S3 sources")
-        loc = parse_s3_url(text)
-        return Source("s3", f"{loc.bucket}/{loc.prefix}".rstrip("/"), modes, params, text, loc)
-    if scheme.startswith("icechunk"):
-        return _icechunk_source(scheme, parts, modes, params, text, cwd)
-    if (backend := by_scheme(scheme)) is not None and backend.location is not None:  # gs://, az://, ...
-        if chosen is not None:
-            raise SourceError(f"{text}: mode {chosen} does not fit a {scheme}:// URL")
-        return Source(backend.name, backend.location(text, parts), modes, params, text)
-    raise SourceError(f"{text}: unsupported URL scheme {scheme!r} "
-                      "(use a path, file://, s3://, gs://, az://, abfs:// or https://)")
+def _url_backend(given: Given) -> Backend:
+    """The backend of a URL: of those registered for its scheme, the one its mode words chose,
+    else the first that claims it, else the one that claims what no other does."""
+    found = by_scheme(given.scheme)
+    if not found:
+        schemes = sorted({f"{s}://" for b in BACKENDS.values() for s in b.schemes})
+        raise SourceError(f"{given.text}: unsupported URL scheme {given.scheme!r} "
+                          f"(use a path or {', '.join(schemes)})")
+    chosen = [b for b in found if b.name == given.chosen]
+    claimed = [b for b in found if b.claims is not None and b.claims(given)]
+    return (chosen or claimed or [b for b in found if b.claims is None] or found)[0]
 
 
-def _web_source(chosen: str | None, modes: frozenset[str], params: dict[str, str], text: str) -> Source:
-    """An http(s) URL that is no S3 endpoint: Azure's blob host, else a web server's Zarr."""
-    if chosen is not None:
-        raise SourceError(f"{text}: mode {chosen} does not fit a web server's URL (S3 endpoints need mode=s3)")
-    if (azure := azure_https_location(text)) is not None:
-        return Source("azure", azure, modes, params, text)
-    return Source("http", text.split("#", 1)[0].rstrip("/"), modes, params, text)
-
-
-def _local_source(scheme: str, parts, body: str, chosen: str | None, modes: frozenset[str],
-                  params: dict[str, str], text: str, cwd: str) -> Source:
-    """A path, file:// or reference:// URL: a directory, zip archive or reference set."""
-    if scheme in ("file", "reference"):
+def _local(given: Given, body: str, backend: Backend | None) -> tuple[Backend, Given]:
+    """A path, a file:// URL or a local backend's own (reference://): the backend its scheme,
+    mode words or extension choose, else the one for any path; ``given`` with the path."""
+    parts = given.parts
+    if parts is not None:
         path = unquote(parts.path)
         if parts.netloc and parts.netloc != "localhost":
             path = parts.netloc + path  # file://relative/path
     else:
         path = body
     if not path:
-        raise SourceError(f"{text}: no path")
-    path = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
-    suffix_backend = {".zip": "zip", ".json": "reference", ".parq": "reference", ".parquet": "reference"}.get(
-        os.path.splitext(path)[1].lower(), "directory"
-    )
-    backend = chosen or suffix_backend
-    if backend == "s3":
-        raise SourceError(f"{text}: mode s3 needs an s3:// or https:// URL, not a local path")
-    return Source(backend, path, modes, params, text)
-
-
-def _icechunk_source(scheme: str, parts, modes: frozenset[str], params: dict[str, str], text: str, cwd: str) -> Source:
-    """``icechunk:///path/repo`` (a local repository) or ``icechunk+s3://bucket/prefix``."""
-    if scheme == "icechunk+s3":
-        if not parts.netloc:
-            raise SourceError(f"{text}: no bucket in the URL")
-        return Source("icechunk", f"s3://{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/"), modes, params, text)
-    if scheme != "icechunk":
-        raise SourceError(f"{text}: unsupported URL scheme {scheme!r} (use icechunk:///path or icechunk+s3://bucket/prefix)")
-    path = unquote(parts.path)
-    if parts.netloc and parts.netloc != "localhost":
-        path = parts.netloc + path  # icechunk://relative/path
-    if not path:
-        raise SourceError(f"{text}: no path")
-    return Source("icechunk", os.path.normpath(os.path.join(cwd, os.path.expanduser(path))), modes, params, text)
+        raise SourceError(f"{given.text}: no path")
+    path = os.path.normpath(os.path.join(given.cwd, os.path.expanduser(path)))
+    if given.scheme == "file":
+        backend = None  # netCDF-C's: a path, any local backend's
+    if backend is not None and given.chosen not in (None, backend.name):
+        raise SourceError(f"{given.text}: {given.scheme}:// URLs name {backend.noun or backend.name + ' sources'}; "
+                          f"mode names {given.chosen}")
+    ext = os.path.splitext(path)[1].lower()
+    backend = (backend or BACKENDS.get(given.chosen or "")
+               or next((b for b in BACKENDS.values() if ext in b.suffixes), None)
+               or next(b for b in BACKENDS.values() if b.paths))
+    if not backend.local:
+        schemes = ", ".join(s + "://" for s in backend.schemes)
+        raise SourceError(f"{given.text}: mode {given.words} needs a URL ({schemes}), not a local path")
+    return backend, dataclasses.replace(given, path=path)

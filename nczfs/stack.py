@@ -51,5 +51,5 @@ def cached(store, config) -> CachingStore:
 def source_identity(config) -> str:
     """What tells the mount's source apart from any other sharing a cache directory."""
     src = config.source
-    endpoint, region = backend_of(config).identity(config)
-    return json.dumps([src.backend, src.location, endpoint, region, config.profile])
+    endpoint, region, profile = backend_of(config).identity(config.opening())
+    return json.dumps([src.backend, src.location, endpoint, region, profile])

@@ -1,4 +1,5 @@
-"""Write the man page and the bash/zsh completions from nczfs's argparse parser.
+"""Write the man page and the bash/zsh completions from nczfs's argparse parser, and the README's
+table of -o options from the option rows (the mount's own and each registered backend's).
 
     .venv/bin/python scripts/gen_share.py      # after changing a command or option
 
@@ -19,7 +20,21 @@ OUTPUTS = {
     "man": Path("share/man/man1/nczfs.1"),
     "bash": Path("share/bash-completion/completions/nczfs"),
     "zsh": Path("share/zsh/site-functions/_nczfs"),
+    "readme": Path("README.md"),
 }
+#: the README's option table: this line, the |---| line, a row per -o row, then a blank line
+TABLE = "| `-o` option | meaning |\n|---|---|\n"
+
+
+def readme_with_options(readme: str) -> str:
+    """README.md with its table of -o options made from the option rows."""
+    from nczfs.config import option_help
+
+    before, rest = readme.split(TABLE, 1)
+    after = rest.split("\n\n", 1)[1]
+    rows = "".join(f"| `{form.replace(', ', '`, `').replace('|', chr(92) + '|')}` | {text.replace('|', '/')} |\n"
+                   for form, text in option_help())
+    return before + TABLE + rows + "\n" + after
 
 EXTRA = """[EXAMPLES]
 .nf
@@ -55,10 +70,10 @@ def generate() -> dict[str, str]:
     import nczfs
     from nczfs.cli.parser import build_parser
 
-    from nczfs.config import OPTION_HELP
+    from nczfs.config import option_help
 
     options = "[MOUNT OPTIONS]\nGiven as -o OPT[,OPT...] to nczfs mount, mount(8) or in fstab.\n" + "".join(
-        f".TP\n.B {form}\n{text}\n" for form, text in OPTION_HELP)
+        f".TP\n.B {form}\n{text}\n" for form, text in option_help())
     include = ROOT / "build" / "nczfs-man-include.txt"
     include.parent.mkdir(exist_ok=True)
     include.write_text(options.replace("-", "\\-") + "\n" + EXTRA)
@@ -71,6 +86,7 @@ def generate() -> dict[str, str]:
         "man": str(man).rstrip("\n") + "\n",
         "bash": shtab.complete(build_parser(), shell="bash"),
         "zsh": shtab.complete(build_parser(), shell="zsh"),
+        "readme": readme_with_options((ROOT / OUTPUTS["readme"]).read_text()),
     }
 
 

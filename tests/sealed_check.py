@@ -82,7 +82,7 @@ def main() -> None:
             saved = {k: os.environ.get(k) for k in (env or {})}
             os.environ.update(env or {})
             try:
-                use(open_store(MountConfig(source=parse_source(source), mountpoint="/nonexistent", **opts)), writable)
+                use(open_store(MountConfig.of(parse_source(source), "/nonexistent", **opts)), writable)
             except Exception as exc:  # noqa: BLE001 - reported, the test decides
                 errors[label] = f"{type(exc).__name__}: {exc}"
             finally:

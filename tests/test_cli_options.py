@@ -7,16 +7,16 @@ import json
 import pytest
 
 from nczfs.cli.parser import build_parser
-from nczfs.config import OPTION_HELP, IGNORED_OPTIONS, MountConfig, parse_options
+from nczfs.config import IGNORED_OPTIONS, MountConfig, option_help, parse_options
 from tests.helpers import S3Backend, mounted, run_nczfs
 
 #: MountConfig fields that no -o option sets
-NOT_OPTIONS = {"source", "mountpoint", "foreground", "spill_threshold"}
+NOT_OPTIONS = {"source", "mountpoint", "foreground", "spill_threshold", "backend_options"}
 
 
 def _documented_keys() -> list[str]:
     keys = []
-    for form, _ in OPTION_HELP:
+    for form, _ in option_help():
         for part in form.split(", "):
             keys.append(part.split("=")[0])
     return keys
@@ -26,7 +26,7 @@ def test_every_o_option_is_listed_by_mount_help_with_a_line_of_help():
     res = run_nczfs("mount", "--help")
     assert res.returncode == 0
     listed = res.stdout.split("mount options (-o):", 1)[1]
-    for form, text in OPTION_HELP:
+    for form, text in option_help():
         assert f"  {form}" in listed and text in listed
     reached: set[str] = set()
     samples = {"uid": "1", "gid": "1", "umask": "022", "metadata_ttl": "1", "cache_size": "1M", "cache_dir": "/tmp/x",
@@ -58,9 +58,9 @@ def test_path_style_reaches_the_s3_client():
     from nczfs.store.s3.options import S3Options
 
     source = parse_source("s3://bucket/prefix")
-    plain = make_client(S3Options.of(MountConfig(source=source, mountpoint="", region="eu-west-1")), source.s3)
-    path = make_client(S3Options.of(MountConfig(source=source, mountpoint="", region="eu-west-1", path_style=True)),
-                       source.s3)
+    plain = make_client(S3Options.of(MountConfig.of(source, "", region="eu-west-1").opening()), source.parsed)
+    path = make_client(S3Options.of(MountConfig.of(source, "", region="eu-west-1", path_style=True).opening()),
+                       source.parsed)
     assert plain.meta.config.s3["addressing_style"] == "auto"
     assert path.meta.config.s3["addressing_style"] == "path"
 
@@ -118,6 +118,6 @@ def test_the_readme_option_table_lists_every_o_option():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     table = readme.split("| `-o` option | meaning |", 1)[1].split("\n\n", 1)[0]
-    for form, text in OPTION_HELP:
+    for form, text in option_help():
         cell = form.replace(", ", "`, `").replace("|", "\\|")  # a | in a table cell is written \|
         assert f"| `{cell}` | {text.replace('|', '/')} |" in table, form

@@ -25,7 +25,7 @@ from tests.helpers import is_mounted
 #: the PATH systemd gives services and mount units
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: MountConfig fields that are not mount options
-NOT_OPTIONS = {"source", "mountpoint", "foreground", "spill_threshold"}
+NOT_OPTIONS = {"source", "mountpoint", "foreground", "spill_threshold", "backend_options"}
 
 
 def _mount_cmd(*args: str, cwd=None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -30,6 +30,9 @@ def test_man_page_and_completions_match_the_parser():
     assert ".SH MOUNT OPTIONS" in man and "use_path_request_style" in man and "log\\-level" in man
     assert _bash_completes("nczfs", "mount", "--log-f") == ["--log-format", "--log-file"]
     assert _bash_completes("nczfs", "lo") == ["log-level"]
+    # -o completes the keys of every option row, the mount's and each backend's
+    assert _bash_completes("nczfs", "mount", "-o", "ro,endpoint_u") == ["ro,endpoint_url"]
+    assert _bash_completes("nczfs", "mount", "-o", "zip_l") == ["zip_layout"]
     zsh = (ROOT / OUTPUTS["zsh"]).read_text()
     assert zsh.startswith("#compdef nczfs") and "--allow-root" in zsh
 

@@ -100,3 +100,20 @@ def test_the_daemon_reports_a_message_with_a_line_break_as_one_line():
     ready("c\r\nd")
     with os.fdopen(r, "rb") as f:
         assert f.read() == b"warning a\\nb\nerror c\\r\\nd\n"
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("rel/run.zarr", "/w/rel/run.zarr"),
+    ("file://rel/run.zarr#mode=nczarr,file", "file:///w/rel/run.zarr#mode=nczarr,file"),
+    ("icechunk://rel/repo", "icechunk:///w/rel/repo"),
+    ("https://example.org/data/x.zarr#mode=zarr", "https://example.org/data/x.zarr#mode=zarr"),
+    ("icechunk+s3://bucket/repo", "icechunk+s3://bucket/repo"),
+    ("abfs://cont@acct.dfs.core.windows.net/p", "abfs://cont@acct.dfs.core.windows.net/p"),
+    ("s3://bucket/p", "s3://bucket/p"),
+    ("memory://name", "memory://name"),
+])
+def test_the_mount_table_shows_a_local_path_absolute_and_a_url_as_given(text, shown):
+    """Whether a location is a local path is what its backend's parser says (Located.local)."""
+    from nczfs.source import absolute_text
+
+    assert absolute_text(parse_source(text, cwd="/w")) == shown

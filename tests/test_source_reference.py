@@ -47,4 +47,4 @@ def test_allow_root_options_accumulate(tmp_path):
     args = build_parser().parse_args(
         ["mount", "/data/x.json", str(tmp_path / "mnt"), "-o", "allow_root=/o", "--allow-root", "/c1", "--allow-root", "/c2"]
     )
-    assert build_config(args).allow_roots == ("/o", "/c1", "/c2")
+    assert build_config(args).backend_options["allow_roots"] == ("/o", "/c1", "/c2")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import hashlib
 import subprocess
 import sys
 import tempfile
@@ -15,8 +16,9 @@ IGNORE = re.compile(r"#\s*type:\s*ignore(\[[\w\-, ]+\])?(.*)$")
 
 
 def mypy(*args: str) -> subprocess.CompletedProcess[str]:
-    """mypy with the project's settings, its cache kept between runs (a second run takes seconds)."""
-    cache = Path(tempfile.gettempdir()) / "nczfs-mypy-cache"
+    """mypy with the project's settings, its cache kept between runs (a second run takes seconds), one
+    cache a checkout: mypy runs of several checkouts sharing one cache read each other's stale entries."""
+    cache = Path(tempfile.gettempdir()) / f"nczfs-mypy-cache-{hashlib.sha1(str(ROOT).encode()).hexdigest()[:10]}"
     return subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(cache), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 

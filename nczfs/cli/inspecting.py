@@ -9,14 +9,14 @@ from nczfs.config import MountConfig
 from nczfs.errors import NczfsError
 from nczfs.nczarr.report import inspect_store, store_problems
 from nczfs.source import Source
-from nczfs.store.registry import open_store
+from nczfs.store.registry import BACKENDS, open_store
 from nczfs.store.base import SyncStore
 
 
 def open_read_only(source: Source, **options) -> SyncStore:
     """The store SOURCE names, read-only; ``options``: MountConfig fields (S3 endpoint, ...)."""
     options.pop("read_only", None)
-    return open_store(MountConfig(source=source, mountpoint="", read_only=True, **options))
+    return open_store(MountConfig.of(source, "", read_only=True, **options))
 
 
 def inspect(source: Source, **options) -> str:
@@ -89,7 +89,7 @@ def _run(args, warnings: _Warnings) -> int:
     try:
         source = parse_source(args.source)
         options = source_values(args)
-        if source.backend == "directory" and not os.path.isdir(source.location):
+        if BACKENDS[source.backend].directory and not os.path.isdir(source.location):
             raise NczfsError(f"{args.source}: {source.location} is not a directory")
         store = open_read_only(source, **options)
     except NczfsError as exc:

@@ -8,11 +8,12 @@ import errno
 import os
 
 from nczfs.cli.usage import UsageError
-from nczfs.config import ICECHUNK_OPTIONS, MountConfig, default_metadata_ttl, source_values
+from nczfs.config import MountConfig, default_metadata_ttl, foreign_options, source_values
 from nczfs.errors import SourceError
 from nczfs.mounttable import is_fuse_mount, kernel_path
 from nczfs.optionvalues import metrics_address, nc_files, parse_size, present_view, validate_mode
 from nczfs.source import Source, check_no_control_characters, parse_source
+from nczfs.store.registry import BACKENDS
 
 
 def build_config(args: argparse.Namespace) -> MountConfig:
@@ -36,7 +37,7 @@ def _build_config(args: argparse.Namespace) -> MountConfig:
 
 def _checked(args: argparse.Namespace, source: Source, values: dict[str, object]) -> MountConfig:
     """The config, once SOURCE, the memory bounds, MOUNTPOINT and --cache-dir pass their checks."""
-    if source.backend == "directory" and not os.path.isdir(source.location):
+    if BACKENDS[source.backend].directory and not os.path.isdir(source.location):
         raise UsageError(f"{args.source}: {source.location} is not a directory")
     _check_memory(values)
     mountpoint = _check_mountpoint(args.mountpoint, bool(values.get("nonempty")))
@@ -44,15 +45,20 @@ def _checked(args: argparse.Namespace, source: Source, values: dict[str, object]
     if "cache_dir" in values:
         values["cache_dir"] = _check_cache_dir(values["cache_dir"], mountpoint)  # type: ignore[arg-type]  # a path string (_cache_flags)
     foreground = args.foreground or args.systemd
-    return MountConfig(source=source, mountpoint=mountpoint, foreground=foreground, **values)  # type: ignore[arg-type]  # values: MountConfig fields, checked by the option table
+    return MountConfig.of(source, mountpoint, foreground=foreground, **values)
 
 
 def _source_flags(args: argparse.Namespace, values: dict[str, object], backend: str) -> None:
-    """--read-only (Icechunk: a tag or snapshot never changes); Icechunk's options on no other source."""
-    if args.read_only or values.get("tag") or values.get("snapshot"):
+    """--read-only, or options of the backend that make it read-only (an Icechunk tag); options
+    only other backends take are refused."""
+    found = BACKENDS[backend]
+    if args.read_only or (found.read_only_if is not None and found.read_only_if(values)):
         values["read_only"] = True
-    if backend != "icechunk" and (given := sorted(ICECHUNK_OPTIONS & {k.rstrip("s") for k in values})):
-        raise UsageError(f"-o {given[0]}: an option of Icechunk sources (icechunk:// or icechunk+s3://)")
+    if given := foreign_options(backend, getattr(args, "options", [])):
+        owners = [b for b in BACKENDS.values() if any(given[0] in row.rules for row in b.rows if row.own)]
+        schemes = " or ".join(f"{s}://" for b in owners for s in b.schemes)
+        raise UsageError(f"-o {given[0]}: an option of {', '.join(b.noun or b.name + ' sources' for b in owners)} "
+                         f"({schemes})")
 
 
 def _logging_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
@@ -131,7 +137,7 @@ def _check_mountpoint(path: str, nonempty: bool = False) -> str:
 
 def _check_not_inside(source: Source, mountpoint: str) -> None:
     real_source = os.path.realpath(source.location)
-    if source.backend == "directory" and (
+    if BACKENDS[source.backend].directory and (
         mountpoint == real_source or mountpoint.startswith(real_source.rstrip("/") + "/")
     ):
         raise UsageError(f"{mountpoint}: the mount point must not lie inside the source directory")

@@ -9,7 +9,7 @@ import sys
 
 import nczfs
 from nczfs import logs
-from nczfs.config import OPTION_HELP
+from nczfs.config import option_help, option_rules
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +45,7 @@ def _mount_parser(sub) -> None:
     m.add_argument("-r", "--read-only", action="store_true", help="refuse every write with EROFS")
     _logging_flags(m)
     m.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
-                   help="mount options, comma separated (every one below)")
+                   help="mount options, comma separated (every one below)").complete = option_completion()  # shtab reads it
     _cache_flags(m)
     _output_and_view_flags(m)
     source_options(m)
@@ -126,9 +126,23 @@ def source_options(p: argparse.ArgumentParser) -> None:
                    help="reference sets: local targets may lie below DIR (repeatable; default: the JSON's directory)")
 
 
+def option_completion() -> dict:
+    """shtab's completion of ``-o``: the keys of every option row (the last of a comma list completed)."""
+    keys = " ".join(sorted(option_rules()))
+    return {
+        "bash": "_nczfs_o_compgen",
+        "zsh": "_nczfs_o_compgen",
+        "preamble": {
+            "bash": (f"_nczfs_o_compgen() {{\n  local head=\"\"\n  [[ \"$1\" == *,* ]] && head=\"${{1%,*}},\"\n"
+                     f"  compgen -P \"$head\" -W \"{keys}\" -- \"${{1##*,}}\"\n}}\n"),
+            "zsh": f"_nczfs_o_compgen() {{\n  _values -s , 'mount option' {keys}\n}}\n",
+        },
+    }
+
+
 def options_epilog() -> str:
-    width = max(len(form) for form, _ in OPTION_HELP)
-    lines = [f"  {form:<{width}}  {text}" for form, text in OPTION_HELP]
+    width = max(len(form) for form, _ in option_help())
+    lines = [f"  {form:<{width}}  {text}" for form, text in option_help()]
     return "mount options (-o):\n" + "\n".join(lines) + f"\n\nmore: man nczfs; the documents in {docs_dir()}"
 
 

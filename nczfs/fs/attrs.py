@@ -14,7 +14,9 @@ import logging
 import os
 import stat
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Iterator
 
 from nczfs.errors import KeyNotFound, NotSupported
 from nczfs.fs.inodes import InodeTable, Node
@@ -306,14 +308,33 @@ class Attributes:
         if stored and not self.store.live_meta and self.store.keeps_meta:
             await self._send_wanted(node)
 
-    async def save(self, node: Node) -> None:
-        """After an object was stored: the attributes set through the mount (its mode, owner,
-        times) reach the store too, where it keeps them (a live store: only those it was not
-        given yet, and the mount forgets them; S3, whose PUT drops them: every time its mode,
-        owner or type is not the mount's default; times alone are written by ``utime`` of a
-        stored file, not again after each upload, which would cost rsync a COPY per file)."""
+    @contextmanager
+    def sent_with_upload(self, node: Node) -> Iterator[None]:
+        """While ``node`` is uploaded: a store that keeps attributes in the object (S3) sends
+        those the mount shows with it, when its mode, owner or type is not the mount's default
+        (a file created 0600: no CopyObject after the PutObject; an object rewritten keeps them)."""
+        sent = None
+        if self.store.keeps_meta and not self.store.live_meta and not node.detached and self.has_own(node):
+            sent = self.wanted_meta(node)
+            self.store.write_meta(node.path, sent)
+        try:
+            yield
+        finally:
+            if sent is not None:
+                self.store.write_meta(node.path, None)
+
+    async def save(self, node: Node, stored: Meta | None = None) -> None:
+        """After an object was stored (with the attributes ``stored``, where the store kept some
+        with it): the attributes set through the mount (its mode, owner, times) reach the store
+        too, where it keeps them (a live store: only those it was not given yet, and the mount
+        forgets them; S3, whose PUT drops those it is not sent: every time its mode, owner or
+        type is not the mount's default and the upload did not carry them; times alone are
+        written by ``utime`` of a stored file, not again after each upload, which would cost
+        rsync a COPY per file)."""
         ov = self.table.overrides.get(node.path)
         if ov is None or node.detached or all(getattr(ov, f) is None for f in SETTABLE):
+            return
+        if stored is not None and not self.store.live_meta and stored == self.wanted_meta(node):
             return
         if not self.store.live_meta and not self.has_own(node):
             return

@@ -104,12 +104,26 @@ class Conflicts:
         try:
             await self.store.delete(key, if_version=version)
         except Conflict as exc:
-            if self._again(exc, "unlink"):  # the kernel sends a request refused with ESTALE once more
-                raise
-            self.stats["write.conflicts"] += 1
-            log.error("%r: another client changed the object since this mount saw version %s (now: %s): the "
-                      "unlink is refused (ESTALE); the object stays", key, version, exc.found or "unknown")
+            self._refused(exc, "unlink")
             raise
+
+    async def truncate(self, key: str, size: int, version: str | None) -> ObjectInfo:
+        """Cut or extend the object ``key`` in place: where the store checks writes, only while it
+        is ``version`` (the one this mount last read or stored there); else ESTALE, as :meth:`delete`."""
+        try:
+            return await self.store.truncate(key, size, if_version=self.checked(version) if version else None)
+        except Conflict as exc:
+            self._refused(exc, "truncate")
+            raise
+
+    def _refused(self, exc: Conflict, what: str) -> None:
+        """A change of ``exc.key`` in place (``what``: unlink, truncate) refused: counted and logged
+        once (the kernel sends a request refused with ESTALE once more, which meets the same)."""
+        if self._again(exc, what):
+            return
+        self.stats["write.conflicts"] += 1
+        log.error("%r: another client changed the object since this mount saw version %s (now: %s): the "
+                  "%s is refused (ESTALE); the object stays", exc.key, exc.expected, exc.found or "unknown", what)
 
     def refused_rename(self, src: str, exc: Conflict) -> Conflict:
         """A rename over ``exc.key`` refused (another client changed it since this mount saw it):

@@ -116,7 +116,7 @@ class Filesystem(Namespace):
         # not open: change the object in the store right away; in place where it can (a local
         # file: extended with a hole), else rewritten whole, grown through a sparse temp file
         try:
-            info = await self.store.truncate(node.path, size)
+            info = await self.writeback.conflicts.truncate(node.path, size, node.seen or node.etag)
         except NotSupported:
             info = await self.writeback.rewrite_truncated(node, size)
         self.attrs.record(node, info)

@@ -299,7 +299,7 @@ class WriteBack:
                 node.mtime_ns = info.mtime_ns
                 if self.attrs_changed is not None:  # the kernel holds create's or the last write's mtime
                     self.attrs_changed(node.ino)
-            await self.attrs.save(node)
+            await self.attrs.save(node, info.meta)
 
     async def _send(self, node: Node, content: Content) -> ObjectInfo:
         """Store the content under each name of the node: the early upload completed, or whole."""
@@ -307,10 +307,10 @@ class WriteBack:
             raise WriteLost(node.path, content.write_error)
 
         async def send(content: Content, key: str, condition: str | None) -> ObjectInfo:
-            info = await self.early.finish(node.ino, key, content, condition)
-            return info if info is not None else await self.store_content(content, key, condition)
+            return await self.early.finish(node.ino, key, content, condition) or await self.store_content(content, key, condition)
 
-        info = await self.conflicts.guarded(content, node.path, self.conflicts.condition(content), send)
+        with self.attrs.sent_with_upload(node):
+            info = await self.conflicts.guarded(content, node.path, self.conflicts.condition(content), send)
         for other in self.attrs.other_names(node):  # a hard link kept by the mount: a copy per name
             await self.store.copy(node.path, other)
         return info

@@ -30,5 +30,5 @@ def as_shown(ds: Dataset) -> Dataset:
                 attrs += [m] if (m := string_mask(v)) is not None else []
             listed = [strings_as_written(a) for a in attrs]
             have = {a.name for a in listed}
-            v.attributes = listed + [a for a in type_attributes(v, "netcdf-4.10", g, None) if a.name not in have]
+            v.attributes = listed + [a for a in type_attributes(v, "netcdf-4.10", None) if a.name not in have]
     return shown

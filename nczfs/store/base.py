@@ -156,6 +156,11 @@ class SyncStore(abc.ABC):
         NotSupported where the medium keeps none (for that kind of entry)."""
         raise NotSupported(f"{key!r}: this store keeps no file attributes")
 
+    def write_meta(self, key: str, meta: Meta | None) -> None:
+        """The attributes the writes of ``key`` store with its object from now on (None: none
+        again), where the object holds them (S3: its user metadata); a write that stored them
+        says so in its ``ObjectInfo.meta``. Other stores ignore it (no I/O)."""
+
     def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         """Create a symlink to ``target`` (``meta.mode`` says S_IFLNK) or a special file (fifo,
         socket, device: ``meta.mode`` and ``meta.rdev``) at ``key``, with these attributes.
@@ -171,9 +176,10 @@ class SyncStore(abc.ABC):
         medium has none (the caller may copy instead)."""
         raise NotSupported(f"{src!r}: this store has no hard links")
 
-    def truncate(self, key: str, size: int) -> ObjectInfo:
-        """Cut or extend (with a hole where the medium has them) the object ``key`` in place.
-        NotSupported where objects are only written whole (the caller rewrites it)."""
+    def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
+        """Cut or extend (with a hole where the medium has them) the object ``key`` in place, only
+        while it is version ``if_version`` (None: any; else Conflict). NotSupported where objects
+        are only written whole (the caller rewrites it)."""
         raise NotSupported(f"{key!r}: objects are written whole")
 
     def forget_dir(self, prefix: str) -> None:
@@ -245,6 +251,9 @@ class Store(abc.ABC):
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         raise NotSupported(f"{key!r}: this store keeps no file attributes")
 
+    def write_meta(self, key: str, meta: Meta | None) -> None:
+        """``SyncStore.write_meta`` (no I/O)."""
+
     async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         raise NotSupported(f"{key!r}: this store holds regular files only")
 
@@ -254,7 +263,7 @@ class Store(abc.ABC):
     async def link(self, src: str, dst: str) -> ObjectInfo:
         raise NotSupported(f"{src!r}: this store has no hard links")
 
-    async def truncate(self, key: str, size: int) -> ObjectInfo:
+    async def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
         raise NotSupported(f"{key!r}: objects are written whole")
 
     def counters(self) -> dict[str, int]:

@@ -11,9 +11,8 @@ only over the version expected: :mod:`.fileversions`. The tree holds everything 
 does: modes, owners and times are the files' own (``live_meta``), and symlinks, fifos, sockets,
 device nodes and hard links are real ones; the final name of a key is never followed.
 
-A key whose backing path would be longer than the kernel takes (PATH_MAX, 4,096 bytes) is
-reached from the root one directory at a time (``openat``: :mod:`.longpaths`), so every path the
-mount accepts works whatever the length of the root's own path.
+A key whose backing path is longer than the kernel takes (PATH_MAX) is reached one directory at
+a time (``openat``: :mod:`.longpaths`), whatever the length of the root's own path.
 """
 
 from __future__ import annotations
@@ -30,12 +29,9 @@ from nczfs.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupporte
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, parent_of
 from nczfs.store.longpaths import LongPaths
-from nczfs.store.fileversions import check_version, replace_if, version_of
+from nczfs.store.fileversions import TMP_MARK, check_version, keep_attributes, remove_if, replace_if, version_of
 from nczfs.store.pieces import copy_sparse
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
-
-#: temporary files of in-flight writes; never listed
-TMP_MARK = ".nczfs-tmp-"
 
 
 def meta_of(st: os.stat_result) -> Meta:
@@ -60,6 +56,8 @@ class DirectoryStore(LongPaths, SyncStore):
     checks_writes = True
     #: a delete with ``if_version`` compares the file's ``lstat`` right before the unlink
     checks_deletes = True
+    #: a fault hook for tests: run with the key between a rename's version check and the rename
+    before_replace: Callable[[str], None] | None = None
 
     def __init__(self, root: str, read_only: bool = False):
         root = os.path.abspath(root)
@@ -215,7 +213,7 @@ class DirectoryStore(LongPaths, SyncStore):
                 written = True
                 if old is not None and stat_mod.S_ISREG(old.st_mode):
                     try:
-                        _keep_attributes(fd, old)
+                        keep_attributes(fd, old)
                     except BaseException:
                         os.close(fd)
                         raise
@@ -236,7 +234,7 @@ class DirectoryStore(LongPaths, SyncStore):
         """Rename the temp file ``p`` (in ``d``) over ``key`` (``if_version``: :func:`replace_if`)."""
         with self._at(key) as (dst, dst_fd):
             replace_if(key, lambda call: call(p, dst, src_dir_fd=d, dst_dir_fd=dst_fd),
-                       lambda: self._stat_or_none(key), if_version)
+                       lambda: self._stat_or_none(key), if_version, self.before_replace)
 
     def _rewrite_in_place(self, key: str, fill: Callable[[BinaryIO], object]) -> ObjectInfo:
         try:
@@ -248,14 +246,16 @@ class DirectoryStore(LongPaths, SyncStore):
         except OSError as exc:
             raise from_os_error(key, exc) from exc
 
-    def truncate(self, key: str, size: int) -> ObjectInfo:
-        """Cut or extend the file in place (extended with a hole: no zeros are written)."""
+    def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
+        """Cut or extend the file in place (extended with a hole: no zeros are written); with
+        ``if_version``, only while the file opened is that version (its ``fstat``)."""
         check_key(key)
         self.check_writable(key)
         try:
             with self._at(key) as (p, d):
                 fd = os.open(p, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=d)
             try:
+                check_version(key, os.fstat(fd) if if_version is not None else None, if_version)
                 os.ftruncate(fd, size)
                 return _info(key, os.fstat(fd))
             finally:
@@ -271,12 +271,12 @@ class DirectoryStore(LongPaths, SyncStore):
             call(p, dir_fd=d)
 
     def delete(self, key: str, if_version: str | None = None) -> None:
-        if if_version is not None:
-            st = self._stat_or_none(key)
-            if st is not None:
-                check_version(key, st, if_version)
+        st = self._stat_or_none(key) if if_version is not None else None
+        if st is not None:
+            check_version(key, st, if_version)
         try:
-            self._remove(os.unlink, key)
+            self._remove(os.unlink if st is None or if_version is None else
+                         lambda p, dir_fd, v=if_version: remove_if(key, p, dir_fd, v, self.before_replace), key)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             pass  # no object of that name (a parent is a file, or it is a directory)
         except OSError as exc:
@@ -310,7 +310,8 @@ class DirectoryStore(LongPaths, SyncStore):
                 self._makedirs(parent_of(dst))
             except OSError as exc:
                 raise from_os_error(dst, exc) from exc
-            replace_if(dst, lambda call: self._between(call, src, dst), lambda: self._stat_or_none(dst), if_version)
+            replace_if(dst, lambda call: self._between(call, src, dst), lambda: self._stat_or_none(dst), if_version,
+                       self.before_replace)
         return self.stat(dst)  # the same file (its ctime now the rename's)
 
     def rename_dir(self, src: str, dst: str) -> None:
@@ -389,9 +390,3 @@ class DirectoryStore(LongPaths, SyncStore):
         st = os.statvfs(self.root)
         return FsStats(st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize, st.f_files, st.f_favail)
 
-
-def _keep_attributes(fd: int, old: os.stat_result) -> None:
-    """Give a new file (the temp file of a rewrite) the mode and owner of the file it replaces."""
-    with contextlib.suppress(OSError):
-        os.fchown(fd, old.st_uid, old.st_gid)
-    os.fchmod(fd, stat_mod.S_IMODE(old.st_mode))

@@ -3,25 +3,36 @@
 A regular file's version is its inode number, mtime (ns) and size (:func:`version_of`): a rename
 over it (every atomic rewrite: the mount's own, zarr's, an editor's) makes a new inode, a write in
 place a new mtime or size. ``ctime`` is left out so that a ``chmod`` makes no new version. Blind
-spot: a write in place that keeps the size within one tick of the kernel's file clock (some ms)
-after the version was taken.
+spot, before Linux 6.13's multigrain timestamps (or on a file system without them): a write in
+place that keeps the size within one tick of the kernel's coarse clock after the version was
+taken (docs/SEMANTICS.md).
 
-:func:`replace_if` renames a new file over a name only while the name is still version V: its
-``lstat`` is compared with V right before the rename (POSIX has no compare-and-rename: a change
-another program makes between the two, a few microseconds, is replaced). A rename made only where
-no file is (ABSENT) cannot replace one: ``renameat2(RENAME_NOREPLACE)`` or a hard link, one step
-(:mod:`.noreplace`).
+:func:`replace_if` renames a new file over a name only while the name is still version V, in
+one step where it can: ``renameat2(RENAME_EXCHANGE)`` swaps the new file with the one there, and
+the file swapped out is compared with V (its ``lstat``: a rewrite in place or a rename over the
+name made at any time before the swap is seen); not V, the two are swapped back (only while the
+name still holds the new file) and the rename is refused. Where the file system or the C library
+cannot swap, the name's ``lstat`` is compared with V right before a plain rename (a change another
+program makes between the two, a few microseconds, is replaced). A rename made only where no file
+is (ABSENT) cannot replace one: ``renameat2(RENAME_NOREPLACE)`` or a hard link, one step
+(:mod:`.noreplace`). :func:`remove_if` unlinks a file only while it is version V the same way: it
+is renamed aside first, compared there, and put back if it is another.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
+import uuid
 from typing import Callable
 
 from nczfs.errors import Conflict
-from nczfs.store.noreplace import rename_noreplace
+from nczfs.store.noreplace import rename_exchange, rename_noreplace
 from nczfs.store.values import ABSENT
+
+#: temporary files of in-flight writes (and of files being removed); never listed
+TMP_MARK = ".nczfs-tmp-"
 
 
 def version_of(st: os.stat_result | None) -> str:
@@ -41,14 +52,71 @@ def check_version(key: str, st: os.stat_result | None, if_version: str | None) -
 
 
 def replace_if(key: str, rename: Callable[[Callable[..., None]], None], current: Callable[[], os.stat_result | None],
-               if_version: str | None) -> None:
+               if_version: str | None, between: Callable[[str], None] | None = None) -> None:
     """``rename(call)`` (which runs ``call(src, dst, src_dir_fd=, dst_dir_fd=)``) over ``key``:
-    only while ``current()`` (its ``lstat``, None if absent) is version ``if_version`` (None: any)."""
+    only while ``current()`` (its ``lstat``, None if absent) is version ``if_version`` (None: any).
+    ``between(key)``: a fault hook run right before the rename (tests)."""
     if if_version == ABSENT:
         try:
             rename(rename_noreplace)
         except FileExistsError:
             raise Conflict(key, ABSENT, version_of(current())) from None
         return
-    check_version(key, current() if if_version is not None else None, if_version)
-    rename(os.replace)
+    if between is not None:
+        between(key)
+    if if_version is None:
+        rename(os.replace)
+        return
+    swapped: list[bool] = []
+    rename(lambda src, dst, **fds: swapped.append(_swap_if(key, src, dst, if_version, **fds)))
+    if not swapped[0]:  # no RENAME_EXCHANGE here: the check right before a plain rename
+        check_version(key, current(), if_version)
+        rename(os.replace)
+
+
+def _swap_if(key: str, src: str, dst: str, if_version: str, src_dir_fd: int | None = None,
+             dst_dir_fd: int | None = None) -> bool:
+    """Swap ``src`` (the new file) with ``dst``; keep the swap only if what came out is
+    ``if_version`` (then removed), else swap back and Conflict. False: the swap cannot be made."""
+    mine = os.stat(src, dir_fd=src_dir_fd, follow_symlinks=False)
+    try:
+        if not rename_exchange(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd):
+            return False
+    except FileNotFoundError:  # ``src`` was there a moment ago: ``dst`` was removed meanwhile
+        raise Conflict(key, if_version, "") from None
+    out = os.stat(src, dir_fd=src_dir_fd, follow_symlinks=False)
+    if version_of(out) == if_version:
+        os.unlink(src, dir_fd=src_dir_fd)
+        return True
+    there = os.stat(dst, dir_fd=dst_dir_fd, follow_symlinks=False)
+    if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+        rename_exchange(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)  # back: the new file at src again
+    raise Conflict(key, if_version, version_of(out))
+
+
+def remove_if(key: str, path: str, dir_fd: int | None, if_version: str, between: Callable[[str], None] | None = None
+              ) -> None:
+    """Unlink the file ``path`` (in ``dir_fd``) only while it is version ``if_version``: it is
+    renamed aside to a temp name first (one step), compared there and removed; another version
+    is put back (where no file took the name meanwhile) and refused (Conflict)."""
+    if between is not None:
+        between(key)
+    head = path.rpartition("/")[0]
+    aside = f"{head}/{TMP_MARK}{uuid.uuid4().hex}" if head else f"{TMP_MARK}{uuid.uuid4().hex}"
+    os.rename(path, aside, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    out = os.stat(aside, dir_fd=dir_fd, follow_symlinks=False)
+    if version_of(out) == if_version:
+        os.unlink(aside, dir_fd=dir_fd)
+        return
+    try:
+        rename_noreplace(aside, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except FileExistsError:  # a newer file took the name meanwhile: the one moved aside is older
+        os.unlink(aside, dir_fd=dir_fd)
+    raise Conflict(key, if_version, version_of(out))
+
+
+def keep_attributes(fd: int, old: os.stat_result) -> None:
+    """Give a new file (the temp file of a rewrite) the mode and owner of the file it replaces."""
+    with contextlib.suppress(OSError):
+        os.fchown(fd, old.st_uid, old.st_gid)
+    os.fchmod(fd, stat_mod.S_IMODE(old.st_mode))

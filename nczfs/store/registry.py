@@ -1,53 +1,81 @@
-"""The scheme registry: which backend opens which SOURCE, and with which options.
+"""The scheme registry: which backend opens which SOURCE, with which ``-o`` options.
 
-Each backend is registered once (:func:`register`) with the SOURCE kinds it opens (URL
-schemes, or a local path's form), whether it is remote (its bytes are worth caching in memory
-and in ``--cache-dir``), what tells two of its sources apart in a shared cache directory, and
-its opener: a function that builds the backend's own options from the mount's
-:class:`~nczfs.config.MountConfig` (in this one place) and opens it. Openers import their
-backend on first use, so a mount loads only the client libraries its backend needs.
-:func:`open_store` looks the backend up by ``config.source.backend``.
+Each backend is registered once (:func:`register`) with what it declares: the SOURCE forms it
+opens (URL schemes, ``#mode=`` words, local paths and their extensions) and the parser of its
+location, its ``-o`` rows (its options dataclass's), its capabilities (remote, one file, shared,
+a directory, staged writes, read-only options) and its opener, which builds its options dataclass
+from the :class:`Opening` and opens it. nczfs/source.py (netCDF-C's URL rules) and nczfs/config.py
+(the -o table) read these entries and nothing else about a backend. Openers import their backend
+on first use, so a mount loads only the client libraries its backend needs.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
-from urllib.parse import SplitResult
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from nczfs.errors import SourceError
+from nczfs.store.opening import Given, Located, Named, Opening, Opens
+from nczfs.store.options import OVERWRITE, OptionRow
+from nczfs.store.icechunk.options import IcechunkOptions, read_only_point
+from nczfs.store.icechunk.sources import locate_icechunk
+from nczfs.store.reference.options import ReferenceOptions
+from nczfs.store.s3.options import CloudOptions
+from nczfs.store.s3.options import S3Options
+from nczfs.store.s3.sources import claims_azure, claims_s3, locate_cloud, locate_s3, locate_web
+from nczfs.store.s3.transport import Bounds
+from nczfs.store.zip.options import ZipOptions
 
 if TYPE_CHECKING:
-    from nczfs.config import MountConfig
     from nczfs.store.base import SyncStore
 
 
-def _no_identity(config: MountConfig) -> tuple[str | None, str | None]:
-    return None, None
+def _no_identity(opening: Opening) -> tuple[str | None, str | None, str | None]:
+    return None, None, None
 
 
 @dataclass(frozen=True)
 class Backend:
     #: ``Source.backend``
     name: str
-    #: the SOURCE kinds it opens: URL schemes (``s3``), or ``path`` / ``*.ext`` for local ones
-    sources: tuple[str, ...]
-    #: builds the backend's options from the mount's config and opens it
-    opener: Callable[[MountConfig], SyncStore]
+    #: opens it: builds its options dataclass from the opening
+    opener: Callable[[Opening], SyncStore]
+    #: URL schemes it opens
+    schemes: tuple[str, ...] = ()
+    #: ``#mode=`` words that choose it
+    modes: tuple[str, ...] = ()
+    #: it opens local paths (and file:// URLs, and its own schemes' as paths): those with these
+    #: extensions, those a mode word chooses it for, and (``paths``) those nothing else claims
+    local: bool = False
+    suffixes: tuple[str, ...] = ()
+    paths: bool = False
+    #: of a URL whose scheme other backends open too: is it this backend's (tried in the order
+    #: registered; None: the one left when no other claims it)
+    claims: Callable[[Given], bool] | None = None
+    #: the location of its SOURCE (None: a local backend's path); raises SourceError for a SOURCE it
+    #: refuses, a mode word that does not fit it among them
+    locate: Callable[[Given], Located] | None = None
+    #: what one of its SOURCEs is, in messages (default: "NAME sources")
+    noun: str = ""
+    #: its -o rows (its options dataclass's ``rows``)
+    rows: tuple[OptionRow, ...] = ()
     #: reached over the network: its bytes are worth keeping in memory and in --cache-dir
     remote: bool = False
-    #: (endpoint, region or account) telling its sources apart in a shared --cache-dir
-    identity: Callable[[MountConfig], tuple[str | None, str | None]] = field(default=_no_identity)
+    #: (endpoint, region or account, profile) telling its sources apart in a shared --cache-dir
+    identity: Callable[[Opening], tuple[str | None, str | None, str | None]] = field(default=_no_identity)
     #: its SOURCE is one file with a format's extension (an archive, a reference set): the .nc files
     #: of a dataset at the mount's root are named after it without the extension
     one_file: bool = False
     #: other clients write to it while it is mounted: a writable mount trusts its metadata for
     #: config.SHORT_TTL seconds by default, not LONG_TTL
     shared: bool = False
-    #: for a URL scheme among ``sources`` that source.py has no rule of its own for: the location
-    #: of a ``scheme://...`` SOURCE, from its text and its parts (urlsplit's)
-    location: Callable[[str, SplitResult], str] | None = None
+    #: its location is a directory: it must exist, and the mount point must not lie inside it
+    directory: bool = False
+    #: where a writable mount's writes wait to be committed, given its location (None: nowhere)
+    staging: Callable[[str], str] | None = None
+    #: whether its -o values make the mount read-only (an Icechunk tag)
+    read_only_if: Callable[[Mapping[str, object]], bool] | None = None
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -58,124 +86,132 @@ def register(backend: Backend) -> Backend:
     return backend
 
 
-def backend_of(config: MountConfig) -> Backend:
+def backend_of(mount: Opens | Opening) -> Backend:
     """The registered backend of the mount's source; SourceError if none is."""
-    found = BACKENDS.get(config.source.backend)
+    source = mount.source
+    found = BACKENDS.get(source.backend)
     if found is None:
-        raise SourceError(f"{config.source.text}: the {config.source.backend} backend is not available in this version")
+        raise SourceError(f"{source.text}: the {source.backend} backend is not available in this version")
     return found
 
 
-def by_scheme(scheme: str) -> Backend | None:
-    """The backend that parses ``scheme://`` URLs itself (its ``location``), if one is registered."""
-    return next((b for b in BACKENDS.values() if b.location is not None and scheme in b.sources), None)
+def by_scheme(scheme: str) -> list[Backend]:
+    """The backends that open ``scheme://`` URLs, in the order registered."""
+    return [b for b in BACKENDS.values() if scheme in b.schemes]
 
 
-def open_store(config: MountConfig) -> SyncStore:
+def open_store(mount: Opens | Opening) -> SyncStore:
     """The backend a mount's SOURCE names, opened with the options its config gives it."""
-    return backend_of(config).opener(config)
+    return backend_of(mount).opener(mount.opening())
 
 
 # ---------------------------------------------------------------------- the backends
 
 
-def _directory(config: MountConfig) -> SyncStore:
+def _directory(opening: Opening) -> SyncStore:
     from nczfs.store.directory import DirectoryStore
 
-    store = DirectoryStore(config.source.location, read_only=config.read_only)
-    store.checks_writes = store.checks_deletes = config.overwrite == "checked"
+    store = DirectoryStore(opening.source.location, read_only=opening.read_only)
+    store.checks_writes = store.checks_deletes = opening.options.get("overwrite", "checked") == "checked"
     return store
 
 
-def _memory(config: MountConfig) -> SyncStore:
+def _memory(opening: Opening) -> SyncStore:
     from nczfs.store.memory import MemoryStore
 
-    return MemoryStore(config.source.location, read_only=config.read_only)
+    return MemoryStore(opening.source.location, read_only=opening.read_only)
 
 
-def _zip(config: MountConfig) -> SyncStore:
+def _memory_location(given: Given) -> Located:
+    assert given.parts is not None
+    if given.chosen is not None:
+        raise SourceError(f"{given.text}: mode {given.words} does not fit memory://")
+    return Located(given.parts.netloc + given.parts.path)
+
+
+def _zip(opening: Opening) -> SyncStore:
     from nczfs.store.zip.store import ZipStore
 
-    store = ZipStore(config.source.location, read_only=config.read_only, layout=config.zip_layout)
-    store.checks_writes = store.checks_deletes = config.overwrite == "checked"
+    options = ZipOptions.of(opening)
+    store = ZipStore(options.location, read_only=options.read_only, layout=options.layout)
+    store.checks_writes = store.checks_deletes = options.overwrite == "checked"
     return store
 
 
-def _reference(config: MountConfig) -> SyncStore:
+def _zip_staging(location: str) -> str:
+    from nczfs.store.zip.staging import staging_dir
+
+    return staging_dir(location)
+
+
+def _reference(opening: Opening) -> SyncStore:
     from nczfs.store.reference.store import ReferenceStore
-    from nczfs.store.s3.options import S3Options
 
+    options = ReferenceOptions.of(opening)
     # s3:// targets are read with the mount's S3 options
-    return ReferenceStore(config.source.location, allow_roots=config.allow_roots, mountpoint=config.mountpoint,
-                          s3=S3Options.of(config))
+    return ReferenceStore(options.location, allow_roots=options.allow_roots, mountpoint=options.mountpoint,
+                          s3=options.s3)
 
 
-def _s3(config: MountConfig) -> SyncStore:
-    from nczfs.store.s3.options import S3Options
+def _s3(opening: Opening) -> SyncStore:
     from nczfs.store.s3.store import open_s3
 
-    assert config.source.s3 is not None  # parse_source parsed the URL
-    return open_s3(S3Options.of(config), config.source.s3)
+    assert opening.source.parsed is not None  # parse_source parsed the URL
+    return open_s3(S3Options.of(opening), opening.source.parsed)
 
 
-def _s3_identity(config: MountConfig) -> tuple[str | None, str | None]:
-    loc = config.source.s3
-    endpoint = (config.endpoint_url or (loc.endpoint_url if loc else None) or os.environ.get("AWS_ENDPOINT_URL_S3")
-                or os.environ.get("AWS_ENDPOINT_URL"))
-    return endpoint, config.region or (loc.region if loc else None)
+def _s3_identity(opening: Opening) -> tuple[str | None, str | None, str | None]:
+    loc, values = opening.source.parsed, opening.options
+    endpoint = (values.get("endpoint_url") or (loc.endpoint_url if loc else None)
+                or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+    return endpoint, values.get("region") or (loc.region if loc else None), values.get("profile")
 
 
-def _cloud_location(text: str, parts: SplitResult) -> str:
-    from nczfs.store.s3.cloudurl import parse_cloud_url
+def _gcs(opening: Opening) -> SyncStore:
+    from nczfs.store.s3.cloud import open_gcs
 
-    return parse_cloud_url(text).location
-
-
-def _gcs(config: MountConfig) -> SyncStore:
-    from nczfs.store.s3.cloud import CloudOptions, open_gcs
-
-    return open_gcs(CloudOptions.of(config))
+    return open_gcs(CloudOptions.of(opening))
 
 
-def _azure(config: MountConfig) -> SyncStore:
-    from nczfs.store.s3.cloud import CloudOptions, open_azure
+def _azure(opening: Opening) -> SyncStore:
+    from nczfs.store.s3.cloud import open_azure
 
-    return open_azure(CloudOptions.of(config))
-
-
-def _cloud_identity(config: MountConfig) -> tuple[str | None, str | None]:
-    endpoint = config.endpoint_url or os.environ.get("STORAGE_EMULATOR_HOST") or os.environ.get("AZURE_STORAGE_ENDPOINT")
-    return endpoint, config.azure_storage_account
+    return open_azure(CloudOptions.of(opening))
 
 
-def _http(config: MountConfig) -> SyncStore:
-    from nczfs.store.s3.transport import Bounds
+def _cloud_identity(opening: Opening) -> tuple[str | None, str | None, str | None]:
+    values = opening.options
+    endpoint = (values.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST")
+                or os.environ.get("AZURE_STORAGE_ENDPOINT"))
+    return endpoint, values.get("azure_storage_account"), values.get("profile")
+
+
+def _http(opening: Opening) -> SyncStore:
     from nczfs.store.s3.webzarr import open_http
 
-    return open_http(config.source.text, config.source.location, Bounds(**Bounds.given(config)))
+    return open_http(opening.source.text, opening.source.location, Bounds(**Bounds.given(opening.options)))
 
 
-def _icechunk(config: MountConfig) -> SyncStore:
-    from nczfs.store.icechunk.options import IcechunkOptions
+def _icechunk(opening: Opening) -> SyncStore:
     from nczfs.store.icechunk.repository import open_icechunk
 
-    return open_icechunk(IcechunkOptions(
-        config.source.text, config.source.location, branch=config.branch, tag=config.tag, snapshot=config.snapshot,
-        read_only=config.read_only, commit_message=config.commit_message,
-        virtual_chunk_containers=config.virtual_chunk_containers, profile=config.profile, region=config.region,
-        endpoint_url=config.endpoint_url, anonymous=config.no_sign_request,
-    ))
+    return open_icechunk(IcechunkOptions.of(opening))
 
 
-register(Backend("directory", ("path", "file"), _directory))
-register(Backend("memory", ("memory",), _memory))
-register(Backend("zip", ("*.zip", "#mode=zip"), _zip, one_file=True))
-register(Backend("reference", ("*.json", "*.parq", "*.parquet", "reference", "#mode=refs"), _reference, remote=True,
-                 one_file=True))
-register(Backend("s3", ("s3", "gs3", "https#mode=s3", "https://*.amazonaws.com"), _s3, remote=True,
-                 identity=_s3_identity, shared=True))
-register(Backend("gcs", ("gs",), _gcs, remote=True, identity=_cloud_identity, shared=True, location=_cloud_location))
-register(Backend("azure", ("az", "abfs", "abfss", "adl", "https://*.blob.core.windows.net"), _azure, remote=True,
-                 identity=_cloud_identity, shared=True, location=_cloud_location))
-register(Backend("http", ("http", "https"), _http, remote=True))
-register(Backend("icechunk", ("icechunk", "icechunk+s3"), _icechunk, remote=True, shared=True))
+register(Backend("directory", _directory, schemes=("file",), modes=("file",), local=True, paths=True,
+                 rows=(OVERWRITE,), directory=True))
+register(Backend("memory", _memory, schemes=("memory",), locate=_memory_location))
+register(Backend("zip", _zip, modes=("zip",), local=True, suffixes=(".zip",), rows=ZipOptions.rows, one_file=True,
+                 staging=_zip_staging))
+register(Backend("reference", _reference, schemes=("reference",), modes=("refs",), local=True, noun="a reference set",
+                 suffixes=(".json", ".parq", ".parquet"), rows=ReferenceOptions.rows, remote=True, one_file=True))
+register(Backend("s3", _s3, schemes=("s3", "gs3", "http", "https"), modes=("s3", "gs3"), claims=claims_s3,
+                 locate=locate_s3, rows=S3Options.rows, remote=True, identity=_s3_identity, shared=True))
+register(Backend("gcs", _gcs, schemes=("gs",), locate=locate_cloud, rows=CloudOptions.rows, remote=True,
+                 identity=_cloud_identity, shared=True))
+register(Backend("azure", _azure, schemes=("az", "abfs", "abfss", "adl", "https"), claims=claims_azure,
+                 locate=locate_cloud, rows=CloudOptions.rows, remote=True, identity=_cloud_identity, shared=True))
+register(Backend("http", _http, schemes=("http", "https"), locate=locate_web, rows=Bounds.rows, remote=True))
+register(Backend("icechunk", _icechunk, schemes=("icechunk", "icechunk+s3"), locate=locate_icechunk, noun="Icechunk sources",
+                 rows=IcechunkOptions.rows, remote=True, shared=True,
+                 read_only_if=read_only_point))

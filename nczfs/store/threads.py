@@ -11,8 +11,9 @@ sent on an asyncio loop thread); it answers None for a read it leaves to a worke
 
 from __future__ import annotations
 
+import contextvars
 import functools
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar, cast
 
 import trio
@@ -32,6 +33,30 @@ SLOT_PATIENCE = 5.0
 async def run_blocking(fn: Callable[..., T], *args: Any, limiter: trio.CapacityLimiter | None = None) -> T:
     """Run a blocking call off the trio thread (the only sanctioned way to do so)."""
     return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=limiter)
+
+
+async def run_store_call(fn: Callable[..., T], *args: Any, limiter: trio.CapacityLimiter) -> T:
+    """:func:`run_blocking` for a backend's own calls, which never call back into trio: trio's
+    ``to_thread.run_sync`` names the worker's OS thread twice a call (two ``prctl`` through
+    ctypes, each giving up the GIL and taking it again) and sets ``trio.from_thread`` up; this
+    does neither. Not cancellable once started, as run_blocking."""
+    await trio.lowlevel.checkpoint_if_cancelled()
+    placeholder = object()
+    try:
+        limiter.acquire_on_behalf_of_nowait(placeholder)
+    except trio.WouldBlock:
+        await limiter.acquire_on_behalf_of(placeholder)
+    try:
+        task, token = trio.lowlevel.current_task(), trio.lowlevel.current_trio_token()
+
+        def deliver(result: Any) -> None:
+            with suppress(trio.RunFinishedError):
+                token.run_sync_soon(trio.lowlevel.reschedule, task, result)
+
+        trio.lowlevel.start_thread_soon(functools.partial(contextvars.copy_context().run, fn, *args), deliver)
+        return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
+    finally:
+        limiter.release_on_behalf_of(placeholder)
 
 
 @forwards_capabilities
@@ -82,8 +107,16 @@ class ThreadedStore(Store):
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self.impl.non_blocking:
             return fn(*args)
-        async with self._slot():
-            return await run_blocking(fn, *args, limiter=self._threads)
+        token = object()
+        try:  # a free slot: taken without the context manager (a call per FUSE request)
+            self._limiter.acquire_on_behalf_of_nowait(token)
+        except trio.WouldBlock:
+            async with self._slot():
+                return await run_store_call(fn, *args, limiter=self._threads)
+        try:
+            return await run_store_call(fn, *args, limiter=self._threads)
+        finally:
+            self._limiter.release_on_behalf_of(token)
 
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         data = await self._read(key, rng, None, self.impl.get, key, rng)
@@ -104,7 +137,7 @@ class ThreadedStore(Store):
                 return data  # type: ignore[return-value]  # get_version_async answers bytes (T)
             if self.impl.non_blocking:
                 return fn(*args)
-            return await run_blocking(fn, *args, limiter=self._threads)
+            return await run_store_call(fn, *args, limiter=self._threads)
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
         assert isinstance(self.impl, StagesBlocking)  # offered only where it is
@@ -178,3 +211,4 @@ class ThreadedStore(Store):
     close = in_thread()
     check_new_key = at_once()
     describe = at_once()
+    write_meta = at_once()

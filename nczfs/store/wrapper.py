@@ -78,6 +78,7 @@ class WrapperStore(Store):
     check_new_key = at_once()
     counters = at_once()
     describe = at_once()
+    write_meta = at_once()
     readlink = awaited()
     get = awaited()
     get_version = awaited()

@@ -68,7 +68,7 @@ async def test_source_etag_block_size_and_index_all_tell_entries_apart(tmp_path)
 
 def test_source_identity_names_backend_location_and_endpoint(tmp_path):
     def ident(url: str, **kw) -> str:
-        return source_identity(MountConfig(source=parse_source(url), mountpoint=str(tmp_path), **kw))
+        return source_identity(MountConfig.of(parse_source(url), str(tmp_path), **kw))
 
     assert ident("s3://bkt/p", endpoint_url="http://127.0.0.1:1") != ident("s3://bkt/p", endpoint_url="http://127.0.0.1:2")
     assert len({ident("s3://bkt/p"), ident("s3://bkt/q"), ident("s3://cat/p"), ident("s3://bkt/p", region="r")}) == 4

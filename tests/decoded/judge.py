@@ -17,6 +17,7 @@ import contextlib
 import io
 import math
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tests.decoded.documented import DOCUMENTED, kind_of, touches_data, undocumented  # noqa: F401 - the judge's API
 
 #: path -> (kind, view, engine): kind "view" (a mount of that view), "nc" (NAME.nc beside the
 #: dataset on a mount with -o nc_files), "open_view" (nczfs.open_view, present=view),
@@ -101,7 +104,34 @@ def _nc_files(root: Path, name: str, want: dict[str, Any], engine: str) -> dict[
         if engine == "scipy" and f.read_bytes()[3:4] not in (b"\x01", b"\x02"):
             return None  # scipy reads CDF-1 and CDF-2 only
         out[g] = xr.open_dataset(f, engine=engine).load()
+        if engine == "scipy":
+            out[g] = _names_as_utf8(out[g])
     return out
+
+
+def _utf8(name: Any) -> Any:
+    """``name`` as scipy should have read it: scipy decodes a classic file's names (UTF-8, as
+    netCDF-C writes them) as Latin-1."""
+    try:
+        return name.encode("latin-1").decode("utf-8") if isinstance(name, str) else name
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return name
+
+
+def _names_as_utf8(ds: Any) -> Any:
+    """``ds`` (read by scipy) with its names read back as UTF-8 (the values are then compared as
+    any others); how many were renamed goes in ``ds.encoding["judge_notes"]``."""
+    renames = {k: _utf8(k) for k in [*ds.variables, *ds.dims] if _utf8(k) != k}
+    ds = ds.rename(renames) if renames else ds
+    n = len(renames)
+    for attrs in [ds.attrs, *(v.attrs for v in ds.variables.values())]:
+        fixed = {_utf8(k): v for k, v in attrs.items()}
+        n += sum(1 for k in attrs if _utf8(k) != k)
+        attrs.clear()
+        attrs.update(fixed)
+    if n:
+        ds.encoding["judge_notes"] = [f"names: scipy decodes names as Latin-1 ({n} read back as UTF-8)"]
+    return ds
 
 
 def _cdl_file(cdl: str, tmp: str, ncdump: bool) -> str:
@@ -109,6 +139,9 @@ def _cdl_file(cdl: str, tmp: str, ncdump: bool) -> str:
         cdl = "\n".join(line for line in cdl.splitlines() if not line.startswith("//"))
     Path(tmp, "d.cdl").write_text(cdl)
     p = subprocess.run(["ncgen", "-4", "-o", f"{tmp}/d.nc", f"{tmp}/d.cdl"], capture_output=True, text=True, timeout=60)
+    if p.returncode < 0 and ncdump and re.search(r'\\n",\n\s+"', cdl):  # ncdump breaks chars after a \n
+        raise RuntimeError(f"ncgen crashed ({signal.Signals(-p.returncode).name}) on ncdump's print of chars"
+                           " holding a newline")
     if p.returncode:
         raise RuntimeError(f"ncgen refuses the CDL: {p.stderr.strip()[-300:]}")
     return f"{tmp}/d.nc"
@@ -258,6 +291,19 @@ def _encoding(where: str, want: Any, got: Any) -> list[str]:
     return out
 
 
+def _masked_as_mask(want: Any, got: Any) -> str:
+    """``", the masked strings read as their mask ''"`` where text differs only so: every
+    element that differs is missing in ``want`` and the mask's text in ``got``."""
+    fill = want.encoding.get("_FillValue")
+    if fill is None or _kind(want.dtype) != "text" or _kind(got.dtype) != "text":
+        return ""
+    w, g = np.asarray(want.values).ravel(), np.asarray(got.values).ravel()
+    missing = _missing(w)
+    if all(m and _text(b) == _text(fill) for a, b, m in zip(w, g, missing) if m or _text(a) != _text(b)):
+        return f", the masked strings read as their mask {_text(fill)!r}"
+    return ""
+
+
 def compare_variable(where: str, want: Any, got: Any, values: bool = True) -> list[str]:
     """What differs between two decoded variables (xarray Variables) ``where`` names."""
     out = []
@@ -266,7 +312,7 @@ def compare_variable(where: str, want: Any, got: Any, values: bool = True) -> li
     if _kind(want.dtype) != _kind(got.dtype):
         out.append(f"{where}: dtype {want.dtype} -> {got.dtype}")
     if values and (d := values_differ(want.values, got.values)):
-        out.append(f"{where}: values {d}")
+        out.append(f"{where}: values {d}{_masked_as_mask(want, got)}")
     return out + _attrs(where, want.attrs, got.attrs) + _encoding(where, want, got)
 
 
@@ -274,13 +320,21 @@ def compare_dataset(group: str, want: Any, got: Any, values: bool = True) -> lis
     """What differs between two decoded Datasets of group ``group``."""
     p = group.rstrip("/") + "/"
     out = _attrs(p, want.attrs, got.attrs)
+    empty = {n for n, v in want.variables.items() if 0 in v.shape}  # along a dimension of length 0
     if dict(want.sizes) != dict(got.sizes):
-        out.append(f"{p}: sizes {dict(want.sizes)} -> {dict(got.sizes)}")
+        used = {d for n, v in want.variables.items() if n not in empty for d in v.dims}
+        left = {d: n for d, n in want.sizes.items() if n and d in used} == dict(got.sizes)
+        out.append(f"{p}: sizes {dict(want.sizes)} -> {dict(got.sizes)}"
+                   + (": only the dimensions of length 0 (and those only arrays along one use) left out" if left else ""))
     if set(want.coords) != set(got.coords):
-        out.append(f"{p}: coords {sorted(want.coords)} -> {sorted(got.coords)}")
+        left = set(want.coords) - empty == set(got.coords)
+        out.append(f"{p}: coords {sorted(want.coords)} -> {sorted(got.coords)}"
+                   + (": only those along a dimension of length 0 left out" if left else ""))
+    out += [f"{p}: {note}" for note in got.encoding.get("judge_notes", [])]
     for name in sorted(set(want.variables) | set(got.variables), key=str):
         if name not in got.variables:
-            out.append(f"{p}{name}: missing ({want[name].dtype})")
+            out.append(f"{p}{name}: missing ({want[name].dtype})"
+                       + (", along a dimension of length 0" if name in empty else ""))
         elif name not in want.variables:
             out.append(f"{p}{name}: extra ({got[name].dtype})")
         else:
@@ -367,46 +421,3 @@ def stop_worker() -> None:
         for proc in list(getattr(pool, "_processes", {}).values()):
             proc.kill()
         pool.shutdown(wait=False, cancel_futures=True)
-
-
-#: the kinds of difference that change what a reader computes with (the rest: metadata)
-DATA_KINDS = ("open", "values", "dtype", "missing", "extra", "sizes", "dims", "group", "shape")
-
-
-def kind_of(difference: str) -> str:
-    """The kind of one difference line: open, values, dtype, missing, attr, _FillValue, ..."""
-    rest = difference.split(": ", 1)[1] if ": " in difference else difference
-    if difference.startswith("open: "):
-        return "open"
-    return rest.split(" ", 1)[0].strip("()")
-
-
-#: differences docs/SEMANTICS.md documents as a view's adaptation (not what issue 43 calls a
-#: bug): (the paths they apply to, by prefix; the line's pattern; why)
-DOCUMENTED = [
-    (("netcdf-4.9/", "netcdf-4.9.1/"), r"(sizes .*'_scalar_': 1|dims \(\) -> \('_scalar_',\)|values shape \(\) -> \(1,\))",
-     "NCZarr scalars as one element along _scalar_ (4.9.0 crashes on scalars)"),
-    (("netcdf-4.", "nc/", "inspect/"), r": attr flag_(values|meanings) extra", "bool as byte with CF flag_values, flag_meanings"),
-    (("xarray/", "open_view-xarray/"), r": _FillValue added", "xarray view: a v3 array's non-zero fill_value is its fill"),
-    (("netcdf-4.", "xarray/", "open_view-xarray/"), r": _FillValue lost \((np\.float\d+\()?nan\)?\)",
-     "views of pure Zarr: a NaN mask is missing by itself (as _FillValue it unmasks netCDF-C's default fill)"),
-    (("netcdf-4.", "xarray/", "open_view-xarray/"), r": _FillValue as missing_value",
-     "views: a v3 mask where a missing chunk holds 0 is shown as missing_value"),
-    (("netcdf-4.10/", "netcdf-4.9.1/"), r": values at \[[^]]*\]: want \[b'[^]]*\\x00",
-     "fixed-width bytes holding a NUL, shown as NC_STRING (a C string), end at the NUL"),
-    (("nc/",), r": attr .+ changed: \[.*\] -> '\[",
-     "classic files: a list of strings as JSON text (the classic formats have no string arrays)"),
-]
-
-
-def undocumented(path: str, differences: list[str]) -> list[str]:
-    """``differences`` of ``path`` less those :data:`DOCUMENTED`."""
-    import re
-
-    rules = [pattern for prefixes, pattern, _ in DOCUMENTED if path.startswith(prefixes)]
-    return [d for d in differences if not any(re.search(r, d) for r in rules)]
-
-
-def touches_data(differences: list[str]) -> bool:
-    """Do any of ``differences`` change decoded values, dtypes or the variables a reader sees?"""
-    return any(kind_of(d) in DATA_KINDS for d in differences)

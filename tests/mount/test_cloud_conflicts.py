@@ -6,16 +6,11 @@ ESTALE, its data kept beside as ``NAME.nczfs-conflict-<time>``; the other writer
 
 from __future__ import annotations
 
-import json
-import threading
-from urllib.parse import quote
-
 import pytest
 
 from tests.helpers import CloudBackend, counts, mounted
 from tests.mount import test_s3_conflicts as on_s3
 from tests.mount.test_s3_conflicts import _close_fails_estale, _conflicts, _spent_by_mode
-from tests.mount.test_s3_consolidated_conflicts import GROUP, _at_once, _consolidated_arrays, _zarr_writer, put_array
 
 pytestmark = pytest.mark.fuse
 
@@ -107,79 +102,3 @@ def test_a_server_ignoring_generation_conditions_falls_back_to_last_writer_wins(
     warned = [line for line in a.log_text().splitlines() if "ignores conditional writes" in line]
     assert len(warned) == 1 and "x-goog-if-generation-match" in warned[0], warned
     assert not [k for k in gcs.keys() if ".nczfs-probe-" in k]
-
-
-# ---------------------------------------------------------------------- consolidated metadata
-
-THREADS = 2  # per mount
-ARRAYS = 3  # per thread
-
-
-def _versioned(backend: CloudBackend, key: str) -> tuple[bytes, str]:
-    """The object's bytes and the version a conditional write names (GCS: its generation, from
-    the same answer; Azure: its ETag), through the emulator's own API."""
-    full = f"{backend.prefix}/{key}"
-    if backend.scheme == "gs":
-        status, headers, body = backend.server.upstream("GET", f"/storage/v1/b/{backend.bucket}/o/"
-                                                               f"{quote(full, safe='')}?alt=media")
-        assert status == 200, status
-        return body, headers["x-goog-generation"]
-    got = backend.server.service().get_blob_client(backend.bucket, full).download_blob()
-    return got.readall(), got.properties.etag
-
-
-def _write_if(backend: CloudBackend, key: str, data: bytes, version: str) -> bool:
-    """Store ``data`` only while the object is ``version``; False: refused."""
-    full = f"{backend.prefix}/{key}"
-    if backend.scheme == "gs":
-        status, answer = backend.server.put_if(backend.bucket, full, data, version)
-        assert status in (200, 412), (status, answer)
-        return status == 200
-    from azure.core import MatchConditions
-    from azure.core.exceptions import ResourceModifiedError
-
-    try:
-        backend.server.service().get_blob_client(backend.bucket, full).upload_blob(
-            data, overwrite=True, etag=version, match_condition=MatchConditions.IfNotModified)
-    except ResourceModifiedError:
-        return False
-    return True
-
-
-def _client_writer(backend: CloudBackend, names: list[str], errors: list[BaseException]) -> None:
-    """Another client: each array's objects, then its entries merged into ``.zmetadata`` with a
-    conditional write on the version read (again when refused), the protocol every writer of
-    the copy must follow."""
-    try:
-        for i, name in enumerate(names):
-            entries = put_array(backend, name, i + 1)
-            while True:
-                data, version = _versioned(backend, f"{GROUP}/.zmetadata")
-                meta = json.loads(data)
-                meta["metadata"].update(entries)
-                if _write_if(backend, f"{GROUP}/.zmetadata", json.dumps(meta).encode(), version):
-                    break
-    except BaseException as exc:  # noqa: BLE001 - reported by the test
-        errors.append(exc)
-
-
-def test_two_mounts_and_another_client_adding_arrays_to_one_consolidated_group_lose_no_entry(cloud, tmp_path):
-    """Two mounts (zarr-python in several threads each) and the emulator's own client (its own
-    conditional read-modify-write) add arrays to one consolidated Zarr v2 group at once: the
-    stored ``.zmetadata`` lists every array at the end (each mount's rewrite of it is
-    conditional, re-read and merged when refused)."""
-    cloud.put(f"{GROUP}/.zgroup", b'{"zarr_format": 2}')
-    cloud.put(f"{GROUP}/.zmetadata", json.dumps({"metadata": {".zgroup": {"zarr_format": 2}},
-                                                 "zarr_consolidated_format": 1}).encode())
-    errors: list[BaseException] = []
-    with mounted(cloud, tmp_path / "a", "-o", "metadata_ttl=60") as a, mounted(cloud, tmp_path / "b", "-o", "metadata_ttl=60") as b:
-        writers = [threading.Thread(target=_client_writer, args=(cloud, [f"c{i}" for i in range(THREADS * ARRAYS)], errors))]
-        writers += [threading.Thread(target=_zarr_writer, args=(m.path, [f"{m.path.name}{t}_{i}" for i in range(ARRAYS)], errors))
-                    for m in (a, b) for t in range(THREADS)]
-        merged, lost = _at_once(writers, (a, b))
-    assert not errors, errors
-    listed, stored = _consolidated_arrays(cloud)
-    assert len(stored) == 3 * THREADS * ARRAYS
-    assert listed == stored, f"missing from .zmetadata: {sorted(stored - listed)}"
-    assert lost == [0, 0]
-    print(f"{cloud.name}: rewrites of .zmetadata merged again after another writer's: {merged}")

@@ -105,6 +105,27 @@ def test_a_rename_over_a_directory_file_another_process_changed_is_refused(local
     assert (root / "u").read_bytes() == b"the mount's"
 
 
+def test_a_truncate_of_a_directory_file_another_process_changed_is_refused(local):
+    """``truncate`` of a file not open through the mount cuts only the version the mount saw
+    there (its lookup's, or stored itself); another process's newer version stays whole: ESTALE.
+    (The mount looks the files up with ``stat``: a read's release reaches it after ``close()``
+    returns, and a truncate while the file is open changes the content in the mount.)"""
+    m, root = local
+    (root / "t").write_bytes(b"v0: seen through the mount")
+    assert os.stat(m.path / "t").st_size == 26
+    rewrite(root / "t", b"the other process's")
+    with pytest.raises(OSError) as err:
+        os.truncate(m.path / "t", 2)
+    assert err.value.errno == errno.ESTALE
+    assert (root / "t").read_bytes() == b"the other process's"
+    assert counts(m.path)["write.conflicts"] == 1
+    (root / "u").write_bytes(b"v0")
+    assert os.stat(m.path / "u").st_size == 2
+    os.truncate(m.path / "u", 1)  # the version it saw there
+    os.truncate(m.path / "u", 4)  # the version it made itself
+    assert (root / "u").read_bytes() == b"v\0\0\0" and counts(m.path)["write.conflicts"] == 1
+
+
 def workload(root: Path) -> None:
     """A single writer: new files, chmod-ed, rewritten, appended to, written in place, renamed
     over (a plain temp file, a zarr ``.partial``), one with a second name rewritten, mtimes set

@@ -802,3 +802,28 @@ def test_objects_of_one_prefix_keep_one_put_each_at_the_mounts_defaults(s3mount)
     with open(s3mount.path / "plain", "ab") as f:  # a PUT drops metadata: the mount writes it again
         f.write(b"y")
     assert int(s3mount.backend.metadata("plain")["mode"]) == stat.S_IFREG | 0o600
+
+
+def test_files_created_with_their_own_mode_cost_one_put_each_and_keep_it(s3, tmp_path):
+    """A file created with a mode other than the mount's default (fio's 0600), or rewritten, sends
+    its mode, owner and mtime in its PutObject's metadata: no CopyObject after it, and no listing
+    dropped by one; a remount that reads metadata (-o posix_meta) shows the mode."""
+    with mounted(s3, tmp_path / "m1") as m:
+        (m.path / "d").mkdir()
+        before = counts(m.path)
+        for i in range(20):
+            fd = os.open(m.path / "d" / f"f{i}", os.O_RDWR | os.O_CREAT, 0o600)
+            os.write(fd, b"x" * 4096)
+            os.close(fd)
+        d = delta(before, counts(m.path))
+        assert d.get("PutObject") == 20 and "CopyObject" not in d, d
+        assert d.get("ListObjectsV2", 0) < 15, d  # each COPY dropped the listing: a LIST per file
+        with open(m.path / "d" / "f3", "ab") as f:  # rewritten: one PUT, the mode with it
+            f.write(b"y")
+        assert "CopyObject" not in delta(before, counts(m.path))
+        mtime = os.stat(m.path / "d" / "f3").st_mtime_ns
+    assert all(int(s3.metadata(f"d/f{i}")["mode"]) == stat.S_IFREG | 0o600 for i in range(20))
+    with mounted(s3, tmp_path / "m2", "-o", "posix_meta") as m:
+        st = os.stat(m.path / "d" / "f3")
+        assert (stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns) == (0o600, 4097, mtime)
+        assert stat.S_IMODE(os.stat(m.path / "d" / "f0").st_mode) == 0o600

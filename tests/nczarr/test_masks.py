@@ -163,7 +163,7 @@ def test_a_v3_mask_other_than_a_missing_chunks_zero_is_shown_as_missing_value():
     """zarr-python writes no chunk of all 0s: as the v2 fill_value (or netCDF-C's _FillValue) the
     mask would be read for that chunk too, its 0s decoded missing."""
     objs = v3("int16", 0, {"_FillValue": -1, "units": "K"})
-    for view in ("netcdf-4.10", "netcdf-4.9", "xarray"):
+    for view in ("netcdf-4.10", "netcdf-4.9"):
         zattrs, types, zarray = view_attrs(objs, view)
         assert zarray["fill_value"] is None and "_FillValue" not in zattrs and zattrs["missing_value"] == -1, view
     assert view_attrs(objs)[1]["missing_value"] == "<i2"
@@ -171,6 +171,13 @@ def test_a_v3_mask_other_than_a_missing_chunks_zero_is_shown_as_missing_value():
     # a missing_value of another value: the mask stays the fill
     _, _, zarray = view_attrs(v3("int16", 0, {"_FillValue": -1, "missing_value": -2}), "xarray")
     assert zarray["fill_value"] == -1
+
+
+def test_the_xarray_view_keeps_a_v3_mask_named_fill_value_beside_a_null_fill():
+    """zarr-python reads a missing chunk of a null fill_value as 0 and xarray masks a _FillValue
+    attribute: the mask keeps the name xarray reads from the store (before: missing_value)."""
+    zattrs, _, zarray = view_attrs(v3("int16", 0, {"_FillValue": -1, "units": "K"}), "xarray")
+    assert zarray["fill_value"] is None and zattrs["_FillValue"] == -1 and "missing_value" not in zattrs
 
 
 def test_a_list_of_strings_is_an_nc_string_attribute_where_the_reader_has_strings():

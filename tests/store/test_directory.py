@@ -188,3 +188,107 @@ def test_rename_noreplace_falls_back_to_a_hard_link(tmp_path, monkeypatch, renam
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "c"]  # no temp file left
     assert (tmp_path / "b").read_bytes() == b"another program's" and (tmp_path / "c").read_bytes() == b"mine"
     assert s.stat("c").etag == made.etag
+
+
+#: another process's change of a backing file: rewritten in place, or a new file renamed over it
+OTHER_PROCESS = {
+    "in-place": "import sys; f = open(sys.argv[1], 'r+b'); f.write(b'THEIRS'); f.close()",
+    "renamed-over": "import os, sys; open(sys.argv[1] + '.o', 'wb').write(b'theirs'); os.replace(sys.argv[1] + '.o', sys.argv[1])",
+}
+
+
+@pytest.mark.parametrize("how", sorted(OTHER_PROCESS))
+@pytest.mark.parametrize("op", ["set", "rename", "delete"])
+def test_a_change_between_the_check_and_the_rename_is_not_replaced(tmp_path, how, op):
+    """Another process changes the file right after the version was compared, right before the
+    rename (the store's fault hook runs it there): the swap (``RENAME_EXCHANGE``) finds it, puts
+    the other process's file back and refuses the write; nothing of the mount's is left behind.
+    An unlink the same: the file is renamed aside first, found changed and put back."""
+    import subprocess
+    import sys
+
+    from nczfs.errors import Conflict
+
+    s = DirectoryStore(str(tmp_path))
+    (tmp_path / "t").write_bytes(b"before")
+    os.utime(tmp_path / "t", ns=(10**18, 10**18))  # an mtime long past: a write in place makes another
+    seen = s.stat("t").etag
+    s.before_replace = lambda key: subprocess.run([sys.executable, "-c", OTHER_PROCESS[how], str(tmp_path / key)],
+                                                  check=True, timeout=60)
+    if op == "rename":
+        (tmp_path / "zarr.partial").write_bytes(b"mine")
+    with pytest.raises(Conflict) as refused:
+        {"set": lambda: s.set("t", b"mine", if_version=seen), "delete": lambda: s.delete("t", if_version=seen),
+         "rename": lambda: s.rename("zarr.partial", "t", if_version=seen)}[op]()
+    assert refused.value.expected == seen and refused.value.found == s.stat("t").etag != seen
+    assert (tmp_path / "t").read_bytes() == (b"THEIRS" if how == "in-place" else b"theirs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["t", "zarr.partial"] if op == "rename" else ["t"])
+    if op == "rename":
+        assert (tmp_path / "zarr.partial").read_bytes() == b"mine"
+    s.before_replace = None
+    s.set("t", b"mine", if_version=s.stat("t").etag)  # the version there now: replaced, the old one gone
+    assert (tmp_path / "t").read_bytes() == b"mine"
+    assert sorted(os.listdir(tmp_path)) == (["t", "zarr.partial"] if op == "rename" else ["t"])
+    s.delete("t", if_version=s.stat("t").etag)  # the version there: removed
+    assert sorted(os.listdir(tmp_path)) == (["zarr.partial"] if op == "rename" else [])
+
+
+def test_without_rename_exchange_the_version_is_compared_right_before_the_rename(tmp_path, monkeypatch):
+    """Where ``renameat2`` is missing (or the file system cannot swap), a rewrite compares the
+    file's ``lstat`` right before a plain rename: a change made before that is refused."""
+    import nczfs.store.noreplace as noreplace
+    from nczfs.errors import Conflict
+
+    monkeypatch.setattr(noreplace, "_call", None)
+    s = DirectoryStore(str(tmp_path))
+    seen = s.set("t", b"v0").etag
+    s.before_replace = lambda key: os.replace(tmp_path / "o", tmp_path / key)
+    (tmp_path / "o").write_bytes(b"theirs")
+    with pytest.raises(Conflict):
+        s.set("t", b"mine", if_version=seen)
+    assert (tmp_path / "t").read_bytes() == b"theirs" and os.listdir(tmp_path) == ["t"]
+    s.before_replace = None
+    s.set("t", b"mine", if_version=s.stat("t").etag)
+    assert (tmp_path / "t").read_bytes() == b"mine" and os.listdir(tmp_path) == ["t"]
+
+
+def test_a_truncate_cuts_only_the_version_it_names(tmp_path):
+    """``truncate`` with ``if_version`` cuts the file only while it is that version (its
+    ``fstat`` on the descriptor it cuts through); another version stays whole (Conflict)."""
+    from nczfs.errors import Conflict
+
+    s = DirectoryStore(str(tmp_path))
+    seen = s.set("t", b"version zero").etag
+    (tmp_path / "t").write_bytes(b"another program's")  # in place: same inode, another size
+    with pytest.raises(Conflict) as refused:
+        s.truncate("t", 2, if_version=seen)
+    assert refused.value.found == s.stat("t").etag and (tmp_path / "t").read_bytes() == b"another program's"
+    cut = s.truncate("t", 7, if_version=s.stat("t").etag)
+    assert (tmp_path / "t").read_bytes() == b"another" and cut.etag == s.stat("t").etag
+    assert s.truncate("t", 3).size == 3  # no version named: cut whatever is there
+
+
+def _kernel() -> tuple[int, ...]:
+    import platform
+    import re
+
+    return tuple(int(n) for n in re.findall(r"\d+", platform.release())[:2])
+
+
+@pytest.mark.skipif(_kernel() < (6, 13), reason="multigrain timestamps came with Linux 6.13")
+def test_a_write_in_place_right_after_the_version_was_taken_is_a_new_version(tmp_path):
+    """A file whose mtime was read (the ``stat`` that took its version) gets a fine-grained mtime
+    at its next change (Linux 6.13's multigrain timestamps, on ext4 here): a write in place of
+    the same size right after is a new version, never within one tick of the coarse clock."""
+    s = DirectoryStore(str(tmp_path))
+    s.set("t", b"0" * 16)
+    fd = os.open(tmp_path / "t", os.O_WRONLY)
+    try:
+        unseen = 0
+        for n in range(2000):
+            version = s.stat("t").etag
+            os.pwrite(fd, b"%016d" % n, 0)
+            unseen += s.stat("t").etag == version
+    finally:
+        os.close(fd)
+    assert unseen == 0

@@ -573,8 +573,9 @@ def test_icechunk_options(tmp_path):
     c = mount_config("icechunk:///r", "-o", "branch=dev,commit_message=hello",
                      "-o", "virtual_chunk_container=s3://b/=http://127.0.0.1:1,virtual_chunk_container=file:///d/",
                      mountpoint=str(tmp_path))
-    assert (c.branch, c.commit_message, c.read_only) == ("dev", "hello", False)
-    assert c.virtual_chunk_containers == ("s3://b/=http://127.0.0.1:1", "file:///d/")
+    options = c.backend_options
+    assert (options["branch"], options["commit_message"], c.read_only) == ("dev", "hello", False)
+    assert options["virtual_chunk_containers"] == ("s3://b/=http://127.0.0.1:1", "file:///d/")
     assert c.metadata_ttl == 1.0  # a writable branch: others commit to it
     for opt in ("tag=v1", "snapshot=ABC"):  # a tag or a snapshot never changes: read-only
         c = mount_config("icechunk:///r", "-o", opt, mountpoint=str(tmp_path))

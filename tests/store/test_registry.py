@@ -3,11 +3,17 @@ open_store opens with the options the mount's config gives it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import pytest
 
-from nczfs.config import MountConfig
+from nczfs.cli.usage import UsageError
+from nczfs.config import MountConfig, parse_options
 from nczfs.errors import SourceError
 from nczfs.source import Source, parse_source
+from nczfs.store.options import OptionRow, given, to, valued
+from nczfs.store.opening import Given, Located
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.registry import BACKENDS, Backend, backend_of, open_store
@@ -56,7 +62,7 @@ def test_one_file_backends_name_a_root_datasets_files_after_the_file(monkeypatch
     assert {b.name for b in BACKENDS.values() if b.one_file} == {"zip", "reference"}
     assert root_name(parse_source("/data/run.zip")) == "run"
     assert root_name(parse_source("/data/run.zarr")) == "run.zarr"
-    monkeypatch.setitem(BACKENDS, "tape", Backend("tape", ("tape",), lambda config: MemoryStore(), one_file=True))
+    monkeypatch.setitem(BACKENDS, "tape", Backend("tape", lambda opening: MemoryStore(), schemes=("tape",), one_file=True))
     assert root_name(Source("tape", "/dev/st0.tar", text="tape:///dev/st0.tar")) == "st0"
     assert root_name(Source("other", "/dev/st0.tar", text="other:///dev/st0.tar")) == "st0.tar"
 
@@ -72,7 +78,7 @@ def test_writable_mounts_of_shared_backends_trust_metadata_briefly():
 @pytest.mark.parametrize("text, location", [("gs://bkt/p/q", "bkt/p/q"), ("az://cont/p", "cont/p"),
                                             ("abfs://cont@acct.dfs.core.windows.net/p/q", "cont/p/q")])
 def test_cloud_schemes_are_parsed_by_their_registry_entry(text, location):
-    assert parse_source(text).location == location and BACKENDS[parse_source(text).backend].location is not None
+    assert parse_source(text).location == location and BACKENDS[parse_source(text).backend].locate is not None
     with pytest.raises(SourceError, match=f"mode zip does not fit a {text.partition(':')[0]}:// URL"):
         parse_source(text + "#mode=zip")
 
@@ -84,42 +90,79 @@ class ToyStore(MemoryStore):
 TOYS: dict[str, ToyStore] = {}
 
 
-def test_a_backend_is_its_package_and_one_register_call():
-    """A backend registered with its scheme, location parser, TTL rule and store is parsed,
-    opened and served (through the whole stack, as open_view builds it) with no code elsewhere."""
+@dataclass(frozen=True)
+class ToyOptions:
+    """The toy backend's options dataclass: its -o rows and what they set."""
+
+    shelf: str
+    #: -o toy_drawer=N: which drawer of the shelf (the toy's own option)
+    drawer: int = 0
+
+    rows: ClassVar[tuple[OptionRow, ...]] = (
+        OptionRow("toy_drawer=N", "toy: the drawer of the shelf (default 0)",
+                  {"toy_drawer": (valued, to("drawer", lambda key, value: int(value)))}, own=True),
+    )
+
+    @classmethod
+    def of(cls, opening) -> ToyOptions:
+        return given(cls, opening.options, shelf=opening.source.location)
+
+
+def _toy_location(given_: Given) -> Located:
+    assert given_.parts is not None
+    return Located(given_.parts.netloc + given_.parts.path)
+
+
+def test_a_backend_is_its_package_and_one_register_call(tmp_path):
+    """A backend registered with its scheme, location parser, -o rows, TTL rule and store is
+    parsed, opened with its own option, listed in the help and served (through the whole stack, as
+    open_view builds it) with no code elsewhere; its option is refused on other sources."""
     import json
 
     import numpy as np
     import zarr
 
     import nczfs
-    from nczfs.config import SHORT_TTL, default_metadata_ttl
+    from nczfs.cli.mountargs import build_config
+    from nczfs.cli.parser import build_parser
+    from nczfs.config import SHORT_TTL, default_metadata_ttl, option_help
     from nczfs.store.registry import register
 
-    toy = ToyStore("shelf")
-    toy.set(".zgroup", json.dumps({"zarr_format": 2}).encode())
-    toy.set("t/.zarray", json.dumps({"zarr_format": 2, "shape": [3], "chunks": [3], "dtype": "<i4", "order": "C",
-                                     "compressor": None, "filters": None, "fill_value": 0}).encode())
-    toy.set("t/0", np.array([1, 2, 3], "<i4").tobytes())
-    TOYS["shelf/ds"] = toy
-    register(Backend("toy", ("toy",), lambda config: TOYS[config.source.location], shared=True,
-                     location=lambda text, parts: parts.netloc + parts.path))
+    for drawer, values in ((0, [1, 2, 3]), (2, [7, 8, 9])):
+        toy = ToyStore("shelf")
+        toy.set(".zgroup", json.dumps({"zarr_format": 2}).encode())
+        toy.set("t/.zarray", json.dumps({"zarr_format": 2, "shape": [3], "chunks": [3], "dtype": "<i4", "order": "C",
+                                         "compressor": None, "filters": None, "fill_value": 0}).encode())
+        toy.set("t/0", np.array(values, "<i4").tobytes())
+        TOYS[f"shelf/ds/{drawer}"] = toy
+    register(Backend("toy", lambda opening: TOYS[f"{(o := ToyOptions.of(opening)).shelf}/{o.drawer}"],
+                     schemes=("toy",), locate=_toy_location, rows=ToyOptions.rows, shared=True))
     try:
         source = parse_source("toy://shelf/ds")
         assert (source.backend, source.location) == ("toy", "shelf/ds")
         assert default_metadata_ttl("toy", False) == SHORT_TTL
-        assert open_store(MountConfig(source=source, mountpoint="/mnt")) is toy
+        assert open_store(MountConfig(source=source, mountpoint="/mnt")) is TOYS["shelf/ds/0"]
+        assert ("toy_drawer=N", "toy: the drawer of the shelf (default 0)") in option_help()
+        (tmp_path / "mnt").mkdir()
+        config = build_config(build_parser().parse_args(["mount", "toy://shelf/ds", str(tmp_path / "mnt"),
+                                                         "-o", "toy_drawer=2"]))
+        assert config.backend_options == {"drawer": 2} and open_store(config) is TOYS["shelf/ds/2"]
+        with pytest.raises(UsageError, match="-o toy_drawer: an option of toy sources"):
+            build_config(build_parser().parse_args(["mount", "memory://x", str(tmp_path / "mnt"), "-o", "toy_drawer=1"]))
         with pytest.raises(SourceError, match="mode zip does not fit a toy:// URL"):
             parse_source("toy://shelf/ds#mode=zip")
-        store = nczfs.open_view("toy://shelf/ds", read_only=True)
-        try:
-            np.testing.assert_array_equal(zarr.open_group(store, mode="r")["t"][:], [1, 2, 3])
-        finally:
-            store.close()
+        for drawer, values in ((0, [1, 2, 3]), (2, [7, 8, 9])):
+            store = nczfs.open_view("toy://shelf/ds", read_only=True, toy_drawer=drawer)
+            try:
+                np.testing.assert_array_equal(zarr.open_group(store, mode="r")["t"][:], values)
+            finally:
+                store.close()
     finally:
-        del BACKENDS["toy"], TOYS["shelf/ds"]
+        del BACKENDS["toy"], TOYS["shelf/ds/0"], TOYS["shelf/ds/2"]
     with pytest.raises(SourceError, match="unsupported URL scheme 'toy'"):
         parse_source("toy://shelf/ds")
+    with pytest.raises(SourceError, match="toy_drawer=1: unknown mount option"):
+        parse_options(["toy_drawer=1"])
 
 
 def test_local_backends_open_with_the_options_the_config_gives(tmp_path):
@@ -128,7 +171,7 @@ def test_local_backends_open_with_the_options_the_config_gives(tmp_path):
 
     store = opened(str(tmp_path), read_only=True)
     assert isinstance(store, DirectoryStore) and store.read_only
-    store = opened(str(tmp_path / "new.zip"), zip_layout="flat")
+    store = opened(str(tmp_path / "new.zip"), backend_options={"zip_layout": "flat"})
     assert isinstance(store, ZipStore) and store.layout == "flat" and not store.read_only
     store.close()
     assert isinstance(opened("memory://registry"), MemoryStore)
@@ -142,7 +185,7 @@ def test_a_backend_nobody_registered_is_a_source_error():
 
 def test_an_s3_url_is_parsed_once_into_the_source():
     source = parse_source("https://s3.eu-west-1.amazonaws.com/bucket/a/b#mode=nczarr,s3")
-    assert (source.s3.bucket, source.s3.prefix, source.s3.region) == ("bucket", "a/b", "eu-west-1")
+    assert (source.parsed.bucket, source.parsed.prefix, source.parsed.region) == ("bucket", "a/b", "eu-west-1")
 
 
 def test_one_retry_policy_for_every_client(monkeypatch):
@@ -163,8 +206,9 @@ def test_one_retry_policy_for_every_client(monkeypatch):
     assert backoff["init_backoff"].total_seconds() == pauses[0] and backoff["base"] == 2
 
 
-def icechunk_config(text: str, **options) -> MountConfig:
-    return MountConfig(source=parse_source(text, cwd="/"), mountpoint="/mnt", **options)
+def icechunk_config(text: str, read_only: bool = False, **options) -> MountConfig:
+    return MountConfig(source=parse_source(text, cwd="/"), mountpoint="/mnt", read_only=read_only,
+                       backend_options=options)
 
 
 def test_the_icechunk_opener_builds_its_options_from_the_config(monkeypatch):

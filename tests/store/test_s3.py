@@ -560,9 +560,9 @@ def test_boto3_requests_make_retries_plus_one_attempts_as_obstore_does(monkeypat
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
     for retries in (0, 1):
-        config = MountConfig(source=parse_source("s3://bucket/p"), mountpoint="/mnt", endpoint_url=endpoint,
+        config = MountConfig.of(parse_source("s3://bucket/p"), "/mnt", endpoint_url=endpoint,
                              retries=retries, connect_timeout=1)
-        store = S3Store(make_client(S3Options.of(config), config.source.s3), "bucket", "p", options=S3Options.of(config))
+        store = S3Store(make_client(S3Options.of(config.opening()), config.source.parsed), "bucket", "p", options=S3Options.of(config.opening()))
         with pytest.raises(BackendError):
             store.open_upload("k")
         assert store.counters()["CreateMultipartUpload"] == retries + 1
@@ -713,8 +713,8 @@ def test_over_http_a_signed_part_carries_its_sha256_and_no_crc32_besides(s3_serv
     source = parse_source(f"s3://{s3_server.shared_bucket}/p")
 
     def client(endpoint: str):
-        config = MountConfig(source=source, mountpoint="/mnt", endpoint_url=endpoint)
-        return make_client(S3Options.of(config), config.source.s3), S3Options.of(config)
+        config = MountConfig.of(source, "/mnt", endpoint_url=endpoint)
+        return make_client(S3Options.of(config.opening()), config.source.parsed), S3Options.of(config.opening())
 
     sent: list[dict[str, str]] = []
     c, options = client(s3_server.endpoint)

@@ -116,3 +116,34 @@ async def test_calls_stalled_in_every_slot_hold_up_others_only_for_the_patience(
         nursery.start_soon(read, "stall3")  # a spare slot held too: the next waits for either kind
         impl.release.set()
     assert sorted(got) == [b"stall1", b"stall2", b"stall3"]
+
+
+class BlockingStat(MemoryStore):
+    """A backend whose ``stat`` blocks (a worker thread's), noting the OS name of its thread."""
+
+    non_blocking = False
+
+    def __init__(self) -> None:
+        super().__init__("blocking-stat")
+        self.seen: list[tuple[str, bool]] = []
+
+    def stat(self, key: str):
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+            self.seen.append((f.read().strip(), threading.current_thread() is threading.main_thread()))
+        return super().stat(key)
+
+
+async def test_a_backends_blocking_calls_run_in_worker_threads_not_renamed_per_call():
+    """Each call runs off the trio thread, its result or error brought back, in a worker whose
+    OS name is not set for the call (trio's to_thread names it twice a call: two prctl through
+    ctypes, each giving up the GIL), and the slots it takes are freed."""
+    impl = BlockingStat()
+    impl.set("here", b"data")
+    store = ThreadedStore(impl)
+    for _ in range(3):
+        assert (await store.stat("here")).size == 4
+        with pytest.raises(KeyNotFound):
+            await store.stat("gone")
+    assert len(impl.seen) == 6 and not any(main for _, main in impl.seen), impl.seen
+    assert not any(" from " in name for name, _ in impl.seen), impl.seen
+    assert store._limiter.borrowed_tokens == 0 and store._threads.borrowed_tokens == 0

@@ -92,7 +92,7 @@ def test_staged_writes_survive_a_crash_at_any_point_of_a_commit(tmp_path, monkey
     s.delete("gone")
     s.rename("old", "moved")
     if dies == "before-rename":  # new.zip written and fsynced, the marker too, no rename yet
-        monkeypatch.setattr(zip_staging.os, "replace", lambda src, dst: (_ for _ in ()).throw(SystemExit))
+        monkeypatch.setattr(zip_staging, "rename_exchange", lambda src, dst: (_ for _ in ()).throw(SystemExit))
     elif dies == "after-rename":  # the new archive is in place, the staging area not yet cleaned
         monkeypatch.setattr(zip_mod.Staging, "committed", lambda self, ident: (_ for _ in ()).throw(SystemExit))
     if dies != "no-commit":

@@ -79,6 +79,37 @@ def test_a_commit_tries_again_when_the_archive_changes_while_the_new_one_is_writ
     s.close()
 
 
+@pytest.mark.parametrize("how", ["replaced", "in-place"])
+def test_a_commit_finds_an_archive_changed_between_its_last_check_and_the_rename(archive, monkeypatch, how):
+    """Another program changes the archive at the worst moment, after the commit's last check,
+    right before its new archive takes the old one's place: the swap (``RENAME_EXCHANGE``) finds
+    it, puts it back, and the commit is made again on top of it."""
+    from nczfs.store.zip.staging import Staging
+
+    s = ZipStore(str(archive))
+    s.set("mine", b"staged")
+    install = Staging.install
+    calls = []
+
+    def another_program_at_the_worst_moment(self, tmp, path, unchanged):
+        calls.append(tmp)
+        if len(calls) == 1 and how == "replaced":
+            rewrite_zip(archive, {"theirs": b"at the worst moment"})
+        elif len(calls) == 1:  # in place, size and mtime kept: only the central directory tells
+            st, data = os.stat(archive), archive.read_bytes()
+            archive.write_bytes(data.replace(b"ds/b", b"ds/B"))
+            os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return install(self, tmp, path, unchanged)
+
+    monkeypatch.setattr(Staging, "install", another_program_at_the_worst_moment)
+    s.sync()
+    assert len(calls) == 2
+    theirs = {"theirs": b"at the worst moment", "b": b"2"} if how == "replaced" else {"B": b"2"}
+    assert zip_members(archive) == {"a": b"1", "mine": b"staged", **theirs}
+    assert sorted(os.listdir(archive.parent / ".ds.zip.nczfs")) == ["lock"]
+    s.close()
+
+
 def test_a_commit_gives_up_with_estale_while_another_program_keeps_rewriting(archive, monkeypatch):
     s = ZipStore(str(archive))
     s.set("mine", b"staged")
@@ -127,3 +158,63 @@ def test_rebased_records_follow_the_objects_kept_beside():
     assert out.kept == [("a", a), ("g", g)]
     assert out.dropped == [("b", "cp"), ("e", "del"), ("f", "meta")]
     assert rebased(records, set()).records == records
+
+
+def without_conflicts(members: dict[str, bytes]) -> dict[str, bytes]:
+    return {k: v for k, v in members.items() if CONFLICT_SUFFIX not in k}
+
+
+def test_a_directory_rename_is_checked_member_by_member_on_a_changed_archive(tmp_path, caplog):
+    """The mount renames ``d`` to ``e`` (after writing ``d/z``, and writes ``e/w`` after);
+    another program meanwhile rewrites ``d/x`` and ``d/z`` and makes ``e/y``. Its versions stay
+    where it put them; the mount's ``d/z`` and ``d/y`` go beside as conflict files; the rest
+    moves."""
+    archive = tmp_path / "ds.zip"
+    make_zip(archive, {"a": b"1", "d/x": b"x0", "d/y": b"y0", "d/z": b"z0", "d/sub/q": b"q0"})
+    s = ZipStore(str(archive))
+    s.set("d/z", b"z: the mount's")
+    s.rename_dir("d", "e")
+    s.set("e/w", b"after the rename")
+    rewrite_zip(archive, {"d/x": b"x: theirs", "d/z": b"z: theirs", "e/y": b"y: theirs"})
+    s.sync()
+    members = zip_members(archive)
+    assert without_conflicts(members) == {
+        "a": b"1", "d/x": b"x: theirs", "d/z": b"z: theirs", "e/y": b"y: theirs", "e/sub/q": b"q0",
+        "e/w": b"after the rename"}
+    assert kept_beside(members, "e/y") == [b"y0"] and kept_beside(members, "e/z") == [b"z: the mount's"]
+    assert len(members) == 8 and s.counters()["zip.conflicts"] == 2
+    assert "another program changed 'd/x'" in caplog.text and "move with its directory" in caplog.text
+    assert sorted(e.name for e in s.list_dir("d")) == ["x", "z"]
+    s.close()
+
+
+def test_a_directory_renamed_where_another_program_made_a_file_goes_beside_it(tmp_path):
+    """Nothing staged is lost (the journal was orphaned before): the directory goes beside the
+    other program's file, with the writes made in it after the rename."""
+    archive = tmp_path / "ds.zip"
+    make_zip(archive, {"d/x": b"x0"})
+    s = ZipStore(str(archive))
+    s.rename_dir("d", "e")
+    s.set("e/w", b"after the rename")
+    rewrite_zip(archive, {"e": b"their file"})
+    s.sync()
+    members = zip_members(archive)
+    assert without_conflicts(members) == {"e": b"their file"}
+    beside = sorted(k for k in members if k.startswith("e" + CONFLICT_SUFFIX))
+    assert [k.partition("/")[2] for k in beside] == ["w", "x"] and s.counters()["zip.conflicts"] == 1
+    s.close()
+
+
+def test_a_rebased_directory_rename_keeps_and_puts_beside_by_member():
+    records = [{"op": "set", "key": "d/z", "file": "obj-1", "size": 1, "mtime": 0},
+               {"op": "mvdir", "src": "d", "dst": "e"},
+               {"op": "mv", "src": "e/x", "dst": "f"},
+               {"op": "del", "key": "e/z"}]
+    out = rebased(records, {"d/x", "d/z", "e/y", "d/new"}, now=0, known={"d/x", "d/y", "d/z"})
+    t = CONFLICT_SUFFIX + "19700101T000000Z"
+    assert out.records == [{"op": "set", "key": "d/z" + t, "file": "obj-1", "size": 1, "mtime": 0},
+                           {"op": "mvdir", "src": "d", "dst": "e", "keep": ["d/new", "d/x", "d/z"],
+                            "beside": {"e/y": "e/y" + t}},
+                           {"op": "del", "key": "e/z" + t}]
+    assert out.kept == [("d/z", "d/z" + t), ("e/y", "e/y" + t)]
+    assert out.dropped == [("d/x", "mvdir"), ("d/z", "mvdir"), ("e/x", "mv")]

@@ -64,12 +64,11 @@ def _json_number(v: Any) -> Any:
     return v
 
 
-def type_attributes(var: Variable, view: str, g: Group, plan: Recode | str | None) -> list[Attribute]:
+def type_attributes(var: Variable, view: str, plan: Recode | str | None) -> list[Attribute]:
     """What netCDF views add to an array of a type netCDF has not, in CF's terms (where the array
     has no attribute of that name): bool as byte with flag_values/flag_meanings, times as int64
     counts with units (and calendar) that cftime and netCDF4.num2date decode, NaT as _FillValue;
-    bool also with ``dtype = "bool"``, xarray's netCDF convention that restores bool; in
-    the netcdf-4.9 view, a string array's ``_nczarr_maxstrlen``."""
+    bool also with ``dtype = "bool"``, xarray's netCDF convention that restores bool."""
     if view == "xarray":
         return []
     out = []
@@ -87,10 +86,6 @@ def type_attributes(var: Variable, view: str, g: Group, plan: Recode | str | Non
             out.append(Attribute("units", "char", unit))
         if var.fill_value == np.iinfo("i8").min:
             out.append(Attribute("_FillValue", "int64", [var.fill_value]))
-    elif view == "netcdf-4.9" and var.nctype == "string" and var.dimrefs:
-        strlen = g.dim(var.dimrefs[-1].rpartition("/")[2])
-        if strlen is not None:
-            out.append(Attribute("_nczarr_maxstrlen", "int", [strlen.size]))
     have = {a.name for a in var.attributes}
     return [a for a in out if a.name not in have]
 
@@ -252,7 +247,7 @@ class _Writer:
     def array(self, v: Variable, g: Group, akey: str) -> None:
         path = array_path(g.path, v.name)
         plan = self.plan_for(v, g)
-        attrs = _array_attributes(v, g, self.view, self.ds.flavor, plan)
+        attrs = _array_attributes(v, self.view, self.ds.flavor, plan)
         values, types = _types(attrs, self.view, akey + ".zattrs", self.hidden)
         if isinstance(plan, Recode):
             self.layouts.recodes[path] = plan
@@ -294,19 +289,21 @@ def _group_objects(g: Group, root: bool, view: str, values: dict, types: dict) -
     return zgroup, zattrs
 
 
-def _array_attributes(v: Variable, g: Group, view: str, flavor: str, plan: Recode | str | None) -> list[Attribute]:
+def _array_attributes(v: Variable, view: str, flavor: str, plan: Recode | str | None) -> list[Attribute]:
     """The attributes ``view`` shows of ``v``: _FillValue only where its reader takes it, the CF
     attributes that say what a shown type means."""
     attrs = v.attributes
     if view != "xarray":  # the mask and CF attributes of the variable's type (masks.py)
         attrs = cf_attributes(v, flavor, view=True)
-        if view == "netcdf-4.9" and v.nctype == "string":  # shown as chars: a string fill is no char
-            attrs = [a for a in attrs if a.name != "_FillValue"]
+        if view == "netcdf-4.9" and v.nctype == "string":  # shown as chars: only "" is a char fill (NUL)
+            attrs = [a for a in attrs if a.name != "_FillValue" or a.value == [""]]
     elif flavor == "zarr-v3":  # xarray: a Zarr v3 mask is the v2 fill_value
         attrs = [a for a in attrs if a.name != "_FillValue"]
     if flavor == "zarr-v3" and (missing := as_missing_value(v)) is not None:
+        if view == "xarray":  # zarr-python reads a missing chunk of a null fill_value as 0, not as this
+            missing = Attribute("_FillValue", missing.nctype, missing.value)
         attrs = [*(a for a in attrs if a.name not in ("_FillValue", "missing_value")), missing]
-    return [*attrs, *type_attributes(v, view, g, plan)]
+    return [*attrs, *type_attributes(v, view, plan)]
 
 
 def _array_objects(v: Variable, root: bool, view: str, from_v3: bool, plan: Recode | str | None,
@@ -315,7 +312,8 @@ def _array_objects(v: Variable, root: bool, view: str, from_v3: bool, plan: Reco
     zarray = _zarray(v, from_v3, view, plan if isinstance(plan, Recode) else None)
     if not v.shape and view != "xarray":
         v.scalar = True  # a zero-rank Zarr array, shown as an NCZarr scalar
-    names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if v.shape else [])
+    # a scalar's one element along _scalar_, as netCDF-C writes it (zarr-python needs a name per axis)
+    names = [r.rpartition("/")[2] for r in v.dimrefs] if not v.scalar else (["_scalar_"] if zarray["shape"] else [])
     zattrs = dict(values)
     if view != "netcdf-4.9" or root:
         zattrs["_ARRAY_DIMENSIONS"] = names

@@ -20,7 +20,6 @@ viewwrites.py.
 
 from __future__ import annotations
 
-import collections
 import time
 from typing import Awaitable, Callable
 
@@ -31,6 +30,7 @@ from nczfs.nczarr.metadata.roots import Roots
 from nczfs.nczarr.metadata.validate import METADATA_NAMES, is_metadata_key
 from nczfs.nczarr.views.datasetview import ZERO_RANK, DatasetView, shard_of
 from nczfs.nczarr.views.recodedchunks import RecodedChunks
+from nczfs.nczarr.views.shownversions import ShownVersions
 from nczfs.nczarr.views.viewbuild import ViewBuilder
 from nczfs.nczarr.views.viewwrites import ViewWrites
 from nczfs.store.base import Store
@@ -42,10 +42,6 @@ from nczfs.store.wrapper import WrapperStore
 #: bytes of recoded chunks a view keeps by default (the mount gives it a quarter of --cache-size;
 #: the stored chunks are cached below it, as on every mount)
 RECODED_CACHE_BYTES = 64 * 1024 * 1024
-
-
-#: views dropped by writes kept to translate the versions they showed (a tree removal)
-SHOWN_BEFORE = 64
 
 
 class PresentingStore(ViewWrites, WrapperStore):
@@ -63,9 +59,9 @@ class PresentingStore(ViewWrites, WrapperStore):
         self.recoded_cache_bytes = recoded_cache_bytes
         self._roots = Roots(inner, ttl)
         self._views: dict[str, DatasetView] = {}
-        #: views dropped by writes: what versions their objects were shown at, for a delete
-        #: that names one (ViewWrites._delete_condition)
-        self._shown_before: collections.deque[DatasetView] = collections.deque(maxlen=SHOWN_BEFORE)
+        #: every view replaced (by a write, or at its TTL): the versions it showed, for a write,
+        #: rename or delete that names one (ViewWrites._stored_condition)
+        self._shown = ShownVersions()
         self._recoded_chunks = RecodedChunks(inner, recoded_cache_bytes)
         self._indexes = IndexCache()
         self._builder = ViewBuilder(inner, view, transcode)
@@ -104,9 +100,11 @@ class PresentingStore(ViewWrites, WrapperStore):
         v = self._views.get(root)
         if v is not None and time.monotonic() - v.built < self.ttl:
             return v
-        v = await self._builder.build(root)
+        old, v = v, await self._builder.build(root)
         if v is not None:
             self._views[root] = v
+            if old is not None:
+                self._shown.replaced(old, v)
         return v
 
     def _forget(self, key: str) -> None:
@@ -114,7 +112,7 @@ class PresentingStore(ViewWrites, WrapperStore):
         self._roots.forget(key)
         for root in list(self._views):
             if root == "" or key == root or key.startswith(root + "/"):
-                self._shown_before.append(self._views.pop(root))
+                self._shown.replaced(self._views.pop(root))
 
     # -- reads ---------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from nczfs.nczarr.metadata.read import DictObjects, read_dataset
 from nczfs.nczarr.metadata.validate import is_metadata_key, stale_tail_prefix
 from nczfs.nczarr.views.datasetview import DatasetView
 from nczfs.nczarr.views.emit import emit, signature
+from nczfs.nczarr.views.shownversions import NOT_SHOWN, ShownVersions
 from nczfs.store.capabilities import check_content, checks_content
 from nczfs.store.values import ABSENT, Meta, ObjectInfo
 
@@ -50,6 +51,7 @@ class ViewWrites:
     view: str
     _deleting: dict[str, str]
     _refused: dict[str, str]
+    _shown: ShownVersions
 
     def translate_back(self, v: DatasetView, key: str, data: bytes) -> dict[str, bytes]:
         """The stored objects to write so the store holds, in its own flavor, what the client wrote
@@ -98,37 +100,23 @@ class ViewWrites:
             return now.info(key)
         return ObjectInfo(key, len(data), time.time_ns(), "")
 
-    async def _stored_condition(self, key: str, call: Callable[..., Awaitable[Any]], target: str) -> dict[str, Any]:
-        """The ``if_version`` of a write of view object ``key`` to stored ``target``: a metadata
-        object the view shows rewritten carries the view's version (its bytes' MD5), which the
-        stored object never has; while the view is still that version, the stored version it was
-        built from stands for it (else the condition is left as given: the store refuses it)."""
-        given = getattr(call, "given", {}).get("if_version")
-        v = await self.view_for(key) if given and given != ABSENT else None
-        if v is None or key not in v.objects or v.info(key).etag != given:
-            return {}
-        return {"if_version": v.stored_version(target) if self.inner.checks_writes else None}
-
-    async def _delete_condition(self, key: str, call: Callable[..., Awaitable[Any]], target: str) -> dict[str, Any]:
-        """The ``if_version`` of a delete of view object ``key`` (stored ``target``). An object the
-        view shows rewritten has a version made of the dataset's other objects too (a ``.zattrs``
-        written changes the ``.zarray`` a view shows), and once a tree removal took the dataset's
-        own metadata there is no view of it left: the view that showed the version the client
-        deletes (else the view now) stands for it with the stored version it was built from."""
+    async def _stored_condition(self, key: str, call: Callable[..., Awaitable[Any]], target: str,
+                                deleting: bool = False) -> dict[str, Any]:
+        """The ``if_version`` of a write, rename or delete of view object ``key`` (stored
+        ``target``). A metadata object a view shows rewritten carries the view's version (its
+        bytes' MD5), which the stored object never has, and a view's version of an object is made
+        of the dataset's other objects too (a ``.zmetadata`` made from the arrays stored): the
+        stored version the view that showed the version given was built from stands for it (the
+        view now, else the last of those replaced: ``ShownVersions``). No view kept showed it:
+        left as given (the store refuses it: ESTALE)."""
         given = getattr(call, "given", {}).get("if_version")
         if not given or given == ABSENT:
             return {}
-        v = self._view_that_showed(key, given) or await self.view_for(key)
-        if v is None or key not in v.objects:
+        stored = self._shown.stored_version(key, target, given, [await self.view_for(key)])
+        if stored is NOT_SHOWN or (deleting and stored == ABSENT):
             return {}
-        stored = v.stored_version(target)
-        if v.info(key).etag == stored or stored == ABSENT:
-            return {}
-        return {"if_version": stored}
-
-    def _view_that_showed(self, key: str, version: str) -> DatasetView | None:
-        views = [*self._views.values(), *reversed(self._shown_before)]
-        return next((v for v in views if key in v.objects and v.info(key).etag == version), None)
+        checked = self.inner.checks_deletes if deleting else self.inner.checks_writes
+        return {"if_version": stored if checked else None}
 
     def _translated(self, v: DatasetView | None, key: str) -> bool:
         return (v is not None and is_metadata_key(key)
@@ -245,7 +233,7 @@ class ViewWrites:
         """The stored key deleted (only while it is the version the view was built from, where the
         delete names the view's version); metadata of a dataset shown translated is refused."""
         target = await self._writable_target(keys[0], deleting=True)
-        await call(target, **await self._delete_condition(keys[0], call, target))
+        await call(target, **await self._stored_condition(keys[0], call, target, deleting=True))
         self._forget(keys[0])
 
     async def _copy(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:

@@ -1,9 +1,46 @@
-"""What a mount's options ask of the Icechunk backend (:class:`IcechunkOptions`), built from its
-MountConfig by the scheme registry (:mod:`nczfs.store.registry`), the one place that reads it."""
+"""What a mount's options ask of the Icechunk backend (:class:`IcechunkOptions`) and its ``-o``
+rows (its own, refused on other sources, and S3's endpoint, profile and region)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Mapping
+
+from nczfs.errors import SourceError
+from nczfs.store.options import OptionRow, given, nonempty
+from nczfs.store.s3.options import ENDPOINT, PROFILE
+
+if TYPE_CHECKING:
+    from nczfs.store.opening import Opening
+
+#: what the mount root shows: one of them
+POINTS = ("branch", "tag", "snapshot")
+
+
+def _option(out: dict[str, object], key: str, value: str) -> None:
+    if key == "virtual_chunk_container":
+        out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]  # out holds objects: this one a tuple
+        return
+    if key in POINTS and any(k in out for k in POINTS if k != key):
+        raise SourceError(f"-o {key}={value}: choose one of branch=, tag= and snapshot=")
+    out[key] = value
+
+
+OWN = (
+    OptionRow("branch=NAME, tag=NAME, snapshot=ID",
+              "Icechunk: what the root shows (default branch main; a tag or snapshot: read-only)",
+              {k: (nonempty, _option) for k in POINTS}, own=True),
+    OptionRow("commit_message=TEXT", "Icechunk: the message of the mount's commits (default: host and time)",
+              {"commit_message": (nonempty, _option)}, own=True),
+    OptionRow("virtual_chunk_container=PREFIX[=URL]",
+              "Icechunk: read virtual chunks below PREFIX (file://, s3://, https://; repeatable)",
+              {"virtual_chunk_container": (nonempty, _option)}, own=True),
+)
+
+
+def read_only_point(values: Mapping[str, object]) -> bool:
+    """A tag or a snapshot never changes: its mount is read-only."""
+    return bool(values.get("tag") or values.get("snapshot"))
 
 
 @dataclass(frozen=True)
@@ -31,3 +68,10 @@ class IcechunkOptions:
     endpoint_url: str | None = None
     #: no credentials at all (-o no_sign_request)
     anonymous: bool = False
+
+    rows: ClassVar[tuple[OptionRow, ...]] = (*OWN, *ENDPOINT, *PROFILE)
+
+    @classmethod
+    def of(cls, opening: Opening) -> IcechunkOptions:
+        return given(cls, opening.options, source=opening.source.text, location=opening.source.location,
+                     read_only=opening.read_only, anonymous=bool(opening.options.get("no_sign_request")))

@@ -19,43 +19,12 @@ Credentials follow each cloud's own chain, as its command-line tools take them:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nczfs.store.s3.cloudurl import parse_azure_source, parse_cloud_url
 from nczfs.errors import SourceError
 from nczfs.store.s3.cloudwrites import CloudStore
-from nczfs.store.s3.transport import Bounds
-
-if TYPE_CHECKING:
-    from nczfs.config import MountConfig
-
-
-@dataclass(frozen=True)
-class CloudOptions:
-    """What a mount's options ask of a GCS or Azure source (anonymous sources are read-only:
-    neither cloud takes anonymous writes)."""
-
-    #: SOURCE as given
-    source: str
-    read_only: bool = False
-    anonymous: bool = False
-    endpoint_url: str | None = None
-    bounds: Bounds = Bounds()
-    google_application_credentials: str | None = None
-    azure_storage_account: str | None = None
-    #: -o overwrite=: "checked" (a write replaces only the version it started from) or "last_writer_wins"
-    overwrite: str = "checked"
-
-    @classmethod
-    def of(cls, config: MountConfig) -> CloudOptions:
-        return cls(config.source.text, config.read_only or config.no_sign_request, config.no_sign_request,
-                   config.endpoint_url, Bounds(**Bounds.given(config)), config.google_application_credentials,
-                   config.azure_storage_account, config.overwrite)
-
-    def transport(self, endpoint: str | None) -> dict[str, Any]:
-        """Timeouts and retries; a private CA's certificates from ``SSL_CERT_FILE``."""
-        return self.bounds.obstore(endpoint, os.environ.get("SSL_CERT_FILE") or None)
+from nczfs.store.s3.options import CloudOptions
 
 
 def open_gcs(options: CloudOptions) -> CloudStore:

@@ -81,6 +81,22 @@ class PosixMeta:
     head_for_meta: bool = False
     #: the refusal of symlinks without it was logged
     _said_symlinks_refused: bool = False
+    #: the attributes the writes of a key store with its object (:meth:`write_meta`; S3Store sets it)
+    _meta_of_writes: dict[str, Meta]
+
+    def write_meta(self, key: str, meta: Meta | None) -> None:
+        """The attributes the PutObject (or CreateMultipartUpload) of ``key`` sends in its user
+        metadata from now on (None: none again): a new file's mode and owner go with its first
+        upload, where a CopyObject after it would cost a request and the listing it drops."""
+        if meta is None:
+            self._meta_of_writes.pop(key, None)
+        else:
+            self._meta_of_writes[key] = meta
+
+    def _meta_to_write(self, key: str) -> tuple[Meta | None, dict[str, str]]:
+        """(the attributes a write of ``key`` stores, their user metadata)."""
+        meta = self._meta_of_writes.get(key)
+        return meta, (meta_headers(meta) if meta is not None else {})
 
     def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         """The object's user metadata replaced by ``changes`` (every attribute the mount shows:

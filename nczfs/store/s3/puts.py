@@ -45,12 +45,13 @@ class Puts:
         earlier attempt of it may have been carried out)."""
         full = self._full(key)
         data = body if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body)
+        meta, headers = self._meta_to_write(key)
         try:
             if UNNAMEABLE.search(full):  # a key obstore cannot name
-                etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data),
+                etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data), Metadata=headers,
                                               **self.options.writes(), **boto_conditions(if_version)).get("ETag")
             else:
-                etag = self._put_attempts(key, full, data, if_version)
+                etag = self._put_attempts(key, full, data, if_version, headers)
         except Exception as exc:
             err = translate_boto(exc, key, "PutObject")
             md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
@@ -61,7 +62,8 @@ class Puts:
                 if found is not None:
                     return found
             raise err from None
-        return ObjectInfo(key, size, time.time_ns(), bare_etag(etag))
+        mtime = meta.mtime_ns if meta is not None and meta.mtime_ns is not None else time.time_ns()
+        return ObjectInfo(key, size, mtime, bare_etag(etag), meta)
 
     def conflict(self, key: str, if_version: str, sent: str) -> ObjectInfo:
         """A write refused because ``key`` is not version ``if_version``: the object's info if it
@@ -80,7 +82,7 @@ class Puts:
         raise Conflict(key, if_version, info.etag)
 
     def _put_attempts(self, key: str, full: str, data: bytes | bytearray | memoryview,
-                      if_version: str | None = None) -> str | None:
+                      if_version: str | None = None, headers: dict[str, str] | None = None) -> str | None:
         """obstore's PUT, ``-o retries=`` + 1 attempts, paused between as obstore's own are. An
         attempt that never reached the server (refused, no route) or was answered 5xx is tried
         again as obstore would; one that went out and got no answer (a timeout, a broken
@@ -90,7 +92,7 @@ class Puts:
             self._count("put")
             try:
                 return obs.put(self.once, full, data, use_multipart=False, mode=put_mode(if_version),
-                               **self.put_arguments()).get("e_tag")
+                               **self.put_arguments(headers)).get("e_tag")
             except Exception as exc:
                 text = str(exc)
                 if ANSWERED.search(text) and not SERVER_ERROR.search(text):
@@ -139,6 +141,9 @@ class Puts:
 
         return probe_conditions(self, self.once, refused, "If-None-Match")
 
-    def put_arguments(self) -> dict[str, Any]:
-        """The storage class asked for (obstore sends it as ``x-amz-storage-class``)."""
-        return {"attributes": {"Storage-Class": self.options.storage_class}} if self.options.storage_class else {}
+    def put_arguments(self, headers: dict[str, str] | None = None) -> dict[str, Any]:
+        """The storage class asked for (obstore sends it as ``x-amz-storage-class``), and the user
+        metadata ``headers`` (obstore sends an attribute of another name as ``x-amz-meta-NAME``)."""
+        attributes = {"Storage-Class": self.options.storage_class} if self.options.storage_class else {}
+        attributes.update(headers or {})
+        return {"attributes": attributes} if attributes else {}

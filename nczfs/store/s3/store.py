@@ -93,6 +93,7 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
         #: obstore's HEAD gives no user metadata) for the attributes in their metadata; else only
         #: what the mount wrote itself shows them
         self.head_for_meta = head_for_meta
+        self._meta_of_writes = {}
         #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
         self._staged: dict[str, str] = {}
         #: CreateMultipartUploads that got no answer ("?TIME" -> S3 key): swept at close

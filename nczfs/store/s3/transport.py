@@ -12,7 +12,10 @@ from __future__ import annotations
 import datetime
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, ClassVar, Iterator, Mapping
+
+from nczfs.optionvalues import count, positive
+from nczfs.store.options import OptionRow, to, valued
 
 #: seconds one attempt of a request may take in all (an answer trickled a byte at a time is
 #: given up then): 32 MiB, the largest single PUT, at 1 Mbit/s
@@ -53,6 +56,16 @@ def retry_config(retries: int = 2, *, retry_timeout: float = RETRY_TIMEOUT) -> d
                         "max_backoff": datetime.timedelta(seconds=MAX_BACKOFF), "base": BACKOFF_BASE}}
 
 
+#: the bounds of every request (every object store, the web server's Zarr)
+BOUNDS = (
+    OptionRow("retries=N", "object stores: attempts after the first before EIO (default 2)",
+              {"retries": (valued, to("retries", count))}),
+    OptionRow("connect_timeout=SECONDS", "object stores: seconds to connect (default 5)",
+              {"connect_timeout": (valued, to(None, positive))}),
+    OptionRow("read_timeout=SECONDS", "object stores: seconds without a byte of an answer (default 15)",
+              {"read_timeout": (valued, to(None, positive))}),
+)
+
 @dataclass(frozen=True)
 class Bounds:
     """What a mount's options ask of every request: ``retries`` attempts after the first,
@@ -62,10 +75,12 @@ class Bounds:
     connect_timeout: float = 5.0
     read_timeout: float = 15.0
 
+    rows: ClassVar[tuple[OptionRow, ...]] = BOUNDS
+
     @staticmethod
-    def given(config: Any) -> dict[str, Any]:
-        """The bounds a MountConfig sets (None: the default)."""
-        return {k: v for k in ("retries", "connect_timeout", "read_timeout") if (v := getattr(config, k)) is not None}
+    def given(values: Mapping[str, Any]) -> dict[str, Any]:
+        """The bounds a mount's ``-o`` values set (absent: the default)."""
+        return {k: v for k in ("retries", "connect_timeout", "read_timeout") if (v := values.get(k)) is not None}
 
     def obstore(self, endpoint: str | None, ca_file: str | None) -> dict[str, Any]:
         """obstore's ``client_options`` and ``retry_config``."""

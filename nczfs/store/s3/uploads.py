@@ -13,6 +13,7 @@ import hashlib
 import logging
 import threading
 import time
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, Callable
 
@@ -108,8 +109,10 @@ class MultipartUploads:
         mark = f"?{time.time():.6f}"
         self._log_upload("opened", mark, s3_key)
         self._attempts.unanswered = False
+        meta, headers = self._meta_to_write(key)
         try:
-            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, **self.options.writes())["UploadId"]
+            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, Metadata=headers,
+                                                            **self.options.writes())["UploadId"]
         except Exception as exc:
             err = translate_boto(exc, key, "CreateMultipartUpload")
             self._settle_create(mark, s3_key, isinstance(err, OutcomeUnknown))
@@ -127,7 +130,8 @@ class MultipartUploads:
                 raise translate_boto(exc, key, "UploadPart") from None
 
         def complete(size: int, if_version: str | None = None) -> ObjectInfo:
-            return self._complete(key, s3_key, upload_id, etags, size, if_version)
+            info = self._complete(key, s3_key, upload_id, etags, size, if_version)
+            return replace(info, meta=meta, mtime_ns=meta.mtime_ns or info.mtime_ns) if meta is not None else info
 
         return Upload(key, self.part_size, send, complete, lambda: self._abort_staged(key, s3_key, upload_id))
 

@@ -59,9 +59,9 @@ class Archive:
     _cd: tuple[int, bytes] | None
     _note_central_directory: Any  # Behind's
 
-    def _archive_ident(self) -> tuple[int, int, int] | None:
+    def _archive_ident(self, path: str | None = None) -> tuple[int, int, int] | None:
         try:
-            st = os.stat(self.path)
+            st = os.stat(path or self.path)
         except FileNotFoundError:
             return None
         return (st.st_ino, st.st_size, st.st_mtime_ns)

@@ -47,14 +47,15 @@ class Behind:
     def _note_central_directory(self, fd: int, start: int) -> None:
         self._cd = (start, _digest(fd, start))
 
-    def _unchanged(self) -> bool:
-        """Is the archive still the one read: its ``stat``, and its central directory's bytes?"""
-        if self._archive_ident() != self._ident:
+    def _unchanged(self, path: str | None = None) -> bool:
+        """Is the archive (or the file at ``path``: the archive swapped out by a commit) still the
+        one read: its ``stat``, and its central directory's bytes?"""
+        if self._archive_ident(path) != self._ident:
             return False
         if self._ident is None or self._cd is None:
             return True
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(path or self.path, os.O_RDONLY)
         except FileNotFoundError:
             return False
         try:
@@ -78,7 +79,7 @@ class Behind:
             return
         changed = ({k for k in before.keys() | self._archived.keys() if before.get(k) != self._archived.get(k)}
                    if self.checks_writes else set())  # -o overwrite=last_writer_wins: the mount's apply on top
-        moved = rebased(records, changed)
+        moved = rebased(records, changed, known=set(before))
         try:
             for record in moved.records:
                 self._apply(record)
@@ -94,7 +95,8 @@ class Behind:
         for key, op in moved.dropped:
             log.error("%s: another program changed %r in the archive since this mount read it: the mount's "
                       "%s of it is dropped, the other program's version stays", self.path, key,
-                      {"del": "removal", "meta": "change of attributes"}.get(op, f"{op} of the version it read"))
+                      {"del": "removal", "meta": "change of attributes", "mvdir": "move with its directory"}.get(
+                          op, f"{op} of the version it read"))
 
     def _check_version(self, key: str, if_version: str | None) -> None:
         """Conflict unless the object ``key`` is version ``if_version`` (ABSENT: none; None: any)."""

@@ -8,7 +8,9 @@ Beside ``NAME.zip`` lives ``.NAME.zip.nczfs/`` holding
   ``write`` each so a killed daemon leaves whole lines;
 - ``obj-N``: the bytes of staged objects;
 - during a commit ``new.zip`` (the archive being written) and, once it is fsynced,
-  ``committing`` (the identity of ``new.zip``), then ``new.zip`` is renamed over the archive.
+  ``committing`` (the identity of ``new.zip``), then ``new.zip`` is swapped with the archive
+  (``renameat2(RENAME_EXCHANGE)``; renamed over it where that is missing) and the old archive,
+  now ``new.zip``, removed once it is found to be the one read.
 
 At the next mount: a ``committing`` marker matching the archive means the commit finished
 (the journal is spent); otherwise ``new.zip`` is thrown away, and a journal whose header still
@@ -24,9 +26,10 @@ import logging
 import os
 import shutil
 import time
-from typing import BinaryIO, Iterable
+from typing import BinaryIO, Callable, Iterable
 
 from nczfs.errors import SourceError
+from nczfs.store.noreplace import rename_exchange, rename_noreplace
 
 log = logging.getLogger(__name__)
 
@@ -238,16 +241,22 @@ class Staging:
         except FileNotFoundError:
             pass
 
-    def install(self, tmp: str, archive: str) -> None:
-        """Rename the fsynced new archive over the old one, leaving a marker for recovery."""
+    def install(self, tmp: str, archive: str, unchanged: Callable[[str], bool]) -> bool:
+        """Put the fsynced new archive in the old one's place, leaving a marker for recovery: only
+        while the old one is ``unchanged`` (is the archive read: the file at the path given). The
+        two are swapped in one step (``renameat2(RENAME_EXCHANGE)``) and the one swapped out
+        checked (swapped back if it changed: False); where the swap is missing, a plain rename."""
         st = os.stat(tmp)
         marker = self._path("committing")
         with open(marker, "w") as f:
             json.dump([st.st_ino, st.st_size, st.st_mtime_ns], f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, archive)
-        _fsync_dir(os.path.dirname(archive))
+        if _put(tmp, archive, unchanged, st.st_ino):
+            _fsync_dir(os.path.dirname(archive))
+            return True
+        os.unlink(marker)
+        return False
 
     def committed(self, ident: Ident) -> None:
         """The archive holds every staged change: start afresh on top of it."""
@@ -272,3 +281,25 @@ class Staging:
         if not self.dirty:
             shutil.rmtree(self.dir, ignore_errors=True)
         os.close(self._lock_fd)
+
+
+def _put(tmp: str, archive: str, unchanged: Callable[[str], bool], ino: int) -> bool:
+    """The new archive ``tmp`` (inode ``ino``) in the place of ``archive`` while that is ``unchanged``."""
+    try:
+        if not rename_exchange(tmp, archive):
+            os.replace(tmp, archive)  # no swap here: the check right before was the last
+            return True
+    except FileNotFoundError:  # no archive there: made only while none is, if none was read
+        if not unchanged(archive):
+            return False
+        try:
+            rename_noreplace(tmp, archive)
+        except FileExistsError:
+            return False
+        return True
+    if unchanged(tmp):  # the archive swapped out is the one read
+        os.unlink(tmp)
+        return True
+    if os.stat(archive).st_ino == ino:
+        rename_exchange(tmp, archive)  # back: the other program's archive in its place again
+    return False

@@ -347,10 +347,10 @@ class ZipStore(Archive, Tree, Behind, SyncStore):
         tmp = self.staging.new_archive_path()
         try:
             self._write_archive(tmp)
-            if not self._unchanged():  # changed while the new one was written: the stat and rename are µs apart
+            # changed while the new one was written, or between that check and the swap
+            if not self._unchanged() or not self.staging.install(tmp, self.path, self._unchanged):
                 self.staging.discard_new_archive()
                 return False
-            self.staging.install(tmp, self.path)
         except (OSError, NczfsError, zipfile.LargeZipFile, ValueError) as exc:
             self.staging.discard_new_archive()
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

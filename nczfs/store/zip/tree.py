@@ -113,21 +113,32 @@ class Tree:
         self._dirs[parent_of(rec["key"])].discard(rec["key"].rpartition("/")[2])
 
     def _apply_mvdir(self, rec: dict) -> None:
+        """A directory renamed with what is below it; a rebased record (:mod:`.rebase`) leaves
+        the members in ``keep`` where they are and puts those landing on a name in ``beside``
+        under the name it gives."""
         src, dst = rec["src"], rec["dst"]
+        keep, beside = set(rec.get("keep", ())), rec.get("beside", {})
+        if src not in self._dirs and "keep" in rec:  # another program removed it: nothing of it is moved
+            self._add_dir(dst)
+            return
         dirs, files = self._subtree(src)
-        moved = {f: self._files[f] for f in files}
-        for f in files:
+        moved = {f: self._files[f] for f in files if f not in keep}
+        for f in moved:
             self._remove_file(f)
-        metas = {d: self._dir_meta.pop(d) for d in dirs if d in self._dir_meta}
+        staying = {d for f in files if f in keep for d in dirs if f.startswith(d + "/")}
+        metas = {d: self._dir_meta[d] for d in dirs if d in self._dir_meta}
         for d in dirs:
-            del self._dirs[d]
-        self._dirs[parent_of(src)].discard(src.rpartition("/")[2])
+            if d not in staying:
+                del self._dirs[d]
+                self._dir_meta.pop(d, None)
+                if parent_of(d) in self._dirs:
+                    self._dirs[parent_of(d)].discard(d.rpartition("/")[2])
         for d in dirs:
             self._add_dir(dst + d[len(src):])
         for d, meta in metas.items():
             self._dir_meta[dst + d[len(src):]] = meta
         for f, s in moved.items():
-            self._add_file(dst + f[len(src):], s)
+            self._add_file(beside.get(dst + f[len(src):], dst + f[len(src):]), s)
 
     def _staged_files(self) -> set[str]:
         return {f for f, n in self._refs.items() if n > 0}

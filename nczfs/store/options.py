@@ -1,0 +1,81 @@
+"""The ``-o`` rows a backend declares: what each key accepts and sets, and its line of help.
+
+A backend's options dataclass lists its rows (``rows``, a class attribute); the scheme registry
+(:mod:`nczfs.store.registry`) gathers them, and ``nczfs mount``'s parser, ``--help``, the man
+page and the README's option table are built from them (nczfs/config.py adds the mount's own).
+Each rule is ``(applies, apply)``: whether the key applies, given whether it has ``=`` and its
+value; and what it sets in the flat ``{name: value}`` the options are parsed into.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from nczfs.optionvalues import overwrite_mode
+
+Applies = Callable[[bool, str], bool]
+Apply = Callable[[dict, str, str], None]
+Rule = tuple[Applies, Apply]
+
+
+@dataclass(frozen=True)
+class OptionRow:
+    """One line of ``nczfs mount --help``'s option list and the ``-o`` keys it documents."""
+
+    #: as the help shows it: ``endpoint_url=URL, url=URL``
+    form: str
+    help: str
+    #: each ``-o`` key it reads, and its rule
+    rules: Mapping[str, Rule]
+    #: refused (UsageError) on a source of any backend that does not declare it
+    own: bool = False
+
+
+def any_(eq: bool, value: str) -> bool:
+    return True
+
+
+def flag(eq: bool, value: str) -> bool:
+    return not eq
+
+
+def valued(eq: bool, value: str) -> bool:
+    return eq
+
+
+def nonempty(eq: bool, value: str) -> bool:
+    return eq and bool(value)
+
+
+def const(name: str, v: object) -> Apply:
+    def apply(out: dict, key: str, value: str) -> None:
+        out[name] = v
+    return apply
+
+
+def to(name: str | None, convert: Callable[[str, str], object] = lambda key, value: value) -> Apply:
+    """Set ``name`` (None: the key's own) to ``convert(key, value)``."""
+    def apply(out: dict, key: str, value: str) -> None:
+        out[name or key] = convert(key, value)
+    return apply
+
+
+def abspath(key: str, value: str) -> str:
+    return os.path.abspath(value)
+
+
+def given(cls: type, values: Mapping[str, object], **more: Any) -> Any:
+    """``cls`` (a dataclass) from the ``values`` named as its fields, and ``more``."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names}, **more)
+
+
+#: a write replaces only the version it started from, or the last close wins (several backends)
+OVERWRITE = OptionRow(
+    "overwrite=checked|last_writer_wins",
+    "S3, GCS, Azure, directory, zip: a close replaces only the version its file was opened at, else ESTALE and the "
+    "data kept beside (checked, default); or the last close wins",
+    {"overwrite": (valued, to("overwrite", lambda key, value: overwrite_mode(value)))})

@@ -1,0 +1,163 @@
+"""The decoded judge (tests/decoded/judge.py) on netCDF-C's CDL corpus as xarray stores it:
+the differences nczfs fixed through Debian ``ncdump`` 4.9.0 (``netcdf-4.9``), and those it counts
+as documented (tests/decoded/documented.py) because the path's reader itself cannot hold what the
+store holds. Each of the latter is shown on the reader alone, without nczfs, then judged through
+the mount: the difference is there and is the documented one (docs/SEMANTICS.md, "Masks" and
+"Views"; docs/FIDELITY.md has the counts of ``bench/bench_decoded.py``)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from tests.decoded.judge import _names_as_utf8, compare, judge, stop_worker, undocumented
+from tests.decoded.run import Site, mounted_views
+from tests.helpers import DirectoryBackend
+
+pytestmark = [pytest.mark.fuse, pytest.mark.filterwarnings("ignore")]
+
+xr = pytest.importorskip("xarray")
+netCDF4 = pytest.importorskip("netCDF4")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _reader_worker():
+    yield
+    stop_worker()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    base = tmp_path_factory.mktemp("decoded-limits")
+    backend = DirectoryBackend(base / "backing")
+    backend.root.mkdir()
+    with mounted_views(backend, base, ("as-stored", "netcdf-4.9")) as roots:
+        yield Site(backend, roots, backend.root)
+
+
+def judged(site: Site, ds, path: str, **encoding) -> list[str]:
+    """``ds`` written by xarray as Zarr v2 (with ``encoding``), its differences through ``path``."""
+    name = site.put(lambda p: ds.to_zarr(p, mode="w", zarr_format=2, encoding=encoding))
+    return judge(site.where(name), [path])[path]
+
+
+def run(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=120, **kw)
+
+
+# --- fixed: what Debian ncdump 4.9.0 prints through netcdf-4.9 ---------------------------------
+
+def test_an_empty_string_mask_reaches_ncdump_as_the_chars_fill(site):
+    """``tst_charfill`` as xarray stores it (``|S32``, ``fill_value`` the base64 of ``\\0``):
+    4.9.0 printed no ``_FillValue``, so the dump read back gave ``b''`` where xarray masks."""
+    ds = xr.Dataset({"ident": ("x", np.array([b"ab", b"", b"cd"], dtype="S4"))})
+    for fill in (b"", b"\0"):
+        assert judged(site, ds, "netcdf-4.9/ncdump", ident={"_FillValue": fill}) == []
+    text = xr.Dataset({"ident": ("x", np.array(["ab", "", "cd"], dtype="U4"))})  # tst_string_data's mask
+    assert judged(site, text, "netcdf-4.9/ncdump", ident={"_FillValue": ""}) == []
+
+
+def test_strings_shown_as_chars_carry_no_nczarr_attribute(site):
+    """4.9.0 reads chars along ``<name>_strlen`` without ``_nczarr_maxstrlen``, which it printed
+    as the variable's attribute (``tst_chararray``, ``tst_small``'s ``Times``)."""
+    ds = xr.Dataset({"s": ("x", np.array(["ab", "é", "xyz"], dtype="U3")),
+                     "b": ("x", np.array([b"a", b"bc", b"d"], dtype="S2"))})
+    assert judged(site, ds, "netcdf-4.9/ncdump") == []
+
+
+# --- documented: what the reader itself cannot hold --------------------------------------------
+
+def test_xarray_masks_no_unicode_string_in_a_classic_file(site, tmp_path):
+    """pydata/xarray#1647: xarray refuses to write a unicode string's ``_FillValue`` to a netCDF
+    file, and reading UTF-8 chars (``_Encoding``) with a char ``_FillValue`` does not mask them.
+    ``NAME.nc`` of ``tst_string_data`` as xarray stores it (``<U14``, mask ``""``) reads ``""``."""
+    ds = xr.Dataset({"s": ("x", np.array(["ab", "", "cd"], dtype="U2"))})
+    with pytest.raises(NotImplementedError, match="1647"):
+        ds.to_netcdf(tmp_path / "x.nc", format="NETCDF3_CLASSIC", encoding={"s": {"_FillValue": ""}})
+    with netCDF4.Dataset(tmp_path / "c.nc", "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("x", 3)
+        nc.createDimension("n", 2)
+        v = nc.createVariable("s", "S1", ("x", "n"), fill_value="\0")
+        v._Encoding = "utf-8"
+        v[:] = np.array([[b"a", b"b"], [b"", b""], [b"c", b"d"]])
+    assert xr.open_dataset(tmp_path / "c.nc").load()["s"].values.tolist() == ["ab", "", "cd"]
+    for path in ("nc/netcdf4", "nc/scipy"):
+        got = judged(site, ds, path, s={"_FillValue": ""})
+        assert got == ["/s: values at [1]: want ['ab',nan,'cd'] got ['ab','','cd'], the masked strings read as"
+                       " their mask ''", "/s: _FillValue lost (np.str_(''))"], got
+        assert undocumented(path, got) == []
+    other = "/s: values at [1]: want ['ab',nan,'cd'] got ['ab','x','cd']"
+    assert undocumented("nc/netcdf4", [other]) == [other]
+
+
+def test_scipy_reads_utf8_names_as_latin_1(site, tmp_path):
+    """netCDF-C writes a classic file's names in UTF-8; scipy decodes them as Latin-1
+    (``tst_utf8``, ``tst_unicode``); the judge reads them back and compares the values."""
+    with netCDF4.Dataset(tmp_path / "u.nc", "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("xā", 2)
+        nc.createVariable("Καλημέρα", "f8", ("xā",))[:] = [1.0, 2.0]
+        nc.setncattr("Gā", "v")
+    back = xr.open_dataset(tmp_path / "u.nc", engine="scipy")
+    assert "Καλημέρα" not in back.variables and "Καλημέρα".encode().decode("latin-1") in back.variables
+    ds = xr.Dataset({"Καλημέρα": ("xā", np.array([1.0, 2.0]))}, attrs={"Gā": "v"})
+    got = judged(site, ds, "nc/scipy")
+    assert got == ["/: names: scipy decodes names as Latin-1 (3 read back as UTF-8)"], got
+    assert undocumented("nc/scipy", got) == [] and undocumented("nc/netcdf4", got) == got
+    want = {"/": ds.assign({"Καλημέρα": ("xā", np.array([1.0, 5.0]))})}
+    diffs = compare(want, {"/": _names_as_utf8(back.load())})  # values compared under their own names
+    assert [d for d in diffs if "names:" not in d] == ["/Καλημέρα: values at [1]: want [1.,5.] got [1.,2.]"], diffs
+
+
+def test_ncdump_4_9_0_refuses_a_dimension_of_length_0(site, tmp_path):
+    """netCDF-C 4.9.0 refuses an NCZarr dimension of size 0 (and its ncgen an unlimited one): the
+    netcdf-4.9 view hides the arrays along one (``tst_perdimspecs``, ``tst_special_atts3``)."""
+    store = tmp_path / "z0"
+    (store / "t").mkdir(parents=True)
+    (store / ".zgroup").write_text('{"zarr_format": 2, "_NCZARR_SUPERBLOCK": {"version": "2.0.0"}, "_NCZARR_GROUP":'
+                                   ' {"dims": {"time": 0, "x": 2}, "vars": ["t"], "groups": []}}')
+    (store / "t" / ".zarray").write_text(
+        '{"zarr_format": 2, "shape": [0,2], "chunks": [1,2], "dtype": "<f8", "fill_value": "NaN", "order": "C",'
+        ' "compressor": null, "filters": null, "_NCZARR_ARRAY": {"dimrefs": ["/time","/x"], "storage": "chunked"}}')
+    for z in (store, store / "t"):
+        (z / ".zattrs").write_text("{}")
+    res = run("ncdump", f"file://{store}#mode=nczarr,file")
+    assert res.returncode != 0 and "Invalid dimension size" in res.stderr
+    ds = xr.Dataset({"tas": (("time", "lat"), np.zeros((0, 3), "f4")), "lat": ("lat", np.arange(3.0)),
+                     "slp": (("time", "lon"), np.zeros((0, 2), "f4"))})
+    got = judged(site, ds, "netcdf-4.9/ncdump")
+    assert [d for d in sorted(got) if "length 0" in d] == ["/: sizes {'time': 0, 'lon': 2, 'lat': 3} -> {'lat': 3}: only the dimensions of length 0"
+                           " (and those only arrays along one use) left out",
+                           "/slp: missing (float32), along a dimension of length 0",
+                           "/tas: missing (float32), along a dimension of length 0"], got
+    assert undocumented("netcdf-4.9/ncdump", got) == []
+    assert undocumented("netcdf-4.9/ncdump", ["/: sizes {'time': 0, 'lat': 3} -> {}"]) != []
+
+
+def test_ncgen_4_9_0_crashes_on_ncdumps_print_of_chars_holding_a_newline(site, tmp_path):
+    """Debian's ncdump prints a char array holding ``\\n`` broken after it, which its ncgen
+    cannot read back (SIGSEGV), without nczfs (``tst_string_data`` through netcdf-4.9)."""
+    (tmp_path / "nl.cdl").write_text('netcdf nl {\ndimensions:\n\tline = 2 ;\n\tlen = 16 ;\nvariables:\n'
+                                     '\tchar s(line, len) ;\ndata:\n s = "first", "last \\n\\"string\\"" ;\n}\n')
+    assert run("ncgen", "-4", "-o", str(tmp_path / "nl.nc"), str(tmp_path / "nl.cdl")).returncode == 0
+    dump = run("ncdump", str(tmp_path / "nl.nc")).stdout
+    (tmp_path / "again.cdl").write_text(dump)
+    assert run("ncgen", "-4", "-o", str(tmp_path / "again.nc"), str(tmp_path / "again.cdl")).returncode < 0
+    ds = xr.Dataset({"s": ("line", np.array(["first", 'last \n"string"'], dtype="U16"))})
+    got = judged(site, ds, "netcdf-4.9/ncdump")
+    assert got == ["open: RuntimeError: ncgen crashed (SIGSEGV) on ncdump's print of chars holding a newline"], got
+    assert undocumented("netcdf-4.9/ncdump", got) == []
+
+
+def test_ncgen_4_9_0_refuses_a_string_attribute_in_nczarr(site, tmp_path):
+    """4.9.0's NCZarr has no string attributes: its ncgen refuses one; netcdf-4.9 shows a list of
+    strings as JSON text (``attn`` of ``tst_fixedstring``)."""
+    (tmp_path / "s.cdl").write_text('netcdf s {\ndimensions:\n\tx = 2 ;\nvariables:\n\tint v(x) ;\n'
+                                    '\t\tstring :attn = "abcd", "efgh" ;\ndata:\n v = 1, 2 ;\n}\n')
+    res = run("ncgen", "-4", "-o", f"file://{tmp_path / 's49'}#mode=nczarr,file", str(tmp_path / "s.cdl"))
+    assert res.returncode != 0 and "NCZarr error" in res.stderr
+    ds = xr.Dataset({"v": ("x", np.array([1, 2], "i4"))}, attrs={"attn": ["abcd", "efgh"]})
+    got = judged(site, ds, "netcdf-4.9/ncdump")
+    assert got == ["/: attr attn changed: ['abcd', 'efgh'] -> '[\"abcd\", \"efgh\"]'"], got
+    assert undocumented("netcdf-4.9/ncdump", got) == []

@@ -1,0 +1,53 @@
+"""No module outside a backend's package names a backend to decide something: code that would
+compare ``source.backend`` with ``"zip"`` reads a capability the backend declares in its registry
+entry instead (nczfs/store/registry.py: the one place backends are named, by their declarations).
+
+Read from the source with ``ast``: every comparison (``==``, ``!=``, ``in``, ``not in``) with a
+string literal, or a tuple, list or set of them, that is a registered backend's name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nczfs
+from nczfs.store.registry import BACKENDS
+
+ROOT = Path(nczfs.__file__).parent
+#: a backend's own package (or module), where it may name itself and its siblings; the registry,
+#: whose entries declare them
+OWN = ("store/s3/", "store/zip/", "store/icechunk/", "store/reference/", "store/directory.py", "store/memory.py",
+       "store/registry.py")
+
+
+def _names(node: ast.AST) -> list[str]:
+    """The string literals ``node`` is, or holds (a tuple, list or set of them)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [n for elt in node.elts for n in _names(elt)]
+    return []
+
+
+def comparisons(text: str, names: set[str]) -> list[tuple[int, str]]:
+    """``(line, name)`` of each backend name compared in ``text``."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                found += [(node.lineno, n) for n in _names(side) if n in names]
+    return found
+
+
+def test_no_module_outside_a_backends_package_compares_backend_names():
+    names = set(BACKENDS)
+    bad = [f"{path.relative_to(ROOT)}:{line}: {name!r}"
+           for path in sorted(ROOT.rglob("*.py")) if not str(path.relative_to(ROOT)).startswith(OWN)
+           for line, name in comparisons(path.read_text(), names)]
+    assert bad == [], "compare a capability the backend declares in its registry entry instead"
+
+
+def test_the_check_sees_each_form_of_comparison():
+    text = ('a = source.backend == "zip"\nb = "s3" != kind\nc = backend in ("memory", "other")\n'
+            'd = backend not in {"directory"}\ne = mode == "nczarr"\nf = {"zip": 1}\n')
+    assert comparisons(text, set(BACKENDS)) == [(1, "zip"), (2, "s3"), (3, "memory"), (4, "directory")]
