@@ -37,6 +37,7 @@ from nczfs.notify import notify, status
 from nczfs.source import absolute_text
 from nczfs.store.registry import backend_of, open_store
 from nczfs.store.base import SyncStore
+from nczfs.store.capabilities import JournalsUploads
 from nczfs.store.threads import run_blocking
 
 log = logging.getLogger(__name__)
@@ -120,8 +121,8 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
         ready(f"cannot make the control socket in {runstate.runtime_dir()}: {exc.strerror or exc}")
         return 1
     journal = None
-    if hasattr(sync_store, "abort_uploads") and not config.read_only:  # a store of multipart uploads (S3)
-        journal = sync_store.upload_log = runstate.UploadJournal(state_dir)  # type: ignore[attr-defined]  # a store of multipart uploads (hasattr above)
+    if isinstance(sync_store, JournalsUploads) and not config.read_only:  # a store of multipart uploads (S3)
+        journal = sync_store.upload_log = runstate.UploadJournal(state_dir)
         _abort_stale_uploads(sync_store, stale, journal)
     ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io,
                      control_socket=controlsock.path_of(listener))
@@ -169,7 +170,8 @@ def _take_state(config: MountConfig, sync_store: SyncStore, listener: socket.soc
     writable mount takes that over: a zip's staged writes were recovered when the store opened;
     open multipart uploads are aborted by the caller)."""
     state_dir = os.path.dirname(controlsock.path_of(listener))
-    scope = getattr(sync_store, "scope", None) or f"{config.source.backend}:{config.source.location}"
+    scope = (sync_store.scope if isinstance(sync_store, JournalsUploads)
+             else f"{config.source.backend}:{config.source.location}")
     runstate.prune(state_dir)
     stale = {} if config.read_only else runstate.take_over(state_dir, scope)
     runstate.write_state(state_dir, mount_state(config, scope))

@@ -26,7 +26,7 @@ def module_name(path: Path) -> str:
 #: nczfs's layers, lowest first, each a name and its packages and modules (a package holds its
 #: subpackages). A module imports from its own layer and the layers below, never from one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("toolbox", ("nczfs.errors", "nczfs.locks", "nczfs.background", "nczfs.budgets", "nczfs.logs", "nczfs.metrics",
+    ("toolbox", ("nczfs.errors", "nczfs.locks", "nczfs.background", "nczfs.singleflight", "nczfs.budgets", "nczfs.logs", "nczfs.metrics",
                  "nczfs.mounttable", "nczfs.urlparams")),
     # what -o values may be: the store layer's option rows parse with these
     ("option values", ("nczfs.optionvalues",)),

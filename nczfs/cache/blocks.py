@@ -2,24 +2,23 @@
 
 A block is ``(key, etag, index)``, fetched pinned to its ETag, from the disk tier first
 (:mod:`.disk`) when there is one. Concurrent reads of one block wait for a single request; it
-runs as a trio system task, so that a cancelled reader never strands the readers waiting for
-the same block. A block whose fetch failed answers the reads that ask for it again with the
-same failure for ``FAILED_FOR`` seconds.
+runs in the background (:meth:`nczfs.singleflight.SingleFlight.start`), so that a cancelled
+reader never strands the readers waiting for the same block. A block whose fetch failed
+answers the reads that ask for it again with the same failure for ``FAILED_FOR`` seconds.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import trio
-
-from nczfs import background
 from nczfs.cache.disk import DiskCache
 from nczfs.cache.memory import ByteCache
 from nczfs.cache.metadata import MetadataCache
-from nczfs.errors import BackendError, KeyNotFound, Stale
+from nczfs.errors import KeyNotFound, Stale
+from nczfs.singleflight import Flight, SingleFlight
 from nczfs.store.values import ByteRange
 
 #: seconds a block's failed fetch answers the reads that ask for the block again: the kernel
@@ -32,19 +31,8 @@ Ident = tuple[str, str, int]
 Block = bytes
 
 
-@dataclass
-class Fetch:
-    """One backend request in flight; every reader of the block waits for it."""
-
-    done: trio.Event = field(default_factory=trio.Event)
-    data: bytes = b""
-    exc: BaseException | None = None
-
-    async def wait(self) -> bytes:
-        await self.done.wait()
-        if self.exc is not None:
-            raise self.exc
-        return self.data
+#: one backend request in flight; every reader of the block waits for it
+Fetch = Flight
 
 
 def as_long_as_its_version(key: str, etag: str, start: int, want: int | None, data: bytes) -> bytes:
@@ -69,7 +57,7 @@ class BlockFetcher:
     disk: DiskCache | None
     stats: collections.Counter[str]
     block_size: int
-    inflight: dict[Ident, Fetch] = field(default_factory=dict)
+    inflight: SingleFlight[Ident, Block] = field(default_factory=lambda: SingleFlight(lambda ident: repr(ident[0])))
     #: fetches that failed, and until when they answer (FAILED_FOR)
     failed: dict[Ident, tuple[Fetch, float]] = field(default_factory=dict)
 
@@ -117,11 +105,9 @@ class BlockFetcher:
 
     def start(self, ident: Ident, done: Callable[[], None] | None = None) -> Fetch:
         """Fetch a block in a system task; ``done`` is called when it has ended, however."""
-        fetch = self.inflight[ident] = Fetch()
-        background.start_soon(self._fetch, ident, fetch, done, name=f"nczfs fetch {ident[0]}")
-        return fetch
+        return self.inflight.start(ident, functools.partial(self._fetch, ident, done), name=f"nczfs fetch {ident[0]}")
 
-    async def _fetch(self, ident: Ident, fetch: Fetch, done: Callable[[], None] | None) -> None:
+    async def _fetch(self, ident: Ident, done: Callable[[], None] | None) -> Block:
         key, etag, i = ident
         b = self.block_size
         asked_at = self.meta.begin()
@@ -134,21 +120,17 @@ class BlockFetcher:
                 data = as_long_as_its_version(key, etag, i * b, length, data)
                 confirmed = True
                 self._fetched(ident, data)
-            fetch.data = data
         except BaseException as exc:
-            if not self._failed(ident, fetch, exc):
-                raise
+            self._failed(ident, exc)
+            raise
         else:
-            if self.inflight.get(ident) is fetch:
-                self.bytes.put(ident, fetch.data)
+            self.bytes.put(ident, data)
+            return data
         finally:
             if self.meta.end(key, asked_at) and confirmed and self.inner.checks_versions:
                 self.meta.confirm(key, etag)
-            if self.inflight.get(ident) is fetch:
-                del self.inflight[ident]
             if done is not None:
                 done()
-            fetch.done.set()
 
     def _fetched(self, ident: Ident, data: Block) -> None:
         """The backend answered: counted, and kept on disk in the background."""
@@ -156,16 +138,13 @@ class BlockFetcher:
         if self.disk is not None:
             self.disk.put_soon(ident[0], ident[1], self.block_size, ident[2], data)
 
-    def _failed(self, ident: Ident, fetch: Fetch, exc: BaseException) -> bool:
-        """The fetch raised ``exc``: its waiters get it; a failure (not an answer of the store's)
-        is counted and remembered. False for a cancellation (unmount), which goes on up."""
-        failed = not isinstance(exc, (KeyNotFound, Stale))
-        if failed:
-            self.stats["errors"] += 1
-        if not isinstance(exc, Exception):  # cancelled: the waiters get an error of their own
-            fetch.exc = BackendError(f"{ident[0]!r}: read cancelled")
-            return False
-        fetch.exc = exc
-        if failed:
+    def _failed(self, ident: Ident, exc: BaseException) -> None:
+        """The fetch raised ``exc``: its waiters get it (:class:`~nczfs.singleflight.Abandoned`
+        for a cancellation: unmount); a failure (not an answer of the store's) is counted, and
+        unless it is a cancellation, remembered."""
+        if isinstance(exc, (KeyNotFound, Stale)):
+            return
+        self.stats["errors"] += 1
+        fetch = self.inflight.get(ident)
+        if isinstance(exc, Exception) and fetch is not None:
             self._remember_failure(ident, fetch)
-        return True

@@ -19,6 +19,7 @@ import trio
 
 from nczfs.cache.trees import LIST_PAGE, TreeListings
 from nczfs.errors import KeyNotFound, Stale
+from nczfs.store.capabilities import hides
 from nczfs.store.keys import parent_of
 from nczfs.store.values import DirEntry, ObjectInfo
 
@@ -87,7 +88,7 @@ class MetadataCache:
             return hit[1]
         parent, _, name = key.rpartition("/")
         listing = self.fresh_listing(parent)
-        if listing is not None and (name in listing or not self.inner.hides(key)):
+        if listing is not None and (name in listing or not hides(self.inner, key)):
             return listing.get(name)
         while parent:  # below a missing name nothing exists
             hit = self.entries.get(parent)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar, cast
 
 from nczfs.cache.blocks import BlockFetcher, Fetch, as_long_as_its_version
 from nczfs.cache.disk import DiskCache
@@ -40,6 +40,7 @@ from nczfs.cache.prefetch import (
 )
 from nczfs.cache.trees import TREE_KEYS
 from nczfs.errors import KeyNotFound, Stale
+from nczfs.store.capabilities import Stages, UploadsInParts
 from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.wrapper import WrapperStore
 
@@ -181,14 +182,15 @@ class CachingStore(WrapperStore):
             self.bytes.put((key, info.etag, 0), bytes(data), written=True)
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
-        staged = await self.inner.stage(key, data)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
+        assert isinstance(self.inner, Stages)  # offered only where it is
+        staged = await self.inner.stage(key, data)
         if staged is None:
             return None
 
         kept = data if self.cache_bytes and len(data) <= self.block_size else None  # not the bytes of a big one
 
         async def commit(if_version: str | None = None) -> ObjectInfo:
-            info = await self._store(key, staged.commit(if_version))
+            info = await self._store(key, cast(Awaitable[ObjectInfo], staged.commit(if_version)))  # the async form
             if kept is not None:
                 self._keep_written(key, info, kept)
             return info
@@ -196,12 +198,13 @@ class CachingStore(WrapperStore):
         return Staged(key, commit, staged.abort)
 
     async def _open_upload(self, key: str) -> Upload | None:
-        upload = await self.inner.open_upload(key)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
+        assert isinstance(self.inner, UploadsInParts)  # offered only where it is
+        upload = await self.inner.open_upload(key)
         if upload is None:
             return None
 
         async def complete(size: int, if_version: str | None = None) -> ObjectInfo:
-            return await self._store(key, upload.complete(size, if_version))
+            return await self._store(key, cast(Awaitable[ObjectInfo], upload.complete(size, if_version)))  # the async form
 
         return Upload(key, upload.part_size, upload.send, complete, upload.abort)
 
@@ -228,12 +231,12 @@ class CachingStore(WrapperStore):
         finally:
             self._written(keys[0], None)
 
-    async def _rename(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> None:
+    async def _rename(self, keys: tuple[str, ...], call: Callable[[], Awaitable[Any]], data: Any) -> ObjectInfo:
         src, dst = keys
         self._touch(src)
         self._touch(dst)
         try:
-            await call()
+            return await call()
         finally:
             self._written(src, None)
             self._touch(dst)

@@ -22,6 +22,7 @@ from nczfs.errors import KeyNotFound, NotSupported
 from nczfs.fs.inodes import InodeTable, Node
 from nczfs.fs.options import FsOptions
 from nczfs.store.base import Store
+from nczfs.store.capabilities import read_only_key
 from nczfs.store.values import ABSENT, Meta, ObjectInfo
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ class Attributes:
             mtime = node.mtime_ns
         perm = _first(ov.mode, stat.S_IMODE(m.mode) if m.mode is not None else None,
                       self.default_mode(node.is_dir, node.ftype))
-        if not node.is_dir and self.store.read_only_key(node.path):
+        if not node.is_dir and read_only_key(self.store, node.path):
             perm &= ~0o222
         if ov.mtime_ns is not None:
             mtime = ov.mtime_ns
@@ -360,14 +361,15 @@ class Attributes:
         if node.content is not None and node.content.base == old:
             node.content.base = info.etag
 
-    async def moved(self, node: Node, path: str) -> None:
-        """``node``'s object was renamed to ``path`` while a descriptor holds its content: where
-        the store made the moved object a new version (a copy: GCS, Azure, memory), the content's
-        next write replaces that one, not the version it was opened at (one ``stat``)."""
+    def moved(self, node: Node, info: ObjectInfo) -> None:
+        """``node``'s object was renamed (``info``: the moved object's, as the rename answered)
+        while a descriptor holds its content: where the store made the moved object a new
+        version (a copy: GCS, Azure, memory), the content's next write replaces that one, not
+        the version it was opened at."""
         content = node.content
         if not (self.store.checks_writes and content is not None and content.base and content.base != ABSENT):
             return
-        content.base = (await self.store.stat(path)).etag or None
+        content.base = info.etag or None
 
     async def _send_wanted(self, node: Node) -> None:
         """Every attribute the mount shows for ``node`` to each of its names in the store."""

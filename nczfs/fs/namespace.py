@@ -29,6 +29,7 @@ from nczfs.fs.inodes import Node
 from nczfs.fs.listing import Listing
 from nczfs.fs.names import is_temp_name
 from nczfs.fs.writeback import WriteBack
+from nczfs.store.capabilities import read_only_key
 from nczfs.store.keys import check_key, join, parent_of
 from nczfs.store.values import ABSENT, Meta
 
@@ -53,7 +54,7 @@ class Namespace(Listing):
     def _writable(self, what: str) -> None:
         if self.read_only:
             raise ReadOnly(f"{what!r}: mounted read-only")
-        if self.store.read_only_key(what):
+        if read_only_key(self.store, what):
             raise ReadOnly(f"{what!r}: a read-only file")
 
     def _child_path(self, parent: Node, name: str) -> str:
@@ -368,10 +369,10 @@ class Namespace(Listing):
         condition = conflicts.checked(ABSENT if dst is None or dst.pending else dst.seen or dst.etag) or None
         if not src.pending:
             try:
-                await self.store.rename(src_path, dst_path, if_version=condition)
+                moved = await self.store.rename(src_path, dst_path, if_version=condition)
             except Conflict as exc:
                 raise conflicts.refused_rename(src_path, exc) from None
-            await self.attrs.moved(src, dst_path)
+            self.attrs.moved(src, moved)
         elif self.writeback.deferred(src) and src.open_count == 0 and not is_temp_name(dst_path):
             await self.writeback.store_as(src, dst_path, condition)  # the temp file's one upload, under its final key
             stored_now = True

@@ -1,13 +1,12 @@
 """Files written through the mount on their way to the store: the write-back path.
 
-A file's writes go to its :class:`~nczfs.fs.content.Content` (one per inode, shared by its
-descriptors) and reach the store as one object when its writer closes it (FLUSH), at fsync,
-at the last close of all (release), or when every pending write is stored at once (unmount,
-``nczfs sync``: :meth:`WriteBack.flush_all`). A big file is sent in parts while it is written
-(early_upload.py). A temp file whose name tells its final one (zarr's ``.partial``, rsync's) is
-not stored under its temp name: at close its data is staged under the final key (S3: the parts
-of a multipart upload), and its rename commits it there, or uploads it then; an unlink aborts it.
-An upload that fails is reported to the close (EIO) and logged, never only logged.
+A file's writes go to its :class:`~nczfs.fs.content.Content` (one per inode, shared by its descriptors) and
+reach the store as one object when its writer closes it (FLUSH), at fsync, at the last close of all (release),
+or when every pending write is stored at once (unmount, ``nczfs sync``: :meth:`WriteBack.flush_all`). A big
+file is sent in parts while it is written (early_upload.py). A temp file whose name tells its final one
+(zarr's ``.partial``, rsync's) is not stored under its temp name: at close its data is staged under the final
+key (S3: the parts of a multipart upload), and its rename commits it there, or uploads it then; an unlink
+aborts it. An upload that fails is reported to the close (EIO) and logged, never only logged.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from nczfs.fs.options import FsOptions
 from nczfs.fs.staging import Staging
 from nczfs.locks import Lock
 from nczfs.store.base import Store
+from nczfs.store.capabilities import check_content, checks_content
 from nczfs.store.values import ABSENT, ByteRange, ObjectInfo
 from nczfs.store.threads import run_blocking
 
@@ -149,9 +149,9 @@ class WriteBack:
 
     async def write(self, node: Node, offset: int, data: bytes) -> None:
         content = await self.content(node)
-        if self.store.checks_content(node.path) and max(content.size, offset + len(data)) <= CHECKED_BYTES:
+        if checks_content(self.store, node.path) and max(content.size, offset + len(data)) <= CHECKED_BYTES:
             try:
-                await self.store.check_content(node.path, await _written(content, offset, data))
+                await check_content(self.store, node.path, await _written(content, offset, data))
             except NczfsError as exc:
                 # refused content: the file is not stored at close either (the store keeps its object)
                 content.write_error = content.write_error or OSError(exc.errno, str(exc))

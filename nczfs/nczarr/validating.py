@@ -39,6 +39,7 @@ from nczfs.nczarr.metadata.validate import (
     stale_tail_prefix,
 )
 from nczfs.store.base import Store
+from nczfs.store.capabilities import check_content, checks_content
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import ObjectInfo
 from nczfs.store.wrapper import WrapperStore
@@ -176,7 +177,7 @@ class ValidatingStore(WrapperStore):
         return await call()
 
     def checks_content(self, key: str) -> bool:
-        return is_metadata_key(key) or self.inner.checks_content(key)
+        return is_metadata_key(key) or checks_content(self.inner, key)
 
     async def check_content(self, key: str, data: bytes) -> None:
         """Refuse now what ``set`` would refuse, once ``data`` is a whole JSON value (with or without
@@ -189,4 +190,4 @@ class ValidatingStore(WrapperStore):
                 return
             if self.mode == "strict":
                 await self.check(key, data)
-        await self.inner.check_content(key, data)
+        await check_content(self.inner, key, data)

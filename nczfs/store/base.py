@@ -1,8 +1,9 @@
 """The store ("zmap") interface every backend implements: :class:`SyncStore` and :class:`Store`.
 
 A missing key raises :class:`~nczfs.errors.KeyNotFound`. Keys and prefixes: :mod:`.keys`; the
-values the methods take and return: :mod:`.values`; the capabilities a store declares and the
-optional fast paths it may offer: :mod:`.capabilities`.
+values the methods take and return: :mod:`.values`; the capabilities a store declares, the
+optional fast paths it may offer and the NCZarr layer's hooks (Protocols a store implements or
+not): :mod:`.capabilities`.
 
 Backends are written as synchronous classes (:class:`SyncStore`) and lifted to the async
 :class:`Store` used by the filesystem in one place, ``nczfs.store.threads.ThreadedStore``.
@@ -123,14 +124,15 @@ class SyncStore(abc.ABC):
         """``dst`` made a copy of ``src``; ``if_version``: of ``dst``, as :meth:`set`."""
         return self.set(dst, self.get(src), if_version=if_version)
 
-    def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
+    def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         """Move one object, replacing ``dst`` (``if_version``: only while ``dst`` is that version,
-        as :meth:`set`). Never loses ``src`` if the copy fails."""
+        as :meth:`set`); the moved object's info (a store that copies: the copy's version). Never
+        loses ``src`` if the copy fails."""
         if src == dst:  # copy-then-delete would delete the only copy
-            self.stat(src)
-            return
-        self.copy(src, dst, if_version=if_version)
+            return self.stat(src)
+        info = self.copy(src, dst, if_version=if_version)
         self.delete(src)
+        return info
 
     def rename_dir(self, src: str, dst: str) -> None:
         """Move every key under ``src`` to ``dst``; ``dst`` holds no keys (checked by the caller)."""
@@ -185,16 +187,6 @@ class SyncStore(abc.ABC):
 
     def statfs(self) -> FsStats | None:
         return None
-
-    def hides(self, key: str) -> bool:
-        """Does ``key`` exist without being listed (Icechunk's ``.icechunk``)? Then its parent's
-        listing does not tell that it is missing."""
-        return False
-
-    def read_only_key(self, key: str) -> bool:
-        """``Store.read_only_key``: also a directory whose whole tree refuses writes although the
-        store takes others (Icechunk's ``.icechunk`` history)."""
-        return False
 
     def sync(self) -> None:
         """Make every accepted write part of the medium (zip: commit the staged changes)."""
@@ -252,21 +244,6 @@ class Store(abc.ABC):
     async def refresh(self, key: str) -> None:
         """Forget what is cached about ``key`` (a cache's), so the next read of it asks the medium."""
 
-    def checks_content(self, key: str) -> bool:
-        """Does ``set(key, ...)`` refuse some contents (metadata the NCZarr layer checks)? Then the
-        filesystem calls :meth:`check_content` at every write() of that file, so that a refusal
-        reaches a writer that ignores what close() returns (netCDF-C does)."""
-        return False
-
-    async def check_content(self, key: str, data: bytes) -> None:
-        """Raise what ``set(key, data)`` would raise because of ``data``, storing nothing; content
-        still being written (not yet a whole object) is not judged."""
-
-    def read_only_key(self, key: str) -> bool:
-        """Is ``key`` an object nothing may change (a file a wrapper makes up, as ``-o nc_files``
-        does)? Only keys already shown by ``entry``/``stat``/``list_dir`` are asked about."""
-        return False
-
     def check_new_key(self, key: str) -> None:
         """``SyncStore.check_new_key`` (no I/O)."""
         check_key(key)
@@ -292,10 +269,6 @@ class Store(abc.ABC):
     def counters(self) -> dict[str, int]:
         return {}
 
-    def hides(self, key: str) -> bool:
-        """``SyncStore.hides``."""
-        return False
-
     @abc.abstractmethod
     async def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         """``SyncStore.set``, ``if_version`` included."""
@@ -320,7 +293,8 @@ class Store(abc.ABC):
     async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo: ...
 
     @abc.abstractmethod
-    async def rename(self, src: str, dst: str, if_version: str | None = None) -> None: ...
+    async def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
+        """``SyncStore.rename``: the moved object's info."""
 
     @abc.abstractmethod
     async def rename_dir(self, src: str, dst: str) -> None: ...

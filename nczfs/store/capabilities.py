@@ -3,13 +3,14 @@ attributes of :class:`~nczfs.store.base.SyncStore`, which a wrapper answers from
 and the optional fast paths, each a :class:`typing.Protocol` a store implements or not, asked
 with ``isinstance``: :class:`Stages` (data sent now, made the object later), :class:`UploadsInParts`
 (an object sent in parts as it is written), :class:`ListsTrees` (a whole tree in one request),
-:class:`ReadsOnLoop` (reads awaited without a worker thread)."""
+each in a blocking form too; :class:`ReadsOnLoop` (reads awaited without a worker thread),
+:class:`JournalsUploads` (uploads a dead mount left are aborted by the next)."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Protocol, runtime_checkable
 
-from nczfs.store.values import ByteRange
+from nczfs.store.values import ByteRange, DirEntry, Staged, Upload
 
 
 #: what a store says of itself, as class attributes of :class:`~nczfs.store.base.SyncStore`
@@ -33,33 +34,52 @@ def _below(name: str) -> property:
 
 
 # ---------------------------------------------------------------------- the optional fast paths
-# Each is implemented by a store or not (isinstance tells); a sync store's method blocks, an
-# async store's is a coroutine, and its Staged/Upload callables likewise.
+# Each is implemented by a store or not (isinstance tells): an async store's form (the name
+# alone) and a sync store's (``...Blocking``), whose methods and Staged/Upload callables block.
+# isinstance cannot tell the two forms apart (it sees the method's name only): the types can.
 
 
 @runtime_checkable
 class Stages(Protocol):
-    def stage(self, key: str, data: bytes) -> Any:
+    async def stage(self, key: str, data: bytes) -> Staged | None:
         """Send ``data`` for ``key`` without making it visible yet (see
         :class:`~nczfs.store.values.Staged`); None: not this time (an empty object), the caller
         stores the data with ``set`` when it is time."""
 
 
 @runtime_checkable
+class StagesBlocking(Protocol):
+    def stage(self, key: str, data: bytes) -> Staged | None:
+        """:meth:`Stages.stage`, blocking."""
+
+
+@runtime_checkable
 class UploadsInParts(Protocol):
-    def open_upload(self, key: str) -> Any:
+    async def open_upload(self, key: str) -> Upload | None:
         """Start sending an object ``key`` in parts (see :class:`~nczfs.store.values.Upload`);
         None: not this key, the caller stores the data with ``set`` or ``set_file`` when it is
         complete."""
 
 
 @runtime_checkable
+class UploadsInPartsBlocking(Protocol):
+    def open_upload(self, key: str) -> Upload | None:
+        """:meth:`UploadsInParts.open_upload`, blocking."""
+
+
+@runtime_checkable
 class ListsTrees(Protocol):
-    def list_tree(self, prefix: str, limit: int) -> Any:
+    async def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
         """The listings of ``prefix`` and of every directory below it (see
         :func:`~nczfs.store.keys.tree_listings`), where one request of at most ``limit`` keys
         fetches them all (S3: a ListObjectsV2 without a delimiter); None where the tree holds
         more keys (or, this time, cannot be listed so)."""
+
+
+@runtime_checkable
+class ListsTreesBlocking(Protocol):
+    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        """:meth:`ListsTrees.list_tree`, blocking."""
 
 
 @runtime_checkable
@@ -69,6 +89,94 @@ class ReadsOnLoop(Protocol):
 
     async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
         """``get_version``, awaited; None: this read is left to ``get_version`` in a worker thread."""
+
+
+@runtime_checkable
+class JournalsUploads(Protocol):
+    """A sync store whose multipart uploads outlive a mount that dies (S3): it notes each while
+    it is open in ``upload_log`` (given by the mount), and the next mount of its ``scope``
+    aborts those a dead one left."""
+
+    upload_log: Any
+
+    @property
+    def scope(self) -> str:
+        """Where the store's objects live, however its source was spelled (S3: the endpoint, the
+        bucket and the prefix)."""
+
+    def abort_uploads(self, uploads: dict[str, str]) -> dict[str, str]:
+        """Abort the uploads ``{upload id: key}`` a dead mount left open; returns those that
+        could not be aborted."""
+
+
+# ---------------------------------------------------------------------- the NCZarr layer's hooks
+# Asked of a store that has them (isinstance), through the helpers below; a wrapper has each
+# that the store below has (:func:`offer_hooks`), unless it answers it itself.
+
+
+@runtime_checkable
+class ChecksContent(Protocol):
+    """An async store whose ``set`` refuses some contents (metadata the NCZarr layer checks)."""
+
+    def checks_content(self, key: str) -> bool:
+        """Does ``set(key, ...)`` refuse some contents? Then the filesystem calls
+        :meth:`check_content` at every write() of that file, so that a refusal reaches a writer
+        that ignores what close() returns (netCDF-C does)."""
+
+    async def check_content(self, key: str, data: bytes) -> None:
+        """Raise what ``set(key, data)`` would raise because of ``data``, storing nothing; content
+        still being written (not yet a whole object) is not judged."""
+
+
+@runtime_checkable
+class HasReadOnlyKeys(Protocol):
+    def read_only_key(self, key: str) -> bool:
+        """Is ``key`` an object nothing may change (a file a wrapper makes up, as ``-o nc_files``
+        does), or a directory whose whole tree refuses writes (Icechunk's ``.icechunk`` history),
+        although the store takes others? Only keys already shown by ``entry``/``stat``/``list_dir``
+        are asked about."""
+
+
+@runtime_checkable
+class Hides(Protocol):
+    def hides(self, key: str) -> bool:
+        """Does ``key`` exist without being listed (Icechunk's ``.icechunk``)? Then its parent's
+        listing does not tell that it is missing."""
+
+
+#: each hook, by its methods
+HOOKS: dict[type, tuple[str, ...]] = {ChecksContent: ("checks_content", "check_content"),
+                                      HasReadOnlyKeys: ("read_only_key",), Hides: ("hides",)}
+
+
+def offer_hooks(store: object, below: object) -> None:
+    """Give ``store`` (a wrapper) each hook ``below`` has and ``store``'s class does not answer
+    itself: ``below``'s methods, called directly (the hooks do no I/O but ``check_content``)."""
+    for protocol, methods in HOOKS.items():
+        if isinstance(below, protocol) and not any(hasattr(type(store), m) for m in methods):
+            for method in methods:
+                setattr(store, method, getattr(below, method))
+
+
+def checks_content(store: object, key: str) -> bool:
+    """:meth:`ChecksContent.checks_content`; False for a store without the hook."""
+    return isinstance(store, ChecksContent) and store.checks_content(key)
+
+
+async def check_content(store: object, key: str, data: bytes) -> None:
+    """:meth:`ChecksContent.check_content`; nothing for a store without the hook."""
+    if isinstance(store, ChecksContent):
+        await store.check_content(key, data)
+
+
+def read_only_key(store: object, key: str) -> bool:
+    """:meth:`HasReadOnlyKeys.read_only_key`; False for a store without the hook."""
+    return isinstance(store, HasReadOnlyKeys) and store.read_only_key(key)
+
+
+def hides(store: object, key: str) -> bool:
+    """:meth:`Hides.hides`; False for a store without the hook."""
+    return isinstance(store, Hides) and store.hides(key)
 
 
 #: each fast path, by the name of its one method

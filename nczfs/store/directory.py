@@ -296,7 +296,7 @@ class DirectoryStore(LongPaths, SyncStore):
         except OSError as exc:
             raise from_os_error(dst if exc.errno == errno.EEXIST else src, exc) from exc
 
-    def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
+    def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         with self._moving(src, dst):
             try:
                 st = self._lstat(src)
@@ -312,6 +312,7 @@ class DirectoryStore(LongPaths, SyncStore):
                 raise from_os_error(dst, exc) from exc
             replace_if(dst, lambda call: self._between(call, src, dst), lambda: self._stat_or_none(dst), if_version,
                        self.before_replace)
+        return self.stat(dst)  # the same file (its ctime now the rename's)
 
     def rename_dir(self, src: str, dst: str) -> None:
         with self._moving(src, dst):

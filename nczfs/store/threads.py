@@ -14,13 +14,15 @@ from __future__ import annotations
 import contextvars
 import functools
 from contextlib import asynccontextmanager, suppress
-from typing import Any, AsyncIterator, Awaitable, BinaryIO, Callable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar, cast
 
 import trio
 
 from nczfs.store.base import Store, SyncStore
-from nczfs.store.capabilities import FAST_PATHS, ReadsOnLoop, forwards_capabilities, offer_fast_paths
-from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Upload
+from nczfs.store.capabilities import (FAST_PATHS, ListsTreesBlocking, ReadsOnLoop, StagesBlocking,
+                                     UploadsInPartsBlocking, forwards_capabilities, offer_fast_paths, offer_hooks)
+from nczfs.store.forwarding import at_once, in_thread
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo, Staged, Upload
 
 T = TypeVar("T")
 
@@ -64,6 +66,7 @@ class ThreadedStore(Store):
     def __init__(self, impl: SyncStore, max_threads: int | None = None):
         self.impl = impl
         offer_fast_paths(self, impl, FAST_PATHS)
+        offer_hooks(self, impl)
         # sized to the backend's connection pool where it has one (S3); as many spare slots
         # for calls that waited SLOT_PATIENCE for one, and threads for both
         size = max_threads or impl.max_concurrency
@@ -136,19 +139,14 @@ class ThreadedStore(Store):
                 return fn(*args)
             return await run_store_call(fn, *args, limiter=self._threads)
 
-    async def stat(self, key: str) -> ObjectInfo:
-        return await self._call(self.impl.stat, key)
-
-    async def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
-        return await self._call(self.impl.set_file, key, f, size, if_version)
-
     async def _stage(self, key: str, data: bytes) -> Staged | None:
-        staged = await self._call(self.impl.stage, key, data)  # type: ignore[attr-defined]  # fast path: offered only where impl has it
+        assert isinstance(self.impl, StagesBlocking)  # offered only where it is
+        staged = await self._call(self.impl.stage, key, data)
         if staged is None:
             return None
 
         async def commit(if_version: str | None = None) -> ObjectInfo:
-            return await self._call(staged.commit, if_version)
+            return await self._call(cast(Callable[..., ObjectInfo], staged.commit), if_version)  # the blocking form
 
         async def abort() -> None:
             await self._call(staged.abort)
@@ -156,7 +154,8 @@ class ThreadedStore(Store):
         return Staged(key, commit, abort)
 
     async def _open_upload(self, key: str) -> Upload | None:
-        upload = await self._call(self.impl.open_upload, key)  # type: ignore[attr-defined]  # fast path: offered only where impl has it
+        assert isinstance(self.impl, UploadsInPartsBlocking)  # offered only where it is
+        upload = await self._call(self.impl.open_upload, key)
         if upload is None:
             return None
 
@@ -164,24 +163,16 @@ class ThreadedStore(Store):
             await self._call(upload.send, number, data)
 
         async def complete(size: int, if_version: str | None = None) -> ObjectInfo:
-            return await self._call(upload.complete, size, if_version)
+            return await self._call(cast(Callable[..., ObjectInfo], upload.complete), size, if_version)  # the blocking form
 
         async def abort() -> None:
             await self._call(upload.abort)
 
         return Upload(key, upload.part_size, send, complete, abort)
 
-    async def forget_dir(self, prefix: str) -> None:
-        await self._call(self.impl.forget_dir, prefix)
-
     async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        return await self._call(self.impl.list_tree, prefix, limit)  # type: ignore[attr-defined]  # fast path: offered only where impl has it
-
-    def hides(self, key: str) -> bool:
-        return self.impl.hides(key)
-
-    def read_only_key(self, key: str) -> bool:
-        return self.impl.read_only_key(key)
+        assert isinstance(self.impl, ListsTreesBlocking)  # offered only where it is
+        return await self._call(self.impl.list_tree, prefix, limit)
 
     def counters(self) -> dict[str, int]:
         counts = self.impl.counters()
@@ -189,71 +180,35 @@ class ThreadedStore(Store):
             counts = {**counts, "spare-slots-taken": self.spare_slots_taken}
         return counts
 
-    async def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
-        return await self._call(self.impl.set, key, data, if_version)
-
     async def delete(self, key: str, if_version: str | None = None) -> None:
         if if_version is None:
             await self._call(self.impl.delete, key)
         else:
             await self._call(lambda: self.impl.delete(key, if_version=if_version))  # type: ignore[call-arg]  # asked only where checks_deletes: those stores take it
 
-    async def list_dir(self, prefix: str) -> list[DirEntry]:
-        return await self._call(self.impl.list_dir, prefix)
+    # ------------------------------------------------------------------ forwarded: the one table
 
-    async def list_prefix(self, prefix: str) -> list[str]:
-        return await self._call(self.impl.list_prefix, prefix)
-
-    async def dir_exists(self, prefix: str) -> bool:
-        return await self._call(self.impl.dir_exists, prefix)
-
-    async def entry(self, key: str) -> DirEntry | None:
-        return await self._call(self.impl.entry, key)
-
-    async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
-        return await self._call(self.impl.copy, src, dst, if_version)
-
-    async def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
-        await self._call(self.impl.rename, src, dst, if_version)
-
-    async def rename_dir(self, src: str, dst: str) -> None:
-        await self._call(self.impl.rename_dir, src, dst)
-
-    async def mkdir(self, prefix: str) -> None:
-        await self._call(self.impl.mkdir, prefix)
-
-    async def rmdir(self, prefix: str) -> None:
-        await self._call(self.impl.rmdir, prefix)
-
-    async def statfs(self) -> FsStats | None:
-        return await self._call(self.impl.statfs)
-
-    def check_new_key(self, key: str) -> None:
-        self.impl.check_new_key(key)
-
-    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
-        return await self._call(self.impl.set_meta, key, changes, is_dir)
-
-    def write_meta(self, key: str, meta: Meta | None) -> None:
-        self.impl.write_meta(key, meta)
-
-    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
-        return await self._call(self.impl.make_node, key, meta, target)
-
-    async def readlink(self, key: str) -> str:
-        return await self._call(self.impl.readlink, key)
-
-    async def link(self, src: str, dst: str) -> ObjectInfo:
-        return await self._call(self.impl.link, src, dst)
-
-    async def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
-        return await self._call(self.impl.truncate, key, size, if_version)
-
-    async def sync(self) -> None:
-        await self._call(self.impl.sync)
-
-    async def close(self) -> None:
-        await self._call(self.impl.close)
-
-    def describe(self) -> str:
-        return self.impl.describe()
+    stat = in_thread()
+    set = in_thread()
+    set_file = in_thread()
+    forget_dir = in_thread()
+    list_dir = in_thread()
+    list_prefix = in_thread()
+    dir_exists = in_thread()
+    entry = in_thread()
+    copy = in_thread()
+    rename = in_thread()
+    rename_dir = in_thread()
+    mkdir = in_thread()
+    rmdir = in_thread()
+    statfs = in_thread()
+    set_meta = in_thread()
+    make_node = in_thread()
+    readlink = in_thread()
+    link = in_thread()
+    truncate = in_thread()
+    sync = in_thread()
+    close = in_thread()
+    check_new_key = at_once()
+    describe = at_once()
+    write_meta = at_once()

@@ -11,24 +11,13 @@ from __future__ import annotations
 from typing import Awaitable, BinaryIO, Callable, TypeVar
 
 from nczfs.store.base import Store
-from nczfs.store.capabilities import forwards_capabilities, offer_fast_paths
-from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo, Staged, Upload
+from nczfs.store.capabilities import (ListsTrees, Stages, UploadsInParts, forwards_capabilities, offer_fast_paths,
+                                     offer_hooks)
+from nczfs.store.forwarding import at_once, awaited, call_below, through_write
+from nczfs.store.values import DirEntry, ObjectInfo, Staged, Upload
 from nczfs.store.threads import run_blocking
 
 T = TypeVar("T")
-
-
-def _below(method: Callable[..., Awaitable[T]], keys: tuple[str, ...], *rest: object,
-           **given: object) -> Callable[..., Awaitable[T]]:
-    """The change a write hook makes below: ``method(*keys, *rest, **given)``; called with other
-    keys, the same change of those (a view's write goes to the stored key its view key stands
-    for). ``given``: the keywords of the call (a write's ``if_version``), kept as ``.given``,
-    ride along unless the hook passes others in their place."""
-    def call(*other: str, **instead: object) -> Awaitable[T]:
-        return method(*(other or keys), *rest, **{**given, **instead})
-
-    call.given = given  # type: ignore[attr-defined]  # what the hook is told of the call's keywords
-    return call
 
 
 @forwards_capabilities
@@ -51,6 +40,7 @@ class WrapperStore(Store):
     def __init__(self, inner: Store):
         self.inner = inner
         offer_fast_paths(self, inner, self.passes)
+        offer_hooks(self, inner)
 
     @property
     def below(self) -> Store:
@@ -72,116 +62,50 @@ class WrapperStore(Store):
     # ------------------------------------------------------------------ the fast paths, where offered
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
-        return None if self._whole(key) else await self.inner.stage(key, data)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
+        assert isinstance(self.inner, Stages)  # offered only where it is
+        return None if self._whole(key) else await self.inner.stage(key, data)
 
     async def _open_upload(self, key: str) -> Upload | None:
-        return None if self._whole(key) else await self.inner.open_upload(key)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
+        assert isinstance(self.inner, UploadsInParts)  # offered only where it is
+        return None if self._whole(key) else await self.inner.open_upload(key)
 
     async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
-        return await self.inner.list_tree(prefix, limit)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
+        assert isinstance(self.inner, ListsTrees)  # offered only where it is
+        return await self.inner.list_tree(prefix, limit)
 
-    # ------------------------------------------------------------------ reads
+    # ------------------------------------------------------------------ forwarded: the one table
 
-    def check_new_key(self, key: str) -> None:
-        self.inner.check_new_key(key)
-
-    async def readlink(self, key: str) -> str:
-        return await self.inner.readlink(key)
-
-    async def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        return await self.inner.get(key, rng)
-
-    async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
-        return await self.inner.get_version(key, rng, etag)
-
-    async def stat(self, key: str) -> ObjectInfo:
-        return await self.inner.stat(key)
-
-    def checks_content(self, key: str) -> bool:
-        return self.inner.checks_content(key)
-
-    def read_only_key(self, key: str) -> bool:
-        return self.inner.read_only_key(key)
-
-    async def check_content(self, key: str, data: bytes) -> None:
-        await self.inner.check_content(key, data)
-
-    def counters(self) -> dict[str, int]:
-        return self.inner.counters()
-
-    def hides(self, key: str) -> bool:
-        return self.inner.hides(key)
-
-    async def list_dir(self, prefix: str) -> list[DirEntry]:
-        return await self.inner.list_dir(prefix)
-
-    async def list_prefix(self, prefix: str) -> list[str]:
-        return await self.inner.list_prefix(prefix)
-
-    async def dir_exists(self, prefix: str) -> bool:
-        return await self.inner.dir_exists(prefix)
-
-    async def entry(self, key: str) -> DirEntry | None:
-        return await self.inner.entry(key)
-
-    async def statfs(self) -> FsStats | None:
-        return await self.inner.statfs()
-
-    async def refresh(self, key: str) -> None:
-        await self.inner.refresh(key)
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    # ------------------------------------------------------------------ writes: through _write
-
-    async def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
-        return await self._write("set", (key,), _below(self.inner.set, (key,), data, if_version=if_version), data)
+    check_new_key = at_once()
+    counters = at_once()
+    describe = at_once()
+    write_meta = at_once()
+    readlink = awaited()
+    get = awaited()
+    get_version = awaited()
+    stat = awaited()
+    list_dir = awaited()
+    list_prefix = awaited()
+    dir_exists = awaited()
+    entry = awaited()
+    statfs = awaited()
+    refresh = awaited()
+    sync = awaited()
+    close = awaited()
+    # writes: through the hook :meth:`_write`, the keys it changes first
+    set = through_write(keys=1)
+    delete = through_write(keys=1)
+    copy = through_write(keys=2)
+    rename = through_write(keys=2)
+    rename_dir = through_write(keys=2)
+    mkdir = through_write(keys=1)
+    rmdir = through_write(keys=1)
+    forget_dir = through_write(keys=1)
+    set_meta = through_write(keys=1)
+    make_node = through_write(keys=1)
+    link = through_write(keys=2)
+    truncate = through_write(keys=1)
 
     async def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         if self._whole(key):
             return await self.set(key, await run_blocking(f.read, size), if_version=if_version)
-        return await self._write("set_file", (key,), _below(self.inner.set_file, (key,), f, size, if_version=if_version))
-
-    async def delete(self, key: str, if_version: str | None = None) -> None:
-        given = {"if_version": if_version} if if_version is not None else {}
-        await self._write("delete", (key,), _below(self.inner.delete, (key,), **given))
-
-    async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
-        return await self._write("copy", (src, dst), _below(self.inner.copy, (src, dst), if_version=if_version))
-
-    async def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
-        await self._write("rename", (src, dst), _below(self.inner.rename, (src, dst), if_version=if_version))
-
-    async def rename_dir(self, src: str, dst: str) -> None:
-        await self._write("rename_dir", (src, dst), _below(self.inner.rename_dir, (src, dst)))
-
-    async def mkdir(self, prefix: str) -> None:
-        await self._write("mkdir", (prefix,), _below(self.inner.mkdir, (prefix,)))
-
-    async def rmdir(self, prefix: str) -> None:
-        await self._write("rmdir", (prefix,), _below(self.inner.rmdir, (prefix,)))
-
-    async def forget_dir(self, prefix: str) -> None:
-        await self._write("forget_dir", (prefix,), _below(self.inner.forget_dir, (prefix,)))
-
-    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
-        return await self._write("set_meta", (key,), _below(self.inner.set_meta, (key,), changes, is_dir))
-
-    def write_meta(self, key: str, meta: Meta | None) -> None:
-        self.inner.write_meta(key, meta)
-
-    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
-        return await self._write("make_node", (key,), _below(self.inner.make_node, (key,), meta, target))
-
-    async def link(self, src: str, dst: str) -> ObjectInfo:
-        return await self._write("link", (src, dst), _below(self.inner.link, (src, dst)))
-
-    async def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
-        return await self._write("truncate", (key,), _below(self.inner.truncate, (key,), size, if_version=if_version))
-
-    async def sync(self) -> None:
-        await self.inner.sync()
-
-    async def close(self) -> None:
-        await self.inner.close()
+        return await self._write("set_file", (key,), call_below(self.inner.set_file, (key,), f, size, if_version=if_version))

@@ -15,6 +15,7 @@ from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
 from nczfs.store.memory import MemoryStore
+from nczfs.store.testing import FaultyStore
 from nczfs.store.threads import ThreadedStore
 
 WRITE_NEW = os.O_WRONLY | os.O_CREAT
@@ -92,6 +93,21 @@ async def test_a_file_renamed_while_open_is_written_over_its_moved_version(fs, r
     await fs.release(fh)
     assert raw.get("a") == b"mine" and raw.list_prefix("") == ["a"] and fs.stats["write.conflicts"] == 0
 
+
+async def test_a_rename_of_an_open_file_asks_the_store_nothing_more(raw):
+    """The rename answers the moved object's version (the memory store's copy makes a new one):
+    the descriptor still open writes over that one without a stat of its own after the rename."""
+    counted = FaultyStore(ThreadedStore(raw))
+    fs = Filesystem(counted, FsOptions(metadata_ttl=60))
+    raw.set("b", b"v0")
+    fh = await fs.open(await _ino(fs, "b"), os.O_RDWR)
+    await fs.write(fh, 0, b"v1")
+    stats_before = counted.calls["stat"]
+    await fs.rename(ROOT_INO, "b", ROOT_INO, "a")
+    assert counted.calls["stat"] == stats_before and counted.calls["rename"] == 1
+    await fs.flush(fh)
+    await fs.release(fh)
+    assert raw.get("a") == b"v1" and raw.list_prefix("") == ["a"] and fs.stats["write.conflicts"] == 0
 
 async def test_without_checks_the_last_writer_wins(raw):
     """A store that does not check writes (-o overwrite=last_writer_wins, a server that ignores

@@ -1,6 +1,7 @@
 """One body of store tests, run against every backend.
 
-A backend's test module subclasses :class:`StoreConformance` and provides:
+A backend's test module subclasses :class:`StoreConformance` (which runs the read-only subset,
+:class:`~tests.store.readconformance.ReadConformance`, too) and provides:
 
 - ``sync_store`` (fixture): a fresh, writable :class:`SyncStore` over an empty medium;
 - ``read_only_store()``: a read-only store over the *same* medium;
@@ -41,6 +42,7 @@ from nczfs.store.base import SyncStore
 from nczfs.store.capabilities import ListsTrees, Stages, UploadsInParts
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, FsStats, Meta, ObjectInfo
 from nczfs.store.threads import ThreadedStore
+from tests.store.readconformance import Held, ReadConformance
 
 BAD_KEYS = [
     pytest.param("/a", id="leading-slash"),
@@ -62,7 +64,17 @@ def names(entries: list[DirEntry]) -> list[str]:
     return [e.name for e in entries]
 
 
-class StoreConformance:
+#: the objects the read-only tests (:class:`ReadConformance`) find in a writable backend's medium
+READ_OBJECTS = {
+    "a.txt": b"hello",
+    "g/.zgroup": b'{"zarr_format": 2}',
+    "g/v/0.0": BINARY,
+    "g/v/0.1": bytes(range(7)) * 300,
+    "deep/er/still/x": random.Random(47).randbytes(3000),
+}
+
+
+class StoreConformance(ReadConformance):
     # ------------------------------------------------------------------ backend hooks
 
     #: the store sends objects in parts while they are written (``UploadsInParts``)
@@ -73,6 +85,8 @@ class StoreConformance:
     checks_writes = False
     #: the store's deletes take ``if_version`` (``checks_deletes``)
     checks_deletes = False
+    #: the objects the read-only tests find in the medium (put there in this order)
+    read_objects: dict[str, bytes] = READ_OBJECTS
 
     @pytest.fixture
     def sync_store(self) -> SyncStore:  # pragma: no cover - always overridden
@@ -86,6 +100,13 @@ class StoreConformance:
 
     def get_raw(self, key: str) -> bytes | None:  # pragma: no cover
         raise NotImplementedError
+
+    @pytest.fixture
+    def held(self, sync_store: SyncStore) -> Held:
+        """The read-only tests' medium: :attr:`read_objects` put there directly, seen read-only."""
+        for key, data in self.read_objects.items():
+            self.put_raw(key, data)
+        return Held(self.read_only_store(), dict(self.read_objects))
 
     @pytest.fixture
     async def store(self, sync_store: SyncStore):

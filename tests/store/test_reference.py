@@ -1,7 +1,7 @@
 """The reference store: read-only store behaviour, local and HTTP targets, and the hostile cases.
 
-The shared conformance suite needs a writable medium, so the read-only parts of it are
-checked here against a reference set instead.
+The shared conformance suite's read-only subset (:class:`ReadConformance`) runs over a
+reference set of inline values, ranges and whole local targets.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from nczfs.store.values import ByteRange
 from nczfs.store.reference.store import ReferenceStore
 from nczfs.store.threads import ThreadedStore
 from tests.http_range_server import RangeServer
+from tests.store.readconformance import Held, ReadConformance
 
 BLOB = random.Random(8).randbytes(10_000)
 
@@ -120,6 +121,19 @@ async def test_every_write_is_refused_with_erofs(store):
         assert errno_of(info) in (errno.EROFS, errno.ENOTSUP)
     assert store.read_only and not store.supports_writes
     assert await store.get("top") == b"t"
+
+
+
+class TestReferenceReads(ReadConformance):
+    """Inline text and base64 values, a range of a local file and a whole one."""
+
+    @pytest.fixture
+    def held(self, refdir) -> Held:
+        doc = {".zgroup": '{"zarr_format":2}', "g/v/.zarray": "{}", "g/v/0.0": ["blob.bin", 100, 50],
+               "g/v/0.1": ["blob.bin"], "g/w/0": "base64:AAEC", "g/z": "zzz", "top": "t"}
+        objects = {".zgroup": b'{"zarr_format":2}', "g/v/.zarray": b"{}", "g/v/0.0": BLOB[100:150],
+                   "g/v/0.1": BLOB, "g/w/0": b"\x00\x01\x02", "g/z": b"zzz", "top": b"t"}
+        return Held(ReferenceStore(write_refs(refdir / "r.json", doc)), objects)
 
 
 # ---------------------------------------------------------------------- local targets

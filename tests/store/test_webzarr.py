@@ -14,6 +14,7 @@ from nczfs.source import parse_source
 from nczfs.store.values import ByteRange
 from nczfs.store.s3.webzarr import open_http
 from nczfs.store.threads import ThreadedStore
+from tests.store.readconformance import Held, ReadConformance
 
 
 def publish(web_server, name: str, zarr_format: int, tmp_path, consolidated: bool = True) -> str:
@@ -33,6 +34,33 @@ def publish(web_server, name: str, zarr_format: int, tmp_path, consolidated: boo
         zarr.consolidate_metadata(str(local))
     shutil.copytree(local, web_server.root / name, dirs_exist_ok=True)
     return f"{web_server.url}/{name}"
+
+
+def publish_whole(web_server, name: str, zarr_format: int, tmp_path) -> tuple[str, dict[str, bytes]]:
+    """A consolidated Zarr with every chunk written (so that its chunk grid names only files that
+    exist), in nginx's root: its URL and every file it holds."""
+    import zarr
+
+    local = tmp_path / name
+    root = zarr.open_group(str(local), mode="w", zarr_format=zarr_format)
+    kw = {"chunk_key_encoding": {"name": "default", "separator": "/"}} if zarr_format == 3 else {}
+    t = root.create_array("temp", shape=(6, 6), chunks=(4, 4), dtype="i4", fill_value=-1, **kw)
+    t[:] = np.arange(36, dtype="i4").reshape(6, 6)
+    v = root.create_group("g").create_array("v", shape=(5,), chunks=(2,), dtype="f8", fill_value=0.0)
+    v[:] = np.arange(1.0, 6.0)
+    zarr.consolidate_metadata(str(local))
+    shutil.copytree(local, web_server.root / name, dirs_exist_ok=True)
+    files = {p.relative_to(local).as_posix(): p.read_bytes() for p in local.rglob("*") if p.is_file()}
+    return f"{web_server.url}/{name}", files
+
+
+class TestWebZarrReads(ReadConformance):
+    """A Zarr v2 and a v3 one served by nginx."""
+
+    @pytest.fixture(params=[2, 3], ids=["v2", "v3"])
+    def held(self, request, web_server, tmp_path) -> Held:
+        url, files = publish_whole(web_server, f"whole{request.param}-{tmp_path.name}.zarr", request.param, tmp_path)
+        return Held(open_url(url), files)
 
 
 def open_url(url: str):

@@ -9,7 +9,7 @@ import pytest
 
 from nczfs.errors import BackendError, KeyNotFound, NotSupported, to_errno
 from nczfs.store.capabilities import Stages
-from nczfs.store.values import Meta, Staged
+from nczfs.store.values import ABSENT, Meta, Staged
 from nczfs.store.memory import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.wrapper import WrapperStore
@@ -82,6 +82,44 @@ async def test_every_write_passes_the_hook_with_its_keys_and_what_set_stores(mem
         ("set_meta", ("a",), None), ("make_node", ("n",), None), ("link", ("a", "l"), None),
         ("truncate", ("a",), None), ("forget_dir", ("m",), None),
     ]
+
+
+class Given(WrapperStore):
+    """Records the keywords each write's hook is told of (``call.given``)."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.given: list[tuple] = []
+
+    async def _write(self, op, keys, call, data=None):
+        self.given.append((op, dict(call.given)))
+        return await call()
+
+
+async def test_a_writes_version_condition_reaches_the_hook_however_it_is_passed(mem):
+    """The forwarded writes bind their arguments as the Store method's signature says: an
+    ``if_version`` given by position or by name is the hook's ``given``; None is none."""
+    s = Given(ThreadedStore(mem))
+    first = await s.set("a", b"1")
+    await s.set("a", b"2", first.etag)
+    second = await mem_stat(s, "a")
+    await s.set("a", b"3", if_version=second)
+    await s.copy("a", "b", None)
+    moved = await s.rename("b", "c", ABSENT)  # only while "c" is absent
+    await s.delete("c")
+    assert moved.key == "c" and await s.get("a") == b"3"
+    assert s.given == [("set", {}), ("set", {"if_version": first.etag}), ("set", {"if_version": second}),
+                       ("copy", {}), ("rename", {"if_version": ABSENT}), ("delete", {})]
+
+
+async def mem_stat(s, key: str) -> str:
+    return (await s.stat(key)).etag
+
+
+def test_the_forwarded_methods_carry_their_names():
+    for cls, name in ((WrapperStore, "rename"), (WrapperStore, "stat"), (ThreadedStore, "list_dir")):
+        method = getattr(cls, name)
+        assert method.__name__ == name and method.__qualname__ == f"{cls.__name__}.{name}" and method.__doc__
 
 
 async def test_a_key_seen_whole_is_stored_through_set_never_staged():

@@ -13,12 +13,12 @@ the size of a chunk shown compressed is known only once it was made, and a ``sta
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Awaitable, Callable, NamedTuple
-
-import trio
 
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.sizebook import SizeBook
+from nczfs.singleflight import SingleFlight
 from nczfs.store.threads import run_blocking
 
 #: sizes remembered in memory (of every made chunk, of every dataset)
@@ -45,7 +45,7 @@ class MadeChunks:
         self.limit, self.book = limit, book
         #: made chunks by (ident, version), least recently used first
         self._held: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
-        self._making: dict[tuple, trio.Event] = {}
+        self._making: SingleFlight[tuple, bytes] = SingleFlight(lambda full: repr(full[0]))
         self.bytes_held = 0
         #: chunks made so far
         self.count = 0
@@ -90,26 +90,20 @@ class MadeChunks:
                   make: Callable[[bytes], bytes]) -> bytes:
         """The chunk ``make`` (named ``maker``) makes of ``stored``'s bytes, which ``fetch`` gets."""
         full = (*stored.ident(maker), stored.etag)
-        while True:
-            held = self._held.get(full)
-            if held is not None:
-                self._held.move_to_end(full)
-                self._remember(full, len(held))
-                return held
-            waiting = self._making.get(full)
-            if waiting is None:
-                break
-            await waiting.wait()  # made elsewhere; if that failed, this reader tries itself
-        done = self._making[full] = trio.Event()
-        try:
-            data = await decoding.decode(self._made, make, await fetch(), stored, maker)
-            self.count += 1
-            self._remember(full, len(data))
-            self._keep(full, data)
-            return data
-        finally:
-            del self._making[full]
-            done.set()
+        held = self._held.get(full)
+        if held is not None:
+            self._held.move_to_end(full)
+            self._remember(full, len(held))
+            return held
+        return await self._making.run(full, functools.partial(self._make, full, stored, maker, fetch, make))
+
+    async def _make(self, full: tuple, stored: Stored, maker: str, fetch: Callable[[], Awaitable[bytes]],
+                    make: Callable[[bytes], bytes]) -> bytes:
+        data = await decoding.decode(self._made, make, await fetch(), stored, maker)
+        self.count += 1
+        self._remember(full, len(data))
+        self._keep(full, data)
+        return data
 
     def _made(self, make: Callable[[bytes], bytes], raw: bytes, stored: Stored, maker: str) -> bytes:
         """``make(raw)``, its size kept in the book (in the decode pool's thread)."""

@@ -5,11 +5,11 @@ chunks of an array decoded ahead of a reader going through it."""
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import math
 
 import numpy as np
-import trio
 
 from nczfs import background
 from nczfs.errors import KeyNotFound
@@ -17,6 +17,7 @@ from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.sharding import IndexCache
 from nczfs.nczarr.ncfile.classicfile import Values
 from nczfs.nczarr.ncfile.ncversions import NcVersion
+from nczfs.singleflight import SingleFlight
 from nczfs.store.base import Store
 from nczfs.store.values import ByteRange
 
@@ -55,7 +56,7 @@ class DecodedChunks:
         self.limit = limit
         self._decoded: collections.OrderedDict[tuple, np.ndarray | None] = collections.OrderedDict()
         self.bytes_held = 0
-        self._decoding: dict[tuple, trio.Event] = {}
+        self._decoding: SingleFlight[tuple, np.ndarray | None] = SingleFlight(lambda ident: repr(ident[0]))
         #: the indexes of shards (sharded Zarr v3 arrays), by shard, version and byte range
         self._indexes = IndexCache()
         #: chunks decoded so far
@@ -88,32 +89,23 @@ class DecodedChunks:
         ident = _ident(v, val, idx)
         if ident is None:
             return None
-        while True:
-            if ident in self._decoded:
-                self._decoded.move_to_end(ident)
-                return self._decoded[ident]
-            waiting = self._decoding.get(ident)
-            if waiting is None:
-                break
-            await waiting.wait()
-            if ident not in self._decoded:  # that fetch failed: this reader tries again
-                continue
-        done = self._decoding[ident] = trio.Event()
+        if ident in self._decoded:
+            self._decoded.move_to_end(ident)
+            return self._decoded[ident]
+        return await self._decoding.run(ident, functools.partial(self._decode, v, val, idx, ident))
+
+    async def _decode(self, v: NcVersion, val: Values, idx: tuple[int, ...], ident: tuple) -> np.ndarray | None:
+        key = ident[0]
         try:
-            key = ident[0]
-            try:
-                raw = await self._stored(v, val, idx, key)
-            except KeyNotFound:
-                raw = None
-            arr = None
-            if raw is not None:
-                arr = await decoding.decode(val.decode, raw, key)
-                self.count += 1
-            self._keep(ident, arr)
-            return arr
-        finally:
-            del self._decoding[ident]
-            done.set()
+            raw = await self._stored(v, val, idx, key)
+        except KeyNotFound:
+            raw = None
+        arr = None
+        if raw is not None:
+            arr = await decoding.decode(val.decode, raw, key)
+            self.count += 1
+        self._keep(ident, arr)
+        return arr
 
     async def _stored(self, v: NcVersion, val: Values, idx: tuple[int, ...], key: str) -> bytes | None:
         """The stored bytes of chunk ``idx`` (a sharded array's: its byte range of shard ``key``,

@@ -37,6 +37,7 @@ from nczfs.nczarr.ncfile.ncdecoded import DecodedChunks
 from nczfs.nczarr.ncfile.ncversions import Built, NcVersion, build_files
 from nczfs.source import Source
 from nczfs.store.base import Store
+from nczfs.store.capabilities import read_only_key
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
@@ -186,7 +187,7 @@ class NcFilesStore(WrapperStore):
         return v
 
     def read_only_key(self, key: str) -> bool:
-        return key in self._shown or self.inner.read_only_key(key)
+        return key in self._shown or read_only_key(self.inner, key)
 
     # -- reads --------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from nczfs.nczarr.views.shownversions import ShownVersions
 from nczfs.nczarr.views.viewbuild import ViewBuilder
 from nczfs.nczarr.views.viewwrites import ViewWrites
 from nczfs.store.base import Store
+from nczfs.store.capabilities import hides
 from nczfs.store.keys import join
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
@@ -88,7 +89,7 @@ class PresentingStore(ViewWrites, WrapperStore):
         stale_ok = reading and not is_metadata_key(key)
         parts = key.split("/") if key else []
         # a folder the store hides (Icechunk's history) is no part of the dataset around it
-        start = max((i for i in range(1, len(parts) + 1) if self.inner.hides("/".join(parts[:i]))), default=0)
+        start = max((i for i in range(1, len(parts) + 1) if hides(self.inner, "/".join(parts[:i]))), default=0)
         for i in range(start, len(parts) + 1):
             folder = "/".join(parts[:i])
             if stale_ok and folder in self._views:

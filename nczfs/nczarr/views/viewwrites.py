@@ -16,6 +16,7 @@ from nczfs.nczarr.metadata.validate import is_metadata_key, stale_tail_prefix
 from nczfs.nczarr.views.datasetview import DatasetView
 from nczfs.nczarr.views.emit import emit, signature
 from nczfs.nczarr.views.shownversions import NOT_SHOWN, ShownVersions
+from nczfs.store.capabilities import check_content, checks_content
 from nczfs.store.values import ABSENT, Meta, ObjectInfo
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ class ViewWrites:
         return target
 
     def checks_content(self, key: str) -> bool:
-        return is_metadata_key(key) or self.inner.checks_content(key)
+        return is_metadata_key(key) or checks_content(self.inner, key)
 
     @_logs_refusals
     async def check_content(self, key: str, data: bytes) -> None:
@@ -182,7 +183,7 @@ class ViewWrites:
                 self.translate_back(v, key, data)
                 return
             await self._writable_target(key)
-        await self.inner.check_content(key, data)
+        await check_content(self.inner, key, data)
 
     async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         """An object's attributes are kept on its stored key; a folder's on its own name (not on
@@ -245,7 +246,7 @@ class ViewWrites:
         return await call(await self._writable_target(keys[0]))
 
     @_logs_refusals
-    async def _rename(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> None:
+    async def _rename(self, keys: tuple[str, ...], call: Callable[..., Awaitable[Any]], data: Any) -> ObjectInfo:
         """Between stored keys; onto metadata of a translated dataset: translated back, then the
         source deleted."""
         src, dst = keys
@@ -255,14 +256,15 @@ class ViewWrites:
             self._metadata_written(dst)
         if self._translated(v, dst):
             source = await self._writable_target(src)
-            await self._write_back(v, dst, await self.inner.get(source))
+            info = await self._write_back(v, dst, await self.inner.get(source))
             await self.inner.delete(source)
             self._forget(src)
-            return
+            return info
         target = await self._writable_target(dst)
-        await call(await self._writable_target(src), target, **await self._stored_condition(dst, call, target))
+        info = await call(await self._writable_target(src), target, **await self._stored_condition(dst, call, target))
         self._forget(src)
         self._forget(dst)
+        return ObjectInfo(dst, info.size, info.mtime_ns, info.etag)
 
     @_logs_refusals
     async def _move_folder(self, keys: tuple[str, ...], call: Callable[..., Awaitable[T]], data: Any = None) -> T:

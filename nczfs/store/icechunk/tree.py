@@ -65,7 +65,7 @@ class SnapshotTree:
             if rng is not None and key.rpartition("/")[2] == "zarr.json":
                 # Icechunk 1.1 panics on a range past the end of metadata (chunks are clipped)
                 return rng.slice(await self.py.get(key, (None, None)))
-            return bytes(await self.py.get(key, (None, None) if rng is None else (rng.start, rng.end)))
+            data = bytes(await self.py.get(key, (None, None) if rng is None else (rng.start, rng.end)))
         except Exception as exc:  # noqa: BLE001 - icechunk raises KeyError and IcechunkError
             if missing(exc):
                 raise KeyNotFound(key) from None
@@ -73,6 +73,12 @@ class SnapshotTree:
                 raise BackendError(f"{key!r}: a virtual chunk whose container the mount does not name: mount with "
                                    f"-o virtual_chunk_container=PREFIX[=URL] ({reason(exc).split(', see http')[0]})") from None
             raise BackendError(f"{key!r}: {reason(exc)}") from exc
+        if rng is not None and rng.start > 0 and len(data) == 1 and (rng.end is None or rng.end > rng.start + 1):
+            # Icechunk answers a range of a chunk starting at or past its end with its last byte
+            size = await self._size(key)
+            if size is not None and rng.start >= size:
+                return b""
+        return data
 
     async def _size(self, key: str) -> int | None:
         try:

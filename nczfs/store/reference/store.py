@@ -214,9 +214,10 @@ class ReferenceStore(SyncStore):
         self.check_writable(dst)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
+    def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         check_key(dst)
         self.check_writable(dst)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def rename_dir(self, src: str, dst: str) -> None:
         check_key(dst)

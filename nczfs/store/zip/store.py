@@ -295,9 +295,10 @@ class ZipStore(Archive, Tree, Behind, SyncStore):
             self._move_or_copy("cp", src, dst, if_version)
             return self._info(dst, self._files[dst])
 
-    def rename(self, src: str, dst: str, if_version: str | None = None) -> None:
+    def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         with self._lock:
             self._move_or_copy("mv", src, dst, if_version)
+            return self._info(dst, self._files[dst])
 
     def rename_dir(self, src: str, dst: str) -> None:
         check_key(src)
