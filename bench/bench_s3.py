@@ -47,6 +47,7 @@ import random
 import shutil
 import statistics
 import subprocess
+import signal
 import sys
 import tempfile
 import time
@@ -607,4 +608,6 @@ def print_results(rows: dict[str, dict[str, Run]], targets: dict[str, list[tuple
                           f"{'yes' if r[label].wall <= goal else 'no'} | {'yes' if r[label].floor <= goal else 'no: below the floor'} |")
 
 if __name__ == "__main__":
+    # a SIGTERM (kill, a timeout) ends the run as Ctrl-C does: the mounts and the server stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     main()
