@@ -377,7 +377,8 @@ class Namespace(Listing):
             await self.writeback.store_as(src, dst_path, condition)  # the temp file's one upload, under its final key
             stored_now = True
         elif dst is not None and not dst.pending:
-            await self.store.delete(dst_path)
+            await self.store.delete(dst_path)  # src is stored at its close: till then nothing
+            self._keep_parent(dst_path)  # in the store may imply dst's directory
         if dst is not None:
             self.attrs.unname(dst, dst_path)
             await self.attrs.refresh(dst)  # another name of it stays: its link count and ctime
