@@ -231,6 +231,7 @@ class Namespace(Listing):
         self.attrs.dir_changed(self.table[parent_ino])
         if not node.pending and any(p != path and self.table.at(p) is node for p in node.names):
             await self.store.delete(path)  # one name of a file with others (a hard link)
+            self._keep_parent(path)
             self.attrs.unname(node, path)
             await self.attrs.refresh(node)  # its link count and ctime
             self.attrs.ctime_changed(node)

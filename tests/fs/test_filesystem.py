@@ -890,6 +890,17 @@ async def test_link_of_file_being_written(fs, raw):
     await fs.release(fh)
 
 
+
+async def test_unlink_of_one_name_of_a_linked_file_keeps_its_directory(fs, raw):
+    raw.set("f", b"x")
+    raw.set("e/x", b"y")
+    await fs.link(await ino_of(fs, "f"), await ino_of(fs, "e"), "g")
+    raw.delete("e/x")  # another client's: on stores without directories only "e/g" implies "e"
+    await fs.unlink(await ino_of(fs, "e"), "g")
+    assert await listdir(fs) == ["e", "f"]
+    assert await listdir(fs, "e") == []
+    assert raw.list_prefix("") == ["f"]
+
 # ---------------------------------------------------------------------- readdir
 
 
