@@ -231,6 +231,7 @@ class Namespace(Listing):
         self.attrs.dir_changed(self.table[parent_ino])
         if not node.pending and any(p != path and self.table.at(p) is node for p in node.names):
             await self.store.delete(path)  # one name of a file with others (a hard link)
+            self._keep_parent(path)
             self.attrs.unname(node, path)
             await self.attrs.refresh(node)  # its link count and ctime
             self.attrs.ctime_changed(node)
@@ -377,7 +378,8 @@ class Namespace(Listing):
             await self.writeback.store_as(src, dst_path, condition)  # the temp file's one upload, under its final key
             stored_now = True
         elif dst is not None and not dst.pending:
-            await self.store.delete(dst_path)
+            await self.store.delete(dst_path)  # src is stored at its close: till then nothing
+            self._keep_parent(dst_path)  # in the store may imply dst's directory
         if dst is not None:
             self.attrs.unname(dst, dst_path)
             await self.attrs.refresh(dst)  # another name of it stays: its link count and ctime

@@ -797,6 +797,39 @@ async def test_rename_of_unflushed_file_moves_it_before_upload(fs, raw):
     assert raw.get("target") == b"fresh!"
 
 
+async def test_rename_of_unflushed_file_over_the_only_key_of_a_directory_keeps_it(fs, raw):
+    # found by tests/fs/test_filesystem_model.py (the spilling model's shrunk example): the
+    # replaced object was deleted at once and the pending file is stored only at its close, so
+    # for that while nothing in the store implied "a/a", which vanished with the file in it
+    a = await mkdirs(fs, "a")
+    b = await mkdirs(fs, "b")
+    raw.set("a/a/a", b"another client's")
+    fh, attr = await fs.create(b, "a", 0o644, os.O_RDWR | os.O_CREAT)
+    await fails(errno.EEXIST, fs.mkdir, ROOT_INO, "a", 0o755)
+    await fs.rename(b, "a", await ino_of(fs, "a/a"), "a")
+    assert raw.list_prefix("") == []  # the old object is replaced; nothing uploaded yet
+    assert await listdir(fs, "a") == ["a"]
+    assert await listdir(fs, "a/a") == ["a"]
+    assert (await fs.lookup(await ino_of(fs, "a/a"), "a")).ino == attr.ino
+    assert await listdir(fs, "b") == []
+    await fs.release(fh)
+    assert raw.list_prefix("") == ["a/a/a"]
+    assert raw.get("a/a/a") == b""
+
+
+async def test_rename_of_unflushed_file_keeps_the_directories_above_the_replaced_one(fs, raw):
+    raw.set("x/y/z", b"old")
+    fh, _ = await fs.create(ROOT_INO, "new", 0o644, WRITE_NEW)
+    await fs.write(fh, 0, b"new")
+    await fs.rename(ROOT_INO, "new", await ino_of(fs, "x/y"), "z")
+    assert await listdir(fs) == ["x"]
+    assert await listdir(fs, "x") == ["y"]
+    assert await listdir(fs, "x/y") == ["z"]
+    await fs.release(fh)
+    assert raw.list_prefix("") == ["x/y/z"]
+    assert raw.get("x/y/z") == b"new"
+
+
 async def test_rename_directory_with_unflushed_file(fs, raw):
     d = await mkdirs(fs, "d")
     fh, _ = await fs.create(d, "p", 0o644, WRITE_NEW)
@@ -856,6 +889,17 @@ async def test_link_of_file_being_written(fs, raw):
     assert raw.get("w") == b"unflushed"
     await fs.release(fh)
 
+
+
+async def test_unlink_of_one_name_of_a_linked_file_keeps_its_directory(fs, raw):
+    raw.set("f", b"x")
+    raw.set("e/x", b"y")
+    await fs.link(await ino_of(fs, "f"), await ino_of(fs, "e"), "g")
+    raw.delete("e/x")  # another client's: on stores without directories only "e/g" implies "e"
+    await fs.unlink(await ino_of(fs, "e"), "g")
+    assert await listdir(fs) == ["e", "f"]
+    assert await listdir(fs, "e") == []
+    assert raw.list_prefix("") == ["f"]
 
 # ---------------------------------------------------------------------- readdir
 
