@@ -9,7 +9,7 @@ time (user + system, every thread, getrusage) per request, median of ``--rounds`
 rounds, and the wall time. Paths:
 
 - ``boto3``: botocore's get_object in a worker thread (trio.to_thread);
-- ``store``: nczfs's S3 backend as the mount uses it (nczfs/store/s3/store.py, ThreadedStore);
+- ``store``: nczfs's S3 backend as the mount uses it (nczfs/store/objstore/store.py, ThreadedStore);
 - ``obstore-thread``: obstore's blocking API in a worker thread (trio.to_thread);
 - ``obstore-thread-nocopy``: the same, keeping obstore's buffer (no copy into a ``bytes``);
 - ``obstore-asyncio``: obstore's async API on one asyncio loop thread, each request handed to
@@ -87,14 +87,14 @@ def make_paths(endpoint: str, bucket: str, ca: str | None):
     from botocore.config import Config
 
     from nczfs.store.values import ByteRange
-    from nczfs.store.s3.store import S3Store
+    from nczfs.store.objstore.store import S3Store
     from nczfs.store.threads import ThreadedStore
 
     client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ADMIN[0], aws_secret_access_key=ADMIN[1],
                           region_name="us-east-1", verify=ca,
                           config=Config(s3={"addressing_style": "path"}, max_pool_connections=32))
     store = ThreadedStore(S3Store(client, bucket, ""))
-    from nczfs.store.s3.transport import obstore_client_options
+    from nczfs.store.objstore.transport import obstore_client_options
 
     ob = obs.store.S3Store(bucket, endpoint=endpoint, access_key_id=ADMIN[0], secret_access_key=ADMIN[1],
                            region="us-east-1", client_options=obstore_client_options(endpoint, ca),

@@ -14,17 +14,17 @@ __all__ = ["MountError", "MountWarning", "NczfsError", "UnmountError", "mounted"
 
 
 def __getattr__(name: str):  # the API loads on first use: `import nczfs` stays cheap for the CLI
-    # (never a name of a submodule: `from nczfs import mount` must import nczfs/mount.py)
+    # (never a name of a subpackage: `from nczfs import daemon` must import nczfs/daemon/)
     if name in ("MountError", "MountWarning", "mounted", "open_view"):
         from nczfs import api
 
         return getattr(api, name)
     if name == "UnmountError":
-        from nczfs.umount import UnmountError
+        from nczfs.daemon.umount import UnmountError
 
         return UnmountError
     if name == "NczfsError":
-        from nczfs.errors import NczfsError
+        from nczfs.toolbox.errors import NczfsError
 
         return NczfsError
     raise AttributeError(f"module 'nczfs' has no attribute {name!r}")

@@ -22,10 +22,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from nczfs.config import MountConfig, default_metadata_ttl, parse_options
+from nczfs.config.mountconfig import MountConfig, default_metadata_ttl, parse_options
 from nczfs.fuse.control import NotAnNczfsMount, read_control
-from nczfs.errors import NczfsError
-from nczfs.umount import UnmountError, store_pending, unmount
+from nczfs.toolbox.errors import NczfsError
+from nczfs.daemon.umount import UnmountError, store_pending, unmount
 
 
 class MountError(NczfsError):
@@ -104,7 +104,7 @@ class Mount:
 
 
 def start(source: str, mountpoint: str | os.PathLike, **options: Any) -> Mount:
-    """Mount ``source`` on ``mountpoint``; returns once the mount answers requests (``nczfs.mount``
+    """Mount ``source`` on ``mountpoint``; returns once the mount answers requests (``nczfs.daemon.mount``
     is the module that serves a mount: this is ``nczfs.api.start``)."""
     opts = option_strings(options)
     try:
@@ -136,7 +136,7 @@ def start(source: str, mountpoint: str | os.PathLike, **options: Any) -> Mount:
 
 
 def _is_mounted(path: Path) -> bool:
-    from nczfs.mounttable import table
+    from nczfs.toolbox.mounttable import table
 
     return any(m.path == str(path) for m in table())
 
@@ -167,7 +167,7 @@ def open_view(source: str, present: str = "as-stored", **options: Any):
     """A zarr-python store serving ``source`` as nczfs mounts it, in this process (no FUSE):
     ``present=`` one of as-stored, netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray; writes are
     validated (``validate=``) and translated back as through a mount. Close it when done."""
-    from nczfs.source import parse_source
+    from nczfs.config.source import parse_source
     from nczfs.zarrstore import NczfsZarrStore
 
     try:

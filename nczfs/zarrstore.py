@@ -15,9 +15,9 @@ import trio
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from nczfs import stack
-from nczfs.config import MountConfig
-from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory
+from nczfs.daemon import stack
+from nczfs.config.mountconfig import MountConfig
+from nczfs.toolbox.errors import IsADirectory, KeyNotFound, NotADirectory
 from nczfs.store.registry import open_store
 from nczfs.store.values import ByteRange
 

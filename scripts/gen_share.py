@@ -28,7 +28,7 @@ TABLE = "| `-o` option | meaning |\n|---|---|\n"
 
 def readme_with_options(readme: str) -> str:
     """README.md with its table of -o options made from the option rows."""
-    from nczfs.config import option_help
+    from nczfs.config.mountconfig import option_help
 
     before, rest = readme.split(TABLE, 1)
     after = rest.split("\n\n", 1)[1]
@@ -70,7 +70,7 @@ def generate() -> dict[str, str]:
     import nczfs
     from nczfs.cli.parser import build_parser
 
-    from nczfs.config import option_help
+    from nczfs.config.mountconfig import option_help
 
     options = "[MOUNT OPTIONS]\nGiven as -o OPT[,OPT...] to nczfs mount, mount(8) or in fstab.\n" + "".join(
         f".TP\n.B {form}\n{text}\n" for form, text in option_help())

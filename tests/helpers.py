@@ -201,7 +201,7 @@ class S3Backend:
 
     def attrs(self, key: str):
         """The POSIX attributes the object's metadata holds (a Meta), or None."""
-        from nczfs.store.s3.meta import meta_of
+        from nczfs.store.objstore.meta import meta_of
 
         return meta_of(self.metadata(key))
 

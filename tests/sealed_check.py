@@ -40,7 +40,7 @@ def trap(addr: tuple[str, int]) -> None:
 
 
 def use(store, writable: bool) -> None:
-    from nczfs.errors import NczfsError
+    from nczfs.toolbox.errors import NczfsError
 
     try:
         store.list_dir("")
@@ -56,8 +56,8 @@ def use(store, writable: bool) -> None:
 def main() -> None:
     for addr in TRAPS:
         trap(addr)
-    from nczfs.config import MountConfig
-    from nczfs.source import parse_source
+    from nczfs.config.mountconfig import MountConfig
+    from nczfs.config.source import parse_source
     from nczfs.store.registry import open_store
     from tests.azurite import KEY, Azurite
     from tests.gcsserver import FakeGCS, service_account_file

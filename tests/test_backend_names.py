@@ -16,7 +16,7 @@ from nczfs.store.registry import BACKENDS
 ROOT = Path(nczfs.__file__).parent
 #: a backend's own package (or module), where it may name itself and its siblings; the registry,
 #: whose entries declare them
-OWN = ("store/s3/", "store/zip/", "store/icechunk/", "store/reference/", "store/directory.py", "store/memory.py",
+OWN = ("store/objstore/", "store/zip/", "store/icechunk/", "store/reference/", "store/directory.py", "store/memory.py",
        "store/registry.py")
 
 

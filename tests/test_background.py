@@ -1,4 +1,4 @@
-"""nczfs.background: a mount's background work in the nursery the mount owns."""
+"""nczfs.toolbox.background: a mount's background work in the nursery the mount owns."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 import nczfs
-from nczfs import background
+from nczfs.toolbox import background
 
 
 def test_work_started_in_a_mount_runs_in_its_nursery_and_ends_with_it():

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nczfs.cli.parser import build_parser
-from nczfs.config import IGNORED_OPTIONS, MountConfig, option_help, parse_options
+from nczfs.config.mountconfig import IGNORED_OPTIONS, MountConfig, option_help, parse_options
 from tests.helpers import S3Backend, mounted, run_nczfs
 
 #: MountConfig fields that no -o option sets
@@ -53,9 +53,9 @@ def test_s3fs_option_names_are_aliases():
 
 
 def test_path_style_reaches_the_s3_client():
-    from nczfs.source import parse_source
-    from nczfs.store.s3.client import make_client
-    from nczfs.store.s3.options import S3Options
+    from nczfs.config.source import parse_source
+    from nczfs.store.objstore.client import make_client
+    from nczfs.store.objstore.options import S3Options
 
     source = parse_source("s3://bucket/prefix")
     plain = make_client(S3Options.of(MountConfig.of(source, "", region="eu-west-1").opening()), source.parsed)

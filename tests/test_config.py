@@ -1,7 +1,7 @@
 import pytest
 
-from nczfs.config import parse_options
-from nczfs.errors import SourceError
+from nczfs.config.mountconfig import parse_options
+from nczfs.toolbox.errors import SourceError
 
 
 def test_every_known_option_maps_to_a_config_field():
@@ -22,9 +22,9 @@ def test_bad_options_are_refused_naming_them(bad):
 
 
 def test_fuse_options_follow_the_config(tmp_path):
-    from nczfs.config import MountConfig
-    from nczfs.mount import fuse_options
-    from nczfs.source import parse_source
+    from nczfs.config.mountconfig import MountConfig
+    from nczfs.daemon.mount import fuse_options
+    from nczfs.config.source import parse_source
 
     src = parse_source(str(tmp_path))
     plain = fuse_options(MountConfig(source=src, mountpoint="/mnt"))
@@ -51,7 +51,7 @@ def test_write_memory_reaches_the_config(tmp_path):
 
 
 def test_object_store_options_users_of_the_peers_expect():
-    from nczfs.config import parse_options
+    from nczfs.config.mountconfig import parse_options
 
     got = parse_options(["retries=5,connect_timeout=2.5,read_timeout=30,requester_pays",
                          "sse=kms,sse_kms_key_id=alias/climate,storage_class=standard_ia,anon"])

@@ -1,4 +1,4 @@
-"""The control socket (nczfs/controlsock.py): the daemon answers only root and its own user,
+"""The control socket (nczfs/daemon/controlsock.py): the daemon answers only root and its own user,
 by the credentials the kernel gives (SO_PEERCRED), and a client talks only to the daemon the
 control file names. The server runs here in a thread of the test's own process; the socket is
 opened to everyone so that only the credential check decides."""
@@ -13,8 +13,8 @@ import threading
 import pytest
 import trio
 
-from nczfs import controlsock
-from nczfs.controlsock import ControlError, request
+from nczfs.daemon import controlsock
+from nczfs.daemon.controlsock import ControlError, request
 from tests.mount.test_control import _as_user_in_process
 
 

@@ -1,4 +1,4 @@
-"""nczfs/locks.py (a trio lock taken without a checkpoint when free) and nczfs/fuse/trio_loop.py
+"""nczfs/toolbox/locks.py (a trio lock taken without a checkpoint when free) and nczfs/fuse/trio_loop.py
 (pyfuse3's request loop on it, and on a wait for the device that returns at once when a request
 is queued), and that the daemon's loop installs them before pyfuse3.main.
 The real mounts' request loop is covered by tests/mount/test_reference_mount.py (a request
@@ -13,10 +13,10 @@ import pytest
 import trio
 import trio.testing
 
-from nczfs import controlsock, mount
-from nczfs.config import MountConfig
-from nczfs.locks import Lock
-from nczfs.source import Source
+from nczfs.daemon import controlsock, mount
+from nczfs.config.mountconfig import MountConfig
+from nczfs.toolbox.locks import Lock
+from nczfs.config.source import Source
 from nczfs.fuse.trio_loop import AT_ONCE_IN_A_ROW, WAITS, FuseWaits, install, trio_for_pyfuse3
 
 

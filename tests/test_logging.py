@@ -97,7 +97,7 @@ def test_daemon_without_log_file_logs_to_syslog(src, tmp_path):
     mnt.mkdir()
     script = textwrap.dedent(f"""
         import sys
-        import nczfs.cli as cli, nczfs.logs as logs
+        import nczfs.cli as cli, nczfs.toolbox.logs as logs
         logs.SYSLOG_ADDRESS = {str(sock_path)!r}
         sys.exit(cli.main(["mount", {str(src)!r}, {str(mnt)!r}]))
     """)
@@ -108,7 +108,7 @@ def test_daemon_without_log_file_logs_to_syslog(src, tmp_path):
         while not any("mounted " in m for m in messages):
             messages.append(sock.recv(65536).decode())
         start = next(m for m in messages if "mounting" in m)
-        assert "nczfs[" in start and "INFO nczfs.mount: nczfs 0.1.0: mounting" in start and str(src) in start
+        assert "nczfs[" in start and "INFO nczfs.daemon.mount: nczfs 0.1.0: mounting" in start and str(src) in start
         assert start.startswith("<14>")  # facility user, priority info
     finally:
         if is_mounted(mnt):
@@ -117,7 +117,7 @@ def test_daemon_without_log_file_logs_to_syslog(src, tmp_path):
 
 
 def test_secret_looking_source_parameters_are_masked_in_logs():
-    from nczfs.mount import loggable_source
+    from nczfs.daemon.mount import loggable_source
 
     text = "s3://b/p#mode=nczarr,s3&aws_secret_access_key=XYZ&session_token=T0K&region=eu"
     assert loggable_source(text) == "s3://b/p#mode=nczarr,s3&aws_secret_access_key=***&session_token=***&region=eu"
@@ -128,7 +128,7 @@ def test_secret_looking_source_parameters_are_masked_in_logs():
 def test_an_answer_the_kernel_no_longer_awaits_is_logged_as_info_not_an_error(tmp_path):
     """pyfuse3 logs ERROR when a reply finds its request gone (a RELEASE racing the unmount);
     the daemon's log says INFO and why. pyfuse3's other reply failures stay errors."""
-    from nczfs import logs
+    from nczfs.toolbox import logs
 
     root, pyfuse3_log = logging.getLogger(), logging.getLogger("pyfuse3")
     saved = (root.handlers[:], root.level, pyfuse3_log.filters[:], pyfuse3_log.level)
@@ -155,7 +155,7 @@ def _mount_script(src, mnt, *args: str, syslog: str = "/nonexistent/dev-log") ->
     """``nczfs mount`` as a daemon, with /dev/log taken to be ``syslog``."""
     return textwrap.dedent(f"""
         import sys
-        import nczfs.cli as cli, nczfs.logs as logs
+        import nczfs.cli as cli, nczfs.toolbox.logs as logs
         logs.SYSLOG_ADDRESS = {syslog!r}
         sys.exit(cli.main(["mount", {str(src)!r}, {str(mnt)!r}, *{list(args)!r}]))
     """)
@@ -187,7 +187,7 @@ def test_daemon_without_dev_log_logs_to_a_default_file_named_at_mount_and_in_sta
 
 
 def test_default_log_file_of_other_users_is_under_xdg_state_home(monkeypatch, tmp_path):
-    from nczfs import logs
+    from nczfs.toolbox import logs
 
     monkeypatch.setenv("NCZFS_LOG_DIR", str(tmp_path / "logs"))
     assert logs.default_log_file("/mnt/x") == str(tmp_path / "logs" / "mnt-x.log")

@@ -9,8 +9,8 @@ import urllib.request
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from nczfs.metrics import HELP, describe, parse_address
-from nczfs.errors import SourceError
+from nczfs.toolbox.metrics import HELP, describe, parse_address
+from nczfs.toolbox.errors import SourceError
 from tests.helpers import DirectoryBackend, S3Backend, counts, mounted, run_nczfs
 
 
@@ -48,7 +48,7 @@ def test_metrics_serve_every_counter_stats_shows_with_help_and_units(s3_server, 
     assert info["mountpoint"] == str(m.path) and info["source"] == backend.source
     for key, value in shown.items():
         name, labels, kind, unit, doc = describe(key)
-        assert "no description" not in doc, f"{key}: add it to nczfs.metrics.HELP"
+        assert "no description" not in doc, f"{key}: add it to nczfs.toolbox.metrics.HELP"
         fam = fams[name]
         assert fam.type == kind and fam.documentation == doc and fam.unit == unit, (key, fam)
         suffix = "_total" if kind == "counter" else ""

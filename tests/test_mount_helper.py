@@ -17,9 +17,9 @@ import zipfile
 import pytest
 
 from nczfs.cli.dispatch import _helper_form
-from nczfs.config import MountConfig, parse_options
+from nczfs.config.mountconfig import MountConfig, parse_options
 from nczfs.fuse.control import read_control
-from nczfs.errors import SourceError
+from nczfs.toolbox.errors import SourceError
 from tests.helpers import is_mounted
 
 #: the PATH systemd gives services and mount units

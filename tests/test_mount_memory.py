@@ -1,4 +1,4 @@
-"""The daemon's malloc tuning (nczfs.mount.reuse_freed_blocks), measured in page faults.
+"""The daemon's malloc tuning (nczfs.daemon.mount.reuse_freed_blocks), measured in page faults.
 
 A cache turning over 8 MiB blocks (fetched by worker threads, dropped oldest first by the
 main thread) should fault each page of its few live blocks once, not most pages of every
@@ -14,7 +14,7 @@ import pytest
 
 TURNOVER = r"""
 import sys
-from nczfs.mount import reuse_freed_blocks
+from nczfs.daemon.mount import reuse_freed_blocks
 
 if sys.argv[1] == "on":
     reuse_freed_blocks()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nczfs.mounttable import Mounted, kernel_path, table, topmost
+from nczfs.toolbox.mounttable import Mounted, kernel_path, table, topmost
 
 
 def _info(tmp_path, *lines: str):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nczfs.config import parse_options
-from nczfs.source import parse_source
+from nczfs.config.mountconfig import parse_options
+from nczfs.config.source import parse_source
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "OPERATIONS.md"

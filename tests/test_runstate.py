@@ -1,4 +1,4 @@
-"""What daemons keep in their runtime directory (nczfs/runstate.py), read after one was killed."""
+"""What daemons keep in their runtime directory (nczfs/daemon/runstate.py), read after one was killed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 
-from nczfs import runstate
+from nczfs.daemon import runstate
 
 
 def _dead_pid() -> int:

@@ -1,4 +1,4 @@
-"""nczfs.singleflight: one computation per key, its value or error for every caller."""
+"""nczfs.toolbox.singleflight: one computation per key, its value or error for every caller."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import trio
 import trio.testing
 
-from nczfs import background
-from nczfs.singleflight import Abandoned, SingleFlight
+from nczfs.toolbox import background
+from nczfs.toolbox.singleflight import Abandoned, SingleFlight
 
 
 class Computation:

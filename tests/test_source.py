@@ -1,7 +1,7 @@
 import pytest
 
-from nczfs.errors import SourceError
-from nczfs.source import parse_source
+from nczfs.toolbox.errors import SourceError
+from nczfs.config.source import parse_source
 
 
 def test_plain_path_is_a_directory_source(tmp_path):
@@ -114,6 +114,6 @@ def test_the_daemon_reports_a_message_with_a_line_break_as_one_line():
 ])
 def test_the_mount_table_shows_a_local_path_absolute_and_a_url_as_given(text, shown):
     """Whether a location is a local path is what its backend's parser says (Located.local)."""
-    from nczfs.source import absolute_text
+    from nczfs.config.source import absolute_text
 
     assert absolute_text(parse_source(text, cwd="/w")) == shown

@@ -6,9 +6,9 @@ import pytest
 
 from nczfs.cli.mountargs import build_config
 from nczfs.cli.parser import build_parser
-from nczfs.config import parse_options
-from nczfs.errors import SourceError
-from nczfs.source import parse_source
+from nczfs.config.mountconfig import parse_options
+from nczfs.toolbox.errors import SourceError
+from nczfs.config.source import parse_source
 
 
 @pytest.mark.parametrize(

@@ -146,7 +146,7 @@ def test_readiness_status_and_stopping_over_notify_socket(notify_socket, tmp_pat
     # stderr goes to the journal: every line has a <priority> prefix
     lines = err.strip().splitlines()
     assert lines and all(re.match(r"<[0-7]>", line) for line in lines), err
-    assert any(line.startswith("<6>INFO nczfs.mount: nczfs ") and "mounting" in line for line in lines)
+    assert any(line.startswith("<6>INFO nczfs.daemon.mount: nczfs ") and "mounting" in line for line in lines)
 
 
 @pytest.mark.fuse
@@ -296,7 +296,7 @@ def test_umount_stale_only_removes_a_stale_mount_and_leaves_a_live_one(tmp_path)
 
 
 def test_notify_without_socket_does_nothing(monkeypatch):
-    from nczfs.notify import notify
+    from nczfs.daemon.notify import notify
 
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     assert notify("READY=1") is False

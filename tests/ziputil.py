@@ -105,7 +105,7 @@ def medium_tree(path: Path, default_layout: str = "netcdf") -> tuple[dict[str, b
 def sync_mounts_of(source: str) -> None:
     """Ask every nczfs mount of ``source`` to commit (``nczfs sync``), so the archive is current."""
     from nczfs.fuse.control import read_control
-    from nczfs.controlsock import request
+    from nczfs.daemon.controlsock import request
 
     with open("/proc/self/mounts") as f:
         mounts = [line.split() for line in f]

@@ -2,7 +2,7 @@
 
 A block is ``(key, etag, index)``, fetched pinned to its ETag, from the disk tier first
 (:mod:`.disk`) when there is one. Concurrent reads of one block wait for a single request; it
-runs in the background (:meth:`nczfs.singleflight.SingleFlight.start`), so that a cancelled
+runs in the background (:meth:`nczfs.toolbox.singleflight.SingleFlight.start`), so that a cancelled
 reader never strands the readers waiting for the same block. A block whose fetch failed
 answers the reads that ask for it again with the same failure for ``FAILED_FOR`` seconds.
 """
@@ -17,8 +17,8 @@ from typing import Any, Callable
 from nczfs.cache.disk import DiskCache
 from nczfs.cache.memory import ByteCache
 from nczfs.cache.metadata import MetadataCache
-from nczfs.errors import KeyNotFound, Stale
-from nczfs.singleflight import Flight, SingleFlight
+from nczfs.toolbox.errors import KeyNotFound, Stale
+from nczfs.toolbox.singleflight import Flight, SingleFlight
 from nczfs.store.values import ByteRange
 
 #: seconds a block's failed fetch answers the reads that ask for the block again: the kernel
@@ -139,7 +139,7 @@ class BlockFetcher:
             self.disk.put_soon(ident[0], ident[1], self.block_size, ident[2], data)
 
     def _failed(self, ident: Ident, exc: BaseException) -> None:
-        """The fetch raised ``exc``: its waiters get it (:class:`~nczfs.singleflight.Abandoned`
+        """The fetch raised ``exc``: its waiters get it (:class:`~nczfs.toolbox.singleflight.Abandoned`
         for a cancellation: unmount); a failure (not an answer of the store's) is counted, and
         unless it is a cancellation, remembered."""
         if isinstance(exc, (KeyNotFound, Stale)):

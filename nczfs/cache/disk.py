@@ -44,8 +44,8 @@ from typing import TypeVar
 
 import trio
 
-from nczfs import background
-from nczfs.budgets import DEFAULT_CACHE_DIR_SIZE
+from nczfs.toolbox import background
+from nczfs.toolbox.budgets import DEFAULT_CACHE_DIR_SIZE
 from nczfs.cache.disktotal import SharedTotal
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The in-memory tier: blocks of object bytes under a bound (by default nczfs.budgets')."""
+"""The in-memory tier: blocks of object bytes under a bound (by default nczfs.toolbox.budgets')."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from typing import Awaitable, Callable, TypeVar
 import trio
 
 from nczfs.cache.trees import LIST_PAGE, TreeListings
-from nczfs.errors import KeyNotFound, Stale
+from nczfs.toolbox.errors import KeyNotFound, Stale
 from nczfs.store.capabilities import hides
 from nczfs.store.keys import parent_of
 from nczfs.store.values import DirEntry, ObjectInfo

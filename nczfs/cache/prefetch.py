@@ -23,7 +23,7 @@ from typing import Callable
 
 import trio
 
-from nczfs import background
+from nczfs.toolbox import background
 from nczfs.cache.blocks import BlockFetcher, Fetch, Ident
 from nczfs.cache.memory import MiB
 from nczfs.cache.metadata import MetadataCache

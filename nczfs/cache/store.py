@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, TypeVar, cast
 
 from nczfs.cache.blocks import BlockFetcher, Fetch, as_long_as_its_version
 from nczfs.cache.disk import DiskCache
-from nczfs.budgets import default_cache_size
+from nczfs.toolbox.budgets import default_cache_size
 from nczfs.cache.memory import MiB, ByteCache
 from nczfs.cache.metadata import LIST_AFTER_MISSES, MetadataCache
 from nczfs.cache.prefetch import (
@@ -39,7 +39,7 @@ from nczfs.cache.prefetch import (
     Siblings,
 )
 from nczfs.cache.trees import TREE_KEYS
-from nczfs.errors import KeyNotFound, Stale
+from nczfs.toolbox.errors import KeyNotFound, Stale
 from nczfs.store.capabilities import Stages, UploadsInParts
 from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.wrapper import WrapperStore
@@ -92,7 +92,7 @@ class CachingStore(WrapperStore):
         self.siblings = Siblings(self.fetcher, self.stats, count=siblings, window=sibling_window,
                                  cache_size=self.cache_size)
         #: which keys are metadata objects is the NCZarr layer's knowledge: without it, none is
-        #: fetched ahead (``nczfs.stack.cached`` passes it)
+        #: fetched ahead (``nczfs.daemon.stack.cached`` passes it)
         self.metadata_ahead = MetadataAhead(self.fetcher, self.stats, is_metadata or (lambda key: False),
                                             enabled=siblings > 0 and is_metadata is not None,
                                             cache_size=self.cache_size)

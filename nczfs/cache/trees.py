@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 import trio
 
-from nczfs.errors import NczfsError
+from nczfs.toolbox.errors import NczfsError
 from nczfs.store.capabilities import ListsTrees
 from nczfs.store.keys import parent_of
 from nczfs.store.values import DirEntry

@@ -9,10 +9,10 @@ import os
 import sys
 from typing import Callable, NoReturn
 
-from nczfs import logs
+from nczfs.toolbox import logs
 from nczfs.cli.mountargs import build_config
 from nczfs.cli.usage import UsageError
-from nczfs.config import MountConfig
+from nczfs.config.mountconfig import MountConfig
 
 log = logging.getLogger("nczfs")
 
@@ -27,7 +27,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 
 def _serve_for_caller(config: MountConfig, fd: int) -> int:
-    from nczfs.mount import serve
+    from nczfs.daemon.mount import serve
 
     dest = _daemon_log(config)
     logs.setup(dest, config.log_level, config.log_format, default_file=dest.kind == "file" and not config.log_file)
@@ -36,7 +36,7 @@ def _serve_for_caller(config: MountConfig, fd: int) -> int:
 
 def _serve_attached(config: MountConfig, systemd: bool) -> int:
     """-f or --systemd: log to stderr (the journal's priority prefixes for systemd), serve here."""
-    from nczfs.mount import serve
+    from nczfs.daemon.mount import serve
 
     logs.setup(logs.choose(config.log_file, config.mountpoint, daemon=False, journal=systemd),
                config.log_level, config.log_format)
@@ -56,7 +56,7 @@ def _serve_attached(config: MountConfig, systemd: bool) -> int:
 
 def _serve_detached(config: MountConfig) -> int:
     """Fork the daemon; wait for what it reports over the pipe."""
-    from nczfs.mount import serve  # before the fork: the daemon runs it
+    from nczfs.daemon.mount import serve  # before the fork: the daemon runs it
 
     dest = _daemon_log(config)
     default_file = dest.kind == "file" and not config.log_file

@@ -26,7 +26,7 @@ def cmd_help(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from nczfs.demo import main as demo
+    from nczfs.cli.demo import main as demo
 
     return demo()
 

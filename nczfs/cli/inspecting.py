@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import os
 
-from nczfs.config import MountConfig
-from nczfs.errors import NczfsError
+from nczfs.config.mountconfig import MountConfig
+from nczfs.toolbox.errors import NczfsError
 from nczfs.nczarr.report import inspect_store, store_problems
-from nczfs.source import Source
+from nczfs.config.source import Source
 from nczfs.store.registry import BACKENDS, open_store
 from nczfs.store.base import SyncStore
 
@@ -83,8 +83,8 @@ def run(args) -> int:
 def _run(args, warnings: _Warnings) -> int:
     import sys
 
-    from nczfs.config import source_values
-    from nczfs.source import parse_source
+    from nczfs.config.mountconfig import source_values
+    from nczfs.config.source import parse_source
 
     try:
         source = parse_source(args.source)

@@ -1,4 +1,4 @@
-"""``nczfs mount``'s arguments to a :class:`~nczfs.config.MountConfig`: the flags over what ``-o``
+"""``nczfs mount``'s arguments to a :class:`~nczfs.config.mountconfig.MountConfig`: the flags over what ``-o``
 said, then SOURCE, MOUNTPOINT, the memory bounds and ``--cache-dir`` checked (UsageError)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import errno
 import os
 
 from nczfs.cli.usage import UsageError
-from nczfs.config import MountConfig, default_metadata_ttl, foreign_options, source_values
-from nczfs.errors import SourceError
-from nczfs.mounttable import is_fuse_mount, kernel_path
-from nczfs.optionvalues import metrics_address, nc_files, parse_size, present_view, validate_mode
-from nczfs.source import Source, check_no_control_characters, parse_source
+from nczfs.config.mountconfig import MountConfig, default_metadata_ttl, foreign_options, source_values
+from nczfs.toolbox.errors import SourceError
+from nczfs.toolbox.mounttable import is_fuse_mount, kernel_path
+from nczfs.toolbox.optionvalues import metrics_address, nc_files, parse_size, present_view, validate_mode
+from nczfs.config.source import Source, check_no_control_characters, parse_source
 from nczfs.store.registry import BACKENDS
 
 
@@ -145,7 +145,7 @@ def _check_not_inside(source: Source, mountpoint: str) -> None:
 
 def _check_memory(values: dict[str, object]) -> None:
     """A memory bound larger than the machine's memory is a typo (1T for 1G), refused."""
-    from nczfs.budgets import physical_memory
+    from nczfs.toolbox.budgets import physical_memory
 
     ram = physical_memory()
     for key, flag in (("cache_size", "--cache-size"), ("write_memory", "--write-memory")):

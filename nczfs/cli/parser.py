@@ -8,8 +8,8 @@ import os
 import sys
 
 import nczfs
-from nczfs import logs
-from nczfs.config import option_help, option_rules
+from nczfs.toolbox import logs
+from nczfs.config.mountconfig import option_help, option_rules
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,11 +11,12 @@ import subprocess
 import sys
 import time
 
-from nczfs import logs, runstate
+from nczfs.daemon import runstate
+from nczfs.toolbox import logs
 from nczfs.cli.usage import UsageError
 from nczfs.fuse.control import NotAnNczfsMount, read_control, read_control_or
-from nczfs.mounttable import is_fuse_mount, kernel_path
-from nczfs.umount import UnmountError, store_pending, terminal, unmount
+from nczfs.toolbox.mounttable import is_fuse_mount, kernel_path
+from nczfs.daemon.umount import UnmountError, store_pending, terminal, unmount
 
 
 def cmd_umount(args: argparse.Namespace) -> int:

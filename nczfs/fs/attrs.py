@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Iterator
 
-from nczfs.errors import KeyNotFound, NotSupported
+from nczfs.toolbox.errors import KeyNotFound, NotSupported
 from nczfs.fs.inodes import InodeTable, Node
 from nczfs.fs.options import FsOptions
 from nczfs.store.base import Store

@@ -4,7 +4,7 @@ A file's content remembers the object version it started from (:attr:`Content.ba
 <nczfs.fs.content.Content.base>`: the ETag it was opened or last stored at, or ABSENT for a file
 created where no object was). On a store that checks writes (S3: If-Match, If-None-Match: *) its
 upload is made only while the object is still that version. When another client changed it
-meanwhile, the upload is refused (:class:`~nczfs.errors.Conflict`): nothing of the other
+meanwhile, the upload is refused (:class:`~nczfs.toolbox.errors.Conflict`): nothing of the other
 client's object is lost, and the writer's data is written beside it as a new object
 ``NAME.nczfs-conflict-<UTC time>``, the log names the key, both versions and that object, and
 ``nczfs stats`` counts it (``write.conflicts``); the close or fsync fails with ESTALE.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Awaitable, Callable
 
-from nczfs.errors import Conflict, Exists, NczfsError
+from nczfs.toolbox.errors import Conflict, Exists, NczfsError
 from nczfs.fs.content import Content
 from nczfs.store.base import Store
 from nczfs.store.keys import CONFLICT_SUFFIX, conflict_name  # noqa: F401 (CONFLICT_SUFFIX: named here too)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from nczfs import background
-from nczfs.errors import Conflict
+from nczfs.toolbox import background
+from nczfs.toolbox.errors import Conflict
 from nczfs.store.base import Store
 from nczfs.store.capabilities import UploadsInParts
 from nczfs.store.values import ObjectInfo, Staged, Upload

@@ -19,7 +19,7 @@ import stat
 import time
 from typing import Callable
 
-from nczfs.errors import Exists, FileTooBig, InvalidArgument, IsADirectory, NotSupported, Stale
+from nczfs.toolbox.errors import Exists, FileTooBig, InvalidArgument, IsADirectory, NotSupported, Stale
 from nczfs.fs.attrs import SETTABLE, Attr, Attributes, Caller, SetattrRequest
 from nczfs.fs.content import WriteMemory
 from nczfs.fs.early_upload import EarlyUploads

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterator
 
-from nczfs.errors import InvalidArgument
+from nczfs.toolbox.errors import InvalidArgument
 from nczfs.fs.attrs import Attr
 from nczfs.fs.inodes import Node
 from nczfs.store.values import DirEntry

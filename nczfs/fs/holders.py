@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from nczfs.mounttable import MOUNTINFO, kernel_path, topmost
+from nczfs.toolbox.mounttable import MOUNTINFO, kernel_path, topmost
 
 #: descriptors of one process looked at, at most (a close that finds more stores the file)
 MAX_FDS = 4096

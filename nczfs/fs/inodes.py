@@ -13,7 +13,7 @@ import stat
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from nczfs.errors import Stale
+from nczfs.toolbox.errors import Stale
 from nczfs.fs.content import Content
 from nczfs.store.values import Meta
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 
-from nczfs.errors import KeyNotFound, NotADirectory
+from nczfs.toolbox.errors import KeyNotFound, NotADirectory
 from nczfs.fs.attrs import Attributes
 from nczfs.fs.handles import AddEntry, DirHandle, Handles
 from nczfs.fs.inodes import ROOT_INO, InodeTable, Node

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import stat
 
-from nczfs.errors import (
+from nczfs.toolbox.errors import (
     Conflict,
     DirectoryNotEmpty,
     Exists,

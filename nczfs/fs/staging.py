@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from nczfs.errors import WriteLost
+from nczfs.toolbox.errors import WriteLost
 from nczfs.fs.content import Content
 from nczfs.fs.early_upload import EarlyUploads
 from nczfs.store.base import Store

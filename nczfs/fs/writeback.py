@@ -18,8 +18,8 @@ from typing import Callable
 
 import trio
 
-from nczfs.budgets import default_cache_size
-from nczfs.errors import Conflict, FileTooBig, NczfsError, OutcomeUnknown, Stale, WriteLost
+from nczfs.toolbox.budgets import default_cache_size
+from nczfs.toolbox.errors import Conflict, FileTooBig, NczfsError, OutcomeUnknown, Stale, WriteLost
 from nczfs.fs.attrs import Attributes
 from nczfs.fs.conflicts import Conflicts
 from nczfs.fs.content import Content, WriteMemory
@@ -29,7 +29,7 @@ from nczfs.fs.inodes import Node
 from nczfs.fs.names import final_name, is_temp_name
 from nczfs.fs.options import FsOptions
 from nczfs.fs.staging import Staging
-from nczfs.locks import Lock
+from nczfs.toolbox.locks import Lock
 from nczfs.store.base import Store
 from nczfs.store.capabilities import check_content, checks_content
 from nczfs.store.values import ABSENT, ByteRange, ObjectInfo

@@ -1,4 +1,4 @@
-"""The FUSE side of a mount: the only package (with ``nczfs/mount.py``) that imports pyfuse3.
+"""The FUSE side of a mount: the only package (with ``nczfs/daemon/mount.py``) that imports pyfuse3.
 
 ``ops.py`` is the thin adapter (kernel requests to :class:`nczfs.fs.Filesystem` calls, errors
 to errno in one place), ``control.py`` the control file ``MOUNTPOINT/.nczfs`` it serves (and

@@ -34,7 +34,7 @@ ABOUT: dict[str, object] = {}
 def snapshot(counters: dict[str, int], socket: str | None = None) -> bytes:
     """The control file's content at an open: this daemon's pid, where and at which level it
     logs, its request counters and the path of its control socket."""
-    from nczfs import logs
+    from nczfs.toolbox import logs
 
     about = {"pid": os.getpid(), "log": logs.STATE.get("log"), "log_level": logs.current_level(), **ABOUT}
     return json.dumps({**about, "counters": counters, "socket": socket}, sort_keys=True).encode()

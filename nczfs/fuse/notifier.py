@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pyfuse3
 import trio
 
-from nczfs import background
+from nczfs.toolbox import background
 
 if TYPE_CHECKING:
     from nczfs.fs.filesystem import Filesystem

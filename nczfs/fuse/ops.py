@@ -18,10 +18,10 @@ from typing import Any, Awaitable, Callable, TypeVar
 import pyfuse3
 
 from nczfs.fuse import control, trio_loop
-from nczfs.errors import KeyNotFound, NczfsError, to_errno
+from nczfs.toolbox.errors import KeyNotFound, NczfsError, to_errno
 from nczfs.fs.attrs import Attr, Caller, SetattrRequest
 from nczfs.fs.filesystem import Filesystem
-from nczfs.logs import TRACE
+from nczfs.toolbox.logs import TRACE
 
 log = logging.getLogger(__name__)
 

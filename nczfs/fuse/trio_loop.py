@@ -4,7 +4,7 @@ wait for the FUSE device.
 pyfuse3 looks trio up as its module attribute ``pyfuse3.trio`` (``pyfuse3.asyncio`` swaps in an
 asyncio shim the same way). Before each wait for the next FUSE request, its loop takes a
 ``trio.Lock``, which yields to the scheduler even when it is free: one more pass of trio's run
-loop for every request. With :class:`nczfs.locks.Lock` it yields only when it has to wait.
+loop for every request. With :class:`nczfs.toolbox.locks.Lock` it yields only when it has to wait.
 
 The wait itself is ``trio.lowlevel.wait_readable`` on the FUSE device: a pass of trio's run loop
 (an ``epoll_ctl`` to re-arm the device, an ``epoll_wait``, a task switch) even when the next
@@ -23,7 +23,7 @@ import types
 import pyfuse3
 import trio
 
-from nczfs.locks import Lock
+from nczfs.toolbox.locks import Lock
 
 #: waits answered at once in a row before one goes through trio's run loop (so that fetches and
 #: uploads keep running; what it saves: docs/PERFORMANCE.md)

@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import trio
 
-from nczfs.errors import KeyNotFound, NczfsError, NotSupported, Stale
+from nczfs.toolbox.errors import KeyNotFound, NczfsError, NotSupported, Stale
 from nczfs.nczarr.metadata import jsontext
 from nczfs.store.base import Store
 from nczfs.store.keys import join, parent_of

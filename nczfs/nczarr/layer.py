@@ -13,7 +13,7 @@ from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.store.base import Store
 
 if TYPE_CHECKING:
-    from nczfs.config import MountConfig
+    from nczfs.config.mountconfig import MountConfig
 
 #: told the key of every object the NCZarr layer changes on its own (consolidated metadata, the
 #: .nc files of a dataset written to), so whoever caches its size (the mount: the kernel) drops it
@@ -52,7 +52,7 @@ def _made_chunks(config: MountConfig, identity: str) -> MadeChunks | None:
     if config.nc4_files:
         limit = decoded_cache_bytes(config.cache_size) // (2 if config.nc_files else 1)
     else:
-        from nczfs.budgets import default_cache_size
+        from nczfs.toolbox.budgets import default_cache_size
 
         cache = default_cache_size() if config.cache_size is None else config.cache_size
         limit = max(16 * 1024 * 1024, cache // 4)

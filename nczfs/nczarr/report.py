@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 
-from nczfs.errors import NczfsError
+from nczfs.toolbox.errors import NczfsError
 from nczfs.nczarr.inspected import as_shown
 from nczfs.nczarr.metadata import jsontext
 from nczfs.nczarr.metadata.cdl import to_cdl
 from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
 from nczfs.nczarr.metadata.validate import check_object, is_metadata_key
-from nczfs.source import Source
+from nczfs.config.source import Source
 from nczfs.store.base import SyncStore
 
 

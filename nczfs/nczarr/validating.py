@@ -12,7 +12,7 @@ dimension references against the dimensions its groups declare in the store. Oth
 (chunks, ``*.partial``, editor swap files) pass unchecked; a temporary file is checked when
 it is renamed onto a metadata name.
 
-``strict``: invalid content raises :class:`~nczfs.errors.InvalidArgument` (EINVAL at
+``strict``: invalid content raises :class:`~nczfs.toolbox.errors.InvalidArgument` (EINVAL at
 close/fsync/rename) naming the key and every reason, and the store is not touched.
 ``warn``: the reasons are logged and the object is stored. ``off``: nothing is checked.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Awaitable, Callable, TypeVar
 
-from nczfs.errors import InvalidArgument, KeyNotFound, NotSupported
+from nczfs.toolbox.errors import InvalidArgument, KeyNotFound, NotSupported
 from nczfs.nczarr.metadata import jsontext
 from nczfs.nczarr.metadata.codecids import codecs_known, numcodecs_ids
 from nczfs.nczarr.metadata.spelling import nczarr_key

@@ -1,6 +1,6 @@
 """The store ("zmap") interface every backend implements: :class:`SyncStore` and :class:`Store`.
 
-A missing key raises :class:`~nczfs.errors.KeyNotFound`. Keys and prefixes: :mod:`.keys`; the
+A missing key raises :class:`~nczfs.toolbox.errors.KeyNotFound`. Keys and prefixes: :mod:`.keys`; the
 values the methods take and return: :mod:`.values`; the capabilities a store declares, the
 optional fast paths it may offer and the NCZarr layer's hooks (Protocols a store implements or
 not): :mod:`.capabilities`.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 from typing import BinaryIO
 
-from nczfs.errors import BackendError, InvalidArgument, KeyNotFound, NotSupported, ReadOnly
+from nczfs.toolbox.errors import BackendError, InvalidArgument, KeyNotFound, NotSupported, ReadOnly
 from nczfs.store.keys import check_key, join
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
 
@@ -35,7 +35,7 @@ class SyncStore(abc.ABC):
     #: ``get_version`` really refuses another version (S3: If-Match), so a successful one
     #: confirms that the version is current (stores without that read the current bytes)
     checks_versions: bool = False
-    #: writes take ``if_version=`` and refuse (:class:`~nczfs.errors.Conflict`) to replace an
+    #: writes take ``if_version=`` and refuse (:class:`~nczfs.toolbox.errors.Conflict`) to replace an
     #: object that is no longer that version, or (:data:`~nczfs.store.values.ABSENT`) to make one
     #: where another appeared (S3: If-Match, If-None-Match: *); stores without it ignore the
     #: argument, the last writer wins there
@@ -60,7 +60,7 @@ class SyncStore(abc.ABC):
     def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...
 
     def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
-        """``get``, but raise :class:`~nczfs.errors.Stale` if the object is no longer version ``etag``.
+        """``get``, but raise :class:`~nczfs.toolbox.errors.Stale` if the object is no longer version ``etag``.
 
         Stores that cannot tell versions apart cheaply read the current bytes.
         """
@@ -73,7 +73,7 @@ class SyncStore(abc.ABC):
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         """Store ``data`` as the object ``key``. ``if_version`` (where :attr:`checks_writes`): only
         while the object is still that version (an ETag), or absent (:data:`~nczfs.store.values.ABSENT`);
-        else :class:`~nczfs.errors.Conflict` and nothing changes."""
+        else :class:`~nczfs.toolbox.errors.Conflict` and nothing changes."""
 
     def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         """Store ``size`` bytes read from ``f`` (a private file object) at its position; S3, zip

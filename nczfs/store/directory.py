@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import BinaryIO, Iterator
 
-from nczfs.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, Stale, from_os_error
+from nczfs.toolbox.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, Stale, from_os_error
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, parent_of
 from nczfs.store.longpaths import LongPaths

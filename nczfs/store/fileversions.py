@@ -27,7 +27,7 @@ import stat as stat_mod
 import uuid
 from typing import Callable
 
-from nczfs.errors import Conflict
+from nczfs.toolbox.errors import Conflict
 from nczfs.store.noreplace import rename_exchange, rename_noreplace
 from nczfs.store.values import ABSENT
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Iterable
 
-from nczfs.errors import InvalidKey, NameTooLong
+from nczfs.toolbox.errors import InvalidKey, NameTooLong
 from nczfs.store.values import DirEntry, ObjectInfo
 
 MAX_SEGMENT_BYTES = 255

@@ -14,7 +14,7 @@ import stat as stat_mod
 from collections.abc import Callable
 from typing import Any, Iterator
 
-from nczfs.errors import NotADirectory
+from nczfs.toolbox.errors import NotADirectory
 from nczfs.store.keys import parent_of
 
 #: a backing path shorter than this is used whole; a longer one is reached a directory at a

@@ -11,7 +11,7 @@ import stat
 import threading
 import time
 
-from nczfs.errors import BackendError, Conflict, InvalidArgument, IsADirectory, KeyNotFound, NotADirectory, NotSupported, Stale
+from nczfs.toolbox.errors import BackendError, Conflict, InvalidArgument, IsADirectory, KeyNotFound, NotADirectory, NotSupported, Stale
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, tree_listings
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, Meta, ObjectInfo, Upload

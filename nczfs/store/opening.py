@@ -10,7 +10,7 @@ from urllib.parse import SplitResult
 
 
 class Named(Protocol):
-    """What a backend reads of a parsed SOURCE (nczfs.source.Source)."""
+    """What a backend reads of a parsed SOURCE (nczfs.config.source.Source)."""
 
     @property
     def backend(self) -> str: ...
@@ -45,7 +45,7 @@ class Opening:
 
 
 class Opens(Protocol):
-    """A mount's description that says what to open (nczfs.config.MountConfig)."""
+    """A mount's description that says what to open (nczfs.config.mountconfig.MountConfig)."""
 
     @property
     def source(self) -> Named: ...
@@ -55,7 +55,7 @@ class Opens(Protocol):
 
 @dataclass(frozen=True)
 class Given:
-    """A SOURCE as nczfs/source.py split it by netCDF-C's rules, for a backend to locate."""
+    """A SOURCE as nczfs/config/source.py split it by netCDF-C's rules, for a backend to locate."""
 
     #: SOURCE as given
     text: str

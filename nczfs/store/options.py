@@ -2,7 +2,7 @@
 
 A backend's options dataclass lists its rows (``rows``, a class attribute); the scheme registry
 (:mod:`nczfs.store.registry`) gathers them, and ``nczfs mount``'s parser, ``--help``, the man
-page and the README's option table are built from them (nczfs/config.py adds the mount's own).
+page and the README's option table are built from them (nczfs/config/mountconfig.py adds the mount's own).
 Each rule is ``(applies, apply)``: whether the key applies, given whether it has ``=`` and its
 value; and what it sets in the flat ``{name: value}`` the options are parsed into.
 """
@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from nczfs.optionvalues import overwrite_mode
+from nczfs.toolbox.optionvalues import overwrite_mode
 
 Applies = Callable[[bool, str], bool]
 Apply = Callable[[dict, str, str], None]

@@ -6,7 +6,7 @@ import errno
 import os
 from typing import BinaryIO, Iterator
 
-from nczfs.errors import BackendError
+from nczfs.toolbox.errors import BackendError
 
 
 def file_pieces(key: str, f: BinaryIO, size: int, piece: int = 8 * 1024 * 1024) -> Iterator[bytes]:

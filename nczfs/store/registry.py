@@ -4,7 +4,7 @@ Each backend is registered once (:func:`register`) with what it declares: the SO
 opens (URL schemes, ``#mode=`` words, local paths and their extensions) and the parser of its
 location, its ``-o`` rows (its options dataclass's), its capabilities (remote, one file, shared,
 a directory, staged writes, read-only options) and its opener, which builds its options dataclass
-from the :class:`Opening` and opens it. nczfs/source.py (netCDF-C's URL rules) and nczfs/config.py
+from the :class:`Opening` and opens it. nczfs/config/source.py (netCDF-C's URL rules) and nczfs/config/mountconfig.py
 (the -o table) read these entries and nothing else about a backend. Openers import their backend
 on first use, so a mount loads only the client libraries its backend needs.
 """
@@ -15,16 +15,16 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from nczfs.errors import SourceError
+from nczfs.toolbox.errors import SourceError
 from nczfs.store.opening import Given, Located, Named, Opening, Opens
 from nczfs.store.options import OVERWRITE, OptionRow
 from nczfs.store.icechunk.options import IcechunkOptions, read_only_point
 from nczfs.store.icechunk.sources import locate_icechunk
 from nczfs.store.reference.options import ReferenceOptions
-from nczfs.store.s3.options import CloudOptions
-from nczfs.store.s3.options import S3Options
-from nczfs.store.s3.sources import claims_azure, claims_s3, locate_cloud, locate_s3, locate_web
-from nczfs.store.s3.transport import Bounds
+from nczfs.store.objstore.options import CloudOptions
+from nczfs.store.objstore.options import S3Options
+from nczfs.store.objstore.sources import claims_azure, claims_s3, locate_cloud, locate_s3, locate_web
+from nczfs.store.objstore.transport import Bounds
 from nczfs.store.zip.options import ZipOptions
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def _reference(opening: Opening) -> SyncStore:
 
 
 def _s3(opening: Opening) -> SyncStore:
-    from nczfs.store.s3.store import open_s3
+    from nczfs.store.objstore.store import open_s3
 
     assert opening.source.parsed is not None  # parse_source parsed the URL
     return open_s3(S3Options.of(opening), opening.source.parsed)
@@ -168,13 +168,13 @@ def _s3_identity(opening: Opening) -> tuple[str | None, str | None, str | None]:
 
 
 def _gcs(opening: Opening) -> SyncStore:
-    from nczfs.store.s3.cloud import open_gcs
+    from nczfs.store.objstore.cloud import open_gcs
 
     return open_gcs(CloudOptions.of(opening))
 
 
 def _azure(opening: Opening) -> SyncStore:
-    from nczfs.store.s3.cloud import open_azure
+    from nczfs.store.objstore.cloud import open_azure
 
     return open_azure(CloudOptions.of(opening))
 
@@ -187,7 +187,7 @@ def _cloud_identity(opening: Opening) -> tuple[str | None, str | None, str | Non
 
 
 def _http(opening: Opening) -> SyncStore:
-    from nczfs.store.s3.webzarr import open_http
+    from nczfs.store.objstore.webzarr import open_http
 
     return open_http(opening.source.text, opening.source.location, Bounds(**Bounds.given(opening.options)))
 

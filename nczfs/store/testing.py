@@ -10,7 +10,7 @@ from typing import Awaitable, Callable, TypeVar
 
 import trio
 
-from nczfs.errors import BackendError
+from nczfs.toolbox.errors import BackendError
 from nczfs.store.base import Store
 from nczfs.store.capabilities import FAST_PATHS
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo, Upload
@@ -46,7 +46,7 @@ class FaultyStore(WrapperStore):
     """Fail or delay chosen operations on demand.
 
     ``fail("set", key="a/b", times=1)`` makes the next ``set`` of ``a/b`` raise an EIO
-    :class:`~nczfs.errors.BackendError` without touching the medium (``after=True``: after
+    :class:`~nczfs.toolbox.errors.BackendError` without touching the medium (``after=True``: after
     the inner call succeeded). ``heal()`` disarms everything. ``calls`` counts every call by
     operation name, failed or not; ``latency`` seconds are slept before each call. The steps
     of an upload (:data:`UPLOAD_STEPS`) are operations too.

@@ -13,7 +13,7 @@ import trio
 
 from nczfs.cache import blocks as cache_module
 from nczfs.cache import CachingStore
-from nczfs.errors import BackendError, KeyNotFound, Stale
+from nczfs.toolbox.errors import BackendError, KeyNotFound, Stale
 from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
 from nczfs.store.testing import FaultyStore
@@ -240,7 +240,7 @@ async def test_own_writes_are_kept_only_up_to_a_sixteenth_of_the_cache_until_rea
 
 async def test_a_stale_read_drops_what_is_cached_about_the_object(mem, clock):
     """A pinned read finding the object changed (S3: If-Match fails) makes the next stat ask the store."""
-    from nczfs.errors import Stale
+    from nczfs.toolbox.errors import Stale
 
     cache, faulty = make(mem, clock, ttl=1e9)
     put_behind(mem, "k", b"old")
@@ -267,7 +267,7 @@ async def test_a_stale_read_drops_the_listing_that_holds_the_old_version_too(mem
     """Objects changed elsewhere after their directory was listed: the listing still holds their
     old ETags, so a failed pinned read drops it with the rest (the next stat asks the store), and
     a plain get reads the current version rather than failing again."""
-    from nczfs.errors import Stale
+    from nczfs.toolbox.errors import Stale
 
     cache, faulty = make(mem, clock, ttl=1e9)
     for key in ("d/f", "d/g"):
@@ -904,15 +904,15 @@ async def test_counters_include_the_backends(mem, clock):
 @pytest.mark.parametrize("text, size", [("536870912", 512 * 1024 * KiB), ("512M", 512 * 1024 * KiB),
                                         ("512MiB", 512 * 1024 * KiB), ("2g", 2 * 1024**3), ("0", 0), ("64k", 64 * KiB)])
 def test_cache_size_option(text, size):
-    from nczfs.config import parse_options
+    from nczfs.config.mountconfig import parse_options
 
     assert parse_options([f"cache_size={text}"]) == {"cache_size": size}
 
 
 @pytest.mark.parametrize("bad", ["cache_size=lots", "cache_size=-1M", "cache_size=inf", "cache_size"])
 def test_bad_cache_size_is_refused(bad):
-    from nczfs.config import parse_options
-    from nczfs.errors import SourceError
+    from nczfs.config.mountconfig import parse_options
+    from nczfs.toolbox.errors import SourceError
 
     with pytest.raises(SourceError, match="cache_size"):
         parse_options([bad])
@@ -937,8 +937,8 @@ def test_metadata_ttl_default_depends_on_the_backend(argv, ttl, tmp_path):
 
 
 def test_prefetch_siblings_and_list_tree_keys_options():
-    from nczfs.config import parse_options
-    from nczfs.errors import SourceError
+    from nczfs.config.mountconfig import parse_options
+    from nczfs.toolbox.errors import SourceError
 
     assert parse_options(["prefetch_siblings=0"]) == {"prefetch_siblings": 0}
     assert parse_options(["prefetch_siblings=32"]) == {"prefetch_siblings": 32}
@@ -953,8 +953,8 @@ def test_prefetch_siblings_and_list_tree_keys_options():
 
 
 def test_direct_io_option():
-    from nczfs.config import parse_options
-    from nczfs.errors import SourceError
+    from nczfs.config.mountconfig import parse_options
+    from nczfs.toolbox.errors import SourceError
 
     assert parse_options(["direct_io"]) == {"direct_io": True}
     assert parse_options(["ro,direct_io"]) == {"read_only": True, "direct_io": True}
@@ -972,7 +972,7 @@ def test_cache_size_flag(tmp_path):
 
 
 def test_default_cache_size_is_bounded():
-    from nczfs.budgets import default_cache_size
+    from nczfs.toolbox.budgets import default_cache_size
 
     assert 64 * 1024 * KiB <= default_cache_size() <= 1024 * 1024 * KiB
 
@@ -982,7 +982,7 @@ def test_default_cache_size_is_bounded():
     [(256, 64), (2048, 256), (4096, 512), (8192, 1024), (65536, 1024)],
 )
 def test_default_cache_size_is_an_eighth_of_ram_between_64_mib_and_1_gib(monkeypatch, ram_mib, cache_mib):
-    from nczfs import budgets as cache
+    from nczfs.toolbox import budgets as cache
 
     pages = {"SC_PAGE_SIZE": 4 * KiB, "SC_PHYS_PAGES": ram_mib * 256}
     monkeypatch.setattr(cache.os, "sysconf", pages.__getitem__)

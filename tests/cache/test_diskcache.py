@@ -12,12 +12,12 @@ import pytest
 
 from nczfs.cache import disk as diskcache
 from nczfs.cache import CachingStore
-from nczfs.config import MountConfig
+from nczfs.config.mountconfig import MountConfig
 from nczfs.cache.disk import HEADER, DiskCache
 from nczfs.cache.disktotal import HELD_WIDTH
-from nczfs.errors import Stale
-from nczfs.source import parse_source
-from nczfs.stack import source_identity
+from nczfs.toolbox.errors import Stale
+from nczfs.config.source import parse_source
+from nczfs.daemon.stack import source_identity
 from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
 from nczfs.store.testing import FaultyStore
@@ -421,7 +421,7 @@ def test_cache_dir_options_reach_the_config(tmp_path):
 
 
 def test_only_byte_cached_backends_use_the_cache_dir(tmp_path):
-    from nczfs.stack import cached
+    from nczfs.daemon.stack import cached
 
     inner = ThreadedStore(MemoryStore("dc"))
     for url, used in (("s3://bkt/p", True), (str(tmp_path), False), ("memory://x", False)):

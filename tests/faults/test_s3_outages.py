@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from nczfs.store.s3.options import S3Options
+from nczfs.store.objstore.options import S3Options
 from tests.faults.tools import NOT_STORED, UNKNOWN, check_store, ledger, reported, start_writer, wait_for_acks
 from tests.helpers import S3Backend, counts, delta, is_mounted, mounted, run_nczfs
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from nczfs.errors import Conflict, to_errno
+from nczfs.toolbox.errors import Conflict, to_errno
 from nczfs.fs.attrs import SetattrRequest
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO

@@ -12,7 +12,7 @@ import pytest
 import trio.testing
 
 from nczfs.fs import early_upload
-from nczfs.errors import KeyNotFound
+from nczfs.toolbox.errors import KeyNotFound
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
@@ -253,7 +253,7 @@ async def test_a_big_file_made_where_another_client_made_one_meanwhile_is_refuse
     writer's data goes beside it, whole, as ``big.nczfs-conflict-<time>``; nothing is left open."""
     import errno
 
-    from nczfs.errors import Conflict, to_errno
+    from nczfs.toolbox.errors import Conflict, to_errno
 
     data = data_of(10 * PART + 99)
     fh, _ = await fs.create(ROOT_INO, "big", 0o644, WRITE_NEW)

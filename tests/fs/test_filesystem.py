@@ -13,7 +13,7 @@ import stat
 
 import pytest
 
-from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale, to_errno
+from nczfs.toolbox.errors import KeyNotFound, NczfsError, ReadOnly, Stale, to_errno
 from nczfs.fs.attrs import Attr, SetattrRequest
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.namespace import RENAME_EXCHANGE, RENAME_NOREPLACE
@@ -250,7 +250,7 @@ async def test_pending_writes_of_all_files_stay_within_write_memory(faulty, raw,
 
 
 def test_write_memory_defaults_to_the_read_caches_default(faulty):
-    from nczfs.budgets import default_cache_size
+    from nczfs.toolbox.budgets import default_cache_size
 
     assert Filesystem(faulty).write_memory.limit == default_cache_size()  # an eighth of RAM, 64 MiB-1 GiB
     assert Filesystem(faulty, FsOptions(write_memory=5)).write_memory.limit == 5
@@ -1178,7 +1178,7 @@ async def test_a_close_after_an_unanswered_fsync_answers_its_error_without_anoth
     upload it whole again: another round of the store's attempts (S3 against a stopped server:
     180 s more). A failure the store did answer is still tried again at close
     (test_failed_flush_keeps_old_object_and_daemon_usable)."""
-    from nczfs.errors import OutcomeUnknown
+    from nczfs.toolbox.errors import OutcomeUnknown
 
     raw.set("v", b"old")
     fh = await fs.open(await ino_of(fs, "v"), os.O_RDWR)
@@ -1193,7 +1193,7 @@ async def test_a_close_after_an_unanswered_fsync_answers_its_error_without_anoth
 async def test_an_upload_of_unknown_outcome_is_not_reported_lost(fs, raw, faulty, caplog):
     """A store that got no answer to an upload cannot say it was not stored: the log says
     outcome unknown, never 'lost', and close answers EIO all the same."""
-    from nczfs.errors import OutcomeUnknown
+    from nczfs.toolbox.errors import OutcomeUnknown
 
     raw.set("v", b"old")
     fh = await fs.open(await ino_of(fs, "v"), os.O_RDWR)

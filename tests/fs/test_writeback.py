@@ -20,7 +20,7 @@ import uuid
 import pytest
 import trio.testing
 
-from nczfs.errors import BackendError, KeyNotFound, NczfsError, to_errno
+from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, to_errno
 from nczfs.fs import early_upload, staging
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO

@@ -1,5 +1,5 @@
 """The control file ``MOUNTPOINT/.nczfs`` (nczfs/fuse/control.py) and the control socket
-(nczfs/controlsock.py): ``nczfs umount`` and ``nczfs stats`` read the pid and counters from the
+(nczfs/daemon/controlsock.py): ``nczfs umount`` and ``nczfs stats`` read the pid and counters from the
 control file, ``nczfs sync`` and ``nczfs umount`` ask the daemon to store over the socket.
 """
 

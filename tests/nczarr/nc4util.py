@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from nczfs.errors import NczfsError
+from nczfs.toolbox.errors import NczfsError
 from nczfs.nczarr.metadata.read import read_dataset
 from nczfs.nczarr.ncfile.classicfile import v3_encodings
 from nczfs.nczarr.ncfile.nc4file import Nc4File, Options, nc4_file

@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from nczfs.cache import CachingStore
-from nczfs.errors import Stale
+from nczfs.toolbox.errors import Stale
 from nczfs.nczarr import consolidating
 from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.store.memory import MemoryStore
@@ -136,7 +136,7 @@ async def test_a_write_conditioned_on_a_version_the_mounts_own_rewrite_replaced_
     """zarr writes .zmetadata last (a temp file renamed over it), conditioned on the version the
     mount saw before its own consolidation rewrote it (xarray's to_zarr on S3 failed with ESTALE);
     another writer's version still refuses it."""
-    from nczfs.errors import Conflict
+    from nczfs.toolbox.errors import Conflict
 
     below = OtherWriter(times=0)
     s = _stack(below, cached)

@@ -8,8 +8,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nczfs.optionvalues import PRESENT_VIEWS as VIEWS
-from nczfs.errors import InvalidArgument
+from nczfs.toolbox.optionvalues import PRESENT_VIEWS as VIEWS
+from nczfs.toolbox.errors import InvalidArgument
 from nczfs.nczarr.metadata import jsontext
 from nczfs.nczarr.metadata.cdl import to_cdl
 from nczfs.nczarr.metadata.read import DictObjects, read_dataset

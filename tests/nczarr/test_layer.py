@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from nczfs.config import MountConfig
+from nczfs.config.mountconfig import MountConfig
 from nczfs.nczarr.layer import nczarr_layer
-from nczfs.source import Source
+from nczfs.config.source import Source
 from nczfs.store.memory import MemoryStore
 from nczfs.store.threads import ThreadedStore
 

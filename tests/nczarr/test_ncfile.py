@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import trio
 
-from nczfs.errors import KeyNotFound
+from nczfs.toolbox.errors import KeyNotFound
 from nczfs.nczarr.chunks.sharding import IndexCache
 from nczfs.nczarr.metadata.read import read_dataset
 from nczfs.nczarr.ncfile import classicread

@@ -215,7 +215,7 @@ def test_zarr_v3_dimension_names_codecs_and_separator():
 
 
 def test_not_zarr_is_a_clear_error(corpus, tmp_path):
-    from nczfs.errors import InvalidArgument
+    from nczfs.toolbox.errors import InvalidArgument
 
     (tmp_path / "notzarr.txt").write_text("x")
     with pytest.raises(InvalidArgument, match="not a Zarr or NCZarr store"):

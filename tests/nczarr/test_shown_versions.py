@@ -10,7 +10,7 @@ import json
 import pytest
 import trio
 
-from nczfs.errors import Conflict
+from nczfs.toolbox.errors import Conflict
 from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.nczarr.views.shownversions import SHOWN_BEFORE
 from nczfs.store.memory import MemoryStore

@@ -37,7 +37,7 @@ async def test_the_first_check_imports_numcodecs_in_a_worker_thread(monkeypatch)
 
 
 async def test_the_mount_loads_the_codec_list_at_start_and_survives_a_failure(monkeypatch, caplog):
-    from nczfs import mount
+    from nczfs.daemon import mount
 
     codecids.numcodecs_ids.cache_clear()
     try:

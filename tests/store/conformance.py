@@ -22,7 +22,7 @@ import stat
 import pytest
 import trio
 
-from nczfs.errors import (
+from nczfs.toolbox.errors import (
     BackendError,
     Conflict,
     InvalidArgument,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from nczfs.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
+from nczfs.toolbox.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import parent_of
 from nczfs.store.threads import ThreadedStore

@@ -8,11 +8,11 @@ import uuid
 
 import pytest
 
-from nczfs.errors import BackendError, OutcomeUnknown, Stale
+from nczfs.toolbox.errors import BackendError, OutcomeUnknown, Stale
 from nczfs.store.values import ByteRange
-from nczfs.store.s3.cloudwrites import CloudStore
-from nczfs.store.s3.objstore import ObjectStoreBackend
-from nczfs.store.s3.transport import obstore_client_options, retry_config
+from nczfs.store.objstore.cloudwrites import CloudStore
+from nczfs.store.objstore.obprefix import ObjectStoreBackend
+from nczfs.store.objstore.transport import obstore_client_options, retry_config
 from tests.azurite import ACCOUNT, KEY
 from tests.store.conformance import StoreConformance
 

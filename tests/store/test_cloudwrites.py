@@ -1,4 +1,4 @@
-"""Conditional writes of the GCS and Azure stores (nczfs/store/s3/cloudwrites.py) against
+"""Conditional writes of the GCS and Azure stores (nczfs/store/objstore/cloudwrites.py) against
 fake-gcs-server (behind tests/gcsserver.py's adapter) and Azurite: the probe at mount time, and a
 write that got no answer told from a refused one (tests/faultproxy.py in front of the emulator)."""
 
@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from nczfs.errors import Conflict, OutcomeUnknown
-from nczfs.store.s3.cloud import CloudOptions, open_azure, open_gcs
-from nczfs.store.s3.cloudwrites import CloudStore
-from nczfs.store.s3.transport import obstore_client_options, retry_config
+from nczfs.toolbox.errors import Conflict, OutcomeUnknown
+from nczfs.store.objstore.cloud import CloudOptions, open_azure, open_gcs
+from nczfs.store.objstore.cloudwrites import CloudStore
+from nczfs.store.objstore.transport import obstore_client_options, retry_config
 from nczfs.store.values import ABSENT
 from tests.azurite import ACCOUNT, KEY
 from tests.gcsserver import service_account_file
@@ -152,7 +152,7 @@ def test_gcs_learns_a_listed_versions_generation_with_one_head(gcs_server, tmp_p
 def test_a_write_too_big_for_one_conditional_put_is_checked_before_its_upload(cloud, monkeypatch):
     """Above CONDITIONAL_MAX (here 1 MiB) a write goes up in parts (a rename: a server-side copy),
     after a HEAD that refuses it if the object is no longer the version it names."""
-    import nczfs.store.s3.cloudwrites as cloudwrites
+    import nczfs.store.objstore.cloudwrites as cloudwrites
 
     monkeypatch.setattr(cloudwrites, "CONDITIONAL_MAX", 1024 * 1024)
     server, bucket, _ = cloud

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import nczfs.store.directory as directory_mod
-from nczfs.errors import (
+from nczfs.toolbox.errors import (
     BackendError,
     DirectoryNotEmpty,
     Exists,
@@ -169,7 +169,7 @@ def test_rename_noreplace_falls_back_to_a_hard_link(tmp_path, monkeypatch, renam
     """A write made only where no file is never replaces one, with ``renameat2(RENAME_NOREPLACE)``
     and where it is missing (a hard link, then the temp name removed)."""
     import nczfs.store.noreplace as noreplace
-    from nczfs.errors import Conflict
+    from nczfs.toolbox.errors import Conflict
     from nczfs.store.values import ABSENT
 
     if not renameat2:
@@ -207,7 +207,7 @@ def test_a_change_between_the_check_and_the_rename_is_not_replaced(tmp_path, how
     import subprocess
     import sys
 
-    from nczfs.errors import Conflict
+    from nczfs.toolbox.errors import Conflict
 
     s = DirectoryStore(str(tmp_path))
     (tmp_path / "t").write_bytes(b"before")
@@ -237,7 +237,7 @@ def test_without_rename_exchange_the_version_is_compared_right_before_the_rename
     """Where ``renameat2`` is missing (or the file system cannot swap), a rewrite compares the
     file's ``lstat`` right before a plain rename: a change made before that is refused."""
     import nczfs.store.noreplace as noreplace
-    from nczfs.errors import Conflict
+    from nczfs.toolbox.errors import Conflict
 
     monkeypatch.setattr(noreplace, "_call", None)
     s = DirectoryStore(str(tmp_path))
@@ -255,7 +255,7 @@ def test_without_rename_exchange_the_version_is_compared_right_before_the_rename
 def test_a_truncate_cuts_only_the_version_it_names(tmp_path):
     """``truncate`` with ``if_version`` cuts the file only while it is that version (its
     ``fstat`` on the descriptor it cuts through); another version stays whole (Conflict)."""
-    from nczfs.errors import Conflict
+    from nczfs.toolbox.errors import Conflict
 
     s = DirectoryStore(str(tmp_path))
     seen = s.set("t", b"version zero").etag

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from nczfs.errors import Stale
+from nczfs.toolbox.errors import Stale
 from nczfs.store.values import ByteRange
-from nczfs.store.s3.cloudwrites import CloudStore
-from nczfs.store.s3.objstore import ObjectStoreBackend
-from nczfs.store.s3.transport import obstore_client_options, retry_config
+from nczfs.store.objstore.cloudwrites import CloudStore
+from nczfs.store.objstore.obprefix import ObjectStoreBackend
+from nczfs.store.objstore.transport import obstore_client_options, retry_config
 from tests.gcsserver import service_account_file
 from tests.store.conformance import StoreConformance
 

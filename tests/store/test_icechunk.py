@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import zarr
 
-from nczfs.errors import BackendError, InvalidArgument, KeyNotFound, ReadOnly
+from nczfs.toolbox.errors import BackendError, InvalidArgument, KeyNotFound, ReadOnly
 from nczfs.store.icechunk.store import IcechunkStore
 from nczfs.store.values import ByteRange
 from nczfs.store.threads import ThreadedStore
@@ -348,7 +348,7 @@ async def test_the_cache_finds_the_hidden_history_after_listing_the_root(repo_pa
 
 
 def s3_options(server, url: str, **kw):
-    from nczfs.source import parse_source
+    from nczfs.config.source import parse_source
     from nczfs.store.icechunk.options import IcechunkOptions
 
     return IcechunkOptions(url, parse_source(url).location, endpoint_url=server.endpoint, **kw)
@@ -541,7 +541,7 @@ def test_a_virtual_chunk_in_an_object_on_seaweedfs_is_read_with_the_mounts_crede
     ("icechunk+s3://bucket", "s3://bucket"),
 ])
 def test_icechunk_sources(text, location):
-    from nczfs.source import parse_source
+    from nczfs.config.source import parse_source
 
     src = parse_source(text, cwd="/cwd")
     assert (src.backend, src.location) == ("icechunk", location)
@@ -552,8 +552,8 @@ def test_icechunk_sources(text, location):
     ("icechunk+s3:///p", "no bucket"),
 ])
 def test_bad_icechunk_sources(text, message):
-    from nczfs.errors import SourceError
-    from nczfs.source import parse_source
+    from nczfs.toolbox.errors import SourceError
+    from nczfs.config.source import parse_source
 
     with pytest.raises(SourceError) as info:
         parse_source(text)
@@ -590,7 +590,7 @@ def test_icechunk_options(tmp_path):
 
 
 def test_a_missing_repository_or_branch_is_a_clear_error(tmp_path):
-    from nczfs.errors import SourceError
+    from nczfs.toolbox.errors import SourceError
     from nczfs.store.registry import open_store
 
     mnt = tmp_path / "mnt"

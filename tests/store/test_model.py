@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from nczfs.errors import IsADirectory, KeyNotFound, NotADirectory
+from nczfs.toolbox.errors import IsADirectory, KeyNotFound, NotADirectory
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import ByteRange

@@ -15,7 +15,7 @@ from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
 from nczfs.nczarr.validating import ValidatingStore
 from nczfs.nczarr.views.presenting import PresentingStore
-from nczfs.errors import Conflict, InvalidArgument, KeyNotFound, NotSupported, ReadOnly
+from nczfs.toolbox.errors import Conflict, InvalidArgument, KeyNotFound, NotSupported, ReadOnly
 from nczfs.store.capabilities import Stages
 from nczfs.store.values import Meta, Staged
 from nczfs.store.directory import DirectoryStore

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from obstore.store import MemoryStore
 
-from nczfs.errors import BackendError, Stale
+from nczfs.toolbox.errors import BackendError, Stale
 from nczfs.store.values import ByteRange
-from nczfs.store.s3.objstore import ObjectStoreBackend
+from nczfs.store.objstore.obprefix import ObjectStoreBackend
 
 
 def test_a_416_inside_the_object_is_stale_once_its_version_changed():

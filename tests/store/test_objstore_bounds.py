@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from nczfs.errors import BackendError
-from nczfs.store.s3.objstore import ObjectStoreBackend
-from nczfs.store.s3.transport import obstore_client_options, retry_config
+from nczfs.toolbox.errors import BackendError
+from nczfs.store.objstore.obprefix import ObjectStoreBackend
+from nczfs.store.objstore.transport import obstore_client_options, retry_config
 
 
 class SlowServer:

@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from nczfs.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
+from nczfs.toolbox.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
 from nczfs.store.values import ByteRange
 from nczfs.store.reference.store import ReferenceStore
 from nczfs.store.threads import ThreadedStore

@@ -10,7 +10,7 @@ import netCDF4
 import numpy as np
 import pytest
 
-from nczfs.errors import SourceError, to_errno
+from nczfs.toolbox.errors import SourceError, to_errno
 from nczfs.store.reference.store import ReferenceStore
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*fastparquet.*", "ignore:.*infer_string.*")  # kerchunk's writer, pandas 3

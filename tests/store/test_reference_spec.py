@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from nczfs.errors import SourceError
+from nczfs.toolbox.errors import SourceError
 from nczfs.store.reference import spec as refspec
 from nczfs.store.reference.spec import Ref, load_references, parse_references
 

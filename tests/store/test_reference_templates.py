@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nczfs.errors import SourceError
+from nczfs.toolbox.errors import SourceError
 from nczfs.store.reference.spec import Ref, parse_references
 
 

@@ -9,15 +9,15 @@ from typing import ClassVar
 import pytest
 
 from nczfs.cli.usage import UsageError
-from nczfs.config import MountConfig, parse_options
-from nczfs.errors import SourceError
-from nczfs.source import Source, parse_source
+from nczfs.config.mountconfig import MountConfig, parse_options
+from nczfs.toolbox.errors import SourceError
+from nczfs.config.source import Source, parse_source
 from nczfs.store.options import OptionRow, given, to, valued
 from nczfs.store.opening import Given, Located
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.registry import BACKENDS, Backend, backend_of, open_store
-from nczfs.store.s3.transport import Bounds
+from nczfs.store.objstore.transport import Bounds
 from nczfs.store.zip.store import ZipStore
 
 SOURCES = {
@@ -68,7 +68,7 @@ def test_one_file_backends_name_a_root_datasets_files_after_the_file(monkeypatch
 
 
 def test_writable_mounts_of_shared_backends_trust_metadata_briefly():
-    from nczfs.config import LONG_TTL, SHORT_TTL, default_metadata_ttl
+    from nczfs.config.mountconfig import LONG_TTL, SHORT_TTL, default_metadata_ttl
 
     assert {b.name for b in BACKENDS.values() if b.shared} == {"s3", "gcs", "azure", "icechunk"}
     assert default_metadata_ttl("s3", False) == SHORT_TTL and default_metadata_ttl("s3", True) == LONG_TTL
@@ -125,7 +125,7 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
     import nczfs
     from nczfs.cli.mountargs import build_config
     from nczfs.cli.parser import build_parser
-    from nczfs.config import SHORT_TTL, default_metadata_ttl, option_help
+    from nczfs.config.mountconfig import SHORT_TTL, default_metadata_ttl, option_help
     from nczfs.store.registry import register
 
     for drawer, values in ((0, [1, 2, 3]), (2, [7, 8, 9])):
@@ -190,7 +190,7 @@ def test_an_s3_url_is_parsed_once_into_the_source():
 
 def test_one_retry_policy_for_every_client(monkeypatch):
     """obstore's retries, botocore's and the attempts nczfs makes itself: as many, paused alike."""
-    from nczfs.store.s3 import transport
+    from nczfs.store.objstore import transport
 
     bounds = Bounds(retries=3, connect_timeout=2, read_timeout=7)
     assert bounds.botocore() == {"mode": "standard", "total_max_attempts": 4}

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from nczfs.errors import BackendError, KeyNotFound
+from nczfs.toolbox.errors import BackendError, KeyNotFound
 from nczfs.store.keys import tree_listings
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
-from nczfs.store.s3.store import S3Store
+from nczfs.store.objstore.store import S3Store
 from nczfs.store.threads import ThreadedStore
 from tests.s3server import ADMIN
 from tests.store.conformance import StoreConformance
@@ -84,7 +84,7 @@ async def test_large_https_gets_go_through_the_loop_pinned_to_their_version(s3_s
     """Over https a GET of 1 MiB or more is sent on the store's asyncio loop: the bytes asked
     for, a stale version refused (Stale), a smaller GET and every GET over http on worker
     threads."""
-    from nczfs.errors import Stale
+    from nczfs.toolbox.errors import Stale
 
     data = bytes(range(256)) * 8192  # 2 MiB
     client = s3_server.client()
@@ -197,7 +197,7 @@ def test_tree_listings_hide_names_no_file_can_have_and_let_a_directory_win():
 
 
 async def test_errors_name_the_key_and_the_s3_error(s3_server, bucket):
-    from nczfs.errors import KeyNotFound, NameTooLong, PermissionDenied, to_errno
+    from nczfs.toolbox.errors import KeyNotFound, NameTooLong, PermissionDenied, to_errno
     from tests.s3server import READER
 
     store = S3Store(s3_server.client(READER), bucket, "p")
@@ -334,7 +334,7 @@ def test_encryption_storage_class_and_requester_pays_reach_every_request(s3_serv
     import boto3
     from botocore.config import Config
 
-    from nczfs.store.s3.options import S3Options
+    from nczfs.store.objstore.options import S3Options
 
     options = S3Options(sse="aws:kms", sse_kms_key_id="alias/k", storage_class="STANDARD_IA", requester_pays=True)
     rec = Recorder()
@@ -383,8 +383,8 @@ def test_obstore_addresses_the_bucket_as_boto3_would(endpoint, style, bucket, ex
     import boto3
     from botocore.config import Config
 
-    from nczfs.store.s3.client import obstore_s3
-    from nczfs.store.s3.options import S3Options
+    from nczfs.store.objstore.client import obstore_s3
+    from nczfs.store.objstore.options import S3Options
 
     client = boto3.client("s3", endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="a",
                           aws_secret_access_key="b", config=Config(s3={"addressing_style": style}))
@@ -440,7 +440,7 @@ def proxy(s3_server):
 
 
 def proxied_store(s3_server, proxy, prefix: str, **kw) -> S3Store:
-    from nczfs.store.s3.options import S3Options
+    from nczfs.store.objstore.options import S3Options
 
     return S3Store(s3_server.client(endpoint=proxy.endpoint, attempts=2, read_timeout=1), s3_server.shared_bucket,
                    prefix, options=S3Options(retries=1, connect_timeout=1, read_timeout=1), **kw)
@@ -482,7 +482,7 @@ def test_a_write_to_a_frozen_server_is_outcome_unknown_within_its_bounds(s3_serv
     so; the server, thawed, carries the held PUT out: the object appears later, as warned."""
     import time
 
-    from nczfs.errors import OutcomeUnknown
+    from nczfs.toolbox.errors import OutcomeUnknown
 
     prefix, key = s3_server.new_prefix("frozen"), PUT_KEYS[path]
     store = proxied_store(s3_server, proxy, prefix)
@@ -511,8 +511,8 @@ def test_a_put_to_a_server_that_refuses_connections_is_not_stored_nor_unknown(s3
     (BackendError, not OutcomeUnknown: the log may say it is lost)."""
     import socket
 
-    from nczfs.errors import OutcomeUnknown
-    from nczfs.store.s3.options import S3Options
+    from nczfs.toolbox.errors import OutcomeUnknown
+    from nczfs.store.objstore.options import S3Options
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -549,10 +549,10 @@ def test_boto3_requests_make_retries_plus_one_attempts_as_obstore_does(monkeypat
     endpoint: every attempt is refused at once."""
     import socket
 
-    from nczfs.config import MountConfig
-    from nczfs.source import parse_source
-    from nczfs.store.s3.client import make_client
-    from nczfs.store.s3.options import S3Options
+    from nczfs.config.mountconfig import MountConfig
+    from nczfs.config.source import parse_source
+    from nczfs.store.objstore.client import make_client
+    from nczfs.store.objstore.options import S3Options
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -604,7 +604,7 @@ def test_uploads_an_unanswered_create_made_later_are_swept(s3_server, proxy, who
     journal, where it is noted as ``?TIME``; an upload of another key is left alone."""
     import time
 
-    from nczfs.errors import OutcomeUnknown
+    from nczfs.toolbox.errors import OutcomeUnknown
 
     prefix = s3_server.new_prefix("sweep")
     admin = s3_server.client()
@@ -678,9 +678,9 @@ def test_a_mount_finds_out_once_whether_the_server_takes_conditions(s3_server, m
 
     import obstore
 
-    from nczfs.store.s3.s3url import parse_s3_url
-    from nczfs.store.s3.options import S3Options
-    from nczfs.store.s3.store import open_s3
+    from nczfs.store.objstore.s3url import parse_s3_url
+    from nczfs.store.objstore.options import S3Options
+    from nczfs.store.objstore.store import open_s3
 
     loc = parse_s3_url(f"s3://{s3_server.shared_bucket}/{s3_server.new_prefix('probe')}")
     options = S3Options(endpoint_url=s3_server.endpoint, region="us-east-1")
@@ -703,10 +703,10 @@ def test_over_http_a_signed_part_carries_its_sha256_and_no_crc32_besides(s3_serv
     """SigV4 over http signs the SHA-256 of every body: the part's check. botocore's default
     adds a CRC32 of it: not sent there. Over https the body is
     not signed (UNSIGNED-PAYLOAD), and the CRC32 stays its one check."""
-    from nczfs.config import MountConfig
-    from nczfs.source import parse_source
-    from nczfs.store.s3.client import make_client
-    from nczfs.store.s3.options import S3Options
+    from nczfs.config.mountconfig import MountConfig
+    from nczfs.config.source import parse_source
+    from nczfs.store.objstore.client import make_client
+    from nczfs.store.objstore.options import S3Options
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN[0])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ADMIN[1])

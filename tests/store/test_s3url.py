@@ -2,9 +2,9 @@
 
 import pytest
 
-from nczfs.errors import SourceError
-from nczfs.store.s3.s3url import GOOGLE_ENDPOINT, S3Location, parse_s3_url
-from nczfs.source import parse_source
+from nczfs.toolbox.errors import SourceError
+from nczfs.store.objstore.s3url import GOOGLE_ENDPOINT, S3Location, parse_s3_url
+from nczfs.config.source import parse_source
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import trio
 
 from nczfs.store import threads
 
-from nczfs.errors import KeyNotFound
+from nczfs.toolbox.errors import KeyNotFound
 from nczfs.store.values import ByteRange
 from nczfs.store.memory import MemoryStore
 from nczfs.store.threads import ThreadedStore

@@ -9,10 +9,10 @@ import shutil
 import numpy as np
 import pytest
 
-from nczfs.errors import KeyNotFound, ReadOnly, SourceError, to_errno
-from nczfs.source import parse_source
+from nczfs.toolbox.errors import KeyNotFound, ReadOnly, SourceError, to_errno
+from nczfs.config.source import parse_source
 from nczfs.store.values import ByteRange
-from nczfs.store.s3.webzarr import open_http
+from nczfs.store.objstore.webzarr import open_http
 from nczfs.store.threads import ThreadedStore
 from tests.store.readconformance import Held, ReadConformance
 

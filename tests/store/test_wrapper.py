@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from nczfs.errors import BackendError, KeyNotFound, NotSupported, to_errno
+from nczfs.toolbox.errors import BackendError, KeyNotFound, NotSupported, to_errno
 from nczfs.store.capabilities import Stages
 from nczfs.store.values import ABSENT, Meta, Staged
 from nczfs.store.memory import MemoryStore

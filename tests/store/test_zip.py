@@ -6,7 +6,7 @@ import zipfile
 import pytest
 
 from nczfs.store.values import ByteRange
-from nczfs.errors import BackendError, SourceError
+from nczfs.toolbox.errors import BackendError, SourceError
 from nczfs.store.zip import store as zip_mod
 from nczfs.store.zip import staging as zip_staging
 from nczfs.store.zip.store import ZipStore

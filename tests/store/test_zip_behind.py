@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from nczfs.errors import BackendError
+from nczfs.toolbox.errors import BackendError
 from nczfs.store.keys import CONFLICT_SUFFIX
 from nczfs.store.zip.rebase import rebased
 from nczfs.store.zip.store import ZipStore

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nczfs.errors import KeyNotFound
+from nczfs.toolbox.errors import KeyNotFound
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.recode import Codecs
 from nczfs.nczarr.chunks.v2form import V2Array, v3_to_v2

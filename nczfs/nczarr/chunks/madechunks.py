@@ -18,7 +18,7 @@ from typing import Awaitable, Callable, NamedTuple
 
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.sizebook import SizeBook
-from nczfs.singleflight import SingleFlight
+from nczfs.toolbox.singleflight import SingleFlight
 from nczfs.store.threads import run_blocking
 
 #: sizes remembered in memory (of every made chunk, of every dataset)

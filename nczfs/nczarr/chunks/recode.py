@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from nczfs.errors import NczfsError
+from nczfs.toolbox.errors import NczfsError
 
 
 class UndecodableChunk(NczfsError):

@@ -194,7 +194,7 @@ class ShardedArray:
 
     async def _index(self, store: Any, cache: IndexCache, key: str, etag: str, level: Level, start: int,
                      end: int) -> np.ndarray:
-        from nczfs.errors import InvalidArgument
+        from nczfs.toolbox.errors import InvalidArgument
         from nczfs.store.values import ByteRange
 
         ident = (key, etag, start, end)
@@ -213,7 +213,7 @@ class ShardedArray:
 
     async def locate(self, store: Any, cache: IndexCache, name: str) -> Located | None:
         """Where the view chunk ``name`` lies, or None if it is absent (its shard or its entry)."""
-        from nczfs.errors import KeyNotFound
+        from nczfs.toolbox.errors import KeyNotFound
 
         index = self.chunk_index(name)
         if index is None:
@@ -242,7 +242,7 @@ class ShardedArray:
 
     async def chunks(self, store: Any, cache: IndexCache) -> dict[str, Located]:
         """Every innermost chunk the store holds, by view chunk name."""
-        from nczfs.errors import KeyNotFound
+        from nczfs.toolbox.errors import KeyNotFound
 
         try:
             keys = await store.list_prefix(self.array)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from nczfs.errors import InvalidArgument, KeyNotFound
+from nczfs.toolbox.errors import InvalidArgument, KeyNotFound
 from nczfs.nczarr.metadata import jsontext
 from nczfs.nczarr.metadata.attrvalues import fill_value, int_list
 from nczfs.nczarr.metadata.model import Dataset, Dimension, Group, Variable

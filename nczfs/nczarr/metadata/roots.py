@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from nczfs.errors import NczfsError
+from nczfs.toolbox.errors import NczfsError
 from nczfs.store.base import Store
 from nczfs.store.keys import join
 

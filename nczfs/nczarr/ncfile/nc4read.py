@@ -13,8 +13,8 @@ import logging
 
 import trio
 
-from nczfs import background
-from nczfs.errors import KeyNotFound, NczfsError, Stale
+from nczfs.toolbox import background
+from nczfs.toolbox.errors import KeyNotFound, NczfsError, Stale
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.madechunks import MadeChunks
 from nczfs.nczarr.ncfile.hdf5.writer import Piece

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from nczfs.errors import NczfsError
+from nczfs.toolbox.errors import NczfsError
 from nczfs.nczarr.chunks.sharding import IndexCache, Located, ShardedArray
 from nczfs.nczarr.chunks.v2form import V2Array, v3_chunk_prefix, v3_to_v2
 from nczfs.nczarr.metadata.model import Dataset

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from nczfs.errors import InvalidArgument
+from nczfs.toolbox.errors import InvalidArgument
 from nczfs.nczarr.chunks.madechunks import Stored
 from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.ncfile.hdf5.heap import GlobalHeap

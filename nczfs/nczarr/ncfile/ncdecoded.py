@@ -11,13 +11,13 @@ import math
 
 import numpy as np
 
-from nczfs import background
-from nczfs.errors import KeyNotFound
+from nczfs.toolbox import background
+from nczfs.toolbox.errors import KeyNotFound
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.sharding import IndexCache
 from nczfs.nczarr.ncfile.classicfile import Values
 from nczfs.nczarr.ncfile.ncversions import NcVersion
-from nczfs.singleflight import SingleFlight
+from nczfs.toolbox.singleflight import SingleFlight
 from nczfs.store.base import Store
 from nczfs.store.values import ByteRange
 

@@ -25,7 +25,7 @@ from typing import Awaitable, Callable, TypeVar
 
 import trio
 
-from nczfs.errors import KeyNotFound, NczfsError, ReadOnly, Stale
+from nczfs.toolbox.errors import KeyNotFound, NczfsError, ReadOnly, Stale
 from nczfs.nczarr.chunks.chunkfacts import ChunkFacts
 from nczfs.nczarr.chunks.madechunks import MadeChunks
 from nczfs.nczarr.metadata.roots import Roots
@@ -35,7 +35,7 @@ from nczfs.nczarr.ncfile.nc4file import Nc4File, Options
 from nczfs.nczarr.ncfile.nc4read import DecodedPieces
 from nczfs.nczarr.ncfile.ncdecoded import DecodedChunks
 from nczfs.nczarr.ncfile.ncversions import Built, NcVersion, build_files
-from nczfs.source import Source
+from nczfs.config.source import Source
 from nczfs.store.base import Store
 from nczfs.store.capabilities import read_only_key
 from nczfs.store.keys import join, parent_of
@@ -334,6 +334,6 @@ def root_name(source: Source) -> str:
 
 def decoded_cache_bytes(cache_size: int | None) -> int:
     """Decoded chunks kept: a quarter of the mount's cache size, at least 64 MiB."""
-    from nczfs.budgets import default_cache_size
+    from nczfs.toolbox.budgets import default_cache_size
 
     return max(64 * 1024 * 1024, (cache_size if cache_size is not None else default_cache_size()) // 4)

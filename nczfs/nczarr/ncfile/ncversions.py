@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from nczfs.errors import KeyNotFound, NczfsError
+from nczfs.toolbox.errors import KeyNotFound, NczfsError
 from nczfs.nczarr.chunks.chunkfacts import ChunkFacts
 from nczfs.nczarr.chunks.madechunks import MadeChunks
 from nczfs.nczarr.metadata.model import Dataset

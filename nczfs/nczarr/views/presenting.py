@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 
-from nczfs.errors import KeyNotFound, Stale
+from nczfs.toolbox.errors import KeyNotFound, Stale
 from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
 from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.chunks.sharding import IndexCache, Located

@@ -10,8 +10,8 @@ import logging
 import math
 from typing import Awaitable, Callable
 
-from nczfs import background
-from nczfs.errors import KeyNotFound
+from nczfs.toolbox import background
+from nczfs.toolbox.errors import KeyNotFound
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
 from nczfs.nczarr.chunks.recode import Recode

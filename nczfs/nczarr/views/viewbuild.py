@@ -9,7 +9,7 @@ import json
 import logging
 import time
 
-from nczfs.errors import NczfsError, Stale
+from nczfs.toolbox.errors import NczfsError, Stale
 from nczfs.nczarr.chunks.chunkfacts import ChunkFacts
 from nczfs.nczarr.chunks.sharding import ShardedArray
 from nczfs.nczarr.chunks.v2form import v3_chunk_prefix

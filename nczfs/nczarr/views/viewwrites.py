@@ -9,7 +9,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
-from nczfs.errors import Conflict, InvalidArgument, NotSupported, ReadOnly
+from nczfs.toolbox.errors import Conflict, InvalidArgument, NotSupported, ReadOnly
 from nczfs.nczarr.metadata import jsontext
 from nczfs.nczarr.metadata.read import DictObjects, read_dataset
 from nczfs.nczarr.metadata.validate import is_metadata_key, stale_tail_prefix

@@ -8,7 +8,7 @@ import logging
 import socket
 from typing import Any
 
-from nczfs.errors import BackendError
+from nczfs.toolbox.errors import BackendError
 from nczfs.store.icechunk.errors import reason
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from nczfs.store.aiobridge import AsyncioBridge
-from nczfs.errors import KeyNotFound
+from nczfs.toolbox.errors import KeyNotFound
 from nczfs.store.keys import join, usable_name
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.icechunk.tree import SnapshotTree

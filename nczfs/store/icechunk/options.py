@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from nczfs.errors import SourceError
+from nczfs.toolbox.errors import SourceError
 from nczfs.store.options import OptionRow, given, nonempty
-from nczfs.store.s3.options import ENDPOINT, PROFILE
+from nczfs.store.objstore.options import ENDPOINT, PROFILE
 
 if TYPE_CHECKING:
     from nczfs.store.opening import Opening

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from nczfs.errors import NczfsError, SourceError
+from nczfs.toolbox.errors import NczfsError, SourceError
 from nczfs.store.icechunk.errors import reason
 from nczfs.store.icechunk.options import IcechunkOptions
 from nczfs.store.icechunk.store import IcechunkStore

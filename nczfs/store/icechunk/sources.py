@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from urllib.parse import unquote
 
-from nczfs.errors import SourceError
+from nczfs.toolbox.errors import SourceError
 from nczfs.store.opening import Given, Located
 
 

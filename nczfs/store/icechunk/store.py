@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from nczfs.store.aiobridge import AsyncioBridge
-from nczfs.errors import (
+from nczfs.toolbox.errors import (
     BackendError,
     InvalidArgument,
     IsADirectory,

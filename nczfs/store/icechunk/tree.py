@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from nczfs.store.aiobridge import AsyncioBridge
-from nczfs.errors import BackendError, KeyNotFound
+from nczfs.toolbox.errors import BackendError, KeyNotFound
 from nczfs.store.keys import join, usable_name
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.icechunk.errors import missing, reason

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from nczfs.store.options import OptionRow, nonempty
-from nczfs.store.s3.options import S3Options
+from nczfs.store.objstore.options import S3Options
 
 if TYPE_CHECKING:
     from nczfs.store.opening import Opening

@@ -21,7 +21,7 @@ import math
 import os
 from typing import Any
 
-from nczfs.errors import SourceError
+from nczfs.toolbox.errors import SourceError
 from nczfs.store.reference import spec as refspec
 from nczfs.store.reference.spec import Ref, UrlResolver, Value, check_tree, checked_key, parse_value
 

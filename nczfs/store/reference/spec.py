@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from nczfs.errors import NczfsError, SourceError
+from nczfs.toolbox.errors import NczfsError, SourceError
 from nczfs.store.reference import templates as reftemplates
 from nczfs.store.keys import check_key
 from nczfs.store.reference.templates import Renderer, has_template, load_templates

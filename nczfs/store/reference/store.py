@@ -16,7 +16,7 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from nczfs.errors import BackendError, KeyNotFound, NczfsError, SourceError
+from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, SourceError
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, join
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
@@ -25,7 +25,7 @@ from nczfs.store.reference.spec import Ref, Value, load_references
 from nczfs.store.reference.targets import Targets
 
 if TYPE_CHECKING:
-    from nczfs.store.s3.options import S3Options
+    from nczfs.store.objstore.options import S3Options
 
 log = logging.getLogger(__name__)
 

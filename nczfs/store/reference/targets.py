@@ -24,12 +24,12 @@ import threading
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from nczfs.errors import BackendError, KeyNotFound, NczfsError, PermissionDenied
-from nczfs.store.s3.s3url import parse_s3_url
+from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, PermissionDenied
+from nczfs.store.objstore.s3url import parse_s3_url
 from nczfs.store.values import ByteRange
 
 if TYPE_CHECKING:
-    from nczfs.store.s3.options import S3Options
+    from nczfs.store.objstore.options import S3Options
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class S3Files:
     options (``--endpoint-url``, ``--profile``, ``--region``, ...), and its ranged GETs."""
 
     def __init__(self, options: S3Options, first_url: str):
-        from nczfs.store.s3.client import make_client
+        from nczfs.store.objstore.client import make_client
 
         try:
             self.client = make_client(options, parse_s3_url(first_url))
@@ -244,7 +244,7 @@ class S3Files:
         with self._lock:
             store = self._stores.get(loc.bucket)
             if store is None:
-                from nczfs.store.s3.store import S3Store
+                from nczfs.store.objstore.store import S3Store
 
                 store = self._stores[loc.bucket] = S3Store(self.client, loc.bucket, "", read_only=True,
                                                            options=self._options)

@@ -26,7 +26,7 @@ import jinja2
 import jinja2.nodes as nodes
 import jinja2.sandbox
 
-from nczfs.errors import SourceError
+from nczfs.toolbox.errors import SourceError
 
 MAX_TEXT = 64 * 1024
 MAX_INT_BITS = 4096

@@ -20,7 +20,7 @@ import zipfile
 import zlib
 from typing import Any
 
-from nczfs.errors import BackendError, NczfsError, SourceError
+from nczfs.toolbox.errors import BackendError, NczfsError, SourceError
 from nczfs.store.keys import check_key
 from nczfs.store.values import Meta
 from nczfs.store.zip.entries import ZIP_EPOCH, Entry, Member, StagedFile, member_meta, with_meta, zip_time_ns

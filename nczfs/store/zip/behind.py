@@ -19,7 +19,7 @@ import logging
 import os
 from typing import Any
 
-from nczfs.errors import BackendError, Conflict, NczfsError
+from nczfs.toolbox.errors import BackendError, Conflict, NczfsError
 from nczfs.store.values import ABSENT
 from nczfs.store.zip.rebase import rebased
 

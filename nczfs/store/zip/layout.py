@@ -11,7 +11,7 @@ import os
 import struct
 import zipfile
 
-from nczfs.errors import InvalidKey, SourceError
+from nczfs.toolbox.errors import InvalidKey, SourceError
 from nczfs.store.keys import check_key
 
 LAYOUTS = ("netcdf", "flat")

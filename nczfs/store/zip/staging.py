@@ -28,7 +28,7 @@ import shutil
 import time
 from typing import BinaryIO, Callable, Iterable
 
-from nczfs.errors import SourceError
+from nczfs.toolbox.errors import SourceError
 from nczfs.store.noreplace import rename_exchange, rename_noreplace
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ import time
 import zipfile
 from typing import BinaryIO, Iterable
 
-from nczfs.errors import (BackendError, DirectoryNotEmpty, Exists, InvalidArgument, InvalidKey, IsADirectory,
+from nczfs.toolbox.errors import (BackendError, DirectoryNotEmpty, Exists, InvalidArgument, InvalidKey, IsADirectory,
                           KeyNotFound, NczfsError, NotADirectory, NotSupported, SourceError)
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import check_key, check_prefix, join

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import copy
 
-from nczfs.errors import IsADirectory, NotADirectory
+from nczfs.toolbox.errors import IsADirectory, NotADirectory
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import Meta
 from nczfs.store.zip.entries import Entry, StagedFile, meta_from_record

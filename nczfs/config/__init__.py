@@ -1,0 +1,1 @@
+"""What a mount is asked to be: its SOURCE and its options (MountConfig)."""

@@ -1,0 +1,1 @@
+"""The running mount: the daemon, its store stack, its control socket and state, readiness notices, and unmounting."""

@@ -1,0 +1,55 @@
+"""The store stack a mount serves, built from its :class:`~nczfs.config.mountconfig.MountConfig`.
+
+:func:`build` makes ``nczarr_layer(cached(ThreadedStore(backend), config), config)``: the backend, its calls on
+worker threads (:mod:`nczfs.store.threads`), the cache (:mod:`nczfs.cache`), the NCZarr layer
+(:mod:`nczfs.nczarr.layer`). The cache knows neither backends nor NCZarr; what it needs of
+them (which backends are remote, what names a source, which keys are metadata) is chosen here.
+"""
+
+from __future__ import annotations
+
+import json
+
+from nczfs.cache import CachingStore
+from nczfs.cache.disk import DiskCache
+from nczfs.nczarr.chunks import decoding
+from nczfs.nczarr.layer import Notify, nczarr_layer
+from nczfs.nczarr.metadata.validate import is_metadata_key
+from nczfs.store.base import Store, SyncStore
+from nczfs.store.registry import backend_of
+from nczfs.store.threads import ThreadedStore
+
+
+def build(backend: SyncStore, config, notify: Notify | None = None) -> Store:
+    """The whole stack over ``backend``, as a mount (and ``nczfs.open_view``) serves it;
+    ``notify`` hears of objects the NCZarr layer changes on its own (a mount: the kernel)."""
+    decoding.set_threads(config.decode_threads)
+    return nczarr_layer(cached(ThreadedStore(backend), config), config, notify=notify, identity=source_identity(config))
+
+
+def cached(store, config) -> CachingStore:
+    """The mount's cache over ``store``, as ``config`` (cache_size, metadata_ttl, backend) asks.
+    Object bytes are kept in memory (and in --cache-dir) for remote backends only: a local
+    directory or archive is already in the kernel's page cache."""
+    remote = backend_of(config).remote
+    return CachingStore(
+        store,
+        cache_size=config.cache_size,
+        # a local directory answers at once and its attributes change as it is used (link
+        # counts, times): it is asked every time the filesystem's own TTL is over
+        ttl=0 if store.live_meta else config.metadata_ttl,
+        cache_bytes=remote,
+        disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
+        if config.cache_dir and remote else None,
+        siblings=config.prefetch_siblings,
+        tree_keys=config.list_tree_keys,
+        kernel_keeps_reads=not config.direct_io,
+        is_metadata=is_metadata_key,
+    )
+
+
+def source_identity(config) -> str:
+    """What tells the mount's source apart from any other sharing a cache directory."""
+    src = config.source
+    endpoint, region, profile = backend_of(config).identity(config.opening())
+    return json.dumps([src.backend, src.location, endpoint, region, profile])
