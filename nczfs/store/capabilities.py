@@ -3,11 +3,12 @@ attributes of :class:`~nczfs.store.base.SyncStore`, which a wrapper answers from
 and the optional fast paths, each a :class:`typing.Protocol` a store implements or not, asked
 with ``isinstance``: :class:`Stages` (data sent now, made the object later), :class:`UploadsInParts`
 (an object sent in parts as it is written), :class:`ListsTrees` (a whole tree in one request),
-:class:`ReadsOnLoop` (reads awaited without a worker thread)."""
+:class:`ReadsOnLoop` (reads awaited without a worker thread); and :class:`MergesBothChanged` (told
+by the layer above how to merge an object both it and another program changed)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 from nczfs.store.values import ByteRange
 
@@ -69,6 +70,22 @@ class ReadsOnLoop(Protocol):
 
     async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
         """``get_version``, awaited; None: this read is left to ``get_version`` in a worker thread."""
+
+
+#: ``merge(key, theirs, ours, base)``: the object ``key`` that another program (``theirs``) and
+#: this mount (``ours``) both changed since ``base`` (None: there was none), merged; None: it cannot be
+Merge = Callable[[str, bytes, bytes, "bytes | None"], "bytes | None"]
+
+
+@runtime_checkable
+class MergesBothChanged(Protocol):
+    """A store that finds objects another program changed while the mount's own change of them
+    was still staged (zip: :mod:`nczfs.store.zip.behind`) and keeps the mount's version beside
+    them; told how, it merges the objects ``wants`` names instead."""
+
+    def merge_with(self, merge: Merge, wants: Callable[[str], bool]) -> None:
+        """From now on, an object ``key`` both changed with ``wants(key)`` is ``merge``'s answer
+        (where it gives one)."""
 
 
 #: each fast path, by the name of its one method
