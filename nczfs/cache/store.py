@@ -168,7 +168,10 @@ class CachingStore(WrapperStore):
         try:
             info = await call
         except BaseException as exc:
-            self._touch(key)
+            if isinstance(exc, Stale):  # refused: another version is stored, which the parent's listing lacks too
+                self._changed_elsewhere(key)
+            else:
+                self._touch(key)
             if isinstance(exc, Exception) and not isinstance(exc, (KeyNotFound, Stale)):
                 self.stats["errors"] += 1  # a write that failed, as a read that did
             raise

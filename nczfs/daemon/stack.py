@@ -3,7 +3,9 @@
 :func:`build` makes ``nczarr_layer(cached(ThreadedStore(backend), config), config)``: the backend, its calls on
 worker threads (:mod:`nczfs.store.threads`), the cache (:mod:`nczfs.cache`), the NCZarr layer
 (:mod:`nczfs.nczarr.layer`). The cache knows neither backends nor NCZarr; what it needs of
-them (which backends are remote, what names a source, which keys are metadata) is chosen here.
+them (which backends are remote, what names a source, which keys are metadata) is chosen here,
+as is how a backend that finds another program's change only after staging the mount's own (zip)
+merges consolidated metadata both changed (:func:`~nczfs.nczarr.consolidating.merge_consolidated`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import json
 from nczfs.cache import CachingStore
 from nczfs.cache.disk import DiskCache
 from nczfs.nczarr.chunks import decoding
+from nczfs.nczarr.consolidating import is_consolidated, merge_consolidated
 from nczfs.nczarr.layer import Notify, nczarr_layer
 from nczfs.nczarr.metadata.validate import is_metadata_key
 from nczfs.store.base import Store, SyncStore
+from nczfs.store.capabilities import MergesBothChanged
 from nczfs.store.registry import backend_of
 from nczfs.store.threads import ThreadedStore
 
@@ -24,6 +28,8 @@ def build(backend: SyncStore, config, notify: Notify | None = None) -> Store:
     """The whole stack over ``backend``, as a mount (and ``nczfs.open_view``) serves it;
     ``notify`` hears of objects the NCZarr layer changes on its own (a mount: the kernel)."""
     decoding.set_threads(config.decode_threads)
+    if not config.read_only and isinstance(backend, MergesBothChanged):  # the consolidating layer's copies
+        backend.merge_with(merge_consolidated, is_consolidated)
     return nczarr_layer(cached(ThreadedStore(backend), config), config, notify=notify, identity=source_identity(config))
 
 

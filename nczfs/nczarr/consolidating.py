@@ -10,7 +10,9 @@ Other mounts and clients may update the same copy at the same time: each rewrite
 with its version, applies only this mount's change of one entry to it, and (where the store checks
 writes) stores it only while it is still that version; refused, it reads and merges again, so no
 writer's entry is lost. Where the store cannot check, the copy is read from the store (not a
-cache) right before it is rewritten, and the last writer wins.
+cache) right before it is rewritten, and the last writer wins. A store that finds another program's
+change of a copy only after the mount's own was staged (zip) merges the two with
+:func:`merge_consolidated` (:mod:`nczfs.daemon.stack` tells it so).
 """
 
 from __future__ import annotations
@@ -63,6 +65,70 @@ def _put(entries: dict, rel: str, value: Any, remove: bool) -> bool:
         return False
     entries[rel] = value
     return True
+
+
+def _entries(doc: Any, v3: bool) -> dict | None:
+    """The entries of a ``.zmetadata`` (``v3``: of a ``zarr.json``'s ``consolidated_metadata``)."""
+    if v3:
+        cm = doc.get("consolidated_metadata") if isinstance(doc, dict) else None
+        doc = cm
+    entries = doc.get("metadata") if isinstance(doc, dict) else None
+    return entries if isinstance(entries, dict) else None
+
+
+def _dump(doc: Any, v3: bool) -> bytes:
+    return json.dumps(doc, indent=2).encode() if v3 else json.dumps(doc, indent=4, sort_keys=True).encode()
+
+
+def _outside(doc: Any, v3: bool) -> Any:
+    """``doc`` without its consolidated entries (the group's own metadata)."""
+    if not isinstance(doc, dict):
+        return doc
+    if not v3:
+        return {k: v for k, v in doc.items() if k != "metadata"}
+    cm = doc.get("consolidated_metadata")
+    if not isinstance(cm, dict):
+        return doc
+    return {**doc, "consolidated_metadata": {k: v for k, v in cm.items() if k != "metadata"}}
+
+
+def is_consolidated(key: str) -> bool:
+    """Can ``key`` hold consolidated metadata (:func:`merge_consolidated` answers for it)?"""
+    return key.rpartition("/")[2] in (".zmetadata", "zarr.json")
+
+
+def merge_consolidated(key: str, theirs: bytes, ours: bytes, base: bytes | None) -> bytes | None:
+    """The consolidated copy ``key`` that another writer (``theirs``) and this mount (``ours``)
+    both changed since ``base`` (None: there was none): theirs, with this mount's changes of
+    entries (each set or removed since the base) applied to it, and the group's own metadata of
+    whichever of the two changed it. None (no merge) where one is not a consolidated copy or both
+    changed the group's own metadata."""
+    v3 = key.rpartition("/")[2] == "zarr.json"
+    try:
+        t, o, b = (None if data is None else jsontext.loads(data) for data in (theirs, ours, base))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    te, oe, be = _entries(t, v3), _entries(o, v3), {} if b is None else _entries(b, v3)
+    if te is None or oe is None or be is None:
+        return None
+    doc: Any
+    if _outside(o, v3) in (_outside(b, v3), _outside(t, v3)):
+        doc = t
+    elif b is not None and _outside(t, v3) == _outside(b, v3):
+        doc = o
+    else:
+        return None
+    merged = {**te, **{rel: v for rel, v in oe.items() if rel not in be or be[rel] != v}}
+    for rel in be.keys() - oe.keys():
+        merged.pop(rel, None)
+    if doc is t and merged == te:
+        return theirs
+    _set_entries(doc, merged, v3)
+    return _dump(doc, v3)
+
+
+def _set_entries(doc: dict, entries: dict, v3: bool) -> None:
+    (doc["consolidated_metadata"] if v3 else doc)["metadata"] = entries
 
 
 class ConsolidatingStore(WrapperStore):
@@ -146,11 +212,10 @@ class ConsolidatingStore(WrapperStore):
             rel = _rel(folder, key)
 
             def change(meta: Any, rel: str = rel) -> bool:
-                entries = meta.get("metadata") if isinstance(meta, dict) else None
-                return isinstance(entries, dict) and _put(entries, rel, value, remove)
+                entries = _entries(meta, v3=False)
+                return entries is not None and _put(entries, rel, value, remove)
 
-            await self._rewrite(join(folder, ".zmetadata"), change,
-                                lambda meta: json.dumps(meta, indent=4, sort_keys=True).encode())
+            await self._rewrite(join(folder, ".zmetadata"), change, lambda meta: _dump(meta, v3=False))
 
     async def _update_v3(self, key: str, value: Any, remove: bool) -> None:
         """The entry in the ``consolidated_metadata`` of each ``zarr.json`` above ``key``'s node."""
@@ -158,11 +223,10 @@ class ConsolidatingStore(WrapperStore):
             rel = _rel(folder, parent_of(key))
 
             def change(node: Any, rel: str = rel) -> bool:
-                cm = node.get("consolidated_metadata") if isinstance(node, dict) else None
-                entries = cm.get("metadata") if isinstance(cm, dict) else None
-                return isinstance(entries, dict) and _put(entries, rel, value, remove)
+                entries = _entries(node, v3=True)
+                return entries is not None and _put(entries, rel, value, remove)
 
-            await self._rewrite(join(folder, "zarr.json"), change, lambda node: json.dumps(node, indent=2).encode())
+            await self._rewrite(join(folder, "zarr.json"), change, lambda node: _dump(node, v3=True))
 
     async def _after_write(self, key: str, data: bytes) -> None:
         try:

@@ -4,11 +4,13 @@ and the optional fast paths, each a :class:`typing.Protocol` a store implements 
 with ``isinstance``: :class:`Stages` (data sent now, made the object later), :class:`UploadsInParts`
 (an object sent in parts as it is written), :class:`ListsTrees` (a whole tree in one request),
 each in a blocking form too; :class:`ReadsOnLoop` (reads awaited without a worker thread),
-:class:`JournalsUploads` (uploads a dead mount left are aborted by the next)."""
+:class:`JournalsUploads` (uploads a dead mount left are aborted by the next), and
+:class:`MergesBothChanged` (told by the layer above how to merge an object both it and another
+program changed)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 from nczfs.store.values import ByteRange, DirEntry, Staged, Upload
 
@@ -177,6 +179,22 @@ def read_only_key(store: object, key: str) -> bool:
 def hides(store: object, key: str) -> bool:
     """:meth:`Hides.hides`; False for a store without the hook."""
     return isinstance(store, Hides) and store.hides(key)
+
+
+#: ``merge(key, theirs, ours, base)``: the object ``key`` that another program (``theirs``) and
+#: this mount (``ours``) both changed since ``base`` (None: there was none), merged; None: it cannot be
+Merge = Callable[[str, bytes, bytes, "bytes | None"], "bytes | None"]
+
+
+@runtime_checkable
+class MergesBothChanged(Protocol):
+    """A store that finds objects another program changed while the mount's own change of them
+    was still staged (zip: :mod:`nczfs.store.zip.behind`) and keeps the mount's version beside
+    them; told how, it merges the objects ``wants`` names instead."""
+
+    def merge_with(self, merge: Merge, wants: Callable[[str], bool]) -> None:
+        """From now on, an object ``key`` both changed with ``wants(key)`` is ``merge``'s answer
+        (where it gives one)."""
 
 
 #: each fast path, by the name of its one method

@@ -59,6 +59,7 @@ HELP: dict[str, tuple[str, str, str]] = {
     "write.conflicts": ("counter", "", "Writes refused because another client changed the object first (ESTALE; data kept beside)"),
     "write.conflicts-not-kept": ("counter", "", "Refused writes whose data could not be written beside either"),
     "zip.conflicts": ("counter", "", "Staged zip members another program changed in the archive first (kept beside at the commit)"),
+    "zip.merged": ("counter", "", "Staged zip members another program changed in the archive first, merged (consolidated metadata)"),
     "write.overwrite-checked": ("gauge", "", "1: a write replaces only the object version it started from; 0: the last writer wins"),
     "consolidated.merged-again": ("counter", "", "Consolidated metadata updates read and merged again after another writer's"),
     "consolidated.lost": ("counter", "", "Consolidated metadata updates given up after every attempt (the write failed: ESTALE)"),

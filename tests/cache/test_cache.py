@@ -285,6 +285,22 @@ async def test_a_stale_read_drops_the_listing_that_holds_the_old_version_too(mem
     assert await cache.get("d/g") == b"new!"
 
 
+async def test_a_refused_conditional_write_drops_the_listing_that_holds_the_old_version_too(mem, clock):
+    """A write conditioned on the version the listing holds, refused (another client stored
+    another meanwhile): the listing goes too, so the writer's next stat (to read and merge again,
+    as the consolidating layer does) finds the version stored, not the old one again."""
+    from nczfs.toolbox.errors import Conflict
+
+    cache, faulty = make(mem, clock, ttl=1e9)
+    put_behind(mem, "d/.zmetadata", b"old")
+    await cache.list_dir("d")
+    old = (await cache.stat("d/.zmetadata")).etag
+    put_behind(mem, "d/.zmetadata", b"theirs")
+    with pytest.raises(Conflict):
+        await cache.set("d/.zmetadata", b"ours", if_version=old)
+    assert (await cache.stat("d/.zmetadata")).etag == mem.stat("d/.zmetadata").etag != old
+
+
 async def test_sequential_reads_fetch_the_next_blocks_ahead(mem, clock):
     cache, faulty = make(mem, clock, block_size=64 * KiB, readahead=3, cache_size=4096 * KiB)
     data = bytes(range(256)) * (4 * 1024)  # 1 MiB: 16 blocks

@@ -6,7 +6,8 @@ Zarr v2 group at the same time; at the end the stored ``.zmetadata`` lists every
 (``If-Match``), the emulators' own clients on GCS (generation) and Azure (``If-Match``), nczfs's
 own DirectoryStore on a directory (the backing file's version compared before its rename), a
 program rewriting a zip archive only while it is the one it read (a zip takes one read/write
-mount: a second is refused, so there the mount is one; entries are lost there: ZIP_LOSES)."""
+mount: a second is refused, so there the mount is one; its ``.zmetadata`` is staged until its
+commit, and found rewritten by the other program then, the two are merged: ``zip.merged``)."""
 
 from __future__ import annotations
 
@@ -26,17 +27,11 @@ zarr = pytest.importorskip("zarr")
 #: (threads per mount, arrays per thread), by backend; (2, 3) elsewhere (the emulators are slower)
 SIZES = {"s3": (3, 4), "directory": (3, 4), "zip": (3, 4)}
 
-#: why the zip variant loses entries (docs/SEMANTICS.md, "Concurrent writers": not fixed yet)
-ZIP_LOSES = ("a zip mount's .zmetadata is staged until its commit, so the other program's conditional rewrite "
-             "of the archive's copy succeeds; the mount then moves its staged copy beside as a conflict member, "
-             "and the entries merged into it are missing from .zmetadata")
-
 GROUP = "g.zarr"
 ZMETADATA = f"{GROUP}/.zmetadata"
 
 
-@pytest.fixture(params=["s3", "gcs", "azure", "directory",
-                        pytest.param("zip", marks=pytest.mark.xfail(reason=ZIP_LOSES, raises=AssertionError))])
+@pytest.fixture(params=["s3", "gcs", "azure", "directory", "zip"])
 def shared(request, tmp_path):
     """A store two mounts share, by backend (a zip: one mount, the only read/write one it takes)."""
     if request.param == "zip":

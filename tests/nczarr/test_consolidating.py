@@ -149,3 +149,43 @@ async def test_a_write_conditioned_on_a_version_the_mounts_own_rewrite_replaced_
     below.set(ZMETA, below.get(ZMETA) + b" ")  # another writer's version
     with pytest.raises(Conflict):
         await s.set(ZMETA, below.get(ZMETA), if_version=now)
+
+
+def _doc(entries: dict, v3: bool = False, **own) -> bytes:
+    if v3:
+        return json.dumps({"zarr_format": 3, "node_type": "group", **own,
+                           "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": entries}}).encode()
+    return json.dumps({"metadata": entries, "zarr_consolidated_format": 1}).encode()
+
+
+@pytest.mark.parametrize("v3", [False, True], ids=["zmetadata", "zarr.json"])
+def test_a_copy_both_changed_is_merged_with_this_mounts_entry_changes_on_the_others(v3):
+    """``merge_consolidated`` (what a zip store is told to merge with when another program
+    rewrote a copy the mount's change of was staged): the other's copy, with the entries this
+    mount set, changed and removed since the base applied; the other's own changes kept."""
+    key = "g/zarr.json" if v3 else "g/.zmetadata"
+    base = _doc({"x": {"a": 1}, "gone": {"a": 2}, "kept": {"a": 3}}, v3)
+    theirs = _doc({"x": {"a": 1}, "gone": {"a": 2}, "kept": {"a": 30}, "theirs": {"t": 1}}, v3)
+    ours = _doc({"x": {"a": 10}, "kept": {"a": 3}, "ours": {"o": 1}}, v3)
+    merged = json.loads(consolidating.merge_consolidated(key, theirs, ours, base))
+    entries = merged["consolidated_metadata"]["metadata"] if v3 else merged["metadata"]
+    assert entries == {"x": {"a": 10}, "kept": {"a": 30}, "theirs": {"t": 1}, "ours": {"o": 1}}
+    # no copy to start from (both made it): every entry of the mount's is set on the other's
+    none = json.loads(consolidating.merge_consolidated(key, theirs, ours, None))
+    assert (none["consolidated_metadata"]["metadata"] if v3 else none["metadata"]) == {
+        "x": {"a": 10}, "gone": {"a": 2}, "kept": {"a": 3}, "theirs": {"t": 1}, "ours": {"o": 1}}
+
+
+def test_a_copy_is_not_merged_where_both_changed_the_groups_own_metadata_or_one_is_no_copy():
+    """The group's own metadata (outside the entries) is the other's or the mount's, whichever
+    changed it; both changed it, or one side is not a consolidated copy: None (kept beside)."""
+    base = _doc({}, True, attributes={"t": 0})
+    theirs, ours = _doc({"a": {}}, True, attributes={"t": 1}), _doc({"b": {}}, True, attributes={"t": 0})
+    merged = json.loads(consolidating.merge_consolidated("zarr.json", theirs, ours, base))
+    assert merged["attributes"] == {"t": 1} and sorted(merged["consolidated_metadata"]["metadata"]) == ["a", "b"]
+    mine = json.loads(consolidating.merge_consolidated("zarr.json", base, _doc({"b": {}}, True, attributes={"t": 2}), base))
+    assert mine["attributes"] == {"t": 2}
+    assert consolidating.merge_consolidated("zarr.json", theirs, _doc({}, True, attributes={"t": 2}), base) is None
+    assert consolidating.merge_consolidated(".zmetadata", b"not json", _doc({}), _doc({})) is None
+    assert consolidating.merge_consolidated("zarr.json", b'{"zarr_format": 3, "node_type": "array"}', ours, base) is None
+    assert consolidating.is_consolidated("a/zarr.json") and not consolidating.is_consolidated("a/.zarray")

@@ -4,6 +4,8 @@ by a commit, the store's staged changes are never lost (nczfs/store/zip/behind.p
 from __future__ import annotations
 
 import errno
+import json
+import logging
 import os
 import zipfile
 
@@ -218,3 +220,73 @@ def test_a_rebased_directory_rename_keeps_and_puts_beside_by_member():
                            {"op": "del", "key": "e/z" + t}]
     assert out.kept == [("d/z", "d/z" + t), ("e/y", "e/y" + t)]
     assert out.dropped == [("d/x", "mvdir"), ("d/z", "mvdir"), ("e/x", "mv")]
+
+
+def test_a_member_both_changed_is_merged_where_the_layer_above_says_how(archive, caplog):
+    """Told how (``merge_with``: the consolidating layer for consolidated metadata), a member
+    another program changed while the mount's change was staged is the merge of the other's
+    version, the mount's and the archive's as read; the members it does not want go beside."""
+    caplog.set_level(logging.INFO, "nczfs.store.zip.behind")
+    calls = []
+
+    def merge(key, theirs, ours, base):
+        calls.append((key, theirs, ours, base))
+        return theirs + b"+" + ours if key == "a" else None
+
+    s = ZipStore(str(archive))
+    s.merge_with(merge, wants=lambda key: key != "b")
+    s.set("a", b"ours")
+    s.set("b", b"mine")
+    s.set("n", b"new here")
+    rewrite_zip(archive, {"a": b"theirs", "b": b"their b", "n": b"new there"})
+    s.sync()
+    members = zip_members(archive)
+    assert {k: v for k, v in members.items() if CONFLICT_SUFFIX not in k} == {
+        "a": b"theirs+ours", "b": b"their b", "n": b"new there"}
+    assert kept_beside(members, "a") == []
+    assert kept_beside(members, "b") == [b"mine"] and kept_beside(members, "n") == [b"new here"]
+    assert sorted(calls) == [("a", b"theirs", b"ours", b"1"), ("n", b"new there", b"new here", None)]
+    assert s.counters()["zip.merged"] == 1 and s.counters()["zip.conflicts"] == 2
+    assert "changes of it (staged, not yet committed) are merged" in caplog.text
+    s.close()
+    reopened = ZipStore(str(archive))  # the merge was journalled and committed, not only applied
+    assert reopened.get("a") == b"theirs+ours"
+    reopened.close()
+
+
+def test_a_merge_of_consolidated_metadata_keeps_both_writers_entries(archive):
+    """The merge the stack gives a zip store (:func:`merge_consolidated`): the other program's
+    ``.zmetadata`` with this mount's entries set and removed since the archive it read."""
+    from nczfs.nczarr.consolidating import is_consolidated, merge_consolidated
+
+    def zmeta(*names: str) -> bytes:
+        return json.dumps({"metadata": {n: {"zarr_format": 2} for n in names}, "zarr_consolidated_format": 1}).encode()
+
+    rewrite_zip(archive, {".zmetadata": zmeta(".zgroup", "old/.zattrs")})
+    s = ZipStore(str(archive))
+    s.merge_with(merge_consolidated, is_consolidated)
+    s.set(".zmetadata", zmeta(".zgroup", "mine/.zarray"))
+    rewrite_zip(archive, {".zmetadata": zmeta(".zgroup", "old/.zattrs", "theirs/.zarray")})
+    s.sync()
+    members = zip_members(archive)
+    assert sorted(json.loads(members[".zmetadata"])["metadata"]) == [".zgroup", "mine/.zarray", "theirs/.zarray"]
+    assert kept_beside(members, ".zmetadata") == []
+    s.close()
+
+
+def test_a_merge_merged_again_at_a_later_rebase_is_kept_under_a_conflict_name_of_the_same_second(archive, monkeypatch):
+    """Two rebases within one second give the mount's version the same conflict name: the
+    first merge's record removing the one beside comes before the one storing the merge, so
+    the second rebase merges the first's merge, not nothing."""
+    monkeypatch.setattr("nczfs.store.zip.rebase.conflict_name", lambda key, now=None: key + CONFLICT_SUFFIX + "same")
+    s = ZipStore(str(archive))
+    s.merge_with(lambda key, theirs, ours, base: theirs + b"+" + ours, wants=lambda key: True)
+    s.set("a", b"ours")
+    rewrite_zip(archive, {"a": b"t1"})
+    assert s.get("a") == b"t1+ours"  # found changed at the next call
+    rewrite_zip(archive, {"a": b"t2"})
+    s.sync()
+    members = zip_members(archive)
+    assert members["a"] == b"t2+t1+ours" and kept_beside(members, "a") == []
+    assert s.counters()["zip.merged"] == 2
+    s.close()

@@ -178,14 +178,15 @@ class ZipStore(Archive, Tree, Behind, SyncStore):
             src = self._source(key)
             start = 0 if rng is None else rng.start
             end = src.size if rng is None or rng.end is None else min(rng.end, src.size)
-            if start >= end:
-                return b""
-            if isinstance(src, StagedFile):
-                assert self.staging is not None
-                return self.staging.read(src.file, start, end - start)
-            if src.info.compress_type == zipfile.ZIP_STORED and not src.info.flag_bits & 1:
-                return self._read_stored(key, src, start, end)
-            return self._inflate(key, src)[start:end]
+            return self._read_entry(key, src, start, end) if start < end else b""
+
+    def _read_entry(self, key: str, src: Entry, start: int, end: int) -> bytes:
+        if isinstance(src, StagedFile):
+            assert self.staging is not None
+            return self.staging.read(src.file, start, end - start)
+        if src.info.compress_type == zipfile.ZIP_STORED and not src.info.flag_bits & 1:
+            return self._read_stored(key, src, start, end)
+        return self._inflate(key, src)[start:end]
 
     # ------------------------------------------------------------------ writes (staged)
 
