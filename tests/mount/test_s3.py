@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import S3Backend, counts, delta, is_mounted, mounted, run_nczfs, unmount
+from tests.helpers import S3Backend, counts, delta, is_mounted, mounted, pages_in_memory, run_nczfs, unmount
 
 pytestmark = pytest.mark.fuse
 
@@ -469,25 +469,33 @@ def _old_or_estale(read, old: bytes) -> None:
         assert got == old
 
 
-def test_a_descriptor_given_the_kernels_pages_is_pinned_to_their_version(s3mount):
+def test_a_descriptor_given_the_kernels_pages_is_pinned_to_their_version(s3, tmp_path):
     """A file opened again unchanged keeps the kernel's pages (keep_cache); rewritten in S3 while
     that descriptor is open, its reads of pages the kernel does not hold give ESTALE or old
-    bytes, never the new version next to the kernel's old pages."""
+    bytes, never the new version next to the kernel's old pages.
+
+    The TTL is long: past it the kernel asks for the file's attributes again on a read, sees the
+    new mtime and drops its pages (libfuse's auto_inval_data), so the read of page 0 would reach
+    the mount and get ESTALE too. With the 1 s default, a 40 MiB PUT slower than that on a loaded
+    machine did just that, and the test failed on what it assumed, not on what it checks."""
     size = 40 * 1024 * 1024
     old, new = _pattern(b"old", size), _pattern(b"new", size)
-    s3mount.backend.put("k", old)
-    with open(s3mount.path / "k", "rb") as f:
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
-        assert f.read(65536) == old[:65536]
-    fd = os.open(s3mount.path / "k", os.O_RDONLY)  # same version: the kernel keeps its pages
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        s3mount.backend.put("k", new)
-        assert os.pread(fd, 4096, 0) == old[:4096]  # from the kernel's pages
-        off = 36 * 1024 * 1024
-        _old_or_estale(lambda: os.pread(fd, 4096, off), old[off:off + 4096])
-    finally:
-        os.close(fd)
+    s3.put("k", old)
+    with mounted(s3, tmp_path / "mnt", "--metadata-ttl", "600") as m:
+        with open(m.path / "k", "rb") as f:
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+            assert f.read(65536) == old[:65536]
+        fd = os.open(m.path / "k", os.O_RDONLY)  # same version: the kernel keeps its pages
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            assert pages_in_memory(fd)[:16] == b"\x01" * 16
+            s3.put("k", new)
+            assert os.pread(fd, 4096, 0) == old[:4096]  # from the kernel's pages
+            off = 36 * 1024 * 1024
+            _old_or_estale(lambda: os.pread(fd, 4096, off), old[off:off + 4096])
+        finally:
+            os.close(fd)
+    assert "Traceback" not in m.log_text()
 
 
 def test_a_descriptor_of_an_old_version_puts_none_of_it_in_the_kernels_pages(s3mount):
