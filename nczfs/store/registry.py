@@ -2,8 +2,8 @@
 
 Each backend is registered once (:func:`register`) with what it declares: the SOURCE forms it
 opens (URL schemes, ``#mode=`` words, local paths and their extensions) and the parser of its
-location, its ``-o`` rows (its options dataclass's), its default metadata TTL, its capabilities (remote, one file,
-a directory, staged writes, read-only options) and its opener, which builds its options dataclass
+location, its ``-o`` rows (its options dataclass's), its default metadata TTL, its capabilities
+(remote, one file, a directory, staged writes, read-only options) and its opener, which builds its options dataclass
 from the :class:`Opening` and opens it. nczfs/config/source.py (netCDF-C's URL rules) and nczfs/config/mountconfig.py
 (the -o table) read these entries and nothing else about a backend. Openers import their backend
 on first use, so a mount loads only the client libraries its backend needs.

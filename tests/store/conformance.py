@@ -9,8 +9,9 @@ A backend's test module subclasses :class:`StoreConformance` (which runs the rea
   (``get_raw`` returns None for a missing key).
 
 The ``store`` fixture lifts ``sync_store`` to async (``lift``: with :class:`ThreadedStore`, as
-the mount does, and the wrappers a subclass stacks above it). Behaviour that depends on a capability (``stores_directories``) is checked in both of
-its forms (e.g. mkdir answers NotSupported on a store without directories) instead of skipping.
+the mount does, and the wrappers a subclass stacks above it). Behaviour that depends on a
+capability (``stores_directories``) is checked in both of its forms (e.g. mkdir answers
+NotSupported on a store without directories) instead of skipping.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from nczfs.toolbox.errors import (
 from nczfs.store.base import SyncStore
 from nczfs.store.capabilities import ListsTrees, Stages, UploadsInParts
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, FsStats, Meta, ObjectInfo
-from nczfs.store.threads import ThreadedStore
 from tests.store.readconformance import Held, ReadConformance
 
 BAD_KEYS = [
