@@ -20,7 +20,7 @@ import trio
 from nczfs.cache.trees import LIST_PAGE, TreeListings
 from nczfs.toolbox.errors import KeyNotFound, Stale
 from nczfs.store.capabilities import hides
-from nczfs.store.keys import parent_of
+from nczfs.store.keys import join, parent_of
 from nczfs.store.values import DirEntry, ObjectInfo
 
 
@@ -273,6 +273,9 @@ class MetadataCache:
         if keep:
             self.room()
             self.listings[prefix] = (self.clock() + self.ttl, {e.name: e for e in entries})
+            for e in entries:  # where keys need no tree (S3), an object "n" beside "n/x" lists as a folder
+                if e.is_dir:
+                    self.entries.pop(join(prefix, e.name), None)
         return entries
 
     async def dir_exists(self, prefix: str) -> bool:

@@ -26,7 +26,7 @@ from nczfs.toolbox.optionvalues import (
 )
 from nczfs.config.source import Source
 from nczfs.store.options import OptionRow, Rule, abspath, any_, const, flag, nonempty, to, valued
-from nczfs.store.registry import BACKENDS, Opening
+from nczfs.store.registry import BACKENDS, LONG_TTL, Opening
 
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(
@@ -242,11 +242,6 @@ def _is_option_key(key: str) -> bool:
     return key in fields or key + "s" in fields or key in option_rules()
 
 
-#: metadata TTL when none is given: other clients may change a writable S3 prefix at any
-#: time; a read-only mount, a local directory or an archive is taken to change rarely
-SHORT_TTL, LONG_TTL = 1.0, 60.0
-
-
 def split_values(values: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
     """Parsed values as (MountConfig fields, the backend's options)."""
     fields = {f.name for f in dataclasses.fields(MountConfig)}
@@ -255,9 +250,10 @@ def split_values(values: Mapping[str, object]) -> tuple[dict[str, object], dict[
 
 
 def default_metadata_ttl(backend: str, read_only: bool) -> float:
-    """SHORT_TTL for a writable mount of a backend the registry says is ``shared``, else LONG_TTL."""
+    """The metadata TTL a writable mount's backend declares (its registry entry's), LONG_TTL for
+    a read-only mount or a backend not registered."""
     found = BACKENDS.get(backend)
-    return SHORT_TTL if found is not None and found.shared and not read_only else LONG_TTL
+    return LONG_TTL if found is None or read_only else found.metadata_ttl
 
 
 def source_values(args) -> dict[str, object]:

@@ -2,8 +2,8 @@
 
 Each backend is registered once (:func:`register`) with what it declares: the SOURCE forms it
 opens (URL schemes, ``#mode=`` words, local paths and their extensions) and the parser of its
-location, its ``-o`` rows (its options dataclass's), its capabilities (remote, one file, shared,
-a directory, staged writes, read-only options) and its opener, which builds its options dataclass
+location, its ``-o`` rows (its options dataclass's), its default metadata TTL, its capabilities
+(remote, one file, a directory, staged writes, read-only options) and its opener, which builds its options dataclass
 from the :class:`Opening` and opens it. nczfs/config/source.py (netCDF-C's URL rules) and nczfs/config/mountconfig.py
 (the -o table) read these entries and nothing else about a backend. Openers import their backend
 on first use, so a mount loads only the client libraries its backend needs.
@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 def _no_identity(opening: Opening) -> tuple[str | None, str | None, str | None]:
     return None, None, None
+
+
+#: default metadata TTLs: other clients may change a writable S3 prefix at any time; a read-only
+#: mount, a local directory or an archive is taken to change rarely
+SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 
 @dataclass(frozen=True)
@@ -67,9 +72,9 @@ class Backend:
     #: its SOURCE is one file with a format's extension (an archive, a reference set): the .nc files
     #: of a dataset at the mount's root are named after it without the extension
     one_file: bool = False
-    #: other clients write to it while it is mounted: a writable mount trusts its metadata for
-    #: config.SHORT_TTL seconds by default, not LONG_TTL
-    shared: bool = False
+    #: seconds a writable mount trusts its metadata when no -o metadata_ttl= is given (SHORT_TTL
+    #: where other clients write to it while it is mounted); a read-only mount's is LONG_TTL
+    metadata_ttl: float = LONG_TTL
     #: its location is a directory: it must exist, and the mount point must not lie inside it
     directory: bool = False
     #: where a writable mount's writes wait to be committed, given its location (None: nowhere)
@@ -206,12 +211,12 @@ register(Backend("zip", _zip, modes=("zip",), local=True, suffixes=(".zip",), ro
 register(Backend("reference", _reference, schemes=("reference",), modes=("refs",), local=True, noun="a reference set",
                  suffixes=(".json", ".parq", ".parquet"), rows=ReferenceOptions.rows, remote=True, one_file=True))
 register(Backend("s3", _s3, schemes=("s3", "gs3", "http", "https"), modes=("s3", "gs3"), claims=claims_s3,
-                 locate=locate_s3, rows=S3Options.rows, remote=True, identity=_s3_identity, shared=True))
+                 locate=locate_s3, rows=S3Options.rows, remote=True, identity=_s3_identity, metadata_ttl=SHORT_TTL))
 register(Backend("gcs", _gcs, schemes=("gs",), locate=locate_cloud, rows=CloudOptions.rows, remote=True,
-                 identity=_cloud_identity, shared=True))
+                 identity=_cloud_identity, metadata_ttl=SHORT_TTL))
 register(Backend("azure", _azure, schemes=("az", "abfs", "abfss", "adl", "https"), claims=claims_azure,
-                 locate=locate_cloud, rows=CloudOptions.rows, remote=True, identity=_cloud_identity, shared=True))
+                 locate=locate_cloud, rows=CloudOptions.rows, remote=True, identity=_cloud_identity, metadata_ttl=SHORT_TTL))
 register(Backend("http", _http, schemes=("http", "https"), locate=locate_web, rows=Bounds.rows, remote=True))
 register(Backend("icechunk", _icechunk, schemes=("icechunk", "icechunk+s3"), locate=locate_icechunk, noun="Icechunk sources",
-                 rows=IcechunkOptions.rows, remote=True, shared=True,
+                 rows=IcechunkOptions.rows, remote=True, metadata_ttl=SHORT_TTL,
                  read_only_if=read_only_point))

@@ -2,9 +2,10 @@
 
 A backend's test module subclasses :class:`ReadConformance` (``StoreConformance`` does, for the
 writable backends) and provides ``held`` (fixture): a :class:`Held`, a store over a medium and
-every object that medium holds with its bytes. The ``ro`` fixture lifts it to async with
-:class:`ThreadedStore`, as the mount does. Every test only reads, or tries a write of a store
-that is read-only and checks that nothing changed.
+every object that medium holds with its bytes. The ``ro`` fixture lifts it to async (``lift``:
+with :class:`ThreadedStore`, as the mount does, and the wrappers a subclass stacks above it).
+Every test only reads, or tries a write of a store that is read-only and checks that nothing
+changed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from nczfs.toolbox.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
-from nczfs.store.base import SyncStore
+from nczfs.store.base import Store, SyncStore
 from nczfs.store.keys import parent_of
 from nczfs.store.threads import ThreadedStore
 from nczfs.store.values import ByteRange
@@ -48,9 +49,14 @@ class ReadConformance:
     def held(self) -> Held:  # pragma: no cover - always overridden
         raise NotImplementedError
 
+    def lift(self, store: SyncStore) -> Store:
+        """``store`` as the tests use it: on worker threads, as the mount does (a subclass adds
+        the wrappers a mount stacks above them)."""
+        return ThreadedStore(store)
+
     @pytest.fixture
     async def ro(self, held: Held):
-        s = ThreadedStore(held.store)
+        s = self.lift(held.store)
         yield s
         await s.close()
 

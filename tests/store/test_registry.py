@@ -68,9 +68,11 @@ def test_one_file_backends_name_a_root_datasets_files_after_the_file(monkeypatch
 
 
 def test_writable_mounts_of_shared_backends_trust_metadata_briefly():
-    from nczfs.config.mountconfig import LONG_TTL, SHORT_TTL, default_metadata_ttl
+    from nczfs.config.mountconfig import default_metadata_ttl
+    from nczfs.store.registry import LONG_TTL, SHORT_TTL
 
-    assert {b.name for b in BACKENDS.values() if b.shared} == {"s3", "gcs", "azure", "icechunk"}
+    assert {b.name for b in BACKENDS.values() if b.metadata_ttl == SHORT_TTL} == {"s3", "gcs", "azure", "icechunk"}
+    assert {b.metadata_ttl for b in BACKENDS.values()} == {SHORT_TTL, LONG_TTL}
     assert default_metadata_ttl("s3", False) == SHORT_TTL and default_metadata_ttl("s3", True) == LONG_TTL
     assert default_metadata_ttl("directory", False) == LONG_TTL == default_metadata_ttl("tape", False)
 
@@ -125,7 +127,8 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
     import nczfs
     from nczfs.cli.mountargs import build_config
     from nczfs.cli.parser import build_parser
-    from nczfs.config.mountconfig import SHORT_TTL, default_metadata_ttl, option_help
+    from nczfs.config.mountconfig import default_metadata_ttl, option_help
+    from nczfs.store.registry import LONG_TTL
     from nczfs.store.registry import register
 
     for drawer, values in ((0, [1, 2, 3]), (2, [7, 8, 9])):
@@ -136,11 +139,11 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
         toy.set("t/0", np.array(values, "<i4").tobytes())
         TOYS[f"shelf/ds/{drawer}"] = toy
     register(Backend("toy", lambda opening: TOYS[f"{(o := ToyOptions.of(opening)).shelf}/{o.drawer}"],
-                     schemes=("toy",), locate=_toy_location, rows=ToyOptions.rows, shared=True))
+                     schemes=("toy",), locate=_toy_location, rows=ToyOptions.rows, metadata_ttl=5.0))
     try:
         source = parse_source("toy://shelf/ds")
         assert (source.backend, source.location) == ("toy", "shelf/ds")
-        assert default_metadata_ttl("toy", False) == SHORT_TTL
+        assert default_metadata_ttl("toy", False) == 5.0 and default_metadata_ttl("toy", True) == LONG_TTL
         assert open_store(MountConfig(source=source, mountpoint="/mnt")) is TOYS["shelf/ds/0"]
         assert ("toy_drawer=N", "toy: the drawer of the shelf (default 0)") in option_help()
         (tmp_path / "mnt").mkdir()

@@ -20,6 +20,7 @@ viewwrites.py.
 
 from __future__ import annotations
 
+import stat
 import time
 
 from nczfs.toolbox.errors import KeyNotFound, Stale
@@ -343,8 +344,13 @@ class PresentingStore(ViewWrites, WrapperStore):
         return out
 
     async def list_prefix(self, prefix: str) -> list[str]:
+        """The objects below ``prefix`` as shown; a medium's own symlinks and fifos (``live_meta``:
+        a directory's) are listed by ``list_dir`` but are no objects."""
         out = []
         for e in await self.list_dir(prefix):
             key = join(prefix, e.name)
-            out.extend(await self.list_prefix(key) if e.is_dir else [key])
+            if e.is_dir:
+                out.extend(await self.list_prefix(key))
+            elif not (self.live_meta and e.attrs is not None and stat.S_IFMT(e.attrs.mode) not in (0, stat.S_IFREG)):
+                out.append(key)
         return sorted(out)
