@@ -160,3 +160,38 @@ async def test_an_unlink_removes_only_the_version_the_mount_saw(fs, raw):
     await _write_new(fs, "mine", b"two")
     await fs.unlink(ROOT_INO, "mine")
     assert raw.list_prefix("") == ["d"]
+
+
+class _ChangedAfterRead(MemoryStore):
+    """A store without in-place truncate whose next read of ``key`` is followed by another
+    client's set of it (between the truncate's read and its store)."""
+
+    def __init__(self) -> None:
+        super().__init__("changed-after-read")
+        self.change: tuple[str, bytes] | None = None
+
+    def get_version(self, key, rng, etag):
+        data = super().get_version(key, rng, etag)
+        if self.change and self.change[0] == key:
+            (key, theirs), self.change = self.change, None
+            self.set(key, theirs)
+        return data
+
+
+async def test_a_truncate_on_a_store_without_in_place_truncate_rewrites_the_current_version():
+    """Zip, S3, GCS, Azure (no in-place truncate): a truncate of a closed file is a rewrite of
+    the object, read at the version the mount knew or, changed since its lookup, at the current
+    one; another client's change between that read and the store is refused (ESTALE) and kept."""
+    raw = _ChangedAfterRead()
+    fs = Filesystem(ThreadedStore(raw), FsOptions(metadata_ttl=60))
+    raw.set("f", b"v0 original")
+    ino = await _ino(fs, "f")
+    raw.set("f", b"theirs, newer")  # between the lookup and the truncate
+    await fs.setattr(ino, SetattrRequest(size=6))
+    assert raw.get("f") == b"theirs" and fs.stats["write.conflicts"] == 0
+    raw.change = ("f", b"changed between read and store")
+    with pytest.raises(Conflict) as refused:
+        await fs.setattr(ino, SetattrRequest(size=3))
+    assert to_errno(refused.value) == errno.ESTALE
+    assert raw.get("f") == b"changed between read and store" and fs.stats["write.conflicts"] == 1
+    assert _kept(raw, "f") == [b"the"]  # the refused truncate's bytes, kept beside as a close's
