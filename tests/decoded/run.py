@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from tests.decoded.judge import PATHS, Where, judge, touches_data, undocumented
-from tests.helpers import mounted
+import pytest
+
+from tests.decoded.judge import PATHS, Where, judge, stop_worker, touches_data, undocumented
+from tests.helpers import DirectoryBackend, mounted
 
 _names = itertools.count()
 
@@ -33,6 +35,22 @@ def mounted_views(backend, base: Path, views: tuple[str, ...]) -> Iterator[dict[
         for v in views:
             text = (base / f"mnt-{v}.log").read_text() if (base / f"mnt-{v}.log").exists() else ""
             assert "Traceback" not in text, f"the {v} mount's log has a traceback:\n{text[-3000:]}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def reader_worker():
+    """The judge's worker process (netCDF-C reads) ends with the module that imports this."""
+    yield
+    stop_worker()
+
+
+@contextlib.contextmanager
+def directory_site(base: Path, views: tuple[str, ...]) -> Iterator["Site"]:
+    """A Site over an empty local directory ``base/backing`` mounted once per view."""
+    backend = DirectoryBackend(base / "backing")
+    backend.root.mkdir()
+    with mounted_views(backend, base, views) as roots:
+        yield Site(backend, roots, backend.root)
 
 
 @dataclass

@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.decoded.judge import compare, expected, judge, stop_worker, undocumented
-from tests.decoded.run import Site, Tally, judge_examples, mounted_views, run_examples, write_examples
-from tests.helpers import DirectoryBackend, S3Backend
+from tests.decoded.judge import compare, expected, judge, undocumented
+from tests.decoded.run import Site, Tally, directory_site, judge_examples, mounted_views, run_examples, write_examples
+from tests.decoded.run import reader_worker  # noqa: F401 - the module's worker fixture
+from tests.helpers import S3Backend
 
 pytestmark = [pytest.mark.fuse, pytest.mark.filterwarnings("ignore")]
 
@@ -30,20 +31,10 @@ EXAMPLES = 12
 DIR_VIEWS = ("xarray", "netcdf-4.10", "netcdf-4.9")
 S3_VIEWS = ("xarray", "netcdf-4.10")
 
-@pytest.fixture(scope="module", autouse=True)
-def _reader_worker():
-    """The judge's worker process (netCDF-C reads) ends with the module."""
-    yield
-    stop_worker()
-
-
 @pytest.fixture(scope="module")
 def dir_site(tmp_path_factory):
-    base = tmp_path_factory.mktemp("decoded-dir")
-    backend = DirectoryBackend(base / "backing")
-    backend.root.mkdir()
-    with mounted_views(backend, base, DIR_VIEWS) as roots:
-        yield Site(backend, roots, backend.root)
+    with directory_site(tmp_path_factory.mktemp("decoded-dir"), DIR_VIEWS) as site:
+        yield site
 
 
 def judged(site: Site, ds, path: str, **to_zarr) -> list[str]:

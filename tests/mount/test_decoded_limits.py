@@ -12,9 +12,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from tests.decoded.judge import _names_as_utf8, compare, judge, stop_worker, undocumented
-from tests.decoded.run import Site, mounted_views
-from tests.helpers import DirectoryBackend
+from tests.decoded.judge import _names_as_utf8, compare, judge, undocumented
+from tests.decoded.run import Site, directory_site, reader_worker  # noqa: F401 - the module's worker fixture
 
 pytestmark = [pytest.mark.fuse, pytest.mark.filterwarnings("ignore")]
 
@@ -22,19 +21,10 @@ xr = pytest.importorskip("xarray")
 netCDF4 = pytest.importorskip("netCDF4")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _reader_worker():
-    yield
-    stop_worker()
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    base = tmp_path_factory.mktemp("decoded-limits")
-    backend = DirectoryBackend(base / "backing")
-    backend.root.mkdir()
-    with mounted_views(backend, base, ("as-stored", "netcdf-4.9")) as roots:
-        yield Site(backend, roots, backend.root)
+    with directory_site(tmp_path_factory.mktemp("decoded-limits"), ("as-stored", "netcdf-4.9")) as site:
+        yield site
 
 
 def judged(site: Site, ds, path: str, **encoding) -> list[str]:
