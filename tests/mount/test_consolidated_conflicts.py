@@ -7,7 +7,8 @@ Zarr v2 group at the same time; at the end the stored ``.zmetadata`` lists every
 own DirectoryStore on a directory (the backing file's version compared before its rename), a
 program rewriting a zip archive only while it is the one it read (a zip takes one read/write
 mount: a second is refused, so there the mount is one; its ``.zmetadata`` is staged until its
-commit, and found rewritten by the other program then, the two are merged: ``zip.merged``)."""
+commit, and found rewritten by the other program then, the two are merged: ``zip.merged``, which
+the last test shows step by step, as the concurrent run need not commit while both changed it)."""
 
 from __future__ import annotations
 
@@ -262,3 +263,27 @@ def test_two_mounts_and_another_client_adding_arrays_to_one_consolidated_group_l
     assert _consolidated_arrays(shared) == (stored, stored)  # as zarr reads it
     assert lost == [0] * len(mounts)
     print(f"{shared.name}: rewrites of .zmetadata merged again after another writer's: {merged}")
+
+
+def test_a_zip_mounts_staged_zmetadata_is_merged_with_another_programs_rewrite_at_sync(tmp_path):
+    """One step at a time on a zip: the mount writes an array (its ``.zmetadata`` staged), another
+    program rewrites the archive's ``.zmetadata`` with its own array's entries (only while the
+    archive is the one it read), then ``nczfs sync`` commits: the copy both changed is merged
+    (``zip.merged``), and the stored copy lists both arrays."""
+    backend = ZipBackend(tmp_path / "backing.zip")
+    backend.put(f"{GROUP}/.zgroup", b'{"zarr_format": 2}')
+    backend.put(ZMETADATA, json.dumps({"metadata": {".zgroup": {"zarr_format": 2}},
+                                       "zarr_consolidated_format": 1}).encode())
+    errors: list[BaseException] = []
+    with mounted(backend, tmp_path / "m", "-o", "metadata_ttl=60") as m:
+        _zarr_writer(m.path, ["mine"], errors)
+        _client_writer(backend, ["theirs"], errors)
+        assert not errors, errors
+        assert run_nczfs("sync", str(m.path)).returncode == 0
+        assert counts(m.path).get("zip.merged", 0) >= 1, counts(m.path)
+    assert "Traceback" not in m.log_text(), m.log_text()
+    meta = json.loads(backend.read(ZMETADATA))["metadata"]
+    for name in ("mine", "theirs"):
+        for obj in (".zarray", ".zattrs"):
+            assert meta[f"{name}/{obj}"] == json.loads(backend.read(f"{GROUP}/{name}/{obj}")), (name, obj)
+    assert _consolidated_arrays(backend) == ({"mine", "theirs"},) * 2
