@@ -79,6 +79,8 @@ class Backend:
     directory: bool = False
     #: where a writable mount's writes wait to be committed, given its location (None: nowhere)
     staging: Callable[[str], str] | None = None
+    #: how many writes wait in a staging directory it made (a dead mount's, left behind)
+    staged: Callable[[str], int] | None = None
     #: whether its -o values make the mount read-only (an Icechunk tag)
     read_only_if: Callable[[Mapping[str, object]], bool] | None = None
 
@@ -149,6 +151,12 @@ def _zip_staging(location: str) -> str:
     return staging_dir(location)
 
 
+def _zip_staged(directory: str) -> int:
+    from nczfs.store.zip.staging import staged_changes
+
+    return staged_changes(directory)
+
+
 def _reference(opening: Opening) -> SyncStore:
     from nczfs.store.reference.store import ReferenceStore
 
@@ -207,7 +215,7 @@ register(Backend("directory", _directory, schemes=("file",), modes=("file",), lo
                  rows=(OVERWRITE,), directory=True))
 register(Backend("memory", _memory, schemes=("memory",), locate=_memory_location))
 register(Backend("zip", _zip, modes=("zip",), local=True, suffixes=(".zip",), rows=ZipOptions.rows, one_file=True,
-                 staging=_zip_staging))
+                 staging=_zip_staging, staged=_zip_staged))
 register(Backend("reference", _reference, schemes=("reference",), modes=("refs",), local=True, noun="a reference set",
                  suffixes=(".json", ".parq", ".parquet"), rows=ReferenceOptions.rows, remote=True, one_file=True))
 register(Backend("s3", _s3, schemes=("s3", "gs3", "http", "https"), modes=("s3", "gs3"), claims=claims_s3,
