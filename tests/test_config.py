@@ -73,3 +73,18 @@ def test_nc_files_chooses_classic_netcdf4_or_both():
     assert parse_options(["nc_files=both"]) == {"nc_files": True, "nc4_files": True}
     with pytest.raises(SourceError, match="nc_files=hdf5: must be one of classic, netcdf4, both"):
         parse_options(["nc_files=hdf5"])
+
+
+@pytest.mark.parametrize("item, message", [
+    # MountConfig fields no row reads: not options, whatever their value
+    ("backend_options=1", "-o backend_options=1: unknown mount option"),
+    ("nc4_files=1", "-o nc4_files=1: unknown mount option"),
+    ("foreground", "-o foreground: unknown mount option"),
+    # a row's key with a value its rule refuses, or without the value it needs
+    ("nonempty=1", "-o nonempty=1: not a valid value for nonempty"),
+    ("uid", "-o uid: needs a value"),
+])
+def test_a_refused_option_is_told_by_its_row(item, message):
+    with pytest.raises(SourceError) as err:
+        parse_options([item])
+    assert str(err.value) == message
