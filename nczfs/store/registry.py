@@ -50,9 +50,8 @@ class Backend:
     schemes: tuple[str, ...] = ()
     #: ``#mode=`` words that choose it
     modes: tuple[str, ...] = ()
-    #: it opens local paths (and file:// URLs, and its own schemes' as paths): those with these
-    #: extensions, those a mode word chooses it for, and (``paths``) those nothing else claims
-    local: bool = False
+    #: the local paths it opens (if it is :attr:`local`): those with these extensions, those a mode
+    #: word chooses it for, and (``paths``) those nothing else claims
     suffixes: tuple[str, ...] = ()
     paths: bool = False
     #: of a URL whose scheme other backends open too: is it this backend's (tried in the order
@@ -83,6 +82,12 @@ class Backend:
     staged: Callable[[str], int] | None = None
     #: whether its -o values make the mount read-only (an Icechunk tag)
     read_only_if: Callable[[Mapping[str, object]], bool] | None = None
+
+    @property
+    def local(self) -> bool:
+        """It opens local paths (and file:// URLs, and its own schemes' as paths): it has no
+        :attr:`locate` of its own, its location is the path."""
+        return self.locate is None
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -211,12 +216,12 @@ def _icechunk(opening: Opening) -> SyncStore:
     return open_icechunk(IcechunkOptions.of(opening))
 
 
-register(Backend("directory", _directory, schemes=("file",), modes=("file",), local=True, paths=True,
+register(Backend("directory", _directory, schemes=("file",), modes=("file",), paths=True,
                  rows=(OVERWRITE,), directory=True))
 register(Backend("memory", _memory, schemes=("memory",), locate=_memory_location))
-register(Backend("zip", _zip, modes=("zip",), local=True, suffixes=(".zip",), rows=ZipOptions.rows, one_file=True,
+register(Backend("zip", _zip, modes=("zip",), suffixes=(".zip",), rows=ZipOptions.rows, one_file=True,
                  staging=_zip_staging, staged=_zip_staged))
-register(Backend("reference", _reference, schemes=("reference",), modes=("refs",), local=True, noun="a reference set",
+register(Backend("reference", _reference, schemes=("reference",), modes=("refs",), noun="a reference set",
                  suffixes=(".json", ".parq", ".parquet"), rows=ReferenceOptions.rows, remote=True, one_file=True))
 register(Backend("s3", _s3, schemes=("s3", "gs3", "http", "https"), modes=("s3", "gs3"), claims=claims_s3,
                  locate=locate_s3, rows=S3Options.rows, remote=True, identity=_s3_identity, metadata_ttl=SHORT_TTL))

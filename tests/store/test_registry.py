@@ -55,6 +55,13 @@ def test_remote_backends_are_those_whose_bytes_are_cached():
     assert {b.name for b in BACKENDS.values() if b.remote} == {"s3", "gcs", "azure", "http", "reference", "icechunk"}
 
 
+def test_local_backends_are_those_that_locate_nothing_themselves(monkeypatch):
+    """A backend with no ``locate`` of its own opens local paths: ``local`` is derived, not declared."""
+    assert {b.name for b in BACKENDS.values() if b.local} == {"directory", "zip", "reference"}
+    monkeypatch.setitem(BACKENDS, "tape", Backend("tape", lambda opening: MemoryStore(), modes=("tape",)))
+    assert parse_source("/dev/st0#mode=tape", cwd="/").backend == "tape"
+
+
 def test_one_file_backends_name_a_root_datasets_files_after_the_file(monkeypatch):
     """The registry's capability, not the backend's name, decides (a toy backend alike)."""
     from nczfs.nczarr.ncfile.ncfiles import root_name
