@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from nczfs.toolbox.errors import SourceError
-from nczfs.store.opening import Given, Located, Named, Opening, Opens
+from nczfs.store.opening import Given, Located, Opening, Opens
 from nczfs.store.options import OVERWRITE, OptionRow
 from nczfs.store.icechunk.options import IcechunkOptions, read_only_point
 from nczfs.store.icechunk.sources import locate_icechunk
@@ -98,7 +98,7 @@ def register(backend: Backend) -> Backend:
     return backend
 
 
-def backend_of(mount: Opens | Opening) -> Backend:
+def backend_of(mount: Opens) -> Backend:
     """The registered backend of the mount's source; SourceError if none is."""
     source = mount.source
     found = BACKENDS.get(source.backend)
@@ -112,7 +112,7 @@ def by_scheme(scheme: str) -> list[Backend]:
     return [b for b in BACKENDS.values() if scheme in b.schemes]
 
 
-def open_store(mount: Opens | Opening) -> SyncStore:
+def open_store(mount: Opens) -> SyncStore:
     """The backend a mount's SOURCE names, opened with the options its config gives it."""
     return backend_of(mount).opener(mount.opening())
 
