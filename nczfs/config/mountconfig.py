@@ -185,22 +185,23 @@ class MountConfig:
 def parse_options(opts: list[str]) -> dict[str, object]:
     """``-o`` strings (each a comma list) to MountConfig field values; unknown keys are an error."""
     out: dict[str, object] = {}
+    rules = option_rules()
     for chunk in opts:
         for item in chunk.split(","):
             item = item.strip()
             if item:
-                _option(out, item)
+                _option(out, item, rules)
     return out
 
 
-def _option(out: dict[str, object], item: str) -> None:
+def _option(out: dict[str, object], item: str, rules: Mapping[str, Rule]) -> None:
     """One ``key[=value]`` item into ``out`` (its row's rule says how), or a clear error."""
     key, eq, value = item.partition("=")
     key = key.strip().replace("-", "_")
     # and userspace options (x-systemd.*, x-gvfs-*: libmount's "x-" convention)
     if key in IGNORED_OPTIONS or key.startswith("x_"):
         return
-    rule = option_rules().get(key)
+    rule = rules.get(key)
     if rule is None:
         raise SourceError(f"-o {item}: unknown mount option")
     if not rule[0](bool(eq), value):
@@ -211,10 +212,11 @@ def _option(out: dict[str, object], item: str) -> None:
 def option_rows() -> list[OptionRow]:
     """Every -o row: the mount's own, then those of every registered backend (each once), then
     mount(8)'s generic options (``nczfs mount --help``, the man page and the README list these)."""
-    rows = list(MOUNT_ROWS)
+    # backends share row objects (ENDPOINT, BOUNDS, OVERWRITE, ...): each is listed once
+    rows = {id(row): row for row in MOUNT_ROWS}
     for backend in BACKENDS.values():
-        rows += [row for row in backend.rows if row not in rows]
-    return [*rows, IGNORED_ROW]
+        rows.update((id(row), row) for row in backend.rows if id(row) not in rows)
+    return [*rows.values(), IGNORED_ROW]
 
 
 def option_help() -> list[tuple[str, str]]:
