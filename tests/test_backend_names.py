@@ -3,7 +3,9 @@ compare ``source.backend`` with ``"zip"`` reads a capability the backend declare
 entry instead (nczfs/store/registry.py: the one place backends are named, by their declarations).
 
 Read from the source with ``ast``: every comparison (``==``, ``!=``, ``in``, ``not in``) with a
-string literal, or a tuple, list or set of them, that is a registered backend's name."""
+string literal, or a tuple, list or set of them, that is a registered backend's name; and every
+``import``/``from`` of a backend's package (``nczfs.store.zip``, ...) from a module outside
+nczfs/store/: what the rest of nczfs needs of a backend it reads from its registry entry."""
 
 from __future__ import annotations
 
@@ -18,6 +20,12 @@ ROOT = Path(nczfs.__file__).parent
 #: whose entries declare them
 OWN = ("store/objstore/", "store/zip/", "store/icechunk/", "store/reference/", "store/directory.py", "store/memory.py",
        "store/registry.py")
+
+
+#: the backends' packages (and modules) under nczfs.store
+PACKAGES = ("objstore", "zip", "icechunk", "reference", "directory", "memory")
+#: outside nczfs/store/, the modules that may import a backend's package, and why (none yet)
+IMPORTERS: dict[str, str] = {}
 
 
 def _names(node: ast.AST) -> list[str]:
@@ -37,6 +45,40 @@ def comparisons(text: str, names: set[str]) -> list[tuple[int, str]]:
             for side in (node.left, *node.comparators):
                 found += [(node.lineno, n) for n in _names(side) if n in names]
     return found
+
+
+def imports(text: str) -> list[tuple[int, str]]:
+    """``(line, module)`` of each import of a backend's package in ``text``."""
+    def backend(module: str) -> bool:
+        parts = module.split(".")
+        return parts[:2] == ["nczfs", "store"] and len(parts) > 2 and parts[2] in PACKAGES
+
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from nczfs.store import zip`` names the package as an imported name
+            modules = [node.module] if backend(node.module) else [f"{node.module}.{a.name}" for a in node.names]
+        found += [(node.lineno, m) for m in modules if backend(m)]
+    return found
+
+
+def test_no_module_outside_the_store_imports_a_backends_package():
+    bad = [f"{path.relative_to(ROOT)}:{line}: {module}"
+           for path in sorted(ROOT.rglob("*.py"))
+           if not str(path.relative_to(ROOT)).startswith("store/") and str(path.relative_to(ROOT)) not in IMPORTERS
+           for line, module in imports(path.read_text())]
+    assert bad == [], "read what the backend declares in its registry entry (nczfs/store/registry.py) instead"
+
+
+def test_the_check_sees_each_form_of_import():
+    text = ("import nczfs.store.zip.staging\nfrom nczfs.store.objstore.store import open_s3\n"
+            "from nczfs.store import memory\nfrom nczfs.store.registry import BACKENDS\n"
+            "import nczfs.store.options\nfrom . import zip\n")
+    assert imports(text) == [(1, "nczfs.store.zip.staging"), (2, "nczfs.store.objstore.store"),
+                             (3, "nczfs.store.memory")]
 
 
 def test_no_module_outside_a_backends_package_compares_backend_names():

@@ -73,3 +73,40 @@ def test_nc_files_chooses_classic_netcdf4_or_both():
     assert parse_options(["nc_files=both"]) == {"nc_files": True, "nc4_files": True}
     with pytest.raises(SourceError, match="nc_files=hdf5: must be one of classic, netcdf4, both"):
         parse_options(["nc_files=hdf5"])
+
+
+@pytest.mark.parametrize("item, message", [
+    # MountConfig fields no row reads: not options, whatever their value
+    ("backend_options=1", "-o backend_options=1: unknown mount option"),
+    ("nc4_files=1", "-o nc4_files=1: unknown mount option"),
+    ("foreground", "-o foreground: unknown mount option"),
+    # a row's key with a value its rule refuses, or without the value it needs
+    ("nonempty=1", "-o nonempty=1: not a valid value for nonempty"),
+    ("uid", "-o uid: needs a value"),
+])
+def test_a_refused_option_is_told_by_its_row(item, message):
+    with pytest.raises(SourceError) as err:
+        parse_options([item])
+    assert str(err.value) == message
+
+
+def test_the_option_rules_are_gathered_once_a_parse(monkeypatch):
+    from nczfs.config import mountconfig
+
+    calls = []
+    rules = mountconfig.option_rules
+    monkeypatch.setattr(mountconfig, "option_rules", lambda: calls.append(1) or rules())
+    assert parse_options(["uid=1,gid=2", "umask=027,ro"]) == {"uid": 1, "gid": 2, "umask": 0o27, "read_only": True}
+    assert len(calls) == 1
+
+
+def test_each_row_is_listed_once_in_the_order_first_declared():
+    from nczfs.config.mountconfig import MOUNT_ROWS, option_rows
+    from nczfs.store.registry import BACKENDS
+
+    rows = option_rows()
+    assert len({id(row) for row in rows}) == len(rows) == len({row.form for row in rows})
+    expected = list(MOUNT_ROWS)
+    for backend in BACKENDS.values():
+        expected += [row for row in backend.rows if row not in expected]
+    assert rows[:-1] == expected

@@ -51,3 +51,15 @@ def test_prune_removes_the_states_of_dead_daemons_that_left_nothing(tmp_path):
     _state(tmp_path, os.getpid(), scope="directory:/d")  # alive: kept whatever it holds
     runstate.prune(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == sorted([f"{busy}.json", f"{busy}.uploads", f"{os.getpid()}.json"])
+
+
+def test_staged_writes_left_behind_are_counted_by_the_backend_the_state_names(tmp_path):
+    """The count comes from the zip backend's registry entry (``staged``), read by the saved
+    state's backend name: a backend that stages nothing reports nothing for the same directory."""
+    staging = tmp_path / ".a.zip.nczfs"
+    staging.mkdir()
+    (staging / "journal").write_text("nczfs-journal 1\nput x\nput y\n")
+    state = {"pid": _dead_pid(), "backend": "zip", "staging": str(staging), "location": "/d/a.zip"}
+    assert runstate.left_behind(str(tmp_path), state) == [
+        f"2 change(s) staged in {staging} are not yet in /d/a.zip; mount it read/write again to commit them"]
+    assert runstate.left_behind(str(tmp_path), {**state, "backend": "directory"}) == []

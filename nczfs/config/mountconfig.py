@@ -185,37 +185,38 @@ class MountConfig:
 def parse_options(opts: list[str]) -> dict[str, object]:
     """``-o`` strings (each a comma list) to MountConfig field values; unknown keys are an error."""
     out: dict[str, object] = {}
+    rules = option_rules()
     for chunk in opts:
         for item in chunk.split(","):
             item = item.strip()
             if item:
-                _option(out, item)
+                _option(out, item, rules)
     return out
 
 
-def _option(out: dict[str, object], item: str) -> None:
-    """One ``key[=value]`` item into ``out`` (OPTIONS says how), or a clear error."""
+def _option(out: dict[str, object], item: str, rules: Mapping[str, Rule]) -> None:
+    """One ``key[=value]`` item into ``out`` (its row's rule says how), or a clear error."""
     key, eq, value = item.partition("=")
     key = key.strip().replace("-", "_")
     # and userspace options (x-systemd.*, x-gvfs-*: libmount's "x-" convention)
     if key in IGNORED_OPTIONS or key.startswith("x_"):
         return
-    rule = option_rules().get(key)
-    if rule is not None and rule[0](bool(eq), value):
-        rule[1](out, key, value)
-    elif _is_option_key(key):
-        raise SourceError(f"-o {item}: not a valid value for {key}" if eq else f"-o {key}: needs a value")
-    else:
+    rule = rules.get(key)
+    if rule is None:
         raise SourceError(f"-o {item}: unknown mount option")
+    if not rule[0](bool(eq), value):
+        raise SourceError(f"-o {item}: not a valid value for {key}" if eq else f"-o {key}: needs a value")
+    rule[1](out, key, value)
 
 
 def option_rows() -> list[OptionRow]:
     """Every -o row: the mount's own, then those of every registered backend (each once), then
     mount(8)'s generic options (``nczfs mount --help``, the man page and the README list these)."""
-    rows = list(MOUNT_ROWS)
+    # backends share row objects (ENDPOINT, BOUNDS, OVERWRITE, ...): each is listed once
+    rows = {id(row): row for row in MOUNT_ROWS}
     for backend in BACKENDS.values():
-        rows += [row for row in backend.rows if row not in rows]
-    return [*rows, IGNORED_ROW]
+        rows.update((id(row), row) for row in backend.rows if id(row) not in rows)
+    return [*rows.values(), IGNORED_ROW]
 
 
 def option_help() -> list[tuple[str, str]]:
@@ -234,12 +235,6 @@ def foreign_options(backend: str, opts: list[str]) -> list[str]:
     mine = {key for row in BACKENDS[backend].rows for key in row.rules} if backend in BACKENDS else set()
     return sorted({key for b in BACKENDS.values() for row in b.rows if row.own for key in row.rules
                    if key in given and key not in mine})
-
-
-def _is_option_key(key: str) -> bool:
-    """A key that names a mount option (a MountConfig field, a backend's -o key, or one item of a tuple field)."""
-    fields = {f.name for f in dataclasses.fields(MountConfig)} - {"source", "mountpoint", "foreground", "spill_threshold"}
-    return key in fields or key + "s" in fields or key in option_rules()
 
 
 def split_values(values: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:

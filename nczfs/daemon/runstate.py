@@ -27,6 +27,8 @@ import stat
 import threading
 from typing import Any
 
+from nczfs.store.registry import BACKENDS
+
 
 def runtime_dir(uid: int | None = None) -> str:
     """Where the daemons of user ``uid`` (default: this process's) keep their sockets and state."""
@@ -211,10 +213,9 @@ def left_behind(directory: str, state: dict[str, Any]) -> list[str]:
     """What the dead daemon of ``state`` left pending, and where, one sentence each ([]: nothing)."""
     out = []
     staging = state.get("staging")
-    if isinstance(staging, str):
-        from nczfs.store.zip.staging import staged_changes
-
-        n = staged_changes(staging)
+    backend = BACKENDS.get(state.get("backend", ""))
+    if isinstance(staging, str) and backend is not None and backend.staged is not None:
+        n = backend.staged(staging)
         if n:
             out.append(f"{n} change(s) staged in {staging} are not yet in {state.get('location')}; "
                        f"mount it read/write again to commit them")

@@ -40,9 +40,6 @@ class Opening:
     #: each checked by its row's rule as it was parsed
     options: Mapping[str, Any] = field(default_factory=dict)
 
-    def opening(self) -> Opening:
-        return self
-
 
 class Opens(Protocol):
     """A mount's description that says what to open (nczfs.config.mountconfig.MountConfig)."""

@@ -68,9 +68,10 @@ def abspath(key: str, value: str) -> str:
 
 
 def given(cls: type, values: Mapping[str, object], **more: Any) -> Any:
-    """``cls`` (a dataclass) from the ``values`` named as its fields, and ``more``."""
+    """``cls`` (a dataclass) from the ``values`` named as its fields, and ``more`` (which wins: the
+    fields it computes)."""
     names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in names}, **more)
+    return cls(**{**{k: v for k, v in values.items() if k in names}, **more})
 
 
 #: a write replaces only the version it started from, or the last close wins (several backends)

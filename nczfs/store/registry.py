@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from nczfs.toolbox.errors import SourceError
-from nczfs.store.opening import Given, Located, Named, Opening, Opens
+from nczfs.store.opening import Given, Located, Opening, Opens
 from nczfs.store.options import OVERWRITE, OptionRow
 from nczfs.store.icechunk.options import IcechunkOptions, read_only_point
 from nczfs.store.icechunk.sources import locate_icechunk
@@ -50,9 +50,8 @@ class Backend:
     schemes: tuple[str, ...] = ()
     #: ``#mode=`` words that choose it
     modes: tuple[str, ...] = ()
-    #: it opens local paths (and file:// URLs, and its own schemes' as paths): those with these
-    #: extensions, those a mode word chooses it for, and (``paths``) those nothing else claims
-    local: bool = False
+    #: the local paths it opens (if it is :attr:`local`): those with these extensions, those a mode
+    #: word chooses it for, and (``paths``) those nothing else claims
     suffixes: tuple[str, ...] = ()
     paths: bool = False
     #: of a URL whose scheme other backends open too: is it this backend's (tried in the order
@@ -79,8 +78,16 @@ class Backend:
     directory: bool = False
     #: where a writable mount's writes wait to be committed, given its location (None: nowhere)
     staging: Callable[[str], str] | None = None
+    #: how many writes wait in a staging directory it made (a dead mount's, left behind)
+    staged: Callable[[str], int] | None = None
     #: whether its -o values make the mount read-only (an Icechunk tag)
     read_only_if: Callable[[Mapping[str, object]], bool] | None = None
+
+    @property
+    def local(self) -> bool:
+        """It opens local paths (and file:// URLs, and its own schemes' as paths): it has no
+        :attr:`locate` of its own, its location is the path."""
+        return self.locate is None
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -91,7 +98,7 @@ def register(backend: Backend) -> Backend:
     return backend
 
 
-def backend_of(mount: Opens | Opening) -> Backend:
+def backend_of(mount: Opens) -> Backend:
     """The registered backend of the mount's source; SourceError if none is."""
     source = mount.source
     found = BACKENDS.get(source.backend)
@@ -105,7 +112,7 @@ def by_scheme(scheme: str) -> list[Backend]:
     return [b for b in BACKENDS.values() if scheme in b.schemes]
 
 
-def open_store(mount: Opens | Opening) -> SyncStore:
+def open_store(mount: Opens) -> SyncStore:
     """The backend a mount's SOURCE names, opened with the options its config gives it."""
     return backend_of(mount).opener(mount.opening())
 
@@ -147,6 +154,12 @@ def _zip_staging(location: str) -> str:
     from nczfs.store.zip.staging import staging_dir
 
     return staging_dir(location)
+
+
+def _zip_staged(directory: str) -> int:
+    from nczfs.store.zip.staging import staged_changes
+
+    return staged_changes(directory)
 
 
 def _reference(opening: Opening) -> SyncStore:
@@ -203,12 +216,12 @@ def _icechunk(opening: Opening) -> SyncStore:
     return open_icechunk(IcechunkOptions.of(opening))
 
 
-register(Backend("directory", _directory, schemes=("file",), modes=("file",), local=True, paths=True,
+register(Backend("directory", _directory, schemes=("file",), modes=("file",), paths=True,
                  rows=(OVERWRITE,), directory=True))
 register(Backend("memory", _memory, schemes=("memory",), locate=_memory_location))
-register(Backend("zip", _zip, modes=("zip",), local=True, suffixes=(".zip",), rows=ZipOptions.rows, one_file=True,
-                 staging=_zip_staging))
-register(Backend("reference", _reference, schemes=("reference",), modes=("refs",), local=True, noun="a reference set",
+register(Backend("zip", _zip, modes=("zip",), suffixes=(".zip",), rows=ZipOptions.rows, one_file=True,
+                 staging=_zip_staging, staged=_zip_staged))
+register(Backend("reference", _reference, schemes=("reference",), modes=("refs",), noun="a reference set",
                  suffixes=(".json", ".parq", ".parquet"), rows=ReferenceOptions.rows, remote=True, one_file=True))
 register(Backend("s3", _s3, schemes=("s3", "gs3", "http", "https"), modes=("s3", "gs3"), claims=claims_s3,
                  locate=locate_s3, rows=S3Options.rows, remote=True, identity=_s3_identity, metadata_ttl=SHORT_TTL))

@@ -13,10 +13,11 @@ from nczfs.config.mountconfig import MountConfig, parse_options
 from nczfs.toolbox.errors import SourceError
 from nczfs.config.source import Source, parse_source
 from nczfs.store.options import OptionRow, given, to, valued
-from nczfs.store.opening import Given, Located
+from nczfs.store.opening import Given, Located, Opening
 from nczfs.store.directory import DirectoryStore
 from nczfs.store.memory import MemoryStore
 from nczfs.store.registry import BACKENDS, Backend, backend_of, open_store
+from nczfs.store.objstore.options import CloudOptions, S3Options
 from nczfs.store.objstore.transport import Bounds
 from nczfs.store.zip.store import ZipStore
 
@@ -53,6 +54,13 @@ def test_every_registered_backend_is_named_by_some_source():
 
 def test_remote_backends_are_those_whose_bytes_are_cached():
     assert {b.name for b in BACKENDS.values() if b.remote} == {"s3", "gcs", "azure", "http", "reference", "icechunk"}
+
+
+def test_local_backends_are_those_that_locate_nothing_themselves(monkeypatch):
+    """A backend with no ``locate`` of its own opens local paths: ``local`` is derived, not declared."""
+    assert {b.name for b in BACKENDS.values() if b.local} == {"directory", "zip", "reference"}
+    monkeypatch.setitem(BACKENDS, "tape", Backend("tape", lambda opening: MemoryStore(), modes=("tape",)))
+    assert parse_source("/dev/st0#mode=tape", cwd="/").backend == "tape"
 
 
 def test_one_file_backends_name_a_root_datasets_files_after_the_file(monkeypatch):
@@ -245,3 +253,22 @@ def test_the_commit_message_and_branch_the_config_gives_reach_the_icechunk_store
         store.close()
     assert [c.message for c in repo.ancestry(branch="dev")][0] == "from -o"
     assert len(list(repo.ancestry(branch="main"))) == 1
+
+
+@pytest.mark.parametrize("options, text", [(S3Options, "s3://bkt/p#aws.profile=prof"), (CloudOptions, "gs://bkt/p")])
+def test_object_store_options_take_every_field_their_values_name(options, text):
+    """``of()`` reads its values by its dataclass's fields: a field a new row sets is not dropped
+    (a subclass with one more field alike), and the fields ``of()`` computes keep its value."""
+
+    @dataclass(frozen=True)
+    class More(options):
+        extra: str | None = None
+
+    values = {"extra": "x", "endpoint_url": "http://e", "retries": 7, "overwrite": "last_writer_wins",
+              "read_only": "not this", "source": "not this"}
+    got = More.of(Opening(parse_source(text), "/mnt", True, values))
+    assert (got.extra, got.endpoint_url, got.overwrite, got.read_only, got.source) == (
+        "x", "http://e", "last_writer_wins", True, text)
+    assert (got.retries if options is S3Options else got.bounds.retries) == 7
+    if options is S3Options:
+        assert got.profile == "prof" and S3Options.of(Opening(parse_source(text), options={"profile": "p2"})).profile == "p2"

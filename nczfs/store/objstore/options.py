@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nczfs.toolbox.optionvalues import sse_mode, storage_class
-from nczfs.store.options import OVERWRITE, OptionRow, abspath, const, flag, nonempty, to, valued
+from nczfs.store.options import OVERWRITE, OptionRow, abspath, const, flag, given, nonempty, to, valued
 from nczfs.store.objstore.transport import BOUNDS, Bounds
 
 if TYPE_CHECKING:
@@ -92,12 +92,10 @@ class S3Options(Bounds):
     @classmethod
     def of(cls, opening: Opening) -> S3Options:
         params, values = opening.source.params, opening.options
-        given: dict[str, Any] = {k: values[k] for k in ("requester_pays", "sse", "sse_kms_key_id", "storage_class", "region",
-                                        "endpoint_url", "path_style", "posix_meta", "overwrite") if k in values}
-        return cls(source=opening.source.text,
-                   profile=values.get("profile") or params.get("aws.profile") or params.get("awsprofile"),
-                   url_region=params.get("aws.region"), unsigned=bool(values.get("no_sign_request")),
-                   read_only=opening.read_only, **Bounds.given(values), **given)
+        return given(cls, values, source=opening.source.text,
+                     profile=values.get("profile") or params.get("aws.profile") or params.get("awsprofile"),
+                     url_region=params.get("aws.region"), unsigned=bool(values.get("no_sign_request")),
+                     read_only=opening.read_only)
 
     def payer(self) -> dict[str, str]:
         """boto3's argument naming the requester as the payer, if asked for."""
@@ -140,10 +138,8 @@ class CloudOptions:
     def of(cls, opening: Opening) -> CloudOptions:
         values = opening.options
         anonymous = bool(values.get("no_sign_request"))
-        given: dict[str, Any] = {k: values[k] for k in ("endpoint_url", "google_application_credentials", "azure_storage_account",
-                                        "overwrite") if k in values}
-        return cls(opening.source.text, opening.read_only or anonymous, anonymous, bounds=Bounds(**Bounds.given(values)),
-                   **given)
+        return given(cls, values, source=opening.source.text, read_only=opening.read_only or anonymous,
+                     anonymous=anonymous, bounds=given(Bounds, values))
 
     def transport(self, endpoint: str | None) -> dict[str, Any]:
         """Timeouts and retries; a private CA's certificates from ``SSL_CERT_FILE``."""
