@@ -312,7 +312,7 @@ class DirectoryStore(LongPaths, SyncStore):
                 raise from_os_error(dst, exc) from exc
             replace_if(dst, lambda call: self._between(call, src, dst), lambda: self._stat_or_none(dst), if_version,
                        self.before_replace)
-        return self.stat(dst)  # the same file (its ctime now the rename's)
+        return _info(dst, st)  # the same file: a rename keeps its inode, mtime and size (so its version)
 
     def rename_dir(self, src: str, dst: str) -> None:
         with self._moving(src, dst):

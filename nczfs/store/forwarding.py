@@ -75,18 +75,43 @@ def at_once() -> Any:
     return _Forward(make, "of the store below (no I/O)")
 
 
+def _binder(name: str) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """``bind(args, kwargs)``: the Store method ``name``'s arguments by name, in its signature's
+    order, defaults filled in (``inspect.Signature.bind`` and ``apply_defaults``, worked out once:
+    those cost µs per call); its errors are ``TypeError`` as ``bind`` would."""
+    params = list(inspect.signature(getattr(Store, name)).parameters.values())[1:]  # not self
+    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params), name
+    names = tuple(p.name for p in params)
+    defaults = tuple(p.default for p in params)
+    empty = inspect.Parameter.empty
+    by_name = [frozenset(names[given:]) for given in range(len(names) + 1)]  # after ``given`` positions
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if len(args) > len(names):
+            raise TypeError(f"{name}(): too many positional arguments")
+        values = dict(zip(names, args))
+        if kwargs and not kwargs.keys() <= by_name[len(args)]:
+            bad = next(k for k in kwargs if k not in by_name[len(args)])
+            how = "multiple values for" if bad in values else "an unexpected keyword"
+            raise TypeError(f"{name}(): {how} argument {bad!r}")
+        for key, default in zip(names[len(args):], defaults[len(args):]):
+            value = kwargs.get(key, default)
+            if value is empty:
+                raise TypeError(f"{name}(): missing a required argument: {key!r}")
+            values[key] = value
+        return values
+    return bind
+
+
 def through_write(keys: int) -> Any:
     """A change of the store below made through the wrapper's one write hook: ``self._write(NAME,
     the first ``keys`` arguments, the call below)``; ``if_version`` rides as a keyword the hook
     is told of (``call.given``), where it is not None; a ``set``'s data is the hook's ``data``."""
     def make(name: str) -> Callable[..., Any]:
-        signature = inspect.signature(getattr(Store, name))
+        bind = _binder(name)
 
         async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            bound = signature.bind(self, *args, **kwargs)
-            bound.apply_defaults()
-            values = dict(bound.arguments)
-            del values["self"]
+            values = bind(args, kwargs)
             given = {"if_version": values.pop("if_version")} if values.get("if_version") is not None else {}
             values.pop("if_version", None)
             ordered = list(values.values())

@@ -13,19 +13,6 @@ from nczfs.store.threads import ThreadedStore
 from nczfs.store.wrapper import WrapperStore
 
 
-class Journaling(MemoryStore):
-    """A store whose uploads a dead mount may leave (as S3's)."""
-
-    upload_log = None
-
-    @property
-    def scope(self) -> str:
-        return "memory:journaling"
-
-    def abort_uploads(self, uploads: dict[str, str]) -> dict[str, str]:
-        return {}
-
-
 class Passing(WrapperStore):
     passes = ("open_upload", "list_tree", "stage")
 
@@ -43,8 +30,8 @@ def test_a_store_offers_its_fast_paths_and_a_wrapper_only_those_it_passes():
     assert not isinstance(passing, Stages)  # the store below has none to pass
 
 
-def test_only_a_store_that_journals_its_uploads_is_asked_for_its_scope():
-    assert isinstance(Journaling("j"), JournalsUploads)
+def test_a_store_without_upload_journals_is_not_asked_for_its_scope():
+    """The one that has them, S3's: ``tests/store/test_s3.py``."""
     assert not isinstance(MemoryStore("m"), JournalsUploads)
 
 

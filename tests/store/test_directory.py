@@ -199,7 +199,7 @@ OTHER_PROCESS = {
 
 @pytest.mark.parametrize("how", sorted(OTHER_PROCESS))
 @pytest.mark.parametrize("op", ["set", "rename", "delete"])
-def test_a_change_between_the_check_and_the_rename_is_not_replaced(tmp_path, how, op):
+def test_a_change_between_the_check_and_the_rename_is_not_replaced(tmp_path, monkeypatch, how, op):
     """Another process changes the file right after the version was compared, right before the
     rename (the store's fault hook runs it there): the swap (``RENAME_EXCHANGE``) finds it, puts
     the other process's file back and refuses the write; nothing of the mount's is left behind.
@@ -207,8 +207,12 @@ def test_a_change_between_the_check_and_the_rename_is_not_replaced(tmp_path, how
     import subprocess
     import sys
 
+    import nczfs.store.fileversions as fileversions
     from nczfs.toolbox.errors import Conflict
 
+    swaps: list[bool] = []  # each swap made: a write is refused by the swap, not the plain rename's check
+    exchange = fileversions.rename_exchange
+    monkeypatch.setattr(fileversions, "rename_exchange", lambda *a, **kw: swaps.append(exchange(*a, **kw)) or swaps[-1])
     s = DirectoryStore(str(tmp_path))
     (tmp_path / "t").write_bytes(b"before")
     os.utime(tmp_path / "t", ns=(10**18, 10**18))  # an mtime long past: a write in place makes another
@@ -221,6 +225,7 @@ def test_a_change_between_the_check_and_the_rename_is_not_replaced(tmp_path, how
         {"set": lambda: s.set("t", b"mine", if_version=seen), "delete": lambda: s.delete("t", if_version=seen),
          "rename": lambda: s.rename("zarr.partial", "t", if_version=seen)}[op]()
     assert refused.value.expected == seen and refused.value.found == s.stat("t").etag != seen
+    assert swaps == ([] if op == "delete" else [True, True])  # swapped, then swapped back
     assert (tmp_path / "t").read_bytes() == (b"THEIRS" if how == "in-place" else b"theirs")
     assert sorted(p.name for p in tmp_path.iterdir()) == (["t", "zarr.partial"] if op == "rename" else ["t"])
     if op == "rename":

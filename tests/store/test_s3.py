@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from nczfs.toolbox.errors import BackendError, KeyNotFound
+from nczfs.store.capabilities import JournalsUploads
 from nczfs.store.keys import tree_listings
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.objstore.store import S3Store
@@ -38,6 +39,12 @@ class TestS3Store(StoreConformance):
 
     def read_only_store(self) -> S3Store:
         return S3Store(self.server.client(), self.bucket, self.prefix, read_only=True)
+
+    def test_the_store_journals_its_uploads_under_its_scope(self, sync_store):
+        """The mount asks a store that :class:`JournalsUploads` for its scope and aborts the uploads
+        a dead mount of that scope left (``daemon/mount.py``): S3's is one."""
+        assert isinstance(sync_store, JournalsUploads)
+        assert sync_store.scope.endswith(f"/{self.bucket}/{self.prefix}")
 
     def put_raw(self, key: str, data: bytes) -> None:
         self.server.client().put_object(Bucket=self.bucket, Key=f"{self.prefix}/{key}", Body=data)

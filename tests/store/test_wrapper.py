@@ -112,6 +112,17 @@ async def test_a_writes_version_condition_reaches_the_hook_however_it_is_passed(
                        ("copy", {}), ("rename", {"if_version": ABSENT}), ("delete", {})]
 
 
+@pytest.mark.parametrize("args, kwargs, error", [
+    ((), {}, "missing a required argument: 'key'"), (("a",), {}, "missing a required argument: 'data'"),
+    (("a", b"", None, 1), {}, "too many positional"), (("a", b""), {"key": "b"}, "multiple values for argument 'key'"),
+    (("a", b""), {"bogus": 1}, "unexpected keyword argument 'bogus'")])
+async def test_a_forwarded_write_called_wrongly_is_a_type_error(mem, args, kwargs, error):
+    """The forwarded writes refuse what ``Store.set``'s signature refuses, as a call of it would."""
+    with pytest.raises(TypeError, match=error):
+        await WrapperStore(ThreadedStore(mem)).set(*args, **kwargs)
+    assert (await WrapperStore(ThreadedStore(mem)).set(data=b"x", key="a")).key == "a"
+
+
 async def mem_stat(s, key: str) -> str:
     return (await s.stat(key)).etag
 

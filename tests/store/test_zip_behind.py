@@ -290,3 +290,21 @@ def test_a_merge_merged_again_at_a_later_rebase_is_kept_under_a_conflict_name_of
     assert members["a"] == b"t2+t1+ours" and kept_beside(members, "a") == []
     assert s.counters()["zip.merged"] == 2
     s.close()
+
+
+def test_a_merge_base_a_read_would_refuse_is_no_base_and_nothing_is_merged(tmp_path, monkeypatch):
+    """The archive's version as read (the merge's base) is read with a member read's checks
+    (size limit, zip-bomb ratio, encryption): one they refuse is unreadable, so the member is
+    not merged and the mount's version goes beside."""
+    path = tmp_path / "ds.zip"
+    make_zip(path, {"a": b"0123456789"})
+    monkeypatch.setattr("nczfs.store.zip.archive.MAX_INFLATED", 4)
+    calls = []
+    s = ZipStore(str(path))
+    s.merge_with(lambda key, theirs, ours, base: calls.append(base) or theirs + ours, wants=lambda key: True)
+    s.set("a", b"ours")
+    rewrite_zip(path, {"a": b"theirs"})
+    s.sync()
+    members = zip_members(path)
+    assert calls == [] and members["a"] == b"theirs" and kept_beside(members, "a") == [b"ours"]
+    s.close()

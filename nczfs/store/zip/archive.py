@@ -37,6 +37,28 @@ MAX_DEFLATE_RATIO = 1100
 COPY_CHUNK = 8 * 1024 * 1024
 
 
+def inflate(zf: zipfile.ZipFile, key: str, info: zipfile.ZipInfo) -> bytes:
+    """The member ``info`` of ``zf`` (the object ``key``) decompressed, checked first: no
+    encrypted member, none over :data:`MAX_INFLATED` or beyond :data:`MAX_DEFLATE_RATIO` (zip
+    bomb), and no more or fewer bytes than its header says; else a BackendError naming ``key``."""
+    if info.flag_bits & 1:
+        raise BackendError(f"{key!r}: encrypted zip members are not supported")
+    if info.file_size > MAX_INFLATED:
+        raise BackendError(f"{key!r}: {info.file_size} bytes once decompressed, more than the "
+                           f"{MAX_INFLATED}-byte limit for compressed members")
+    if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > MAX_DEFLATE_RATIO * max(info.compress_size, 1):
+        raise BackendError(f"{key!r}: claims a decompression ratio beyond {MAX_DEFLATE_RATIO}:1 (zip bomb?)")
+    try:
+        with zf.open(info) as f:
+            data = f.read(info.file_size + 1)
+    except (zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, OSError, NotImplementedError,
+            RuntimeError, ValueError) as exc:
+        raise BackendError(f"{key!r}: cannot decompress ({exc})") from exc
+    if len(data) != info.file_size:
+        raise BackendError(f"{key!r}: decompressed size differs from the header (corrupt or zip bomb)")
+    return data
+
+
 def _open(path: str) -> tuple[int, zipfile.ZipFile]:
     """A descriptor of the archive (for ``pread``) and a ZipFile reading it; SourceError if it cannot be read."""
     try:
@@ -193,23 +215,8 @@ class Archive:
         if data is not None:
             self._cache.move_to_end(tag)
             return data
-        info = m.info
-        if info.flag_bits & 1:
-            raise BackendError(f"{key!r}: encrypted zip members are not supported")
-        if info.file_size > MAX_INFLATED:
-            raise BackendError(f"{key!r}: {info.file_size} bytes once decompressed, more than the "
-                               f"{MAX_INFLATED}-byte limit for compressed members")
-        if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > MAX_DEFLATE_RATIO * max(info.compress_size, 1):
-            raise BackendError(f"{key!r}: claims a decompression ratio beyond {MAX_DEFLATE_RATIO}:1 (zip bomb?)")
         assert self._zf is not None
-        try:
-            with self._zf.open(info) as f:
-                data = f.read(info.file_size + 1)
-        except (zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, OSError, NotImplementedError,
-                RuntimeError, ValueError) as exc:
-            raise BackendError(f"{key!r}: cannot decompress ({exc})") from exc
-        if len(data) != info.file_size:
-            raise BackendError(f"{key!r}: decompressed size differs from the header (corrupt or zip bomb)")
+        data = inflate(self._zf, key, m.info)
         self._cache[tag] = data
         self._cache_bytes += len(data)
         while self._cache_bytes > CACHE_BYTES and len(self._cache) > 1:

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from nczfs.store.capabilities import Merge
 from nczfs.toolbox.errors import BackendError, Conflict, NczfsError
 from nczfs.store.values import ABSENT
+from nczfs.store.zip.archive import inflate
 from nczfs.store.zip.entries import Member, meta_record
 from nczfs.store.zip.rebase import Rebased, rebased
 
@@ -215,8 +216,8 @@ def _base(old: tuple, key: str) -> bytes | None:
     directory); None where they cannot be read any more (it was rewritten in place)."""
     zf, _, top = old
     try:
-        return zf.read((top + "/" if top else "") + key)
-    except (KeyError, zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError, RuntimeError):
+        return inflate(zf, key, zf.getinfo((top + "/" if top else "") + key))
+    except (KeyError, BackendError):  # not there, or refused as a read of it would be
         return None
 
 
