@@ -95,7 +95,8 @@ class MadeChunks:
             self._held.move_to_end(full)
             self._remember(full, len(held))
             return held
-        return await self._making.run(full, functools.partial(self._make, full, stored, maker, fetch, make))
+        return await self._making.run(full, functools.partial(self._make, full, stored, maker, fetch, make),
+                                     retry=True)
 
     async def _make(self, full: tuple, stored: Stored, maker: str, fetch: Callable[[], Awaitable[bytes]],
                     make: Callable[[bytes], bytes]) -> bytes:
