@@ -64,6 +64,11 @@ class Source:
         return self.key, self.start, self.length, self.vlen, self.recode.token if self.recode else ""
 
     @property
+    def size_needs_making(self) -> bool:
+        """Is the chunk's size in the file known only once it was made (strings, or deflated)?"""
+        return self.vlen or (self.recode is not None and bool(self.recode.shown_codecs))
+
+    @property
     def maker(self) -> str:
         """What makes the chunk's bytes in the file of the stored ones: the recode's token (as a
         view recoding alike: the two share the chunk), with the strings' form for strings."""
