@@ -79,14 +79,17 @@ async def test_a_remount_knows_the_nc4_size_without_making_a_chunk_and_reads_the
     assert third._pieces.made.count == 1
 
 
-async def test_without_the_book_a_remount_makes_every_chunk_again(tmp_path):
+async def test_with_a_book_that_cannot_be_opened_a_remount_makes_every_chunk_again(tmp_path):
     below = MemoryStore()
     _lz4_dataset(below)
-    await _nc4(below, tmp_path, MadeChunks(1 << 26)).stat("ds.nc4")
-    again = _nc4(below, tmp_path, MadeChunks(1 << 26))
-    await again.stat("ds.nc4")
+    size = (await _nc4(below, tmp_path).stat("ds.nc4")).size
+    for name in os.listdir(tmp_path):  # the book's database spoilt between the mounts
+        os.remove(tmp_path / name)
+    (tmp_path / FILE).write_bytes(b"not a database at all" * 100)
+    again = _nc4(below, tmp_path)
+    assert (await again.stat("ds.nc4")).size == size
     assert again._pieces.made.count == CHUNKS
-    assert not os.path.exists(tmp_path / FILE)
+    assert again._pieces.made.book is not None and again._pieces.made.book._broken
 
 
 class _Counting(MemoryStore):
