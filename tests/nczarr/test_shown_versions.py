@@ -94,3 +94,7 @@ def test_a_replaced_view_answers_the_stored_version_as_the_view_did():
     shown = Shown({}, versions)
     for key, want in [("ds/.zgroup", "e1"), ("ds/.zattrs", None), ("ds/.zmetadata", ABSENT)]:
         assert view.stored_version(key) == want and shown.stored_version(key) == want
+
+
+def test_the_last_64_views_replaced_are_kept_as_the_docs_say():
+    assert SHOWN_BEFORE == 64  # docs/SEMANTICS.md, "Metadata a view writes back"
