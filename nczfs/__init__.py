@@ -8,7 +8,7 @@ The Python API (docs/API.md)::
     store = nczfs.open_view("/data/ocean.file", present="xarray")  # no FUSE: a zarr store
 """
 
-__version__ = "0.1.0"
+from nczfs.toolbox.version import VERSION as __version__
 
 __all__ = ["MountError", "MountWarning", "NczfsError", "UnmountError", "mounted", "open_view"]
 

@@ -15,26 +15,29 @@ from nczfs.toolbox.singleflight import Abandoned, SingleFlight
 class Computation:
     """Counts its runs; each waits for ``release`` and then answers or raises."""
 
-    def __init__(self, fail: bool = False):
+    def __init__(self, fail: bool = False, only_first: bool = False):
         self.runs = 0
         self.release = trio.Event()
         self.fail = fail
+        self.only_first = only_first
 
     async def __call__(self) -> str:
         self.runs += 1
+        run = self.runs
         await self.release.wait()
-        if self.fail:
-            raise ValueError(f"run {self.runs} failed")
-        return f"value of run {self.runs}"
+        if self.fail and (run == 1 or not self.only_first):
+            raise ValueError(f"run {run} failed")
+        return f"value of run {run}"
 
 
-def _callers(flights: SingleFlight, compute: Computation) -> tuple[list, Callable[[], Awaitable[None]]]:
+def _callers(flights: SingleFlight, compute: Computation,
+             retry: bool = False) -> tuple[list, Callable[[], Awaitable[None]]]:
     """A caller of ``run("k", compute)``, and the outcomes of its calls, in the order they end."""
     outcomes: list = []
 
     async def caller() -> None:
         try:
-            outcomes.append(await flights.run("k", compute))
+            outcomes.append(await flights.run("k", compute, retry=retry))
         except Exception as exc:  # noqa: BLE001 - the outcome under test
             outcomes.append(exc)
 
@@ -70,6 +73,33 @@ async def test_an_error_reaches_every_waiter_and_is_not_retried() -> None:
     assert all(isinstance(o, ValueError) for o in outcomes)
     compute.fail = False  # the error is not kept: the next caller computes again
     assert await flights.run("k", compute) == "value of run 2"
+
+
+async def test_with_retry_waiters_of_a_failed_computation_compute_once_more() -> None:
+    flights: SingleFlight[str, str] = SingleFlight()
+    compute = Computation(fail=True, only_first=True)
+    outcomes, caller = _callers(flights, compute, retry=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_callers(flights, compute)[1])  # a read-ahead, say: its error is its own
+        await trio.testing.wait_all_tasks_blocked()
+        for _ in range(2):
+            nursery.start_soon(caller)
+        await trio.testing.wait_all_tasks_blocked()
+        compute.release.set()  # run 1 fails, run 2 does not
+    assert compute.runs == 2  # the two waiters share one computation more
+    assert outcomes == ["value of run 2"] * 2
+
+
+async def test_with_retry_a_waiter_gives_up_when_the_retry_fails_too() -> None:
+    flights: SingleFlight[str, str] = SingleFlight()
+    compute = Computation(fail=True)
+    outcomes, caller = _callers(flights, compute, retry=True)
+    compute.release.set()
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(caller)
+    assert compute.runs == 2  # the first caller's, then one more the waiters share
+    assert [str(o) for o in outcomes] == ["run 1 failed"] + ["run 2 failed"] * 2
 
 
 async def test_a_cancelled_waiter_leaves_the_computation_and_the_others_alone() -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable
 from nczfs.nczarr.chunks.madechunks import MadeChunks
 from nczfs.nczarr.chunks.sizebook import SizeBook
 from nczfs.nczarr.consolidating import ConsolidatingStore
-from nczfs.nczarr.ncfile.ncfiles import NcFilesStore, decoded_cache_bytes, root_name
+from nczfs.nczarr.ncfile.ncfiles import NcFilesStore, decoded_cache_bytes, made_bytes, root_name
 from nczfs.nczarr.validating import ValidatingStore
 from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.store.base import Store
@@ -50,7 +50,7 @@ def _made_chunks(config: MountConfig, identity: str) -> MadeChunks | None:
     if config.present == "as-stored" and not config.nc4_files:
         return None
     if config.nc4_files:
-        limit = decoded_cache_bytes(config.cache_size) // (2 if config.nc_files else 1)
+        limit = made_bytes(decoded_cache_bytes(config.cache_size), config.nc_files)
     else:
         from nczfs.toolbox.budgets import default_cache_size
 

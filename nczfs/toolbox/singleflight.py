@@ -3,10 +3,11 @@ for it and gets its value or its error.
 
 :meth:`SingleFlight.run` computes in the caller's task: a caller cancelled while computing
 stops the computation, and the callers that were waiting for it are not cancelled: the first
-of them computes again. :meth:`SingleFlight.start` computes in a background task (block
-fetches), so no cancelled reader strands the others; a computation cancelled there (the mount
-ends) answers its waiters with :class:`Abandoned`. Neither keeps a value once the computation
-has ended: the callers keep what they want to (their caches).
+of them computes again; with ``retry``, so do the waiters of a computation that failed (once).
+:meth:`SingleFlight.start` computes in a background task (block fetches), so no cancelled reader
+strands the others; a computation cancelled there (the mount ends) answers its waiters with
+:class:`Abandoned`. Neither keeps a value once the computation has ended: the callers keep what
+they want to (their caches).
 """
 
 from __future__ import annotations
@@ -62,12 +63,20 @@ class SingleFlight(Generic[K, V]):
         """The computation of ``key`` in flight, if there is one."""
         return self._flying.get(key)
 
-    async def run(self, key: K, compute: Callable[[], Awaitable[V]]) -> V:
-        """``compute()``, unless a computation of ``key`` is in flight: then its value or error."""
+    async def run(self, key: K, compute: Callable[[], Awaitable[V]], retry: bool = False) -> V:
+        """``compute()``, unless a computation of ``key`` is in flight: then its value or error.
+        With ``retry``, a caller whose wait ended in another caller's error tries once more (that
+        computation may have been a read-ahead failing for its own reasons): it computes, or waits
+        for the waiter that does (then it gets that one's error)."""
+        retried = False
         while (flight := self._flying.get(key)) is not None:
             await flight.done.wait()
-            if not flight.abandoned:  # else its caller was cancelled: compute again
-                return await flight.wait()
+            if flight.abandoned:  # its caller was cancelled: compute again
+                continue
+            if flight.exc is not None and retry and not retried:
+                retried = True
+                continue
+            return await flight.wait()
         flight = self._flying[key] = Flight()
         return await self._compute(key, flight, compute)
 

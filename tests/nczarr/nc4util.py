@@ -52,13 +52,18 @@ def nc4_of(root: Path, name: str, plugins: bool = False, transcode: str = "auto"
     lengths: dict[tuple, int | str] = {}
     for src in f.unsized:
         try:
-            lengths[src.ident] = len(made(root, src))
+            lengths[_ident(src)] = len(made(root, src))
         except NczfsError as exc:
-            lengths[src.ident] = f"chunk {src.key!r} cannot be made: {exc}"
+            lengths[_ident(src)] = f"chunk {src.key!r} cannot be made: {exc}"
     f = nc4_file(read_dataset(objects), name, enc, sizes_of(root, name), inner,
-                 Options(plugins, transcode, lambda src: lengths.get(src.ident)))
+                 Options(plugins, transcode, lambda src: lengths.get(_ident(src))))
     assert not f.unsized
     return f
+
+
+def _ident(src: Source) -> tuple:
+    """What a chunk's size is known by, but for its version (as the mount's made chunks)."""
+    return src.stored("").ident(src.maker)
 
 
 def write_nc4(root: Path, name: str, out: Path, plugins: bool = False,

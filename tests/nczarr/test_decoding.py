@@ -12,12 +12,14 @@ import numcodecs
 import numpy as np
 import pytest
 import trio
+import trio.testing
 
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.recode import UndecodableChunk
 from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.nczarr.views.recodedchunks import next_chunk
 from nczfs.store.memory import MemoryStore
+from nczfs.toolbox.errors import BackendError
 from nczfs.store.threads import ThreadedStore
 
 CHUNK = 1024  # float32 elements a chunk: 4 KiB shown
@@ -260,3 +262,62 @@ async def _nc_settled_pieces(pieces) -> None:
     with trio.fail_after(10):
         while pieces.made._making:
             await trio.sleep(0.01)
+
+
+class _AheadFails(ThreadedStore):
+    """The first read of chunk ``ds/v/1`` waits for ``gate``, then fails (a read-ahead's own error:
+    a dropped connection, say); the next reads of it succeed."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+        self.gate = trio.Event()
+        self.failed = False
+
+    async def get_version(self, key, rng, etag):
+        if key == "ds/v/1" and not self.failed:
+            self.failed = True
+            await self.gate.wait()
+            raise BackendError("ds/v/1: connection reset")
+        return await super().get_version(key, rng, etag)
+
+
+async def test_a_chunk_made_ahead_that_fails_does_not_fail_the_reader_waiting_for_it():
+    below = _AheadFails()
+    values = _lz4_dataset(below.impl)
+    view = PresentingStore(below, "netcdf-4.10", ttl=60)
+    got = await _past_a_failed_read_ahead(below, lambda: view.get("ds/v/0"), lambda: view.get("ds/v/1"))
+    assert np.array_equal(np.frombuffer(got, "<f4"), values[CHUNK:2 * CHUNK])
+    await _settled(view)
+
+
+async def test_a_nc_chunk_decoded_ahead_that_fails_does_not_fail_the_reader_waiting_for_it():
+    from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
+    from nczfs.store.values import ByteRange
+
+    below = _AheadFails()
+    values = _lz4_dataset(below.impl)
+    s = NcFilesStore(below, ttl=60)
+    head = (await s.stat("ds.nc")).size - values.nbytes  # the header, then v's values (big-endian)
+    got = await _past_a_failed_read_ahead(below, lambda: s.get("ds.nc", ByteRange(head, head + 100)),
+                                          lambda: s.get("ds.nc", ByteRange(head + 4 * CHUNK, head + 4 * CHUNK + 100)))
+    assert np.array_equal(np.frombuffer(got, ">f4"), values[CHUNK:CHUNK + 25])
+    await _nc_settled(s._decoded)
+
+
+async def _past_a_failed_read_ahead(below: _AheadFails, first, second) -> bytes:
+    """``second()`` (a read of chunk 1) while chunk 1 is made ahead of ``first()`` (a read of
+    chunk 0) and that fails: the reader's own bytes."""
+    await first()
+    await trio.testing.wait_all_tasks_blocked()
+    assert below.failed  # chunk 1 is being made ahead: its read waits for the gate
+    got: list[bytes] = []
+
+    async def reader() -> None:
+        got.append(await second())
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await trio.testing.wait_all_tasks_blocked()  # the reader waits for the chunk made ahead
+            below.gate.set()
+    return got[0]

@@ -79,14 +79,17 @@ async def test_a_remount_knows_the_nc4_size_without_making_a_chunk_and_reads_the
     assert third._pieces.made.count == 1
 
 
-async def test_without_the_book_a_remount_makes_every_chunk_again(tmp_path):
+async def test_with_a_book_that_cannot_be_opened_a_remount_makes_every_chunk_again(tmp_path):
     below = MemoryStore()
     _lz4_dataset(below)
-    await _nc4(below, tmp_path, MadeChunks(1 << 26)).stat("ds.nc4")
-    again = _nc4(below, tmp_path, MadeChunks(1 << 26))
-    await again.stat("ds.nc4")
+    size = (await _nc4(below, tmp_path).stat("ds.nc4")).size
+    for name in os.listdir(tmp_path):  # the book's database spoilt between the mounts
+        os.remove(tmp_path / name)
+    (tmp_path / FILE).write_bytes(b"not a database at all" * 100)
+    again = _nc4(below, tmp_path)
+    assert (await again.stat("ds.nc4")).size == size
     assert again._pieces.made.count == CHUNKS
-    assert not os.path.exists(tmp_path / FILE)
+    assert again._pieces.made.book is not None and again._pieces.made.book._broken
 
 
 class _Counting(MemoryStore):
@@ -131,3 +134,25 @@ async def test_a_views_deflated_chunk_sizes_are_found_in_the_book_after_a_remoun
     again = view()  # a remount: the sizes from the book, no chunk fetched or made
     assert [(await again.stat(f"ds/v/{i}")).size for i in range(CHUNKS)] == first
     assert below.reads == CHUNKS and again._recoded_chunks.made.count == 0
+
+
+def _rows(book_dir) -> int:
+    if not os.path.exists(book_dir / FILE):
+        return 0
+    return sqlite3.connect(book_dir / FILE).execute("SELECT count(*) FROM sizes").fetchone()[0]
+
+
+async def test_a_chunk_shown_uncompressed_writes_no_size_to_the_book(tmp_path):
+    below = MemoryStore()
+    values = _lz4_dataset(below)
+    made = MadeChunks(1 << 26, SizeBook(str(tmp_path), SOURCE))
+    # netcdf-4.10 shows the lz4 chunks decoded: their size is known without making them
+    view = PresentingStore(ThreadedStore(below), "netcdf-4.10", ttl=60, made=made)
+    got = b"".join([await view.get(f"ds/v/{i}") for i in range(CHUNKS)])
+    assert np.array_equal(np.frombuffer(got, "<f4"), values)
+    nc = NcFilesStore(ThreadedStore(below), ttl=0, classic=False, netcdf4=True, transcode="none", made=made)
+    size = (await nc.stat("ds.nc4")).size
+    assert len(await nc.get("ds.nc4", ByteRange(0, size))) == size
+    assert made.count >= CHUNKS and _rows(tmp_path) == 0
+    await _nc4(below, tmp_path, made).stat("ds.nc4")  # deflated: each size needed, kept
+    assert _rows(tmp_path) == CHUNKS

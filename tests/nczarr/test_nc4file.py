@@ -11,7 +11,10 @@ import subprocess
 import numpy as np
 import pytest
 
+import nczfs
 from nczfs.nczarr.ncfile.nc4file import NON_COORD, NOT_A_VARIABLE
+from nczfs.nczarr.ncfile.nc4types import provenance
+from nczfs.toolbox import version
 from tests.nczarr.hdf5util import check_file, h5dump
 from tests.nczarr.nc4util import nc4_of, write_nc4
 
@@ -383,3 +386,14 @@ def test_inspect_names_the_nc4_file_and_what_it_leaves_out(corpus):
     size = nc4_of(corpus, "v3.zarr").size
     assert lines == [f"// nc4 file: v3.zarr.nc4 (netCDF-4, {size} bytes)",
                      "// nc4 file v3.zarr.nc4 leaves out /cplx: type <c8 has no netCDF-4 form here"]
+
+
+def test_ncproperties_names_this_nczfs_version(monkeypatch):
+    """The version in _NCProperties is nczfs.__version__ (as the mount logs it), escaped."""
+    assert nczfs.__version__ == version.VERSION
+    monkeypatch.setattr(version, "VERSION", "1.2=3,dev")
+    provenance.cache_clear()
+    try:
+        assert provenance().data == b"version=2,nczfs=1.2\\=3\\,dev"
+    finally:
+        provenance.cache_clear()

@@ -12,9 +12,11 @@ import trio
 
 from nczfs.toolbox.errors import Conflict
 from nczfs.nczarr.views.presenting import PresentingStore
-from nczfs.nczarr.views.shownversions import SHOWN_BEFORE
+from nczfs.nczarr.views.datasetview import DatasetView
+from nczfs.nczarr.views.shownversions import SHOWN_BEFORE, Shown
 from nczfs.store.memory import MemoryStore
 from nczfs.store.threads import ThreadedStore
+from nczfs.store.values import ABSENT
 from tests.store.test_nczarr_wrappers import ZARRAY, _dataset
 
 TTL = 0.01
@@ -84,3 +86,15 @@ async def test_views_replaced_by_writes_and_at_their_ttl_are_kept_in_one_place()
     await _replaced_at_ttl(s, below, SHOWN_BEFORE - half)
     await s.delete("ds/.zmetadata", if_version=version)  # the 64th view back showed it
     assert "ds/.zmetadata" not in below._objects
+
+
+def test_a_replaced_view_answers_the_stored_version_as_the_view_did():
+    versions = {"ds/.zgroup": "e1", "ds/.zattrs": ""}
+    view = DatasetView("ds", "zarr", 0.0, versions=versions)
+    shown = Shown({}, versions)
+    for key, want in [("ds/.zgroup", "e1"), ("ds/.zattrs", None), ("ds/.zmetadata", ABSENT)]:
+        assert view.stored_version(key) == want and shown.stored_version(key) == want
+
+
+def test_the_last_64_views_replaced_are_kept_as_the_docs_say():
+    assert SHOWN_BEFORE == 64  # docs/SEMANTICS.md, "Metadata a view writes back"

@@ -7,7 +7,8 @@ chunk (the same recode) share them. Each is made once (a reader asking for one b
 for it), in the decode pool (:mod:`nczfs.nczarr.chunks.decoding`), and kept in a cache of at most
 ``limit`` bytes (least recently used go first). Its size is remembered beyond that (in memory,
 and with a :class:`~nczfs.nczarr.chunks.sizebook.SizeBook` in the cache directory across mounts):
-the size of a chunk shown compressed is known only once it was made, and a ``stat`` needs it.
+the size of a chunk shown compressed is known only once it was made, and a ``stat`` needs it
+(the callers say which sizes those are: only they go to the book).
 """
 
 from __future__ import annotations
@@ -87,19 +88,25 @@ class MadeChunks:
             self._sizes.popitem(last=False)
 
     async def get(self, stored: Stored, maker: str, fetch: Callable[[], Awaitable[bytes]],
-                  make: Callable[[bytes], bytes]) -> bytes:
-        """The chunk ``make`` (named ``maker``) makes of ``stored``'s bytes, which ``fetch`` gets."""
+                  make: Callable[[bytes], bytes], book: bool) -> bytes:
+        """The chunk ``make`` (named ``maker``) makes of ``stored``'s bytes, which ``fetch`` gets;
+        its size kept in the book if ``book`` (a size known only once the chunk was made)."""
         full = (*stored.ident(maker), stored.etag)
         held = self._held.get(full)
         if held is not None:
             self._held.move_to_end(full)
             self._remember(full, len(held))
             return held
-        return await self._making.run(full, functools.partial(self._make, full, stored, maker, fetch, make))
+        make_it = functools.partial(self._make, full, stored, maker, fetch, make, book)
+        return await self._making.run(full, make_it, retry=True)
 
     async def _make(self, full: tuple, stored: Stored, maker: str, fetch: Callable[[], Awaitable[bytes]],
-                    make: Callable[[bytes], bytes]) -> bytes:
-        data = await decoding.decode(self._made, make, await fetch(), stored, maker)
+                    make: Callable[[bytes], bytes], book: bool) -> bytes:
+        raw = await fetch()
+        if book and self.book is not None:
+            data = await decoding.decode(self._made, make, raw, stored, maker)
+        else:  # a size known without the chunk: no row to write
+            data = await decoding.decode(make, raw)
         self.count += 1
         self._remember(full, len(data))
         self._keep(full, data)

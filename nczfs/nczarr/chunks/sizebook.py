@@ -53,8 +53,6 @@ class SizeBook:
         self._db: sqlite3.Connection | None = None
         self._broken = False
         self._writes = 0
-        #: sizes found, and kept
-        self.hits = self.kept = 0
 
     def _key(self, ident: tuple) -> bytes:
         return hashlib.sha256(json.dumps([self._salt, *ident], default=str).encode()).digest()[:20]
@@ -104,10 +102,7 @@ class SizeBook:
             except sqlite3.Error as exc:
                 self._fail("reading", exc)
                 return None
-        if row is None:
-            return None
-        self.hits += 1
-        return int(row[0])
+        return None if row is None else int(row[0])
 
     def put(self, ident: tuple, etag: str, size: int) -> None:
         """Keep ``size`` for the chunk ``ident`` at version ``etag``."""
@@ -119,7 +114,6 @@ class SizeBook:
                 return
             try:
                 db.execute("INSERT OR REPLACE INTO sizes (k, size) VALUES (?, ?)", (self._key((*ident, etag)), size))
-                self.kept += 1
                 self._writes += 1
                 if self._writes % max(1, self.max_rows // 10) == 0:
                     self._trim()

@@ -322,7 +322,7 @@ class _Builder:
         for c in stored:
             src = dataclasses.replace(c.source, recode=recode, vlen=vlen)
             size = len(src.decode(b"")) if src.fill is not None else \
-                self.options.sized(src) if vlen or recode.shown_codecs else plain
+                self.options.sized(src) if src.size_needs_making else plain
             if isinstance(size, str):
                 self.broken = size
                 size = plain

@@ -64,7 +64,8 @@ class DecodedPieces:
         assert src.recode is not None
         stored = src.stored(info.etag)
         rng = ByteRange(src.start, src.start + src.length) if src.length is not None else None
-        return await self.made.get(stored, src.maker, lambda: _stored(self.inner, src.key, rng, info), src.decode)
+        return await self.made.get(stored, src.maker, lambda: _stored(self.inner, src.key, rng, info), src.decode,
+                                   book=src.size_needs_making)
 
     def ahead(self, f: Nc4File, chunks: dict[str, ObjectInfo], end: int) -> None:
         """A read of ``f`` ended at ``end``: decode the next decoded chunks after it in the

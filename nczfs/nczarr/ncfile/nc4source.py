@@ -59,9 +59,9 @@ class Source:
     length: int | None = None
 
     @property
-    def ident(self) -> tuple:
-        """The chunk's bytes in the file, but for their version: what a size is known by."""
-        return self.key, self.start, self.length, self.vlen, self.recode.token if self.recode else ""
+    def size_needs_making(self) -> bool:
+        """Is the chunk's size in the file known only once it was made (strings, or deflated)?"""
+        return self.vlen or (self.recode is not None and bool(self.recode.shown_codecs))
 
     @property
     def maker(self) -> str:

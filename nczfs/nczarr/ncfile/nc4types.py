@@ -19,6 +19,7 @@ from nczfs.nczarr.ncfile.classicheader import TYPES, Attr as ClassicAttr
 from nczfs.nczarr.ncfile.hdf5 import messages as m, types as t
 from nczfs.nczarr.ncfile.hdf5.writer import Attr, Context
 from nczfs.nczarr.ncfile.ncattrs import classic_attr
+from nczfs.toolbox import version
 
 #: attributes HDF5's dimension scales and netCDF-C's bookkeeping use: never the store's
 RESERVED = frozenset({"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid",
@@ -176,13 +177,7 @@ def provenance() -> Attr:
     pairs, ``\\``, ``=``, ``|`` and ``,`` escaped with a backslash; ``nczfs=`` names the writer (netCDF-C
     writes ``netcdf=`` and ``hdf5=``: neither library wrote this file). Without it ``ncdump -s``
     shows no provenance at all."""
-    try:
-        from importlib.metadata import version
-
-        ours = version("nczfs")
-    except Exception:  # noqa: BLE001 - not installed (a checkout on PYTHONPATH)
-        ours = "unknown"
-    text = "version=2,nczfs=" + "".join("\\" + c if c in "\\=|," else c for c in ours)
+    text = "version=2,nczfs=" + "".join("\\" + c if c in "\\=|," else c for c in version.VERSION)
     raw = text.encode("ascii", "replace")
     return Attr("_NCProperties", t.fixed_string(len(raw)), (), raw)
 

@@ -92,7 +92,7 @@ class DecodedChunks:
         if ident in self._decoded:
             self._decoded.move_to_end(ident)
             return self._decoded[ident]
-        return await self._decoding.run(ident, functools.partial(self._decode, v, val, idx, ident))
+        return await self._decoding.run(ident, functools.partial(self._decode, v, val, idx, ident), retry=True)
 
     async def _decode(self, v: NcVersion, val: Values, idx: tuple[int, ...], ident: tuple) -> np.ndarray | None:
         key = ident[0]

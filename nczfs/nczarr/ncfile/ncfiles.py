@@ -68,8 +68,7 @@ class NcFilesStore(WrapperStore):
         self.nc4_options = Options(plugins, transcode)
         #: NAME.nc4's decoded chunks: kept in ``made`` (the mount's one cache of made chunks),
         #: else in a cache of their own
-        self._pieces = DecodedPieces(inner, made or MadeChunks(decoded_bytes // 2 if classic and netcdf4
-                                                               else decoded_bytes))
+        self._pieces = DecodedPieces(inner, made or MadeChunks(made_bytes(decoded_bytes, classic)))
         self.ttl = ttl
         self.root_name = root_name
         self._roots = Roots(inner, ttl)
@@ -337,3 +336,9 @@ def decoded_cache_bytes(cache_size: int | None) -> int:
     from nczfs.toolbox.budgets import default_cache_size
 
     return max(64 * 1024 * 1024, (cache_size if cache_size is not None else default_cache_size()) // 4)
+
+
+def made_bytes(decoded_bytes: int, classic: bool) -> int:
+    """NAME.nc4's made chunks kept, of ``decoded_bytes``: half, beside the classic files'
+    decoded chunks (``classic``), else all."""
+    return decoded_bytes // 2 if classic else decoded_bytes

@@ -16,6 +16,12 @@ from nczfs.store.values import ABSENT, ObjectInfo
 ZERO_RANK = "<zero-rank>"
 
 
+def stored_version(versions: dict[str, str], key: str) -> str | None:
+    """The ``if_version`` of a write back of stored ``key``, by the ``versions`` a view was built
+    from (None: not known), or ABSENT where it found none."""
+    return (versions[key] or None) if key in versions else ABSENT
+
+
 @dataclass
 class DatasetView:
     root: str
@@ -47,7 +53,7 @@ class DatasetView:
     def stored_version(self, key: str) -> str | None:
         """The ``if_version`` of a write back of stored ``key``: the version the view was built
         from (None: not known), or ABSENT where it found none."""
-        return (self.versions[key] or None) if key in self.versions else ABSENT
+        return stored_version(self.versions, key)
 
     def array_of(self, key: str) -> str | None:
         """The hidden, v3 or recoded array ``key`` lies in (or is), if any."""

@@ -57,7 +57,6 @@ class PresentingStore(ViewWrites, WrapperStore):
         self.view = view
         self.ttl = ttl
         self.transcode = transcode
-        self.recoded_cache_bytes = recoded_cache_bytes
         self._roots = Roots(inner, ttl)
         self._views: dict[str, DatasetView] = {}
         #: every view replaced (by a write, or at its TTL): the versions it showed, for a write,

@@ -73,7 +73,8 @@ class RecodedChunks:
 
     async def get(self, key: str, plan: Recode, stored: Stored, fetch: Callable[[], Awaitable[bytes]]) -> bytes:
         """The shown chunk ``key``: ``plan`` applied to the stored chunk ``fetch`` gets."""
-        return await self.made.get(stored, plan.token, fetch, lambda raw: plan.apply(raw, key))
+        return await self.made.get(stored, plan.token, fetch, lambda raw: plan.apply(raw, key),
+                                   book=plan.shown_size() is None)
 
     async def size(self, plan: Recode, stored: Stored) -> int | None:
         """The shown size of the chunk, if it was made before (here, or in the cache dir's book)."""

@@ -17,8 +17,7 @@ import collections
 from dataclasses import dataclass
 from typing import Iterable
 
-from nczfs.nczarr.views.datasetview import DatasetView
-from nczfs.store.values import ABSENT
+from nczfs.nczarr.views.datasetview import DatasetView, stored_version
 
 #: views replaced kept to translate the versions they showed (docs/SEMANTICS.md)
 SHOWN_BEFORE = 64
@@ -47,7 +46,7 @@ class Shown:
 
     def stored_version(self, target: str) -> str | None:
         """As DatasetView.stored_version."""
-        return (self.versions[target] or None) if target in self.versions else ABSENT
+        return stored_version(self.versions, target)
 
 
 class ShownVersions:
