@@ -69,7 +69,9 @@ def kill_during_writes(backend, tmp_path: Path, at_big: bool, delay: float) -> d
     before = _objects(backend)
     with mounted(backend, mnt) as m:
         pid = read_control(str(m.path))["pid"]
-        writer = start_writer(m.path, book, SIZES, files=40)
+        # at_big: the writer holds halfway through its big file, whose first parts went up, so the
+        # kill lands while its multipart upload is open (not after the upload ended)
+        writer = start_writer(m.path, book, SIZES, files=40, hold=30 if at_big else 0)
         if at_big:
             _wait_for_big_write(book, writer)
             _wait_for_parts(m.path, writer)
@@ -77,6 +79,8 @@ def kill_during_writes(backend, tmp_path: Path, at_big: bool, delay: float) -> d
             wait_for_acks(book, 2, writer)
         time.sleep(delay)
         kill_daemon(pid)
+        if at_big:
+            writer.kill()  # it holds for 30 s more; what it acknowledged is in its ledger
         writer.wait(timeout=60)
         stale_umount(m.path)
     started, acked = ledger(book)

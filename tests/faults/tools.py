@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 #: the writer: argv = mount dir, ledger path, sizes (comma list of bytes), files, rewrites every,
-#: fsync (0/1), pause seconds between files
+#: fsync (0/1), pause seconds between files, hold seconds halfway through each file over 8 MiB
 WRITER = r"""
 import hashlib, os, sys, time
-mnt, ledger, sizes, files, every, do_fsync, pause = sys.argv[1:8]
+mnt, ledger, sizes, files, every, do_fsync, pause, hold = sys.argv[1:9]
 sizes = [int(s) for s in sizes.split(",")]
 log = open(ledger, "a")
 def note(line):
@@ -49,6 +49,8 @@ for i in range(int(files)):
             data = content(name, v, size)
             for off in range(0, size, 1 << 20):
                 f.write(data[off:off + (1 << 20)])
+                if size > 8 << 20 and off == (size // 2) >> 20 << 20:
+                    time.sleep(float(hold))
             if do_fsync == "1":
                 f.flush(); os.fsync(f.fileno())
     except OSError as exc:
@@ -67,10 +69,10 @@ def content(name: str, v: int, size: int) -> bytes:
 
 
 def start_writer(mnt: Path, ledger: Path, sizes: list[int], files: int, every: int = 4, fsync: bool = False,
-                 pause: float = 0.0) -> subprocess.Popen:
+                 pause: float = 0.0, hold: float = 0.0) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, str(mnt), str(ledger), ",".join(map(str, sizes)), str(files), str(every),
-         "1" if fsync else "0", str(pause)],
+         "1" if fsync else "0", str(pause), str(hold)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
