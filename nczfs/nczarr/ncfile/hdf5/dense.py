@@ -80,13 +80,13 @@ def heap_header(root: int, block: int, bodies: list[bytes]) -> bytes:
 def direct_block(heap: int, block: int, bodies: list[bytes]) -> tuple[bytes, list[bytes]]:
     """The root direct block (of the heap whose header is at ``heap``) holding ``bodies``, and
     each one's heap ID."""
-    out = b"FHDB" + struct.pack("<BQI", 0, heap, 0)
-    ids, len_size = [], _len_size(block)
+    head = b"FHDB" + struct.pack("<BQI", 0, heap, 0)
+    ids, at, len_size = [], len(head), _len_size(block)
     for body in bodies:
-        hid = b"\0" + struct.pack("<I", len(out)) + len(body).to_bytes(len_size, "little")
+        hid = b"\0" + struct.pack("<I", at) + len(body).to_bytes(len_size, "little")
         ids.append(hid + bytes(_ID_LEN - len(hid)))
-        out += body
-    return out + bytes(block - len(out)), ids
+        at += len(body)
+    return b"".join([head, *bodies, bytes(block - at)]), ids
 
 
 def btree(ntype: int, leaf: int, records: list[bytes], record: int) -> tuple[bytes, bytes]:
@@ -111,8 +111,9 @@ def dense_storage(base: int, attrs: list[tuple[str, bytes]]) -> tuple[bytes, tup
     order_leaf = name_leaf + _node_size(n, _NAME_RECORD)
     root = order_leaf + _node_size(n, _ORDER_RECORD)
     data, ids = direct_block(base, block, bodies)
-    by_name = sorted(range(n), key=lambda i: (lookup3(attrs[i][0].encode()), attrs[i][0].encode()))
-    names = [ids[i] + struct.pack("<BII", 0, i, lookup3(attrs[i][0].encode())) for i in by_name]
+    hashes = [lookup3(name.encode()) for name, _ in attrs]
+    by_name = sorted(range(n), key=lambda i: (hashes[i], attrs[i][0].encode()))
+    names = [ids[i] + struct.pack("<BII", 0, i, hashes[i]) for i in by_name]
     orders = [ids[i] + struct.pack("<BI", 0, i) for i in range(n)]
     name_head, name_node = btree(8, name_leaf, names, _NAME_RECORD)
     order_head, order_node = btree(9, order_leaf, orders, _ORDER_RECORD)
