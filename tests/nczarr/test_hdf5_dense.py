@@ -9,6 +9,7 @@ import struct
 import h5py
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from h5py import h5, h5a, h5o, h5p
 
 from nczfs.nczarr.ncfile.hdf5 import dense, messages as m, types as t
@@ -123,3 +124,23 @@ def test_a_version_1_header_refuses_a_message_too_large():
         m.object_header([(m.ATTRIBUTE, bytes(70000))])
     assert dense.fits(dense.MAX_ATTRIBUTES, 1000) and not dense.fits(dense.MAX_ATTRIBUTES + 1, 1000)
     assert not dense.fits(1, dense.MAX_BLOCK)
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_any_names_and_sizes_read_back_by_name_and_order(tmp_path_factory, data):
+    """Any attribute names (UTF-8, one letter to many) and sizes, one past 64 KiB: each found by
+    its name (the hash index) and in creation order."""
+    names = data.draw(st.lists(st.text(st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=12),
+                               min_size=1, max_size=300, unique=True))
+    sizes = data.draw(st.lists(st.integers(0, 3000), min_size=len(names), max_size=len(names)))
+    attrs = [Attr(n, t.integer(1, False), (s,), bytes([i % 251]) * s) for i, (n, s) in enumerate(zip(names, sizes))]
+    attrs.append(Attr("\u00e9big", t.integer(1, False), (70000,), bytes(70000)))
+    f, _, _ = _file(tmp_path_factory.mktemp("any"), Group("", attrs=attrs))
+    oid = f["/"].id
+    assert [a.decode() for a in (h5a.open(oid, index=i, index_type=h5.INDEX_CRT_ORDER).name
+                                 for i in range(len(attrs)))] == [a.name for a in attrs]
+    for a in attrs:
+        got = np.zeros(a.shape, "u1")
+        h5a.open(oid, a.name.encode()).read(got)
+        assert got.tobytes() == a.data, a.name
