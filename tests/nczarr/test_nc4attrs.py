@@ -30,6 +30,8 @@ def make_large_attrs(path: Path) -> None:
                     coords={"x": ("x", np.arange(3.0), {"note": "n" * 100_000})},
                     attrs={"title": "large", **big, **MANY})
     ds.to_zarr(path, zarr_format=2, consolidated=False, encoding={"v": {"compressors": None}})
+    sub = xr.Dataset({"w": (("y",), np.arange(2, dtype="f8"))}, attrs={"text_100k": "s" * (100 << 10), **MANY})
+    sub.to_zarr(path, group="sub", zarr_format=2, consolidated=False)
 
 
 def same_attrs(got: dict, want: dict) -> None:
@@ -54,6 +56,8 @@ def check_large_attrs(path: Path, store: Path) -> None:
             same_attrs(got["v"].attrs, want["v"].attrs)
             same_attrs(got["x"].attrs, want["x"].attrs)
             assert got["v"].dims == ("x",) and list(got["v"].values) == [0, 1, 2], engine
+        with xr.open_dataset(path, engine=engine, group="sub") as got:
+            same_attrs(got.attrs, xr.open_zarr(store, group="sub", consolidated=False).attrs)
     with h5py.File(path, "r") as f:
         same_attrs(dict(f.attrs), want.attrs)
         same_attrs(dict(f["v"].attrs), want["v"].attrs)
@@ -61,7 +65,11 @@ def check_large_attrs(path: Path, store: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "\t\tv:a1999 = 1999 ;" in res.stdout and ':text_100k = "' + "t" * (100 << 10) + '"' in res.stdout
     assert "\t\tx:note = \"nnnnnnnn" in res.stdout and "v:nums_1m = -7, -6, -5" in res.stdout
+    assert 'group: sub {' in res.stdout and ':text_100k = "sss' in res.stdout
     h5dump(path, "-A")
+    res = subprocess.run(["h5ls", "-r", "-v", str(path)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "error" not in (res.stdout + res.stderr).lower(), res.stderr
+    assert res.stdout.count("Attribute: a1999 {1}") == 3  # the root, v and sub
     check_file(path)
 
 
