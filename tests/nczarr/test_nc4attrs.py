@@ -78,6 +78,11 @@ def test_large_and_many_attributes_read_equal_through_every_reader(tmp_path):
     f, path = write_nc4(tmp_path, "a.zarr", tmp_path / "a.nc4")
     assert f.left_out == []
     check_large_attrs(path, tmp_path / "a.zarr")
+    copy = tmp_path / "copy.nc4"  # netCDF-C's own netCDF-4 file of what it read: the same ncdump
+    res = subprocess.run(["nccopy", "-k", "nc4", str(path), str(copy)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    dumps = [subprocess.run(["ncdump", str(p)], capture_output=True, text=True, timeout=300).stdout for p in (path, copy)]
+    assert dumps[0].split("\n", 1)[1] == dumps[1].split("\n", 1)[1]
 
 
 def test_an_attribute_beyond_dense_storage_is_logged_once_naming_it_and_inspect_notes_it(tmp_path, caplog):
