@@ -279,3 +279,29 @@ def test_a_remount_with_the_cache_dir_makes_no_chunk_for_the_size(tmp_path):
         assert counts(m.path)["ncfiles.chunks-decoded"] == 0
         assert (m.path / "r2.zarr.nc4").read_bytes() == whole
     assert (tmp_path / "cache" / "made-sizes.sqlite").exists()
+
+
+@pytest.mark.parametrize("kind", ["directory", "s3"])
+def test_large_and_many_attributes_through_a_mount(request, tmp_path, kind):
+    """Attributes of 100 KiB and 1 MiB (text and numeric) and 2,000 attributes on a variable, a
+    subgroup and the root group (dense attribute storage): the file byte for byte the one made
+    without a mount, its exact size in ``stat``, any byte range its slice; h5py, xarray (netcdf4,
+    h5netcdf) and ncdump read the store's values, h5dump and h5ls report no error."""
+    from tests.nczarr.test_nc4attrs import check_large_attrs, make_large_attrs
+
+    made = tmp_path / "made"
+    make_large_attrs(made / "a.zarr")
+    backend, extra, _ = backend_of(kind, made, tmp_path, request)
+    _, want = write_nc4(made, "a.zarr", tmp_path / "a.nc4")
+    with mounted(backend, tmp_path / "mnt", "-o", "nc_files=netcdf4", *extra) as m:
+        path = m.path / "a.zarr.nc4"
+        size, expect = os.stat(path).st_size, want.read_bytes()
+        assert size == len(expect) > 3 << 20
+        with open(path, "rb") as f:
+            for start in (0, 4095, size // 3, size // 2 + 7, size - 1000):
+                f.seek(start)
+                assert f.read(200_000) == expect[start:start + 200_000], start
+        assert path.read_bytes() == expect
+        check_large_attrs(path, made / "a.zarr")
+    text = m.log_text()
+    assert "Traceback" not in text and "leaves out" not in text, text[-2000:]

@@ -149,11 +149,6 @@ def test_references_and_compound(tmp_path):
     h5dump(tmp_path / "r.h5")
 
 
-def test_message_too_large_is_refused():
-    with pytest.raises(m.TooLarge):
-        layout(Group("", attrs=[Attr("big", t.integer(1, False), (70000,), bytes(70000))]))
-
-
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_any_chunk_grid_reads_back(tmp_path_factory, data):

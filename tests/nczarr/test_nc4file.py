@@ -340,43 +340,6 @@ def test_blosc_and_zstd_as_registered_filters_for_readers_with_plugins(tmp_path,
     assert nc4_of(tmp_path, name).decoded == sorted(f"/{v}" for v in filters)  # without: decoded
 
 
-def test_an_attribute_too_large_for_an_object_header_is_left_out(tmp_path):
-    ds = xr.Dataset({"v": (("x",), np.arange(3, dtype="i4"), {"history": "h" * 70000, "units": "m"})},
-                    attrs={"big": list(range(20000)), "title": "t"})
-    ds.to_zarr(tmp_path / "a.zarr", zarr_format=2, consolidated=False, encoding={"v": {"compressors": None}})
-    f, path = write_nc4(tmp_path, "a.zarr", tmp_path / "a.nc4")
-    assert [w.split(": ")[0] for w in f.left_out] == ["/:big", "/v:history"]
-    assert "64 KiB" in f.left_out[0]
-    with netCDF4.Dataset(path) as nc:
-        assert nc.title == "t" and nc["v"].units == "m" and list(nc["v"][:]) == [0, 1, 2]
-
-
-def test_a_too_large_attribute_is_logged_once_naming_it_and_inspect_notes_it(tmp_path, caplog):
-    import logging
-
-    import trio
-
-    from nczfs.nczarr.ncfile.ncversions import build_files
-    from nczfs.store.directory import DirectoryStore
-    from nczfs.store.threads import ThreadedStore
-    from tests.helpers import run_nczfs
-
-    ds = xr.Dataset({"v": (("x",), np.arange(3, dtype="i4"))}, attrs={"big": "b" * 70000, "title": "t"})
-    ds.to_zarr(tmp_path / "a.zarr", zarr_format=2, consolidated=False, encoding={"v": {"compressors": None}})
-    store, logged = ThreadedStore(DirectoryStore(str(tmp_path))), set()
-    with caplog.at_level(logging.INFO, logger="nczfs.nczarr.ncfile.ncversions"):
-        for _ in range(2):  # rebuilt (a TTL over): logged once
-            files = trio.run(build_files, store, "a.zarr", "a.zarr", logged, None, False, True)
-            assert list(files) == ["a.zarr.nc4"]
-    lines = [r.getMessage() for r in caplog.records if "leaves out" in r.getMessage()]
-    assert len(lines) == 1 and lines[0].startswith("a.zarr.nc4 leaves out /:big: "), lines
-    res = run_nczfs("inspect", str(tmp_path / "a.zarr"))
-    assert res.returncode == 0, res.stderr
-    notes = [line for line in res.stdout.splitlines() if line.startswith("// nc4 file a.zarr.nc4 leaves out")]
-    assert len(notes) == 1 and notes[0].startswith("// nc4 file a.zarr.nc4 leaves out /:big: ") \
-        and "64 KiB" in notes[0], notes
-
-
 def test_inspect_names_the_nc4_file_and_what_it_leaves_out(corpus):
     from tests.helpers import run_nczfs
 

@@ -137,7 +137,8 @@ class _Builder:
         root.attrs.insert(0, nc4types.provenance())
         for ds, fqn, name in self.pending:  # once every variable using a scale is known
             ds.attrs = self.scale_attrs(fqn, name) + ds.attrs
-        return Nc4File(w.layout(root), self.left_out, self.decoded, self.unsized)
+        lay = w.layout(root)
+        return Nc4File(lay, self.left_out + lay.dropped, self.decoded, self.unsized)
 
     def coordinate(self, g: Group, d: Dimension) -> Variable | None:
         v = next((v for v in g.variables if v.name == d.name), None)

@@ -146,10 +146,6 @@ def _strings(name: str, values: list[str]) -> Attr:
     return Attr(name, t.vlen_string(), (len(values),), data)
 
 
-#: the largest attribute message an object header holds (its size is 16 bits)
-MAX_MESSAGE = 0xFFFF
-
-
 def file_attr(a: Attribute) -> Attr | str:
     """The HDF5 form of a model attribute (netCDF types: char as a fixed string, string, of one
     value too, as variable-length strings, as netCDF-C writes NC_STRING), or why it has none."""
@@ -161,11 +157,6 @@ def file_attr(a: Attribute) -> Attr | str:
         got = classic_attr(a)
     if isinstance(got, ClassicAttr):
         got = _classic(got)
-    if isinstance(got, Attr):
-        size = len(a.name.encode()) + len(got.dtype.message) + 64 + (len(got.data) if isinstance(got.data, bytes) else
-                                                                       16 * len(a.value))
-        if size > MAX_MESSAGE:
-            return f"{size} bytes: more than an HDF5 object header's message holds (64 KiB; no dense attribute storage)"
     return got
 
 

@@ -1,13 +1,16 @@
-"""Object header messages and version-1 object headers (File Format Specification, IV.A).
+"""Object header messages and object headers (File Format Specification, IV.A).
 
 Each function returns a (message type, body) pair; :func:`object_header` lays them out in one
-version-1 header (every message's body padded to eight bytes, no continuation).
+version-1 header (every message's body padded to eight bytes, no continuation),
+:func:`object_header_v2` in a version-2 one (``OHDR``: HDF5 reads an Attribute Info message, and
+so dense attribute storage, only from these).
 """
 
 from __future__ import annotations
 
 import struct
 
+from nczfs.nczarr.ncfile.hdf5.checksum import lookup3
 from nczfs.nczarr.ncfile.hdf5.types import Datatype, padded
 
 DATASPACE, DATATYPE, FILL_VALUE, LAYOUT, FILTERS, ATTRIBUTE, SYMBOL_TABLE = 0x1, 0x3, 0x5, 0x8, 0xB, 0xC, 0x11
@@ -89,3 +92,33 @@ def object_header(messages: list[Message]) -> bytes:
         flags = 1 if mtype == DATATYPE else 0
         out += struct.pack("<HHB3x", mtype, len(body), flags) + body
     return struct.pack("<BBHII4x", 1, 0, len(messages), 1, len(out)) + out
+
+
+#: a version-2 header's flags: attribute creation order tracked and indexed
+_ORDER_FLAGS = 0x04 | 0x08
+#: a message's flags: constant (datatype), not to be shared (attribute info)
+_MESSAGE_FLAGS = {DATATYPE: 1, 0x15: 4}
+
+
+def _v2_body(messages: list[Message]) -> bytes:
+    out = b""
+    for mtype, body in messages:
+        if len(body) > 0xFFFF:
+            raise TooLarge(f"a message of {len(body)} bytes (type {mtype:#x}): more than an object header holds")
+        out += struct.pack("<BHBH", mtype, len(body), _MESSAGE_FLAGS.get(mtype, 0), 0) + body
+    return out
+
+
+def _size_bytes(n: int) -> int:
+    return 1 if n < 0x100 else 2 if n < 0x10000 else 4
+
+
+def object_header_v2(messages: list[Message]) -> bytes:
+    """A version-2 object header holding ``messages`` in one chunk, attribute creation order
+    tracked and indexed (its messages' creation order fields 0: they are no attributes)."""
+    body = _v2_body(messages)
+    width = _size_bytes(len(body))
+    flags = _ORDER_FLAGS | {1: 0, 2: 1, 4: 2}[width]
+    head = b"OHDR" + struct.pack("<BB", 2, flags) + len(body).to_bytes(width, "little")
+    out = head + body
+    return out + struct.pack("<I", lookup3(out))

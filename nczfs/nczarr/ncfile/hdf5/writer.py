@@ -16,9 +16,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from nczfs.nczarr.ncfile.hdf5 import btrees, messages as m
+from nczfs.nczarr.ncfile.hdf5 import btrees, dense, messages as m
 from nczfs.nczarr.ncfile.hdf5.heap import GlobalHeap
-from nczfs.nczarr.ncfile.hdf5.types import UNDEF, Datatype, dataspace
+from nczfs.nczarr.ncfile.hdf5.types import UNDEF, Datatype, dataspace, padded
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SUPERBLOCK_SIZE = 96
@@ -104,6 +104,8 @@ class Layout:
     pieces: list[Piece]
     #: object header address of each group and dataset, by path (``/``, ``/g/v``)
     headers: dict[str, int]
+    #: attributes left out, too large for the file: ``/g/v:name: reason``
+    dropped: list[str] = field(default_factory=list)
 
 
 def _path(parent: str, name: str) -> str:
@@ -126,6 +128,8 @@ class _Pass:
         headers = {k[4:]: v for k, v in addr.items() if k.startswith("hdr:")}
         self.ctx = Context(headers, self.heap)
         self.pieces: list[tuple[str, Chunk]] = []
+        #: attributes left out: ``/g/v:name: reason``
+        self.dropped: list[str] = []
 
     def a(self, key: str) -> int:
         return self.addr.get(key, 0)
@@ -135,16 +139,37 @@ class _Pass:
         self.group(self.root, "/")
         self.blocks.append(("gheap", self.heap.encode()))
 
-    def attrs(self, attrs: list[Attr]) -> list[m.Message]:
-        out = []
+    def header(self, path: str, msgs: list[m.Message], attrs: list[Attr]) -> None:
+        """The object header of ``path`` holding ``msgs`` and its attributes: a version-1 header,
+        or, if an attribute's message is too large for one, a version-2 header naming the
+        attributes' dense storage, which follows it."""
+        named = []
         for at in attrs:
             data = at.data(self.ctx) if callable(at.data) else at.data
-            out.append(m.attribute(at.name, at.dtype, dataspace(at.shape), data))
-        return out
+            named.append((at.name, m.attribute(at.name, at.dtype, dataspace(at.shape), data)[1]))
+        if any(len(padded(body)) > 0xFFFF for _, body in named):
+            named = self.fitting(path, named)
+        if all(len(padded(body)) <= 0xFFFF for _, body in named):
+            self.blocks.append((f"hdr:{path}", m.object_header([*msgs, *((m.ATTRIBUTE, b) for _, b in named)])))
+            return
+        storage, info = dense.dense_storage(self.a(f"dense:{path}"), named)
+        self.blocks += [(f"hdr:{path}", m.object_header_v2([*msgs, info])), (f"dense:{path}", storage)]
+
+    def fitting(self, path: str, named: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+        """The attributes (name, message) dense storage holds, in order; the others noted in
+        ``dropped``."""
+        kept, total = [], 0
+        for name, body in named:
+            if dense.fits(len(kept) + 1, total + len(body)):
+                kept.append((name, body))
+                total += len(body)
+            else:
+                self.dropped.append(f"{path}:{name}: {len(body)} bytes: more than an object's dense attribute "
+                                    f"storage holds here ({dense.MAX_BLOCK >> 20} MiB in all)")
+        return kept
 
     def group(self, g: Group, path: str) -> None:
-        msgs = [m.symbol_table(self.a(f"btree:{path}"), self.a(f"heap:{path}")), *self.attrs(g.attrs)]
-        self.blocks.append((f"hdr:{path}", m.object_header(msgs)))
+        self.header(path, [m.symbol_table(self.a(f"btree:{path}"), self.a(f"heap:{path}"))], g.attrs)
         members = [btrees.Member(c.name, self.a(f"hdr:{_path(path, c.name)}"), self.a(f"btree:{_path(path, c.name)}"),
                                  self.a(f"heap:{_path(path, c.name)}"), True) for c in g.groups]
         members += [btrees.Member(d.name, self.a(f"hdr:{_path(path, d.name)}")) for d in g.datasets]
@@ -171,8 +196,7 @@ class _Pass:
         else:
             root = self.a(f"cbt:{path}") if chunks else UNDEF
             msgs.append(m.chunked_layout(root, d.chunks, d.dtype.size))
-        msgs += self.attrs(d.attrs)
-        self.blocks.append((f"hdr:{path}", m.object_header(msgs)))
+        self.header(path, msgs, d.attrs)
         if d.chunks is not None and chunks:
             entries = [btrees.ChunkEntry(tuple(i * c for i, c in zip(ch.index, d.chunks)), ch.size, ch.mask,
                                          self.a(f"chunk:{path}:{ch.index}")) for ch in chunks]
@@ -214,4 +238,4 @@ def layout(root: Group) -> Layout:
     meta = sb + b"".join(data for _, data in final.blocks[1:])
     pieces = [Piece(addr[key], c.size + c.extra, c.source) for key, c in final.pieces]
     headers = {k[4:]: v for k, v in addr.items() if k.startswith("hdr:")}
-    return Layout(addr["end"], meta, pieces, headers)
+    return Layout(addr["end"], meta, pieces, headers, final.dropped)
