@@ -179,10 +179,12 @@ def _s3(opening: Opening) -> SyncStore:
 
 
 def _s3_identity(opening: Opening) -> tuple[str | None, str | None, str | None]:
-    loc, values = opening.source.parsed, opening.options
-    endpoint = (values.get("endpoint_url") or (loc.endpoint_url if loc else None)
+    """Where S3 is reached and as whom (an S3 source's, or a reference set's s3:// targets'): the
+    profile as S3Options reads it (-o profile=, else the URL's #aws.profile=)."""
+    loc, options = opening.source.parsed, S3Options.of(opening)
+    endpoint = (options.endpoint_url or (loc.endpoint_url if loc else None)
                 or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
-    return endpoint, values.get("region") or (loc.region if loc else None), values.get("profile")
+    return endpoint, options.region or (loc.region if loc else None) or options.url_region, options.profile
 
 
 def _gcs(opening: Opening) -> SyncStore:
@@ -222,7 +224,8 @@ register(Backend("memory", _memory, schemes=("memory",), locate=_memory_location
 register(Backend("zip", _zip, modes=("zip",), suffixes=(".zip",), rows=ZipOptions.rows, one_file=True,
                  staging=_zip_staging, staged=_zip_staged))
 register(Backend("reference", _reference, schemes=("reference",), modes=("refs",), noun="a reference set",
-                 suffixes=(".json", ".parq", ".parquet"), rows=ReferenceOptions.rows, remote=True, one_file=True))
+                 suffixes=(".json", ".parq", ".parquet"), rows=ReferenceOptions.rows, remote=True, one_file=True,
+                 identity=_s3_identity))
 register(Backend("s3", _s3, schemes=("s3", "gs3", "http", "https"), modes=("s3", "gs3"), claims=claims_s3,
                  locate=locate_s3, rows=S3Options.rows, remote=True, identity=_s3_identity, metadata_ttl=SHORT_TTL))
 register(Backend("gcs", _gcs, schemes=("gs",), locate=locate_cloud, rows=CloudOptions.rows, remote=True,
