@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
-from nczfs.config.mountconfig import MountConfig, default_metadata_ttl, parse_options
+from nczfs.config.mountconfig import MountConfig, parse_options
 from nczfs.fuse.control import NotAnNczfsMount, read_control
 from nczfs.toolbox.errors import NczfsError
 from nczfs.daemon.umount import UnmountError, store_pending, unmount
@@ -107,10 +107,7 @@ def start(source: str, mountpoint: str | os.PathLike, **options: Any) -> Mount:
     """Mount ``source`` on ``mountpoint``; returns once the mount answers requests (``nczfs.daemon.mount``
     is the module that serves a mount: this is ``nczfs.api.start``)."""
     opts = option_strings(options)
-    try:
-        parse_options(opts)  # a bad option is refused here, as the command line would
-    except NczfsError as exc:
-        raise MountError(str(exc)) from None
+    _checked(str(source), opts)  # a bad SOURCE or option is refused here, as the command line would
     path = Path(os.path.abspath(mountpoint))
     rfd, wfd = os.pipe()
     argv = [sys.executable, "-m", "nczfs", "mount", "--ready-fd", str(wfd), str(source), str(path),
@@ -167,14 +164,19 @@ def open_view(source: str, present: str = "as-stored", **options: Any):
     """A zarr-python store serving ``source`` as nczfs mounts it, in this process (no FUSE):
     ``present=`` one of as-stored, netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray; writes are
     validated (``validate=``) and translated back as through a mount. Close it when done."""
-    from nczfs.config.source import parse_source
     from nczfs.zarrstore import NczfsZarrStore
+
+    parsed, values = _checked(source, option_strings({**options, "present": present}))
+    return NczfsZarrStore.open(MountConfig.of(parsed, "", **values))
+
+
+def _checked(source: str, opts: list[str]):
+    """SOURCE parsed and the ``-o`` items ``opts`` parsed for its backend (those only other
+    backends take refused), or MountError saying why not."""
+    from nczfs.config.source import parse_source
 
     try:
         parsed = parse_source(source)
-        values = parse_options(option_strings({**options, "present": present}))
+        return parsed, parse_options(opts, parsed.backend)
     except NczfsError as exc:
         raise MountError(str(exc)) from None
-    values.setdefault("metadata_ttl", default_metadata_ttl(parsed.backend, bool(values.get("read_only"))))
-    config = MountConfig.of(parsed, "", **values)
-    return NczfsZarrStore.open(config)

@@ -1,6 +1,7 @@
 """No module outside a backend's package names a backend to decide something: code that would
 compare ``source.backend`` with ``"zip"`` reads a capability the backend declares in its registry
-entry instead (nczfs/store/registry.py: the one place backends are named, by their declarations).
+entry instead (each backend's own, in its package: nczfs/store/zip/backend.py, ...; the registry
+module, nczfs/store/registry.py, holds only the mechanism and names none).
 
 Read from the source with ``ast``: every comparison (``==``, ``!=``, ``in``, ``not in``) with a
 string literal, or a tuple, list or set of them, that is a registered backend's name; and every
@@ -16,10 +17,10 @@ import nczfs
 from nczfs.store.registry import BACKENDS
 
 ROOT = Path(nczfs.__file__).parent
-#: a backend's own package (or module), where it may name itself and its siblings; the registry,
+#: a backend's own package (or module, and its entry's module), where it may name itself and its siblings
 #: whose entries declare them
 OWN = ("store/objstore/", "store/zip/", "store/icechunk/", "store/reference/", "store/directory.py", "store/memory.py",
-       "store/registry.py")
+       "store/directorybackend.py", "store/memorybackend.py")
 
 
 #: the backends' packages (and modules) under nczfs.store
@@ -70,7 +71,7 @@ def test_no_module_outside_the_store_imports_a_backends_package():
            for path in sorted(ROOT.rglob("*.py"))
            if not str(path.relative_to(ROOT)).startswith("store/") and str(path.relative_to(ROOT)) not in IMPORTERS
            for line, module in imports(path.read_text())]
-    assert bad == [], "read what the backend declares in its registry entry (nczfs/store/registry.py) instead"
+    assert bad == [], "read what the backend declares in its registry entry instead"
 
 
 def test_the_check_sees_each_form_of_import():
@@ -93,3 +94,21 @@ def test_the_check_sees_each_form_of_comparison():
     text = ('a = source.backend == "zip"\nb = "s3" != kind\nc = backend in ("memory", "other")\n'
             'd = backend not in {"directory"}\ne = mode == "nczarr"\nf = {"zip": 1}\n')
     assert comparisons(text, set(BACKENDS)) == [(1, "zip"), (2, "s3"), (3, "memory"), (4, "directory")]
+
+
+def test_each_backend_registers_itself_in_its_own_package():
+    """The ``register()`` calls are in the backends' packages, each backend's entry in its own
+    (where its opener is), and the registry module imports no backend: it is only the mechanism."""
+    import inspect
+
+    callers = sorted(str(path.relative_to(ROOT)) for path in ROOT.rglob("*.py")
+                     if any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "register"
+                            for node in ast.walk(ast.parse(path.read_text()))))
+    assert callers and all(c.startswith(OWN) for c in callers), callers
+    registry = (ROOT / "store" / "registry.py").read_text()
+    assert imports(registry) == [] and comparisons(registry, set(BACKENDS)) == []
+    homes = {"directory": "nczfs.store.directory", "memory": "nczfs.store.memory", "zip": "nczfs.store.zip.",
+             "reference": "nczfs.store.reference.", "icechunk": "nczfs.store.icechunk."}
+    for name, backend in BACKENDS.items():
+        module = inspect.getmodule(backend.opener).__name__
+        assert module.startswith(homes.get(name, "nczfs.store.objstore.")), (name, module)

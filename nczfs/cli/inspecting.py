@@ -88,7 +88,7 @@ def _run(args, warnings: _Warnings) -> int:
 
     try:
         source = parse_source(args.source)
-        options = source_values(args)
+        options = source_values(args, source.backend)
         if BACKENDS[source.backend].directory and not os.path.isdir(source.location):
             raise NczfsError(f"{args.source}: {source.location} is not a directory")
         store = open_read_only(source, **options)

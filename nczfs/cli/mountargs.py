@@ -8,7 +8,7 @@ import errno
 import os
 
 from nczfs.cli.usage import UsageError
-from nczfs.config.mountconfig import MountConfig, default_metadata_ttl, foreign_options, source_values
+from nczfs.config.mountconfig import MountConfig, source_values
 from nczfs.toolbox.errors import SourceError
 from nczfs.toolbox.mounttable import is_fuse_mount, kernel_path
 from nczfs.toolbox.optionvalues import metrics_address, nc_files, parse_size, present_view, validate_mode
@@ -26,10 +26,11 @@ def build_config(args: argparse.Namespace) -> MountConfig:
 def _build_config(args: argparse.Namespace) -> MountConfig:
     source = parse_source(args.source)
     check_no_control_characters("MOUNTPOINT", args.mountpoint)
-    values = source_values(args)
-    _source_flags(args, values, source.backend)
+    values = source_values(args, source.backend)
+    if args.read_only:
+        values["read_only"] = True
     _logging_flags(args, values)
-    _ttl_flags(args, values, source.backend)
+    _ttl_flags(args, values)
     _cache_flags(args, values)
     _layer_flags(args, values)
     return _checked(args, source, values)
@@ -48,19 +49,6 @@ def _checked(args: argparse.Namespace, source: Source, values: dict[str, object]
     return MountConfig.of(source, mountpoint, foreground=foreground, **values)
 
 
-def _source_flags(args: argparse.Namespace, values: dict[str, object], backend: str) -> None:
-    """--read-only, or options of the backend that make it read-only (an Icechunk tag); options
-    only other backends take are refused."""
-    found = BACKENDS[backend]
-    if args.read_only or (found.read_only_if is not None and found.read_only_if(values)):
-        values["read_only"] = True
-    if given := foreign_options(backend, getattr(args, "options", [])):
-        owners = [b for b in BACKENDS.values() if any(given[0] in row.rules for row in b.rows if row.own)]
-        schemes = " or ".join(f"{s}://" for b in owners for s in b.schemes)
-        raise UsageError(f"-o {given[0]}: an option of {', '.join(b.noun or b.name + ' sources' for b in owners)} "
-                         f"({schemes})")
-
-
 def _logging_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
     """--log-level (or -d, -v, -q), --log-format, --metrics over what -o said."""
     if args.log_level:
@@ -77,14 +65,12 @@ def _logging_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
         values["metrics"] = metrics_address(args.metrics)
 
 
-def _ttl_flags(args: argparse.Namespace, values: dict[str, object], backend: str) -> None:
-    """--metadata-ttl, else -o metadata_ttl=, else the backend's default."""
+def _ttl_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
+    """--metadata-ttl over -o metadata_ttl= (neither: the backend's default, MountConfig.of)."""
     if args.metadata_ttl is not None:
         if args.metadata_ttl < 0:
             raise UsageError("--metadata-ttl must not be negative")
         values["metadata_ttl"] = args.metadata_ttl
-    if "metadata_ttl" not in values:
-        values["metadata_ttl"] = default_metadata_ttl(backend, bool(values.get("read_only")))
 
 
 def _cache_flags(args: argparse.Namespace, values: dict[str, object]) -> None:

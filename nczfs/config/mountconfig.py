@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from nczfs.toolbox.budgets import DEFAULT_CACHE_DIR_SIZE
 from nczfs.toolbox.errors import SourceError
@@ -26,7 +26,7 @@ from nczfs.toolbox.optionvalues import (
 )
 from nczfs.config.source import Source
 from nczfs.store.options import OptionRow, Rule, abspath, any_, const, flag, nonempty, to, valued
-from nczfs.store.registry import BACKENDS, LONG_TTL, Opening
+from nczfs.store.registry import BACKENDS, LONG_TTL, Backend, Opening
 
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(
@@ -173,8 +173,15 @@ class MountConfig:
 
     @classmethod
     def of(cls, source: Source, mountpoint: str, **values: object) -> MountConfig:
-        """The config of these values: MountConfig fields, and a backend's options (-o values)."""
+        """The config of these values: MountConfig fields, and a backend's options (-o values).
+        Every entry point (mount, inspect, validate, the API) builds its config here: read-only
+        where the backend's options make it so (an Icechunk tag), with the backend's default
+        metadata TTL where none is given."""
         fields, backend_options = split_values(values)
+        found = BACKENDS.get(source.backend)
+        if found is not None and found.read_only_if is not None and found.read_only_if(values):
+            fields["read_only"] = True
+        fields.setdefault("metadata_ttl", default_metadata_ttl(source.backend, bool(fields.get("read_only"))))
         return cls(source=source, mountpoint=mountpoint, backend_options=backend_options, **fields)  # type: ignore[arg-type]  # values: MountConfig fields, checked by the option table
 
     def opening(self) -> Opening:
@@ -182,25 +189,33 @@ class MountConfig:
         return Opening(self.source, self.mountpoint, self.read_only, self.backend_options)
 
 
-def parse_options(opts: list[str]) -> dict[str, object]:
-    """``-o`` strings (each a comma list) to MountConfig field values; unknown keys are an error."""
+def parse_options(opts: Iterable[str], backend: str | None = None) -> dict[str, object]:
+    """``-o`` strings (each a comma list) to MountConfig field values; unknown keys are an error,
+    and so are, on a source of ``backend``, the keys only other backends take."""
+    return parse_items((item for chunk in opts for item in chunk.split(",")), backend)
+
+
+def parse_items(items: Iterable[str], backend: str | None = None) -> dict[str, object]:
+    """``key[=value]`` items (each one, commas and all) to MountConfig field values, as
+    :func:`parse_options`."""
     out: dict[str, object] = {}
-    rules = option_rules()
-    for chunk in opts:
-        for item in chunk.split(","):
-            item = item.strip()
-            if item:
-                _option(out, item, rules)
+    rules, foreign = option_rules(), foreign_keys(backend) if backend is not None else {}
+    for item in items:
+        item = item.strip()
+        if item:
+            _option(out, item, rules, foreign)
     return out
 
 
-def _option(out: dict[str, object], item: str, rules: Mapping[str, Rule]) -> None:
+def _option(out: dict[str, object], item: str, rules: Mapping[str, Rule], foreign: Mapping[str, str]) -> None:
     """One ``key[=value]`` item into ``out`` (its row's rule says how), or a clear error."""
     key, eq, value = item.partition("=")
     key = key.strip().replace("-", "_")
     # and userspace options (x-systemd.*, x-gvfs-*: libmount's "x-" convention)
     if key in IGNORED_OPTIONS or key.startswith("x_"):
         return
+    if key in foreign:
+        raise SourceError(f"-o {key}: {foreign[key]}")
     rule = rules.get(key)
     if rule is None:
         raise SourceError(f"-o {item}: unknown mount option")
@@ -229,12 +244,20 @@ def option_rules() -> dict[str, Rule]:
     return {key: rule for row in option_rows() for key, rule in row.rules.items()}
 
 
-def foreign_options(backend: str, opts: list[str]) -> list[str]:
-    """The keys of the ``-o`` strings ``opts`` that only other backends take (rows declared ``own``)."""
-    given = {item.partition("=")[0].strip().replace("-", "_") for chunk in opts for item in chunk.split(",")}
+def foreign_keys(backend: str) -> dict[str, str]:
+    """The -o keys only backends other than ``backend`` take (their rows declared ``own``), each
+    with why it is refused on a source of ``backend``."""
     mine = {key for row in BACKENDS[backend].rows for key in row.rules} if backend in BACKENDS else set()
-    return sorted({key for b in BACKENDS.values() for row in b.rows if row.own for key in row.rules
-                   if key in given and key not in mine})
+    owners: dict[str, list[Backend]] = {}
+    for b in BACKENDS.values():
+        for key in (key for row in b.rows if row.own for key in row.rules if key not in mine):
+            owners.setdefault(key, []).append(b)
+    return {key: _owned_by(found) for key, found in owners.items()}
+
+
+def _owned_by(owners: list[Backend]) -> str:
+    schemes = " or ".join(f"{s}://" for b in owners for s in b.schemes)
+    return f"an option of {', '.join(b.noun or b.name + ' sources' for b in owners)} ({schemes})"
 
 
 def split_values(values: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
@@ -251,14 +274,21 @@ def default_metadata_ttl(backend: str, read_only: bool) -> float:
     return LONG_TTL if found is None or read_only else found.metadata_ttl
 
 
-def source_values(args) -> dict[str, object]:
-    """The -o options and source flags of mount, inspect and validate, as MountConfig values."""
-    values = parse_options(getattr(args, "options", []))
-    for key in ("endpoint_url", "profile", "region"):
-        if getattr(args, key, None):
-            values[key] = getattr(args, key)
-    if getattr(args, "no_sign_request", False):
-        values["no_sign_request"] = True
-    if args.allow_roots:
-        values["allow_roots"] = (*values.get("allow_roots", ()), *map(os.path.abspath, args.allow_roots))  # type: ignore[misc]  # values hold objects: this one a tuple
-    return values
+#: the flags of mount, inspect and validate that say what an -o key says (argparse's name: the key)
+SOURCE_FLAGS = {"endpoint_url": "endpoint_url", "profile": "profile", "region": "region",
+                "no_sign_request": "no_sign_request", "allow_roots": "allow_root"}
+
+
+def source_values(args, backend: str) -> dict[str, object]:
+    """The -o options and source flags of mount, inspect and validate on a source of ``backend``,
+    as MountConfig values: a flag is read by its -o key's rule, after the -o strings."""
+    return parse_items([*(item for chunk in getattr(args, "options", []) for item in chunk.split(",")),
+                        *(item for name, key in SOURCE_FLAGS.items() for item in _flag_items(key, getattr(args, name, None)))],
+                       backend)
+
+
+def _flag_items(key: str, given: object) -> list[str]:
+    """A flag's value as ``key[=value]`` items: none if not given, one each of a repeated flag's."""
+    if given is True:
+        return [key]
+    return [f"{key}={value}" for value in (given if isinstance(given, list) else [given]) if value]

@@ -15,7 +15,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from nczfs.toolbox.errors import SourceError
 from nczfs.store.registry import BACKENDS, Backend, Given, by_scheme
@@ -157,16 +157,7 @@ def _url_backend(given: Given) -> Backend:
 def _local(given: Given, body: str, backend: Backend | None) -> tuple[Backend, Given]:
     """A path, a file:// URL or a local backend's own (reference://): the backend its scheme,
     mode words or extension choose, else the one for any path; ``given`` with the path."""
-    parts = given.parts
-    if parts is not None:
-        path = unquote(parts.path)
-        if parts.netloc and parts.netloc != "localhost":
-            path = parts.netloc + path  # file://relative/path
-    else:
-        path = body
-    if not path:
-        raise SourceError(f"{given.text}: no path")
-    path = os.path.normpath(os.path.join(given.cwd, os.path.expanduser(path)))
+    path = given.local_path(body)
     if given.scheme == "file":
         backend = None  # netCDF-C's: a path, any local backend's
     if backend is not None and given.chosen not in (None, backend.name):

@@ -4,9 +4,12 @@ open (:class:`Opening`: the SOURCE, the mount point, read-only, the values of it
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
-from urllib.parse import SplitResult
+from urllib.parse import SplitResult, unquote
+
+from nczfs.toolbox.errors import SourceError
 
 
 class Named(Protocol):
@@ -67,6 +70,20 @@ class Given:
     chosen: str | None
     words: str
     cwd: str
+
+    def local_path(self, body: str = "") -> str:
+        """The local path the URL names (``file:///abs``, ``SCHEME://relative/path``; the host
+        ``localhost`` is none), else the path ``body``, made absolute against :attr:`cwd` (``~``
+        expanded, normalised); SourceError if there is none."""
+        parts = self.parts
+        path = body
+        if parts is not None:
+            path = unquote(parts.path)
+            if parts.netloc and parts.netloc != "localhost":
+                path = parts.netloc + path  # SCHEME://relative/path
+        if not path:
+            raise SourceError(f"{self.text}: no path")
+        return os.path.normpath(os.path.join(self.cwd, os.path.expanduser(path)))
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,20 @@ def test_source_identity_names_backend_location_and_endpoint(tmp_path):
     assert ident("http://127.0.0.1:1/bkt/p") != ident("http://127.0.0.1:2/bkt/p")
     assert ident("s3://bkt/p") == ident("s3://bkt/p#mode=zarr,s3")
     assert ident("/data/refs.json") != ident("/data/other.json")
+    assert ident("s3://bkt/p", profile="a") != ident("s3://bkt/p", profile="b")
+    assert ident("s3://bkt/p#aws.profile=a") != ident("s3://bkt/p#aws.profile=b")
+
+
+def test_a_reference_sets_identity_names_how_its_s3_targets_are_reached(tmp_path):
+    """Two mounts of one reference set whose s3:// targets are read as other profiles, from other
+    endpoints or regions, read other bytes: they share no --cache-dir entries."""
+    def ident(url: str, **kw) -> str:
+        return source_identity(MountConfig.of(parse_source(url), str(tmp_path), **kw))
+
+    refs = "/data/refs.json"
+    assert len({ident(refs), ident(refs, profile="a"), ident(refs, profile="b"), ident(refs + "#aws.profile=c"),
+                ident(refs, endpoint_url="http://127.0.0.1:1"), ident(refs, region="r")}) == 6
+    assert ident(refs, profile="a") == ident(refs, profile="a")
 
 
 async def test_the_bytes_held_never_exceed_the_limit(tmp_path):

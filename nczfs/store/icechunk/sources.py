@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from urllib.parse import unquote
 
 from nczfs.toolbox.errors import SourceError
@@ -18,9 +17,4 @@ def locate_icechunk(given: Given) -> Located:
         if not parts.netloc:
             raise SourceError(f"{text}: no bucket in the URL")
         return Located(f"s3://{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/"))
-    path = unquote(parts.path)
-    if parts.netloc and parts.netloc != "localhost":
-        path = parts.netloc + path  # icechunk://relative/path
-    if not path:
-        raise SourceError(f"{text}: no path")
-    return Located(os.path.normpath(os.path.join(given.cwd, os.path.expanduser(path))), local=True)
+    return Located(given.local_path(), local=True)  # icechunk:///abs, icechunk://relative/path

@@ -116,6 +116,16 @@ class S3Options(Bounds):
         return dataclasses.replace(self, retries=0)
 
 
+def s3_identity(opening: Opening) -> tuple[str | None, str | None, str | None]:
+    """(endpoint, region, profile): where S3 is reached and as whom, for an S3 source or a
+    reference set's s3:// targets (what tells them apart in a shared --cache-dir); the profile as
+    :class:`S3Options` reads it (-o profile=, else the URL's #aws.profile=)."""
+    loc, options = opening.source.parsed, S3Options.of(opening)
+    endpoint = (options.endpoint_url or (loc.endpoint_url if loc else None)
+                or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+    return endpoint, options.region or (loc.region if loc else None) or options.url_region, options.profile
+
+
 @dataclass(frozen=True)
 class CloudOptions:
     """What a mount's options ask of a GCS or Azure source (anonymous sources are read-only:

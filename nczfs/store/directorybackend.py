@@ -1,0 +1,26 @@
+"""The directory backend's registry entry: any local path nothing else claims, or a ``file://``
+URL (netCDF-C's ``file`` map). A module of its own so that finding the backend does not import
+the store (:mod:`nczfs.store.directory`), which a mount imports when it opens one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nczfs.store.options import OVERWRITE
+from nczfs.store.registry import Backend, register
+
+if TYPE_CHECKING:
+    from nczfs.store.base import SyncStore
+    from nczfs.store.opening import Opening
+
+
+def _directory(opening: Opening) -> SyncStore:
+    from nczfs.store.directory import DirectoryStore
+
+    store = DirectoryStore(opening.source.location, read_only=opening.read_only)
+    store.checks_writes = store.checks_deletes = opening.options.get("overwrite", "checked") == "checked"
+    return store
+
+
+DIRECTORY = register(Backend("directory", _directory, schemes=("file",), modes=("file",), paths=True,
+                             rows=(OVERWRITE,), directory=True))
