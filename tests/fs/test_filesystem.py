@@ -801,7 +801,7 @@ async def test_rename_of_unflushed_file_over_the_only_key_of_a_directory_keeps_i
     # found by tests/fs/test_filesystem_model.py (the spilling model's shrunk example): the
     # replaced object was deleted at once and the pending file is stored only at its close, so
     # for that while nothing in the store implied "a/a", which vanished with the file in it
-    a = await mkdirs(fs, "a")
+    await mkdirs(fs, "a")
     b = await mkdirs(fs, "b")
     raw.set("a/a/a", b"another client's")
     fh, attr = await fs.create(b, "a", 0o644, os.O_RDWR | os.O_CREAT)

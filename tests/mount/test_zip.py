@@ -7,7 +7,6 @@ Every check of "what is in the archive" opens the archive with ``zipfile`` (neve
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import subprocess
