@@ -28,8 +28,8 @@ import shutil
 import time
 from typing import BinaryIO, Callable, Iterable
 
-from nczfs.toolbox.errors import SourceError
-from nczfs.store.noreplace import rename_exchange, rename_noreplace
+from nczfs.toolbox.errors import Conflict, SourceError
+from nczfs.store.fileversions import replace_checked
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,8 @@ class Staging:
         self._next = 1
         #: the journal's records: changes made since the last commit
         self.records: list[dict] = []
+        #: a fault hook for tests: run with the archive's path between a commit's last check and its swap
+        self.before_replace: Callable[[str], None] | None = None
 
     # ------------------------------------------------------------------ opening, recovery
 
@@ -106,6 +108,7 @@ class Staging:
                 done = tuple(json.load(f)) == ident
             if done:  # the rename happened: the archive already holds the staged changes
                 log.warning("%s: an interrupted commit had finished; cleaning up", self.archive)
+                self._keep_swapped_out()
                 self.committed(ident)
                 return []
             os.unlink(marker)
@@ -142,6 +145,26 @@ class Staging:
         self._journal = os.open(journal, os.O_WRONLY | os.O_APPEND)
         self.records = records
         return records
+
+    def _keep_swapped_out(self) -> None:
+        """A commit killed right after its swap leaves the archive swapped out as ``new.zip``:
+        the archive the journal's changes were made on (removed with the rest), or one another
+        program put in its place between the commit's last check and the swap: that one is moved
+        aside to ``.NAME.zip.nczfs-orphaned-TIME/`` and reported, never removed."""
+        out = self._path("new.zip")
+        try:
+            st = os.stat(out)
+            with open(self._path("journal"), encoding="utf-8", errors="replace") as f:
+                base = json.loads(f.readline())["base"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if base is not None and tuple(base) == (st.st_ino, st.st_size, st.st_mtime_ns):
+            return
+        dest = f"{self.dir}-orphaned-{time.strftime('%Y%m%dT%H%M%S')}"
+        os.makedirs(dest, exist_ok=True)
+        os.rename(out, os.path.join(dest, os.path.basename(self.archive)))
+        log.error("%s: an interrupted commit replaced an archive another program had written "
+                  "meanwhile; that archive is kept in %s", self.archive, dest)
 
     def orphan(self, why: str) -> None:
         """Move staged writes that cannot be applied aside, and say so."""
@@ -241,22 +264,29 @@ class Staging:
         except FileNotFoundError:
             pass
 
-    def install(self, tmp: str, archive: str, unchanged: Callable[[str], bool]) -> bool:
+    def install(self, tmp: str, archive: str, unchanged: Callable[[str], bool], absent: bool = False) -> bool:
         """Put the fsynced new archive in the old one's place, leaving a marker for recovery: only
-        while the old one is ``unchanged`` (is the archive read: the file at the path given). The
-        two are swapped in one step (``renameat2(RENAME_EXCHANGE)``) and the one swapped out
-        checked (swapped back if it changed: False); where the swap is missing, a plain rename."""
+        while the old one is ``unchanged`` (is the archive read: the file at the path given; with
+        ``absent``, only while there is none), as :func:`~nczfs.store.fileversions.replace_checked`
+        replaces a file: swapped in one step and the one swapped out checked (swapped back if it
+        changed: False); where the swap is missing, checked right before a plain rename."""
         st = os.stat(tmp)
         marker = self._path("committing")
         with open(marker, "w") as f:
             json.dump([st.st_ino, st.st_size, st.st_mtime_ns], f)
             f.flush()
             os.fsync(f.fileno())
-        if _put(tmp, archive, unchanged, st.st_ino):
-            _fsync_dir(os.path.dirname(archive))
-            return True
-        os.unlink(marker)
-        return False
+
+        def check(path: str, _dir_fd: int | None) -> None:
+            if not unchanged(path):
+                raise Conflict(archive, "the archive read", "another")
+        try:
+            replace_checked(archive, lambda call: call(tmp, archive), check, absent, self.before_replace)
+        except (Conflict, FileExistsError):
+            os.unlink(marker)
+            return False
+        _fsync_dir(os.path.dirname(archive))
+        return True
 
     def committed(self, ident: Ident) -> None:
         """The archive holds every staged change: start afresh on top of it."""
@@ -281,25 +311,3 @@ class Staging:
         if not self.dirty:
             shutil.rmtree(self.dir, ignore_errors=True)
         os.close(self._lock_fd)
-
-
-def _put(tmp: str, archive: str, unchanged: Callable[[str], bool], ino: int) -> bool:
-    """The new archive ``tmp`` (inode ``ino``) in the place of ``archive`` while that is ``unchanged``."""
-    try:
-        if not rename_exchange(tmp, archive):
-            os.replace(tmp, archive)  # no swap here: the check right before was the last
-            return True
-    except FileNotFoundError:  # no archive there: made only while none is, if none was read
-        if not unchanged(archive):
-            return False
-        try:
-            rename_noreplace(tmp, archive)
-        except FileExistsError:
-            return False
-        return True
-    if unchanged(tmp):  # the archive swapped out is the one read
-        os.unlink(tmp)
-        return True
-    if os.stat(archive).st_ino == ino:
-        rename_exchange(tmp, archive)  # back: the other program's archive in its place again
-    return False
