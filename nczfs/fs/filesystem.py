@@ -181,8 +181,8 @@ class Filesystem(Namespace):
             existing.lookups += 1
             return fh, self.attrs.of(existing)
         node = self.table.node_for(path, False, stat.S_IFREG)
-        node.pending = True
         node.detached = False
+        self.table.set_pending(node, True)
         node.meta = None
         node.content = self.writeback.new_content(b"", dirty=True, base=ABSENT)
         node.size, node.mtime_ns, node.fetched = 0, time.time_ns(), self.attrs.now()
