@@ -25,6 +25,7 @@ from nczfs.fs.content import WriteMemory
 from nczfs.fs.early_upload import EarlyUploads
 from nczfs.fs.handles import FileHandle, Handles, WriteHandle
 from nczfs.fs.inodes import InodeTable, Node
+from nczfs.fs.localdirs import LocalDirs
 from nczfs.fs.namespace import Namespace
 from nczfs.fs.options import FsOptions
 from nczfs.fs.writeback import WriteBack
@@ -38,7 +39,7 @@ class Filesystem(Namespace):
         self.opts = options or FsOptions()
         self.table = InodeTable()
         #: directories made by mkdir (or left empty by unlink/rename) on stores without directories
-        self.local_dirs = set()
+        self.local_dirs = LocalDirs()
         self.handles = Handles()
         self.attrs = Attributes(store, self.table, self.opts)
         self.writeback = WriteBack(store, self.opts, self.attrs, self.handles)

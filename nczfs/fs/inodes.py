@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from nczfs.toolbox.errors import Stale
 from nczfs.fs.content import Content
+from nczfs.fs.localdirs import count_below
 from nczfs.store.values import Meta
 
 ROOT_INO = 1
@@ -173,16 +174,10 @@ class InodeTable:
             self._pending_at[node.ino] = now
         if was == now:
             return
-        for path, step in ((was, -1), (now, 1)):
-            while path:
-                path = path.rpartition("/")[0]
-                if not path:
-                    break
-                n = self.pending_below.get(path, 0) + step
-                if n:
-                    self.pending_below[path] = n
-                else:
-                    del self.pending_below[path]
+        if was is not None:
+            count_below(self.pending_below, was, -1)
+        if now is not None:
+            count_below(self.pending_below, now, 1)
 
     def add_name(self, node: Node, path: str) -> None:
         """``path`` is one more name of ``node`` (a hard link made through the mount)."""

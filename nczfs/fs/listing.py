@@ -15,6 +15,7 @@ from nczfs.toolbox.errors import KeyNotFound, NotADirectory
 from nczfs.fs.attrs import Attributes
 from nczfs.fs.handles import AddEntry, DirHandle, Handles
 from nczfs.fs.inodes import ROOT_INO, InodeTable, Node
+from nczfs.fs.localdirs import LocalDirs
 from nczfs.fs.names import CONTROL_NAME
 from nczfs.fs.options import FsOptions
 from nczfs.store.base import Store
@@ -31,7 +32,7 @@ class Listing:
     attrs: Attributes
     handles: Handles
     #: directories made by mkdir (or left empty by unlink/rename) on stores without directories
-    local_dirs: set[str]
+    local_dirs: LocalDirs
 
     async def _find(self, path: str) -> Node | None:
         """The node at ``path`` if it exists (locally or in the store), else None."""
@@ -61,8 +62,7 @@ class Listing:
         """The one rule for a directory the mount holds, whatever the store shows (another
         client may remove its last key): one made or kept by the mount (``local_dirs``), or
         above such a one or a pending file (created, not stored yet: ``pending_below``)."""
-        return (path in self.local_dirs or path in self.table.pending_below
-                or any(d.startswith(path + "/") for d in self.local_dirs))
+        return path in self.local_dirs or self.local_dirs.holds_below(path) or path in self.table.pending_below
 
     def _node_of(self, path: str, e: DirEntry) -> Node:
         """The node a store's entry names: of its type, and one node for the names of one file."""

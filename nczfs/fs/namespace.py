@@ -336,11 +336,8 @@ class Namespace(Listing):
             await self.store.rename_dir(src_path, dst_path)
         else:
             await self.store.forget_dir(src_path)  # S3: folders a server keeps when emptied
-        start = src_path + "/"
-        moved = {d for d in self.local_dirs if d == src_path or d.startswith(start)}
-        self.local_dirs -= moved
-        self.local_dirs |= {dst_path + d[len(src_path) :] for d in moved}
-        if not self.store.stores_directories and src_path not in moved:
+        kept = self.local_dirs.move(src_path, dst_path)
+        if not self.store.stores_directories and not kept:
             self.local_dirs.add(dst_path)  # keep it even if it holds no key (an S3 folder forgotten)
 
     async def _replace_dir(self, dst_path: str, dst: Node) -> None:
