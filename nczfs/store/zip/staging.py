@@ -9,12 +9,14 @@ Beside ``NAME.zip`` lives ``.NAME.zip.nczfs/`` holding
 - ``obj-N``: the bytes of staged objects;
 - during a commit ``new.zip`` (the archive being written) and, once it is fsynced,
   ``committing`` (the identity of ``new.zip``), then ``new.zip`` is swapped with the archive
-  (``renameat2(RENAME_EXCHANGE)``; renamed over it where that is missing) and the old archive,
-  now ``new.zip``, removed once it is found to be the one read.
+  (``renameat2(RENAME_EXCHANGE)``; where that is missing, renamed over it right after the
+  archive is checked once more) and the old archive, now ``new.zip``, removed once it is found to
+  be the one read (:func:`~nczfs.store.fileversions.replace_checked`).
 
 At the next mount: a ``committing`` marker matching the archive means the commit finished
-(the journal is spent); otherwise ``new.zip`` is thrown away, and a journal whose header still
-matches the archive is replayed. A journal that fits no archive any more is moved aside to
+(the journal is spent; a ``new.zip`` left is the archive swapped out: removed if it is the one
+the journal names, else another program's, moved aside and reported); otherwise ``new.zip``
+is thrown away, and a journal whose header still matches the archive is replayed. A journal that fits no archive any more is moved aside to
 ``.NAME.zip.nczfs-orphaned-TIME`` and reported, never applied to the wrong archive.
 """
 
