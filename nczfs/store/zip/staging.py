@@ -172,9 +172,7 @@ class Staging:
         """Move staged writes that cannot be applied aside, and say so."""
         dest = f"{self.dir}-orphaned-{time.strftime('%Y%m%dT%H%M%S')}"
         os.makedirs(dest, exist_ok=True)
-        if self._journal is not None:
-            os.close(self._journal)
-            self._journal = None
+        self._close_journal()
         for name in os.listdir(self.dir):
             if name != "lock":
                 os.rename(self._path(name), os.path.join(dest, name))
@@ -240,14 +238,18 @@ class Staging:
         self.records = list(records)
         if not self.records:
             return
-        if self._journal is not None:
-            os.close(self._journal)
+        self._close_journal()
         tmp = self._path("journal.new")
         self._journal = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
         self._write({"nczfs_journal": 1, "archive": self.archive, "base": base})
         for record in self.records:
             self._write(record)
         os.replace(tmp, self._path("journal"))
+
+    def _close_journal(self) -> None:
+        if self._journal is not None:
+            os.close(self._journal)
+            self._journal = None
 
     def _write(self, obj: dict) -> None:
         assert self._journal is not None
@@ -296,9 +298,7 @@ class Staging:
         self._clear()
 
     def _clear(self) -> None:
-        if self._journal is not None:
-            os.close(self._journal)
-            self._journal = None
+        self._close_journal()
         for name in os.listdir(self.dir):
             if name != "lock":
                 path = self._path(name)
@@ -307,9 +307,7 @@ class Staging:
 
     def close(self) -> None:
         """End of the mount: remove the staging directory unless it still holds changes."""
-        if self._journal is not None:
-            os.close(self._journal)
-            self._journal = None
+        self._close_journal()
         if not self.dirty:
             shutil.rmtree(self.dir, ignore_errors=True)
         os.close(self._lock_fd)
