@@ -128,7 +128,7 @@ class Attributes:
 
     def stored(self, node: Node, info: ObjectInfo) -> None:
         """The mount itself just stored the node's content as ``info``."""
-        node.pending = False
+        self.table.set_pending(node, False)
         node.size, node.fetched, node.etag = info.size, self.now(), info.etag
         node.seen = info.etag
         self.record_meta(node, info.meta)

@@ -18,7 +18,7 @@ from typing import Awaitable, Callable
 from nczfs.toolbox.errors import Conflict, Exists, NczfsError
 from nczfs.fs.content import Content
 from nczfs.store.base import Store
-from nczfs.store.keys import CONFLICT_SUFFIX, conflict_name  # noqa: F401 (CONFLICT_SUFFIX: named here too)
+from nczfs.store.keys import conflict_name
 from nczfs.store.values import ABSENT, ObjectInfo
 
 log = logging.getLogger(__name__)

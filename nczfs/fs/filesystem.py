@@ -25,6 +25,7 @@ from nczfs.fs.content import WriteMemory
 from nczfs.fs.early_upload import EarlyUploads
 from nczfs.fs.handles import FileHandle, Handles, WriteHandle
 from nczfs.fs.inodes import InodeTable, Node
+from nczfs.fs.localdirs import LocalDirs
 from nczfs.fs.namespace import Namespace
 from nczfs.fs.options import FsOptions
 from nczfs.fs.writeback import WriteBack
@@ -38,7 +39,7 @@ class Filesystem(Namespace):
         self.opts = options or FsOptions()
         self.table = InodeTable()
         #: directories made by mkdir (or left empty by unlink/rename) on stores without directories
-        self.local_dirs = set()
+        self.local_dirs = LocalDirs()
         self.handles = Handles()
         self.attrs = Attributes(store, self.table, self.opts)
         self.writeback = WriteBack(store, self.opts, self.attrs, self.handles)
@@ -181,8 +182,8 @@ class Filesystem(Namespace):
             existing.lookups += 1
             return fh, self.attrs.of(existing)
         node = self.table.node_for(path, False, stat.S_IFREG)
-        node.pending = True
         node.detached = False
+        self.table.set_pending(node, True)
         node.meta = None
         node.content = self.writeback.new_content(b"", dirty=True, base=ABSENT)
         node.size, node.mtime_ns, node.fetched = 0, time.time_ns(), self.attrs.now()

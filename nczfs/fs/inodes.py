@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from nczfs.toolbox.errors import Stale
 from nczfs.fs.content import Content
+from nczfs.fs.localdirs import count_below
 from nczfs.store.values import Meta
 
 ROOT_INO = 1
@@ -102,6 +103,11 @@ class InodeTable:
     #: how many times a path stopped naming its node (unlink, rename, replacement): a directory
     #: listing handed out in parts checks it to learn that names it holds may be gone
     removals: int = 0
+    #: directory path -> how many pending files (created through the mount, not stored yet) are
+    #: below it, at any depth: such a directory exists while they do (the store may show none)
+    pending_below: dict[str, int] = field(default_factory=dict)
+    #: inode number -> the path a pending file is counted at in ``pending_below``
+    _pending_at: dict[int, str] = field(default_factory=dict)
     _next: int = ROOT_INO + 1
 
     def __post_init__(self) -> None:
@@ -154,6 +160,25 @@ class InodeTable:
         self._next += 1
         return self._next - 1
 
+    def set_pending(self, node: Node, pending: bool) -> None:
+        """``node`` is (True) or no longer is (stored, or failed) a file not stored yet."""
+        node.pending = pending
+        self._recount(node)
+
+    def _recount(self, node: Node) -> None:
+        """Count a pending file below the directories of its path now (and no longer below those
+        of its old one): one step per level of the path, whatever the number of files."""
+        now = node.path if node.pending and not node.detached else None
+        was = self._pending_at.pop(node.ino, None)
+        if now is not None:
+            self._pending_at[node.ino] = now
+        if was == now:
+            return
+        if was is not None:
+            count_below(self.pending_below, was, -1)
+        if now is not None:
+            count_below(self.pending_below, now, 1)
+
     def add_name(self, node: Node, path: str) -> None:
         """``path`` is one more name of ``node`` (a hard link made through the mount)."""
         self.by_path[path] = node
@@ -178,6 +203,7 @@ class InodeTable:
         self.removals += 1
         if node.path == path:
             node.path = min(p for p in node.names if self.by_path.get(p) is node)
+            self._recount(node)
 
     def detach(self, node: Node) -> None:
         """The path no longer names this node (unlinked or replaced); drop it once unused."""
@@ -186,6 +212,7 @@ class InodeTable:
                 del self.by_path[p]
         self._unidentify(node)
         node.detached = True
+        self._recount(node)
         self.removals += 1
         self._maybe_drop(node)
 
@@ -243,6 +270,7 @@ class InodeTable:
                     item.names.add(np)
                     if item.path == p:
                         item.path = np
+                        self._recount(item)
                 table[np] = item
 
     def under(self, prefix: str) -> list[Node]:

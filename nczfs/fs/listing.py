@@ -2,8 +2,9 @@
 
 A directory shows the store's entries, the directories made through the mount on a store that
 cannot hold empty ones (``local_dirs``) and the files created through it and not stored yet
-(pending). The control file's name in the root is never listed. A listing the kernel reads in
-parts is the one taken at its first part (``DirHandle.snapshot``).
+(pending); the last two imply their parent directories (:meth:`Listing._held_dir`). The
+control file's name in the root is never listed. A listing the kernel reads in parts is the one
+taken at its first part (``DirHandle.snapshot``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from nczfs.toolbox.errors import KeyNotFound, NotADirectory
 from nczfs.fs.attrs import Attributes
 from nczfs.fs.handles import AddEntry, DirHandle, Handles
 from nczfs.fs.inodes import ROOT_INO, InodeTable, Node
+from nczfs.fs.localdirs import LocalDirs
 from nczfs.fs.names import CONTROL_NAME
 from nczfs.fs.options import FsOptions
 from nczfs.store.base import Store
@@ -30,7 +32,7 @@ class Listing:
     attrs: Attributes
     handles: Handles
     #: directories made by mkdir (or left empty by unlink/rename) on stores without directories
-    local_dirs: set[str]
+    local_dirs: LocalDirs
 
     async def _find(self, path: str) -> Node | None:
         """The node at ``path`` if it exists (locally or in the store), else None."""
@@ -41,7 +43,7 @@ class Listing:
             return node
         if node is not None and self.attrs.fresh(node):
             return node
-        if path in self.local_dirs or any(d.startswith(path + "/") for d in self.local_dirs):
+        if self._held_dir(path):
             node = self.table.node_for(path, True)
             node.fetched = self.attrs.now()
             return node
@@ -55,6 +57,12 @@ class Listing:
             self.attrs.record_meta(node, found.meta)
         node.fetched = self.attrs.now()
         return node
+
+    def _held_dir(self, path: str) -> bool:
+        """The one rule for a directory the mount holds, whatever the store shows (another
+        client may remove its last key): one made or kept by the mount (``local_dirs``), or
+        above such a one or a pending file (created, not stored yet: ``pending_below``)."""
+        return path in self.local_dirs or self.local_dirs.holds_below(path) or path in self.table.pending_below
 
     def _node_of(self, path: str, e: DirEntry) -> Node:
         """The node a store's entry names: of its type, and one node for the names of one file."""
@@ -75,10 +83,11 @@ class Listing:
             if d.startswith(start):
                 name = d[len(start) :].partition("/")[0]
                 entries[name] = DirEntry(name, True)
-        for n in self.table.under(path):
+        for n in self.table.under(path):  # a pending file is listed, and implies its parents
             rest = n.path[len(start) :]
-            if n.pending and not n.detached and "/" not in rest and rest not in entries:
-                entries[rest] = DirEntry(rest, False)
+            name, below, _ = rest.partition("/")
+            if n.pending and not n.detached and (below or name not in entries):
+                entries[name] = DirEntry(name, bool(below))
         if not path:
             entries.pop(CONTROL_NAME, None)  # the control file's name: shadowed, never listed
         return entries

@@ -71,11 +71,13 @@ class Namespace(Listing):
         self.store.check_new_key(path)
         return path
 
-    def _keep_parent(self, path: str) -> None:
-        """On stores without directories, a directory emptied through the mount stays (as POSIX)."""
-        parent = parent_of(path)
-        if parent and not self.store.stores_directories:
-            self.local_dirs.add(parent)
+    def _name_left(self, parent: Node, path: str) -> None:
+        """``path`` left its directory ``parent`` (rmdir, unlink, rename): the directory's times
+        change, and on stores without directories it stays though it may hold nothing now (as
+        POSIX). (Files not stored yet imply their directories by themselves: :meth:`_held_dir`.)"""
+        self.attrs.dir_changed(parent)
+        if parent.path and not self.store.stores_directories:
+            self.local_dirs.add(parent.path)
 
     def attr(self, node: Node) -> Attr:
         return self.attrs.of(node)
@@ -174,7 +176,8 @@ class Namespace(Listing):
             info = await self.store.make_node(path, Meta(mode=mode, uid=uid, gid=gid, rdev=rdev), target)
             applied = self.store.live_meta
         node = self.table.node_for(path, False, ftype)
-        node.detached = node.pending = False
+        node.detached = False
+        self.table.set_pending(node, False)
         self.attrs.record(node, info)
         if info.meta is None or not info.meta.file_type:
             # the store said nothing of the type it holds (S3 answers lookups with listings):
@@ -219,19 +222,17 @@ class Namespace(Listing):
         else:
             await self.store.forget_dir(path)
         self.local_dirs.discard(path)
-        self._keep_parent(path)
+        self._name_left(self.table[parent_ino], path)
         self.table.overrides.pop(path, None)
         self.table.detach(node)
-        self.attrs.dir_changed(self.table[parent_ino])
 
     async def unlink(self, parent_ino: int, name: str) -> None:
         path, node = await self._existing_child(parent_ino, name)
         if node.is_dir:
             raise IsADirectory(f"{path!r}: is a directory")
-        self.attrs.dir_changed(self.table[parent_ino])
+        self._name_left(self.table[parent_ino], path)
         if not node.pending and any(p != path and self.table.at(p) is node for p in node.names):
             await self.store.delete(path)  # one name of a file with others (a hard link)
-            self._keep_parent(path)
             self.attrs.unname(node, path)
             await self.attrs.refresh(node)  # its link count and ctime
             self.attrs.ctime_changed(node)
@@ -241,7 +242,6 @@ class Namespace(Listing):
         if not node.pending:
             await self.writeback.conflicts.delete(path, node.seen or node.etag)
         await self.writeback.drop_staged(node.ino)
-        self._keep_parent(path)
         self.table.overrides.pop(path, None)
         self.table.detach(node)
 
@@ -318,10 +318,9 @@ class Namespace(Listing):
         log.debug("renamed %r to %r", src_path, dst_path)
         self.table.overrides.pop(dst_path, None)
         self.table.move(src_path, dst_path, subtree=src.is_dir)
-        self._keep_parent(src_path)
+        self._name_left(self.table[old_parent], src_path)
         if not (src.is_dir or src.pending or stored_now):
             src.fetched, src.seen = -1.0, ""
-        self.attrs.dir_changed(self.table[old_parent])
         self.attrs.dir_changed(self.table[new_parent])
         self.attrs.ctime_changed(src)
         if stored_now:
@@ -337,12 +336,9 @@ class Namespace(Listing):
             await self.store.rename_dir(src_path, dst_path)
         else:
             await self.store.forget_dir(src_path)  # S3: folders a server keeps when emptied
-        start = src_path + "/"
-        moved = {d for d in self.local_dirs if d == src_path or d.startswith(start)}
-        self.local_dirs -= moved
-        self.local_dirs |= {dst_path + d[len(src_path) :] for d in moved}
-        if not self.store.stores_directories and src_path not in moved:
-            self.local_dirs.add(dst_path)  # keep the directory even if it holds only pending files
+        kept = self.local_dirs.move(src_path, dst_path)
+        if not self.store.stores_directories and not kept:
+            self.local_dirs.add(dst_path)  # keep it even if it holds no key (an S3 folder forgotten)
 
     async def _replace_dir(self, dst_path: str, dst: Node) -> None:
         """An empty directory a renamed one replaces is removed."""
@@ -378,8 +374,7 @@ class Namespace(Listing):
             await self.writeback.store_as(src, dst_path, condition)  # the temp file's one upload, under its final key
             stored_now = True
         elif dst is not None and not dst.pending:
-            await self.store.delete(dst_path)  # src is stored at its close: till then nothing
-            self._keep_parent(dst_path)  # in the store may imply dst's directory
+            await self.store.delete(dst_path)  # src is stored at its close (it implies its directory till then)
         if dst is not None:
             self.attrs.unname(dst, dst_path)
             await self.attrs.refresh(dst)  # another name of it stays: its link count and ctime

@@ -253,7 +253,7 @@ class WriteBack:
             node.content = None
             node.fetched = -1.0
             if failed and node.pending:
-                node.pending = False
+                self.attrs.table.set_pending(node, False)
                 self.attrs.table.detach(node)
 
     async def _store_at_release(self, node: Node, content: Content) -> bool:

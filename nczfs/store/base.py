@@ -100,7 +100,7 @@ class SyncStore(abc.ABC):
             key = join(prefix, entry.name)
             if entry.is_dir:
                 out.extend(self.list_prefix(key))
-            else:
+            elif entry.is_object(self.live_meta):
                 out.append(key)
         return sorted(out)
 

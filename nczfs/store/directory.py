@@ -134,14 +134,7 @@ class DirectoryStore(LongPaths, SyncStore):
 
     def list_prefix(self, prefix: str) -> list[str]:
         check_prefix(prefix)
-        out = []
-        for entry in self.list_dir(prefix):
-            key = f"{prefix}/{entry.name}" if prefix else entry.name
-            if entry.is_dir:
-                out.extend(self.list_prefix(key))
-            elif entry.info is not None and entry.info.meta is not None and stat_mod.S_ISREG(entry.info.meta.mode or 0):
-                out.append(key)
-        return sorted(out)
+        return super().list_prefix(prefix)  # regular files only: DirEntry.is_object
 
     def dir_exists(self, prefix: str) -> bool:
         check_prefix(prefix)

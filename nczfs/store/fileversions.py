@@ -7,8 +7,9 @@ spot, before Linux 6.13's multigrain timestamps (or on a file system without the
 place that keeps the size within one tick of the kernel's coarse clock after the version was
 taken (docs/SEMANTICS.md).
 
-:func:`replace_if` renames a new file over a name only while the name is still version V, in
-one step where it can: ``renameat2(RENAME_EXCHANGE)`` swaps the new file with the one there, and
+:func:`replace_if` renames a new file over a name only while the name is still version V
+(:func:`replace_checked`, with any check of what is there: the zip commit's, of the archive
+read), in one step where it can: ``renameat2(RENAME_EXCHANGE)`` swaps the new file with the one there, and
 the file swapped out is compared with V (its ``lstat``: a rewrite in place or a rename over the
 name made at any time before the swap is seen); not V, the two are swapped back (only while the
 name still holds the new file) and the rename is refused. Where the file system or the C library
@@ -51,47 +52,74 @@ def check_version(key: str, st: os.stat_result | None, if_version: str | None) -
     raise Conflict(key, if_version, version_of(st))
 
 
+#: ``check(path, dir_fd)``: Conflict unless the file at ``path`` (relative to ``dir_fd``; none
+#: there: ``lstat`` finds nothing) is the one a replace expects
+Check = Callable[[str, "int | None"], None]
+
+
+def version_check(key: str, if_version: str) -> Check:
+    """The :data:`Check` that a file is version ``if_version`` (ABSENT: that there is none)."""
+    def check(path: str, dir_fd: int | None) -> None:
+        try:
+            st: os.stat_result | None = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        check_version(key, st, if_version)
+    return check
+
+
 def replace_if(key: str, rename: Callable[[Callable[..., None]], None], current: Callable[[], os.stat_result | None],
                if_version: str | None, between: Callable[[str], None] | None = None) -> None:
     """``rename(call)`` (which runs ``call(src, dst, src_dir_fd=, dst_dir_fd=)``) over ``key``:
     only while ``current()`` (its ``lstat``, None if absent) is version ``if_version`` (None: any).
     ``between(key)``: a fault hook run right before the rename (tests)."""
-    if if_version == ABSENT:
-        try:
-            rename(rename_noreplace)
-        except FileExistsError:
-            raise Conflict(key, ABSENT, version_of(current())) from None
+    if if_version is None:
+        if between is not None:
+            between(key)
+        rename(os.replace)
         return
+    try:
+        replace_checked(key, rename, version_check(key, if_version), if_version == ABSENT, between)
+    except FileExistsError:
+        raise Conflict(key, ABSENT, version_of(current())) from None
+
+
+def replace_checked(key: str, rename: Callable[[Callable[..., None]], None], check: Check, absent: bool = False,
+                    between: Callable[[str], None] | None = None) -> None:
+    """``rename(call)`` over ``key`` only while the file there passes ``check`` (:data:`Check`);
+    ``absent``: only where there is none (FileExistsError where there is). ``between(key)``: a
+    fault hook run right before the rename (tests). Conflict, nothing changed, if it does not."""
     if between is not None:
         between(key)
-    if if_version is None:
-        rename(os.replace)
-        return
-    swapped: list[bool] = []
-    rename(lambda src, dst, **fds: swapped.append(_swap_if(key, src, dst, if_version, **fds)))
-    if not swapped[0]:  # no RENAME_EXCHANGE here: the check right before a plain rename
-        check_version(key, current(), if_version)
-        rename(os.replace)
+    if absent:
+        rename(rename_noreplace)
+    else:
+        rename(lambda src, dst, **fds: _swap_checked(key, src, dst, check, **fds))
 
 
-def _swap_if(key: str, src: str, dst: str, if_version: str, src_dir_fd: int | None = None,
-             dst_dir_fd: int | None = None) -> bool:
-    """Swap ``src`` (the new file) with ``dst``; keep the swap only if what came out is
-    ``if_version`` (then removed), else swap back and Conflict. False: the swap cannot be made."""
+def _swap_checked(key: str, src: str, dst: str, check: Check, src_dir_fd: int | None = None,
+                  dst_dir_fd: int | None = None) -> None:
+    """Swap ``src`` (the new file) with ``dst`` and keep the swap only if what came out passes
+    ``check`` (then removed), else swap back and Conflict. Where the swap cannot be made, ``dst``
+    is checked right before a plain rename (a change made between the two, microseconds, is replaced)."""
     mine = os.stat(src, dir_fd=src_dir_fd, follow_symlinks=False)
     try:
-        if not rename_exchange(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd):
-            return False
-    except FileNotFoundError:  # ``src`` was there a moment ago: ``dst`` was removed meanwhile
-        raise Conflict(key, if_version, "") from None
-    out = os.stat(src, dir_fd=src_dir_fd, follow_symlinks=False)
-    if version_of(out) == if_version:
-        os.unlink(src, dir_fd=src_dir_fd)
-        return True
-    there = os.stat(dst, dir_fd=dst_dir_fd, follow_symlinks=False)
-    if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
-        rename_exchange(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)  # back: the new file at src again
-    raise Conflict(key, if_version, version_of(out))
+        swapped = rename_exchange(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+    except FileNotFoundError:  # ``src`` was there a moment ago: nothing is at ``dst``
+        check(dst, dst_dir_fd)
+        raise Conflict(key, "", "") from None  # a check that passes on no file: refused all the same
+    if not swapped:  # no RENAME_EXCHANGE here: the check right before a plain rename
+        check(dst, dst_dir_fd)
+        os.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        return
+    try:
+        check(src, src_dir_fd)
+    except Conflict:
+        there = os.stat(dst, dir_fd=dst_dir_fd, follow_symlinks=False)
+        if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+            rename_exchange(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)  # back: the new file at src again
+        raise
+    os.unlink(src, dir_fd=src_dir_fd)
 
 
 def remove_if(key: str, path: str, dir_fd: int | None, if_version: str, between: Callable[[str], None] | None = None

@@ -145,7 +145,7 @@ class MemoryStore(SyncStore):
 
     def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         """The bytes and the attributes (as S3's CopyObject copies an object's metadata)."""
-        info = self.set(dst, self.get(src), if_version)
+        self.set(dst, self.get(src), if_version)
         meta = self.stat(src).meta
         if meta is not None:
             self.set_meta(dst, meta)
@@ -168,7 +168,7 @@ class MemoryStore(SyncStore):
     def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         if not meta.file_type or stat.S_ISREG(meta.mode or 0) or stat.S_ISDIR(meta.mode or 0):
             raise InvalidArgument(f"{key!r}: not a special file type")
-        info = self.set(key, (target or "").encode("utf-8", "surrogateescape"))
+        self.set(key, (target or "").encode("utf-8", "surrogateescape"))
         self.set_meta(key, meta)
         return self.stat(key)
 

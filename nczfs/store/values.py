@@ -90,6 +90,15 @@ class DirEntry:
         """The POSIX attributes the medium keeps for this entry (a file's are in its info)."""
         return self.meta if self.is_dir or self.info is None else self.info.meta
 
+    def is_object(self, live_meta: bool) -> bool:
+        """Is this entry an object (a key ``list_prefix`` names)? The one rule for every store and
+        view: not a directory, and where the medium holds symlinks and special files as
+        themselves (``live_meta``: a local directory), a regular file; elsewhere they are objects."""
+        if self.is_dir:
+            return False
+        attrs = self.attrs
+        return not live_meta or attrs is None or attrs.file_type in (0, stat_mod.S_IFREG)
+
 
 @dataclass(frozen=True)
 class Staged:

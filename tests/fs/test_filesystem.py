@@ -801,7 +801,7 @@ async def test_rename_of_unflushed_file_over_the_only_key_of_a_directory_keeps_i
     # found by tests/fs/test_filesystem_model.py (the spilling model's shrunk example): the
     # replaced object was deleted at once and the pending file is stored only at its close, so
     # for that while nothing in the store implied "a/a", which vanished with the file in it
-    a = await mkdirs(fs, "a")
+    await mkdirs(fs, "a")
     b = await mkdirs(fs, "b")
     raw.set("a/a/a", b"another client's")
     fh, attr = await fs.create(b, "a", 0o644, os.O_RDWR | os.O_CREAT)
@@ -1446,3 +1446,29 @@ async def test_a_file_the_kernel_forgot_keeps_its_inode_number(fs, raw):
     fs.forget([(first.ino, 1)])
     raw.set("g", b"another file")
     assert (await fs.lookup(ROOT_INO, "g")).ino != first.ino
+
+
+@pytest.mark.parametrize("deep", [False, True])
+async def test_a_directory_holding_an_unstored_file_stays_when_another_client_removes_its_last_key(deep):
+    """Issue 44's leftover, on a store without directories (a bucket): another client deletes
+    the only stored key of a directory while the mount holds a file created in it and not stored
+    yet; the directory stays (and, with the file deeper, every directory above it), listed with
+    the file, and the file's close stores it there. The pending files below a directory are
+    counted (``InodeTable.pending_below``): no scan of the table per lookup."""
+    raw = MemoryStore("fs-test")
+    fs = Filesystem(ThreadedStore(raw), FsOptions(uid=1000, gid=1000, metadata_ttl=0))
+    raw.set("d/stored", b"another client's")
+    raw.set("d/e/stored", b"another client's")
+    where = "d/e" if deep else "d"
+    fh, attr = await fs.create(await ino_of(fs, where), "new", 0o644, os.O_RDWR | os.O_CREAT)
+    await fs.write(fh, 0, b"unstored")
+    raw.delete("d/stored")
+    raw.delete("d/e/stored")
+    assert raw.list_prefix("") == []
+    assert (await fs.lookup(ROOT_INO, "d")).ino == await ino_of(fs, "d")
+    assert await listdir(fs, "d") == (["e"] if deep else ["new"])
+    assert await listdir(fs, where) == ["new"]
+    assert (await fs.lookup(await ino_of(fs, where), "new")).ino == attr.ino
+    await fs.release(fh)
+    assert raw.list_prefix("") == [f"{where}/new"] and raw.get(f"{where}/new") == b"unstored"
+    assert fs.table.pending_below == {}

@@ -7,7 +7,6 @@ Every check of "what is in the archive" opens the archive with ``zipfile`` (neve
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import subprocess
@@ -262,6 +261,58 @@ def test_kill_9_during_a_commit_leaves_a_whole_archive_and_the_next_mount_recove
     log = m.log_text()  # replayed (killed before the rename) or cleaned up (killed after it)
     assert "recovered 1 staged change(s)" in log or "an interrupted commit had finished" in log
     assert not (tmp_path / ".k.zip.nczfs").exists()
+
+
+@pytest.mark.parametrize("swapped_out", ["the archive read", "another program's"])
+def test_a_commit_killed_right_after_its_swap_is_finished_by_the_next_mount(tmp_path, monkeypatch, swapped_out):
+    """A daemon killed right after its commit swapped the new archive into place (the archive
+    swapped out still in the staging directory as ``new.zip``, unchecked; the journal and the
+    marker not cleared): the next mount finds the commit finished and shows every staged change
+    once (no member twice, none replayed again, none lost). The archive swapped out is removed
+    if it is the one the changes were made on; one another program wrote between the commit's
+    last check and the swap is kept aside (``.NAME.zip.nczfs-orphaned-TIME/``) and logged. The
+    kill is made in process at that point (the store the daemon runs), not by timing."""
+    from nczfs.store import fileversions
+    from nczfs.store.zip.store import ZipStore
+    from tests.store.test_zip import die, swap_then_die
+
+    archive = tmp_path / "k.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.mkdir("k/")
+        zf.writestr("k/base", b"base")
+        zf.writestr("k/old", b"old")
+        zf.writestr("k/gone", b"gone")
+    s = ZipStore(str(archive))
+    s.set("new/a", b"A")
+    s.set("base", b"rewritten")
+    s.delete("gone")
+    s.rename("old", "moved")
+    theirs = tmp_path / "theirs.zip"
+    if swapped_out == "another program's":
+        with zipfile.ZipFile(theirs, "w") as zf:
+            zf.writestr("k/theirs", b"written between the check and the swap")
+        s.staging.before_replace = lambda path: os.replace(theirs, path)
+    monkeypatch.setattr(fileversions, "rename_exchange", swap_then_die)
+    with pytest.raises(SystemExit):
+        s.sync()
+    die(s)
+    monkeypatch.undo()
+    assert {"committing", "journal", "new.zip"} <= set(os.listdir(tmp_path / ".k.zip.nczfs"))
+    want = {"base": b"rewritten", "moved": b"old", "new/a": b"A"}
+    with mounted(ZipBackend(archive), tmp_path / "mnt") as m:
+        assert snapshot(m.path) == {**want, "new": DIR}
+    check_archive(archive)
+    names = zipfile.ZipFile(archive).namelist()
+    assert len(names) == len(set(names)) and zip_members(archive) == want
+    assert "an interrupted commit had finished" in m.log_text()
+    assert not (tmp_path / ".k.zip.nczfs").exists()
+    kept = [p for p in tmp_path.iterdir() if ".k.zip.nczfs-orphaned-" in p.name]
+    if swapped_out == "the archive read":
+        assert kept == []
+    else:
+        assert [sorted(os.listdir(p)) for p in kept] == [["k.zip"]]
+        assert zip_members(kept[0] / "k.zip") == {"theirs": b"written between the check and the swap"}
+        assert "replaced an archive another program had written meanwhile" in m.log_text()
 
 
 def test_umount_after_a_killed_daemon_names_the_staged_writes_and_fails(tmp_path):

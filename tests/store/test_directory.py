@@ -297,3 +297,21 @@ def test_a_write_in_place_right_after_the_version_was_taken_is_a_new_version(tmp
     finally:
         os.close(fd)
     assert unseen == 0
+
+
+@pytest.mark.parametrize("medium", ["directory", "memory"])
+def test_list_prefix_names_the_entries_that_are_objects_by_one_rule(tmp_path, medium):
+    """``DirEntry.is_object`` is the one rule for what ``list_prefix`` names (the stores' own
+    and PresentingStore's): a local directory holds a symlink or fifo as itself, no object; a
+    store without ``live_meta`` holds it as an object, named like any other."""
+    from nczfs.store.memory import MemoryStore
+    from nczfs.store.values import Meta
+
+    s = DirectoryStore(str(tmp_path)) if medium == "directory" else MemoryStore("one-rule")
+    s.set("d/file", b"x")
+    s.make_node("d/link", Meta(mode=stat.S_IFLNK | 0o777), "file")
+    s.make_node("d/fifo", Meta(mode=stat.S_IFIFO | 0o644))
+    entries = {e.name: e for e in s.list_dir("d")}
+    assert sorted(entries) == ["fifo", "file", "link"]
+    objects = sorted(f"d/{n}" for n, e in entries.items() if e.is_object(s.live_meta))
+    assert s.list_prefix("d") == objects == (["d/file"] if medium == "directory" else ["d/fifo", "d/file", "d/link"])

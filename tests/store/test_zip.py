@@ -8,7 +8,7 @@ import pytest
 from nczfs.store.values import ByteRange
 from nczfs.toolbox.errors import BackendError, SourceError
 from nczfs.store.zip import store as zip_mod
-from nczfs.store.zip import staging as zip_staging
+from nczfs.store import fileversions, noreplace
 from nczfs.store.zip.store import ZipStore
 from nczfs.store.zip.staging import staging_dir
 from tests.store.conformance import StoreConformance
@@ -83,7 +83,13 @@ def test_second_writable_store_on_one_archive_is_refused(tmp_path):
         a.close()
 
 
-@pytest.mark.parametrize("dies", ["before-rename", "after-rename", "no-commit"])
+def swap_then_die(src: str, dst: str, **fds) -> bool:
+    """``rename_exchange`` killed right after it swapped (tests/mount/test_zip.py uses it too)."""
+    noreplace.rename_exchange(src, dst, **fds)
+    raise SystemExit
+
+
+@pytest.mark.parametrize("dies", ["before-rename", "after-swap", "after-rename", "no-commit"])
 def test_staged_writes_survive_a_crash_at_any_point_of_a_commit(tmp_path, monkeypatch, dies):
     archive = tmp_path / "ds.zip"
     make_zip(archive, {"old": b"old", "gone": b"x"})
@@ -92,7 +98,9 @@ def test_staged_writes_survive_a_crash_at_any_point_of_a_commit(tmp_path, monkey
     s.delete("gone")
     s.rename("old", "moved")
     if dies == "before-rename":  # new.zip written and fsynced, the marker too, no rename yet
-        monkeypatch.setattr(zip_staging, "rename_exchange", lambda src, dst: (_ for _ in ()).throw(SystemExit))
+        monkeypatch.setattr(fileversions, "rename_exchange", lambda src, dst, **fds: (_ for _ in ()).throw(SystemExit))
+    elif dies == "after-swap":  # swapped: the new archive in place, the old one in new.zip, unchecked
+        monkeypatch.setattr(fileversions, "rename_exchange", swap_then_die)
     elif dies == "after-rename":  # the new archive is in place, the staging area not yet cleaned
         monkeypatch.setattr(zip_mod.Staging, "committed", lambda self, ident: (_ for _ in ()).throw(SystemExit))
     if dies != "no-commit":
@@ -100,7 +108,8 @@ def test_staged_writes_survive_a_crash_at_any_point_of_a_commit(tmp_path, monkey
             s.sync()
     monkeypatch.undo()
     left = set(os.listdir(staging_dir(str(archive))))
-    assert {"before-rename": {"new.zip", "committing"}, "after-rename": {"committing"}, "no-commit": set()}[dies] <= left
+    assert {"before-rename": {"new.zip", "committing"}, "after-swap": {"new.zip", "committing"},
+            "after-rename": {"committing"}, "no-commit": set()}[dies] <= left
     die(s)
     with zipfile.ZipFile(archive) as zf:
         assert zf.testzip() is None

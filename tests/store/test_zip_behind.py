@@ -81,32 +81,37 @@ def test_a_commit_tries_again_when_the_archive_changes_while_the_new_one_is_writ
     s.close()
 
 
+@pytest.mark.parametrize("swap", ["exchange", "no-exchange"])
 @pytest.mark.parametrize("how", ["replaced", "in-place"])
-def test_a_commit_finds_an_archive_changed_between_its_last_check_and_the_rename(archive, monkeypatch, how):
-    """Another program changes the archive at the worst moment, after the commit's last check,
-    right before its new archive takes the old one's place: the swap (``RENAME_EXCHANGE``) finds
-    it, puts it back, and the commit is made again on top of it."""
-    from nczfs.store.zip.staging import Staging
+def test_a_change_between_the_commits_check_and_its_swap_is_not_replaced(archive, monkeypatch, swap, how):
+    """The staging's fault hook runs another program's change after the commit's last check of
+    the archive, right before the swap (as the directory store's ``before_replace``): the swap
+    (``RENAME_EXCHANGE``) finds it in the archive swapped out and puts it back; where the swap is
+    missing, the archive is checked right before the plain rename. Either way the change is kept
+    and the commit made again on top of it."""
+    import nczfs.store.noreplace as noreplace
 
+    if swap == "no-exchange":
+        monkeypatch.setattr(noreplace, "_call", None)
     s = ZipStore(str(archive))
     s.set("mine", b"staged")
-    install = Staging.install
     calls = []
 
-    def another_program_at_the_worst_moment(self, tmp, path, unchanged):
-        calls.append(tmp)
-        if len(calls) == 1 and how == "replaced":
-            rewrite_zip(archive, {"theirs": b"at the worst moment"})
-        elif len(calls) == 1:  # in place, size and mtime kept: only the central directory tells
+    def another_program(path):
+        calls.append(path)
+        if len(calls) > 1:
+            return
+        if how == "replaced":
+            rewrite_zip(archive, {"theirs": b"between the check and the swap"})
+        else:  # in place, size and mtime kept: only the central directory tells
             st, data = os.stat(archive), archive.read_bytes()
             archive.write_bytes(data.replace(b"ds/b", b"ds/B"))
             os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns))
-        return install(self, tmp, path, unchanged)
 
-    monkeypatch.setattr(Staging, "install", another_program_at_the_worst_moment)
+    s.staging.before_replace = another_program
     s.sync()
-    assert len(calls) == 2
-    theirs = {"theirs": b"at the worst moment", "b": b"2"} if how == "replaced" else {"B": b"2"}
+    assert calls == [str(archive)] * 2  # refused once, made again on top
+    theirs = {"theirs": b"between the check and the swap", "b": b"2"} if how == "replaced" else {"B": b"2"}
     assert zip_members(archive) == {"a": b"1", "mine": b"staged", **theirs}
     assert sorted(os.listdir(archive.parent / ".ds.zip.nczfs")) == ["lock"]
     s.close()

@@ -20,7 +20,6 @@ viewwrites.py.
 
 from __future__ import annotations
 
-import stat
 import time
 
 from nczfs.toolbox.errors import KeyNotFound, Stale
@@ -350,6 +349,6 @@ class PresentingStore(ViewWrites, WrapperStore):
             key = join(prefix, e.name)
             if e.is_dir:
                 out.extend(await self.list_prefix(key))
-            elif not (self.live_meta and e.attrs is not None and stat.S_IFMT(e.attrs.mode) not in (0, stat.S_IFREG)):
+            elif e.is_object(self.live_meta):
                 out.append(key)
         return sorted(out)

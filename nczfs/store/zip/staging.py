@@ -9,12 +9,14 @@ Beside ``NAME.zip`` lives ``.NAME.zip.nczfs/`` holding
 - ``obj-N``: the bytes of staged objects;
 - during a commit ``new.zip`` (the archive being written) and, once it is fsynced,
   ``committing`` (the identity of ``new.zip``), then ``new.zip`` is swapped with the archive
-  (``renameat2(RENAME_EXCHANGE)``; renamed over it where that is missing) and the old archive,
-  now ``new.zip``, removed once it is found to be the one read.
+  (``renameat2(RENAME_EXCHANGE)``; where that is missing, renamed over it right after the
+  archive is checked once more) and the old archive, now ``new.zip``, removed once it is found to
+  be the one read (:func:`~nczfs.store.fileversions.replace_checked`).
 
 At the next mount: a ``committing`` marker matching the archive means the commit finished
-(the journal is spent); otherwise ``new.zip`` is thrown away, and a journal whose header still
-matches the archive is replayed. A journal that fits no archive any more is moved aside to
+(the journal is spent; a ``new.zip`` left is the archive swapped out: removed if it is the one
+the journal names, else another program's, moved aside and reported); otherwise ``new.zip``
+is thrown away, and a journal whose header still matches the archive is replayed. A journal that fits no archive any more is moved aside to
 ``.NAME.zip.nczfs-orphaned-TIME`` and reported, never applied to the wrong archive.
 """
 
@@ -28,8 +30,8 @@ import shutil
 import time
 from typing import BinaryIO, Callable, Iterable
 
-from nczfs.toolbox.errors import SourceError
-from nczfs.store.noreplace import rename_exchange, rename_noreplace
+from nczfs.toolbox.errors import Conflict, SourceError
+from nczfs.store.fileversions import replace_checked
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,8 @@ class Staging:
         self._next = 1
         #: the journal's records: changes made since the last commit
         self.records: list[dict] = []
+        #: a fault hook for tests: run with the archive's path between a commit's last check and its swap
+        self.before_replace: Callable[[str], None] | None = None
 
     # ------------------------------------------------------------------ opening, recovery
 
@@ -106,6 +110,7 @@ class Staging:
                 done = tuple(json.load(f)) == ident
             if done:  # the rename happened: the archive already holds the staged changes
                 log.warning("%s: an interrupted commit had finished; cleaning up", self.archive)
+                self._keep_swapped_out()
                 self.committed(ident)
                 return []
             os.unlink(marker)
@@ -143,13 +148,31 @@ class Staging:
         self.records = records
         return records
 
+    def _keep_swapped_out(self) -> None:
+        """A commit killed right after its swap leaves the archive swapped out as ``new.zip``:
+        the archive the journal's changes were made on (removed with the rest), or one another
+        program put in its place between the commit's last check and the swap: that one is moved
+        aside to ``.NAME.zip.nczfs-orphaned-TIME/`` and reported, never removed."""
+        out = self._path("new.zip")
+        try:
+            st = os.stat(out)
+            with open(self._path("journal"), encoding="utf-8", errors="replace") as f:
+                base = json.loads(f.readline())["base"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if base is not None and tuple(base) == (st.st_ino, st.st_size, st.st_mtime_ns):
+            return
+        dest = f"{self.dir}-orphaned-{time.strftime('%Y%m%dT%H%M%S')}"
+        os.makedirs(dest, exist_ok=True)
+        os.rename(out, os.path.join(dest, os.path.basename(self.archive)))
+        log.error("%s: an interrupted commit replaced an archive another program had written "
+                  "meanwhile; that archive is kept in %s", self.archive, dest)
+
     def orphan(self, why: str) -> None:
         """Move staged writes that cannot be applied aside, and say so."""
         dest = f"{self.dir}-orphaned-{time.strftime('%Y%m%dT%H%M%S')}"
         os.makedirs(dest, exist_ok=True)
-        if self._journal is not None:
-            os.close(self._journal)
-            self._journal = None
+        self._close_journal()
         for name in os.listdir(self.dir):
             if name != "lock":
                 os.rename(self._path(name), os.path.join(dest, name))
@@ -215,14 +238,18 @@ class Staging:
         self.records = list(records)
         if not self.records:
             return
-        if self._journal is not None:
-            os.close(self._journal)
+        self._close_journal()
         tmp = self._path("journal.new")
         self._journal = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
         self._write({"nczfs_journal": 1, "archive": self.archive, "base": base})
         for record in self.records:
             self._write(record)
         os.replace(tmp, self._path("journal"))
+
+    def _close_journal(self) -> None:
+        if self._journal is not None:
+            os.close(self._journal)
+            self._journal = None
 
     def _write(self, obj: dict) -> None:
         assert self._journal is not None
@@ -241,22 +268,29 @@ class Staging:
         except FileNotFoundError:
             pass
 
-    def install(self, tmp: str, archive: str, unchanged: Callable[[str], bool]) -> bool:
+    def install(self, tmp: str, archive: str, unchanged: Callable[[str], bool], absent: bool = False) -> bool:
         """Put the fsynced new archive in the old one's place, leaving a marker for recovery: only
-        while the old one is ``unchanged`` (is the archive read: the file at the path given). The
-        two are swapped in one step (``renameat2(RENAME_EXCHANGE)``) and the one swapped out
-        checked (swapped back if it changed: False); where the swap is missing, a plain rename."""
+        while the old one is ``unchanged`` (is the archive read: the file at the path given; with
+        ``absent``, only while there is none), as :func:`~nczfs.store.fileversions.replace_checked`
+        replaces a file: swapped in one step and the one swapped out checked (swapped back if it
+        changed: False); where the swap is missing, checked right before a plain rename."""
         st = os.stat(tmp)
         marker = self._path("committing")
         with open(marker, "w") as f:
             json.dump([st.st_ino, st.st_size, st.st_mtime_ns], f)
             f.flush()
             os.fsync(f.fileno())
-        if _put(tmp, archive, unchanged, st.st_ino):
-            _fsync_dir(os.path.dirname(archive))
-            return True
-        os.unlink(marker)
-        return False
+
+        def check(path: str, _dir_fd: int | None) -> None:
+            if not unchanged(path):
+                raise Conflict(archive, "the archive read", "another")
+        try:
+            replace_checked(archive, lambda call: call(tmp, archive), check, absent, self.before_replace)
+        except (Conflict, FileExistsError):
+            os.unlink(marker)
+            return False
+        _fsync_dir(os.path.dirname(archive))
+        return True
 
     def committed(self, ident: Ident) -> None:
         """The archive holds every staged change: start afresh on top of it."""
@@ -264,9 +298,7 @@ class Staging:
         self._clear()
 
     def _clear(self) -> None:
-        if self._journal is not None:
-            os.close(self._journal)
-            self._journal = None
+        self._close_journal()
         for name in os.listdir(self.dir):
             if name != "lock":
                 path = self._path(name)
@@ -275,31 +307,7 @@ class Staging:
 
     def close(self) -> None:
         """End of the mount: remove the staging directory unless it still holds changes."""
-        if self._journal is not None:
-            os.close(self._journal)
-            self._journal = None
+        self._close_journal()
         if not self.dirty:
             shutil.rmtree(self.dir, ignore_errors=True)
         os.close(self._lock_fd)
-
-
-def _put(tmp: str, archive: str, unchanged: Callable[[str], bool], ino: int) -> bool:
-    """The new archive ``tmp`` (inode ``ino``) in the place of ``archive`` while that is ``unchanged``."""
-    try:
-        if not rename_exchange(tmp, archive):
-            os.replace(tmp, archive)  # no swap here: the check right before was the last
-            return True
-    except FileNotFoundError:  # no archive there: made only while none is, if none was read
-        if not unchanged(archive):
-            return False
-        try:
-            rename_noreplace(tmp, archive)
-        except FileExistsError:
-            return False
-        return True
-    if unchanged(tmp):  # the archive swapped out is the one read
-        os.unlink(tmp)
-        return True
-    if os.stat(archive).st_ino == ino:
-        rename_exchange(tmp, archive)  # back: the other program's archive in its place again
-    return False

@@ -349,7 +349,7 @@ class ZipStore(Archive, Tree, Behind, SyncStore):
         try:
             self._write_archive(tmp)
             # changed while the new one was written, or between that check and the swap
-            if not self._unchanged() or not self.staging.install(tmp, self.path, self._unchanged):
+            if not self._unchanged() or not self.staging.install(tmp, self.path, self._unchanged, self._ident is None):
                 self.staging.discard_new_archive()
                 return False
         except (OSError, NczfsError, zipfile.LargeZipFile, ValueError) as exc:
