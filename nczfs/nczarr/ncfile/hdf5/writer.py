@@ -158,7 +158,8 @@ class _Pass:
     def fitting(self, path: str, named: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
         """The attributes (name, message) dense storage holds, in order; the others noted in
         ``dropped``."""
-        kept, total = [], 0
+        kept: list[tuple[str, bytes]] = []
+        total = 0
         for name, body in named:
             if dense.fits(len(kept) + 1, total + len(body)):
                 kept.append((name, body))
