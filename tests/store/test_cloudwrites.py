@@ -12,6 +12,7 @@ import pytest
 
 from nczfs.toolbox.errors import Conflict, OutcomeUnknown
 from nczfs.store.objstore.cloud import CloudOptions, open_azure, open_gcs
+from nczfs.store.objstore.clouddeletes import GcsDeletes
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
 from nczfs.store.values import ABSENT
@@ -117,23 +118,25 @@ def test_a_write_that_got_no_answer_is_told_from_a_refused_one(cloud):
         assert _raw(server, bucket, "nr/k") == b"v2!!"
 
 
+def _gcs_fresh(gcs_server, bucket: str, key) -> CloudStore:
+    """A new GCS store of ``bucket``'s prefix ``p`` (nothing remembered), writes and deletes checked."""
+    from obstore.store import GCSStore
+
+    store = GCSStore(bucket, base_url=gcs_server.endpoint, service_account_path=str(key),
+                     client_options=obstore_client_options(gcs_server.endpoint), retry_config=retry_config())
+    backend = CloudStore(store, "p", url=f"gs://{bucket}/p", service="GCS",
+                         deletes=GcsDeletes(bucket, gcs_server.endpoint, credentials_file=str(key)))
+    backend.checks_writes = backend.checks_deletes = True
+    return backend
+
+
 def test_gcs_learns_a_listed_versions_generation_with_one_head(gcs_server, tmp_path):
     """A version known from a listing only (GCS listings give ETags, not generations): the write
     on it costs one HEAD first; another version found there refuses it before any PUT."""
-    from obstore.store import GCSStore
-
     bucket = gcs_server.new_bucket("gen")
     key = service_account_file(tmp_path / "sa.json")
-
-    def fresh() -> CloudStore:
-        store = GCSStore(bucket, base_url=gcs_server.endpoint, service_account_path=str(key),
-                         client_options=obstore_client_options(gcs_server.endpoint), retry_config=retry_config())
-        backend = CloudStore(store, "p", url=f"gs://{bucket}/p", service="GCS")
-        backend.checks_writes = True
-        return backend
-
     gcs_server.put(bucket, "p/k", b"v0")
-    listed = fresh()
+    listed = _gcs_fresh(gcs_server, bucket, key)
     (entry,) = listed.list_dir("")
     before = listed.counters()
     stored = listed.set("k", b"v1", if_version=entry.info.etag)
@@ -141,12 +144,39 @@ def test_gcs_learns_a_listed_versions_generation_with_one_head(gcs_server, tmp_p
     assert spent == {"HEAD": 1, "PUT": 1} and gcs_server.get(bucket, "p/k") == b"v1"
     listed.set("k", b"v2", if_version=stored.etag)  # its own PUT's generation: no HEAD
     assert listed.counters()["HEAD"] == before.get("HEAD", 0) + 1
-    stale = fresh()
+    stale = _gcs_fresh(gcs_server, bucket, key)
     (entry,) = stale.list_dir("")
     gcs_server.put(bucket, "p/k", b"other")
     with pytest.raises(Conflict):
         stale.set("k", b"stale", if_version=entry.info.etag)
     assert "PUT" not in stale.counters() and gcs_server.get(bucket, "p/k") == b"other"
+
+
+def test_gcs_deletes_a_version_on_its_generation_learned_as_a_writes_is(gcs_server, tmp_path):
+    """A delete conditioned on a version known from a listing only costs one HEAD first (its
+    generation); on a version this mount wrote, none; the same bytes written again by another
+    client (same ETag, new generation) are removed, sent once more on the new generation; a
+    version replaced meanwhile is refused (Conflict), one gone already is no error."""
+    bucket = gcs_server.new_bucket("del")
+    key = service_account_file(tmp_path / "sa.json")
+    gcs_server.put(bucket, "p/a", b"a")
+    listed = _gcs_fresh(gcs_server, bucket, key)
+    (entry,) = listed.list_dir("")
+    listed.delete("a", if_version=entry.info.etag)
+    assert listed.counters() == {"LIST": 1, "HEAD": 1, "DELETE": 1} and gcs_server.get(bucket, "p/a") is None
+    own = listed.set("b", b"b", if_version=ABSENT)  # as a mount's write
+    listed.delete("b", if_version=own.etag)
+    assert listed.counters()["HEAD"] == 1 and gcs_server.get(bucket, "p/b") is None
+    again = listed.set("c", b"same", if_version=ABSENT)
+    gcs_server.put(bucket, "p/c", b"same")  # another generation of the same bytes
+    listed.delete("c", if_version=again.etag)
+    assert gcs_server.get(bucket, "p/c") is None and listed.counters()["DELETE"] == 4
+    mine = listed.set("d", b"mine", if_version=ABSENT)
+    gcs_server.put(bucket, "p/d", b"other")
+    with pytest.raises(Conflict) as refused:
+        listed.delete("d", if_version=mine.etag)
+    assert refused.value.found == listed.stat("d").etag and gcs_server.get(bucket, "p/d") == b"other"
+    listed.delete("a", if_version=entry.info.etag)  # gone already
 
 
 def test_a_write_too_big_for_one_conditional_put_is_checked_before_its_upload(cloud, monkeypatch):

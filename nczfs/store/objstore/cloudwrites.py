@@ -31,7 +31,9 @@ import obstore as obs
 from nczfs.toolbox.errors import Conflict, KeyNotFound, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.keys import check_key
 from nczfs.store.values import ABSENT, ObjectInfo
+from nczfs.store.objstore.clouddeletes import REFUSED, ConditionalDeletes
 from nczfs.store.objstore.obprefix import ObjectStoreBackend, if_match, plain_etag
+from nczfs.store.objstore.errors import first_line
 from nczfs.store.objstore.probe import probe_conditions
 
 log = logging.getLogger(__name__)
@@ -48,8 +50,10 @@ class CloudStore(ObjectStoreBackend):
     """A GCS bucket's or an Azure container's prefix whose writes are conditional where
     ``checks_writes`` (set by :meth:`probe_conditions` at mount time)."""
 
-    def __init__(self, store: Any, prefix: str = "", **kw: Any):
+    def __init__(self, store: Any, prefix: str = "", deletes: ConditionalDeletes | None = None, **kw: Any):
         super().__init__(store, prefix, **kw)
+        #: the SDK client of conditional deletes (None: deletes are never conditional)
+        self.deletes = deletes
         #: GCS conditions writes on generations, Azure on ETags
         self.by_generation = self.service == "GCS"
         #: GCS: (ETag, generation) of each key's version last seen or written, by key
@@ -82,6 +86,12 @@ class CloudStore(ObjectStoreBackend):
             return "overwrite"  # a weak ETag names no version a write can be conditioned on
         if not self.by_generation:
             return {"e_tag": pin}
+        generation = self._generation(key, if_version)
+        return "overwrite" if generation is None else {"e_tag": pin, "version": generation}
+
+    def _generation(self, key: str, if_version: str) -> str | None:
+        """GCS: the generation of ``key``'s version ``if_version`` (remembered, else one HEAD);
+        None where the server names none; Conflict if the object is another version or none."""
         with self._gen_lock:
             known = self._generations.get(key)
         if known is None or known[0] != if_version:
@@ -91,8 +101,8 @@ class CloudStore(ObjectStoreBackend):
             with self._gen_lock:
                 known = self._generations.get(key)
             if known is None or known[0] != if_version:
-                return "overwrite"  # the server names no generations: nothing to condition on
-        return {"e_tag": pin, "version": known[1]}
+                return None
+        return known[1]
 
     def _found(self, key: str, if_version: str) -> ObjectInfo:
         """The object's info now (one HEAD); none there: Conflict."""
@@ -216,13 +226,67 @@ class CloudStore(ObjectStoreBackend):
             return super().copy(src, dst)
         return self._put(dst, self.get(src), size, if_version)
 
+    # ------------------------------------------------------------------ deletes
+
+    def delete(self, key: str, if_version: str | None = None) -> None:
+        """Remove ``key``; ``if_version`` (where ``checks_deletes``): only while it is that version
+        (:mod:`.clouddeletes`: GCS on its generation, Azure ``If-Match``), else Conflict naming
+        the version found (one HEAD); gone already: not an error. GCS: refused where the ETag
+        is the same at another generation (the same bytes written again), sent once more on it."""
+        check_key(key)
+        self.check_writable(key)
+        pin = if_match(if_version) if if_version and if_version != ABSENT else None
+        if pin is None or self.deletes is None or not self.checks_deletes:
+            self._delete_path(key, self._full(key))
+            return
+        for again in (False, True):
+            try:
+                condition = self._generation(key, if_version) if self.by_generation else pin  # type: ignore[arg-type]  # not None: pin says so
+            except Conflict as exc:
+                if not exc.found:
+                    return  # gone already
+                raise
+            if condition is None:  # the server names no generations: nothing to condition on
+                self._delete_path(key, self._full(key))
+                return
+            self._count("delete")
+            if self.deletes.delete(key, self._full(key), condition) != REFUSED:
+                with self._gen_lock:
+                    self._generations.pop(key, None)
+                return
+            found = self._version_of(key)  # GCS: learns its generation
+            if not found:
+                return  # gone already (Azurite answers a missing blob's If-Match 412)
+            if again or not (self.by_generation and found == if_version):
+                raise Conflict(key, if_version, found)  # type: ignore[arg-type]  # not None: pin says so
+
     # ------------------------------------------------------------------ the probe
 
     def probe_conditions(self) -> bool:
         """Does the server refuse a conditional write whose condition fails? One probe at mount
-        time (:func:`~nczfs.store.objstore.probe.probe_conditions`)."""
+        time (:func:`~nczfs.store.objstore.probe.probe_conditions`); where it does, a delete of
+        the probe object on a version it is not must be refused too: ``checks_deletes`` says so."""
         def refused(exc: BaseException, key: str) -> bool:
             return isinstance(self._err(exc, key, "put"), Stale)
 
+        self.checks_deletes = False
         return probe_conditions(self, self.store, refused,
-                                "x-goog-if-generation-match" if self.by_generation else "If-None-Match")
+                                "x-goog-if-generation-match" if self.by_generation else "If-None-Match",
+                                then=self._probe_deletes)
+
+    def _probe_deletes(self, key: str) -> None:
+        """The probe object's delete on a version no object has (one DELETE, the SDK's): refused,
+        deletes are conditional; carried out or failed: not, said once in the log."""
+        if self.deletes is None:
+            return
+        self._count("delete")
+        try:
+            outcome = self.deletes.delete(key, self._full(key), self.deletes.never)
+        except Exception as exc:  # noqa: BLE001 - a mount that cannot probe deletes checks none
+            log.warning("%s: conditional deletes could not be tried (%s): an unlink removes whatever version is "
+                        "there", self.url, first_line(exc))
+            return
+        self.checks_deletes = outcome == REFUSED
+        if not self.checks_deletes:
+            log.warning("%s: the server ignores conditional deletes (%s): an unlink removes whatever version is "
+                        "there", self.url, self.deletes.condition)
