@@ -10,7 +10,8 @@ import pytest
 
 from nczfs.toolbox.errors import BackendError, OutcomeUnknown, Stale
 from nczfs.store.values import ByteRange
-from nczfs.store.objstore.clouddeletes import AzureDeletes, azure_credential
+from nczfs.store.objstore.cloudcreds import azure_credential
+from nczfs.store.objstore.cloudsdk import AzureSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.obprefix import ObjectStoreBackend
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
@@ -23,8 +24,8 @@ def azure_backend(server, container: str, prefix: str, **kw) -> CloudStore:
 
     store = AzureStore(container, account_name=ACCOUNT, account_key=KEY, endpoint=server.endpoint,
                        client_options=obstore_client_options(server.endpoint), retry_config=retry_config())
-    deletes = AzureDeletes(container, server.endpoint, account=ACCOUNT, credential=azure_credential(ACCOUNT, KEY, None))
-    return CloudStore(store, prefix, url=f"az://{container}/{prefix}", service="Azure", deletes=deletes, **kw)
+    sdk = AzureSdk(container, server.endpoint, account=ACCOUNT, credential=azure_credential(ACCOUNT, KEY, None))
+    return CloudStore(store, prefix, url=f"az://{container}/{prefix}", service="Azure", sdk=sdk, **kw)
 
 
 class TestAzureStore(StoreConformance):

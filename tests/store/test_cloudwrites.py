@@ -4,6 +4,7 @@ write that got no answer told from a refused one (tests/faultproxy.py in front o
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 import uuid
@@ -12,7 +13,7 @@ import pytest
 
 from nczfs.toolbox.errors import Conflict, OutcomeUnknown
 from nczfs.store.objstore.cloud import CloudOptions, open_azure, open_gcs
-from nczfs.store.objstore.clouddeletes import GcsDeletes
+from nczfs.store.objstore.cloudsdk import GcsSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
 from nczfs.store.values import ABSENT
@@ -125,7 +126,7 @@ def _gcs_fresh(gcs_server, bucket: str, key) -> CloudStore:
     store = GCSStore(bucket, base_url=gcs_server.endpoint, service_account_path=str(key),
                      client_options=obstore_client_options(gcs_server.endpoint), retry_config=retry_config())
     backend = CloudStore(store, "p", url=f"gs://{bucket}/p", service="GCS",
-                         deletes=GcsDeletes(bucket, gcs_server.endpoint, credentials_file=str(key)))
+                         sdk=GcsSdk(bucket, gcs_server.endpoint, credentials_file=str(key)))
     backend.checks_writes = backend.checks_deletes = True
     return backend
 
@@ -179,9 +180,61 @@ def test_gcs_deletes_a_version_on_its_generation_learned_as_a_writes_is(gcs_serv
     listed.delete("a", if_version=entry.info.etag)  # gone already
 
 
+class _ChangedWhileRead(io.BytesIO):
+    """The data of a write; once more than its first MiB is read, ``change()`` runs (once)."""
+
+    def __init__(self, data: bytes, change):
+        super().__init__(data)
+        self.change = change
+
+    def _after(self, got):
+        if self.change is not None and self.tell() > 1024 * 1024:
+            change, self.change = self.change, None
+            change()
+        return got
+
+    def read(self, n=-1):
+        return self._after(super().read(n))
+
+    def readinto(self, buffer):
+        return self._after(super().readinto(buffer))
+
+
+def test_a_write_too_big_for_one_conditional_put_is_conditional_at_the_server(cloud, monkeypatch):
+    """Above CONDITIONAL_MAX (here 1 MiB) a write goes up in parts of 1 MiB through the cloud's
+    SDK (GCS: a resumable upload with ifGenerationMatch; Azure: blocks, then Put Block List with
+    If-Match or If-None-Match: *): another client's write during the upload refuses it when it is
+    finished (Conflict naming that version) and stays; unchanged, it is stored, and the version
+    returned is the one the store then reads (a later write on it is not refused)."""
+    import nczfs.store.objstore.cloudwrites as cloudwrites
+
+    monkeypatch.setattr(cloudwrites, "CONDITIONAL_MAX", 1024 * 1024)
+    server, bucket, open_store = cloud
+    store = open_store(server.endpoint)
+    assert store.checks_writes and store.checks_deletes
+    store.part_size = store.multipart_threshold = 1024 * 1024
+    big = bytes(range(256)) * (12 * 1024)  # 3 MiB: three parts
+    v0 = store.set("k", b"v0", if_version=ABSENT)
+    f = _ChangedWhileRead(big, lambda: server.put(bucket, "p/k", b"meanwhile"))
+    with pytest.raises(Conflict) as refused:
+        store.set_file("k", f, len(big), if_version=v0.etag)
+    assert f.change is None and server.get(bucket, "p/k") == b"meanwhile"
+    assert refused.value.found == store.stat("k").etag != v0.etag
+    stored = store.set_file("k", io.BytesIO(big), len(big), if_version=refused.value.found)
+    assert server.get(bucket, "p/k") == big and stored.etag == store.stat("k").etag
+    again = store.set("k", big[::-1], if_version=stored.etag)  # bytes, not a file: the same path
+    assert server.get(bucket, "p/k") == big[::-1] and again.etag == store.stat("k").etag
+    store.set_file("new", io.BytesIO(big), len(big), if_version=ABSENT)
+    with pytest.raises(Conflict):
+        store.set_file("new", io.BytesIO(big[::-1]), len(big), if_version=ABSENT)
+    assert server.get(bucket, "p/new") == big and store.counters()["MultipartUpload"] == 5
+
+
 def test_a_write_too_big_for_one_conditional_put_is_checked_before_its_upload(cloud, monkeypatch):
-    """Above CONDITIONAL_MAX (here 1 MiB) a write goes up in parts (a rename: a server-side copy),
-    after a HEAD that refuses it if the object is no longer the version it names."""
+    """Without the cloud's SDK (a store made without it, or whose probe found its conditions not
+    honoured), above CONDITIONAL_MAX (here 1 MiB) a write goes up in parts through obstore, and a
+    rename over a stored name above it is a server-side copy (with the SDK too), after a HEAD that
+    refuses it if the object is no longer the version it names."""
     import nczfs.store.objstore.cloudwrites as cloudwrites
 
     monkeypatch.setattr(cloudwrites, "CONDITIONAL_MAX", 1024 * 1024)

@@ -6,7 +6,7 @@ import pytest
 
 from nczfs.toolbox.errors import Stale
 from nczfs.store.values import ByteRange
-from nczfs.store.objstore.clouddeletes import GcsDeletes
+from nczfs.store.objstore.cloudsdk import GcsSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.obprefix import ObjectStoreBackend
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
@@ -24,8 +24,8 @@ def gcs_backend(server, bucket: str, prefix: str, key, **kw) -> CloudStore:
 
     store = GCSStore(bucket, base_url=server.endpoint, service_account_path=str(key),
                      client_options=obstore_client_options(server.endpoint), retry_config=retry_config())
-    deletes = GcsDeletes(bucket, server.endpoint, credentials_file=str(key))
-    return CloudStore(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS", deletes=deletes, **kw)
+    sdk = GcsSdk(bucket, server.endpoint, credentials_file=str(key))
+    return CloudStore(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS", sdk=sdk, **kw)
 
 
 class TestGCSStore(StoreConformance):

@@ -23,7 +23,8 @@ from typing import Any
 
 from nczfs.store.objstore.cloudurl import parse_azure_source, parse_cloud_url
 from nczfs.toolbox.errors import SourceError
-from nczfs.store.objstore.clouddeletes import AzureDeletes, GcsDeletes, azure_credential
+from nczfs.store.objstore.cloudcreds import azure_credential
+from nczfs.store.objstore.cloudsdk import AzureSdk, GcsSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.options import CloudOptions
 
@@ -48,8 +49,8 @@ def open_gcs(options: CloudOptions) -> CloudStore:
         store = GCSStore(loc.bucket, **options.transport(endpoint), **kwargs)
     except Exception as exc:  # bad credentials files, unknown settings
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
-    deletes = GcsDeletes(loc.bucket, endpoint, options.bounds, options.ca_file(), kwargs.get("application_credentials"))
-    backend = CloudStore(store, loc.prefix, url=f"gs://{loc.location}", service="GCS", deletes=deletes,
+    sdk = GcsSdk(loc.bucket, endpoint, options.bounds, options.ca_file(), kwargs.get("application_credentials"))
+    backend = CloudStore(store, loc.prefix, url=f"gs://{loc.location}", service="GCS", sdk=sdk,
                          read_only=options.read_only, https=_https(endpoint))
     return probe(backend, options)
 
@@ -95,9 +96,9 @@ def open_azure(options: CloudOptions) -> CloudStore:
         store = AzureStore(loc.bucket, **options.transport(endpoint), **kwargs)
     except Exception as exc:
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
-    deletes = AzureDeletes(loc.bucket, endpoint, options.bounds, options.ca_file(), account,
-                           azure_credential(account, kwargs.get("account_key"), kwargs.get("sas_key")))
-    backend = CloudStore(store, loc.prefix, url=f"az://{loc.location}", service="Azure", deletes=deletes,
+    sdk = AzureSdk(loc.bucket, endpoint, options.bounds, options.ca_file(), account,
+                   azure_credential(account, kwargs.get("account_key"), kwargs.get("sas_key")))
+    backend = CloudStore(store, loc.prefix, url=f"az://{loc.location}", service="Azure", sdk=sdk,
                          read_only=options.read_only, https=_https(endpoint))
     return probe(backend, options)
 
