@@ -127,10 +127,13 @@ def probe(backend: CloudStore, options: CloudOptions) -> CloudStore:
     """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint
     down; a writable store's writes (and deletes) are conditional where the server honours
     conditions (one probe)."""
+    checking = not options.read_only and options.overwrite == "checked"
+    if checking and backend.sdk is not None:
+        backend.sdk.warm()
     try:
         backend.probe()
     except Exception as exc:  # noqa: BLE001 - reported to the user, one line
         raise SourceError(f"{options.source}: {exc}") from None
-    if not options.read_only and options.overwrite == "checked":
+    if checking:
         backend.checks_writes = backend.probe_conditions()
     return backend

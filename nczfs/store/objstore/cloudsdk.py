@@ -61,6 +61,18 @@ class CloudSdk:
                 self._made = self._make()
             return self._made
 
+    def warm(self) -> None:
+        """Make the client now in a thread of its own (importing the SDK takes some hundred ms),
+        while the probe at mount time sends obstore's requests; failing, it is made (and its
+        failure said) at its first use."""
+        def make() -> None:
+            try:
+                self.client()
+            except Exception:  # noqa: BLE001 - made again at the first use, which says why it fails
+                pass
+
+        threading.Thread(target=make, name=f"{self.service.lower()}-sdk", daemon=True).start()
+
     def _make(self) -> Any:
         raise NotImplementedError
 
