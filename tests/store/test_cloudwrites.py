@@ -257,3 +257,60 @@ def test_a_write_too_big_for_one_conditional_put_is_checked_before_its_upload(cl
     store.rename("src", "k", if_version=store.stat("k").etag)
     assert server.get(bucket, "big/k") == big and server.get(bucket, "big/src") is None
     assert store.counters()["COPY"] == 1
+
+
+def _deletes_checked(store: CloudStore, put) -> None:
+    """The store's deletes are conditional: one on a version another client (``put``) replaced is
+    refused, one on the current version removes it."""
+    assert store.checks_writes and store.checks_deletes
+    v0 = store.set("k", b"v0", if_version=ABSENT)
+    put(b"another client's")
+    with pytest.raises(Conflict):
+        store.delete("k", if_version=v0.etag)
+    store.delete("k", if_version=store.stat("k").etag)
+    assert store.list_prefix("") == []
+
+
+@pytest.mark.parametrize("how", ["option", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT_KEY",
+                                 "GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"])
+def test_gcs_deletes_take_the_credentials_and_endpoint_the_mount_takes(gcs_server, tmp_path, monkeypatch, how):
+    """The SDK's client is made from what obstore's is: each way a user names the credentials
+    (an option, obstore's variables, Google's) or the endpoint (an option, Google's variable)."""
+    bucket = gcs_server.new_bucket("cred")
+    key = service_account_file(tmp_path / "sa.json")
+    options = {"endpoint_url": gcs_server.endpoint}
+    if how == "option":
+        options["google_application_credentials"] = str(key)
+    elif how == "STORAGE_EMULATOR_HOST":
+        monkeypatch.setenv(how, gcs_server.endpoint.removeprefix("http://"))
+        options = {"google_application_credentials": str(key)}
+    else:
+        monkeypatch.setenv(how, key.read_text() if how.endswith("_KEY") else str(key))
+    store = open_gcs(CloudOptions(f"gs://{bucket}/p", **options))
+    _deletes_checked(store, lambda data: gcs_server.put(bucket, "p/k", data))
+
+
+@pytest.mark.parametrize("how", ["AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_CONNECTION_STRING", "connection string SAS",
+                                 "AZURE_STORAGE_SAS_TOKEN"])
+def test_azure_deletes_take_the_credentials_and_endpoint_the_mount_takes(azurite, monkeypatch, how):
+    """As on GCS: an account key in the environment (the account and endpoint as options), a
+    connection string (account, key or SAS, endpoint), a SAS token in the environment."""
+    from datetime import datetime, timedelta, timezone
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    container = azurite.new_container("cred")
+    sas = generate_container_sas(ACCOUNT, container, account_key=KEY, expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+                                 permission=ContainerSasPermissions(read=True, write=True, delete=True, list=True,
+                                                                    add=True, create=True))
+    options = {"endpoint_url": azurite.endpoint, "azure_storage_account": ACCOUNT}
+    if how == "AZURE_STORAGE_CONNECTION_STRING":
+        monkeypatch.setenv(how, azurite.connection_string)
+        options = {}
+    elif how == "connection string SAS":
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", f"BlobEndpoint={azurite.endpoint};SharedAccessSignature={sas}")
+        options = {"azure_storage_account": ACCOUNT}
+    else:
+        monkeypatch.setenv(how, KEY if how.endswith("_KEY") else sas)
+    store = open_azure(CloudOptions(f"az://{container}/p", **options))
+    _deletes_checked(store, lambda data: azurite.put(container, "p/k", data))
