@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from nczfs.toolbox.errors import Conflict, OutcomeUnknown
+from nczfs.toolbox.errors import Conflict, NczfsError, OutcomeUnknown
 from nczfs.store.objstore.cloud import CloudOptions, open_azure, open_gcs
 from nczfs.store.objstore.cloudsdk import GcsSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
@@ -314,3 +314,28 @@ def test_azure_deletes_take_the_credentials_and_endpoint_the_mount_takes(azurite
         monkeypatch.setenv(how, KEY if how.endswith("_KEY") else sas)
     store = open_azure(CloudOptions(f"az://{container}/p", **options))
     _deletes_checked(store, lambda data: azurite.put(container, "p/k", data))
+
+
+def test_a_store_whose_sdk_client_cannot_be_made_says_so_and_deletes_unconditionally(azurite, monkeypatch, caplog):
+    """Azure credentials of a kind only azure-identity takes, where it is not installed (here:
+    the credential's maker failing so): the probe says once that conditional deletes could not be
+    tried, writes stay checked, and an unlink removes whatever version is there."""
+    import nczfs.store.objstore.cloud as cloud
+
+    def no_identity(*args):
+        def made():
+            raise NczfsError("no account key or SAS given, and azure-identity is not installed")
+        return made
+
+    container = azurite.new_container("noid")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", KEY)
+    monkeypatch.setattr(cloud, "azure_credential", no_identity)
+    with caplog.at_level(logging.WARNING, logger="nczfs"):
+        store = open_azure(CloudOptions(f"az://{container}/p", endpoint_url=azurite.endpoint, azure_storage_account=ACCOUNT))
+    warned = [r.getMessage() for r in caplog.records if "conditional deletes could not be tried" in r.getMessage()]
+    assert len(warned) == 1 and "azure-identity" in warned[0], warned
+    assert store.checks_writes and not store.checks_deletes
+    v0 = store.set("k", b"v0", if_version=ABSENT)
+    azurite.put(container, "p/k", b"another client's")
+    store.delete("k", if_version=v0.etag)
+    assert azurite.get(container, "p/k") is None

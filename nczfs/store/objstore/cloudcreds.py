@@ -49,24 +49,27 @@ def _credentials_file(path: str) -> Any:
 
 
 def azure_credential(account: str | None, key: str | None, sas: str | None) -> Callable[[], Any]:
-    """The Azure SDK's credential of what obstore's client is made from: an account key (the
-    options', or obstore's variables ``AZURE_STORAGE_ACCOUNT_KEY``/``_ACCESS_KEY``/``_MASTER_KEY``),
-    a SAS (the connection string's, ``AZURE_STORAGE_SAS_KEY``/``_TOKEN``), a bearer token
-    (``AZURE_STORAGE_TOKEN``), else ``azure-identity``'s default chain (a service principal,
-    workload identity, the Azure CLI, a managed identity), made when the client is."""
+    """The Azure SDK's credential of what obstore's client is made from, in obstore's order: a
+    bearer token (``AZURE_STORAGE_TOKEN``), an account key (the options', or obstore's variables
+    ``AZURE_STORAGE_ACCOUNT_KEY``/``_ACCESS_KEY``/``_MASTER_KEY``), a service principal or
+    workload identity (``AZURE_CLIENT_ID`` with ``AZURE_CLIENT_SECRET`` or
+    ``AZURE_FEDERATED_TOKEN_FILE``: azure-identity's), a SAS (the connection string's,
+    ``AZURE_STORAGE_SAS_KEY``/``_TOKEN``), then azure-identity's default chain (the Azure CLI, a
+    managed identity); made when the client is."""
     env = os.environ.get
     key = key or env("AZURE_STORAGE_ACCOUNT_KEY") or env("AZURE_STORAGE_ACCESS_KEY") or env("AZURE_STORAGE_MASTER_KEY")
     sas = sas or env("AZURE_STORAGE_SAS_KEY") or env("AZURE_STORAGE_SAS_TOKEN")
 
     def made() -> Any:
+        if token := env("AZURE_STORAGE_TOKEN"):
+            return _Bearer(token)
         if key:
             return {"account_name": account, "account_key": key}
-        if sas:
+        principal = env("AZURE_CLIENT_ID") and (env("AZURE_CLIENT_SECRET") or env("AZURE_FEDERATED_TOKEN_FILE"))
+        if sas and not principal:
             from azure.core.credentials import AzureSasCredential
 
             return AzureSasCredential(sas.lstrip("?"))
-        if token := env("AZURE_STORAGE_TOKEN"):
-            return _Bearer(token)
         try:
             from azure.identity import DefaultAzureCredential
         except ImportError:
