@@ -111,7 +111,7 @@ if ! pip wheel --no-deps -w build/wheel . || ! pip uninstall -y nczfs || ! pip i
     echo "pip install failed" >&2
     exit 1
 fi
-(cd / && "$venv/bin/python" -c "import nczfs.cli, pyfuse3, trio")
+(cd / && "$venv/bin/python" -c "import nczfs.cli, pyfuse3, trio, google.cloud.storage, azure.storage.blob")
 if [ "$extra" = test ] && [ ! -x .venv/azurite/node_modules/.bin/azurite-blob ]; then
     # 3.35 is the last Azurite that runs on Debian 12's nodejs 18
     npm install --silent --no-audit --no-fund --prefix .venv/azurite azurite@3.35.0 >.venv/npm.log 2>&1 \

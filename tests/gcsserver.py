@@ -13,6 +13,9 @@ goes to fake-gcs-server as its JSON API's ``ifGenerationMatch``, which it checks
 under one lock, answering 412 (a media upload ignores it; a multipart upload of the JSON API
 honours it: fake-gcs-server 1.54 ``wrapUploadPreconditions``). A copy with the header is the
 source read and uploaded the same way (fake-gcs-server's copyTo ignores ``ifGenerationMatch``).
+A DELETE of the JSON API (google-cloud-storage's) with ``ifGenerationMatch`` is answered 412 here
+when the object is another generation (checked against a GET of its resource, then forwarded:
+fake-gcs-server 1.54's ``deleteObject`` ignores the condition and deletes whatever is there).
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ class FakeGCS:
         self.lock = threading.Lock()
         #: False: the adapter drops generation preconditions, as a server ignoring them would
         self.honour_conditions = True
+        #: True: a DELETE's ``ifGenerationMatch`` is checked here; False: passed to
+        #: fake-gcs-server, which ignores it
+        self.honour_delete_conditions = True
 
     @property
     def endpoint(self) -> str:
@@ -193,6 +199,13 @@ def _handler(gcs: FakeGCS):
                     gcs.uploads.pop(query["uploadId"][0], None)
                 self._reply(204)
                 return
+            wanted = query.get("ifGenerationMatch", [None])[0]
+            if wanted is not None and gcs.honour_delete_conditions and bucket == "storage":
+                status, doc = gcs.json("GET", self.path.split("?", 1)[0])  # the JSON API's object resource
+                if status == 200 and isinstance(doc, dict) and str(doc.get("generation")) != wanted:
+                    self._reply(412, json.dumps({"error": {"code": 412, "message": "Precondition Failed"}}).encode(),
+                                {"content-type": "application/json"})
+                    return
             self._forward()
 
         def do_PUT(self) -> None:

@@ -195,6 +195,10 @@ class S3Backend:
     def delete(self, key: str) -> None:
         self.server.client().delete_object(Bucket=self.bucket, Key=self._key(key))
 
+    def etag(self, key: str) -> str:
+        """The object's version as the mount names it: its ETag, without quotes."""
+        return self.server.client().head_object(Bucket=self.bucket, Key=self._key(key))["ETag"].strip('"')
+
     def metadata(self, key: str) -> dict[str, str]:
         """The object's user metadata (``x-amz-meta-*``, names without the prefix)."""
         return self.server.client().head_object(Bucket=self.bucket, Key=self._key(key))["Metadata"]
@@ -344,3 +348,15 @@ class CloudBackend:
 
     def put(self, key: str, data: bytes) -> None:
         self.server.put(self.bucket, f"{self.prefix}/{key}", data)
+
+    def exists(self, key: str) -> bool:
+        return self.server.get(self.bucket, f"{self.prefix}/{key}") is not None
+
+    def etag(self, key: str) -> str:
+        """The object's version as the mount names it: its ETag, without quotes."""
+        full = f"{self.prefix}/{key}"
+        if self.scheme == "gs":
+            status, headers, _ = self.server.upstream("HEAD", f"/{self.bucket}/{full}")
+            assert status == 200, status
+            return headers["etag"].strip('"')
+        return self.server.service().get_blob_client(self.bucket, full).get_blob_properties().etag.strip('"')

@@ -315,3 +315,25 @@ def test_log_level_debug_on_a_running_mount_logs_what_a_mount_started_at_debug_l
     assert "nczfs.fs.namespace: renamed 'd/c' to 'd/r'" in runs["switched"]
     started = (tmp_path / "started.log").read_text()
     assert "Registering codec" not in started  # numcodecs' import: not a line of debug
+
+
+def test_the_azure_sdks_request_and_answer_lines_show_only_at_trace():
+    """azure-storage-blob (GCS and Azure conditional deletes and large writes) logs every
+    request's and answer's headers at info (18 lines a DELETE): at info and debug they are not
+    logged, at trace they are."""
+    from nczfs.toolbox import logs
+
+    http = logging.getLogger("azure.core.pipeline.policies.http_logging_policy")
+    saved = {name: logging.getLogger(name).level for name in ("", *logs.QUIET_BELOW)}
+    state = dict(logs.STATE)
+    try:
+        for level in ("info", "debug"):
+            logs.set_level(level)
+            assert not http.isEnabledFor(logging.INFO), level
+        logs.set_level("trace")
+        assert http.isEnabledFor(logging.INFO)
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+        logs.STATE.clear()
+        logs.STATE.update(state)

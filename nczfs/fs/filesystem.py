@@ -63,9 +63,11 @@ class Filesystem(Namespace):
     @property
     def stats(self) -> dict[str, int]:
         """The write path's counters; ``write.overwrite-checked``: 1 where writes replace only the
-        version they started from (conflicts.py), 0 where the last writer wins."""
+        version they started from (conflicts.py), 0 where the last writer wins;
+        ``write.deletes-checked``: 1 where deletes remove only the version the mount saw."""
         return {**self.writeback.stats, **self.writeback.conflicts.stats,
-                "write.overwrite-checked": int(self.store.checks_writes)}
+                "write.overwrite-checked": int(self.store.checks_writes),
+                "write.deletes-checked": int(self.store.checks_deletes)}
 
     @property
     def someone_elses_close(self) -> Callable[[int, int, list[int]], bool] | None:

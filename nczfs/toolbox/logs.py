@@ -199,9 +199,11 @@ def setup(dest: Destination, level: str = "info", fmt: str = "text", default_fil
 
 
 #: libraries whose lines below these levels only trace shows: pyfuse3's and trio's own
-#: debugging, and numcodecs' "Registering codec" lines, which its import (in the background after
-#: the mount is ready) writes once, among the first requests' lines at debug (issue 43)
-QUIET_BELOW = {"pyfuse3": logging.WARNING, "trio": logging.WARNING, "numcodecs": logging.INFO}
+#: debugging, numcodecs' "Registering codec" lines, which its import (in the background after
+#: the mount is ready) writes once, among the first requests' lines at debug (issue 43), and the
+#: Azure SDK's request and response headers, which it logs at info (conditional deletes)
+QUIET_BELOW = {"pyfuse3": logging.WARNING, "trio": logging.WARNING, "numcodecs": logging.INFO,
+               "azure": logging.WARNING}
 
 
 def set_level(name: str) -> None:

@@ -61,6 +61,7 @@ HELP: dict[str, tuple[str, str, str]] = {
     "zip.conflicts": ("counter", "", "Staged zip members another program changed in the archive first (kept beside at the commit)"),
     "zip.merged": ("counter", "", "Staged zip members another program changed in the archive first, merged (consolidated metadata)"),
     "write.overwrite-checked": ("gauge", "", "1: a write replaces only the object version it started from; 0: the last writer wins"),
+    "write.deletes-checked": ("gauge", "", "1: an unlink removes only the object version the mount saw; 0: whatever is there"),
     "consolidated.merged-again": ("counter", "", "Consolidated metadata updates read and merged again after another writer's"),
     "consolidated.lost": ("counter", "", "Consolidated metadata updates given up after every attempt (the write failed: ESTALE)"),
     "write.early-uploads": ("counter", "", "Multipart uploads started while a file was written"),

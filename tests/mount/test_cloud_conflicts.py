@@ -6,6 +6,8 @@ ESTALE, its data kept beside as ``NAME.nczfs-conflict-<time>``; the other writer
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.helpers import CloudBackend, counts, mounted
@@ -20,27 +22,16 @@ def two(cloud, tmp_path):
     yield from on_s3.two_mounts(cloud, tmp_path)
 
 
-def _etag(backend: CloudBackend, key: str) -> str:
-    """The object's version as the mount names it: its ETag, without quotes."""
-    full = f"{backend.prefix}/{key}"
-    if backend.scheme == "gs":
-        status, headers, _ = backend.server.upstream("HEAD", f"/{backend.bucket}/{full}")
-        assert status == 200, status
-        return headers["etag"].strip('"')
-    props = backend.server.service().get_blob_client(backend.bucket, full).get_blob_properties()
-    return props.etag.strip('"')
-
-
 def test_a_stale_close_fails_with_estale_and_keeps_its_data_beside(two, cloud):
     """A opens ``f`` at version v0; B replaces it (v1); A's close must not overwrite v1: ESTALE,
     A's bytes in ``f.nczfs-conflict-<time>``, counted, the log naming the key and both versions."""
     a, b = two
     cloud.put("f", b"v0")
-    v0 = _etag(cloud, "f")
+    v0 = cloud.etag("f")
     fa = open(a.path / "f", "wb")
     fa.write(b"written by A")
     (b.path / "f").write_bytes(b"written by B")
-    v1 = _etag(cloud, "f")
+    v1 = cloud.etag("f")
     _close_fails_estale(fa)
     assert cloud.read("f") == b"written by B"
     assert list(_conflicts(cloud, "f").values()) == [b"written by A"]
@@ -63,6 +54,33 @@ def test_another_clients_put_in_between_gives_estale(two, cloud):
 def test_a_rename_over_a_name_replaces_only_the_version_the_mount_read_there(two, cloud):
     """As on S3 (tests/mount/test_s3_conflicts.py), on GCS and Azure."""
     on_s3.test_a_rename_over_a_name_replaces_only_the_version_the_mount_read_there(two, cloud)
+
+
+def test_an_unlink_removes_only_the_version_the_mount_saw(cloud, tmp_path):
+    """As on S3 (tests/mount/test_s3_conflicts.py), on GCS (google-cloud-storage's
+    ``ifGenerationMatch``) and Azure (azure-storage-blob's ``If-Match``)."""
+    on_s3.test_an_unlink_removes_only_the_version_the_mount_saw(cloud, tmp_path)
+
+
+def test_a_server_ignoring_delete_conditions_is_found_and_unlinks_remove_whatever_is_there(gcs, tmp_path):
+    """fake-gcs-server itself (1.54) ignores a DELETE's ``ifGenerationMatch`` (tests/gcsserver.py
+    checks it in front of it unless told not to): the probe at mount time finds out (a delete of
+    its probe object on a version it is not is carried out), says so once, ``nczfs stats`` shows
+    ``write.deletes-checked 0``, and an unlink removes whatever version is there (writes stay checked)."""
+    gcs.server.honour_delete_conditions = False
+    try:
+        gcs.put("d", b"v0")
+        with mounted(gcs, tmp_path / "a", "-o", "metadata_ttl=60") as a:
+            assert (a.path / "d").read_bytes() == b"v0"
+            gcs.put("d", b"another client's")
+            os.unlink(a.path / "d")
+            stats = counts(a.path)
+            assert stats["write.deletes-checked"] == 0 and stats["write.overwrite-checked"] == 1
+    finally:
+        gcs.server.honour_delete_conditions = True
+    assert not gcs.exists("d") and not [k for k in gcs.keys() if ".nczfs-probe-" in k]
+    warned = [line for line in a.log_text().splitlines() if "ignores conditional deletes" in line]
+    assert len(warned) == 1 and "ifGenerationMatch" in warned[0], warned
 
 
 def test_a_single_writer_never_conflicts_and_pays_what_it_did(cloud, tmp_path):

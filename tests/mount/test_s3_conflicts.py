@@ -175,18 +175,22 @@ def test_overwrite_last_writer_wins_keeps_the_old_behaviour(s3, tmp_path):
 def test_an_unlink_removes_only_the_version_the_mount_saw(s3, tmp_path):
     """DeleteObject carries ``If-Match`` (SeaweedFS refuses it with 412 while the object is
     another version): an unlink of an object another client replaced since this mount saw it
-    fails with ESTALE and the object stays; an unchanged one is removed."""
+    fails with ESTALE and the object stays, counted once, the log naming the key and both
+    versions; an unchanged one is removed."""
     s3.put("d", b"v0")
     s3.put("e", b"v0")
     with mounted(s3, tmp_path / "a", "-o", "metadata_ttl=60") as a:
         assert (a.path / "d").read_bytes() == b"v0" and (a.path / "e").read_bytes() == b"v0"
+        v0 = s3.etag("d")
         s3.put("d", b"another client's")
+        v1 = s3.etag("d")
         with pytest.raises(OSError) as err:
             os.unlink(a.path / "d")
         assert err.value.errno == errno.ESTALE
         assert s3.read("d") == b"another client's"
         os.unlink(a.path / "e")
         assert not s3.exists("e")
-        assert counts(a.path)["write.conflicts"] == 1
-        line = next(line for line in a.log_text().splitlines() if "unlink is refused" in line)
-        assert "'d'" in line, line
+        stats = counts(a.path)
+        assert stats["write.conflicts"] == 1 and stats["write.deletes-checked"] == 1
+    line = next(line for line in a.log_text().splitlines() if "unlink is refused" in line)
+    assert "'d'" in line and v0 in line and v1 in line, line

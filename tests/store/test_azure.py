@@ -10,6 +10,8 @@ import pytest
 
 from nczfs.toolbox.errors import BackendError, OutcomeUnknown, Stale
 from nczfs.store.values import ByteRange
+from nczfs.store.objstore.cloudcreds import azure_credential
+from nczfs.store.objstore.cloudsdk import AzureSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.obprefix import ObjectStoreBackend
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
@@ -22,12 +24,14 @@ def azure_backend(server, container: str, prefix: str, **kw) -> CloudStore:
 
     store = AzureStore(container, account_name=ACCOUNT, account_key=KEY, endpoint=server.endpoint,
                        client_options=obstore_client_options(server.endpoint), retry_config=retry_config())
-    return CloudStore(store, prefix, url=f"az://{container}/{prefix}", service="Azure", **kw)
+    sdk = AzureSdk(container, server.endpoint, account=ACCOUNT, credential=azure_credential(ACCOUNT, KEY, None))
+    return CloudStore(store, prefix, url=f"az://{container}/{prefix}", service="Azure", sdk=sdk, **kw)
 
 
 class TestAzureStore(StoreConformance):
     lists_trees = True
     checks_writes = True
+    checks_deletes = True  # azure-storage-blob's If-Match (Azurite honours it)
 
     @pytest.fixture
     def sync_store(self, azurite) -> ObjectStoreBackend:
@@ -38,7 +42,7 @@ class TestAzureStore(StoreConformance):
         # blocks above 5 MiB, so that the 5 MiB conformance object goes up in two blocks
         store = azure_backend(azurite, self.container, self.prefix, multipart_threshold=5 * 1024 * 1024,
                              part_size=5 * 1024 * 1024)
-        store.checks_writes = store.probe_conditions()  # as a mount finds out
+        store.checks_writes = store.probe_conditions()  # as a mount finds out (deletes too)
         return store
 
     def read_only_store(self) -> ObjectStoreBackend:

@@ -4,14 +4,16 @@ write that got no answer told from a refused one (tests/faultproxy.py in front o
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 import uuid
 
 import pytest
 
-from nczfs.toolbox.errors import Conflict, OutcomeUnknown
+from nczfs.toolbox.errors import Conflict, NczfsError, OutcomeUnknown
 from nczfs.store.objstore.cloud import CloudOptions, open_azure, open_gcs
+from nczfs.store.objstore.cloudsdk import GcsSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
 from nczfs.store.values import ABSENT
@@ -117,23 +119,25 @@ def test_a_write_that_got_no_answer_is_told_from_a_refused_one(cloud):
         assert _raw(server, bucket, "nr/k") == b"v2!!"
 
 
+def _gcs_fresh(gcs_server, bucket: str, key) -> CloudStore:
+    """A new GCS store of ``bucket``'s prefix ``p`` (nothing remembered), writes and deletes checked."""
+    from obstore.store import GCSStore
+
+    store = GCSStore(bucket, base_url=gcs_server.endpoint, service_account_path=str(key),
+                     client_options=obstore_client_options(gcs_server.endpoint), retry_config=retry_config())
+    backend = CloudStore(store, "p", url=f"gs://{bucket}/p", service="GCS",
+                         sdk=GcsSdk(bucket, gcs_server.endpoint, credentials_file=str(key)))
+    backend.checks_writes = backend.checks_deletes = True
+    return backend
+
+
 def test_gcs_learns_a_listed_versions_generation_with_one_head(gcs_server, tmp_path):
     """A version known from a listing only (GCS listings give ETags, not generations): the write
     on it costs one HEAD first; another version found there refuses it before any PUT."""
-    from obstore.store import GCSStore
-
     bucket = gcs_server.new_bucket("gen")
     key = service_account_file(tmp_path / "sa.json")
-
-    def fresh() -> CloudStore:
-        store = GCSStore(bucket, base_url=gcs_server.endpoint, service_account_path=str(key),
-                         client_options=obstore_client_options(gcs_server.endpoint), retry_config=retry_config())
-        backend = CloudStore(store, "p", url=f"gs://{bucket}/p", service="GCS")
-        backend.checks_writes = True
-        return backend
-
     gcs_server.put(bucket, "p/k", b"v0")
-    listed = fresh()
+    listed = _gcs_fresh(gcs_server, bucket, key)
     (entry,) = listed.list_dir("")
     before = listed.counters()
     stored = listed.set("k", b"v1", if_version=entry.info.etag)
@@ -141,7 +145,7 @@ def test_gcs_learns_a_listed_versions_generation_with_one_head(gcs_server, tmp_p
     assert spent == {"HEAD": 1, "PUT": 1} and gcs_server.get(bucket, "p/k") == b"v1"
     listed.set("k", b"v2", if_version=stored.etag)  # its own PUT's generation: no HEAD
     assert listed.counters()["HEAD"] == before.get("HEAD", 0) + 1
-    stale = fresh()
+    stale = _gcs_fresh(gcs_server, bucket, key)
     (entry,) = stale.list_dir("")
     gcs_server.put(bucket, "p/k", b"other")
     with pytest.raises(Conflict):
@@ -149,9 +153,88 @@ def test_gcs_learns_a_listed_versions_generation_with_one_head(gcs_server, tmp_p
     assert "PUT" not in stale.counters() and gcs_server.get(bucket, "p/k") == b"other"
 
 
+def test_gcs_deletes_a_version_on_its_generation_learned_as_a_writes_is(gcs_server, tmp_path):
+    """A delete conditioned on a version known from a listing only costs one HEAD first (its
+    generation); on a version this mount wrote, none; the same bytes written again by another
+    client (same ETag, new generation) are removed, sent once more on the new generation; a
+    version replaced meanwhile is refused (Conflict), one gone already is no error."""
+    bucket = gcs_server.new_bucket("del")
+    key = service_account_file(tmp_path / "sa.json")
+    gcs_server.put(bucket, "p/a", b"a")
+    listed = _gcs_fresh(gcs_server, bucket, key)
+    (entry,) = listed.list_dir("")
+    listed.delete("a", if_version=entry.info.etag)
+    assert listed.counters() == {"LIST": 1, "HEAD": 1, "DELETE": 1} and gcs_server.get(bucket, "p/a") is None
+    own = listed.set("b", b"b", if_version=ABSENT)  # as a mount's write
+    listed.delete("b", if_version=own.etag)
+    assert listed.counters()["HEAD"] == 1 and gcs_server.get(bucket, "p/b") is None
+    again = listed.set("c", b"same", if_version=ABSENT)
+    gcs_server.put(bucket, "p/c", b"same")  # another generation of the same bytes
+    listed.delete("c", if_version=again.etag)
+    assert gcs_server.get(bucket, "p/c") is None and listed.counters()["DELETE"] == 4
+    mine = listed.set("d", b"mine", if_version=ABSENT)
+    gcs_server.put(bucket, "p/d", b"other")
+    with pytest.raises(Conflict) as refused:
+        listed.delete("d", if_version=mine.etag)
+    assert refused.value.found == listed.stat("d").etag and gcs_server.get(bucket, "p/d") == b"other"
+    listed.delete("a", if_version=entry.info.etag)  # gone already
+
+
+class _ChangedWhileRead(io.BytesIO):
+    """The data of a write; once more than its first MiB is read, ``change()`` runs (once)."""
+
+    def __init__(self, data: bytes, change):
+        super().__init__(data)
+        self.change = change
+
+    def _after(self, got):
+        if self.change is not None and self.tell() > 1024 * 1024:
+            change, self.change = self.change, None
+            change()
+        return got
+
+    def read(self, n=-1):
+        return self._after(super().read(n))
+
+    def readinto(self, buffer):
+        return self._after(super().readinto(buffer))
+
+
+def test_a_write_too_big_for_one_conditional_put_is_conditional_at_the_server(cloud, monkeypatch):
+    """Above CONDITIONAL_MAX (here 1 MiB) a write goes up in parts of 1 MiB through the cloud's
+    SDK (GCS: a resumable upload with ifGenerationMatch; Azure: blocks, then Put Block List with
+    If-Match or If-None-Match: *): another client's write during the upload refuses it when it is
+    finished (Conflict naming that version) and stays; unchanged, it is stored, and the version
+    returned is the one the store then reads (a later write on it is not refused)."""
+    import nczfs.store.objstore.cloudwrites as cloudwrites
+
+    monkeypatch.setattr(cloudwrites, "CONDITIONAL_MAX", 1024 * 1024)
+    server, bucket, open_store = cloud
+    store = open_store(server.endpoint)
+    assert store.checks_writes and store.checks_deletes
+    store.part_size = store.multipart_threshold = 1024 * 1024
+    big = bytes(range(256)) * (12 * 1024)  # 3 MiB: three parts
+    v0 = store.set("k", b"v0", if_version=ABSENT)
+    f = _ChangedWhileRead(big, lambda: server.put(bucket, "p/k", b"meanwhile"))
+    with pytest.raises(Conflict) as refused:
+        store.set_file("k", f, len(big), if_version=v0.etag)
+    assert f.change is None and server.get(bucket, "p/k") == b"meanwhile"
+    assert refused.value.found == store.stat("k").etag != v0.etag
+    stored = store.set_file("k", io.BytesIO(big), len(big), if_version=refused.value.found)
+    assert server.get(bucket, "p/k") == big and stored.etag == store.stat("k").etag
+    again = store.set("k", big[::-1], if_version=stored.etag)  # bytes, not a file: the same path
+    assert server.get(bucket, "p/k") == big[::-1] and again.etag == store.stat("k").etag
+    store.set_file("new", io.BytesIO(big), len(big), if_version=ABSENT)
+    with pytest.raises(Conflict):
+        store.set_file("new", io.BytesIO(big[::-1]), len(big), if_version=ABSENT)
+    assert server.get(bucket, "p/new") == big and store.counters()["MultipartUpload"] == 5
+
+
 def test_a_write_too_big_for_one_conditional_put_is_checked_before_its_upload(cloud, monkeypatch):
-    """Above CONDITIONAL_MAX (here 1 MiB) a write goes up in parts (a rename: a server-side copy),
-    after a HEAD that refuses it if the object is no longer the version it names."""
+    """Without the cloud's SDK (a store made without it, or whose probe found its conditions not
+    honoured), above CONDITIONAL_MAX (here 1 MiB) a write goes up in parts through obstore, and a
+    rename over a stored name above it is a server-side copy (with the SDK too), after a HEAD that
+    refuses it if the object is no longer the version it names."""
     import nczfs.store.objstore.cloudwrites as cloudwrites
 
     monkeypatch.setattr(cloudwrites, "CONDITIONAL_MAX", 1024 * 1024)
@@ -174,3 +257,85 @@ def test_a_write_too_big_for_one_conditional_put_is_checked_before_its_upload(cl
     store.rename("src", "k", if_version=store.stat("k").etag)
     assert server.get(bucket, "big/k") == big and server.get(bucket, "big/src") is None
     assert store.counters()["COPY"] == 1
+
+
+def _deletes_checked(store: CloudStore, put) -> None:
+    """The store's deletes are conditional: one on a version another client (``put``) replaced is
+    refused, one on the current version removes it."""
+    assert store.checks_writes and store.checks_deletes
+    v0 = store.set("k", b"v0", if_version=ABSENT)
+    put(b"another client's")
+    with pytest.raises(Conflict):
+        store.delete("k", if_version=v0.etag)
+    store.delete("k", if_version=store.stat("k").etag)
+    assert store.list_prefix("") == []
+
+
+@pytest.mark.parametrize("how", ["option", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT_KEY",
+                                 "GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"])
+def test_gcs_deletes_take_the_credentials_and_endpoint_the_mount_takes(gcs_server, tmp_path, monkeypatch, how):
+    """The SDK's client is made from what obstore's is: each way a user names the credentials
+    (an option, obstore's variables, Google's) or the endpoint (an option, Google's variable)."""
+    bucket = gcs_server.new_bucket("cred")
+    key = service_account_file(tmp_path / "sa.json")
+    options = {"endpoint_url": gcs_server.endpoint}
+    if how == "option":
+        options["google_application_credentials"] = str(key)
+    elif how == "STORAGE_EMULATOR_HOST":
+        monkeypatch.setenv(how, gcs_server.endpoint.removeprefix("http://"))
+        options = {"google_application_credentials": str(key)}
+    else:
+        monkeypatch.setenv(how, key.read_text() if how.endswith("_KEY") else str(key))
+    store = open_gcs(CloudOptions(f"gs://{bucket}/p", **options))
+    _deletes_checked(store, lambda data: gcs_server.put(bucket, "p/k", data))
+
+
+@pytest.mark.parametrize("how", ["AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_CONNECTION_STRING", "connection string SAS",
+                                 "AZURE_STORAGE_SAS_TOKEN"])
+def test_azure_deletes_take_the_credentials_and_endpoint_the_mount_takes(azurite, monkeypatch, how):
+    """As on GCS: an account key in the environment (the account and endpoint as options), a
+    connection string (account, key or SAS, endpoint), a SAS token in the environment."""
+    from datetime import datetime, timedelta, timezone
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    container = azurite.new_container("cred")
+    sas = generate_container_sas(ACCOUNT, container, account_key=KEY, expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+                                 permission=ContainerSasPermissions(read=True, write=True, delete=True, list=True,
+                                                                    add=True, create=True))
+    options = {"endpoint_url": azurite.endpoint, "azure_storage_account": ACCOUNT}
+    if how == "AZURE_STORAGE_CONNECTION_STRING":
+        monkeypatch.setenv(how, azurite.connection_string)
+        options = {}
+    elif how == "connection string SAS":
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", f"BlobEndpoint={azurite.endpoint};SharedAccessSignature={sas}")
+        options = {"azure_storage_account": ACCOUNT}
+    else:
+        monkeypatch.setenv(how, KEY if how.endswith("_KEY") else sas)
+    store = open_azure(CloudOptions(f"az://{container}/p", **options))
+    _deletes_checked(store, lambda data: azurite.put(container, "p/k", data))
+
+
+def test_a_store_whose_sdk_client_cannot_be_made_says_so_and_deletes_unconditionally(azurite, monkeypatch, caplog):
+    """Azure credentials of a kind only azure-identity takes, where it is not installed (here:
+    the credential's maker failing so): the probe says once that conditional deletes could not be
+    tried, writes stay checked, and an unlink removes whatever version is there."""
+    import nczfs.store.objstore.cloud as cloud
+
+    def no_identity(*args):
+        def made():
+            raise NczfsError("no account key or SAS given, and azure-identity is not installed")
+        return made
+
+    container = azurite.new_container("noid")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", KEY)
+    monkeypatch.setattr(cloud, "azure_credential", no_identity)
+    with caplog.at_level(logging.WARNING, logger="nczfs"):
+        store = open_azure(CloudOptions(f"az://{container}/p", endpoint_url=azurite.endpoint, azure_storage_account=ACCOUNT))
+    warned = [r.getMessage() for r in caplog.records if "conditional deletes could not be tried" in r.getMessage()]
+    assert len(warned) == 1 and "azure-identity" in warned[0], warned
+    assert store.checks_writes and not store.checks_deletes
+    v0 = store.set("k", b"v0", if_version=ABSENT)
+    azurite.put(container, "p/k", b"another client's")
+    store.delete("k", if_version=v0.etag)
+    assert azurite.get(container, "p/k") is None

@@ -6,6 +6,7 @@ import pytest
 
 from nczfs.toolbox.errors import Stale
 from nczfs.store.values import ByteRange
+from nczfs.store.objstore.cloudsdk import GcsSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.obprefix import ObjectStoreBackend
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
@@ -23,12 +24,14 @@ def gcs_backend(server, bucket: str, prefix: str, key, **kw) -> CloudStore:
 
     store = GCSStore(bucket, base_url=server.endpoint, service_account_path=str(key),
                      client_options=obstore_client_options(server.endpoint), retry_config=retry_config())
-    return CloudStore(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS", **kw)
+    sdk = GcsSdk(bucket, server.endpoint, credentials_file=str(key))
+    return CloudStore(store, prefix, url=f"gs://{bucket}/{prefix}", service="GCS", sdk=sdk, **kw)
 
 
 class TestGCSStore(StoreConformance):
     lists_trees = True
     checks_writes = True
+    checks_deletes = True  # google-cloud-storage's ifGenerationMatch (tests/gcsserver.py checks it)
 
     @pytest.fixture
     def sync_store(self, gcs_server, gcs_key) -> ObjectStoreBackend:
@@ -39,7 +42,7 @@ class TestGCSStore(StoreConformance):
         # multipart above 5 MiB, so that the 5 MiB conformance object goes up in two parts
         store = gcs_backend(gcs_server, self.bucket, self.prefix, gcs_key, multipart_threshold=5 * 1024 * 1024,
                            part_size=5 * 1024 * 1024)
-        store.checks_writes = store.probe_conditions()  # as a mount finds out
+        store.checks_writes = store.probe_conditions()  # as a mount finds out (deletes too)
         return store
 
     def read_only_store(self) -> ObjectStoreBackend:

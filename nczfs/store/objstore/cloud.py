@@ -23,6 +23,8 @@ from typing import Any
 
 from nczfs.store.objstore.cloudurl import parse_azure_source, parse_cloud_url
 from nczfs.toolbox.errors import SourceError
+from nczfs.store.objstore.cloudcreds import azure_credential
+from nczfs.store.objstore.cloudsdk import AzureSdk, GcsSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.options import CloudOptions
 
@@ -47,7 +49,8 @@ def open_gcs(options: CloudOptions) -> CloudStore:
         store = GCSStore(loc.bucket, **options.transport(endpoint), **kwargs)
     except Exception as exc:  # bad credentials files, unknown settings
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
-    backend = CloudStore(store, loc.prefix, url=f"gs://{loc.location}", service="GCS",
+    sdk = GcsSdk(loc.bucket, endpoint, options.bounds, options.ca_file(), kwargs.get("application_credentials"))
+    backend = CloudStore(store, loc.prefix, url=f"gs://{loc.location}", service="GCS", sdk=sdk,
                          read_only=options.read_only, https=_https(endpoint))
     return probe(backend, options)
 
@@ -93,7 +96,9 @@ def open_azure(options: CloudOptions) -> CloudStore:
         store = AzureStore(loc.bucket, **options.transport(endpoint), **kwargs)
     except Exception as exc:
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
-    backend = CloudStore(store, loc.prefix, url=f"az://{loc.location}", service="Azure",
+    sdk = AzureSdk(loc.bucket, endpoint, options.bounds, options.ca_file(), account,
+                   azure_credential(account, kwargs.get("account_key"), kwargs.get("sas_key")))
+    backend = CloudStore(store, loc.prefix, url=f"az://{loc.location}", service="Azure", sdk=sdk,
                          read_only=options.read_only, https=_https(endpoint))
     return probe(backend, options)
 
@@ -120,11 +125,15 @@ def _https(endpoint: str | None) -> bool:
 
 def probe(backend: CloudStore, options: CloudOptions) -> CloudStore:
     """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint
-    down; a writable store's writes are conditional where the server honours conditions (one probe)."""
+    down; a writable store's writes (and deletes) are conditional where the server honours
+    conditions (one probe)."""
+    checking = not options.read_only and options.overwrite == "checked"
+    if checking and backend.sdk is not None:
+        backend.sdk.warm()
     try:
         backend.probe()
     except Exception as exc:  # noqa: BLE001 - reported to the user, one line
         raise SourceError(f"{options.source}: {exc}") from None
-    if not options.read_only and options.overwrite == "checked":
+    if checking:
         backend.checks_writes = backend.probe_conditions()
     return backend

@@ -7,8 +7,11 @@ may be). GCS conditions writes on the object's generation instead
 last seen at (a HEAD) or written at (this mount's PUT) is remembered, and where it is not (a
 version known from a listing only), one HEAD learns it first and refuses at once if the object
 is another version. obstore sends a conditional write as one PUT read into memory whole, never
-in parts: so up to :data:`CONDITIONAL_MAX` bytes; larger writes go up in parts as before,
-checked by a HEAD just before (not by the server). A rename over an object is a server-side copy
+in parts: so up to :data:`CONDITIONAL_MAX` bytes; larger writes go up in parts through the
+cloud's own SDK (:mod:`.cloudsdk`), the condition checked by the server when the upload is
+finished (where the SDK works and the server honours its conditions, as the probe finds: else
+in parts through obstore, checked by a HEAD just before). Deletes are conditional through the
+SDK too. A rename over an object is a server-side copy
 made only where none is (both clouds take that condition on a copy), else the source read and
 written with the condition (up to :data:`CONDITIONAL_MAX`; larger: checked by a HEAD before).
 A refused write is :class:`~nczfs.toolbox.errors.Conflict` naming the version found (one HEAD, on that
@@ -21,17 +24,21 @@ answer was lost, carried out, then refused when sent again).
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, BinaryIO
 
 import obstore as obs
 
 from nczfs.toolbox.errors import Conflict, KeyNotFound, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.keys import check_key
+from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ABSENT, ObjectInfo
+from nczfs.store.objstore.cloudsdk import REFUSED, CloudSdk
 from nczfs.store.objstore.obprefix import ObjectStoreBackend, if_match, plain_etag
+from nczfs.store.objstore.errors import first_line
 from nczfs.store.objstore.probe import probe_conditions
 
 log = logging.getLogger(__name__)
@@ -48,8 +55,10 @@ class CloudStore(ObjectStoreBackend):
     """A GCS bucket's or an Azure container's prefix whose writes are conditional where
     ``checks_writes`` (set by :meth:`probe_conditions` at mount time)."""
 
-    def __init__(self, store: Any, prefix: str = "", **kw: Any):
+    def __init__(self, store: Any, prefix: str = "", sdk: CloudSdk | None = None, **kw: Any):
         super().__init__(store, prefix, **kw)
+        #: the cloud's own SDK: conditional deletes and large writes (None: neither is conditional)
+        self.sdk = sdk
         #: GCS conditions writes on generations, Azure on ETags
         self.by_generation = self.service == "GCS"
         #: GCS: (ETag, generation) of each key's version last seen or written, by key
@@ -82,6 +91,12 @@ class CloudStore(ObjectStoreBackend):
             return "overwrite"  # a weak ETag names no version a write can be conditioned on
         if not self.by_generation:
             return {"e_tag": pin}
+        generation = self._generation(key, if_version)
+        return "overwrite" if generation is None else {"e_tag": pin, "version": generation}
+
+    def _generation(self, key: str, if_version: str) -> str | None:
+        """GCS: the generation of ``key``'s version ``if_version`` (remembered, else one HEAD);
+        None where the server names none; Conflict if the object is another version or none."""
         with self._gen_lock:
             known = self._generations.get(key)
         if known is None or known[0] != if_version:
@@ -91,8 +106,8 @@ class CloudStore(ObjectStoreBackend):
             with self._gen_lock:
                 known = self._generations.get(key)
             if known is None or known[0] != if_version:
-                return "overwrite"  # the server names no generations: nothing to condition on
-        return {"e_tag": pin, "version": known[1]}
+                return None
+        return known[1]
 
     def _found(self, key: str, if_version: str) -> ObjectInfo:
         """The object's info now (one HEAD); none there: Conflict."""
@@ -106,6 +121,8 @@ class CloudStore(ObjectStoreBackend):
     def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
         conditional = if_version is not None and self.checks_writes
         if conditional and size > CONDITIONAL_MAX:
+            if self._checked_in_parts(size, if_version) and isinstance(body, (bytes, bytearray, memoryview)):
+                return self._large_put(key, io.BytesIO(body), size, if_version)  # type: ignore[arg-type]  # not None: conditional says so
             self._check_before(key, if_version)  # type: ignore[arg-type]  # not None: conditional says so
             conditional = False
         if conditional and not isinstance(body, (bytes, bytearray, memoryview)):
@@ -120,6 +137,48 @@ class CloudStore(ObjectStoreBackend):
                 raise
             log.warning("%r: a write got no answer, but the object is what it sent: stored", key)
             return found
+
+    def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
+        """Above CONDITIONAL_MAX with a condition: :meth:`_large_put`; else as any object store."""
+        if not self._checked_in_parts(size, if_version):
+            return super().set_file(key, f, size, if_version)
+        check_key(key)
+        self.check_writable(key)
+        return self._large_put(key, f, size, if_version)  # type: ignore[arg-type]  # not None: checked says so
+
+    def _checked_in_parts(self, size: int, if_version: str | None) -> bool:
+        """Does a write of ``size`` bytes go up in parts through the cloud's SDK, its condition
+        checked by the server? Above CONDITIONAL_MAX, where the probe found the SDK's conditions
+        honoured (``checks_deletes``), on a version that can be named."""
+        return (size > CONDITIONAL_MAX and if_version is not None and self.checks_writes and self.checks_deletes
+                and self.sdk is not None and (if_version == ABSENT or if_match(if_version) is not None))
+
+    def _large_put(self, key: str, f: BinaryIO, size: int, if_version: str) -> ObjectInfo:
+        """A write above CONDITIONAL_MAX, in parts, through the cloud's SDK (:mod:`.cloudsdk`:
+        GCS's resumable upload, Azure's blocks and Put Block List), made only while ``key`` is
+        ``if_version``, which the server checks as it finishes the upload; refused: Conflict
+        naming the version found (one HEAD)."""
+        assert self.sdk is not None
+        version = None
+        if if_version != ABSENT:
+            version = self._generation(key, if_version) if self.by_generation else if_match(if_version)
+            if version is None:  # the server names no generations: nothing to condition on
+                self._check_before(key, if_version)
+                return super()._put(key, file_pieces(key, f, size, self.part_size), size)
+        self._count("multipart")
+        outcome, result = self.sdk.upload(key, self._full(key), f, size, self.part_size, version)
+        if outcome == REFUSED:
+            raise Conflict(key, if_version, self._version_of(key))
+        etag = plain_etag(result.get("e_tag"))
+        if self.by_generation:  # the JSON API's answer gives no ETag of the XML API's (obstore's)
+            self._count("head")
+            try:
+                meta = obs.head(self.store, self._full(key))
+            except Exception:  # noqa: BLE001 - the version stored is then one no object is now
+                meta = {}
+            if str(meta.get("version")) == result.get("version"):
+                return self._info(key, meta)
+        return ObjectInfo(key, size, time.time_ns(), etag)
 
     def _conditional_put(self, key: str, data: Any, if_version: str) -> ObjectInfo:
         """One PUT made only while ``key`` is ``if_version``; refused: :meth:`_refused`'s answer.
@@ -216,13 +275,67 @@ class CloudStore(ObjectStoreBackend):
             return super().copy(src, dst)
         return self._put(dst, self.get(src), size, if_version)
 
+    # ------------------------------------------------------------------ deletes
+
+    def delete(self, key: str, if_version: str | None = None) -> None:
+        """Remove ``key``; ``if_version`` (where ``checks_deletes``): only while it is that version
+        (:mod:`.cloudsdk`: GCS on its generation, Azure ``If-Match``), else Conflict naming
+        the version found (one HEAD); gone already: not an error. GCS: refused where the ETag
+        is the same at another generation (the same bytes written again), sent once more on it."""
+        check_key(key)
+        self.check_writable(key)
+        pin = if_match(if_version) if if_version and if_version != ABSENT else None
+        if pin is None or self.sdk is None or not self.checks_deletes:
+            self._delete_path(key, self._full(key))
+            return
+        for again in (False, True):
+            try:
+                condition = self._generation(key, if_version) if self.by_generation else pin  # type: ignore[arg-type]  # not None: pin says so
+            except Conflict as exc:
+                if not exc.found:
+                    return  # gone already
+                raise
+            if condition is None:  # the server names no generations: nothing to condition on
+                self._delete_path(key, self._full(key))
+                return
+            self._count("delete")
+            if self.sdk.delete(key, self._full(key), condition) != REFUSED:
+                with self._gen_lock:
+                    self._generations.pop(key, None)
+                return
+            found = self._version_of(key)  # GCS: learns its generation
+            if not found:
+                return  # gone already (Azurite answers a missing blob's If-Match 412)
+            if again or not (self.by_generation and found == if_version):
+                raise Conflict(key, if_version, found)  # type: ignore[arg-type]  # not None: pin says so
+
     # ------------------------------------------------------------------ the probe
 
     def probe_conditions(self) -> bool:
         """Does the server refuse a conditional write whose condition fails? One probe at mount
-        time (:func:`~nczfs.store.objstore.probe.probe_conditions`)."""
+        time (:func:`~nczfs.store.objstore.probe.probe_conditions`); where it does, a delete of
+        the probe object on a version it is not must be refused too: ``checks_deletes`` says so."""
         def refused(exc: BaseException, key: str) -> bool:
             return isinstance(self._err(exc, key, "put"), Stale)
 
+        self.checks_deletes = False
         return probe_conditions(self, self.store, refused,
-                                "x-goog-if-generation-match" if self.by_generation else "If-None-Match")
+                                "x-goog-if-generation-match" if self.by_generation else "If-None-Match",
+                                then=self._probe_deletes)
+
+    def _probe_deletes(self, key: str) -> None:
+        """The probe object's delete on a version no object has (one DELETE, the SDK's): refused,
+        deletes are conditional; carried out or failed: not, said once in the log."""
+        if self.sdk is None:
+            return
+        self._count("delete")
+        try:
+            outcome = self.sdk.delete(key, self._full(key), self.sdk.never)
+        except Exception as exc:  # noqa: BLE001 - a mount that cannot probe deletes checks none
+            log.warning("%s: conditional deletes could not be tried (%s): an unlink removes whatever version is "
+                        "there", self.url, first_line(exc))
+            return
+        self.checks_deletes = outcome == REFUSED
+        if not self.checks_deletes:
+            log.warning("%s: the server ignores conditional deletes (%s): an unlink removes whatever version is "
+                        "there", self.url, self.sdk.condition)

@@ -153,4 +153,8 @@ class CloudOptions:
 
     def transport(self, endpoint: str | None) -> dict[str, Any]:
         """Timeouts and retries; a private CA's certificates from ``SSL_CERT_FILE``."""
-        return self.bounds.obstore(endpoint, os.environ.get("SSL_CERT_FILE") or None)
+        return self.bounds.obstore(endpoint, self.ca_file())
+
+    def ca_file(self) -> str | None:
+        """A private CA's certificates (``SSL_CERT_FILE``), for obstore and the clouds' SDKs alike."""
+        return os.environ.get("SSL_CERT_FILE") or None

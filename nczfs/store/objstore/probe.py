@@ -15,11 +15,13 @@ from nczfs.store.objstore.errors import first_line
 log = logging.getLogger(__name__)
 
 
-def probe_conditions(backend: Any, store: Any, refused: Callable[[BaseException, str], bool], condition: str) -> bool:
+def probe_conditions(backend: Any, store: Any, refused: Callable[[BaseException, str], bool], condition: str,
+                     then: Callable[[str], None] | None = None) -> bool:
     """A PUT of a probe key ``.nczfs-probe-<uuid>`` through obstore ``store`` where none may be,
     the same again (which must be refused: ``refused(exc, key)``), then its DELETE. True: the
     server refuses it, writes are conditional. False: it took the second PUT (it ignores
-    ``condition``), or the probe failed: the mount falls back to last-writer-wins, said once."""
+    ``condition``), or the probe failed: the mount falls back to last-writer-wins, said once.
+    ``then(key)``: called after the refusal, before the DELETE (a probe of conditional deletes)."""
     key = f".nczfs-probe-{uuid.uuid4().hex}"
     full = backend._full(key)
     try:
@@ -33,6 +35,8 @@ def probe_conditions(backend: Any, store: Any, refused: Callable[[BaseException,
             if not refused(exc, key):
                 raise
             ignored = False
+        if not ignored and then is not None:
+            then(key)
     except Exception as exc:  # noqa: BLE001 - a mount that cannot probe checks nothing
         log.warning("%s: conditional writes could not be tried (%s): the last writer wins (-o overwrite=)",
                     backend.url, first_line(exc))
