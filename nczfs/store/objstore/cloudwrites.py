@@ -172,10 +172,11 @@ class CloudStore(ObjectStoreBackend):
         etag = plain_etag(result.get("e_tag"))
         if self.by_generation:  # the JSON API's answer gives no ETag of the XML API's (obstore's)
             self._count("head")
+            meta: dict = {}
             try:
-                meta = obs.head(self.store, self._full(key))
+                meta = dict(obs.head(self.store, self._full(key)))
             except Exception:  # noqa: BLE001 - the version stored is then one no object is now
-                meta = {}
+                pass
             if str(meta.get("version")) == result.get("version"):
                 return self._info(key, meta)
         return ObjectInfo(key, size, time.time_ns(), etag)
