@@ -205,24 +205,30 @@ def test_a_v2_string_fill_value_is_a_string_mask_in_the_netcdf_views():
     assert "_FillValue" not in view_attrs(objs)[0]
 
 
-@pytest.mark.parametrize(("data_type", "fill", "mask", "v2_fill"), [
-    ({"name": "null_terminated_bytes", "configuration": {"length_bytes": 4}}, "", "AA==", "AA=="),
-    ({"name": "null_terminated_bytes", "configuration": {"length_bytes": 4}}, "", "YWI=", "YWI="),
-    ({"name": "fixed_length_utf32", "configuration": {"length_bytes": 16}}, "", "", ""),
-    ({"name": "fixed_length_utf32", "configuration": {"length_bytes": 16}}, "", "ab", "ab"),
-])
-def test_a_v3_fixed_width_string_mask_is_its_text_in_every_view(data_type, fill, mask, v2_fill):
-    """xarray writes it as a Zarr v2 ``fill_value`` (``|S``: base64 of the bytes): the netCDF views
-    show its text, to the first NUL (before: the base64 text, or no mask for ``<U``); the xarray
-    view has it as the v2 ``fill_value``, xarray's mask there (before: ``null``, no mask)."""
-    text = {"AA==": "", "YWI=": "ab"}.get(mask, mask)
+BYTES = {"name": "null_terminated_bytes", "configuration": {"length_bytes": 4}}
+TEXT = {"name": "fixed_length_utf32", "configuration": {"length_bytes": 16}}
+
+
+@pytest.mark.parametrize(("data_type", "mask", "text"), [(BYTES, "AA==", ""), (BYTES, "", ""), (TEXT, "", ""),
+                                                         (BYTES, "YWI=", "ab"), (TEXT, "ab", "ab")])
+def test_a_v3_fixed_width_string_mask_is_its_text_in_every_view(data_type, mask, text):
+    """xarray writes it as a Zarr v2 ``fill_value`` (``|S``: base64 of the bytes). An empty mask
+    (what a missing chunk holds too, ``tst_charfill``, ``tst_string_data``): the netCDF views show
+    its text as ``_FillValue`` (before: the base64 text, or no mask for ``<U``), the xarray view as
+    the v2 ``fill_value`` (before: ``null``, no mask). Another mask, as for numbers, beside a
+    ``null`` fill: ``missing_value`` in the netCDF views, ``_FillValue`` in the xarray view, but for
+    bytes, which xarray masks by the ``fill_value`` alone."""
     objs = v3("int8", 0, {"_FillValue": mask})
-    objs["v/zarr.json"].update(data_type=data_type, fill_value=fill)
+    objs["v/zarr.json"].update(data_type=data_type, fill_value="")
     for view in ("netcdf-4.10", "netcdf-4.9.1"):
         zattrs, types, zarray = view_attrs(objs, view)
-        assert zattrs["_FillValue"] == text and types["_FillValue"] == "|S128" and zarray["fill_value"] == text, view
+        name = "_FillValue" if not text else "missing_value"
+        assert zattrs[name] == text and types[name] == "|S128" and zarray["fill_value"] == (None if text else ""), view
     zattrs, _, zarray = view_attrs(objs, "xarray")
-    assert "_FillValue" not in zattrs and zarray["fill_value"] == v2_fill
+    if not text or data_type is BYTES:
+        assert "_FillValue" not in zattrs and zarray["fill_value"] == (mask if data_type is BYTES else "")
+    else:
+        assert zattrs["_FillValue"] == text and zarray["fill_value"] is None
 
 
 def test_one_rule_shows_each_views_mask():
