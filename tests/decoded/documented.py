@@ -25,6 +25,8 @@ DOCUMENTED = [
      "NCZarr scalars as one element along _scalar_ (4.9.0 crashes on scalars)"),
     (("netcdf-4.", "nc/", "inspect/"), r": attr flag_(values|meanings) extra", "bool as byte with CF flag_values, flag_meanings"),
     (("xarray/", "open_view-xarray/"), r": _FillValue added", "xarray view: a v3 array's non-zero fill_value is its fill"),
+    (("netcdf-4.10/zarr", "netcdf-4.9.1/zarr"), r": _FillValue added \((np\.float\d+\()?nan\)?\)",
+     "zarr-python through a netCDF view: a v3 NaN fill_value (a missing chunk's) is xarray's Zarr v2 mask by itself"),
     (("netcdf-4.", "xarray/", "open_view-xarray/"), r": _FillValue lost \((np\.float\d+\()?nan\)?\)",
      "views of pure Zarr: a NaN mask is missing by itself (as _FillValue it unmasks netCDF-C's default fill)"),
     (("netcdf-4.",), r": _FillValue as missing_value",
@@ -34,7 +36,7 @@ DOCUMENTED = [
     (("nc/", "netcdf-4.9/"), r": attr .+ changed: \[.*\] -> '\[",
      "classic files, netcdf-4.9: a list of strings as JSON text (no string attributes: classic formats,"
      " 4.9.0's NCZarr)"),
-    (("nc/",), r"(: values .*, the masked strings read as their mask|: _FillValue lost \(np\.str_\()",
+    (("nc/",), r"(: values .*, the masked strings read as their mask|: _FillValue lost \((np\.str_\()?')",
      "classic files: xarray masks no unicode string (pydata/xarray#1647; strings are UTF-8 chars there)"),
     (("nc/scipy",), r"^[^:]*: names: scipy decodes names as Latin-1", "scipy reads UTF-8 names as Latin-1"),
     (("netcdf-4.9/",), r"(: only the dimensions of length 0 \(and those only arrays along one use\) left out"

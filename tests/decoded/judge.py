@@ -2,7 +2,9 @@
 compared with what xarray decodes from the store itself.
 
 ``expected(store)`` reads the store xarray/zarr wrote directly (``xr.open_groups(store,
-engine="zarr")``, CF decoding on); ``read(path, where)`` reads the same dataset through one
+engine="zarr")``, CF decoding on; where xarray cannot decode the Zarr v3 ``_FillValue`` of a
+fixed-width string it wrote, zarr-python's read CF-decoded: tests/decoded/zarrread.py, as every
+zarr-engine path is read); ``read(path, where)`` reads the same dataset through one
 path of :data:`PATHS` (a view of a mount read by xarray's zarr engine or the netCDF4 wheel's
 ``file://…#mode=nczarr,file`` URL, ``NAME.nc`` by the netCDF4 and scipy engines, ``open_view``,
 ``nczfs inspect``'s CDL made a file by ``ncgen``); ``compare(want, got)`` lists, per variable,
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from tests.decoded.documented import DOCUMENTED, kind_of, touches_data, undocumented  # noqa: F401 - the judge's API
+from tests.decoded.zarrread import open_groups
 
 #: path -> (kind, view, engine): kind "view" (a mount of that view), "nc" (NAME.nc beside the
 #: dataset on a mount with -o nc_files), "open_view" (nczfs.open_view, present=view),
@@ -83,11 +86,9 @@ HEADER_DECODING = {"decode_times": False, "decode_timedelta": False}
 def expected(store: Path | str, **decoding: Any) -> dict[str, Any]:
     """{group: Dataset} xarray decodes from the store itself (loaded); ``decoding``: keywords of
     ``open_groups`` (default: CF decoding on)."""
-    import xarray as xr
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {g: ds.load() for g, ds in xr.open_groups(store, engine="zarr", **decoding).items()}
+        return open_groups(store, **decoding)
 
 
 def _nc_files(root: Path, name: str, want: dict[str, Any], engine: str) -> dict[str, Any] | None:
@@ -181,8 +182,9 @@ def read(path: str, where: Where, want: dict[str, Any]) -> dict[str, Any] | None
         if kind == "view":
             target = where.views[view] / where.name
             if engine == "netcdf4":
-                target = f"file://{target}#mode=nczarr,file"
-            return {g: ds.load() for g, ds in xr.open_groups(target, engine=engine).items()}
+                return {g: ds.load() for g, ds in xr.open_groups(f"file://{target}#mode=nczarr,file",
+                                                                 engine=engine).items()}
+            return open_groups(target)
         if kind == "nc":
             return _nc_files(where.nc_root, where.name, want, engine)
         if kind == "open_view":
@@ -190,7 +192,7 @@ def read(path: str, where: Where, want: dict[str, Any]) -> dict[str, Any] | None
 
             store = nczfs.open_view(where.source, present=view, read_only=True, **where.options)
             try:
-                return {g: ds.load() for g, ds in xr.open_groups(store, engine="zarr").items()}
+                return open_groups(store)
             finally:
                 store.close()
         return _through_cdl(kind, where)

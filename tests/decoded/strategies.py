@@ -22,6 +22,10 @@ FLOATS = ("float32", "float64")
 TIMES = ("M8[s]", "M8[ms]", "M8[us]", "M8[ns]")
 CALENDARS = ("noleap", "360_day", "all_leap", "julian")
 KINDS = (*INTS, *FLOATS, "bool", "str-fixed", "str-vlen", *TIMES, "m8", *(f"cftime-{c}" for c in CALENDARS), "packed")
+#: fixed-width text (``<U``) and bytes (``|S``) with a ``_FillValue`` (xarray cannot read one it wrote
+#: to Zarr v3 back: the judge reads those by zarr-python, tests/decoded/zarrread.py); drawn only
+#: when asked for (``cases(kinds=MASKED_STRINGS)``), not to change the fixed-seed draws of KINDS
+MASKED_STRINGS = ("str-fixed-masked", "bytes-fixed-masked")
 TEXT = ("", "a", "bb", "xyz", "γάμμα")
 
 
@@ -95,6 +99,17 @@ def _numbers(draw, kind: str, n: int) -> tuple[np.ndarray, dict]:
 
 
 @st.composite
+def _masked_strings(draw, kind: str, n: int) -> tuple[np.ndarray, dict]:
+    """Fixed-width text or bytes, some equal to the mask (``""``, a NUL, or a value)."""
+    texts = kind.startswith("str")
+    fills = ["", "a"] if texts else [b"", b"\0", b"a"]
+    fill = draw(st.sampled_from(fills))
+    pool = [t if texts else t.encode() for t in TEXT if t.isascii() or texts] + [fill]
+    values = np.array(draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n)), dtype="<U5" if texts else "S3")
+    return values, {"_FillValue": fill}
+
+
+@st.composite
 def _variable(draw, kind: str, shape: tuple[int, ...]) -> tuple[np.ndarray, dict, dict]:
     """(values, attrs, encoding) of one variable of ``kind``."""
     import xarray as xr
@@ -107,6 +122,8 @@ def _variable(draw, kind: str, shape: tuple[int, ...]) -> tuple[np.ndarray, dict
             attrs["units"] = "m s-1"
     elif kind == "bool":
         values, enc = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n))), {}
+    elif kind in MASKED_STRINGS:
+        values, enc = draw(_masked_strings(kind, n))
     elif kind.startswith("str"):
         values = np.array(draw(st.lists(st.sampled_from(TEXT), min_size=n, max_size=n)),
                           dtype=object if kind == "str-vlen" else "<U5")

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from nczfs.nczarr.metadata.masks import cf_attributes, view_mask
+from nczfs.nczarr.metadata.masks import cf_attributes, v2_mask, view_mask
 from nczfs.nczarr.metadata.model import Attribute, Variable
 from nczfs.nczarr.ncfile.classicfile import group_file
 from nczfs.nczarr.views.emit import emit
@@ -203,3 +203,55 @@ def test_a_v2_string_fill_value_is_a_string_mask_in_the_netcdf_views():
     objs = v2("|S4", "AA==", {})
     objs["v/.zattrs"].pop("_ARRAY_DIMENSIONS")  # zarr-python's own: no mask
     assert "_FillValue" not in view_attrs(objs)[0]
+
+
+BYTES = {"name": "null_terminated_bytes", "configuration": {"length_bytes": 4}}
+TEXT = {"name": "fixed_length_utf32", "configuration": {"length_bytes": 16}}
+
+
+@pytest.mark.parametrize(("data_type", "mask", "text"), [(BYTES, "AA==", ""), (BYTES, "", ""), (TEXT, "", ""),
+                                                         (BYTES, "YWI=", "ab"), (TEXT, "ab", "ab")])
+def test_a_v3_fixed_width_string_mask_is_its_text_in_every_view(data_type, mask, text):
+    """xarray writes it as a Zarr v2 ``fill_value`` (``|S``: base64 of the bytes). An empty mask
+    (what a missing chunk holds too, ``tst_charfill``, ``tst_string_data``): the netCDF views show
+    its text as ``_FillValue`` (before: the base64 text, or no mask for ``<U``), the xarray view as
+    the v2 ``fill_value`` (before: ``null``, no mask). Another mask, as for numbers, beside a
+    ``null`` fill: ``missing_value`` in the netCDF views, ``_FillValue`` in the xarray view, but for
+    bytes, which xarray masks by the ``fill_value`` alone."""
+    objs = v3("int8", 0, {"_FillValue": mask})
+    objs["v/zarr.json"].update(data_type=data_type, fill_value="")
+    for view in ("netcdf-4.10", "netcdf-4.9.1"):
+        zattrs, types, zarray = view_attrs(objs, view)
+        name = "_FillValue" if not text else "missing_value"
+        assert zattrs[name] == text and types[name] == "|S128" and zarray["fill_value"] == (None if text else ""), view
+    zattrs, _, zarray = view_attrs(objs, "xarray")
+    if not text or data_type is BYTES:
+        assert "_FillValue" not in zattrs and zarray["fill_value"] == (mask if data_type is BYTES else "")
+    else:
+        assert zattrs["_FillValue"] == text and zarray["fill_value"] is None
+
+
+def test_one_rule_shows_each_views_mask():
+    """``v2_mask``: the fill_value and the attribute each view shows, for the kinds of mask."""
+    def var(flavor, fill, attrs, dtype="int16"):
+        objs = v3(dtype, fill, attrs) if flavor == "zarr-v3" else v2("<i2", fill, attrs)
+        return read_objects(objs).root.variables[0]
+
+    shown = {}
+    for flavor, fill, attrs in (("zarr-v3", 0, {"_FillValue": -1}), ("zarr-v3", -1, {"_FillValue": -1}),
+                                ("zarr-v3", 0, {}), ("zarr-v2", -1, {})):
+        v = var(flavor, fill, attrs)
+        for view in ("xarray", "netcdf-4.10"):
+            m = v2_mask(v, flavor, view)
+            shown[(flavor, fill, bool(attrs), view)] = (m.fill, m.attribute and (m.attribute.name, m.attribute.value),
+                                                         m.replaces)
+    assert shown == {
+        ("zarr-v3", 0, True, "xarray"): (None, ("_FillValue", [-1]), ("_FillValue", "missing_value")),
+        ("zarr-v3", 0, True, "netcdf-4.10"): (None, ("missing_value", [-1]), ("_FillValue", "missing_value")),
+        ("zarr-v3", -1, True, "xarray"): (-1, None, ("_FillValue",)),
+        ("zarr-v3", -1, True, "netcdf-4.10"): (-1, ("_FillValue", [-1]), ("_FillValue",)),
+        ("zarr-v3", 0, False, "xarray"): (None, None, ("_FillValue",)),
+        ("zarr-v3", 0, False, "netcdf-4.10"): (None, None, ("_FillValue",)),
+        ("zarr-v2", -1, False, "xarray"): (-1, None, ()),
+        ("zarr-v2", -1, False, "netcdf-4.10"): (-1, ("_FillValue", [-1]), ("_FillValue",)),
+    }

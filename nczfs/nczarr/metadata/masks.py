@@ -7,8 +7,8 @@
 * **Zarr v3**: the mask is the ``_FillValue`` attribute alone (a number, or the base64 of the
   value's bytes, as xarray writes it); ``fill_value`` is only what a missing chunk holds.
 
-A view or file shows the mask as a ``_FillValue`` attribute of the variable's type (and, in a
-Zarr v2 view read by zarr-python, as ``fill_value``); a missing chunk still reads as the stored
+A file shows the mask as a ``_FillValue`` attribute of the variable's type; a view (Zarr v2)
+as :func:`v2_mask` says, one rule for every view: a missing chunk still reads as the stored
 ``fill_value``. Booleans are never masked (a false fill would hide every false value). What
 the netCDF views leave out: :func:`view_mask`.
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -83,6 +84,8 @@ def decode_fill(raw: Any, nctype: str | None) -> list | None:
 
 def mask(var: Variable, flavor: str) -> Attribute | None:
     """The ``_FillValue`` a CF reader masks ``var`` with, typed as ``var`` (None: no mask)."""
+    if flavor == "zarr-v3" and var.dtype in V3_FIXED_STRINGS:
+        return v3_string_mask(var)
     if var.is_bool or var.nctype is None:
         return None
     attr = next((a for a in var.attributes if a.name == "_FillValue"), None)
@@ -112,18 +115,54 @@ def view_mask(var: Variable, flavor: str) -> Attribute | None:
     return None if got.value == [0] and got not in var.attributes and not var.named_dims else got
 
 
+#: Zarr v3's fixed-width strings, whose ``_FillValue`` attribute xarray writes as it writes a Zarr v2
+#: ``fill_value``: the base64 of the bytes, the text
+V3_FIXED_STRINGS = ("null_terminated_bytes", "fixed_length_utf32")
+
+
+def v3_string_mask(var: Variable) -> Attribute | None:
+    """The mask of a Zarr v3 fixed-width string array: its ``_FillValue`` attribute as text
+    (``null_terminated_bytes``: the base64 of its bytes, to their first NUL); None if it has none."""
+    value = _one_text(next((a for a in var.attributes if a.name == "_FillValue"), None))
+    if value is None:
+        return None
+    text = _text_of_base64(value) if var.dtype == "null_terminated_bytes" else value
+    return None if text is None else Attribute("_FillValue", "string", [text])
+
+
+def _one_text(attr: Attribute | None) -> str | None:
+    """The one text value of a char or string attribute (None: no such attribute)."""
+    if attr is None or isinstance(attr.value, str):
+        return None if attr is None else attr.value
+    return attr.value[0] if len(attr.value) == 1 and isinstance(attr.value[0], str) else None
+
+
+def _text_of_base64(value: str) -> str | None:
+    """The text of base64 bytes, to their first NUL (None: no base64)."""
+    try:
+        return base64.b64decode(value, validate=True).split(b"\0")[0].decode("utf-8", "surrogateescape")
+    except (binascii.Error, ValueError):
+        return None
+
+
 def string_fill(var: Variable) -> str | None:
     """A pure Zarr v2 string array's ``fill_value`` as text (``|S``: the base64 of its bytes, to
     their first NUL; ``<U`` and ``|O``: as it is); None if it has none or is no string array."""
     fill, kind = var.fill_value, var.dtype.lstrip("<>|")[:1]
     if var.nctype != "string" or not isinstance(fill, str) or kind not in ("S", "U", "O"):
         return None
-    if kind != "S":
-        return fill
-    try:
-        return base64.b64decode(fill, validate=True).split(b"\0")[0].decode("utf-8", "surrogateescape")
-    except (binascii.Error, ValueError):
-        return None
+    return fill if kind != "S" else _text_of_base64(fill)
+
+
+def bytes_mask(var: Variable, flavor: str) -> list | None:
+    """The mask of a fixed-width bytes array (Zarr v2 ``|S``: :func:`string_mask`, v3
+    ``null_terminated_bytes``: :func:`v3_string_mask`) as the value of a string attribute; None
+    if none or no such array."""
+    if var.dtype[1:2] == "S":
+        got = string_mask(var)
+    else:
+        got = v3_string_mask(var) if var.dtype == "null_terminated_bytes" and flavor == "zarr-v3" else None
+    return None if got is None else got.value
 
 
 def string_mask(var: Variable) -> Attribute | None:
@@ -140,7 +179,8 @@ def as_missing_value(var: Variable) -> Attribute | None:
     masks as they do, while ``fill_value`` stays ``null`` (a missing chunk reads 0). Not where the
     array has a ``missing_value`` of another value."""
     got = view_mask(var, "zarr-v3")
-    if got is None or var.fill_value not in (0, None) or isinstance(var.fill_value, bool) or got.value == [0]:
+    if got is None or var.fill_value not in (0, None, "") or isinstance(var.fill_value, bool) \
+            or got.value in ([0], [""]):
         return None
     other = next((a for a in var.attributes if a.name == "missing_value"), None)
     if other is not None and other.value != got.value:
@@ -148,10 +188,62 @@ def as_missing_value(var: Variable) -> Attribute | None:
     return Attribute("missing_value", got.nctype, got.value)
 
 
+@dataclass(frozen=True)
+class V2Mask:
+    """How a Zarr v2 view shows an array's mask: its ``fill_value`` (as a value, not yet JSON),
+    the attribute that carries the mask (None: none) and the attributes of the array it replaces."""
+
+    fill: Any
+    attribute: Attribute | None
+    replaces: tuple[str, ...]
+
+
+def v2_mask(var: Variable, flavor: str, view: str) -> V2Mask:
+    """How ``view`` (``xarray``: read by zarr-python, else by netCDF-C) shows ``var``'s mask.
+
+    A Zarr v2 ``fill_value`` is the mask to xarray and what a missing chunk holds to both readers
+    (netCDF-C reads ``null`` as 0); netCDF-C masks with the ``_FillValue`` attribute. So the
+    ``fill_value`` is the mask where a missing chunk holds it too (or holds a zero, shown as
+    ``null``), else what a missing chunk holds; the attribute is the mask (:func:`view_mask`) for
+    netCDF-C, and for zarr-python only where the ``fill_value`` cannot be: a Zarr v3 mask beside a
+    missing chunk's 0 (:func:`as_missing_value`), ``_FillValue`` to xarray (read beside a ``null``
+    ``fill_value``), ``missing_value`` to netCDF-C (which would read a ``_FillValue`` for missing
+    chunks). Zarr v2 and NCZarr arrays are zarr-python's own: shown as stored. netCDF-C takes a
+    string's fill as its text; netCDF-C 4.9.0, which reads strings as chars, only ``""`` (NUL)."""
+    netcdf = view != "xarray"
+    if flavor != "zarr-v3" and not netcdf:  # zarr-python's own
+        return V2Mask(var.fill_value, None, ())
+    shown, fill = view_mask(var, flavor), var.fill_value
+    if flavor == "zarr-v3":
+        fill = None if fill in (0, "", None) else fill
+        # xarray's Zarr v2 reader masks bytes by the fill_value alone (an attribute is text to it)
+        if (missing := as_missing_value(var)) is not None and (netcdf or var.dtype != "null_terminated_bytes"):
+            name = "missing_value" if netcdf else "_FillValue"
+            return V2Mask(fill, Attribute(name, missing.nctype, missing.value), ("_FillValue", "missing_value"))
+        fill = fill if shown is None else shown.value[0]
+        if not netcdf:  # a Zarr v2 |S fill_value is the base64 of its bytes, as xarray wrote them
+            if shown is not None and var.dtype == "null_terminated_bytes":
+                fill = _one_text(next(a for a in var.attributes if a.name == "_FillValue"))
+            return V2Mask(fill, None, ("_FillValue",))
+    if var.dtype.lstrip("<>|")[:1] == "S" and (text := string_fill(var)) is not None:
+        fill = text
+    if view == "netcdf-4.9" and var.nctype == "string" and shown is not None and shown.value != [""]:
+        shown = None
+    return V2Mask(fill, shown, ("_FillValue",))
+
+
 def cf_attributes(var: Variable, flavor: str, view: bool = False) -> list[Attribute]:
     """``var``'s attributes as a netCDF reader must see them: the CF attributes in the variable's
     type where the store's JSON lost it, the mask (:func:`mask`; in a ``view``, :func:`view_mask`)
     as the last, ``_FillValue``."""
+    out = cf_typed(var)
+    fill = view_mask(var, flavor) if view else mask(var, flavor)
+    return out if fill is None else [*out, fill]
+
+
+def cf_typed(var: Variable) -> list[Attribute]:
+    """``var``'s attributes but ``_FillValue``, the CF attributes in the variable's type where the
+    store's JSON lost it."""
     is_packed = any(a.name in PACKING for a in var.attributes)
     out = []
     for a in var.attributes:
@@ -159,8 +251,7 @@ def cf_attributes(var: Variable, flavor: str, view: bool = False) -> list[Attrib
             continue
         nctype = cf_type(a.name, a.raw, var.nctype, is_packed) if a.raw is not None else None
         out.append(Attribute(a.name, nctype, attr_value(nctype, a.raw)) if nctype not in (None, a.nctype) else a)
-    fill = view_mask(var, flavor) if view else mask(var, flavor)
-    return out if fill is None else [*out, fill]
+    return out
 
 
 def strings_as_written(a: Attribute) -> Attribute:

@@ -41,7 +41,7 @@ from nczfs.nczarr.chunks.recode import Codecs, Recode
 from nczfs.nczarr.chunks.sharding import ShardedArray, Sharding
 from nczfs.nczarr.chunks.v2form import V2Array, v3_to_v2
 from nczfs.nczarr.metadata import jsontext
-from nczfs.nczarr.metadata.masks import cf_attributes, string_mask
+from nczfs.nczarr.metadata.masks import bytes_mask, cf_attributes
 from nczfs.nczarr.metadata.model import Attribute, Dataset, Dimension, Group, Variable
 from nczfs.nczarr.ncfile.classicheader import TYPES, Attr, Dim, Layout, Var, layout, valid_name
 from nczfs.nczarr.ncfile.ncattrs import char_fill, classic_attr, implied_attrs
@@ -355,7 +355,7 @@ class _Builder:
     def fill_attr(self, var: Variable, attrs: list[Attribute], what: str, nctype: str, width: int) -> Attr | None:
         """The variable's mask as its _FillValue in the file's type (None: no mask, or left out)."""
         stored = next((a for a in var.attributes if a.name == "_FillValue"), None)
-        if width and var.dtype[1:2] == "S" and (m := string_mask(var)) is not None and m.value == [""]:
+        if width and bytes_mask(var, self.ds.flavor) == [""]:
             return Attr("_FillValue", "char", b"")  # xarray's empty bytes mask, of bytes in chars
         if nctype == "char" or width:
             return self.attr(what, stored) if stored is not None and stored.nctype == "char" and not width \

@@ -26,7 +26,7 @@ import numpy as np
 from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.chunks.v2form import TIME_UNITS, V2Array, v2_form
 from nczfs.nczarr.metadata import jsontext
-from nczfs.nczarr.metadata.masks import as_missing_value, cf_attributes, string_fill, strings_as_written, view_mask
+from nczfs.nczarr.metadata.masks import V2Mask, cf_typed, strings_as_written, v2_mask
 from nczfs.nczarr.metadata.model import NC_TYPES, Attribute, Dataset, Group, Variable
 from nczfs.nczarr.views.viewarrays import netcdf_dtype, recode
 from nczfs.nczarr.views.viewshape import (
@@ -95,13 +95,11 @@ def dumps_for(view: str) -> Callable[[Any], bytes]:
     return jsontext.dumps_zarr if view == "xarray" else jsontext.dumps_netcdf
 
 
-def _zarray(var: Variable, from_v3: bool, view: str, plan: Recode | None = None) -> dict:
+def _zarray(var: Variable, from_v3: bool, view: str, mask: V2Mask, plan: Recode | None = None) -> dict:
     v2 = v2_form(var, from_v3)
     dtype, chunks, order, compressor, filters = _chunks_as_shown(v2, view, plan)
     shape, chunks, dtype, sep = _typed_for(var, view, var.shape, chunks, dtype, v2.separator)
-    fill = _v3_fill_in_v2(var) if from_v3 else _fill(var)
-    if view != "xarray" and var.dtype.lstrip("<>|")[:1] == "S" and (text := string_fill(var)) is not None:
-        fill = text  # netCDF-C takes a string's fill as its text, not Zarr v2's base64 of its bytes
+    fill = _json_number(mask.fill) if isinstance(mask.fill, float) else mask.fill
     if not shape and view != "xarray":  # a zero-rank Zarr array, shown as an NCZarr scalar
         shape, chunks = [1], [1]
     out = {"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dtype,
@@ -132,22 +130,6 @@ def _typed_for(var: Variable, view: str, shape: list[int], chunks: list[int], dt
     elif view == "xarray" and len(dtype) == 3 and dtype[0] in "<>" and dtype[1] in "iub" and dtype[2] == "1":
         dtype = "|" + dtype[1:]  # netCDF-C writes <i1/<u1, which zarr-python 3 refuses
     return shape, chunks, dtype, sep
-
-
-def _fill(var: Variable) -> Any:
-    return _json_number(var.fill_value) if isinstance(var.fill_value, float) else var.fill_value
-
-
-def _v3_fill_in_v2(var: Variable) -> Any:
-    """A Zarr v3 array's ``fill_value`` in a v2 view, where readers take it as the mask (xarray)
-    or as what a missing chunk holds (netCDF-C, which reads ``null`` as 0): its mask
-    (:mod:`nczfs.nczarr.metadata.masks`; unless shown as ``missing_value``); without one, ``null`` for a
-    zero fill, else the fill (a missing chunk must not read as zeros)."""
-    attr = view_mask(var, "zarr-v3")
-    if attr is None or as_missing_value(var) is not None:
-        fill = _fill(var)
-        return None if fill in (0, "", None) else fill
-    return _json_number(attr.value[0])
 
 
 #: netCDF-C 4.9.0's type for an untyped JSON integer: the first of these that holds it (zsync.c mininttype)
@@ -247,13 +229,15 @@ class _Writer:
     def array(self, v: Variable, g: Group, akey: str) -> None:
         path = array_path(g.path, v.name)
         plan = self.plan_for(v, g)
-        attrs = _array_attributes(v, self.view, self.ds.flavor, plan)
+        mask = v2_mask(v, self.ds.flavor, self.view)
+        attrs = _array_attributes(v, self.view, mask, plan)
         values, types = _types(attrs, self.view, akey + ".zattrs", self.hidden)
         if isinstance(plan, Recode):
             self.layouts.recodes[path] = plan
         if self.from_v3 and (sh := v2_form(v, True).sharding) is not None:
             self.layouts.shardings[path] = (sh, list(v.shape), v.dimension_separator)
-        self.put(akey, ".zarray", *_array_objects(v, g is self.ds.root, self.view, self.from_v3, plan, values, types))
+        self.put(akey, ".zarray", *_array_objects(v, g is self.ds.root, self.view, self.from_v3, plan, mask,
+                                                     values, types))
 
     def objects(self) -> dict[str, bytes]:
         if self.ds.consolidated:
@@ -289,27 +273,19 @@ def _group_objects(g: Group, root: bool, view: str, values: dict, types: dict) -
     return zgroup, zattrs
 
 
-def _array_attributes(v: Variable, view: str, flavor: str, plan: Recode | str | None) -> list[Attribute]:
-    """The attributes ``view`` shows of ``v``: _FillValue only where its reader takes it, the CF
-    attributes that say what a shown type means."""
-    attrs = v.attributes
-    if view != "xarray":  # the mask and CF attributes of the variable's type (masks.py)
-        attrs = cf_attributes(v, flavor, view=True)
-        if view == "netcdf-4.9" and v.nctype == "string":  # shown as chars: only "" is a char fill (NUL)
-            attrs = [a for a in attrs if a.name != "_FillValue" or a.value == [""]]
-    elif flavor == "zarr-v3":  # xarray: a Zarr v3 mask is the v2 fill_value
-        attrs = [a for a in attrs if a.name != "_FillValue"]
-    if flavor == "zarr-v3" and (missing := as_missing_value(v)) is not None:
-        if view == "xarray":  # zarr-python reads a missing chunk of a null fill_value as 0, not as this
-            missing = Attribute("_FillValue", missing.nctype, missing.value)
-        attrs = [*(a for a in attrs if a.name not in ("_FillValue", "missing_value")), missing]
-    return [*attrs, *type_attributes(v, view, plan)]
+def _array_attributes(v: Variable, view: str, mask: V2Mask, plan: Recode | str | None) -> list[Attribute]:
+    """The attributes ``view`` shows of ``v``: its mask as ``mask`` (:func:`v2_mask`) says; for
+    netCDF readers the CF attributes in the variable's type and those that say what a shown type
+    means."""
+    attrs = v.attributes if view == "xarray" else cf_typed(v)
+    attrs = [a for a in attrs if a.name not in mask.replaces]
+    return [*attrs, *([mask.attribute] if mask.attribute is not None else []), *type_attributes(v, view, plan)]
 
 
-def _array_objects(v: Variable, root: bool, view: str, from_v3: bool, plan: Recode | str | None,
+def _array_objects(v: Variable, root: bool, view: str, from_v3: bool, plan: Recode | str | None, mask: V2Mask,
                    values: dict, types: dict) -> tuple[dict, dict]:
     """An array's ``.zarray`` and ``.zattrs`` as ``view`` writes them."""
-    zarray = _zarray(v, from_v3, view, plan if isinstance(plan, Recode) else None)
+    zarray = _zarray(v, from_v3, view, mask, plan if isinstance(plan, Recode) else None)
     if not v.shape and view != "xarray":
         v.scalar = True  # a zero-rank Zarr array, shown as an NCZarr scalar
     # a scalar's one element along _scalar_, as netCDF-C writes it (zarr-python needs a name per axis)
