@@ -13,6 +13,7 @@ from nczfs.cli.mountargs import MOUNT_FLAGS, build_config
 from nczfs.cli.parser import build_parser
 from nczfs.cli.usage import UsageError
 from nczfs.config import mountconfig
+from nczfs.config.mountconfig import SOURCE_FLAGS
 from tests.helpers import run_nczfs
 
 #: mount's arguments that set nothing an -o key sets (-v and -q: log_level's, their own test)
@@ -34,13 +35,13 @@ CONTEXT = {"cache_dir_size": ["-o", "cache_dir={tmp}/cd"]}
 VALUED = sorted(dest for dest, sample in SAMPLES.items() if sample)
 
 
-def _mount_actions() -> list[argparse.Action]:
+def _actions(command: str = "mount") -> list[argparse.Action]:
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices["mount"]._actions
+    return sub.choices[command]._actions
 
 
 def _flag(dest: str) -> str:
-    return max((s for a in _mount_actions() if a.dest == dest for s in a.option_strings), key=len)
+    return max((s for a in _actions() if a.dest == dest for s in a.option_strings), key=len)
 
 
 class Spot:
@@ -72,13 +73,15 @@ def spot(tmp_path) -> Spot:
 def test_every_mount_flag_setting_what_an_option_sets_is_read_by_its_rule():
     """A new flag fails here until MOUNT_FLAGS names its -o key (and SAMPLES gives it values)."""
     keys = mountconfig.option_rules()
-    for action in _mount_actions():
+    for action in _actions():
         if action.dest in NOT_OPTIONS:
             assert action.dest not in keys, f"{action.option_strings}: the -o key {action.dest} says it: MOUNT_FLAGS"
             continue
         assert action.dest in MOUNT_FLAGS, f"{action.option_strings}: read it by its -o key's rule (MOUNT_FLAGS)"
         assert MOUNT_FLAGS[action.dest] in keys and action.dest in SAMPLES
-    assert set(MOUNT_FLAGS) == set(SAMPLES) == {a.dest for a in _mount_actions()} - NOT_OPTIONS
+    assert set(MOUNT_FLAGS) == set(SAMPLES) == {a.dest for a in _actions()} - NOT_OPTIONS
+    for command in ("inspect", "validate"):  # their flags: source_values reads SOURCE_FLAGS
+        assert {a.dest for a in _actions(command)} - {"help", "source", "options"} == set(SOURCE_FLAGS)
 
 
 @pytest.mark.parametrize("dest", sorted(MOUNT_FLAGS))
