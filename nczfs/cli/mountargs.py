@@ -1,19 +1,31 @@
-"""``nczfs mount``'s arguments to a :class:`~nczfs.config.mountconfig.MountConfig`: the flags over what ``-o``
-said, then SOURCE, MOUNTPOINT, the memory bounds and ``--cache-dir`` checked (UsageError)."""
+"""``nczfs mount``'s arguments to a :class:`~nczfs.config.mountconfig.MountConfig`: the -o strings, then
+the flags (each read by its -o key's rule), then SOURCE, MOUNTPOINT, the memory bounds and
+``--cache-dir`` checked (UsageError)."""
 
 from __future__ import annotations
 
 import argparse
 import errno
 import os
+from typing import Mapping
 
 from nczfs.cli.usage import UsageError
-from nczfs.config.mountconfig import MountConfig, source_values
+from nczfs.config.mountconfig import SOURCE_FLAGS, MountConfig, flag_items, option_items, parse_items
 from nczfs.toolbox.errors import SourceError
 from nczfs.toolbox.mounttable import is_fuse_mount, kernel_path
-from nczfs.toolbox.optionvalues import metrics_address, nc_files, parse_size, present_view, validate_mode
 from nczfs.config.source import Source, check_no_control_characters, parse_source
 from nczfs.store.registry import BACKENDS
+
+
+#: mount's flags that say what an -o key says, each a spelling of that key (argparse's name: the
+#: key), read by the key's rule after the -o strings: a flag wins over -o, and a later flag over an
+#: earlier one here (--log-level over -d); -v and -q are log_level's too (_verbosity_items)
+MOUNT_FLAGS: Mapping[str, str] = {
+    "read_only": "read_only", "debug": "debug", "log_level": "log_level", "log_format": "log_format",
+    "metrics": "metrics", "metadata_ttl": "metadata_ttl", "cache_size": "cache_size", "write_memory": "write_memory",
+    "cache_dir": "cache_dir", "cache_dir_size": "cache_dir_size", "log_file": "log_file", "validate": "validate",
+    "present": "present", "nc_files": "nc_files", **SOURCE_FLAGS,
+}
 
 
 def build_config(args: argparse.Namespace) -> MountConfig:
@@ -26,77 +38,29 @@ def build_config(args: argparse.Namespace) -> MountConfig:
 def _build_config(args: argparse.Namespace) -> MountConfig:
     source = parse_source(args.source)
     check_no_control_characters("MOUNTPOINT", args.mountpoint)
-    values = source_values(args, source.backend)
-    if args.read_only:
-        values["read_only"] = True
-    _logging_flags(args, values)
-    _ttl_flags(args, values)
-    _cache_flags(args, values)
-    _layer_flags(args, values)
-    return _checked(args, source, values)
+    items = [*option_items(args), *_verbosity_items(args), *flag_items(args, MOUNT_FLAGS)]
+    return _checked(args, source, parse_items(items, source.backend))
+
+
+def _verbosity_items(args: argparse.Namespace) -> list[str]:
+    """-q, -v, -vv as log_level items, the louder last (so it wins; -d and --log-level come after)."""
+    levels = ["warning"] * bool(args.quiet) + ["debug", "trace"][: args.verbose]
+    return [f"log_level={level}" for level in levels]
 
 
 def _checked(args: argparse.Namespace, source: Source, values: dict[str, object]) -> MountConfig:
     """The config, once SOURCE, the memory bounds, MOUNTPOINT and --cache-dir pass their checks."""
+    if "cache_dir_size" in values and "cache_dir" not in values:
+        raise UsageError("--cache-dir-size / -o cache_dir_size needs --cache-dir / -o cache_dir")
     if BACKENDS[source.backend].directory and not os.path.isdir(source.location):
         raise UsageError(f"{args.source}: {source.location} is not a directory")
     _check_memory(values)
     mountpoint = _check_mountpoint(args.mountpoint, bool(values.get("nonempty")))
     _check_not_inside(source, mountpoint)
     if "cache_dir" in values:
-        values["cache_dir"] = _check_cache_dir(values["cache_dir"], mountpoint)  # type: ignore[arg-type]  # a path string (_cache_flags)
+        values["cache_dir"] = _check_cache_dir(values["cache_dir"], mountpoint)  # type: ignore[arg-type]  # a path string (its -o rule)
     foreground = args.foreground or args.systemd
     return MountConfig.of(source, mountpoint, foreground=foreground, **values)
-
-
-def _logging_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
-    """--log-level (or -d, -v, -q), --log-format, --metrics over what -o said."""
-    if args.log_level:
-        values["log_level"] = args.log_level
-    elif args.debug or args.verbose >= 2:
-        values["log_level"] = "trace"
-    elif args.verbose:
-        values["log_level"] = "debug"
-    elif args.quiet:
-        values["log_level"] = "warning"
-    if args.log_format:
-        values["log_format"] = args.log_format
-    if args.metrics:
-        values["metrics"] = metrics_address(args.metrics)
-
-
-def _ttl_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
-    """--metadata-ttl over -o metadata_ttl= (neither: the backend's default, MountConfig.of)."""
-    if args.metadata_ttl is not None:
-        if args.metadata_ttl < 0:
-            raise UsageError("--metadata-ttl must not be negative")
-        values["metadata_ttl"] = args.metadata_ttl
-
-
-def _cache_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
-    """--cache-size, --write-memory, --cache-dir, --cache-dir-size over what -o said."""
-    if args.cache_size is not None:
-        values["cache_size"] = parse_size("--cache-size", args.cache_size)
-    if args.write_memory is not None:
-        values["write_memory"] = parse_size("--write-memory", args.write_memory)
-    if args.cache_dir:
-        values["cache_dir"] = os.path.abspath(args.cache_dir)
-    if args.cache_dir_size is not None:
-        values["cache_dir_size"] = parse_size("--cache-dir-size", args.cache_dir_size)
-    if "cache_dir_size" in values and "cache_dir" not in values:
-        raise UsageError("--cache-dir-size needs --cache-dir")
-
-
-def _layer_flags(args: argparse.Namespace, values: dict[str, object]) -> None:
-    """--log-file, --validate, --present, --nc-files over what -o said."""
-    if args.log_file:
-        values["log_file"] = os.path.abspath(args.log_file)
-    if args.validate is not None:
-        values["validate"] = validate_mode(args.validate)
-    if args.present is not None:
-        values["present"] = present_view(args.present)
-    if getattr(args, "nc_files", None):
-        values["nc_files"], values["nc4_files"] = nc_files(args.nc_files)
 
 
 def _check_mountpoint(path: str, nonempty: bool = False) -> str:

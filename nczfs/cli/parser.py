@@ -27,6 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Offered(tuple):
+    """A flag's values as help and the shell completions offer them; argparse lets any value by, for
+    the flag is a spelling of an -o key whose rule judges it (cli/mountargs.py: one check, one error)."""
+
+    def __contains__(self, value: object) -> bool:
+        return True
+
+
 def _mount_parser(sub) -> None:
     m = sub.add_parser("mount", help="mount SOURCE on MOUNTPOINT", epilog=options_epilog(),
                        formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -55,15 +63,15 @@ def _logging_flags(m: argparse.ArgumentParser) -> None:
     m.add_argument("-v", "--verbose", action="count", default=0,
                    help="log more: -v debug, -vv trace (every request)")
     m.add_argument("-q", "--quiet", action="store_true", help="log only warnings and errors")
-    m.add_argument("--log-level", default=None, metavar="LEVEL", type=str.lower, choices=list(logs.LEVELS),
+    m.add_argument("--log-level", default=None, metavar="LEVEL", choices=Offered(logs.LEVELS),
                    help=f"one of {', '.join(logs.LEVELS)} (default info; a running daemon: 'nczfs log-level')")
-    m.add_argument("--log-format", default=None, choices=("text", "json"),
+    m.add_argument("--log-format", default=None, choices=Offered(("text", "json")),
                    help="json: one JSON object a line (time, level, logger, pid, message)")
     m.add_argument("-d", "--debug", action="store_true", help="log every request (--log-level trace)")
 
 
 def _cache_flags(m: argparse.ArgumentParser) -> None:
-    m.add_argument("--metadata-ttl", type=float, default=None, metavar="SECONDS",
+    m.add_argument("--metadata-ttl", default=None, metavar="SECONDS",
                    help="reuse attributes, listings and missing names this long (default 1 for a "
                         "writable S3, GCS or Azure mount, 60 otherwise)")
     m.add_argument("--cache-size", default=None, metavar="BYTES",
@@ -88,7 +96,7 @@ def _output_and_view_flags(m: argparse.ArgumentParser) -> None:
                    help="check metadata objects written through the mount (default strict: invalid -> EINVAL)")
     m.add_argument("--present", default=None, metavar="VIEW",
                    help="show datasets as: as-stored (default), netcdf-4.10, netcdf-4.9, netcdf-4.9.1, xarray")
-    m.add_argument("--nc-files", nargs="?", const="classic", default=None, metavar="classic|netcdf4|both",
+    m.add_argument("--nc-files", nargs="?", const=True, default=None, metavar="classic|netcdf4|both",
                    help="every dataset NAME also shows as read-only netCDF files: classic NAME.nc (and "
                         "NAME.GROUP.nc; the default), the netCDF-4 NAME.nc4, or both")
 

@@ -81,7 +81,7 @@ MOUNT_ROWS = (
          read_ahead_kb=(valued, to("read_ahead_kb", integer))),
     _row("decode_threads=N", "chunks decoded at once: views' recoded chunks, NAME.nc, NAME.nc4 (default 0: the cores)",
          decode_threads=(valued, to("decode_threads", count))),
-    _row("log_file=FILE", "log to FILE (--log-file)", log_file=(valued, to("log_file", abspath))),
+    _row("log_file=FILE", "log to FILE (--log-file)", log_file=(nonempty, to("log_file", abspath))),
     _row("log_level=LEVEL", "error, warning, info (default), debug, trace (--log-level)",
          log_level=(valued, to("log_level", lambda key, value: log_level(value)))),
     _row("log_format=text|json", "log lines as text or JSON objects (--log-format)",
@@ -220,7 +220,9 @@ def _option(out: dict[str, object], item: str, rules: Mapping[str, Rule], foreig
     if rule is None:
         raise SourceError(f"-o {item}: unknown mount option")
     if not rule[0](bool(eq), value):
-        raise SourceError(f"-o {item}: not a valid value for {key}" if eq else f"-o {key}: needs a value")
+        # no value, or an empty one where the key takes a value
+        needs = not eq or (not value and rule[0](True, "?"))
+        raise SourceError(f"-o {key}: needs a value" if needs else f"-o {item}: not a valid value for {key}")
     rule[1](out, key, value)
 
 
@@ -274,21 +276,34 @@ def default_metadata_ttl(backend: str, read_only: bool) -> float:
     return LONG_TTL if found is None or read_only else found.metadata_ttl
 
 
-#: the flags of mount, inspect and validate that say what an -o key says (argparse's name: the key)
-SOURCE_FLAGS = {"endpoint_url": "endpoint_url", "profile": "profile", "region": "region",
-                "no_sign_request": "no_sign_request", "allow_roots": "allow_root"}
+#: the flags of mount, inspect and validate that reach a source: each a spelling of its -o key
+#: (argparse's name: the key)
+SOURCE_FLAGS: Mapping[str, str] = {"endpoint_url": "endpoint_url", "profile": "profile", "region": "region",
+                                   "no_sign_request": "no_sign_request", "allow_roots": "allow_root"}
 
 
 def source_values(args, backend: str) -> dict[str, object]:
-    """The -o options and source flags of mount, inspect and validate on a source of ``backend``,
-    as MountConfig values: a flag is read by its -o key's rule, after the -o strings."""
-    return parse_items([*(item for chunk in getattr(args, "options", []) for item in chunk.split(",")),
-                        *(item for name, key in SOURCE_FLAGS.items() for item in _flag_items(key, getattr(args, name, None)))],
-                       backend)
+    """The -o options and source flags of inspect and validate on a source of ``backend``, as
+    MountConfig values: a flag is read by its -o key's rule, after the -o strings."""
+    return parse_items([*option_items(args), *flag_items(args, SOURCE_FLAGS)], backend)
+
+
+def option_items(args) -> list[str]:
+    """The ``key[=value]`` items of the -o strings of ``args`` (none: no -o)."""
+    return [item for chunk in getattr(args, "options", []) for item in chunk.split(",")]
+
+
+def flag_items(args, flags: Mapping[str, str]) -> list[str]:
+    """The flags of ``args`` named in ``flags`` (argparse's name: the -o key) as ``key[=value]``
+    items, in the order of ``flags`` (so a later one's value wins)."""
+    return [item for name, key in flags.items() for item in _flag_items(key, getattr(args, name, None))]
 
 
 def _flag_items(key: str, given: object) -> list[str]:
-    """A flag's value as ``key[=value]`` items: none if not given, one each of a repeated flag's."""
+    """A flag's value as ``key[=value]`` items: none if not given, the bare key if it takes no
+    value, one each of a repeated flag's; an empty value too (its rule judges it)."""
+    if given is None or given is False:
+        return []
     if given is True:
         return [key]
-    return [f"{key}={value}" for value in (given if isinstance(given, list) else [given]) if value]
+    return [f"{key}={value}" for value in (given if isinstance(given, list) else [given])]

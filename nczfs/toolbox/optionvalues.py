@@ -91,7 +91,7 @@ def log_level(value: str) -> str:
     """``--log-level`` / ``-o log_level=``: error, warning, info, debug, trace."""
     from nczfs.toolbox.logs import LEVELS
 
-    return _one_of(value.strip().lower(), LEVELS, f"log level {value!r}: must be one of {', '.join(LEVELS)}")
+    return _one_of(value.strip().lower(), LEVELS, f"log_level={value}: must be one of {', '.join(LEVELS)}")
 
 
 def log_format(value: str) -> str:
