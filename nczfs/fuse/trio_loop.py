@@ -39,7 +39,8 @@ class ReadLock(trio.abc.Instrument):
     (``async with lock:``). Taken at once when free, whoever waits for it; released, it stays
     free until trio's run loop has run every task it can, and only then goes to the task that
     has waited longest. It hands itself over from trio's ``before_io_wait`` hook, which
-    :meth:`__aenter__` installs (the lock is made where there is no trio run yet)."""
+    :meth:`__aenter__` installs in each trio run it is taken in (pyfuse3 makes its lock once and
+    keeps it from one run to the next)."""
 
     def __init__(self) -> None:
         self._held = False
@@ -52,8 +53,9 @@ class ReadLock(trio.abc.Instrument):
         return self._held
 
     async def __aenter__(self) -> None:
-        if self._token is None:
-            self._token = trio.lowlevel.current_trio_token()
+        token = trio.lowlevel.current_trio_token()
+        if token is not self._token:  # pyfuse3 keeps its lock from one trio run to the next
+            self._token = token
             trio.lowlevel.add_instrument(self)
         if not self._held:
             self._held = True
