@@ -1,6 +1,7 @@
 """nczfs/toolbox/locks.py (a trio lock taken without a checkpoint when free) and nczfs/fuse/trio_loop.py
-(pyfuse3's request loop on it, and on a wait for the device that returns at once when a request
-is queued), and that the daemon's loop installs them before pyfuse3.main.
+(pyfuse3's request loop on a lock handed over only at the end of a pass of trio's run loop, and on
+a wait for the device that returns at once when a request is queued), and that the daemon's loop
+installs them before pyfuse3.main.
 The real mounts' request loop is covered by tests/mount/test_reference_mount.py (a request
 answered while another waits on the medium)."""
 
@@ -17,7 +18,7 @@ from nczfs.daemon import controlsock, mount
 from nczfs.config.mountconfig import MountConfig
 from nczfs.toolbox.locks import Lock
 from nczfs.config.source import Source
-from nczfs.fuse.trio_loop import AT_ONCE_IN_A_ROW, WAITS, FuseWaits, install, trio_for_pyfuse3
+from nczfs.fuse.trio_loop import AT_ONCE_IN_A_ROW, WAITS, FuseWaits, ReadLock, install, trio_for_pyfuse3
 
 
 async def test_a_free_lock_is_taken_without_letting_other_tasks_run():
@@ -75,6 +76,58 @@ async def test_a_cancelled_waiter_leaves_the_lock_to_the_next():
     assert await _waiters_of_a_held_lock(["a", "b", "c"], cancel="a") == ["b", "c", "releaser"]
 
 
+async def test_the_read_lock_taken_back_at_once_by_its_releaser_leaves_its_waiter_parked():
+    """pyfuse3's loop: a task lets the lock go, answers its request without waiting and takes
+    the lock again; the task waiting for it is not woken to queue again each time."""
+    lock = ReadLock()
+    got: list[str] = []
+
+    async def waiter() -> None:
+        async with lock:
+            got.append("waiter")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with lock:
+                nursery.start_soon(waiter)
+                await trio.testing.wait_all_tasks_blocked()
+            for _ in range(20):
+                async with lock:  # taken back before any other task runs
+                    await trio.sleep(0)  # held across a pass of the run loop
+            assert got == [] and lock.handed_over == 0
+        assert got == ["waiter"] and lock.handed_over == 1  # once the releaser stopped taking it
+
+
+async def test_the_read_lock_goes_to_its_waiter_while_its_releaser_waits_elsewhere():
+    """A task that lets the lock go and then waits (a fetch) leaves it to the next task at the
+    end of the pass, even when nothing else would wake trio's I/O wait."""
+    lock = ReadLock()
+    await _hand_over_once(lock)
+    assert lock.handed_over == 1 and not lock.locked()
+
+
+def test_the_read_lock_is_handed_over_in_each_trio_run_it_is_taken_in():
+    lock = ReadLock()  # as pyfuse3 keeps its lock from one pyfuse3.main to the next
+    for runs in (1, 2):
+        trio.run(_hand_over_once, lock)
+        assert lock.handed_over == runs
+
+
+async def _hand_over_once(lock: ReadLock) -> None:
+    fetched = trio.Event()
+
+    async def other_request() -> None:
+        async with lock:
+            fetched.set()  # what the first task waits for comes through the second one
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            async with lock:
+                nursery.start_soon(other_request)
+                await trio.testing.wait_all_tasks_blocked()
+            await fetched.wait()
+
+
 @pytest.fixture
 def restore_pyfuse3_trio():
     before = pyfuse3.trio
@@ -84,7 +137,8 @@ def restore_pyfuse3_trio():
 
 def test_pyfuse3_runs_on_trio_with_this_lock(restore_pyfuse3_trio):
     install()
-    assert pyfuse3.trio.Lock is Lock
+    assert pyfuse3.trio.Lock == WAITS.make_lock and isinstance(pyfuse3.trio.Lock(), ReadLock)
+    assert WAITS.lock is not None and WAITS.counters()["fuse.read-lock-handovers"] == 0
     assert pyfuse3.trio.lowlevel.wait_readable == WAITS.wait_readable
     shim = trio_for_pyfuse3()
     for name in ("open_nursery", "from_thread", "ClosedResourceError", "to_thread"):
@@ -128,7 +182,8 @@ async def test_a_wait_for_a_queued_request_returns_at_once_a_few_times_in_a_row(
         nursery.start_soon(other)
         await waits.wait_readable(r)
         assert ran == [0] and waits.at_once == AT_ONCE_IN_A_ROW + 1
-    assert waits.counters() == {"fuse.next-request-waiting": AT_ONCE_IN_A_ROW + 1, "fuse.next-request-waits": 1}
+    assert waits.counters() == {"fuse.next-request-waiting": AT_ONCE_IN_A_ROW + 1, "fuse.next-request-waits": 1,
+                                "fuse.read-lock-handovers": 0}
 
 
 async def test_a_wait_with_nothing_queued_waits_in_trio_until_there_is(pipe):
@@ -182,5 +237,5 @@ async def test_the_daemon_runs_pyfuse3s_loop_on_this_lock(restore_pyfuse3_trio, 
             assert await mount._serve(Fs(), config, lambda error: None, listener=listener) == []
     finally:
         controlsock.close(listener)
-    assert locks == [Lock]
+    assert locks == [ReadLock]
     assert pyfuse3.trio.lowlevel.wait_readable == WAITS.wait_readable

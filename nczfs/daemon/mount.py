@@ -200,7 +200,7 @@ async def _serve_requests(fs: Filesystem, config: MountConfig, ready: Ready, ops
         nursery.start_soon(_announce_ready, config, ready)
         if config.validate != "off" and not config.read_only:
             nursery.start_soon(_import_codecs)
-        trio_loop.install()  # pyfuse3's loop on nczfs.toolbox.locks.Lock
+        trio_loop.install()  # pyfuse3's loop on trio_loop.ReadLock
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))

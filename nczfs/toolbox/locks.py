@@ -2,7 +2,7 @@
 
 ``trio.Lock`` yields to the scheduler on every acquisition, also when the lock is free: a pass of
 trio's run loop (an ``epoll_wait`` and a task switch). nczfs takes a lock on almost every FUSE
-request (pyfuse3's lock before each wait for the next request, a file's lock at each close), so
+request (a file's lock at each close; pyfuse3's loop has its own, nczfs.fuse.trio_loop.ReadLock), so
 that pass showed in the daemon's CPU per request (bench/bench_requests.py). :class:`Lock` yields
 only when it has to wait, and otherwise behaves as trio's: waiters get it in the order they came,
 handed over at release (no other task can take it in between), and a waiter that is cancelled

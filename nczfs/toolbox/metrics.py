@@ -70,6 +70,7 @@ HELP: dict[str, tuple[str, str, str]] = {
     "write.early-parts": ("counter", "", "Parts sent by multipart uploads started early"),
     "fuse.next-request-waiting": ("counter", "", "FUSE requests read without waiting (one was already queued)"),
     "fuse.next-request-waits": ("counter", "", "Times the daemon waited for the next FUSE request"),
+    "fuse.read-lock-handovers": ("counter", "", "Waits for the next FUSE request handed to another task (the last one waited on a fetch)"),
 }
 
 S3_OPERATION = re.compile(r"[A-Z][A-Za-z0-9]+")
