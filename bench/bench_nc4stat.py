@@ -1,14 +1,16 @@
 """The first ``stat`` of a ``NAME.nc4`` whose chunks are re-encoded as deflate (issue 45).
 
     .venv/bin/python bench/bench_nc4stat.py [--mib 256] [--checkouts BEFORE,AFTER] [--rounds 2]
+                                            [--codec zstd|lz4] [--first-only]
 
-A float32 array of --mib MiB (a sine plus noise, rounded to 0.01) as zarr-python's Zarr v3 default (zstd),
-chunks of 8 MiB, in a directory; each checkout (a path put first on the daemon's PYTHONPATH; ""
-for this one) mounts it read-only with ``-o nc_files=netcdf4,cache_dir=DIR`` (a fresh DIR per
-checkout and round), and ``stat`` of ``ds.nc4`` is timed: the first mount (no size known), a
-remount over the same DIR (sizes kept there, where the checkout keeps them), and ``ncks -O -v
-temp`` from the file after it. Daemon CPU seconds beside each; page cache dropped before each
-mount; the load average printed before and after (a shared machine: CPU seconds say more).
+A float32 array of --mib MiB (a sine plus noise, rounded to 0.01) as zarr-python's Zarr v3 default
+(zstd; ``--codec lz4``: numcodecs' lz4), chunks of 8 MiB, in a directory; each checkout (a path put
+first on the daemon's PYTHONPATH; "" for this one) mounts it read-only with ``-o
+nc_files=netcdf4,cache_dir=DIR`` (a fresh DIR per checkout and round), and ``stat`` of ``ds.nc4`` is
+timed: the first mount (no size known), a remount over the same DIR (sizes kept there, where the
+checkout keeps them), and ``ncks -O -v temp`` from the file after it (``--first-only``: the first
+stat alone). Daemon CPU seconds beside each; page cache dropped before each mount; the load average
+printed before and after (a shared machine: CPU seconds say more).
 """
 
 from __future__ import annotations
