@@ -1,14 +1,16 @@
 """The first ``stat`` of a ``NAME.nc4`` whose chunks are re-encoded as deflate (issue 45).
 
     .venv/bin/python bench/bench_nc4stat.py [--mib 256] [--checkouts BEFORE,AFTER] [--rounds 2]
+                                            [--codec zstd|lz4] [--first-only]
 
-A float32 array of --mib MiB (a sine plus noise, rounded to 0.01) as zarr-python's Zarr v3 default (zstd),
-chunks of 8 MiB, in a directory; each checkout (a path put first on the daemon's PYTHONPATH; ""
-for this one) mounts it read-only with ``-o nc_files=netcdf4,cache_dir=DIR`` (a fresh DIR per
-checkout and round), and ``stat`` of ``ds.nc4`` is timed: the first mount (no size known), a
-remount over the same DIR (sizes kept there, where the checkout keeps them), and ``ncks -O -v
-temp`` from the file after it. Daemon CPU seconds beside each; page cache dropped before each
-mount; the load average printed before and after (a shared machine: CPU seconds say more).
+A float32 array of --mib MiB (a sine plus noise, rounded to 0.01) as zarr-python's Zarr v3 default
+(zstd; ``--codec lz4``: numcodecs' lz4), chunks of 8 MiB, in a directory; each checkout (a path put
+first on the daemon's PYTHONPATH; "" for this one) mounts it read-only with ``-o
+nc_files=netcdf4,cache_dir=DIR`` (a fresh DIR per checkout and round), and ``stat`` of ``ds.nc4`` is
+timed: the first mount (no size known), a remount over the same DIR (sizes kept there, where the
+checkout keeps them), and ``ncks -O -v temp`` from the file after it (``--first-only``: the first
+stat alone). Daemon CPU seconds beside each; page cache dropped before each mount; the load average
+printed before and after (a shared machine: CPU seconds say more).
 """
 
 from __future__ import annotations
@@ -28,15 +30,16 @@ from bench.bench_s3 import cpu_seconds  # noqa: E402
 MiB = 1024 * 1024
 
 
-def make_data(work: Path, mib: int) -> Path:
+def make_data(work: Path, mib: int, codec: str = "zstd") -> Path:
     import numpy as np
     import zarr
+    from zarr.codecs.numcodecs import LZ4
 
     src = work / "src"
     n = mib * MiB // 4
     g = zarr.open_group(str(src / "ds"), mode="w")
     a = g.create_array("temp", shape=(n,), chunks=(2 * MiB,), dtype="<f4", dimension_names=["n"],
-                       fill_value=0.0)
+                       fill_value=0.0, compressors=LZ4() if codec == "lz4" else "auto")
     rng = np.random.default_rng(0)
     x = np.arange(n, dtype="f4")
     a[:] = np.round(15 + 10 * np.sin(x / 5000) + rng.normal(0, 0.5, n).astype("f4"), 2)
@@ -79,17 +82,23 @@ def main() -> None:
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--checkouts", default="/work/main,", help="comma-separated checkout paths ('' = this one)")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--codec", choices=("zstd", "lz4"), default="zstd", help="the stored chunks' codec")
+    ap.add_argument("--first-only", action="store_true", help="time the first stat only (no remount, no ncks)")
     args = ap.parse_args()
     print(f"load before: {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="nc4stat-") as tmp:
         work = Path(tmp)
-        src = make_data(work, args.mib)
+        src = make_data(work, args.mib, args.codec)
         mnt = work / "mnt"
         mnt.mkdir()
         for r in range(args.rounds):
             for checkout in args.checkouts.split(","):
                 cache = work / f"cache-{r}-{abs(hash(checkout))}"
                 first = one_mount(checkout, src, mnt, cache, ncks=False)
+                if args.first_only:
+                    print(f"round {r} {checkout or 'this checkout'}: first stat {first[0][0]:.2f} s "
+                          f"(daemon CPU {first[0][1]:.2f} s), load {os.getloadavg()[0]:.1f}", flush=True)
+                    continue
                 again = one_mount(checkout, src, mnt, cache, ncks=True)
                 print(f"round {r} {checkout or 'this checkout'}: first stat {first[0][0]:.2f} s "
                       f"(daemon CPU {first[0][1]:.2f} s); after a remount {again[0][0]:.2f} s "

@@ -13,6 +13,7 @@ import time
 import subprocess
 from pathlib import Path
 
+import numcodecs
 import numpy as np
 import pytest
 
@@ -305,3 +306,35 @@ def test_large_and_many_attributes_through_a_mount(request, tmp_path, kind):
         check_large_attrs(path, made / "a.zarr")
     text = m.log_text()
     assert "Traceback" not in text and "leaves out" not in text, text[-2000:]
+
+
+@pytest.mark.skipif(not os.environ.get("NCZFS_BIG_TESTS"), reason="opt-in: NCZFS_BIG_TESTS=1 (writes 1 GiB, reads it 3 times)")
+def test_a_1_gib_re_encoded_variable_reads_whole_through_the_nc4_file(tmp_path):
+    """A 1 GiB float32 variable stored with lz4 (16 MiB chunks, re-encoded as deflate): NAME.nc4's
+    stat gives the exact size of the file made without a mount, and h5py and ncks read every value
+    through it equal to zarr-python's read, block of records by block of records."""
+    local = tmp_path / "local"
+    g = zarr.open_group(str(local / "big.zarr"), mode="w", zarr_format=2)
+    a = g.create_array("big", shape=(1024, 512, 512), chunks=(16, 512, 512), dtype="<f4",
+                       compressors=numcodecs.LZ4(), fill_value=np.nan)
+    a.attrs["_ARRAY_DIMENSIONS"] = ["t", "y", "x"]
+    block = (np.arange(64 * 512 * 512, dtype="f4") % 1000).reshape(64, 512, 512) / 8
+    for i in range(0, 1024, 64):
+        a[i:i + 64] = block + i
+    a[1000:] = np.nan  # stored chunks of fill only
+    want_size = nc4_of(local, "big.zarr").size
+    with mounted(DirectoryBackend(local), tmp_path / "mnt", "--read-only", "-o", "nc_files=netcdf4") as m:
+        path = m.path / "big.zarr.nc4"
+        assert os.stat(path).st_size == want_size
+        with h5py.File(path, "r") as f:
+            for i in range(0, 1024, 64):
+                assert np.array_equal(f["big"][i:i + 64], a[i:i + 64], equal_nan=True), i
+        out = tmp_path / "ncks.nc"
+        subprocess.run(["ncks", "-O", "-v", "big", str(path), str(out)], check=True, capture_output=True)
+        header = subprocess.run(["ncdump", "-h", str(path)], check=True, capture_output=True, text=True).stdout
+        assert "t = 1024 ;" in header and "float big(t, y, x) ;" in header
+    with netCDF4.Dataset(out) as nc:
+        nc.set_auto_maskandscale(False)
+        for i in range(0, 1024, 64):
+            assert np.array_equal(nc["big"][i:i + 64], a[i:i + 64], equal_nan=True), i
+    assert "Traceback" not in m.log_text()

@@ -7,12 +7,15 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
+import time
 
 import numcodecs
 import numpy as np
 import trio
 
-from nczfs.nczarr.chunks.madechunks import MadeChunks
+from nczfs.nczarr.chunks import decoding
+from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
 from nczfs.nczarr.chunks.sizebook import FILE, SizeBook
 from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
 from nczfs.nczarr.views.presenting import PresentingStore
@@ -156,3 +159,44 @@ async def test_a_chunk_shown_uncompressed_writes_no_size_to_the_book(tmp_path):
     assert made.count >= CHUNKS and _rows(tmp_path) == 0
     await _nc4(below, tmp_path, made).stat("ds.nc4")  # deflated: each size needed, kept
     assert _rows(tmp_path) == CHUNKS
+
+
+class _Overlapping(MemoryStore):
+    """Counts the chunk reads running at once (each takes a while)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lock, self.now, self.most = threading.Lock(), 0, 0
+
+    def get_version(self, key, rng, etag):
+        if not key.startswith("ds/v/") or key.rpartition("/")[2].startswith("."):
+            return super().get_version(key, rng, etag)
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.02)
+        with self.lock:
+            self.now -= 1
+        return super().get_version(key, rng, etag)
+
+
+async def test_a_first_stat_holds_the_chunks_it_makes_only_where_the_cache_has_room(tmp_path):
+    below = _Overlapping()
+    _lz4_dataset(below)
+    decoding.set_threads(1)
+    try:
+        made = MadeChunks(1000 + 3 * 1300)  # room for the view's chunk and three deflated (1.0-1.3 KiB)
+        other = Stored("elsewhere", "e")  # a chunk a view made before
+        await made.get(other, "view", lambda: _value(b"x" * 1000), bytes, book=False)
+        nc = _nc4(below, tmp_path, made)
+        size = (await nc.stat("ds.nc4")).size
+    finally:
+        decoding.set_threads(0)
+    assert made.count == CHUNKS + 1 and size > 0
+    assert made.bytes_held <= made.limit and 1 < len(made._held) < CHUNKS  # some kept, not all
+    assert not made.wanted(other, "view")  # what was held stays: made for its size, none evicts
+    assert below.most <= 2  # fetched one per decode thread, one more meanwhile
+
+
+async def _value(data: bytes) -> bytes:
+    return data

@@ -5,7 +5,8 @@ A made chunk is known by the stored chunk (:class:`Stored`: key, version, byte r
 makes it (a recode's token): a view and ``NAME.nc4`` that make the same bytes from the same stored
 chunk (the same recode) share them. Each is made once (a reader asking for one being made waits
 for it), in the decode pool (:mod:`nczfs.nczarr.chunks.decoding`), and kept in a cache of at most
-``limit`` bytes (least recently used go first). Its size is remembered beyond that (in memory,
+``limit`` bytes (least recently used go first; a chunk made for its size alone only where there
+is room, so that a first ``stat`` making every chunk of a big file holds no more than the cache). Its size is remembered beyond that (in memory,
 and with a :class:`~nczfs.nczarr.chunks.sizebook.SizeBook` in the cache directory across mounts):
 the size of a chunk shown compressed is known only once it was made, and a ``stat`` needs it
 (the callers say which sizes those are: only they go to the book).
@@ -88,9 +89,11 @@ class MadeChunks:
             self._sizes.popitem(last=False)
 
     async def get(self, stored: Stored, maker: str, fetch: Callable[[], Awaitable[bytes]],
-                  make: Callable[[bytes], bytes], book: bool) -> bytes:
+                  make: Callable[[bytes], bytes], book: bool, evict: bool = True) -> bytes:
         """The chunk ``make`` (named ``maker``) makes of ``stored``'s bytes, which ``fetch`` gets;
-        its size kept in the book if ``book`` (a size known only once the chunk was made)."""
+        its size kept in the book if ``book`` (a size known only once the chunk was made). Kept
+        in the cache, the least recently used making room; not ``evict``: only if there is room
+        (a chunk made for its size alone)."""
         full = (*stored.ident(maker), stored.etag)
         held = self._held.get(full)
         if held is not None:
@@ -98,7 +101,9 @@ class MadeChunks:
             self._remember(full, len(held))
             return held
         make_it = functools.partial(self._make, full, stored, maker, fetch, make, book)
-        return await self._making.run(full, make_it, retry=True)
+        data = await self._making.run(full, make_it, retry=True)
+        self._keep(full, data, evict)
+        return data
 
     async def _make(self, full: tuple, stored: Stored, maker: str, fetch: Callable[[], Awaitable[bytes]],
                     make: Callable[[bytes], bytes], book: bool) -> bytes:
@@ -109,7 +114,6 @@ class MadeChunks:
             data = await decoding.decode(make, raw)
         self.count += 1
         self._remember(full, len(data))
-        self._keep(full, data)
         return data
 
     def _made(self, make: Callable[[bytes], bytes], raw: bytes, stored: Stored, maker: str) -> bytes:
@@ -119,7 +123,12 @@ class MadeChunks:
             self.book.put(stored.ident(maker), stored.etag, len(data))
         return data
 
-    def _keep(self, full: tuple, data: bytes) -> None:
+    def _keep(self, full: tuple, data: bytes, evict: bool) -> None:
+        if full in self._held:  # kept by another caller of the same making
+            self._held.move_to_end(full)
+            return
+        if not evict and self.bytes_held + len(data) > self.limit:
+            return
         self._held[full] = data
         self.bytes_held += len(data)
         while self.bytes_held > self.limit and len(self._held) > 1:

@@ -38,16 +38,17 @@ class DecodedPieces:
         the cache dir, by an earlier mount), or why it cannot be. Blocks: off the trio thread."""
         return self.made.known(src.stored(info.etag), src.maker) if info is not None else None
 
-    async def make(self, sources: list[Source], chunks: dict[str, ObjectInfo], limit: int = 8) -> None:
-        """Make each of ``sources`` (at the versions ``chunks`` lists), ``limit`` fetched at a
-        time (made in the decode pool), for their sizes; the last made are kept."""
-        limiter = trio.CapacityLimiter(limit)
+    async def make(self, sources: list[Source], chunks: dict[str, ObjectInfo]) -> None:
+        """Make each of ``sources`` (at the versions ``chunks`` lists) for their sizes: in the
+        decode pool, one per thread, one more fetched meanwhile (so no more stored chunks are
+        held than that); kept only while the cache has room (their sizes always)."""
+        limiter = trio.CapacityLimiter(decoding.threads() + 1)
         stale: list[Stale] = []
 
         async def one(src: Source) -> None:
             async with limiter:
                 try:
-                    await self.get(src, chunks[src.key])
+                    await self.get(src, chunks[src.key], evict=False)
                 except Stale as exc:  # changed since listed: the file is made again
                     stale.append(exc)
                 except NczfsError as exc:  # a chunk that cannot be read or decoded
@@ -60,12 +61,14 @@ class DecodedPieces:
         if stale:
             raise stale[0]
 
-    async def get(self, src: Source, info: ObjectInfo) -> bytes:
+    async def get(self, src: Source, info: ObjectInfo, evict: bool = True) -> bytes:
+        """The chunk ``src`` at version ``info``, made once; kept (``evict``: see
+        :meth:`MadeChunks.get`)."""
         assert src.recode is not None
         stored = src.stored(info.etag)
         rng = ByteRange(src.start, src.start + src.length) if src.length is not None else None
         return await self.made.get(stored, src.maker, lambda: _stored(self.inner, src.key, rng, info), src.decode,
-                                   book=src.size_needs_making)
+                                   book=src.size_needs_making, evict=evict)
 
     def ahead(self, f: Nc4File, chunks: dict[str, ObjectInfo], end: int) -> None:
         """A read of ``f`` ended at ``end``: decode the next decoded chunks after it in the
