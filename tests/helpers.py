@@ -281,8 +281,8 @@ def pages_in_memory(fd: int) -> bytes:
 
 def _umount_command(mnt: Path, timeout: float = 60) -> str:
     """``nczfs umount MNT`` run in this process (the command's own code, its output kept; a
-    process of its own costs a Python start, 0.3-1 s, at every mount's end): "" when it
-    unmounted, else why not."""
+    process of its own would cost a Python start and the CLI's imports at every mount's end):
+    "" when it unmounted, else why not."""
     import io
     import threading
 

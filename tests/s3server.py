@@ -108,9 +108,9 @@ class SeaweedS3:
 
             certs = make_certs(self.workdir / "tls", (self.domain,) if self.domain else ())
             extra += [f"-s3.port.https={self.ports[4]}", f"-s3.cert.file={certs.cert}", f"-s3.key.file={certs.key}"]
-        # a restart (start() after stop() or kill()) in seconds, not 15-25: the master elects
-        # itself after 0.5 s, not 10 (its volume server's first heartbeat then finds a leader
-        # and is not retried 5 s later), and the volume server stops without its 10 s pause
+        # a quick restart (start() after stop() or kill()): the master elects itself after
+        # 0.5 s, not its default 10 (its volume server's first heartbeat then finds a leader and
+        # is not retried 5 s later), and the volume server stops without its default 10 s pause
         extra += ["-master.electionTimeout=500ms", "-master.heartbeatInterval=100ms", "-volume.preStopSeconds=0"]
         self.log = open(self.workdir / "weed.log", "ab")
         self.proc = subprocess.Popen(

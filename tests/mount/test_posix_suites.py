@@ -23,7 +23,7 @@ pytestmark = pytest.mark.fuse
 FULL = os.environ.get("NCZFS_POSIX_FULL") == "1"
 
 #: the default run's pjdfstest files (each a few seconds on a mount)
-SUBSET = [  # the longest first (rename/23.t: 5 s, mostly its sleeps), as they run 4 at a time
+SUBSET = [  # the longest first (rename/23.t: its sleeps), as they run four at a time
     "rename/23.t",  # a rename over one of several names of a file: its link count and ctime
     "open/00.t",  # modes (0 included) and owners of new files, times of the directory
     "mkdir/00.t",  # the same for directories; the setgid directory's group
