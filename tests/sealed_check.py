@@ -14,7 +14,6 @@ import sys
 import tempfile
 import threading
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -70,9 +69,8 @@ def main() -> None:
     errors: dict[str, str] = {}
     servers = [FakeGCS(work / "gcs"), Azurite(work / "az"), Nginx(work / "web"), SeaweedS3(work / "s3")]
     try:
-        with ThreadPoolExecutor(len(servers)) as pool:  # each start waits for its server to answer
-            for started in [pool.submit(s.start) for s in servers]:
-                started.result()
+        for s in servers:
+            s.start()
         gcs, az, web, s3 = servers
         os.environ.update(s3.write_aws_files(work / "aws"))
         key = service_account_file(work / "sa.json")
