@@ -283,16 +283,38 @@ def pages_in_memory(fd: int) -> bytes:
         libc.munmap(addr, size)
 
 
+def _umount_command(mnt: Path, timeout: float = 60) -> str:
+    """``nczfs umount MNT`` run in this process (the command's own code, its output kept; a
+    process of its own would cost a Python start and the CLI's imports at every mount's end):
+    "" when it unmounted, else why not."""
+    import io
+    import threading
+
+    from nczfs.cli import main
+
+    out: list[str] = []
+
+    def run() -> None:
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                rc = main(["umount", str(mnt)])
+        except BaseException as exc:  # noqa: BLE001 - reported as the command's failure
+            rc = f"{type(exc).__name__}: {exc}"
+        out.append("" if rc == 0 and not is_mounted(mnt) else f"({rc}): {err.getvalue()}")
+
+    worker = threading.Thread(target=run, name="nczfs umount", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return out[0] if out else "(timed out)"
+
+
 def unmount(mnt: Path) -> None:
     """``nczfs umount``; if that fails or times out (a daemon stuck), the daemon is killed and the
     mount detached, so that nothing is left behind, and the failure is raised."""
     if not is_mounted(mnt):
         return
-    try:
-        res = run_nczfs("umount", str(mnt))
-        failure = "" if res.returncode == 0 and not is_mounted(mnt) else f"({res.returncode}): {res.stderr}"
-    except subprocess.TimeoutExpired:
-        failure = "(timed out)"
+    failure = _umount_command(mnt)
     if failure:
         _kill_daemon_of(mnt)
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)

@@ -5,8 +5,9 @@ directory mount and an S3 (SeaweedFS) mount. Used by the fidelity tests (a subse
 from __future__ import annotations
 
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from tests.fidelity.matrix import Job, Matrix
 from tests.fidelity.readers import OWN_VIEW, READERS
@@ -45,11 +46,27 @@ def _name(writer: str, name: str) -> str:
     return f"{writer}/{name}.zarr" if writer == "zarr" else f"{writer}/{name}.file"
 
 
+def _together(parts: list[Callable[[], None]], parallel: bool) -> None:
+    """Each part, one after another, or all at once (threads: each part waits on a worker
+    process or a mount, so two cores serve two parts); the first exception is raised."""
+    if not parallel:
+        for part in parts:
+            part()
+        return
+    with ThreadPoolExecutor(len(parts)) as pool:
+        for done in [pool.submit(part) for part in parts]:
+            done.result()
+
+
 def read_direct(matrix: Matrix, stores: Path, datasets: dict[str, list[tuple[str, str]]],
-                readers: tuple[str, ...] = READERS) -> None:
-    jobs = [(w, n, r, Job(f"direct|{w}|{n}|{r}", r, str(stores / _name(w, n)), ref))
-            for w, items in datasets.items() for n, ref in items for r in readers]
-    matrix.add("direct", jobs)
+                readers: tuple[str, ...] = READERS, parallel: bool = False) -> None:
+    """Every dataset read without nczfs by each reader (``parallel``: the readers at once)."""
+    def by(reader: str) -> Callable[[], None]:
+        jobs = [(w, n, reader, Job(f"direct|{w}|{n}|{reader}", reader, str(stores / _name(w, n)), ref))
+                for w, items in datasets.items() for n, ref in items]
+        return lambda: matrix.add("direct", jobs)
+
+    _together([by(r) for r in readers], parallel)
 
 
 @contextlib.contextmanager
@@ -66,10 +83,15 @@ def read_through(matrix: Matrix, column: str, root: Path, datasets: dict[str, li
 
 
 def own_views(matrix: Matrix, backend, label: str, work: Path, datasets: dict[str, list[tuple[str, str]]],
-              views: tuple[str, ...] | None = None) -> None:
+              views: tuple[str, ...] | None = None, parallel: bool = False) -> None:
     """Every view (default: each reader's own) mounted over ``backend``, read by its readers
-    (every reader with ``views`` given)."""
-    for view in views or tuple(OWN_VIEW[r] for r in READERS):
+    (every reader with ``views`` given); ``parallel``: the views mounted and read at once."""
+    def of(view: str) -> Callable[[], None]:
         readers = READERS if views else tuple(r for r in READERS if OWN_VIEW[r] == view)
-        with view_mount(backend, work / f"{label}-{view}", view) as root:
-            read_through(matrix, f"{label} {view}", root, datasets, readers)
+
+        def part() -> None:
+            with view_mount(backend, work / f"{label}-{view}", view) as root:
+                read_through(matrix, f"{label} {view}", root, datasets, readers)
+        return part
+
+    _together([of(v) for v in views or tuple(OWN_VIEW[r] for r in READERS)], parallel)

@@ -41,11 +41,11 @@ def matrix(tmp_path_factory, s3_server):
     datasets = write_corpus(work, [c for cdls in CDL_FEATURES.values() for c in cdls])
     stores = work / "stores"
     m = Matrix()
-    read_direct(m, stores, datasets)
-    own_views(m, DirectoryBackend(stores), "dir", work, datasets)
+    read_direct(m, stores, datasets, parallel=True)
+    own_views(m, DirectoryBackend(stores), "dir", work, datasets, parallel=True)
     s3 = S3Backend(s3_server, s3_server.shared_bucket, s3_server.new_prefix())
     s3.put_many({str(p.relative_to(stores)): p.read_bytes() for p in stores.rglob("*") if p.is_file()})
-    own_views(m, s3, "s3", work, datasets)
+    own_views(m, s3, "s3", work, datasets, parallel=True)
     return m
 
 
