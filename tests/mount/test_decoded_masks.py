@@ -189,7 +189,11 @@ MISSING_BYTES = "xarray view: a bytes mask other than a missing chunk's fill mas
 @pytest.mark.xfail(strict=True, reason=MISSING_BYTES)
 def test_a_bytes_mask_beside_a_chunk_never_written_through_the_xarray_view(site):
     """The generated examples' shrunk failure: ``b""`` in a chunk of its own (all the v3
-    ``fill_value``: zarr-python writes no such chunk), the mask ``b"a"``."""
+    ``fill_value``: zarr-python writes no such chunk), the mask ``b"a"``. No metadata can carry
+    it: xarray's Zarr v2 reader takes a bytes array's mask from its ``fill_value`` alone (a
+    ``_FillValue`` attribute, base64 or text, masks nothing), and a missing chunk reads as that
+    ``fill_value``; only a chunk the view made (the v3 fill in the view's codecs, where the store
+    has none) would read ``b""``."""
     ds = xr.Dataset({"s": ("x", np.array([b"a", b""], dtype="S3"))})
     enc = {"s": {"_FillValue": b"a", "chunks": (1,)}}
     left = differences(site, lambda p: ds.to_zarr(p, zarr_format=3, encoding=enc), ["xarray/zarr"])
