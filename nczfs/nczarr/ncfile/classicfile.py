@@ -15,7 +15,8 @@ clash), its attributes as global attributes, and every variable the format has a
 * a scalar as a variable without dimensions;
 * one unlimited dimension (in pure Zarr, failing one, one of length 0), the first one every
   variable using it uses as its first axis, as the record dimension; the others fixed;
-* a string attribute of one value as text; the mask (:mod:`nczfs.nczarr.metadata.masks`) as ``_FillValue``.
+* a string attribute of one value as text; the mask (:mod:`nczfs.nczarr.metadata.masks`) as ``_FillValue``
+  (of bytes in chars: one char, :mod:`nczfs.nczarr.ncfile.classicfills`).
 
 A sharded Zarr v3 array's values come from its innermost chunks, each a byte range of its shard.
 
