@@ -38,6 +38,10 @@ DOCUMENTED = [
      " 4.9.0's NCZarr)"),
     (("nc/",), r"(: values .*, the masked strings read as their mask|: _FillValue lost \((np\.str_\()?')",
      "classic files: xarray masks no unicode string (pydata/xarray#1647; strings are UTF-8 chars there)"),
+    (("nc/", "netcdf-4.9/"), r"(: values .*want \[.*b'.*, the masked strings read as their mask '[^']{2,}'$"
+                             r"|: _FillValue lost \((np\.bytes_\()?b'[^']{2,}')",
+     "classic files, netcdf-4.9 (chars): a mask of more than one char is beyond a char variable's one-char"
+     " _FillValue (netCDF-C, xarray)"),
     (("nc/scipy",), r"^[^:]*: names: scipy decodes names as Latin-1", "scipy reads UTF-8 names as Latin-1"),
     (("netcdf-4.9/",), r"(: only the dimensions of length 0 \(and those only arrays along one use\) left out"
      r"|: only those along a dimension of length 0 left out|: missing \([^)]*\), along a dimension of length 0)",
@@ -51,6 +55,11 @@ def undocumented(path: str, differences: list[str]) -> list[str]:
     """``differences`` of ``path`` less those :data:`DOCUMENTED`."""
     rules = [pattern for prefixes, pattern, _ in DOCUMENTED if path.startswith(prefixes)]
     return [d for d in differences if not any(re.search(r, d) for r in rules)]
+
+
+def documented_as(path: str, difference: str) -> list[str]:
+    """Why each rule of :data:`DOCUMENTED` that covers ``difference`` on ``path`` covers it."""
+    return [why for prefixes, pattern, why in DOCUMENTED if path.startswith(prefixes) and re.search(pattern, difference)]
 
 
 def touches_data(differences: list[str]) -> bool:

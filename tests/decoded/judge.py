@@ -135,9 +135,17 @@ def _names_as_utf8(ds: Any) -> Any:
     return ds
 
 
+#: a char variable's _FillValue in CDL (a string's is typed: ``string v:_FillValue``)
+CHAR_FILL = re.compile(r'^(\t\t[^\s:]+):_FillValue = (".*") ;$', re.M)
+#: its name while ncgen makes the file: ncgen pads a char variable's strings with it (as if the
+#: NULs ncdump leaves out were missing), not with the NULs ncdump read
+CHAR_FILL_ASIDE = "_judge_char_FillValue"
+
+
 def _cdl_file(cdl: str, tmp: str, ncdump: bool) -> str:
     if not ncdump:  # nczfs inspect: its comment lines after the CDL
         cdl = "\n".join(line for line in cdl.splitlines() if not line.startswith("//"))
+    cdl, aside = CHAR_FILL.subn(rf"\1:{CHAR_FILL_ASIDE} = \2 ;", cdl)
     Path(tmp, "d.cdl").write_text(cdl)
     p = subprocess.run(["ncgen", "-4", "-o", f"{tmp}/d.nc", f"{tmp}/d.cdl"], capture_output=True, text=True, timeout=60)
     if p.returncode < 0 and ncdump and re.search(r'\\n",\n\s+"', cdl):  # ncdump breaks chars after a \n
@@ -145,7 +153,23 @@ def _cdl_file(cdl: str, tmp: str, ncdump: bool) -> str:
                            " holding a newline")
     if p.returncode:
         raise RuntimeError(f"ncgen refuses the CDL: {p.stderr.strip()[-300:]}")
+    if aside:
+        _char_fills_back(f"{tmp}/d.nc")
     return f"{tmp}/d.nc"
+
+
+def _char_fills_back(path: str) -> None:
+    """The char ``_FillValue`` attributes :data:`CHAR_FILL_ASIDE` named back, in every group."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "a") as ds:
+        groups = [ds]
+        while groups:
+            g = groups.pop()
+            groups += list(g.groups.values())
+            for v in g.variables.values():
+                if CHAR_FILL_ASIDE in v.ncattrs():
+                    v.renameAttribute(CHAR_FILL_ASIDE, "_FillValue")
 
 
 def _through_cdl(kind: str, where: Where) -> dict[str, Any]:

@@ -214,8 +214,13 @@ def v2_mask(var: Variable, flavor: str, view: str) -> V2Mask:
     if flavor != "zarr-v3" and not netcdf:  # zarr-python's own
         return V2Mask(var.fill_value, None, ())
     shown, fill = view_mask(var, flavor), var.fill_value
+    chars = view == "netcdf-4.9" and var.nctype == "string"  # 4.9.0 reads strings as chars
+    if chars and shown is not None and len(shown.value[0].encode("utf-8", "surrogateescape")) > 1:
+        shown = None  # a char's _FillValue is one char
     if flavor == "zarr-v3":
         fill = None if fill in (0, "", None) else fill
+        if chars and shown is not None:  # xarray masks no chars by missing_value; null: a chunk never written
+            return V2Mask(fill, shown, ("_FillValue",))  # reads NULs (""), not the _FillValue
         # xarray's Zarr v2 reader masks bytes by the fill_value alone (an attribute is text to it)
         if (missing := as_missing_value(var)) is not None and (netcdf or var.dtype != "null_terminated_bytes"):
             name = "missing_value" if netcdf else "_FillValue"
@@ -227,8 +232,6 @@ def v2_mask(var: Variable, flavor: str, view: str) -> V2Mask:
             return V2Mask(fill, None, ("_FillValue",))
     if var.dtype.lstrip("<>|")[:1] == "S" and (text := string_fill(var)) is not None:
         fill = text
-    if view == "netcdf-4.9" and var.nctype == "string" and shown is not None and shown.value != [""]:
-        shown = None
     return V2Mask(fill, shown, ("_FillValue",))
 
 

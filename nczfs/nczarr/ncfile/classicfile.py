@@ -15,7 +15,8 @@ clash), its attributes as global attributes, and every variable the format has a
 * a scalar as a variable without dimensions;
 * one unlimited dimension (in pure Zarr, failing one, one of length 0), the first one every
   variable using it uses as its first axis, as the record dimension; the others fixed;
-* a string attribute of one value as text; the mask (:mod:`nczfs.nczarr.metadata.masks`) as ``_FillValue``.
+* a string attribute of one value as text; the mask (:mod:`nczfs.nczarr.metadata.masks`) as ``_FillValue``
+  (of bytes in chars: one char, :mod:`nczfs.nczarr.ncfile.classicfills`).
 
 A sharded Zarr v3 array's values come from its innermost chunks, each a byte range of its shard.
 
@@ -33,7 +34,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -41,10 +42,11 @@ from nczfs.nczarr.chunks.recode import Codecs, Recode
 from nczfs.nczarr.chunks.sharding import ShardedArray, Sharding
 from nczfs.nczarr.chunks.v2form import V2Array, v3_to_v2
 from nczfs.nczarr.metadata import jsontext
-from nczfs.nczarr.metadata.masks import bytes_mask, cf_attributes
+from nczfs.nczarr.metadata.masks import cf_attributes
 from nczfs.nczarr.metadata.model import Attribute, Dataset, Dimension, Group, Variable
+from nczfs.nczarr.ncfile.classicfills import char_fill, chars_mask, missing_fill
 from nczfs.nczarr.ncfile.classicheader import TYPES, Attr, Dim, Layout, Var, layout, valid_name
-from nczfs.nczarr.ncfile.ncattrs import char_fill, classic_attr, implied_attrs
+from nczfs.nczarr.ncfile.ncattrs import classic_attr, implied_attrs
 
 _FIXED_STRING = re.compile(r"^[<>|]?S(\d+)$")
 _UNICODE = re.compile(r"^[<>|]?U(\d+)$")
@@ -142,20 +144,6 @@ def file_names(ds: Dataset, name: str) -> dict[str, str]:
 
 def _join(gpath: str, name: str) -> str:
     return f"{gpath.rstrip('/')}/{name}"
-
-
-def _fill_bytes(nctype: str, dtype: str, fill: Any) -> bytes:
-    """One element of the value Zarr gives a missing chunk (zarr-python: ``fill_value``, else 0)."""
-    dt = np.dtype(dtype)
-    if dt.kind == "S":
-        if isinstance(fill, str) and len(fill) == dt.itemsize and nctype == "char":
-            return fill.encode("latin-1", "replace")
-        return bytes(dt.itemsize)
-    try:
-        with np.errstate(over="raise", invalid="raise"):
-            return np.asarray(fill if isinstance(fill, (int, float)) else 0, dtype=dt).tobytes()
-    except (OverflowError, ValueError, FloatingPointError, TypeError):
-        return bytes(dt.itemsize)
 
 
 class _Builder:
@@ -314,9 +302,7 @@ class _Builder:
             default = self.encodings.get(what, "default") == "default"
             cprefix = ("c" if not stored else f"c{sep}") if default else ""
         array = "/".join(p for p in (self.prefix, self.group.path.strip("/"), var.name) if p)
-        fill = _fill_bytes(var.nctype or "string", dtype, var.fill_value)
-        if text and isinstance(var.fill_value, str):
-            fill = var.fill_value.encode("utf-8")[:width].ljust(width, b"\0")
+        fill = missing_fill(var, self.ds.flavor, dtype, text, width)
         return Values(array, stored, stored, chunks, dtype, fill, recode, sep, cprefix, text, v2.sharding)
 
     def global_attrs(self) -> list[Attr]:
@@ -355,8 +341,10 @@ class _Builder:
     def fill_attr(self, var: Variable, attrs: list[Attribute], what: str, nctype: str, width: int) -> Attr | None:
         """The variable's mask as its _FillValue in the file's type (None: no mask, or left out)."""
         stored = next((a for a in var.attributes if a.name == "_FillValue"), None)
-        if width and bytes_mask(var, self.ds.flavor) == [""]:
-            return Attr("_FillValue", "char", b"")  # xarray's empty bytes mask, of bytes in chars
+        if width and (chars := chars_mask(var, self.ds.flavor)) is not None:
+            if isinstance(chars, str):
+                self.leave_out(f"{what}:_FillValue", chars)
+            return None if isinstance(chars, str) else chars
         if nctype == "char" or width:
             return self.attr(what, stored) if stored is not None and stored.nctype == "char" and not width \
                 else char_fill(var, nctype, width)

@@ -36,14 +36,6 @@ def classic_attr(a: Attribute) -> Attr | str:
     return Attr(a.name, nctype, data)
 
 
-def char_fill(var: Variable, nctype: str, width: int) -> Attr | None:
-    """A char variable's _FillValue from the array's fill value, if it is one char."""
-    fill = var.fill_value
-    if nctype != "char" or width or not isinstance(fill, str) or len(fill.encode("utf-8", "replace")) != 1:
-        return None
-    return Attr("_FillValue", "char", fill.encode("utf-8", "replace"))
-
-
 def implied_attrs(var: Variable, attrs: list[Attr], utf8: bool) -> list[Attr]:
     """What readers need that the array's attributes do not say: the units of Zarr v3 times,
     the _Encoding of xarray's strings (``utf8``: chars holding UTF-8), that bytes are bool
