@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import dataclasses
 import threading
 
 import pytest
 
-from nczfs.toolbox.errors import BackendError, KeyNotFound
+from nczfs.toolbox.errors import BackendError, Conflict, KeyNotFound, to_errno
 from nczfs.store.capabilities import JournalsUploads
 from nczfs.store.keys import tree_listings
-from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
+from nczfs.store.values import ABSENT, ByteRange, DirEntry, ObjectInfo
 from nczfs.store.objstore.store import S3Store
 from nczfs.store.threads import ThreadedStore
 from tests.s3server import ADMIN
@@ -170,6 +171,47 @@ async def test_copy_above_the_single_copy_limit_is_multipart(s3_server, bucket):
     store.copy("big", "copy")
     assert "UploadPartCopy" in seen and "CopyObject" not in seen
     assert store.get("copy") == data
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["over-an-object", "where-none-was"])
+async def test_a_multipart_copy_is_conditional_at_its_completion(s3_server, bucket, made):
+    """A copy above CopyObject's limit (lowered here from 5 GiB) carries the condition on its
+    CompleteMultipartUpload: another client's write to the destination between the copy's start
+    and its end refuses it (Conflict: ESTALE), that write stays, the source too, no upload is left;
+    the same copy with the condition costs the requests it costs without."""
+    client, other = s3_server.client(), s3_server.client()
+    seen: list[tuple[str, str | None]] = []
+    client.meta.events.register("before-send.s3", lambda event_name, request, **_: seen.append(
+        (event_name.rsplit(".", 1)[-1], request.headers.get("If-Match") or request.headers.get("If-None-Match"))))
+    # (the headers boto3 sends are bytes)
+    store = S3Store(client, bucket, "p", part_size=5 * 1024 * 1024)
+    store.copy_threshold = 6 * 1024 * 1024  # stands in for S3's 5 GiB CopyObject limit
+    data = bytes(range(256)) * (48 * 1024)  # 12 MiB: three parts
+    store.set("big", data)
+    version = ABSENT if made else store.set("dst", b"old").etag
+
+    def meddle(**_):
+        other.put_object(Bucket=bucket, Key="p/dst", Body=b"another client's")
+
+    client.meta.events.register("before-call.s3.CompleteMultipartUpload", meddle)
+    with pytest.raises(Conflict) as info:
+        store.copy("big", "dst", if_version=version)
+    assert to_errno(info.value) == errno.ESTALE and info.value.found == store.stat("dst").etag
+    assert store.get("dst") == b"another client's" and store.get("big") == data
+    assert client.list_multipart_uploads(Bucket=bucket, Prefix="p/").get("Uploads", []) == []
+    client.meta.events.unregister("before-call.s3.CompleteMultipartUpload", meddle)
+    costs, pins = {}, {}
+    for checked in (False, True):
+        if made:
+            store.delete("dst")
+        before = ABSENT if made else store.stat("dst").etag
+        seen.clear()
+        store.copy("big", "dst", if_version=before if checked else None)
+        costs[checked] = [name for name, _ in seen]
+        pins[checked] = [pin for name, pin in seen if name == "CompleteMultipartUpload"]
+        assert store.get("dst") == data
+    assert costs[True] == costs[False] and costs[True].count("UploadPartCopy") == 3
+    assert pins == {False: [None], True: [b"*" if made else f'"{before}"'.encode()]}
 
 
 async def test_a_tree_listing_shows_what_listing_each_directory_shows(s3_server, bucket):

@@ -104,23 +104,8 @@ class MultipartUploads:
         check_key(key)
         self.check_writable(key)
         s3_key = self._full(key)
-        # noted before it is sent: a daemon killed while the request is on its way, or before it
-        # notes the answer, leaves the mark, and the next mount sweeps what the server made
-        mark = f"?{time.time():.6f}"
-        self._log_upload("opened", mark, s3_key)
-        self._attempts.unanswered = False
         meta, headers = self._meta_to_write(key)
-        try:
-            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, Metadata=headers,
-                                                            **self.options.writes())["UploadId"]
-        except Exception as exc:
-            err = translate_boto(exc, key, "CreateMultipartUpload")
-            self._settle_create(mark, s3_key, isinstance(err, OutcomeUnknown))
-            raise err from None
-        with self._count_lock:
-            self._staged[upload_id] = s3_key
-        self._log_upload("opened", upload_id, s3_key)
-        self._settle_create(mark, s3_key, False)
+        upload_id = self._create_upload(key, s3_key, {"Metadata": headers})
         etags: dict[int, str] = {}
 
         def send(number: int, data: bytes | memoryview) -> None:
@@ -134,6 +119,27 @@ class MultipartUploads:
             return replace(info, meta=meta, mtime_ns=meta.mtime_ns or info.mtime_ns) if meta is not None else info
 
         return Upload(key, self.part_size, send, complete, lambda: self._abort_staged(key, s3_key, upload_id))
+
+    def _create_upload(self, key: str, s3_key: str, extra: dict[str, Any]) -> str:
+        """CreateMultipartUpload of ``s3_key`` (``extra``: its metadata) with the mount's write
+        options; the upload's id, noted (journal, and to abort at close) until it is finished."""
+        # noted before it is sent: a daemon killed while the request is on its way, or before it
+        # notes the answer, leaves the mark, and the next mount sweeps what the server made
+        mark = f"?{time.time():.6f}"
+        self._log_upload("opened", mark, s3_key)
+        self._attempts.unanswered = False
+        try:
+            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, **extra,
+                                                            **self.options.writes())["UploadId"]
+        except Exception as exc:
+            err = translate_boto(exc, key, "CreateMultipartUpload")
+            self._settle_create(mark, s3_key, isinstance(err, OutcomeUnknown))
+            raise err from None
+        with self._count_lock:
+            self._staged[upload_id] = s3_key
+        self._log_upload("opened", upload_id, s3_key)
+        self._settle_create(mark, s3_key, False)
+        return upload_id
 
     def _complete(self, key: str, s3_key: str, upload_id: str, etags: dict[int, str], size: int,
                   if_version: str | None) -> ObjectInfo:
