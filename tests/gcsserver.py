@@ -15,7 +15,9 @@ honours it: fake-gcs-server 1.54 ``wrapUploadPreconditions``). A copy with the h
 source read and uploaded the same way (fake-gcs-server's copyTo ignores ``ifGenerationMatch``).
 A DELETE of the JSON API (google-cloud-storage's) with ``ifGenerationMatch`` is answered 412 here
 when the object is another generation (checked against a GET of its resource, then forwarded:
-fake-gcs-server 1.54's ``deleteObject`` ignores the condition and deletes whatever is there).
+fake-gcs-server 1.54's ``deleteObject`` ignores the condition and deletes whatever is there);
+so is a rewrite (``rewriteTo``, google-cloud-storage's ``Blob.rewrite``) whose destination is
+another generation (``0``: any object there), which fake-gcs-server 1.54 would carry out too.
 """
 
 from __future__ import annotations
@@ -199,14 +201,24 @@ def _handler(gcs: FakeGCS):
                     gcs.uploads.pop(query["uploadId"][0], None)
                 self._reply(204)
                 return
-            wanted = query.get("ifGenerationMatch", [None])[0]
-            if wanted is not None and gcs.honour_delete_conditions and bucket == "storage":
-                status, doc = gcs.json("GET", self.path.split("?", 1)[0])  # the JSON API's object resource
-                if status == 200 and isinstance(doc, dict) and str(doc.get("generation")) != wanted:
-                    self._reply(412, json.dumps({"error": {"code": 412, "message": "Precondition Failed"}}).encode(),
-                                {"content-type": "application/json"})
-                    return
+            if bucket == "storage" and self._generation_refused(self.path.split("?", 1)[0], query, missing_ok=True):
+                return
             self._forward()
+
+        def _generation_refused(self, resource: str, query: dict, missing_ok: bool = False) -> bool:
+            """The JSON API's ``ifGenerationMatch`` checked against the object ``resource`` (a GET
+            of it; not atomic with what follows: a test stand-in for GCS), answered 412 here if
+            it fails: True. (``missing_ok``: no object is no refusal, as a DELETE's 404 says.)"""
+            wanted = query.get("ifGenerationMatch", [None])[0]
+            if wanted is None or not gcs.honour_delete_conditions:
+                return False
+            status, doc = gcs.json("GET", resource)
+            found = str(doc.get("generation")) if status == 200 and isinstance(doc, dict) else "0"
+            if found == wanted or (missing_ok and status == 404):
+                return False
+            self._reply(412, json.dumps({"error": {"code": 412, "message": "Precondition Failed"}}).encode(),
+                        {"content-type": "application/json"})
+            return True
 
         def do_PUT(self) -> None:
             bucket, key, query = self._object()
@@ -280,6 +292,10 @@ def _handler(gcs: FakeGCS):
                 numbers = [int(n) for n in re.findall(rb"<PartNumber>(\d+)</PartNumber>", body)]
                 self._store(bucket, key, b"".join(upload[2][n] for n in numbers), xml_result=True)
                 return
+            path = self.path.split("?", 1)[0]
+            if bucket == "storage" and "/rewriteTo/" in path:  # the destination's condition
+                if self._generation_refused("/storage/v1/" + path.partition("/rewriteTo/")[2], query):
+                    return
             self._forward(body)
 
     return Adapter

@@ -259,6 +259,44 @@ def test_a_write_too_big_for_one_conditional_put_is_checked_before_its_upload(cl
     assert store.counters()["COPY"] == 1
 
 
+def test_a_rename_over_an_object_too_big_for_one_conditional_put_is_conditional_at_the_server(cloud, monkeypatch):
+    """Above CONDITIONAL_MAX (here 1 MiB) a rename over a stored name is a server-side copy
+    through the cloud's SDK carrying the condition (GCS: a rewrite with ifGenerationMatch, which
+    the adapter checks in front of fake-gcs-server; Azure: Copy Blob with If-Match): another
+    client's write to the destination right before the copy refuses it (Conflict naming that
+    version), that write and the source stay; unchanged, the copy is made with no HEAD before it."""
+    import obstore
+
+    import nczfs.store.objstore.cloudwrites as cloudwrites
+
+    monkeypatch.setattr(cloudwrites, "CONDITIONAL_MAX", 1024 * 1024)
+    server, bucket, open_store = cloud
+    store = open_store(server.endpoint)
+    big = bytes(range(256)) * (12 * 1024)  # 3 MiB
+    store.set("src", big)
+    v0 = store.set("k", b"v0", if_version=ABSENT)
+    meddled = []
+
+    def meddling(copy):  # another client's write between the rename's start and its copy
+        def meddle(*args, **kw):
+            if not meddled:
+                meddled.append(server.put(bucket, "p/k", b"meanwhile"))
+            return copy(*args, **kw)
+        return meddle
+
+    monkeypatch.setattr(obstore, "copy", meddling(obstore.copy))
+    monkeypatch.setattr(store.sdk, "copy", meddling(store.sdk.copy), raising=False)
+    with pytest.raises(Conflict) as refused:
+        store.rename("src", "k", if_version=v0.etag)
+    assert meddled and server.get(bucket, "p/k") == b"meanwhile" and server.get(bucket, "p/src") == big
+    assert refused.value.found == store.stat("k").etag != v0.etag
+    before = dict(store.counters())
+    store.rename("src", "k", if_version=refused.value.found)
+    assert server.get(bucket, "p/k") == big and server.get(bucket, "p/src") is None
+    spent = {name: n - before.get(name, 0) for name, n in store.counters().items() if n != before.get(name, 0)}
+    assert spent == {"HEAD": 2, "COPY": 1, "DELETE": 1}, spent  # the source's size, the version made
+
+
 def _deletes_checked(store: CloudStore, put) -> None:
     """The store's deletes are conditional: one on a version another client (``put``) replaced is
     refused, one on the current version removes it."""

@@ -13,7 +13,8 @@ finished (where the SDK works and the server honours its conditions, as the prob
 in parts through obstore, checked by a HEAD just before). Deletes are conditional through the
 SDK too. A rename over an object is a server-side copy
 made only where none is (both clouds take that condition on a copy), else the source read and
-written with the condition (up to :data:`CONDITIONAL_MAX`; larger: checked by a HEAD before).
+written with the condition (up to :data:`CONDITIONAL_MAX`; larger: a server-side copy through
+the SDK with the condition, or where the SDK cannot be used, checked by a HEAD before).
 A refused write is :class:`~nczfs.toolbox.errors.Conflict` naming the version found (one HEAD, on that
 path only). A write that got no answer (obstore does not resend a conditional PUT then) is looked
 for, as on S3: stored if the object now holds what was sent (neither cloud's ETag is its MD5, so
@@ -36,7 +37,7 @@ from nczfs.toolbox.errors import Conflict, KeyNotFound, NczfsError, OutcomeUnkno
 from nczfs.store.keys import check_key
 from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ABSENT, ObjectInfo
-from nczfs.store.objstore.cloudsdk import REFUSED, CloudSdk
+from nczfs.store.objstore.cloudsdk import GONE, REFUSED, CloudSdk
 from nczfs.store.objstore.obprefix import ObjectStoreBackend, if_match, plain_etag
 from nczfs.store.objstore.errors import first_line
 from nczfs.store.objstore.probe import probe_conditions
@@ -256,7 +257,8 @@ class CloudStore(ObjectStoreBackend):
     def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         """A server-side copy; ``if_version``: only while ``dst`` is that version. Where none may
         be, the copy carries the condition (GCS generation 0, Azure ``If-None-Match: *``); a
-        version: the source read and written with the condition (up to CONDITIONAL_MAX)."""
+        version: the source read and written with the condition (up to CONDITIONAL_MAX), above
+        it a copy through the SDK carrying it (:meth:`_large_copy`)."""
         if if_version is None or not self.checks_writes:
             return super().copy(src, dst)
         check_key(src)
@@ -271,10 +273,30 @@ class CloudStore(ObjectStoreBackend):
                 raise (Conflict(dst, if_version, self._version_of(dst)) if isinstance(err, Stale) else err) from None
             return self.stat(dst)
         size = self.stat(src).size
-        if size > CONDITIONAL_MAX:
+        if size <= CONDITIONAL_MAX:
+            return self._put(dst, self.get(src), size, if_version)
+        if self._checked_in_parts(size, if_version):
+            return self._large_copy(src, dst, if_version)
+        self._check_before(dst, if_version)
+        return super().copy(src, dst)
+
+    def _large_copy(self, src: str, dst: str, if_version: str) -> ObjectInfo:
+        """A copy over an object above CONDITIONAL_MAX through the cloud's SDK (:mod:`.cloudsdk`:
+        GCS's rewrite with ``ifGenerationMatch``, Azure's Copy Blob with ``If-Match``), made only
+        while ``dst`` is ``if_version``, which the server checks; refused: Conflict naming the
+        version found (one HEAD)."""
+        assert self.sdk is not None
+        version = self._generation(dst, if_version) if self.by_generation else if_match(if_version)
+        if version is None:  # the server names no generations: nothing to condition on
             self._check_before(dst, if_version)
             return super().copy(src, dst)
-        return self._put(dst, self.get(src), size, if_version)
+        self._count("copy")
+        outcome = self.sdk.copy(dst, self._full(src), self._full(dst), version)
+        if outcome == REFUSED:
+            raise Conflict(dst, if_version, self._version_of(dst))
+        if outcome == GONE:
+            raise KeyNotFound(src)
+        return self.stat(dst)
 
     # ------------------------------------------------------------------ deletes
 
