@@ -135,16 +135,21 @@ class GcsSdk(CloudSdk):
                 "timeout": (self.bounds.connect_timeout, self.bounds.read_timeout)}
 
     def delete(self, key: str, path: str, version: str) -> str:
+        return self._outcome(key, "DELETE", lambda: self.client().blob(path).delete(
+            if_generation_match=int(version), **self._calls()))
+
+    def _outcome(self, key: str, op: str, call: Callable[[], object]) -> str:
+        """What ``call`` (a conditional request) met: DONE, REFUSED or GONE."""
         from google.api_core import exceptions
 
         try:
-            self.client().blob(path).delete(if_generation_match=int(version), **self._calls())
+            call()
         except exceptions.NotFound:
             return GONE
         except exceptions.PreconditionFailed:
             return REFUSED
         except Exception as exc:  # noqa: BLE001 - translated, naming the key
-            raise self._failed(exc, key, getattr(exc, "code", None), "DELETE") from None
+            raise self._failed(exc, key, getattr(exc, "code", None), op) from None
         return DONE
 
     def upload(self, key: str, path: str, f: BinaryIO, size: int, part_size: int,
@@ -165,22 +170,16 @@ class GcsSdk(CloudSdk):
     def copy(self, key: str, source: str, path: str, version: str) -> str:
         """``Blob.rewrite`` (the JSON API's rewriteTo, called again with its token until done:
         GCS may copy a large object in several calls), each with ``ifGenerationMatch``."""
-        from google.api_core import exceptions
-
-        bucket = self.client()
-        target, token = bucket.blob(path), None
-        try:
+        def rewrite() -> None:
+            bucket = self.client()
+            target, token = bucket.blob(path), None
             while True:
                 token, _, _ = target.rewrite(bucket.blob(source), token=token, if_generation_match=int(version),
                                              **self._calls())
                 if token is None:
-                    return DONE
-        except exceptions.NotFound:
-            return GONE
-        except exceptions.PreconditionFailed:
-            return REFUSED
-        except Exception as exc:  # noqa: BLE001 - translated, naming the key
-            raise self._failed(exc, key, getattr(exc, "code", None), "rewrite") from None
+                    return
+
+        return self._outcome(key, "rewrite", rewrite)
 
 
 class AzureSdk(CloudSdk):
