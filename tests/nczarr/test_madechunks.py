@@ -4,9 +4,11 @@ remount knows NAME.nc4's size without making a chunk again; a changed chunk is m
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 
@@ -14,7 +16,7 @@ import numcodecs
 import numpy as np
 import trio
 
-from nczfs.nczarr.chunks import decoding
+from nczfs.nczarr.chunks import decoding, deflater
 from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
 from nczfs.nczarr.chunks.sizebook import FILE, SizeBook
 from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
@@ -80,6 +82,27 @@ async def test_a_remount_knows_the_nc4_size_without_making_a_chunk_and_reads_the
     third = _nc4(below, tmp_path)
     assert (await third.stat("ds.nc4")).size != size
     assert third._pieces.made.count == 1
+
+
+async def test_sizes_kept_by_another_deflate_encoder_are_not_trusted(tmp_path, monkeypatch, caplog):
+    """A cache dir filled while python-isal could not be imported (stdlib zlib's deflate, the
+    fallback, logged once) holds other sizes: a mount deflating with ISA-L makes its chunks again."""
+    below = MemoryStore()
+    _lz4_dataset(below)
+    monkeypatch.setitem(sys.modules, "isal", None)  # the import fails
+    with caplog.at_level(logging.WARNING):
+        importlib.reload(deflater)
+    assert deflater.ENCODER.startswith("zlib ") and sum("python-isal" in r.message for r in caplog.records) == 1
+    old = _nc4(below, tmp_path)
+    old_size = (await old.stat("ds.nc4")).size
+    monkeypatch.undo()
+    importlib.reload(deflater)
+    assert deflater.ENCODER.startswith("isal ")
+    again = _nc4(below, tmp_path)
+    size = (await again.stat("ds.nc4")).size
+    assert again._pieces.made.count == CHUNKS  # the kept sizes were not used
+    assert size != old_size and len(await again.get("ds.nc4", ByteRange(0, size + 100))) == size
+    assert (await _nc4(below, tmp_path).stat("ds.nc4")).size == size  # and its own are
 
 
 async def test_with_a_book_that_cannot_be_opened_a_remount_makes_every_chunk_again(tmp_path):
