@@ -2,14 +2,15 @@
 ``NAME.nc4``'s chunks HDF5 cannot read as stored): ISA-L (python-isal), a zlib stream any inflater
 reads (HDF5's deflate filter, numcodecs' zlib), made in a fifth of the CPU of zlib's level 1 at
 about its size (docs/PERFORMANCE.md). Where ``isal`` cannot be imported, the standard library's
-zlib makes it, said once in the log.
+zlib makes it, said once in the log (at the first use).
 
-The bytes depend on the encoder and its version: :data:`ENCODER` names them, and a size kept
+The bytes depend on the encoder and its version: :func:`encoder` names them, and a size kept
 across mounts (:mod:`nczfs.nczarr.chunks.sizebook`) is keyed by it. Both release the GIL.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import zlib
 from collections.abc import Callable
@@ -23,7 +24,9 @@ FAST_LEVEL = 1
 ISAL_LEVEL = 2
 
 
+@functools.cache
 def _pick() -> tuple[str, Callable[[Any], bytes]]:
+    """The encoder's name and its level-1 compress, chosen on first use (the log set up by then)."""
     try:
         import isal
         from isal import isal_zlib
@@ -34,10 +37,11 @@ def _pick() -> tuple[str, Callable[[Any], bytes]]:
     return f"isal {isal.__version__} level {ISAL_LEVEL}", lambda data: isal_zlib.compress(data, ISAL_LEVEL)
 
 
-#: what makes a level-1 zlib stream here, with its version (a key of kept sizes)
-ENCODER, _fast = _pick()
+def encoder() -> str:
+    """What makes a level-1 zlib stream here, with its version (a key of kept sizes)."""
+    return _pick()[0]
 
 
 def compress(data: Any, level: int) -> bytes:
-    """``data`` as a zlib stream at zlib's ``level`` (-1 is its default), level 1 by :data:`ENCODER`."""
-    return _fast(data) if level == FAST_LEVEL else zlib.compress(data, level)
+    """``data`` as a zlib stream at zlib's ``level`` (-1 is its default), level 1 by :func:`encoder`."""
+    return _pick()[1](data) if level == FAST_LEVEL else zlib.compress(data, level)
