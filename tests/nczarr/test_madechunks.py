@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 
@@ -14,7 +15,7 @@ import numcodecs
 import numpy as np
 import trio
 
-from nczfs.nczarr.chunks import decoding
+from nczfs.nczarr.chunks import decoding, deflater
 from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
 from nczfs.nczarr.chunks.sizebook import FILE, SizeBook
 from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
@@ -80,6 +81,28 @@ async def test_a_remount_knows_the_nc4_size_without_making_a_chunk_and_reads_the
     third = _nc4(below, tmp_path)
     assert (await third.stat("ds.nc4")).size != size
     assert third._pieces.made.count == 1
+
+
+async def test_sizes_kept_by_another_deflate_encoder_are_not_trusted(tmp_path, monkeypatch, caplog):
+    """A cache dir filled while python-isal could not be imported (stdlib zlib's deflate, the
+    fallback, logged once) holds other sizes: a mount deflating with ISA-L makes its chunks again."""
+    below = MemoryStore()
+    _lz4_dataset(below)
+    monkeypatch.setitem(sys.modules, "isal", None)  # the import fails
+    deflater._pick.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING):
+            old_size = (await _nc4(below, tmp_path).stat("ds.nc4")).size
+        assert deflater.encoder().startswith("zlib ") and sum("python-isal" in r.message for r in caplog.records) == 1
+    finally:
+        monkeypatch.undo()
+        deflater._pick.cache_clear()
+    assert deflater.encoder().startswith("isal ")
+    again = _nc4(below, tmp_path)
+    size = (await again.stat("ds.nc4")).size
+    assert again._pieces.made.count == CHUNKS  # the kept sizes were not used
+    assert size != old_size and len(await again.get("ds.nc4", ByteRange(0, size + 100))) == size
+    assert (await _nc4(below, tmp_path).stat("ds.nc4")).size == size  # and its own are
 
 
 async def test_with_a_book_that_cannot_be_opened_a_remount_makes_every_chunk_again(tmp_path):

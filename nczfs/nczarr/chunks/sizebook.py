@@ -4,8 +4,9 @@ so that a remount, or another mount of the same source, knows it without making 
 
 A size is known by what made it: the mount's source identity, the stored chunk's key, byte range
 and version (ETag), what the chunk was made with (a recode's token), and the versions of the code
-whose bytes it is (:data:`FORM`, zlib's, numcodecs'): a changed object, or a library making other
-bytes, never matches an old entry. A chunk whose version is unknown (ETag "") is not kept.
+whose bytes it is (:data:`FORM`, zlib's, numcodecs', the deflate encoder's
+:func:`~nczfs.nczarr.chunks.deflater.encoder`): a changed object, or a library making other bytes,
+never matches an old entry. A chunk whose version is unknown (ETag "") is not kept.
 
 One SQLite database, ``made-sizes.sqlite`` at the top of the directory (the block cache's entries
 live in two-letter folders: the two never meet), shared by the mounts using the directory (SQLite
@@ -23,6 +24,8 @@ import os
 import sqlite3
 import threading
 import zlib
+
+from nczfs.nczarr.chunks import deflater
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ class SizeBook:
     def __init__(self, directory: str, identity: str, max_rows: int = MAX_ROWS):
         self.path = os.path.join(directory, FILE)
         self.max_rows = max_rows
-        self._salt = json.dumps([FORM, identity, zlib.ZLIB_RUNTIME_VERSION, _codec_version()])
+        self._salt = json.dumps([FORM, identity, zlib.ZLIB_RUNTIME_VERSION, _codec_version(), deflater.encoder()])
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._broken = False

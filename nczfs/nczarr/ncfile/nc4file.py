@@ -13,7 +13,7 @@ HDF5's (what a missing chunk reads as).
 
 Each variable is chunked as in the store, its chunks the store's own bytes where its codec chain
 has an HDF5 filter pipeline (:func:`nczfs.nczarr.ncfile.nc4types.pipeline`); other chains decodable here
-are decoded by the reader of the file and deflated (zlib level 1, HDF5's deflate filter;
+are decoded by the reader of the file and deflated (nczarr/chunks/deflater.py, HDF5's deflate filter;
 ``-o transcode=none``: unfiltered, ``off``: left out), a filtered scalar's unfiltered (HDF5
 filters chunks only); a missing chunk is absent from the chunk index. A deflated chunk's size is
 known once it is made: a file made without the size of each is not whole and names them
