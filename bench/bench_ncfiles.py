@@ -2,7 +2,7 @@
 against the same tool on a real .nc copy on the local disk, and against the netCDF4 wheel reading
 the store directly through ``#mode=nczarr,s3``.
 
-    .venv/bin/python bench/bench_ncfiles.py [--mib 512] [--runs 3] [--tool ncks|cdo] [--zlib] [--nc4] [--profile DIR]
+    .venv/bin/python bench/bench_ncfiles.py [--mib 512] [--runs 3] [--tool ncks|cdo] [--zlib] [--nc4 [--nc4-only]] [--profile DIR]
 
 Needs the test extra and Debian's nco/cdo (scripts/install.sh --test). Starts its own SeaweedFS
 on 127.0.0.1, writes an NCZarr dataset with the netCDF4 wheel (a variable ``temp(time, y, x)``
@@ -17,7 +17,8 @@ mount run, every thread (``--native``: the C frames too), into ``DIR/run-N.txt``
 ``raw`` format: one collapsed stack a line with its count); a summary of the functions seen most
 on CPU is printed. ``--nc4``: the mount shows ``--nc-files=both``, and the tool also extracts
 ``temp`` from the mount's ``ds.zarr.nc4`` (its chunks passed through, not decoded) and from a
-local netCDF-4 copy written by the wheel with the same chunks and compression.
+local netCDF-4 copy written by the wheel with the same chunks and compression; ``--nc4-only``:
+only those two (the classic file's decoding makes a zlib run several minutes longer).
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ def main() -> None:
     ap.add_argument("--tool", choices=("ncks", "cdo"), default="ncks")
     ap.add_argument("--zlib", action="store_true")
     ap.add_argument("--nc4", action="store_true", help="also NAME.nc4 (--nc-files=both) and a local netCDF-4 copy")
+    ap.add_argument("--nc4-only", action="store_true", help="with --nc4: only NAME.nc4 and the local netCDF-4 copy")
     ap.add_argument("--profile", type=Path, help="py-spy the daemon into this folder")
     args = ap.parse_args()
     if args.profile:
@@ -171,9 +173,10 @@ def main() -> None:
 
                     pid = read_control(str(mnt))["pid"]
                     spy = profiled(pid, args.profile / f"run-{run}.txt") if args.profile else None
-                    results["nczfs .nc"].append(timed(
-                        lambda: subprocess.run(tool_cmd(args.tool, mnt / "ds.zarr.nc", out), check=True),
-                        server.proc.pid, pid))
+                    if not args.nc4_only:
+                        results["nczfs .nc"].append(timed(
+                            lambda: subprocess.run(tool_cmd(args.tool, mnt / "ds.zarr.nc", out), check=True),
+                            server.proc.pid, pid))
                     if spy is not None:
                         stop_profile(spy, args.profile / f"run-{run}.txt")
                     if args.nc4:
@@ -188,6 +191,8 @@ def main() -> None:
                     results["local .nc4"].append(timed(
                         lambda: subprocess.run(tool_cmd(args.tool, work / "local.nc4", out), check=True),
                         server.proc.pid, None))
+                if args.nc4_only:
+                    continue
                 drop_caches()
                 results["local .nc"].append(timed(
                     lambda: subprocess.run(tool_cmd(args.tool, local, out), check=True), server.proc.pid, None))
