@@ -35,6 +35,11 @@ ZMETADATA = f"{GROUP}/.zmetadata"
 @pytest.fixture(params=["s3", "gcs", "azure", "directory", "zip"])
 def shared(request, tmp_path):
     """A store two mounts share, by backend (a zip: one mount, the only read/write one it takes)."""
+    return backend_named(request, tmp_path)
+
+
+def backend_named(request, tmp_path):
+    """An empty store of the backend ``request.param`` names, for mounts to share."""
     if request.param == "zip":
         return ZipBackend(tmp_path / "backing.zip")
     if request.param == "s3":
