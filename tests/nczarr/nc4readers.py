@@ -119,7 +119,24 @@ def raw_differs(where: str, want: np.ndarray, got: np.ndarray, printed: bool = F
     return [] if same else [f"{where}: values differ: want {want.ravel()[:6]} got {got.ravel()[:6]}"]
 
 
-def _compare_raw(store: Path, got: dict[str, Any], attrs: dict[str, set] | None = None,
+def attr_differs(want: Any, got: Any) -> bool:
+    """Does the attribute ``got`` (as h5py reads it) hold other than the store's ``want``? Text
+    as text, numbers (and lists of them, bool as 0/1) by value."""
+    got = got.decode() if isinstance(got, bytes) else got
+    if isinstance(want, str) or isinstance(got, str):
+        return str(want) != (str(got) if not isinstance(got, np.ndarray) else str(got.tolist()))
+    try:
+        w, g = np.ravel(np.asarray(want, float)), np.ravel(np.asarray(got, float))
+    except (TypeError, ValueError):
+        return _texts(want) != _texts(got)
+    return w.shape != g.shape or not np.allclose(w, g, rtol=1e-6, equal_nan=True)
+
+
+def _texts(x: Any) -> list[str]:
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in np.ravel(np.asarray(x, dtype=object))]
+
+
+def _compare_raw(store: Path, got: dict[str, Any], attrs: dict[str, dict] | None = None,
                  printed: bool = False) -> list[str]:
     out = []
     for path, (want, wattrs) in zarr_arrays(store).items():
@@ -128,12 +145,14 @@ def _compare_raw(store: Path, got: dict[str, Any], attrs: dict[str, set] | None 
             continue
         out += raw_differs(path, want, got[path], printed)
         if attrs is not None:
-            lost = {a for a in wattrs if not a.startswith("_")} - attrs[path]
-            out += [f"{path}: attr {a} lost" for a in sorted(lost)]
+            mine = {a: v for a, v in wattrs.items() if not a.startswith("_")}
+            out += [f"{path}: attr {a} lost" for a in sorted(mine.keys() - attrs[path].keys())]
+            out += [f"{path}: attr {a} {mine[a]!r} -> {attrs[path][a]!r}"
+                    for a in sorted(mine.keys() & attrs[path].keys()) if attr_differs(mine[a], attrs[path][a])]
     return out
 
 
-def read_h5py(path: Path) -> tuple[dict[str, np.ndarray], dict[str, set]]:
+def read_h5py(path: Path) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
     import h5py
 
     values, attrs = {}, {}
@@ -141,8 +160,7 @@ def read_h5py(path: Path) -> tuple[dict[str, np.ndarray], dict[str, set]]:
     def visit(name: str, obj) -> None:
         if isinstance(obj, h5py.Dataset):
             values["/" + name] = obj.asstr()[()] if h5py.check_string_dtype(obj.dtype) else obj[()]
-            attrs["/" + name] = {a for a in obj.attrs}
-            [obj.attrs[a] for a in obj.attrs]  # every attribute reads
+            attrs["/" + name] = {a: obj.attrs[a] for a in obj.attrs}
     with h5py.File(path, "r") as f:
         f.visititems(visit)
     return values, attrs

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
+import tests.nczarr.nc4readers as readers_mod
 from tests.nczarr.nc4readers import READERS, documented
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -42,15 +44,27 @@ def test_a_difference_is_documented_only_for_its_reader():
     assert documented("ncks", "/v: values differ: want [2.] got [3.]") is None
 
 
-def test_a_reader_that_reads_other_values_differs(tmp_path, monkeypatch):
-    corpora = {"generated": (tmp_path / "gen", bench.generated(tmp_path / "gen", 2))}
+def test_attributes_compare_by_value():
+    assert not readers_mod.attr_differs("K", b"K") and readers_mod.attr_differs("K", "m")
+    assert not readers_mod.attr_differs([1, 2], np.array([1, 2], "i2")) and readers_mod.attr_differs([1, 2], [1, 3])
+    assert not readers_mod.attr_differs(1.5, np.float32(1.5)) and readers_mod.attr_differs([1.0], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("wrong", ["values", "attributes"])
+def test_a_reader_that_reads_other_values_or_attributes_differs(tmp_path, monkeypatch, wrong):
+    corpora = {"generated": (tmp_path / "gen", bench.generated(tmp_path / "gen", 4))}
     import tests.nczarr.nc4readers as readers
 
     real = readers.read_h5py
 
     def off_by_one(path):
         values, attrs = real(path)
+        if wrong == "attributes":
+            return values, {k: {a: (v + 1 if isinstance(v, (int, float)) else f"{v}!") for a, v in at.items()}
+                            for k, at in attrs.items()}
         return {k: (v + 1 if v.dtype.kind in "iuf" else v) for k, v in values.items()}, attrs
     monkeypatch.setattr(readers, "read_h5py", off_by_one)
     table = bench.run(corpora, readers=("h5py",))
     assert table["h5py", "generated"]["differs"]
+    differs = table["h5py", "generated"]["differs"]
+    assert all(wrong != "attributes" or " attr " in " ".join(lines) for _, lines in differs)
