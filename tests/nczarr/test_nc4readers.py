@@ -18,7 +18,7 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 pytest.importorskip("h5netcdf")
 pytest.importorskip("hypothesis")
 pytest.importorskip("netCDF4")
-bench = pytest.importorskip("bench.bench_nc4readers")
+from bench import bench_nc4readers as bench  # noqa: E402
 
 #: the small subset: generated examples (fixed seed) and shared datasets (sorted, the first)
 EXAMPLES, SHARED = 4, 3
