@@ -97,6 +97,10 @@ class S3Store(ObjectStoreBackend):
         self.copies = Copies(self.s3, self.sizes, self.uploads, self.puts, self, self._delete_path)
 
     @property
+    def bucket(self) -> str:
+        return self.s3.bucket
+
+    @property
     def copy_threshold(self) -> int:
         """Server-side copies above this many bytes are multipart (S3's CopyObject limit: 5 GiB)."""
         return self.sizes.copy_threshold
