@@ -86,10 +86,6 @@ class S3Store(ObjectStoreBackend):
                          multipart_threshold=multipart_threshold, part_size=part_size, max_concurrency=max_concurrency,
                          https=client.meta.endpoint_url.startswith("https://"))
         self.s3 = S3Bucket(client, bucket, options, self.paths, self.requests)
-        #: -o posix_meta: objects found by a lookup or a listing are asked (HEAD, through boto3:
-        #: obstore's HEAD gives no user metadata) for the attributes in their metadata; else only
-        #: what the mount wrote itself shows them
-        self.head_for_meta = head_for_meta
         self.meta_of_writes = MetaOfWrites()
         self.posix = PosixMeta(self.s3, self.sizes, self.get, head_for_meta)
         self.puts = Puts(self.s3, self.meta_of_writes, self.stat)
@@ -99,6 +95,13 @@ class S3Store(ObjectStoreBackend):
     @property
     def bucket(self) -> str:
         return self.s3.bucket
+
+    @property
+    def head_for_meta(self) -> bool:
+        """-o posix_meta: objects found by a lookup or a listing are asked (HEAD, through boto3:
+        obstore's HEAD gives no user metadata) for the attributes in their metadata; else only
+        what the mount wrote itself shows them."""
+        return self.posix.head_for_meta
 
     @property
     def copy_threshold(self) -> int:
