@@ -16,6 +16,7 @@ from nczfs.nczarr.chunks.recode import Codecs
 from nczfs.store.memory import MemoryStore
 from nczfs.store.threads import ThreadedStore
 from nczfs.toolbox.errors import Conflict, KeyNotFound, Stale
+from tests.nczarr.util import chunk_values
 
 zarr = pytest.importorskip("zarr")
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -83,13 +84,6 @@ def _store(tmp_path) -> MemoryStore:
     return below
 
 
-def _values(data: bytes, zarray: dict) -> list:
-    for c in [zarray["compressor"], *reversed(zarray.get("filters") or [])]:
-        if c:
-            data = numcodecs.get_codec(c).decode(data)
-    return np.frombuffer(bytes(data), dtype=zarray["dtype"]).tolist()
-
-
 @pytest.mark.parametrize("view", ["xarray", "netcdf-4.10", "netcdf-4.9"])
 async def test_a_view_lists_stats_and_reads_the_chunks_it_makes_alike(tmp_path, view):
     """Every chunk of ``v``'s grid is listed (nested, as the view names them), its size the bytes
@@ -104,7 +98,7 @@ async def test_a_view_lists_stats_and_reads_the_chunks_it_makes_alike(tmp_path, 
         info, data = await s.stat(key), await s.get(key)
         assert info.size == len(data) and (await s.entry(key)).info.size == len(data)
         written = key.endswith(f"0{sep}0")
-        assert _values(data, zarray) == ([1, -1, 2, 3] if written else [5] * 4), key
+        assert chunk_values(data, zarray) == ([1, -1, 2, 3] if written else [5] * 4), key
         assert info.etag.startswith("nczfs-fill-") != written
     assert [k.rpartition("/")[2] for k in await s.list_prefix("ds/same")][-1:] == ["0"]
     with pytest.raises(KeyNotFound):
@@ -146,4 +140,16 @@ async def test_a_write_over_a_made_chunk_is_a_write_of_a_missing_chunk(tmp_path)
     other = (await s.stat("ds/v/0/2")).etag
     await s.delete("ds/v/0/2", if_version=other)  # none stored: nothing to delete, still made
     assert (await s.stat("ds/v/0/2")).etag == other
+    await s.close()
+
+
+async def test_an_array_of_too_many_chunks_gets_none_and_the_log_says_so(tmp_path, monkeypatch, caplog):
+    from nczfs.nczarr.views import fillchunks
+
+    monkeypatch.setattr(fillchunks, "MAX_MADE", 5)  # v has 6 chunks
+    s = PresentingStore(ThreadedStore(_store(tmp_path)), "netcdf-4.10", ttl=60)
+    with caplog.at_level("INFO"):
+        with pytest.raises(KeyNotFound):
+            await s.stat("ds/v/1/0")
+    assert "'ds/v': its chunks never written read as the view's fill_value" in caplog.text
     await s.close()
