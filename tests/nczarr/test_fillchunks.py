@@ -153,3 +153,16 @@ async def test_an_array_of_too_many_chunks_gets_none_and_the_log_says_so(tmp_pat
             await s.stat("ds/v/1/0")
     assert "'ds/v': its chunks never written read as the view's fill_value" in caplog.text
     await s.close()
+
+
+async def test_a_rebuilt_view_follows_the_stored_fill(tmp_path):
+    """Views are rebuilt at every TTL (the answer per array kept by its metadata's bytes): once the
+    store's fill is the mask, a chunk never written reads alike and is no longer made."""
+    below = _store(tmp_path)
+    s = PresentingStore(ThreadedStore(below), "netcdf-4.10", ttl=0)
+    assert (await s.stat("ds/v/1/0")).etag.startswith("nczfs-fill-")
+    meta = json.loads(below.get("ds/v/zarr.json"))
+    below.set("ds/v/zarr.json", json.dumps({**meta, "fill_value": -1}).encode())
+    with pytest.raises(KeyNotFound):
+        await s.stat("ds/v/1/0")
+    await s.close()

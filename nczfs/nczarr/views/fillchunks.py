@@ -214,17 +214,30 @@ class FillChunks:
                 yield self.separator.join(map(str, index)), False
 
 
+#: an array's metadata objects, stored and shown: what decides whether a view makes its chunks
+_ARRAY_OBJECTS = (".zarray", ".zattrs", "zarr.json", ".nczvar", ".nczarray", ".nczattr", ".nczattrs")
+#: arrays a memo of :func:`fill_chunks` holds at most (then it starts again)
+MEMO_SIZE = 1 << 14
+
+
 def fill_chunks(root: str, ds: Dataset, view: str, shown: dict[str, bytes], stored: dict[str, bytes],
-                layouts: Layouts) -> tuple[dict[str, FillChunks], list[tuple[str, str]]]:
+                layouts: Layouts, memo: dict | None = None) -> tuple[dict[str, FillChunks], list[tuple[str, str]]]:
     """The arrays of ``ds`` (as shown: after ``emit``) whose missing chunks ``view`` makes, by full
     path; and the arrays that would need it but have too many chunks (path, why). ``shown``,
-    ``stored``: the view's and the store's metadata objects (keys relative to ``root``)."""
+    ``stored``: the view's and the store's metadata objects (keys relative to ``root``); ``memo``:
+    the answers for arrays seen before (a view is rebuilt at every TTL: by their metadata bytes)."""
     out: dict[str, FillChunks] = {}
     skipped = []
+    memo = {} if memo is None else memo
     for g in ds.root.walk():
         for var in g.variables:
             path = array_path(g.path, var.name)
-            made = _made(ds, var, path, view, shown, stored, layouts)
+            key = (view, ds.flavor, path, *(objects.get(join(path, n)) for objects in (shown, stored) for n in _ARRAY_OBJECTS))
+            if key not in memo:
+                if len(memo) >= MEMO_SIZE:
+                    memo.clear()
+                memo[key] = _made(ds, var, path, view, shown, stored, layouts)
+            made = memo[key]
             if made is None:
                 continue
             if math.prod(made.grid) > MAX_MADE:

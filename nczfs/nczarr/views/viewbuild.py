@@ -39,6 +39,8 @@ class ViewBuilder:
         self._logged: set[tuple[str, str]] = set()
         #: what some arrays' chunks hold (the longest string, whether times are whole microseconds)
         self._facts = ChunkFacts(inner)
+        #: which arrays' missing chunks the view makes, by their metadata (fillchunks.fill_chunks)
+        self._fills: dict = {}
 
     async def build(self, root: str) -> DatasetView | None:
         """The view of the dataset at ``root`` (None: it cannot be read, said in the log)."""
@@ -58,7 +60,7 @@ class ViewBuilder:
         facts = {} if self.view == "xarray" else await self._facts.of(root, ds)
         synth, hidden = emit(ds, self.view, transcode=self.transcode, facts=facts, layouts=layouts)
         _place(v, root, layouts)
-        v.fills, many = fill_chunks(root, ds, self.view, synth, objects, layouts)
+        v.fills, many = fill_chunks(root, ds, self.view, synth, objects, layouts, self._fills)
         for full, made in v.fills.items():
             self._log_once(full, f"makes the chunks of {full!r} the store lacks: they hold {made.value.item()!r} "
                                  f"in the store, its reader would fill them with {made.viewed!r}")
