@@ -163,6 +163,7 @@ async def test_a_rebuilt_view_follows_the_stored_fill(tmp_path):
     assert (await s.stat("ds/v/1/0")).etag.startswith("nczfs-fill-")
     meta = json.loads(below.get("ds/v/zarr.json"))
     below.set("ds/v/zarr.json", json.dumps({**meta, "fill_value": -1}).encode())
+    assert json.loads(await s.get("ds/v/.zarray"))["fill_value"] == -1  # a reader reads metadata first
     with pytest.raises(KeyNotFound):
         await s.stat("ds/v/1/0")
     await s.close()
