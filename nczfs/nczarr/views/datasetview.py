@@ -110,7 +110,9 @@ class DatasetView:
 def made_fill(v: DatasetView, key: str) -> FillChunks | None:
     """The chunks ``v`` makes for the array whose chunk ``key`` would be (None: no such chunk)."""
     array = v.array_of(key)
-    made = v.fills.get(array) if array is not None and array != key else None
+    if array is None or array == key:
+        return None
+    made = v.fills.get(array)
     return made if made is not None and made.holds(key[len(array) + 1:]) else None
 
 

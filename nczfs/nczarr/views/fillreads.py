@@ -30,7 +30,7 @@ class FillReads:
         folder of such chunks (nested names), or None."""
         name, array = key.rpartition("/")[2], v.array_of(key)
         made = v.fills.get(array) if array is not None and array != key else None
-        if made is None:
+        if made is None or array is None:
             return None
         rel = key[len(array) + 1:]
         if made.is_folder(rel):
@@ -46,7 +46,7 @@ class FillReads:
         """The chunks (and folders of them) the view makes in folder ``prefix``, added to ``out``."""
         array = v.array_of(prefix)
         made = v.fills.get(array) if array is not None else None
-        if made is None:
+        if made is None or array is None:
             return
         for name, is_dir in made.names(prefix[len(array) + 1:] if prefix != array else ""):
             if name not in out:
