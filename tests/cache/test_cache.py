@@ -590,6 +590,24 @@ async def test_small_sibling_objects_are_fetched_in_bursts(mem, clock):
     assert faulty.calls["get"] == 20
 
 
+async def test_a_walk_fetches_ahead_the_version_the_mount_stored_of_a_sibling(mem, clock):
+    """The walk's order of a directory is worked out once per listing; an object the mount
+    stores meanwhile changes its entry in the listing, and what is fetched ahead of the reader
+    is that new version (its first block), never the one the order was made from."""
+    cache, faulty = make(mem, clock, siblings=4)
+    for i in range(12):
+        put_behind(mem, f"d/{i}", bytes([i]) * 100)
+    await cache.list_dir("d")
+    await _walk(cache, ["d/0", "d/1"])  # the order is made; d/2.. d/5 fetched ahead
+    await cache.set("d/8", b"new" * 40000)  # more than a block: the cache keeps none of it
+    await _walk(cache, ["d/2", "d/3", "d/4", "d/5", "d/6"])  # d/8 comes ahead again
+    faulty.calls.clear()
+    etag = (await cache.stat("d/8")).etag
+    assert await cache.get_version("d/8", ByteRange(0, 3000), etag) == b"new" * 1000
+    assert faulty.calls["get"] == 0, faulty.calls  # fetched ahead: the new version
+    assert cache.counters().get("errors", 0) == 0
+
+
 async def test_a_walk_read_again_fetches_no_objects_the_kernel_already_holds(mem, clock):
     """Objects read whole went to the kernel's page cache: when a second walk reaches nczfs only
     for the few pages the kernel dropped, it fetches those pages, not the objects around them."""
