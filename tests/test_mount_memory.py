@@ -47,27 +47,3 @@ def test_freed_blocks_are_reused_not_faulted_in_again():
     # the 12 blocks live at most (8 kept, 4 being fetched), each page once
     assert _faults("off") > PAGES // 2
     assert _faults("on") < PAGES // 4
-
-
-@pytest.mark.parametrize(("tunables", "mode", "libc", "want"), [
-    (None, "madvise", "glibc 2.36", "glibc.malloc.hugetlb=1"),
-    ("glibc.malloc.arena_max=2", "madvise", "glibc 2.36", "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"),
-    ("glibc.malloc.hugetlb=0", "madvise", "glibc 2.36", None),  # the user's choice stands
-    ("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1", "madvise", "glibc 2.36", None),  # set: no second exec
-    (None, "always", "glibc 2.36", None),  # the kernel gives huge pages unasked
-    (None, "never", "glibc 2.36", None),
-    (None, None, "glibc 2.36", None),  # no transparent huge pages in this kernel
-    (None, "madvise", None, None),  # another C library
-])
-def test_the_mount_asks_glibc_for_huge_pages_only_where_they_come_on_request(tunables, mode, libc, want):
-    from nczfs.daemon.hugepages import tunables_with_huge_pages
-
-    assert tunables_with_huge_pages(tunables, mode, libc) == want
-
-
-def test_the_kernels_huge_page_mode_is_the_bracketed_word(tmp_path):
-    from nczfs.daemon.hugepages import thp_mode
-
-    (tmp_path / "enabled").write_text("always [madvise] never\n")
-    assert thp_mode(str(tmp_path / "enabled")) == "madvise"
-    assert thp_mode(str(tmp_path / "missing")) is None

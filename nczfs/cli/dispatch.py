@@ -10,7 +10,6 @@ from nczfs.cli.daemon import cmd_mount
 from nczfs.cli.parser import build_parser
 from nczfs.cli.running import cmd_log_level, cmd_stats, cmd_sync, cmd_umount
 from nczfs.cli.usage import UsageError
-from nczfs.daemon.hugepages import run_with_huge_pages
 
 
 def cmd_help(args: argparse.Namespace) -> int:
@@ -55,8 +54,6 @@ def _helper_form(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(_helper_form(sys.argv[1:] if argv is None else list(argv)))
-    if argv is None and args.command == "mount":  # this process's own command line
-        run_with_huge_pages()  # returns where it has nothing to do
     try:
         return COMMANDS[args.command](args)
     except UsageError as exc:

@@ -179,66 +179,6 @@ def test_the_cache_stays_within_cache_size(s3, tmp_path):
     clean(m)
 
 
-def test_replies_from_blocks_the_cache_evicts_meanwhile_are_the_right_bytes(s3, tmp_path):
-    """A read's reply is a view of the cached block (or of the GET's buffer), not a copy: blocks
-    evicted and others fetched into the memory they left while replies are on their way never
-    change a reply. Direct I/O: every read reaches the daemon; a 2 MiB cache of 2 MiB blocks
-    evicts at nearly every read; four threads, unaligned reads, some across blocks."""
-    import random
-    from concurrent.futures import ThreadPoolExecutor
-
-    objs = {f"o{i}": os.urandom(3 * MiB + i * 4099) for i in range(6)}
-    for key, data in objs.items():
-        s3.put(key, data)
-    rng = random.Random(46)
-    picks = []
-    for _ in range(240):
-        key = rng.choice(sorted(objs))
-        off = rng.randrange(len(objs[key]))
-        picks.append((key, off, rng.choice([1, 4096, 100_000, MiB, MiB + 12345])))
-    with mounted(s3, tmp_path / "mnt", "-o", "direct_io", "-o", "cache_size=2M") as m:
-        def read(part: list[tuple[str, int, int]]) -> int:
-            fds = {key: os.open(m.path / key, os.O_RDONLY) for key in objs}
-            try:
-                for key, off, size in part:
-                    assert os.pread(fds[key], size, off) == objs[key][off : off + size], (key, off, size)
-            finally:
-                for fd in fds.values():
-                    os.close(fd)
-            return len(part)
-
-        with ThreadPoolExecutor(4) as pool:
-            assert sum(pool.map(read, [picks[i::4] for i in range(4)])) == len(picks)
-        c = counts(m.path)
-        assert c["cache.bytes-held"] <= 2 * MiB and c["GetObject"] > 3 * len(objs), c  # blocks came and went
-    clean(m)
-
-
-def test_a_cold_read_faults_in_the_daemons_memory_in_huge_pages(s3, tmp_path):
-    """``nczfs mount`` runs its daemon with glibc's malloc asking for transparent huge pages
-    where the kernel grants them on request (nczfs/daemon/hugepages.py): a cold read of 64 MiB
-    faults its buffers in 2 MiB at a time (without: about one fault per 4 KiB page it reads)."""
-    from nczfs.daemon.hugepages import TUNABLE, thp_mode, tunables_with_huge_pages
-    from nczfs.fuse.control import read_control
-
-    data = os.urandom(64 * MiB)
-    s3.put("big", data)
-    asked = tunables_with_huge_pages(os.environ.get("GLIBC_TUNABLES"), thp_mode(), os.confstr("CS_GNU_LIBC_VERSION"))
-    with mounted(s3, tmp_path / "mnt") as m:
-        pid = read_control(str(m.path))["pid"]
-        env = dict(item.partition("=")[::2] for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if item)
-        assert env.get("GLIBC_TUNABLES") == (asked or os.environ.get("GLIBC_TUNABLES")), env.get("GLIBC_TUNABLES")
-
-        def faults() -> int:
-            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
-
-        before = faults()
-        assert (m.path / "big").read_bytes() == data
-        if asked is not None and f"{TUNABLE}=1" in asked:
-            assert faults() - before < len(data) // 4096 // 4, faults() - before
-    clean(m)
-
-
 def test_files_written_at_once_share_the_write_memory(s3, tmp_path):
     """Eight files written at the same time hold at most ``write_memory`` bytes in the daemon;
     the ones that grow past it go to temp files. Zarr chunks that went there are stored once
