@@ -53,6 +53,12 @@ METADATA_AHEAD_SIZE = 64 * 1024
 METADATA_AHEAD_BYTES = 16 * MiB
 
 
+#: an object of a directory's walk order: its name, its entry, its first block and that block's
+#: size (Siblings._first_block); the order: listing, names, positions, those (Siblings._order)
+Sibling = tuple[str, DirEntry, tuple[Ident, int] | None]
+Order = tuple[dict, list[str], dict[str, int], list[Sibling]]
+
+
 def natural(name: str) -> tuple[str | int, ...]:
     """Sort key that puts ``2.9`` before ``2.10`` (zarr chunk keys in the order zarr reads them)."""
     return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", name)))
@@ -112,8 +118,9 @@ class Siblings:
         self.count = count
         self.window = window
         self.cache_size = cache_size
-        #: per directory: (listing it was built from, names in natural order, name -> position)
-        self._orders: collections.OrderedDict[str, tuple[dict, list[str], dict[str, int]]] = collections.OrderedDict()
+        #: per directory: (listing it was built from, names in natural order, name -> position,
+        #: in the same order each name, its entry and its first block with its size, :meth:`_first_block`)
+        self._orders: collections.OrderedDict[str, Order] = collections.OrderedDict()
         #: per directory: position of the object last read from its start
         self.walks: dict[str, int] = {}
         #: sibling fetches in flight and their bytes
@@ -130,11 +137,11 @@ class Siblings:
         order = self._order(parent)
         if order is None:
             return
-        entries, names, position = order
+        entries, _, position, firsts = order
         here = position.get(name)
         if here is None or not self._walking(parent, here) or self.fetches >= SIBLING_PARALLEL:
             return
-        window, largest, missing = self._missing(parent, entries, names[here + 1 : here + 1 + self.count])
+        window, largest, missing = self._missing(parent, entries, firsts[here + 1 : here + 1 + self.count])
         if largest < SIBLING_BURST_BELOW and 2 * len(missing) < window:
             return  # small objects: fetched in bursts, once half of those ahead are missing
         budget = self.cache_size // 4
@@ -150,16 +157,17 @@ class Siblings:
         self.fetches -= 1
         self.bytes_ahead -= size
 
-    def _order(self, parent: str) -> tuple[dict, list[str], dict[str, int]] | None:
+    def _order(self, parent: str) -> Order | None:
         """``parent``'s cached listing (expired or not, where every fetch is pinned to its ETag),
-        its names in natural order and their positions."""
+        its names in natural order, their positions, and what a fetch ahead of each would get."""
         listing = self.meta.listings.get(parent)
         if listing is None or not (self.fetcher.inner.checks_versions or self.meta.fresh(listing[0])):
             return None
         order = self._orders.get(parent)
         if order is None or order[0] is not listing[1] or len(order[1]) != len(listing[1]):
             names = sorted(listing[1], key=natural)
-            order = (listing[1], names, {n: i for i, n in enumerate(names)})
+            order = (listing[1], names, {n: i for i, n in enumerate(names)},
+                     [(n, listing[1][n], self._first_block(parent, n, listing[1][n])) for n in names])
             self._orders[parent] = order
             if len(self._orders) > MAX_WALKS:
                 self._orders.popitem(last=False)
@@ -173,31 +181,39 @@ class Siblings:
         self.walks[parent] = here
         return last is not None and 0 < abs(here - last) <= self.count
 
-    def _missing(self, parent: str, entries: dict[str, DirEntry], names: list[str]
+    def _first_block(self, parent: str, name: str, e: DirEntry | None) -> tuple[Ident, int] | None:
+        """The first block of the object ``e`` (named ``name``) of ``parent`` and its size; None
+        for a directory, an empty object or one without an ETag to pin a fetch to."""
+        if e is None or e.is_dir or e.info is None or not e.info.etag or not e.info.size:
+            return None
+        return (join(parent, name), e.info.etag, 0), min(e.info.size, self.fetcher.block_size)
+
+    def _missing(self, parent: str, entries: dict[str, DirEntry], ahead_of: list[Sibling]
                  ) -> tuple[int, int, list[tuple[Ident, int]]]:
-        """Of the objects ``names`` ahead: how many fit the window, the largest of those, and
-        those of them to fetch (first blocks, with their sizes)."""
-        block_size = self.fetcher.block_size
+        """Of the objects ``ahead_of`` the reader (from the order, :meth:`_order`): how many fit the
+        window, the largest of those, and those of them to fetch (first blocks, with their sizes).
+        Run at every read of a walk: plain comparisons, what the order worked out reused unless
+        the listing's entry changed since (the mount stored the object: a new ETag)."""
+        held, delivered_before = self.fetcher.held, self.fetcher.bytes.delivered_before
         ahead = 0  # bytes of the objects ahead so far, fetched already or not
         window = largest = 0
         missing: list[tuple[Ident, int]] = []
-        for n in names:
-            e = entries.get(n)
-            if e is None or e.is_dir or e.info is None or not e.info.etag or not e.info.size:
+        for name, entry, first in ahead_of:
+            now = entries.get(name)
+            if now is not entry:
+                first = self._first_block(parent, name, now)
+            if first is None:
                 continue
-            size = min(e.info.size, block_size)
+            ident, size = first
             ahead += size
-            if ahead > max(self.window, size):  # the next object, at least
+            if ahead > self.window and ahead > size:  # the next object, at least
                 break
             window += 1
-            largest = max(largest, size)
-            ident = (join(parent, n), e.info.etag, 0)
-            if self.fetcher.held(ident):
-                continue
-            if self.fetcher.bytes.delivered_before(ident):
-                # a walk read again: the kernel has these pages; the few it dropped come alone
-                continue
-            missing.append((ident, size))
+            if size > largest:
+                largest = size
+            # a walk read again (delivered before): the kernel has these pages; the few it dropped come alone
+            if not held(ident) and not delivered_before(ident):
+                missing.append(first)
         return window, largest, missing
 
     def confirming_fetch(self, key: str) -> trio.Event | None:

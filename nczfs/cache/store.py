@@ -347,9 +347,19 @@ class CachingStore(WrapperStore):
 
     def _served(self, blocks: list[bytes], lo: int, hi: int | None) -> bytes | memoryview:
         """Bytes ``lo`` to ``hi`` of ``blocks`` (counted as served to readers, from blocks cached or
-        just fetched): a view, not a copy, where a part; the FUSE adapter copies it into its reply."""
-        data = blocks[0] if len(blocks) == 1 else b"".join(blocks)
-        out = memoryview(data)[lo:hi] if (lo or (hi is not None and hi < len(data))) else bytes(data)
+        just fetched). A ranged read (``hi``: the kernel's) copies nothing from one block: a view
+        of it, or the block itself (bytes, immutable; or a read-only view of the GET's buffer,
+        which pyfuse3 writes to the device as it is); across blocks, only the bytes asked for
+        are joined. A whole object from ``lo`` gives bytes where it starts at 0."""
+        if hi is None:
+            data = blocks[0] if len(blocks) == 1 else b"".join(blocks)
+            out = memoryview(data)[lo:] if lo else bytes(data)
+        elif len(blocks) == 1:
+            block = blocks[0]
+            out = block if lo == 0 and hi >= len(block) else memoryview(block)[lo:hi]
+        else:
+            last = hi - (len(blocks) - 1) * self.block_size  # where the read ends in its last block
+            out = b"".join([memoryview(blocks[0])[lo:], *blocks[1:-1], memoryview(blocks[-1])[:last]])
         self.stats["cache.bytes-served"] += len(out)
         return out
 

@@ -31,6 +31,14 @@ class ByteRange:
     def slice(self, data: bytes | bytearray | memoryview) -> bytes:
         return bytes(data[self.start : self.end])
 
+    def view(self, data: bytes | bytearray | memoryview) -> bytes | memoryview:
+        """The range of ``data`` without copying it where ``data`` cannot change (bytes, a
+        read-only view): a reply to a read, which pyfuse3 takes as any buffer; else a copy."""
+        if isinstance(data, bytes) or (isinstance(data, memoryview) and data.readonly):
+            return data if self.start == 0 and (self.end is None or self.end >= len(data)) else \
+                memoryview(data)[self.start : self.end]
+        return self.slice(data)
+
 
 @dataclass(frozen=True)
 class Meta:

@@ -6,6 +6,7 @@ time is a fake clock, so TTLs are tested without sleeping.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -438,6 +439,57 @@ async def test_whole_object_gets_are_not_counted_as_delivered(mem, clock):
     assert c["cache.bytes-held"] == 20 * 60 * KiB and c["cache.bytes-held-delivered"] == 0, c
 
 
+class BufferAnswers(WrapperStore):
+    """Answers reads as read-only views of a buffer of its own, as the object-store backend hands
+    on a large GET's body (obstore's buffer, not copied): the buffers it made, in order."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.buffers: list[bytes] = []
+
+    async def get_version(self, key, rng, etag):
+        self.buffers.append(bytes(await self.inner.get_version(key, rng, etag)))
+        return memoryview(self.buffers[-1])
+
+
+async def test_a_read_of_a_whole_block_hands_on_the_gets_buffer_without_a_copy(mem, clock):
+    """The kernel's read of all of a block (an object of one block read whole) is the GET's
+    buffer itself, as a view: pyfuse3 writes it to the device from there."""
+    answers = BufferAnswers(ThreadedStore(mem))
+    cache = CachingStore(answers, cache_size=4096 * KiB, ttl=5.0, clock=clock, block_size=64 * KiB, readahead=0)
+    data = os.urandom(64 * KiB)
+    put_behind(mem, "one", data)
+    etag = (await cache.stat("one")).etag
+    got = await cache.get_version("one", ByteRange(0, 64 * KiB), etag)
+    assert got == data and isinstance(got, memoryview) and got.obj is answers.buffers[-1]
+    part = await cache.get_version("one", ByteRange(4 * KiB, 8 * KiB), etag)
+    assert part == data[4 * KiB : 8 * KiB] and part.obj is answers.buffers[-1]
+
+
+async def test_a_read_across_blocks_gets_its_bytes_and_leaves_the_blocks_as_fetched(mem, clock):
+    """A read that spans blocks (unaligned, or larger than a block) gets its bytes, the right ones
+    whatever the blocks are (joined: only the bytes asked for), and the blocks stay as fetched."""
+    answers = BufferAnswers(ThreadedStore(mem))
+    cache = CachingStore(answers, cache_size=4096 * KiB, ttl=5.0, clock=clock, block_size=64 * KiB, readahead=0,
+                         kernel_keeps_reads=False)  # every block kept: each fetched once
+    data = os.urandom(300 * KiB)  # 4 full blocks and a short one
+    put_behind(mem, "big", data)
+    etag = (await cache.stat("big")).etag
+    for start, end in [(60 * KiB, 70 * KiB), (1, 300 * KiB), (64 * KiB - 1, 3 * 64 * KiB + 1),
+                       (200 * KiB, 400 * KiB), (0, 128 * KiB)]:
+        got = await cache.get_version("big", ByteRange(start, end), etag)
+        assert bytes(got) == data[start:end], (start, end)
+        assert len(got) == len(data[start:end])
+    # each block fetched once (at once, in any order) and left as it came; the blocks past the
+    # end that a read asked for came empty
+    fetched = sorted((b for b in answers.buffers if b), key=data.index)
+    assert [len(b) for b in fetched] == [64 * KiB] * 4 + [300 * KiB - 4 * 64 * KiB]
+    assert b"".join(fetched) == data
+    assert cache.counters()["cache.bytes-served"] == sum(
+        len(data[s:e]) for s, e in [(60 * KiB, 70 * KiB), (1, 300 * KiB), (64 * KiB - 1, 3 * 64 * KiB + 1),
+                                    (200 * KiB, 400 * KiB), (0, 128 * KiB)])
+
+
 async def _walk(cache: CachingStore, keys: list[str]) -> None:
     """Read objects one after another from their start, as zarr reads chunks (listing cached)."""
     for k in keys:
@@ -536,6 +588,24 @@ async def test_small_sibling_objects_are_fetched_in_bursts(mem, clock):
     steps = await _prefetches_per_read(cache, [f"large/{i}" for i in range(20)])
     assert steps[:2] == [0, 4] and set(steps[2:16]) == {1}  # 4 MiB ahead, topped up one by one
     assert faulty.calls["get"] == 20
+
+
+async def test_a_walk_fetches_ahead_the_version_the_mount_stored_of_a_sibling(mem, clock):
+    """The walk's order of a directory is worked out once per listing; an object the mount
+    stores meanwhile changes its entry in the listing, and what is fetched ahead of the reader
+    is that new version (its first block), never the one the order was made from."""
+    cache, faulty = make(mem, clock, siblings=4)
+    for i in range(12):
+        put_behind(mem, f"d/{i}", bytes([i]) * 100)
+    await cache.list_dir("d")
+    await _walk(cache, ["d/0", "d/1"])  # the order is made; d/2.. d/5 fetched ahead
+    await cache.set("d/8", b"new" * 40000)  # more than a block: the cache keeps none of it
+    await _walk(cache, ["d/2", "d/3", "d/4", "d/5", "d/6"])  # d/8 comes ahead again
+    faulty.calls.clear()
+    etag = (await cache.stat("d/8")).etag
+    assert await cache.get_version("d/8", ByteRange(0, 3000), etag) == b"new" * 1000
+    assert faulty.calls["get"] == 0, faulty.calls  # fetched ahead: the new version
+    assert cache.counters().get("errors", 0) == 0
 
 
 async def test_a_walk_read_again_fetches_no_objects_the_kernel_already_holds(mem, clock):

@@ -179,6 +179,41 @@ def test_the_cache_stays_within_cache_size(s3, tmp_path):
     clean(m)
 
 
+def test_replies_from_blocks_the_cache_evicts_meanwhile_are_the_right_bytes(s3, tmp_path):
+    """A read's reply is a view of the cached block (or of the GET's buffer), not a copy: blocks
+    evicted and others fetched into the memory they left while replies are on their way never
+    change a reply. Direct I/O: every read reaches the daemon; a 2 MiB cache of 2 MiB blocks
+    evicts at nearly every read; four threads, unaligned reads, some across blocks."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    objs = {f"o{i}": os.urandom(3 * MiB + i * 4099) for i in range(6)}
+    for key, data in objs.items():
+        s3.put(key, data)
+    rng = random.Random(46)
+    picks = []
+    for _ in range(240):
+        key = rng.choice(sorted(objs))
+        off = rng.randrange(len(objs[key]))
+        picks.append((key, off, rng.choice([1, 4096, 100_000, MiB, MiB + 12345])))
+    with mounted(s3, tmp_path / "mnt", "-o", "direct_io", "-o", "cache_size=2M") as m:
+        def read(part: list[tuple[str, int, int]]) -> int:
+            fds = {key: os.open(m.path / key, os.O_RDONLY) for key in objs}
+            try:
+                for key, off, size in part:
+                    assert os.pread(fds[key], size, off) == objs[key][off : off + size], (key, off, size)
+            finally:
+                for fd in fds.values():
+                    os.close(fd)
+            return len(part)
+
+        with ThreadPoolExecutor(4) as pool:
+            assert sum(pool.map(read, [picks[i::4] for i in range(4)])) == len(picks)
+        c = counts(m.path)
+        assert c["cache.bytes-held"] <= 2 * MiB and c["GetObject"] > 3 * len(objs), c  # blocks came and went
+    clean(m)
+
+
 def test_files_written_at_once_share_the_write_memory(s3, tmp_path):
     """Eight files written at the same time hold at most ``write_memory`` bytes in the daemon;
     the ones that grow past it go to temp files. Zarr chunks that went there are stored once
