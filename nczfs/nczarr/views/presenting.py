@@ -147,7 +147,7 @@ class PresentingStore(FillReads, ViewWrites, WrapperStore):
         if v is not None:
             if key in v.objects:
                 data = v.objects[key]
-                return rng.view(data) if rng else data
+                return rng.view(data) if rng else data  # type: ignore[return-value]  # bytes-like: a view of the object, not a copy
             if shard_of(v, key) is not None:
                 return await self._shard_chunk(v, key, rng, etag)
             target = v.to_store(key)
@@ -158,7 +158,7 @@ class PresentingStore(FillReads, ViewWrites, WrapperStore):
                 data = await self._recoded(key, target, plan, etag)
                 if rng is None or rng.start == 0:  # read from its start: the next chunks decode ahead
                     self._recoded_chunks.ahead(v, key, len(data), self._recode_ahead)
-                return rng.view(data) if rng else data
+                return rng.view(data) if rng else data  # type: ignore[return-value]  # bytes-like: a view of the object, not a copy
         if versioned:
             return await self.inner.get_version(target, rng, etag)
         return await self.inner.get(target, rng)
@@ -261,7 +261,7 @@ class PresentingStore(FillReads, ViewWrites, WrapperStore):
                                                                              loc.etag or None))
         if reader and (rng is None or rng.start == 0):
             self._recoded_chunks.ahead(v, key, len(data), self._shard_ahead)
-        return rng.view(data) if rng else data
+        return rng.view(data) if rng else data  # type: ignore[return-value]  # bytes-like: a view of the object, not a copy
 
     async def _shard_ahead(self, key: str) -> None:
         v = await self.view_for(key, reading=True)
