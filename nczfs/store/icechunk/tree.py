@@ -13,6 +13,7 @@ from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.toolbox.errors import BackendError, KeyNotFound
 from nczfs.store.keys import join, usable_name
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
+from nczfs.store.icechunk.bursts import ReadBursts
 from nczfs.store.icechunk.errors import missing, reason
 
 
@@ -22,6 +23,23 @@ def snapshot_ns(repo: Any, snap: str) -> int:
         return int(repo.lookup_snapshot(snap).written_at.timestamp() * 1e9)
     except Exception:  # noqa: BLE001 - a time is only decoration
         return time.time_ns()
+
+
+def _is_metadata(key: str) -> bool:
+    return key.rpartition("/")[2] == "zarr.json"
+
+
+def _pair(rng: ByteRange | None) -> tuple[int | None, int | None]:
+    return (None, None) if rng is None else (rng.start, rng.end)
+
+
+def _maybe_past_end(rng: ByteRange | None, data: bytes) -> bool:
+    """Might ``data`` be Icechunk's answer to a range starting past the chunk's end (its last byte)?"""
+    return rng is not None and rng.start > 0 and len(data) == 1 and (rng.end is None or rng.end > rng.start + 1)
+
+
+#: object sizes a tree keeps (more: it starts again)
+SIZES_KEPT = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,11 @@ class SnapshotTree:
         self.mtime_ns = mtime_ns
         #: node path -> its chunk layout (None: not an array)
         self._layouts: dict[str, ChunkLayout | None] = {}
+        #: reads from trio, small ones sent together
+        self.bursts = ReadBursts(bridge, self._get, self._get_many)
+        #: the sizes of the objects listed or looked at (up to SIZES_KEPT): which reads are small
+        #: enough to be sent in bursts (a stale one changes that choice only)
+        self.sizes: dict[str, int] = {}
 
     @classmethod
     def of(cls, bridge: AsyncioBridge, repo: Any, session: Any, snap: str) -> SnapshotTree:
@@ -62,7 +85,7 @@ class SnapshotTree:
 
     async def _get(self, key: str, rng: ByteRange | None) -> bytes:
         try:
-            if rng is not None and key.rpartition("/")[2] == "zarr.json":
+            if rng is not None and _is_metadata(key):
                 # Icechunk 1.1 panics on a range past the end of metadata (chunks are clipped)
                 return rng.slice(await self.py.get(key, (None, None)))
             data = bytes(await self.py.get(key, (None, None) if rng is None else (rng.start, rng.end)))
@@ -73,12 +96,44 @@ class SnapshotTree:
                 raise BackendError(f"{key!r}: a virtual chunk whose container the mount does not name: mount with "
                                    f"-o virtual_chunk_container=PREFIX[=URL] ({reason(exc).split(', see http')[0]})") from None
             raise BackendError(f"{key!r}: {reason(exc)}") from exc
-        if rng is not None and rng.start > 0 and len(data) == 1 and (rng.end is None or rng.end > rng.start + 1):
-            # Icechunk answers a range of a chunk starting at or past its end with its last byte
-            size = await self._size(key)
-            if size is not None and rng.start >= size:
-                return b""
-        return data
+        return await self._clipped(key, rng, data) if _maybe_past_end(rng, data) else data
+
+    async def _clipped(self, key: str, rng: ByteRange | None, data: bytes) -> bytes:
+        """Icechunk answers a range of a chunk starting at or past its end with its last byte."""
+        assert rng is not None  # _maybe_past_end: a range
+        size = await self._size(key)
+        return b"" if size is not None and rng.start >= size else data
+
+    async def _get_many(self, asks: list[tuple[str, ByteRange | None]]) -> list[bytes | BaseException]:
+        """Chunk reads in one ``get_partial_values`` (one Python future for them all); what it
+        does not answer (None: a missing chunk or an error, it does not say which), metadata
+        (whose ranges it would not clip) and answers that may lie past the end read by
+        :meth:`_get`, which says what went wrong."""
+        chunks = [i for i, (key, _) in enumerate(asks) if not _is_metadata(key)]
+        try:
+            values: list[bytes | None] = await self.py.get_partial_values([(asks[i][0], _pair(asks[i][1])) for i in chunks])
+        except Exception:  # noqa: BLE001 - every read is tried alone, which says why it fails
+            values = [None] * len(chunks)
+        answered: dict[int, bytes | None] = dict(zip(chunks, values))
+        out: list[bytes | BaseException] = [b""] * len(asks)
+        alone = []
+        for i, (_, rng) in enumerate(asks):
+            got = answered.get(i)
+            if got is None or _maybe_past_end(rng, got):
+                alone.append(i)
+            else:
+                out[i] = got
+
+        async def settle(i: int) -> None:
+            key, rng = asks[i]
+            got = answered.get(i)
+            try:
+                out[i] = await (self._get(key, rng) if got is None else self._clipped(key, rng, got))
+            except Exception as exc:  # noqa: BLE001 - the read's own error, raised to its reader
+                out[i] = exc
+
+        await asyncio.gather(*(settle(i) for i in alone))
+        return out
 
     async def _size(self, key: str) -> int | None:
         try:
@@ -104,7 +159,18 @@ class SnapshotTree:
         return self.bridge.run(self._get, key, rng)
 
     async def get_async(self, key: str, rng: ByteRange | None) -> bytes:
-        return await self.bridge.trio_run(self._get, key, rng)
+        return await self.bursts.get(key, rng, self.sizes.get(key))
+
+    def _known(self, key: str, size: int) -> None:
+        if len(self.sizes) >= SIZES_KEPT:
+            self.sizes.clear()
+        self.sizes[key] = size
+
+    def changed(self, key: str) -> None:
+        """``key`` was written or deleted in the session."""
+        self.sizes.pop(key, None)
+        if _is_metadata(key):
+            self._layouts.clear()
 
     def size(self, key: str) -> int | None:
         return self.bridge.run(self._size, key)
@@ -119,9 +185,6 @@ class SnapshotTree:
         found = ChunkLayout.of(meta) if isinstance(meta, dict) and meta.get("node_type") == "array" else None
         self._layouts[node] = found
         return found
-
-    def forget_layouts(self) -> None:
-        self._layouts.clear()
 
     def file_test(self, prefix: str) -> Callable[[str], bool]:
         """Which children of ``prefix`` are files: ``zarr.json``, and chunk keys at their depth."""
@@ -148,6 +211,8 @@ class SnapshotTree:
         files = [n for n in names if is_file(n)]
         # sizes come with the listing, as every store's do (ls -l, readdirplus)
         sizes = dict(zip(files, self.bridge.run(self._sizes, [join(prefix, n) for n in files]))) if files else {}
+        for n, size in sizes.items():
+            self._known(join(prefix, n), size)
         return [
             DirEntry(n, False, ObjectInfo(join(prefix, n), sizes[n], self.mtime_ns, self.etag)) if n in sizes else DirEntry(n, True)
             for n in names
@@ -170,4 +235,7 @@ class SnapshotTree:
 
     def info(self, key: str) -> ObjectInfo | None:
         size = self.size(key)
-        return None if size is None else ObjectInfo(key, size, self.mtime_ns, self.etag)
+        if size is None:
+            return None
+        self._known(key, size)
+        return ObjectInfo(key, size, self.mtime_ns, self.etag)
