@@ -96,3 +96,24 @@ async def test_reads_whose_readers_all_left_do_not_hold_up_the_next(ice):
         await read_together(ice, [(key, ByteRange(0, 10)) for key in CHUNKS])
     with trio.fail_after(10):
         assert await read_together(ice, [("v/c/0", ByteRange(0, 3)), ("v/c/7", ByteRange(0, 3))]) == [b"AAA", b"HHH"]
+
+
+async def test_chunk_directories_list_the_sessions_writes_and_deletes(tmp_path):
+    """Chunk directories are listed from the array's chunk coordinates (one call, where Icechunk's
+    listing costs a Python future a name): the session's uncommitted chunks are in them, its
+    deleted ones not, and a directory of no chunk is empty."""
+    path = tmp_path / "repo"
+    local_repo(path)
+    commit_elsewhere(path, {"zarr.json": GROUP, "m/zarr.json": array_meta((4, 4), (2, 2)),
+                            "m/c/0/0": b"a" * 16, "m/c/1/1": b"b" * 16})
+    s = ThreadedStore(IcechunkStore(reopen(path), where=str(path)))
+    try:
+        await s.set("m/c/1/0", b"c" * 16)
+        await s.delete("m/c/0/0")
+        assert [(e.name, e.is_dir) for e in await s.list_dir("m/c")] == [("1", True)]
+        assert [(e.name, e.info.size) for e in await s.list_dir("m/c/1")] == [("0", 16), ("1", 16)]
+        assert await s.list_dir("m/c/0") == [] and not await s.dir_exists("m/c/0")
+        assert await s.list_dir("m/c/x") == [] and await s.list_dir("m/c/1/1/2") == []
+        assert (await s.entry("m/c/1")).is_dir and (await s.entry("m/c/1/0")).info.size == 16
+    finally:
+        await s.close()

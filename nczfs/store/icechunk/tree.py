@@ -42,11 +42,17 @@ def _maybe_past_end(rng: ByteRange | None, data: bytes) -> bool:
 SIZES_KEPT = 1 << 17
 
 
+#: chunk coordinates asked of Icechunk at once (one Python future a batch)
+COORDS_BATCH = 1 << 16
+
+
 @dataclass(frozen=True)
 class ChunkLayout:
-    """Where an array's chunk keys lie: how many key segments a chunk key has below the array."""
+    """Where an array's chunk keys lie: how many key segments a chunk key has below the array,
+    and the array's dimensions if its chunk keys are ``c/I/J`` (the default encoding)."""
 
     depth: int
+    ndim: int | None = None
 
     @classmethod
     def of(cls, meta: dict[str, Any]) -> "ChunkLayout":
@@ -56,7 +62,7 @@ class ChunkLayout:
         sep = (enc.get("configuration") or {}).get("separator", "/" if name == "default" else ".")
         if sep != "/":
             return cls(1)
-        return cls(ndim + 1 if name == "default" else max(ndim, 1))
+        return cls(ndim + 1, ndim) if name == "default" else cls(max(ndim, 1))
 
 
 class SnapshotTree:
@@ -202,8 +208,41 @@ class SnapshotTree:
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"{keys[0] if keys else ''!r}...: sizes not read: {reason(exc)}") from exc
 
+    def _chunk_dir(self, prefix: str) -> tuple[str, list[int]] | None:
+        """``prefix`` as a directory of an array's chunk keys (``a/c``, ``a/c/0``, not ``a/c/0/0``
+        of a 2-D array): the array and the chunk coordinates the directory names; None if it is
+        none of those."""
+        segs = prefix.split("/") if prefix else []
+        for i in range(len(segs), -1, -1):
+            layout = self.layout("/".join(segs[:i]))
+            if layout is not None:
+                below = segs[i:]
+                if layout.ndim is None or below[:1] != ["c"] or len(below) > layout.ndim or not all(s.isdigit() for s in below[1:]):
+                    return None
+                return "/".join(segs[:i]), [int(s) for s in below[1:]]
+        return None
+
+    async def _coords(self, array: str) -> list[list[int]]:
+        try:
+            out: list[list[int]] = []
+            async for batch in self.session._session.chunk_coordinates("/" + array, COORDS_BATCH):
+                out.extend(batch)
+            return out
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"{array or '/'}: chunks not listed: {reason(exc)}") from exc
+
+    def _listed_names(self, prefix: str) -> list[str]:
+        """The names below ``prefix``: in a chunk directory from the array's chunk coordinates
+        (Icechunk lists a chunk directory's names one Python future a name)."""
+        where = self._chunk_dir(prefix)
+        if where is None:
+            return self.bridge.run(self._names, "list_dir", prefix)
+        array, known = where
+        k = len(known)
+        return [str(n) for n in sorted({c[k] for c in self.bridge.run(self._coords, array) if c[:k] == known})]
+
     def list_dir(self, prefix: str) -> list[DirEntry]:
-        names = self.bridge.run(self._names, "list_dir", prefix)
+        names = self._listed_names(prefix)
         if not names:
             return []
         is_file = self.file_test(prefix)
@@ -220,7 +259,7 @@ class SnapshotTree:
 
     def has_children(self, prefix: str) -> bool:
         """Is ``prefix`` a directory of the tree (names only: no sizes asked for)?"""
-        return bool(self.bridge.run(self._names, "list_dir", prefix))
+        return bool(self._listed_names(prefix))
 
     def list_prefix(self, prefix: str) -> list[str]:
         # Icechunk lists below a node only: below a chunk directory its array is listed, below
