@@ -38,6 +38,10 @@ def _maybe_past_end(rng: ByteRange | None, data: bytes) -> bool:
     return rng is not None and rng.start > 0 and len(data) == 1 and (rng.end is None or rng.end > rng.start + 1)
 
 
+#: chunks read from this size on are not copied: a read-only view of Icechunk's buffer (a fresh
+#: copy of 8 MiB costs 2.3 ms, mostly the first touch of its pages; docs/PERFORMANCE.md)
+KEEP_BUFFER = 1024 * 1024
+
 #: object sizes a tree keeps (more: it starts again)
 SIZES_KEPT = 1 << 17
 
@@ -94,7 +98,7 @@ class SnapshotTree:
             if rng is not None and _is_metadata(key):
                 # Icechunk 1.1 panics on a range past the end of metadata (chunks are clipped)
                 return rng.slice(await self.py.get(key, (None, None)))
-            data = bytes(await self.py.get(key, (None, None) if rng is None else (rng.start, rng.end)))
+            got = await self.py.get(key, _pair(rng))
         except Exception as exc:  # noqa: BLE001 - icechunk raises KeyError and IcechunkError
             if missing(exc):
                 raise KeyNotFound(key) from None
@@ -102,6 +106,8 @@ class SnapshotTree:
                 raise BackendError(f"{key!r}: a virtual chunk whose container the mount does not name: mount with "
                                    f"-o virtual_chunk_container=PREFIX[=URL] ({reason(exc).split(', see http')[0]})") from None
             raise BackendError(f"{key!r}: {reason(exc)}") from exc
+        # a large chunk is handed on as a view of Icechunk's buffer (the cache hands out parts of it)
+        data: bytes = memoryview(got) if len(got) >= KEEP_BUFFER else bytes(got)  # type: ignore[assignment]  # bytes-like
         return await self._clipped(key, rng, data) if _maybe_past_end(rng, data) else data
 
     async def _clipped(self, key: str, rng: ByteRange | None, data: bytes) -> bytes:
@@ -162,7 +168,8 @@ class SnapshotTree:
     # -------------------------------------------------------------- blocking face
 
     def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        return self.bridge.run(self._get, key, rng)
+        data = self.bridge.run(self._get, key, rng)
+        return data if isinstance(data, bytes) else bytes(data)
 
     async def get_async(self, key: str, rng: ByteRange | None) -> bytes:
         return await self.bursts.get(key, rng, self.sizes.get(key))
