@@ -20,6 +20,7 @@ from nczfs.store.base import Store, SyncStore
 from nczfs.store.keys import parent_of
 from nczfs.store.threads import ThreadedStore
 from nczfs.store.values import ByteRange
+from nczfs.store import optional
 
 
 @dataclass
@@ -89,7 +90,7 @@ class ReadConformance:
             got = await ro.list_dir(prefix)
             assert [e.name for e in got] == sorted(name for name, _ in children), prefix
             assert {(e.name, e.is_dir) for e in got} == children, prefix
-            assert await ro.dir_exists(prefix), prefix
+            assert await optional.dir_exists(ro, prefix), prefix
             if prefix:
                 below = [k for k in keys if k.startswith(prefix + "/")]
                 assert await ro.list_prefix(prefix) == below, prefix
@@ -122,7 +123,7 @@ class ReadConformance:
                 assert found is not None and found.is_dir, prefix
         assert await ro.entry("no-such-name") is None
         assert await ro.entry("no/such/deep/name") is None
-        assert not await ro.dir_exists("no-such-name")
+        assert not await optional.dir_exists(ro, "no-such-name")
 
     async def test_missing_keys_directories_and_keys_below_objects_are_key_not_found(self, ro, held):
         key = sorted(held.objects)[0]
