@@ -20,6 +20,7 @@ from nczfs.store.reference.store import ReferenceStore
 from nczfs.store.threads import ThreadedStore
 from tests.http_range_server import RangeServer
 from tests.store.readconformance import Held, ReadConformance
+from nczfs.store.optional import Describes, RenamesDirectories, ReportsProblems, TellsDirectories
 
 BLOB = random.Random(8).randbytes(10_000)
 
@@ -125,6 +126,7 @@ async def test_every_write_is_refused_with_erofs(store):
 
 
 class TestReferenceReads(ReadConformance):
+    optional = frozenset({RenamesDirectories, TellsDirectories, Describes, ReportsProblems})
     """Inline text and base64 values, a range of a local file and a whole one."""
 
     @pytest.fixture
