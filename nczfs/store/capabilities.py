@@ -6,7 +6,8 @@ with ``isinstance``: :class:`Stages` (data sent now, made the object later), :cl
 each in a blocking form too; :class:`ReadsOnLoop` (reads awaited without a worker thread),
 :class:`JournalsUploads` (uploads a dead mount left are aborted by the next), and
 :class:`MergesBothChanged` (told by the layer above how to merge an object both it and another
-program changed)."""
+program changed). A wrapper has each fast path, NCZarr hook and optional operation
+(:mod:`nczfs.store.optional`) where the store below has it: :func:`offer`, :func:`offer_hooks`."""
 
 from __future__ import annotations
 

@@ -222,18 +222,20 @@ OPTIONAL: dict[type, tuple[type, tuple[str, ...]]] = {
 #: a wrapper's method that answers the optional operation NAME is ``_optional_NAME``
 OPTIONAL_PREFIX = "_optional_"
 
-_ANSWERS: weakref.WeakKeyDictionary[object, dict[type, bool]] = weakref.WeakKeyDictionary()
+#: the Protocols each live store was asked about (by ``id``; an entry goes with its store)
+_ANSWERS: dict[int, dict[type, bool]] = {}
 
 
 def offers(store: object, protocol: type) -> bool:
     """``isinstance(store, protocol)``, asked once per store (what it offers is settled when it
     is made: a wrapper's in its ``__init__``)."""
-    try:
-        known = _ANSWERS[store]
-    except KeyError:
-        known = _ANSWERS[store] = {}
-    except TypeError:  # not hashable, or no weak reference to it
-        return isinstance(store, protocol)
+    known = _ANSWERS.get(id(store))
+    if known is None:
+        try:
+            weakref.finalize(store, _ANSWERS.pop, id(store), None)
+        except TypeError:  # no weak reference to it: asked each time
+            return isinstance(store, protocol)
+        known = _ANSWERS[id(store)] = {}
     answer = known.get(protocol)
     if answer is None:
         answer = known[protocol] = isinstance(store, protocol)
