@@ -7,7 +7,7 @@ methods do I/O, a blocking one (``...Blocking``: a :class:`~nczfs.store.base.Syn
 that does none (``write_meta``, ``check_new_key``, ``counters``, ``describe``) is one Protocol for
 both. A wrapper has a group exactly where the store below has it
 (:func:`~nczfs.store.capabilities.offer`, over :data:`OPTIONAL`). Callers ask with :func:`offers`
-(``isinstance``, its answer kept per store: a Protocol check costs tens of µs in Python 3.11).
+(``isinstance``, its answer kept per store: a Protocol check is slow, docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
