@@ -19,22 +19,10 @@ from nczfs.toolbox.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
 from nczfs.store.base import Store, SyncStore
 from nczfs.store.keys import parent_of
 from nczfs.store.threads import ThreadedStore
-from nczfs.store.wrapper import WrapperStore
-from nczfs.store.optional import OPTIONAL, Counts, Refreshes, ReportsProblems
+from nczfs.store.optional import OPTIONAL, ReportsProblems
 from nczfs.store.values import ByteRange
 from nczfs.store import optional
-
-
-def _answered_by_the_layer() -> dict[type, frozenset[type]]:
-    from nczfs.cache.store import CachingStore
-    from nczfs.nczarr.consolidating import ConsolidatingStore
-    from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
-    return {ThreadedStore: frozenset({Counts}), CachingStore: frozenset({Counts, Refreshes}),
-            ConsolidatingStore: frozenset({Counts}), NcFilesStore: frozenset({Counts})}
-
-
-#: the optional operations a layer has whatever the store below has (it counts, or keeps, itself)
-ANSWERED_BY_THE_LAYER = _answered_by_the_layer()
+from tests.store.offers import assert_each_layer_offers
 
 
 @dataclass
@@ -61,7 +49,7 @@ def directories(keys: list[str]) -> dict[str, set[tuple[str, bool]]]:
 
 class ReadConformance:
     #: the optional operations (async forms, :data:`nczfs.store.optional.OPTIONAL`) the backend
-    #: has: each backend's test class says which
+    #: has: each backend's test class gives its row of tests/store/offers.py
     optional: frozenset[type] | None = None
     #: a listing gives each object's size (and version): False where it names objects only (a
     #: web server's Zarr, whose tree comes from the metadata)
@@ -91,14 +79,7 @@ class ReadConformance:
         for protocol, (blocking, _) in OPTIONAL.items():
             assert isinstance(held.store, blocking) is (protocol in self.optional), protocol.__name__
         assert isinstance(held.store, ReportsProblems) is (ReportsProblems in self.optional)
-        layers: list[object] = [ro]
-        while isinstance(layers[-1], (ThreadedStore, WrapperStore)):
-            layers.append(layers[-1].below)
-        has = set(self.optional)  # what the layer below has, from the backend up
-        for layer in reversed(layers[:-1]):
-            has |= next((v for cls, v in ANSWERED_BY_THE_LAYER.items() if isinstance(layer, cls)), frozenset())
-            for protocol in OPTIONAL:
-                assert isinstance(layer, protocol) is (protocol in has), (type(layer).__name__, protocol.__name__)
+        assert_each_layer_offers(ro, self.optional)
 
     async def test_reading_every_object_whole_and_in_ranges(self, ro, held):
         assert held.objects, "the medium of a read test holds objects"

@@ -2,9 +2,10 @@
 each optional one is a Protocol a store implements or not, asked with ``isinstance`` (through
 :mod:`nczfs.store.optional`), which answers for a store without it what the medium would.
 
-Which backend has which Protocol, through every wrapper over it:
-``ReadConformance.test_the_optional_operations_are_the_backends_through_every_layer`` (each
-backend's test class holds its row of the table).
+Which backend has which Protocol: the table in ``tests/store/offers.py``, asked here of each
+backend and of every wrapper over it, and by each backend's conformance class of the stacks it
+runs over a real medium
+(``ReadConformance.test_the_optional_operations_are_the_backends_through_every_layer``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from nczfs.store.optional import OPTIONAL, ReportsProblems
 from nczfs.store.threads import ThreadedStore
 from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
+from tests.store.offers import OFFERS, assert_each_layer_offers
 
 #: the operations every store has: get, versioned get, entry/stat, set, set from a file, delete,
 #: list a directory, list a tree, copy, rename, sync, close
@@ -131,6 +133,33 @@ async def test_a_wrapper_offers_an_optional_operation_exactly_where_the_store_be
     assert made.key == "l" and await optional.readlink(over, "l") == "t"
     assert await _errno_of(optional.link(over, "l", "m")) == errno.ENOTSUP
     assert not isinstance(ThreadedStore(memory), ReportsProblems)  # asked of the sync store only
+
+
+def _wrappers() -> dict[str, object]:
+    from nczfs.cache.store import CachingStore
+    from nczfs.nczarr.consolidating import ConsolidatingStore
+    from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
+    from nczfs.nczarr.validating import ValidatingStore
+    from nczfs.nczarr.views.presenting import PresentingStore
+    from nczfs.store.testing import FaultyStore
+    return {"WrapperStore": WrapperStore, "FaultyStore": FaultyStore, "CachingStore": CachingStore,
+            "ValidatingStore": ValidatingStore, "ConsolidatingStore": ConsolidatingStore,
+            "PresentingStore": lambda s: PresentingStore(s, "xarray"), "NcFilesStore": NcFilesStore,
+            "mount stack": lambda s: ValidatingStore(ConsolidatingStore(CachingStore(s)))}
+
+
+@pytest.mark.parametrize("backend", OFFERS, ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("wrap", list(_wrappers().values()), ids=list(_wrappers()))
+def test_every_wrapper_over_every_backend_has_the_optional_operations_the_backend_has(backend, wrap):
+    """The table: each backend class has the blocking form of its row's Protocols and no other;
+    each layer over it (ThreadedStore, then the wrapper, or the mount's stack) has their async
+    forms, and those it answers itself. What a store offers is its class's methods, so the
+    backend here is one never opened (no medium is needed to ask it)."""
+    row = OFFERS[backend]
+    for protocol, (blocking, _) in OPTIONAL.items():
+        assert issubclass(backend, blocking) is (protocol in row), protocol.__name__
+    assert issubclass(backend, ReportsProblems) is (ReportsProblems in row)
+    assert_each_layer_offers(wrap(ThreadedStore(object.__new__(backend))), row)
 
 
 #: where a ``hasattr``/``getattr`` may name a store's member: the machinery that forwards them

@@ -22,13 +22,11 @@ from nczfs.toolbox.errors import (
 from nczfs.store.directory import TMP_MARK, DirectoryStore
 from nczfs.store.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
-from nczfs.store.optional import (Describes, HardLinks, KeepsDirectories, KeepsMeta, MakesNodes,
-                                  RenamesDirectories, ReportsSpace, TellsDirectories, Truncates)
+from tests.store.offers import OFFERS
 
 
 class TestDirectoryStore(StoreConformance):
-    optional = frozenset({KeepsMeta, MakesNodes, HardLinks, Truncates, KeepsDirectories, RenamesDirectories,
-                          TellsDirectories, ReportsSpace, Describes})
+    optional = OFFERS[DirectoryStore]
     checks_writes = True
     checks_deletes = True
 

@@ -5,11 +5,11 @@ import pytest
 from nczfs.store.values import ObjectInfo
 from nczfs.store.memory import MemoryStore
 from tests.store.conformance import StoreConformance
-from nczfs.store.optional import Describes, KeepsMeta, MakesNodes, RenamesDirectories
+from tests.store.offers import OFFERS
 
 
 class TestMemoryStore(StoreConformance):
-    optional = frozenset({KeepsMeta, MakesNodes, RenamesDirectories, Describes})
+    optional = OFFERS[MemoryStore]
     uploads_in_parts = True
     checks_writes = True
     checks_deletes = True

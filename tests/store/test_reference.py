@@ -21,7 +21,7 @@ from nczfs.store.threads import ThreadedStore
 from tests.http_range_server import RangeServer
 from tests.store.readconformance import Held, ReadConformance
 from nczfs.store import optional
-from nczfs.store.optional import Describes, RenamesDirectories, ReportsProblems, TellsDirectories
+from tests.store.offers import OFFERS
 
 BLOB = random.Random(8).randbytes(10_000)
 
@@ -128,7 +128,7 @@ async def test_every_write_is_refused_with_erofs(store):
 
 
 class TestReferenceReads(ReadConformance):
-    optional = frozenset({RenamesDirectories, TellsDirectories, Describes, ReportsProblems})
+    optional = OFFERS[ReferenceStore]
     """Inline text and base64 values, a range of a local file and a whole one."""
 
     @pytest.fixture

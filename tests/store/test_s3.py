@@ -17,13 +17,11 @@ from nczfs.store.objstore.store import S3Store
 from nczfs.store.threads import ThreadedStore
 from tests.s3server import ADMIN
 from tests.store.conformance import StoreConformance
-from nczfs.store.optional import (Counts, Describes, ForgetsDirectories, KeepsMeta, LimitsKeys, MakesNodes,
-                                  RenamesDirectories, SendsMetaWithWrites, TellsDirectories)
+from tests.store.offers import OFFERS
 
 
 class TestS3Store(StoreConformance):
-    optional = frozenset({KeepsMeta, SendsMetaWithWrites, MakesNodes, RenamesDirectories, ForgetsDirectories,
-                          TellsDirectories, LimitsKeys, Counts, Describes})
+    optional = OFFERS[S3Store]
     uploads_in_parts = True
     stages = True
     lists_trees = True

@@ -13,13 +13,11 @@ from nczfs.store.zip.store import ZipStore
 from nczfs.store.zip.staging import staging_dir
 from tests.store.conformance import StoreConformance
 from tests.ziputil import rewrite_zip, zip_members
-from nczfs.store.optional import (Counts, Describes, KeepsDirectories, KeepsMeta, MakesNodes,
-                                  RenamesDirectories, ReportsProblems, ReportsSpace, TellsDirectories)
+from tests.store.offers import OFFERS
 
 
 class ZipConformance(StoreConformance):
-    optional = frozenset({KeepsMeta, MakesNodes, KeepsDirectories, RenamesDirectories, TellsDirectories,
-                          ReportsSpace, Counts, Describes, ReportsProblems})
+    optional = OFFERS[ZipStore]
     checks_writes = True
     checks_deletes = True
 
