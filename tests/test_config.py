@@ -81,7 +81,7 @@ def test_nc_files_chooses_classic_netcdf4_or_both():
     ("nc4_files=1", "-o nc4_files=1: unknown mount option"),
     ("foreground", "-o foreground: unknown mount option"),
     # a row's key with a value its rule refuses, or without the value it needs
-    ("nonempty=1", "-o nonempty=1: not a valid value for nonempty"),
+    ("nonempty=1", "-o nonempty=1: takes no value"),
     ("uid", "-o uid: needs a value"),
 ])
 def test_a_refused_option_is_told_by_its_row(item, message):

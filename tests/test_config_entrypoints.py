@@ -19,7 +19,7 @@ from nczfs.config.mountconfig import MountConfig, parse_options, source_values
 from nczfs.config.source import parse_source
 from nczfs.toolbox.errors import SourceError
 
-FOREIGN = r"-o tag: an option of Icechunk sources \(icechunk:// or icechunk\+s3://\)"
+FOREIGN = r"-o tag=v1: an option of Icechunk sources \(icechunk:// or icechunk\+s3://\)"
 
 
 @pytest.fixture
@@ -50,14 +50,14 @@ def test_an_option_of_another_backend_is_refused_by_the_mount_command(ocean, tmp
 @pytest.mark.parametrize("command", ["inspect", "validate"])
 def test_an_option_of_another_backend_is_refused_by_inspect_and_validate(ocean, command, capsys):
     assert main([command, str(ocean), "-o", "ro,tag=v1"]) == 2
-    assert "nczfs: -o tag: an option of Icechunk sources (icechunk:// or icechunk+s3://)" in capsys.readouterr().err
+    assert "nczfs: -o tag=v1: an option of Icechunk sources (icechunk:// or icechunk+s3://)" in capsys.readouterr().err
     assert main([command, str(ocean)]) == 0
 
 
 def test_an_option_of_another_backend_is_refused_by_open_view_and_mounted(ocean, tmp_path):
     with pytest.raises(nczfs.MountError, match=FOREIGN):
         nczfs.open_view(str(ocean), tag="v1")
-    with pytest.raises(nczfs.MountError, match=r"-o commit_message: an option of Icechunk sources"):
+    with pytest.raises(nczfs.MountError, match=r"-o commit_message=x: an option of Icechunk sources"):
         nczfs.open_view(str(ocean), read_only=True, commit_message="x")
     # refused before any daemon is started: the mount point need not even exist
     with pytest.raises(nczfs.MountError, match=FOREIGN):
@@ -69,7 +69,7 @@ def test_an_option_parsed_for_a_source_is_refused_where_only_another_backend_tak
     assert parse_options(["tag=v1"], "icechunk") == {"tag": "v1"}
     with pytest.raises(SourceError, match=FOREIGN):
         parse_options(["ro", "tag=v1"], "directory")
-    with pytest.raises(SourceError, match="-o virtual_chunk_container: an option of Icechunk sources"):
+    with pytest.raises(SourceError, match="-o virtual_chunk_container=file:///d/: an option of Icechunk sources"):
         parse_options(["virtual_chunk_container=file:///d/"], "s3")
 
 
@@ -82,7 +82,7 @@ def test_a_source_flag_is_read_by_its_option_rule(tmp_path):
     values = source_values(args, "reference")
     assert values == {"profile": "b", "endpoint_url": "http://e:1", "region": "r", "no_sign_request": True,
                       "allow_roots": ("/x", str(Path("rel").resolve()))}
-    with pytest.raises(SourceError, match="-o tag: an option of Icechunk sources"):
+    with pytest.raises(SourceError, match="-o tag=v1: an option of Icechunk sources"):
         source_values(build_parser().parse_args(["inspect", "refs.json", "-o", "tag=v1"]), "reference")
 
 

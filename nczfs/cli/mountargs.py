@@ -11,7 +11,7 @@ from typing import Mapping
 
 from nczfs.cli.usage import UsageError
 from nczfs.config.mountconfig import SOURCE_FLAGS, MountConfig, flag_items, option_items, parse_items
-from nczfs.toolbox.errors import SourceError
+from nczfs.toolbox.errors import SourceError, option_error
 from nczfs.toolbox.mounttable import is_fuse_mount, kernel_path
 from nczfs.config.source import Source, check_no_control_characters, parse_source
 from nczfs.store.registry import BACKENDS
@@ -50,8 +50,9 @@ def _verbosity_items(args: argparse.Namespace) -> list[str]:
 
 def _checked(args: argparse.Namespace, source: Source, values: dict[str, object]) -> MountConfig:
     """The config, once SOURCE, the memory bounds, MOUNTPOINT and --cache-dir pass their checks."""
-    if "cache_dir_size" in values and "cache_dir" not in values:
-        raise UsageError("--cache-dir-size / -o cache_dir_size needs --cache-dir / -o cache_dir")
+    size = values.get("cache_dir_size")
+    if isinstance(size, int) and "cache_dir" not in values:
+        raise UsageError(str(option_error("cache_dir_size", _human(size), "needs --cache-dir / -o cache_dir")))
     if BACKENDS[source.backend].directory and not os.path.isdir(source.location):
         raise UsageError(f"{args.source}: {source.location} is not a directory")
     _check_memory(values)
@@ -98,10 +99,10 @@ def _check_memory(values: dict[str, object]) -> None:
     from nczfs.toolbox.budgets import physical_memory
 
     ram = physical_memory()
-    for key, flag in (("cache_size", "--cache-size"), ("write_memory", "--write-memory")):
+    for key in ("cache_size", "write_memory"):
         size = values.get(key)
         if isinstance(size, int) and ram and size > ram:
-            raise UsageError(f"{flag} / -o {key}={_human(size)}: more than this machine's memory ({_human(ram)})")
+            raise UsageError(str(option_error(key, _human(size), f"more than this machine's memory ({_human(ram)})")))
 
 
 def _human(n: int) -> str:

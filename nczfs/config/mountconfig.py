@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from nczfs.toolbox.budgets import DEFAULT_CACHE_DIR_SIZE
-from nczfs.toolbox.errors import SourceError
+from nczfs.toolbox.errors import BadValue, option_error
 from nczfs.toolbox.optionvalues import (
     count,
     integer,
@@ -25,7 +25,7 @@ from nczfs.toolbox.optionvalues import (
     validate_mode,
 )
 from nczfs.config.source import Source
-from nczfs.store.options import OptionRow, Rule, abspath, any_, const, flag, nonempty, to, valued
+from nczfs.store.options import Applies, OptionRow, Rule, abspath, any_, const, flag, nonempty, to, valued
 from nczfs.store.registry import BACKENDS, LONG_TTL, Backend, Opening
 
 #: options mount(8) and fstab add that mean nothing to nczfs
@@ -208,22 +208,35 @@ def parse_items(items: Iterable[str], backend: str | None = None) -> dict[str, o
 
 
 def _option(out: dict[str, object], item: str, rules: Mapping[str, Rule], foreign: Mapping[str, str]) -> None:
-    """One ``key[=value]`` item into ``out`` (its row's rule says how), or a clear error."""
+    """One ``key[=value]`` item into ``out`` (its row's rule says how), or an error in the one
+    form of them all (:func:`~nczfs.toolbox.optionvalues.option_error`: the key, the value, the reason)."""
     key, eq, value = item.partition("=")
     key = key.strip().replace("-", "_")
+    given = value if eq else None
     # and userspace options (x-systemd.*, x-gvfs-*: libmount's "x-" convention)
     if key in IGNORED_OPTIONS or key.startswith("x_"):
         return
     if key in foreign:
-        raise SourceError(f"-o {key}: {foreign[key]}")
+        raise option_error(key, given, foreign[key])
     rule = rules.get(key)
     if rule is None:
-        raise SourceError(f"-o {item}: unknown mount option")
-    if not rule[0](bool(eq), value):
-        # no value, or an empty one where the key takes a value
-        needs = not eq or (not value and rule[0](True, "?"))
-        raise SourceError(f"-o {key}: needs a value" if needs else f"-o {item}: not a valid value for {key}")
-    rule[1](out, key, value)
+        raise option_error(key, given, "unknown mount option")
+    applies, apply = rule
+    if not applies(bool(eq), value):
+        raise option_error(key, given, _refusal(applies, bool(eq), value))
+    try:
+        apply(out, key, value)
+    except BadValue as exc:
+        raise option_error(key, given, str(exc)) from None
+
+
+def _refusal(applies: Applies, eq: bool, value: str) -> str:
+    """Why ``applies`` refuses the item: its key takes a value it was not given, or takes none."""
+    if applies(False, ""):
+        return "takes no value"
+    if not eq or (not value and applies(True, "?")):
+        return "needs a value"
+    return "not a valid value"
 
 
 def option_rows() -> list[OptionRow]:

@@ -122,6 +122,18 @@ class SourceError(NczfsError):
     errno = _errno.EINVAL
 
 
+class BadValue(SourceError):
+    """A value an option's rule refuses: the message is the reason alone (the option parser
+    names the key and the value: :func:`option_error`)."""
+
+
+def option_error(key: str, value: str | None, reason: str) -> SourceError:
+    """The one form of a refused ``-o`` option, whichever rule refused it, at the command line
+    and in the Python API alike: ``-o KEY=VALUE: reason`` (``-o KEY: reason`` where no value was
+    given)."""
+    return SourceError(f"-o {key if value is None else f'{key}={value}'}: {reason}")
+
+
 def to_errno(exc: BaseException) -> int:
     """The errno a failed request answers with: NczfsError and OSError carry their own, else EIO."""
     if isinstance(exc, NczfsError):

@@ -13,7 +13,7 @@ import re
 import threading
 from typing import Callable, Iterator
 
-from nczfs.toolbox.errors import SourceError
+from nczfs.toolbox.errors import BadValue, option_error
 
 #: counter name -> (kind, unit, help); S3 operations and fuse.<op> are families (describe())
 HELP: dict[str, tuple[str, str, str]] = {
@@ -116,7 +116,7 @@ def parse_address(value: str) -> tuple[str, int]:
         host = "0.0.0.0"
     host = host.removeprefix("[").removesuffix("]")
     if not port.isdigit() or not 0 < int(port) < 65536:
-        raise SourceError(f"metrics={value}: not ADDR:PORT (e.g. 127.0.0.1:9100)")
+        raise BadValue("not ADDR:PORT (e.g. 127.0.0.1:9100)")
     return host, int(port)
 
 
@@ -134,7 +134,7 @@ class Exporter:
         try:
             self.server, self.thread = start_http_server(port, host, registry=registry)
         except OSError as exc:
-            raise SourceError(f"metrics={address}: cannot listen there ({exc.strerror or exc})") from None
+            raise option_error("metrics", address, f"cannot listen there ({exc.strerror or exc})") from None
         self.address = f"{host}:{self.server.server_port}" if ":" not in host else f"[{host}]:{self.server.server_port}"
 
     def collect(self) -> Iterator:

@@ -1,27 +1,31 @@
 """The parsers of option values: what ``-o key=value`` and the matching flags accept.
 
 Each takes the text a user gave and returns the value MountConfig keeps, or raises
-:class:`~nczfs.toolbox.errors.SourceError` naming the option and the reason (exit 2 at the CLI).
+:class:`~nczfs.toolbox.errors.BadValue` saying why not; the option parser
+(``nczfs.config.mountconfig``) names the option and the value in the one form every refused
+option takes, :func:`~nczfs.toolbox.errors.option_error`
+(``-o KEY=VALUE: reason``; at the CLI ``nczfs: `` before it, exit 2; the Python API's MountError
+says the same).
 """
 
 from __future__ import annotations
 
 from typing import Collection
 
-from nczfs.toolbox.errors import SourceError
+from nczfs.toolbox.errors import BadValue
 
 
 def integer(key: str, value: str, base: int = 10) -> int:
     try:
         return int(value, base)
     except ValueError:
-        raise SourceError(f"-o {key}={value}: not a number") from None
+        raise BadValue({8: "not an octal number"}.get(base, "not a number")) from None
 
 
 def count(key: str, value: str) -> int:
     n = integer(key, value)
     if n < 0:
-        raise SourceError(f"-o {key}={value}: must not be negative")
+        raise BadValue("must not be negative")
     return n
 
 
@@ -29,16 +33,16 @@ def non_negative(key: str, value: str) -> float:
     try:
         v = float(value)
     except ValueError:
-        raise SourceError(f"-o {key}={value}: not a number") from None
+        raise BadValue("not a number") from None
     if v < 0:
-        raise SourceError(f"-o {key}={value}: must not be negative")
+        raise BadValue("must not be negative")
     return v
 
 
 def positive(key: str, value: str) -> float:
     v = non_negative(key, value)
     if v == 0:
-        raise SourceError(f"-o {key}={value}: must be more than 0")
+        raise BadValue("must be more than 0")
     return v
 
 
@@ -52,9 +56,9 @@ def parse_size(key: str, value: str) -> int:
     try:
         n = float(text[: len(text) - len(unit)])
     except ValueError:
-        raise SourceError(f"{key}={value}: not a size (bytes, or a number with K, M, G)") from None
+        raise BadValue("not a size (bytes, or a number with K, M, G)") from None
     if not 0 <= n < 2**62:
-        raise SourceError(f"{key}={value}: must be a non-negative size")
+        raise BadValue("must be a non-negative size")
     return int(n * _UNITS[unit])
 
 
@@ -69,14 +73,14 @@ def sse_mode(value: str) -> str:
     """``-o sse=``: AES256 (or s3), aws:kms (or kms), aws:kms:dsse."""
     mode = SSE_MODES.get(value.strip().lower())
     if mode is None:
-        raise SourceError(f"-o sse={value}: must be AES256, aws:kms or aws:kms:dsse")
+        raise BadValue("must be AES256, aws:kms or aws:kms:dsse")
     return mode
 
 
 def storage_class(value: str) -> str:
     """``-o storage_class=``: one of S3's storage classes, any case."""
-    return _one_of(value.strip().upper(), STORAGE_CLASSES,
-                   f"-o storage_class={value}: not an S3 storage class ({', '.join(STORAGE_CLASSES)})")
+    return one_of(value.strip().upper(), STORAGE_CLASSES,
+                   f"not an S3 storage class ({', '.join(STORAGE_CLASSES)})")
 
 
 def metrics_address(value: str) -> str:
@@ -91,18 +95,18 @@ def log_level(value: str) -> str:
     """``--log-level`` / ``-o log_level=``: error, warning, info, debug, trace."""
     from nczfs.toolbox.logs import LEVELS
 
-    return _one_of(value.strip().lower(), LEVELS, f"log_level={value}: must be one of {', '.join(LEVELS)}")
+    return one_of(value.strip().lower(), LEVELS, f"must be one of {', '.join(LEVELS)}")
 
 
 def log_format(value: str) -> str:
     """``--log-format`` / ``-o log_format=``: text or json."""
-    return _one_of(value, ("text", "json"), f"log_format={value}: must be text or json")
+    return one_of(value, ("text", "json"), "must be text or json")
 
 
 def validate_mode(value: str) -> str:
     """``-o validate=`` / ``--validate``: off, warn, strict (``on`` = strict)."""
     mode = {"on": "strict"}.get(value, value)
-    return _one_of(mode, ("off", "warn", "strict"), f"validate={value}: must be off, warn or strict")
+    return one_of(mode, ("off", "warn", "strict"), "must be off, warn or strict")
 
 
 PRESENT_VIEWS = ("as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1", "xarray")
@@ -110,7 +114,7 @@ PRESENT_VIEWS = ("as-stored", "netcdf-4.10", "netcdf-4.9", "netcdf-4.9.1", "xarr
 
 def present_view(value: str) -> str:
     """``-o present=`` / ``--present``: which metadata flavor the mount shows."""
-    return _one_of(value, PRESENT_VIEWS, f"present={value}: must be one of {', '.join(PRESENT_VIEWS)}")
+    return one_of(value, PRESENT_VIEWS, f"must be one of {', '.join(PRESENT_VIEWS)}")
 
 
 NC_FILES = ("classic", "netcdf4", "both")
@@ -119,7 +123,7 @@ NC_FILES = ("classic", "netcdf4", "both")
 def nc_files(value: str) -> tuple[bool, bool]:
     """``-o nc_files[=]`` / ``--nc-files[=]``: (classic files NAME.nc, the netCDF-4 file NAME.nc4);
     no value means classic."""
-    kind = _one_of(value or "classic", NC_FILES, f"nc_files={value}: must be one of {', '.join(NC_FILES)}")
+    kind = one_of(value or "classic", NC_FILES, f"must be one of {', '.join(NC_FILES)}")
     return kind in ("classic", "both"), kind in ("netcdf4", "both")
 
 
@@ -128,7 +132,7 @@ TRANSCODE_MODES = ("auto", "off", "none", "zlib")
 
 def transcode_mode(value: str) -> str:
     """``-o transcode=``: how views show chunks whose codecs the view's reader lacks."""
-    return _one_of(value, TRANSCODE_MODES, f"transcode={value}: must be one of {', '.join(TRANSCODE_MODES)}")
+    return one_of(value, TRANSCODE_MODES, f"must be one of {', '.join(TRANSCODE_MODES)}")
 
 
 OVERWRITE_MODES = ("checked", "last_writer_wins")
@@ -136,11 +140,11 @@ OVERWRITE_MODES = ("checked", "last_writer_wins")
 
 def overwrite_mode(value: str) -> str:
     """``-o overwrite=``: whether a write replaces only the object version it started from."""
-    return _one_of(value, OVERWRITE_MODES, f"overwrite={value}: must be one of {', '.join(OVERWRITE_MODES)}")
+    return one_of(value, OVERWRITE_MODES, f"must be one of {', '.join(OVERWRITE_MODES)}")
 
 
-def _one_of(value: str, choices: Collection[str], error: str) -> str:
-    """``value`` if it is one of ``choices``, else a SourceError saying ``error``."""
+def one_of(value: str, choices: Collection[str], reason: str) -> str:
+    """``value`` if it is one of ``choices``, else BadValue saying ``reason``."""
     if value not in choices:
-        raise SourceError(error)
+        raise BadValue(reason)
     return value

@@ -975,7 +975,7 @@ def test_direct_io_option():
 
     assert parse_options(["direct_io"]) == {"direct_io": True}
     assert parse_options(["ro,direct_io"]) == {"read_only": True, "direct_io": True}
-    with pytest.raises(SourceError, match="direct_io=1: not a valid value"):
+    with pytest.raises(SourceError, match="-o direct_io=1: takes no value"):
         parse_options(["direct_io=1"])
 
 

@@ -23,6 +23,10 @@ def kind_of(difference: str) -> str:
 DOCUMENTED = [
     (("netcdf-4.9/", "netcdf-4.9.1/"), r"(sizes .*'_scalar_': 1|dims \(\) -> \('_scalar_',\)|values shape \(\) -> \(1,\))",
      "NCZarr scalars as one element along _scalar_ (4.9.0 crashes on scalars)"),
+    (("netcdf-4.10/zarr",),
+     r"(sizes .*'_scalar_': 1|dims \(\) -> \('_scalar_',\)|values shape \(\) -> \(1,\))",
+     "zarr-python through a netCDF view: a scalar is NCZarr's, one element along _scalar_ (netCDF-C 4.10.1"
+     " writes its own so and reads no zero-rank array)"),
     (("netcdf-4.", "nc/", "inspect/"), r": attr flag_(values|meanings) extra", "bool as byte with CF flag_values, flag_meanings"),
     (("xarray/", "open_view-xarray/"), r": _FillValue added", "xarray view: a v3 array's non-zero fill_value is its fill"),
     (("netcdf-4.10/zarr", "netcdf-4.9.1/zarr"), r": _FillValue added \((np\.float\d+\()?nan\)?\)",

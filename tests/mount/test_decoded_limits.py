@@ -23,7 +23,7 @@ netCDF4 = pytest.importorskip("netCDF4")
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    with directory_site(tmp_path_factory.mktemp("decoded-limits"), ("as-stored", "netcdf-4.9")) as site:
+    with directory_site(tmp_path_factory.mktemp("decoded-limits"), ("as-stored", "netcdf-4.9", "netcdf-4.10")) as site:
         yield site
 
 
@@ -151,3 +151,35 @@ def test_ncgen_4_9_0_refuses_a_string_attribute_in_nczarr(site, tmp_path):
     got = judged(site, ds, "netcdf-4.9/ncdump")
     assert got == ["/: attr attn changed: ['abcd', 'efgh'] -> '[\"abcd\", \"efgh\"]'"], got
     assert undocumented("netcdf-4.9/ncdump", got) == []
+
+
+def test_netcdf_c_stores_a_scalar_as_one_element_which_zarr_python_reads_so(site, tmp_path):
+    """netCDF-C 4.10.1 (the wheel) writes its own scalar with shape ``[1]`` along ``_scalar_``
+    (``_nczarr_array.scalar``) and reads no zero-rank array (the same variable with shape ``[]``
+    is not found); zarr-python reads that scalar as one element. So through ``netcdf-4.10``, made
+    for netCDF-C, a zero-rank Zarr array is one element along ``_scalar_`` to zarr-python: the
+    NCZarr format's own scalar, documented (the wheel reads it as a scalar)."""
+    import json
+    import shutil
+
+    with netCDF4.Dataset(f"file://{tmp_path}/w#mode=nczarr,file", "w") as nc:
+        nc.createVariable("t", "f8", ())[...] = 3.5
+    assert json.loads((tmp_path / "w/t/.zarray").read_text())["shape"] == [1]
+    got = xr.open_zarr(tmp_path / "w", consolidated=False)["t"]
+    assert got.dims == ("_scalar_",) and got.values.tolist() == [3.5]
+    with netCDF4.Dataset(f"file://{tmp_path}/w#mode=nczarr,file") as nc:
+        assert nc["t"].shape == () and float(nc["t"][...]) == 3.5
+    shutil.copytree(tmp_path / "w", tmp_path / "z")
+    for name, key, value in (("t/.zarray", "shape", []), ("t/.zarray", "chunks", []), ("t/.zattrs", "_ARRAY_DIMENSIONS", [])):
+        meta = json.loads((tmp_path / "z" / name).read_text())
+        (tmp_path / "z" / name).write_text(json.dumps({**meta, key: value}))
+    assert xr.open_zarr(tmp_path / "z", consolidated=False)["t"].shape == ()
+    with netCDF4.Dataset(f"file://{tmp_path}/z#mode=nczarr,file") as nc:
+        assert "t" not in nc.variables
+    ds = xr.Dataset({"t": ((), 3.5), "x": ("x", [1, 2])})
+    name = site.put(lambda p: ds.to_zarr(p, mode="w", zarr_format=3))
+    got = judge(site.where(name), ["netcdf-4.10/zarr", "netcdf-4.10/netcdf4"])
+    assert undocumented("netcdf-4.10/netcdf4", got["netcdf-4.10/netcdf4"]) == []  # a NaN mask: documented
+    assert sorted(got["netcdf-4.10/zarr"]) == ["/: sizes {'x': 2} -> {'_scalar_': 1, 'x': 2}",
+                                               "/t: dims () -> ('_scalar_',)", "/t: values shape () -> (1,)"]
+    assert undocumented("netcdf-4.10/zarr", got["netcdf-4.10/zarr"]) == []

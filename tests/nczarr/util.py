@@ -99,3 +99,13 @@ class Below(StoreObjects):
 
     def children(self, prefix):
         return super().children(f"{self.prefix}/{prefix}" if prefix else self.prefix)
+
+
+def chunk_values(data: bytes, zarray: dict) -> list:
+    """The elements of a Zarr v2 chunk ``data`` of the array whose ``.zarray`` is ``zarray``."""
+    import numcodecs
+
+    for c in [zarray["compressor"], *reversed(zarray.get("filters") or [])]:
+        if c:
+            data = numcodecs.get_codec(c).decode(data)
+    return np.frombuffer(bytes(data), dtype=zarray["dtype"]).tolist()

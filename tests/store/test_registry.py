@@ -158,7 +158,7 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
         config = build_config(build_parser().parse_args(["mount", "toy://shelf/ds", str(tmp_path / "mnt"),
                                                          "-o", "toy_drawer=2"]))
         assert config.backend_options == {"drawer": 2} and open_store(config) is TOYS["shelf/ds/2"]
-        with pytest.raises(UsageError, match="-o toy_drawer: an option of toy sources"):
+        with pytest.raises(UsageError, match="-o toy_drawer=1: an option of toy sources"):
             build_config(build_parser().parse_args(["mount", "memory://x", str(tmp_path / "mnt"), "-o", "toy_drawer=1"]))
         with pytest.raises(SourceError, match="mode zip does not fit a toy:// URL"):
             parse_source("toy://shelf/ds#mode=zip")

@@ -290,13 +290,13 @@ async def test_the_parts_of_a_staged_write_go_up_in_parallel(s3_server):
     prefix = s3_server.new_prefix("stagepar")
     sync_store = S3Store(s3_server.client(), s3_server.shared_bucket, prefix, part_size=5 * 1024 * 1024)
     barrier = threading.Barrier(3, timeout=30)
-    real = sync_store._upload_part
+    real = sync_store.uploads.upload_part
 
     def waiting(*args):
         barrier.wait()
         return real(*args)
 
-    sync_store._upload_part = waiting
+    sync_store.uploads.upload_part = waiting
     data = bytes(range(256)) * (44 * 1024)  # 11 MiB: three parts
     staged = await ThreadedStore(sync_store).stage("k", data)
     await staged.commit()
@@ -524,7 +524,7 @@ def test_a_completion_whose_answers_are_lost_is_found_done(s3_server, proxy):
     info = staged.commit()
     assert proxy.dropped and info.etag.endswith("-3")
     assert _object(s3_server, f"{prefix}/k") == data
-    assert not store._staged  # nothing left for close() to abort
+    assert not store.uploads._staged  # nothing left for close() to abort
 
 
 @pytest.mark.parametrize("path", PUT_KEYS)

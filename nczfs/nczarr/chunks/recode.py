@@ -76,8 +76,8 @@ class Codecs:
         filters = tuple(fix(c) for c in self.filters)
         return self if filters == self.filters else Codecs(self.compressor, filters)
 
-    def encode(self, data: bytes) -> bytes:
-        """``data`` through these codecs; zlib's by :mod:`nczfs.nczarr.chunks.deflater` (the same
+    def encode(self, data: bytes | np.ndarray) -> bytes:
+        """``data`` (bytes, or an object array for an object codec) through these codecs; zlib's by :mod:`nczfs.nczarr.chunks.deflater` (the same
         stream, a faster encoder)."""
         from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.chunks.sharding import ShardedArray
 from nczfs.nczarr.metadata.validate import is_metadata_key
+from nczfs.nczarr.views.fillchunks import FillChunks
 from nczfs.store.keys import parent_of
 from nczfs.store.values import ABSENT, ObjectInfo
 
@@ -42,6 +43,9 @@ class DatasetView:
     #: full array prefix -> (what precedes the stored chunk indices, their separator): strings shown
     #: as chars along one more axis of one chunk, chunk ``i.j.0`` being the stored ``i.j``
     char_axis: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: full array prefix -> the chunks the view makes where the store has none (a chunk never
+    #: written would read otherwise through the view: fillchunks.py)
+    fills: dict[str, FillChunks] = field(default_factory=dict)
     #: full key of each stored metadata object the view was built from -> its version then ("":
     #: not known); kept only where the store checks writes (a write back names it: ViewWrites)
     versions: dict[str, str] = field(default_factory=dict)
@@ -56,10 +60,11 @@ class DatasetView:
         return stored_version(self.versions, key)
 
     def array_of(self, key: str) -> str | None:
-        """The hidden, v3 or recoded array ``key`` lies in (or is), if any."""
+        """The hidden, v3, recoded (...) array ``key`` lies in (or is), if any."""
         k = key
         while k:
-            if k in self.hidden or k in self.v3 or k in self.recodes or k in self.sharded or k in self.char_axis:
+            if k in self.hidden or k in self.v3 or k in self.recodes or k in self.sharded or k in self.char_axis \
+                    or k in self.fills:
                 return k
             k = parent_of(k)
         return None
@@ -100,6 +105,15 @@ class DatasetView:
         if prefix == ZERO_RANK:
             return f"{array}/c" if parts[:-1] == ["0"] else None
         return f"{array}/{prefix}{separator.join(parts[:-1])}"
+
+
+def made_fill(v: DatasetView, key: str) -> FillChunks | None:
+    """The chunks ``v`` makes for the array whose chunk ``key`` would be (None: no such chunk)."""
+    array = v.array_of(key)
+    if array is None or array == key:
+        return None
+    made = v.fills.get(array)
+    return made if made is not None and made.holds(key[len(array) + 1:]) else None
 
 
 def shard_of(v: DatasetView, key: str) -> tuple[ShardedArray, str] | None:

@@ -28,7 +28,8 @@ from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.chunks.sharding import IndexCache, Located
 from nczfs.nczarr.metadata.roots import Roots
 from nczfs.nczarr.metadata.validate import METADATA_NAMES, is_metadata_key
-from nczfs.nczarr.views.datasetview import ZERO_RANK, DatasetView, shard_of
+from nczfs.nczarr.views.datasetview import ZERO_RANK, DatasetView, made_fill, shard_of
+from nczfs.nczarr.views.fillreads import FillReads
 from nczfs.nczarr.views.recodedchunks import RecodedChunks
 from nczfs.nczarr.views.shownversions import ShownVersions
 from nczfs.nczarr.views.viewbuild import ViewBuilder
@@ -45,7 +46,7 @@ from nczfs.store import optional
 RECODED_CACHE_BYTES = 64 * 1024 * 1024
 
 
-class PresentingStore(ViewWrites, WrapperStore):
+class PresentingStore(FillReads, ViewWrites, WrapperStore):
     """The view (``--present``) of every dataset of ``inner``: reads here, writes in ViewWrites."""
 
     #: no fast paths: a view's keys, writes and listings are translated (staging off)
@@ -125,9 +126,24 @@ class PresentingStore(ViewWrites, WrapperStore):
         return await self._get(key, rng, etag, versioned=True)
 
     async def _get(self, key: str, rng: ByteRange | None, etag: str | None, versioned: bool) -> bytes:
-        """View key ``key``: an object of the view, or the stored chunk it stands for (at version
-        ``etag``, where ``versioned``), cut from its shard or recoded where the view says so."""
+        """View key ``key``: an object of the view, the stored chunk it stands for (at version
+        ``etag``, where ``versioned``), cut from its shard or recoded where the view says so, or
+        the chunk the view makes where the store has none (fillchunks.py)."""
         v = await self.view_for(key, reading=True)
+        made = made_fill(v, key) if v is not None else None
+        try:
+            if made is not None and etag == made.version:  # that one, while the store still has none
+                await self._shown_get(v, key, None, None, False)
+                raise Stale(f"{key!r}: written in the store since it was read as a chunk never written")
+            return await self._shown_get(v, key, rng, etag, versioned)
+        except KeyNotFound:
+            if made is None or (versioned and etag and etag != made.version):  # a stored version, gone: as before
+                raise
+        data = await self._made(made)
+        return rng.slice(data) if rng else data
+
+    async def _shown_get(self, v: DatasetView | None, key: str, rng: ByteRange | None, etag: str | None,
+                         versioned: bool) -> bytes:
         target: str | None = key
         if v is not None:
             if key in v.objects:
@@ -157,12 +173,19 @@ class PresentingStore(ViewWrites, WrapperStore):
         if shard_of(v, key) is not None:
             info = await self._shard_info(v, key)
             if info is None:
-                raise KeyNotFound(key)
+                if (made := made_fill(v, key)) is None:
+                    raise KeyNotFound(key)
+                return await self._made_info(v, key, made)
             return info
         target = v.to_store(key)
         if target is None:
             raise KeyNotFound(key)
-        info = await self.inner.stat(target)
+        try:
+            info = await self.inner.stat(target)
+        except KeyNotFound:
+            if (made := made_fill(v, key)) is None:
+                raise
+            return await self._made_info(v, key, made)
         return await self._shown_info(v, key, info)
 
     async def entry(self, key: str) -> DirEntry | None:
@@ -174,13 +197,11 @@ class PresentingStore(ViewWrites, WrapperStore):
             return DirEntry(name, False, v.info(key))
         if shard_of(v, key) is not None:
             info = await self._shard_info(v, key)
-            return DirEntry(name, False, info) if info is not None else None
+            return DirEntry(name, False, info) if info is not None else await self._made_entry(v, key)
         target = v.to_store(key)
-        if target is None:
-            return None
-        found = await self.inner.entry(target)
+        found = await self.inner.entry(target) if target is not None else None
         if found is None:
-            return None
+            return await self._made_entry(v, key)
         return await self._shown_entry(v, key, DirEntry(name, found.is_dir, found.info))
 
     async def _shown_info(self, v: DatasetView, key: str, info: ObjectInfo) -> ObjectInfo:
@@ -266,13 +287,19 @@ class PresentingStore(ViewWrites, WrapperStore):
         if v is None:
             return await optional.dir_exists(self.inner, prefix)
         target = v.to_store(prefix)
-        return target is not None and await optional.dir_exists(self.inner, target)
+        return (target is not None and await optional.dir_exists(self.inner, target)) or self._made_folder(v, prefix)
 
     async def list_dir(self, prefix: str) -> list[DirEntry]:
         v = await self.view_for(prefix)
         if v is None:
             return await self.inner.list_dir(prefix)
-        out = await self._stored_entries(v, prefix)
+        try:
+            out = await self._stored_entries(v, prefix)
+        except KeyNotFound:
+            if not self._made_folder(v, prefix):
+                raise
+            out = {}
+        await self._with_made(v, prefix, out)
         start = prefix + "/" if prefix else ""
         for key in v.objects:
             if key.startswith(start) and "/" not in key[len(start):]:

@@ -18,6 +18,7 @@ from nczfs.nczarr.metadata.model import Dataset
 from nczfs.nczarr.metadata.read import DictObjects, read_dataset
 from nczfs.nczarr.views.datasetview import ZERO_RANK, DatasetView
 from nczfs.nczarr.views.emit import emit
+from nczfs.nczarr.views.fillchunks import fill_chunks
 from nczfs.nczarr.views.viewshape import Layouts
 from nczfs.store.base import Store
 from nczfs.store.keys import join
@@ -38,6 +39,8 @@ class ViewBuilder:
         self._logged: set[tuple[str, str]] = set()
         #: what some arrays' chunks hold (the longest string, whether times are whole microseconds)
         self._facts = ChunkFacts(inner)
+        #: which arrays' missing chunks the view makes, by their metadata (fillchunks.fill_chunks)
+        self._fills: dict = {}
 
     async def build(self, root: str) -> DatasetView | None:
         """The view of the dataset at ``root`` (None: it cannot be read, said in the log)."""
@@ -57,6 +60,13 @@ class ViewBuilder:
         facts = {} if self.view == "xarray" else await self._facts.of(root, ds)
         synth, hidden = emit(ds, self.view, transcode=self.transcode, facts=facts, layouts=layouts)
         _place(v, root, layouts)
+        v.fills, many = fill_chunks(root, ds, self.view, synth, objects, layouts, self._fills)
+        for full, made in v.fills.items():
+            self._log_once(full, f"makes the chunks of {full!r} the store lacks: they hold {made.value.item()!r} "
+                                 f"in the store, its reader would fill them with {made.viewed!r}")
+        for path, why in many:
+            self._log_once(join(root, path), f"{join(root, path)!r}: its chunks never written read as the view's fill_value, not as "
+                                             f"stored ({why}): not made")
         _keep_stored_attrs(synth, objects)
         v.objects = {join(root, k): self._as_stored(objects.get(k), b) for k, b in synth.items()}
         self._hide(v, root, hidden)
@@ -69,9 +79,12 @@ class ViewBuilder:
             if ":" not in path:
                 v.hidden.add(full)
                 v.v3.pop(full, None)
-            if (full, reason) not in self._logged:
-                self._logged.add((full, reason))
-                log.info("view %s hides %r: %s", self.view, full, reason)
+            self._log_once(full, f"hides {full!r}: {reason}")
+
+    def _log_once(self, full: str, what: str) -> None:
+        if (full, what) not in self._logged:
+            self._logged.add((full, what))
+            log.info("view %s %s", self.view, what)
 
     def _as_stored(self, stored: bytes | None, shown: bytes) -> bytes:
         """The stored bytes of an object where they mean what the view would show: an object a

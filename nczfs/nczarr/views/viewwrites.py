@@ -15,6 +15,7 @@ from nczfs.nczarr.metadata.read import DictObjects, read_dataset
 from nczfs.nczarr.metadata.validate import is_metadata_key, stale_tail_prefix
 from nczfs.nczarr.views.datasetview import DatasetView
 from nczfs.nczarr.views.emit import emit, signature
+from nczfs.nczarr.views.fillchunks import MADE_VERSION
 from nczfs.nczarr.views.shownversions import NOT_SHOWN, ShownVersions
 from nczfs.store.capabilities import check_content, checks_content
 from nczfs.store.values import ABSENT, Meta, ObjectInfo
@@ -109,14 +110,18 @@ class ViewWrites:
         of the dataset's other objects too (a ``.zmetadata`` made from the arrays stored): the
         stored version the view that showed the version given was built from stands for it (the
         view now, else the last of those replaced: ``ShownVersions``). No view kept showed it:
-        left as given (the store refuses it: ESTALE)."""
+        left as given (the store refuses it: ESTALE). A chunk the view made (fillchunks.py) stands
+        for no stored chunk: written while the store still has none (deleted: nothing, unless one
+        was written since)."""
         given = getattr(call, "given", {}).get("if_version")
         if not given or given == ABSENT:
             return {}
+        checked = self.inner.checks_deletes if deleting else self.inner.checks_writes
+        if given.startswith(MADE_VERSION):
+            return {"if_version": (given if deleting else ABSENT) if checked else None}
         stored = self._shown.stored_version(key, target, given, [await self.view_for(key)])
         if stored is NOT_SHOWN or (deleting and stored == ABSENT):
             return {}
-        checked = self.inner.checks_deletes if deleting else self.inner.checks_writes
         return {"if_version": stored if checked else None}
 
     def _translated(self, v: DatasetView | None, key: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from nczfs.toolbox.errors import SourceError
+from nczfs.toolbox.errors import BadValue
 from nczfs.store.options import OptionRow, given, nonempty
 from nczfs.store.objstore.options import ENDPOINT, PROFILE
 
@@ -15,14 +15,18 @@ if TYPE_CHECKING:
 
 #: what the mount root shows: one of them
 POINTS = ("branch", "tag", "snapshot")
+#: the prefixes of virtual chunk containers Icechunk reads (nczfs.store.icechunk.repository)
+VIRTUAL_PREFIXES = ("file://", "s3://", "gs3://", "http://", "https://")
 
 
 def _option(out: dict[str, object], key: str, value: str) -> None:
     if key == "virtual_chunk_container":
+        if not value.partition("=")[0].startswith(VIRTUAL_PREFIXES):
+            raise BadValue("the prefix must be a file://, s3:// or http(s):// URL")
         out["virtual_chunk_containers"] = (*out.get("virtual_chunk_containers", ()), value)  # type: ignore[misc]  # out holds objects: this one a tuple
         return
     if key in POINTS and any(k in out for k in POINTS if k != key):
-        raise SourceError(f"-o {key}={value}: choose one of branch=, tag= and snapshot=")
+        raise BadValue("choose one of branch=, tag= and snapshot=")
     out[key] = value
 
 

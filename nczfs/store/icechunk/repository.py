@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from nczfs.toolbox.errors import NczfsError, SourceError
+from nczfs.toolbox.errors import NczfsError, SourceError, option_error
 from nczfs.store.icechunk.errors import reason
 from nczfs.store.icechunk.options import IcechunkOptions
 from nczfs.store.icechunk.store import IcechunkStore
@@ -81,7 +81,7 @@ def virtual_containers(options: IcechunkOptions) -> tuple[list[Any], dict[str, A
         elif prefix.startswith(("http://", "https://")):
             store, cred = icechunk.http_store(), None
         else:
-            raise SourceError(f"-o virtual_chunk_container={spec}: the prefix must be a file://, s3:// or http(s):// URL")
+            raise option_error("virtual_chunk_container", spec, "the prefix must be a file://, s3:// or http(s):// URL")
         containers.append(icechunk.VirtualChunkContainer(prefix, store))
         creds[prefix] = cred
     return containers, creds

@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from nczfs.store.objstore.cloudurl import parse_azure_source, parse_cloud_url
-from nczfs.toolbox.errors import SourceError
+from nczfs.toolbox.errors import SourceError, option_error
 from nczfs.store.objstore.cloudcreds import azure_credential
 from nczfs.store.objstore.cloudsdk import AzureSdk, GcsSdk
 from nczfs.store.objstore.cloudwrites import CloudStore
@@ -43,7 +43,7 @@ def open_gcs(options: CloudOptions) -> CloudStore:
     elif options.google_application_credentials:
         path = options.google_application_credentials
         if not os.path.isfile(path):
-            raise SourceError(f"{text}: google_application_credentials={path}: no such file")
+            raise option_error("google_application_credentials", path, "no such file")
         kwargs["application_credentials"] = path
     try:
         store = GCSStore(loc.bucket, **options.transport(endpoint), **kwargs)

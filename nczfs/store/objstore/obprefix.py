@@ -21,23 +21,24 @@ import logging
 import re
 import threading
 import time
-from collections import Counter
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 import obstore as obs
 
 from nczfs.store.aiobridge import AsyncioBridge
-from nczfs.toolbox.errors import BackendError, InvalidKey, KeyNotFound, NameTooLong, NczfsError, OutcomeUnknown, Stale
+from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.base import SyncStore, check_writable, rename_each
 from nczfs.store.keys import check_key
 from nczfs.store.pieces import file_pieces
-from nczfs.store.values import ABSENT, ByteRange, ObjectInfo
-from nczfs.store.objstore.errors import first_line, translate_obstore, unanswered, unsatisfiable
+from nczfs.store.values import ABSENT, ByteRange, DirEntry, ObjectInfo
+from nczfs.store.objstore.counting import RequestCounts
+from nczfs.store.objstore.errors import first_line, unanswered, unsatisfiable
 from nczfs.store.objstore.listing import Listings
+from nczfs.store.objstore.paths import ObjectPaths
+from nczfs.store.objstore.sizes import PartSizes
 
 log = logging.getLogger(__name__)
 
-MAX_KEY_BYTES = 1024
 #: the characters obstore cannot put in a key (ASCII controls); S3 can (boto3 serves those keys)
 UNNAMEABLE = re.compile("[\x01-\x1f\x7f]")
 #: bodies at least this long are handed out as a view of obstore's buffer, not copied
@@ -91,8 +92,15 @@ def mtime_ns(value: datetime.datetime | None) -> int:
     return int(value.timestamp() * 1e9) if value is not None else time.time_ns()
 
 
-class ObjectStoreBackend(Listings, SyncStore):
-    """``prefix`` of an obstore store (its bucket or container chosen when it was made)."""
+def info_of(key: str, meta: dict) -> ObjectInfo:
+    """The info of ``key`` in an obstore HEAD's, PUT's or listing's ``meta``."""
+    return ObjectInfo(key, int(meta["size"]), mtime_ns(meta.get("last_modified")), plain_etag(meta.get("e_tag")))
+
+
+class ObjectStoreBackend(SyncStore):
+    """``prefix`` of an obstore store (its bucket or container chosen when it was made): its
+    ``paths``, its request counts (``requests``), how its writes are cut (``sizes``) and its
+    ``listings``, each a part it holds."""
 
     stores_directories = False
     keys_form_a_tree = False
@@ -120,64 +128,92 @@ class ObjectStoreBackend(Listings, SyncStore):
         self.async_get_from: int | None = ASYNC_GET_FROM if https else None
         self._bridge: AsyncioBridge | None = None
         self._bridge_lock = threading.Lock()
-        self.prefix = prefix.strip("/")
         self.url = url
         self.service = service
         self.read_only = read_only
-        self.ops = ops
-        self.multipart_threshold = multipart_threshold
-        self.part_size = part_size
-        #: ThreadedStore sizes its limiter from this
-        self.max_concurrency = max_concurrency
-        self._counts: Counter[str] = Counter()
-        self._count_lock = threading.Lock()
+        self.paths = ObjectPaths(prefix, service)
+        self.requests = RequestCounts(service, ops)
+        self.sizes = PartSizes(multipart_threshold, part_size, max_concurrency)
+        self.listings = Listings(store, self.paths, self.requests, info=self._info, stat=self.stat,
+                                 other_way=self.list_other_way)
+
+    @property
+    def prefix(self) -> str:
+        return self.paths.prefix
+
+    # the sizes, read and set where the store is: ThreadedStore sizes its limiter from max_concurrency
+
+    @property
+    def multipart_threshold(self) -> int:
+        return self.sizes.multipart_threshold
+
+    @multipart_threshold.setter
+    def multipart_threshold(self, value: int) -> None:
+        self.sizes.multipart_threshold = value
+
+    @property
+    def part_size(self) -> int:
+        return self.sizes.part_size
+
+    @part_size.setter
+    def part_size(self, value: int) -> None:
+        self.sizes.part_size = value
+
+    @property
+    def max_concurrency(self) -> int:
+        return self.sizes.max_concurrency
+
+    @max_concurrency.setter
+    def max_concurrency(self, value: int) -> None:
+        self.sizes.max_concurrency = value
 
     # ------------------------------------------------------------------ helpers
 
     def _count(self, kind: str, n: int = 1) -> None:
-        with self._count_lock:
-            self._counts[self.ops[kind]] += n
+        self.requests.count(kind, n)
 
     def counters(self) -> dict[str, int]:
-        with self._count_lock:
-            return dict(self._counts)
+        return self.requests.snapshot()
 
     def _full(self, key: str) -> str:
-        full = f"{self.prefix}/{key}" if self.prefix else key
-        try:
-            raw = full.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidKey(key, f"{self.service} keys are UTF-8; this name is not") from None
-        if "\\" in key:  # S3 gateways over a filer (SeaweedFS) turn it into "/"
-            raise InvalidKey(key, f"a backslash in an object key is refused (not portable between {self.service} servers)")
-        if len(raw) > MAX_KEY_BYTES:
-            raise NameTooLong(f"{key!r}: {self.service} keys are at most {MAX_KEY_BYTES} bytes")
-        return full
+        return self.paths.full(key)
 
     def check_new_key(self, key: str) -> None:
         check_key(key)
         self._full(key)
 
-    def _dir_path(self, prefix: str) -> str | None:
-        """The store path whose children are ``prefix``'s (None: the bucket's root)."""
-        full = f"{self.prefix}/{prefix}" if self.prefix and prefix else (prefix or self.prefix)
-        return full or None
-
     def _err(self, exc: BaseException, key: str, kind: str) -> NczfsError:
-        """The nczfs error for a failed request; the attempts obstore made (its message says how
-        many it retried) are counted as requests."""
-        retried = re.search(r"after (\d+) retries", str(exc))
-        if retried and int(retried.group(1)):
-            self._count(kind, int(retried.group(1)))
-            with self._count_lock:
-                self._counts["retries-considered"] += int(retried.group(1))
-        return translate_obstore(exc, key, self.ops[kind], self.service)
+        return self.requests.error(exc, key, kind)
 
     def _info(self, key: str, meta: dict) -> ObjectInfo:
-        return ObjectInfo(key, int(meta["size"]), mtime_ns(meta.get("last_modified")), plain_etag(meta.get("e_tag")))
+        return info_of(key, meta)
 
-    def _rel(self, path: str, base: str | None) -> str:
-        return path[len(base) + 1 :] if base else path
+    # ------------------------------------------------------------------ listings (:mod:`.listing`)
+
+    def list_other_way(self, base: str | None, delimiter: bool) -> Iterator[Any] | None:
+        """A listing of ``base`` where obstore cannot give one (a key it cannot name: a control
+        character): with the delimiter one page ``{"common_prefixes", "objects"}``, without
+        chunks of objects, shaped as obstore's (a marker ``d/`` as ``d``, marked ``"marker"``).
+        None: this store has no other way (the listing fails, naming the key)."""
+        return None
+
+    def list_dir(self, prefix: str) -> list[DirEntry]:
+        return self.listings.list_dir(prefix)
+
+    def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
+        return self.listings.list_tree(prefix, limit)
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        return self.listings.list_prefix(prefix)
+
+    def dir_exists(self, prefix: str) -> bool:
+        return self.listings.dir_exists(prefix)
+
+    def entry(self, key: str) -> DirEntry | None:
+        return self.listings.entry(key)
+
+    def probe(self) -> None:
+        self.listings.probe()
 
     # ------------------------------------------------------------------ reads
 
@@ -222,8 +258,7 @@ class ObjectStoreBackend(Listings, SyncStore):
         check_key(key)
         path = self._full(key)
         self._count("get")
-        with self._count_lock:
-            self._counts["gets-on-loop"] += 1
+        self.requests.add("gets-on-loop")
         try:
             body = await self._loop().trio_run(self._get_body, path, self._get_options(rng, etag))
         except Exception as exc:

@@ -5,17 +5,30 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import obstore as obs
 
 from nczfs.toolbox.errors import NczfsError
+from nczfs.store.objstore.counting import RequestCounts
 from nczfs.store.objstore.errors import first_line
+from nczfs.store.objstore.paths import ObjectPaths
 
 log = logging.getLogger(__name__)
 
 
-def probe_conditions(backend: Any, store: Any, refused: Callable[[BaseException, str], bool], condition: str,
+class Probed(Protocol):
+    """The store whose writes are probed: where it is (``url``, for messages), its ``paths``,
+    its request counts, and how it deletes an object (the probe's, after)."""
+
+    url: str
+    paths: ObjectPaths
+    requests: RequestCounts
+
+    def _delete_path(self, key: str, path: str) -> None: ...
+
+
+def probe_conditions(backend: Probed, store: Any, refused: Callable[[BaseException, str], bool], condition: str,
                      then: Callable[[str], None] | None = None) -> bool:
     """A PUT of a probe key ``.nczfs-probe-<uuid>`` through obstore ``store`` where none may be,
     the same again (which must be refused: ``refused(exc, key)``), then its DELETE. True: the
@@ -23,12 +36,12 @@ def probe_conditions(backend: Any, store: Any, refused: Callable[[BaseException,
     ``condition``), or the probe failed: the mount falls back to last-writer-wins, said once.
     ``then(key)``: called after the refusal, before the DELETE (a probe of conditional deletes)."""
     key = f".nczfs-probe-{uuid.uuid4().hex}"
-    full = backend._full(key)
+    full = backend.paths.full(key)
     try:
-        backend._count("put")
+        backend.requests.count("put")
         obs.put(store, full, b"", mode="create")
         try:
-            backend._count("put")
+            backend.requests.count("put")
             obs.put(store, full, b"probe", mode="create")
             ignored = True
         except Exception as exc:  # noqa: BLE001 - the refusal asked for, or a failure

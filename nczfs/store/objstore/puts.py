@@ -2,7 +2,8 @@
 known, and such a write looked for (its ETag: the MD5 of what was sent) before it is called of
 unknown outcome.
 
-:class:`Puts` is a part of :class:`~nczfs.store.objstore.store.S3Store`.
+:class:`Puts` is a part of :class:`~nczfs.store.objstore.store.S3Store`; so is the answer to a write
+refused by its condition (:meth:`Puts.conflict`), which its other writes give too.
 """
 
 from __future__ import annotations
@@ -10,16 +11,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 import obstore as obs
 
 from nczfs.toolbox.errors import BackendError, Conflict, KeyNotFound, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.values import ABSENT, ObjectInfo
 from nczfs.store.objstore.errors import ANSWERED, NOT_SENT, SERVER_ERROR, first_line, translate_boto
-from nczfs.store.objstore.obprefix import UNNAMEABLE, bare_etag, boto_conditions, plain_etag, put_mode
-from nczfs.store.objstore.options import S3Options
-from nczfs.store.objstore.probe import probe_conditions
+from nczfs.store.objstore.meta import MetaOfWrites
+from nczfs.store.objstore.obprefix import UNNAMEABLE, bare_etag, boto_conditions, info_of, plain_etag, put_mode
+from nczfs.store.objstore.s3bucket import S3Bucket
 
 log = logging.getLogger(__name__)
 
@@ -31,25 +32,28 @@ def refused_condition(err: NczfsError, if_version: str) -> bool:
 
 
 class Puts:
-    """``_put`` (what ``set`` and ``set_file`` send below the multipart threshold) of the S3 store."""
+    """One PutObject of ``s3`` (what ``set`` and ``set_file`` send below the multipart threshold),
+    with the attributes ``meta`` holds for the key; ``stat`` (the store's) finds the version a
+    refused write met. The store checks the key and that it is writable before it asks."""
 
-    client: Any
-    bucket: str
-    options: S3Options
-    once: Any
+    def __init__(self, s3: S3Bucket, meta: MetaOfWrites, stat: Callable[[str], ObjectInfo]):
+        self.s3 = s3
+        self.meta = meta
+        self.stat = stat
 
-    def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
+    def put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
         """One PutObject (``if_version``: only while the object is that version, or absent); a
         write whose request went out without an answer is looked for (its ETag: the MD5 of what
         was sent) before it is called of unknown outcome, as is one whose condition failed (an
         earlier attempt of it may have been carried out)."""
-        full = self._full(key)
+        s3 = self.s3
+        full = s3.full(key)
         data = body if isinstance(body, (bytes, bytearray, memoryview)) else b"".join(body)
-        meta, headers = self._meta_to_write(key)
+        meta, headers = self.meta.to_write(key)
         try:
             if UNNAMEABLE.search(full):  # a key obstore cannot name
-                etag = self.client.put_object(Bucket=self.bucket, Key=full, Body=bytes(data), Metadata=headers,
-                                              **self.options.writes(), **boto_conditions(if_version)).get("ETag")
+                etag = s3.client.put_object(Bucket=s3.bucket, Key=full, Body=bytes(data), Metadata=headers,
+                                            **s3.options.writes(), **boto_conditions(if_version)).get("ETag")
             else:
                 etag = self._put_attempts(key, full, data, if_version, headers)
         except Exception as exc:
@@ -58,7 +62,7 @@ class Puts:
             if if_version is not None and refused_condition(err, if_version):
                 return self.conflict(key, if_version, md5)
             if isinstance(err, OutcomeUnknown):  # stored after all, if the object is what was sent
-                found = self._holds(key, md5)
+                found = self.holds(key, md5)
                 if found is not None:
                     return found
             raise err from None
@@ -87,63 +91,53 @@ class Puts:
         attempt that never reached the server (refused, no route) or was answered 5xx is tried
         again as obstore would; one that went out and got no answer (a timeout, a broken
         connection) too, but the write's outcome is then unknown whatever later attempts meet."""
-        unanswered, failure = False, ""
-        for _ in self.options.attempts(self._retrying):
-            self._count("put")
+        s3, unanswered, failure = self.s3, False, ""
+        for _ in s3.options.attempts(lambda: s3.requests.add("retries-considered")):
+            s3.requests.count("put")
             try:
-                return obs.put(self.once, full, data, use_multipart=False, mode=put_mode(if_version),
+                return obs.put(s3.once, full, data, use_multipart=False, mode=put_mode(if_version),
                                **self.put_arguments(headers)).get("e_tag")
             except Exception as exc:
                 text = str(exc)
                 if ANSWERED.search(text) and not SERVER_ERROR.search(text):
-                    raise self._err(exc, key, "put") from None  # refused: the answer is final
+                    raise s3.requests.error(exc, key, "put") from None  # refused: the answer is final
                 failure = first_line(exc)
                 if not ANSWERED.search(text) and not NOT_SENT.search(text):
                     unanswered = True
-                    self._count_one("unanswered")
+                    s3.went_unanswered()
         if unanswered:
             raise OutcomeUnknown(f"{key!r}: S3 PutObject got no answer ({failure}); it may still be carried out "
                                  "(outcome unknown)")
         raise BackendError(f"{key!r}: S3 PutObject failed: {failure}")
 
-    def _retrying(self) -> None:
-        with self._count_lock:
-            self._counts["retries-considered"] += 1
-
-    def _holds(self, key: str, etag: str) -> ObjectInfo | None:
+    def holds(self, key: str, etag: str) -> ObjectInfo | None:
         """After a write whose answer never came: the object's info if it is the version written
         (its ETag: the MD5 of a single PUT's body, of a multipart upload's part MD5s and their
         count), else None (another version, none, or no answer to the HEAD either). One attempt:
         the answer is wanted now, not after another round of retries."""
         if not etag:
             return None
-        full = self._full(key)
+        s3 = self.s3
+        full = s3.full(key)
         try:
             if UNNAMEABLE.search(full):  # a key obstore cannot name
-                resp = self.client.head_object(Bucket=self.bucket, Key=full, **self.options.payer())
+                resp = s3.client.head_object(Bucket=s3.bucket, Key=full, **s3.options.payer())
                 meta = {"size": resp["ContentLength"], "last_modified": resp["LastModified"], "e_tag": resp.get("ETag")}
             else:
-                self._count("head")
-                meta = obs.head(self.once, full)
+                s3.requests.count("head")
+                meta = obs.head(s3.once, full)
         except Exception as exc:  # noqa: BLE001 - not known then either
             log.warning("%r: checking a write that got no answer failed too: %s", key, first_line(exc))
             return None
         if plain_etag(meta.get("e_tag")) != etag:
             return None
         log.warning("%r: a write got no answer, but the object is what it sent: stored", key)
-        return self._info(key, meta)
-
-    def probe_conditions(self) -> bool:
-        """Does the server refuse a conditional write whose condition fails? One probe at mount
-        time (:func:`~nczfs.store.objstore.probe.probe_conditions`), through the one-attempt store."""
-        def refused(exc: BaseException, key: str) -> bool:
-            return isinstance(translate_boto(self._err(exc, key, "put"), key, "PutObject"), Stale)
-
-        return probe_conditions(self, self.once, refused, "If-None-Match")
+        return info_of(key, meta)
 
     def put_arguments(self, headers: dict[str, str] | None = None) -> dict[str, Any]:
         """The storage class asked for (obstore sends it as ``x-amz-storage-class``), and the user
         metadata ``headers`` (obstore sends an attribute of another name as ``x-amz-meta-NAME``)."""
-        attributes = {"Storage-Class": self.options.storage_class} if self.options.storage_class else {}
+        storage_class = self.s3.options.storage_class
+        attributes = {"Storage-Class": storage_class} if storage_class else {}
         attributes.update(headers or {})
         return {"attributes": attributes} if attributes else {}

@@ -4,40 +4,44 @@ Every GET (ranged, pinned to the version with ``If-Match``), HEAD, LIST (ListObj
 delimiter ``/``, all pages) and PutObject goes through obstore (:mod:`.objstore`): AWS
 virtual-hosted over https, S3-compatible servers path style over http or https. boto3 stays for
 what obstore does not offer: multipart uploads by upload id (:mod:`.uploads`), server-side
-copies (multipart above 5 GiB), the attributes in objects' metadata (:mod:`.meta`), and keys
-obstore cannot name (ASCII control characters). Both clients are made from one boto3 client
-(:mod:`.client`). PutObject and writes of unknown outcome: :mod:`.puts`. No directory-marker
-objects are written; keys ending in ``/`` written by other tools show as directories.
+copies (multipart above 5 GiB: :mod:`.copies`), the attributes in objects' metadata
+(:mod:`.meta`), and keys obstore cannot name (ASCII control characters). Both clients are made
+from one boto3 client (:mod:`.client`). PutObject and writes of unknown outcome: :mod:`.puts`.
+No directory-marker objects are written; keys ending in ``/`` written by other tools show as
+directories.
+
+:class:`S3Store` holds its parts, each given what it uses when it is made: the bucket and its
+client (:class:`~.s3bucket.S3Bucket`), PutObjects, multipart uploads, copies, POSIX attributes;
+it checks keys and that it is writable, and hands each operation to the part that does it.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 import botocore.exceptions
 import obstore as obs
 from obstore.exceptions import InvalidPathError
 
-from nczfs.toolbox.errors import Conflict, KeyNotFound, SourceError
+from nczfs.toolbox.errors import Conflict, KeyNotFound, NotSupported, SourceError, Stale
 from nczfs.store.objstore.s3url import S3Location
 from nczfs.store.keys import check_key, join, parent_of
-from nczfs.store.values import ABSENT, ByteRange, DirEntry, ObjectInfo
+from nczfs.store.values import ABSENT, ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.objstore.copies import Copies
 from nczfs.store.objstore.client import make_client, obstore_s3
 from nczfs.store.objstore.options import S3Options
-from nczfs.store.objstore.errors import DENIED, UNANSWERED, code_of, message_of, translate_boto
-from nczfs.store.objstore.meta import PosixMeta, meta_of
-from nczfs.store.objstore.obprefix import UNNAMEABLE, ObjectStoreBackend, bare_etag, if_match
+from nczfs.store.objstore.errors import DENIED, code_of, message_of, translate_boto
+from nczfs.store.objstore.meta import MetaOfWrites, PosixMeta
+from nczfs.store.objstore.obprefix import UNNAMEABLE, ObjectStoreBackend, if_match
+from nczfs.store.objstore.probe import probe_conditions
 from nczfs.store.objstore.puts import Puts, refused_condition
+from nczfs.store.objstore.s3bucket import S3Bucket
 from nczfs.store.objstore.uploads import MultipartUploads
 
 log = logging.getLogger(__name__)
 
-#: CopyObject copies up to 5 GiB; larger objects need a multipart copy
-MAX_SINGLE_COPY = 5 * 1024**3
 #: the largest object S3 holds
 MAX_OBJECT_BYTES = 5 * 1024**4
 #: the request names ``nczfs stats`` shows for obstore's requests (boto3's name themselves)
@@ -56,7 +60,7 @@ def open_s3(options: S3Options, loc: S3Location) -> S3Store:
     return store
 
 
-class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
+class S3Store(ObjectStoreBackend):
     #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
     #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
     emptied_dirs_may_linger = True
@@ -81,101 +85,75 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
                          url=f"s3://{bucket}/{prefix.strip('/')}", service="S3", read_only=read_only, ops=S3_OPS,
                          multipart_threshold=multipart_threshold, part_size=part_size, max_concurrency=max_concurrency,
                          https=client.meta.endpoint_url.startswith("https://"))
-        self.client = client
-        self.bucket = bucket
-        self.options = options
-        #: PUTs go through a store making one attempt a call: each attempt's failure tells whether
-        #: the request went out without an answer (its outcome unknown), which obstore's own
-        #: retries would hide behind their last error; it also checks such writes (one HEAD)
-        self.once = obstore_s3(client, bucket, options.without_retries())
-        self.copy_threshold = MAX_SINGLE_COPY
-        #: -o posix_meta: objects found by a lookup or a listing are asked (HEAD, through boto3:
-        #: obstore's HEAD gives no user metadata) for the attributes in their metadata; else only
-        #: what the mount wrote itself shows them
-        self.head_for_meta = head_for_meta
-        self._meta_of_writes = {}
-        #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
-        self._staged: dict[str, str] = {}
-        #: CreateMultipartUploads that got no answer ("?TIME" -> S3 key): swept at close
-        self._unanswered: dict[str, str] = {}
-        #: whether an attempt of this thread's request went out without an answer
-        self._attempts = threading.local()
-        #: told of every upload opened (``opened(id, s3_key)``) and finished (``done(id)``), so
-        #: that those a killed daemon left open can be aborted later (runstate.UploadJournal)
-        self.upload_log: Any = None
-        client.meta.events.register("before-send.s3", self._count_request)
-        client.meta.events.register("needs-retry.s3", self._count_retry)
+        self.s3 = S3Bucket(client, bucket, options, self.paths, self.requests)
+        self.meta_of_writes = MetaOfWrites()
+        self.posix = PosixMeta(self.s3, self.sizes, self.get, head_for_meta)
+        self.puts = Puts(self.s3, self.meta_of_writes, self.stat)
+        self.uploads = MultipartUploads(self.s3, self.sizes, self.puts, self.meta_of_writes)
+        self.copies = Copies(self.s3, self.sizes, self.uploads, self.puts, self, self._delete_path)
 
-    # ------------------------------------------------------------------ helpers
+    @property
+    def bucket(self) -> str:
+        return self.s3.bucket
 
-    def _count_request(self, event_name: str = "", **_: Any) -> None:
-        with self._count_lock:
-            self._counts[event_name.rsplit(".", 1)[-1]] += 1
+    @property
+    def head_for_meta(self) -> bool:
+        """-o posix_meta: objects found by a lookup or a listing are asked (HEAD, through boto3:
+        obstore's HEAD gives no user metadata) for the attributes in their metadata; else only
+        what the mount wrote itself shows them."""
+        return self.posix.head_for_meta
 
-    def _count_retry(self, response: Any = None, caught_exception: Any = None, **_: Any) -> None:
-        # called after every attempt; a retry follows when the attempt failed (a connection
-        # error or a timeout, or a 5xx) and retries are left
-        if caught_exception is not None or (response is not None and (response[0] is None or response[0].status_code >= 500)):
-            with self._count_lock:
-                self._counts["retries-considered"] += 1
-        if isinstance(caught_exception, UNANSWERED):
-            self._count_one("unanswered")  # an attempt went out and got no answer
+    @property
+    def copy_threshold(self) -> int:
+        """Server-side copies above this many bytes are multipart (S3's CopyObject limit: 5 GiB)."""
+        return self.sizes.copy_threshold
+
+    @copy_threshold.setter
+    def copy_threshold(self, value: int) -> None:
+        self.sizes.copy_threshold = value
+
+    # ------------------------------------------------------------------ the uploads' journal (JournalsUploads)
+
+    @property
+    def upload_log(self) -> Any:
+        """Told of every upload opened and finished (runstate.UploadJournal; None: not told)."""
+        return self.uploads.upload_log
+
+    @upload_log.setter
+    def upload_log(self, log: Any) -> None:
+        self.uploads.upload_log = log
+
+    @property
+    def scope(self) -> str:
+        """Where this store's objects live: the endpoint, the bucket and the prefix."""
+        return f"{self.s3.client.meta.endpoint_url}/{self.s3.bucket}/{self.prefix}"
+
+    def abort_uploads(self, uploads: dict[str, str]) -> dict[str, str]:
+        return self.uploads.abort_uploads(uploads)
+
+    # ------------------------------------------------------------------ reads
 
     def _dir_prefix(self, prefix: str) -> str:
         """The S3 prefix listing the children of ``prefix`` ("" is the mount root)."""
-        full = self._dir_path(prefix)
+        full = self.paths.dir_path(prefix)
         return f"{full}/" if full else ""
 
-    # ------------------------------------------------------------------ keys obstore cannot name
-    # S3 takes any UTF-8 in a key; obstore (object_store's paths) refuses ASCII control
-    # characters, and fails a whole listing that holds one. boto3 serves those keys and listings.
-
     def list_other_way(self, base: str | None, delimiter: bool) -> Iterator[Any] | None:
-        pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=f"{base}/" if base else "", **({"Delimiter": "/"} if delimiter else {}),
-            **self.options.payer())
-
-        def meta(item: dict) -> dict:
-            key = item["Key"]
-            return {"path": key.rstrip("/"), "size": int(item["Size"]), "last_modified": item.get("LastModified"),
-                    "e_tag": item.get("ETag"), "marker": key.endswith("/")}
-
-        def listing() -> Iterator[Any]:
-            try:
-                if delimiter:
-                    prefixes, objects = [], []
-                    for page in pages:
-                        self._count_one("ListObjectsV2")
-                        prefixes += [cp["Prefix"].rstrip("/") for cp in page.get("CommonPrefixes", ())]
-                        objects += [meta(item) for item in page.get("Contents", ())]
-                    yield {"common_prefixes": prefixes, "objects": objects}
-                else:
-                    for page in pages:
-                        self._count_one("ListObjectsV2")
-                        yield [meta(item) for item in page.get("Contents", ())]
-            except Exception as exc:
-                raise translate_boto(exc, base or "/", "ListObjectsV2") from None
-
-        return listing()
-
-    def _count_one(self, kind: str) -> None:
-        if kind == "unanswered":  # an attempt of a write went out and got no answer (this thread's)
-            self._attempts.unanswered = True
-        with self._count_lock:
-            self._counts[kind] += 1
+        return self.s3.list_other_way(base, delimiter)
 
     def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
         check_key(key)
         full = self._full(key)
         if not UNNAMEABLE.search(full) or (rng is not None and rng.end == rng.start):
             return super().get_version(key, rng, etag)
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full, **self.options.payer()}
+        s3 = self.s3
+        kwargs: dict[str, Any] = {"Bucket": s3.bucket, "Key": full, **s3.options.payer()}
         if etag:
             kwargs["IfMatch"] = f'"{etag}"'
         if rng is not None and not (rng.start == 0 and rng.end is None):
             kwargs["Range"] = f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
         try:
-            return self.client.get_object(**kwargs)["Body"].read()
+            return s3.client.get_object(**kwargs)["Body"].read()
         except botocore.exceptions.ClientError as exc:
             if code_of(exc) == "InvalidRange":
                 return self._past_the_end(key, rng)
@@ -188,17 +166,7 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
         full = self._full(key)
         if not UNNAMEABLE.search(full) and not self.head_for_meta:
             return super().stat(key)
-        return self._head(key, full)
-
-    def _head(self, key: str, full: str) -> ObjectInfo:
-        """A HEAD through boto3: the object's info with the attributes its metadata holds."""
-        try:
-            resp = self.client.head_object(Bucket=self.bucket, Key=full, **self.options.payer())
-        except Exception as exc:
-            raise translate_boto(exc, key, "HeadObject") from None
-        meta = meta_of(resp.get("Metadata"))
-        mtime = meta.mtime_ns if meta is not None and meta.mtime_ns is not None else int(resp["LastModified"].timestamp() * 1e9)
-        return ObjectInfo(key, int(resp["ContentLength"]), mtime, bare_etag(resp.get("ETag")), meta)
+        return self.posix.head(key, full)
 
     def list_dir(self, prefix: str) -> list[DirEntry]:
         entries = super().list_dir(prefix)
@@ -227,7 +195,7 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
         if not UNNAMEABLE.search(path):
             return super()._delete_path(key, path)
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=path, **self.options.payer())
+            self.s3.client.delete_object(Bucket=self.s3.bucket, Key=path, **self.s3.options.payer())
         except Exception as exc:
             err = translate_boto(exc, key, "DeleteObject")
             if not isinstance(err, KeyNotFound):
@@ -235,12 +203,13 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
 
     def probe(self, text: str) -> None:  # type: ignore[override]  # the store probes with the source's text for its message
         """Fail now, with one line, if the bucket is missing, the credentials wrong or the endpoint down."""
+        s3 = self.s3
         try:
-            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""), MaxKeys=1, **self.options.payer())
+            s3.client.list_objects_v2(Bucket=s3.bucket, Prefix=self._dir_prefix(""), MaxKeys=1, **s3.options.payer())
         except botocore.exceptions.ClientError as exc:
             code = code_of(exc)
             if code == "NoSuchBucket":
-                raise SourceError(f"{text}: bucket {self.bucket!r} does not exist") from None
+                raise SourceError(f"{text}: bucket {s3.bucket!r} does not exist") from None
             if code in DENIED:
                 raise SourceError(f"{text}: S3 refused the credentials or access ({message_of(exc)})") from None
             raise SourceError(f"{text}: S3 error: {message_of(exc)}") from None
@@ -273,7 +242,8 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
         name = key.rpartition("/")[2]
         self._count("list")
         try:
-            chunk = next(iter(obs.list(self.store, self._dir_path(parent_of(key)), offset=before, chunk_size=ENTRY_KEYS)), [])
+            chunk = next(iter(obs.list(self.store, self.paths.dir_path(parent_of(key)), offset=before,
+                                       chunk_size=ENTRY_KEYS)), [])
         except Exception as exc:
             if isinstance(exc, (InvalidPathError, ValueError)):  # a key obstore cannot name nearby
                 return super().entry(key)
@@ -285,10 +255,80 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
             return super().entry(key)  # not decided by the keys seen
         for meta in chunk:
             if meta["path"] == full:
-                return DirEntry(name, True) if self._is_marker(meta) else DirEntry(name, False, self._info(key, meta))
+                return DirEntry(name, True) if self.listings.is_marker(meta) else DirEntry(name, False, self._info(key, meta))
         return None
 
-    # ------------------------------------------------------------------ writes
+    # ------------------------------------------------------------------ writes (the parts')
+
+    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
+        check_key(key)
+        self.check_writable(key)
+        if len(data) >= self.sizes.multipart_threshold:
+            return self.uploads.write(key, data, if_version)
+        return self.puts.put(key, data, len(data), if_version)
+
+    def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
+        """Store ``size`` bytes of the file object ``f`` from its position; above the multipart
+        threshold its parts are read one at a time and sent in parallel."""
+        if size < self.sizes.multipart_threshold:
+            return super().set_file(key, f, size, if_version)  # one PutObject, a short file refused
+        check_key(key)
+        self.check_writable(key)
+        return self.uploads.write_file(key, f, size, if_version)
+
+    def stage(self, key: str, data: bytes) -> Staged | None:
+        check_key(key)
+        self.check_writable(key)
+        return self.uploads.stage(key, data)
+
+    def open_upload(self, key: str) -> Upload:
+        check_key(key)
+        self.check_writable(key)
+        return self.uploads.open_upload(key)
+
+    def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
+        check_key(src)
+        check_key(dst)
+        self.check_writable(dst)
+        return self.copies.copy(src, dst, if_version)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        check_key(src)
+        check_key(dst)
+        self.check_writable(dst)
+        self.copies.rename_dir(src, dst)
+
+    def forget_dir(self, prefix: str) -> None:
+        check_key(prefix)
+        self.check_writable(prefix)
+        self.copies.forget_dir(prefix)
+
+    def write_meta(self, key: str, meta: Meta | None) -> None:
+        self.meta_of_writes.note(key, meta)
+
+    def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        if is_dir:
+            raise NotSupported(f"{key!r}: nczfs writes no directory objects to S3")
+        check_key(key)
+        self.check_writable(key)
+        return self.posix.set_meta(key, changes)
+
+    def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
+        check_key(key)
+        self.check_writable(key)
+        return self.posix.make_node(key, meta, target)
+
+    def readlink(self, key: str) -> str:
+        check_key(key)
+        return self.posix.readlink(key)
+
+    def probe_conditions(self) -> bool:
+        """Does the server refuse a conditional write whose condition fails? One probe at mount
+        time (:func:`~nczfs.store.objstore.probe.probe_conditions`), through the one-attempt store."""
+        def refused(exc: BaseException, key: str) -> bool:
+            return isinstance(translate_boto(self._err(exc, key, "put"), key, "PutObject"), Stale)
+
+        return probe_conditions(self, self.s3.once, refused, "If-None-Match")
 
     def delete(self, key: str, if_version: str | None = None) -> None:
         """DeleteObject; ``if_version`` (where ``checks_deletes``): with ``If-Match``, refused
@@ -301,7 +341,7 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
             return
         self._count("delete")
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._full(key), IfMatch=pin)
+            self.s3.client.delete_object(Bucket=self.s3.bucket, Key=self._full(key), IfMatch=pin)
         except Exception as exc:
             err = translate_boto(exc, key, "delete")
             if isinstance(err, KeyNotFound):
@@ -315,17 +355,10 @@ class S3Store(Puts, MultipartUploads, Copies, PosixMeta, ObjectStoreBackend):
             raise Conflict(key, if_version, found) from None
 
     def close(self) -> None:
-        with self._count_lock:
-            staged = list(self._staged.items())
-            unanswered, self._unanswered = dict(self._unanswered), {}
-        for upload_id, s3_key in staged:  # written to temp files never renamed into place
-            self._abort_staged(s3_key, s3_key, upload_id)
-        for mark, s3_key in unanswered.items():
-            if self._sweep(mark, s3_key):
-                self._log_upload("done", mark)
+        self.uploads.close()
         super().close()
         try:
-            self.client.close()
+            self.s3.client.close()
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
 

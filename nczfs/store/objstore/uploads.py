@@ -4,7 +4,8 @@ threshold, data staged for a rename (``stage``), files sent while they are writt
 
 Every upload is noted (``upload_log``, runstate.UploadJournal) while it is open, so that those a
 killed daemon left open are aborted by the next mount (:meth:`MultipartUploads.abort_uploads`).
-:class:`MultipartUploads` is a part of :class:`~nczfs.store.objstore.store.S3Store`.
+:class:`MultipartUploads` is a part of :class:`~nczfs.store.objstore.store.S3Store`, which checks
+the keys and that it is writable before it asks.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, Callable
 
 from nczfs.toolbox.errors import BackendError, OutcomeUnknown
-from nczfs.store.keys import check_key
 from nczfs.store.values import ObjectInfo, Staged, Upload
 from nczfs.store.objstore.errors import message_of, translate_boto, upload_gone
+from nczfs.store.objstore.meta import MetaOfWrites
 from nczfs.store.objstore.obprefix import bare_etag, boto_conditions
-from nczfs.store.objstore.puts import refused_condition
+from nczfs.store.objstore.puts import Puts, refused_condition
+from nczfs.store.objstore.s3bucket import S3Bucket
+from nczfs.store.objstore.sizes import PartSizes
 
 log = logging.getLogger(__name__)
 
@@ -32,27 +35,33 @@ SWEEP_MARGIN = 60.0
 
 
 class MultipartUploads:
-    """``set``/``set_file`` above the multipart threshold, ``stage`` and ``open_upload`` of the S3 store."""
+    """The multipart uploads of ``s3``, cut as ``sizes`` says, with the attributes ``meta`` holds
+    for the key; ``puts`` looks for a completion that got no answer and answers a refused one.
+    Each upload is listed here while it is open, and noted in ``upload_log`` (given by the mount:
+    ``opened(id, s3_key)``, ``done(id)``), so that those a killed daemon left open can be aborted
+    later (runstate.UploadJournal); :meth:`close` aborts those still open."""
 
-    client: Any
-    bucket: str
+    def __init__(self, s3: S3Bucket, sizes: PartSizes, puts: Puts, meta: MetaOfWrites):
+        self.s3 = s3
+        self.sizes = sizes
+        self.puts = puts
+        self.meta = meta
+        self.upload_log: Any = None
+        #: unfinished multipart uploads (staged, or being sent), by upload id: aborted at close if still there
+        self._staged: dict[str, str] = {}
+        #: CreateMultipartUploads that got no answer ("?TIME" -> S3 key): swept at close
+        self._unanswered: dict[str, str] = {}
+        self._lock = threading.Lock()
 
-    def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
-        check_key(key)
-        self.check_writable(key)
-        if len(data) >= self.multipart_threshold:
-            view = memoryview(data)
-            return self._multipart(key, len(data), lambda start, size: view[start : start + size]).commit(if_version)
-        return self._put(key, data, len(data), if_version)
+    def write(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
+        """``data`` stored as ``key`` by one multipart upload."""
+        view = memoryview(data)
+        return self._multipart(key, len(data), lambda start, size: view[start : start + size]).commit(if_version)
 
-    def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
-        """Store ``size`` bytes of the file object ``f`` from its position; above the multipart
-        threshold its parts are read one at a time (so at most one part per sending thread is in
+    def write_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
+        """Store ``size`` bytes of the file object ``f`` from its position by one multipart
+        upload, its parts read one at a time (so at most one part per sending thread is in
         memory) and sent in parallel."""
-        if size < self.multipart_threshold:
-            return super().set_file(key, f, size, if_version)  # one PutObject, a short file refused
-        check_key(key)
-        self.check_writable(key)
         base, reading = f.tell(), threading.Lock()
 
         def part(start: int, length: int) -> bytes:
@@ -68,8 +77,6 @@ class MultipartUploads:
     def stage(self, key: str, data: bytes) -> Staged | None:
         """The parts of a multipart upload of ``key``, sent now, invisible until ``commit``
         (CompleteMultipartUpload: the whole object appears at once) or dropped by ``abort``."""
-        check_key(key)
-        self.check_writable(key)
         if not data:
             return None  # an upload needs at least one part; an empty object is one cheap PUT anyway
         view = memoryview(data)
@@ -81,16 +88,17 @@ class MultipartUploads:
         sends them; returns it staged. Any failure
         aborts it: no parts are left behind."""
         upload = self.open_upload(key)
-        starts = range(0, size, self.part_size)
+        part_size = self.sizes.part_size
+        starts = range(0, size, part_size)
         try:
             def send(number: int) -> None:
                 start = starts[number - 1]
-                upload.send(number, part(start, min(self.part_size, size - start)))  # type: ignore[arg-type]  # bytes-like: a view of the file's part
+                upload.send(number, part(start, min(part_size, size - start)))  # type: ignore[arg-type]  # bytes-like: a view of the file's part
 
             if len(starts) == 1:
                 send(1)
             else:
-                with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(starts))) as pool:
+                with ThreadPoolExecutor(max_workers=min(8, self.sizes.max_concurrency, len(starts))) as pool:
                     list(pool.map(send, range(1, len(starts) + 1)))
         except Exception as exc:
             upload.abort()
@@ -101,47 +109,46 @@ class MultipartUploads:
         """A multipart upload of ``key``, its parts sent as they come (from any thread), made the
         object by ``complete`` (CompleteMultipartUpload of the parts 1..n sent) or dropped by
         ``abort``; a failed completion aborts it. Until then it is listed for :meth:`close`."""
-        check_key(key)
-        self.check_writable(key)
-        s3_key = self._full(key)
-        meta, headers = self._meta_to_write(key)
-        upload_id = self._create_upload(key, s3_key, {"Metadata": headers})
+        s3_key = self.s3.full(key)
+        meta, headers = self.meta.to_write(key)
+        upload_id = self.create(key, s3_key, {"Metadata": headers})
         etags: dict[int, str] = {}
 
         def send(number: int, data: bytes | memoryview) -> None:
             try:
-                etags[number] = self._upload_part(key, s3_key, upload_id, number, data)
+                etags[number] = self.upload_part(s3_key, upload_id, number, data)
             except Exception as exc:
                 raise translate_boto(exc, key, "UploadPart") from None
 
         def complete(size: int, if_version: str | None = None) -> ObjectInfo:
-            info = self._complete(key, s3_key, upload_id, etags, size, if_version)
+            info = self.complete(key, s3_key, upload_id, etags, size, if_version)
             return replace(info, meta=meta, mtime_ns=meta.mtime_ns or info.mtime_ns) if meta is not None else info
 
-        return Upload(key, self.part_size, send, complete, lambda: self._abort_staged(key, s3_key, upload_id))
+        return Upload(key, self.sizes.part_size, send, complete, lambda: self.abort_staged(key, s3_key, upload_id))
 
-    def _create_upload(self, key: str, s3_key: str, extra: dict[str, Any]) -> str:
+    def create(self, key: str, s3_key: str, extra: dict[str, Any]) -> str:
         """CreateMultipartUpload of ``s3_key`` (``extra``: its metadata) with the mount's write
         options; the upload's id, noted (journal, and to abort at close) until it is finished."""
         # noted before it is sent: a daemon killed while the request is on its way, or before it
         # notes the answer, leaves the mark, and the next mount sweeps what the server made
         mark = f"?{time.time():.6f}"
         self._log_upload("opened", mark, s3_key)
-        self._attempts.unanswered = False
+        s3 = self.s3
+        s3.start_request()
         try:
-            upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=s3_key, **extra,
-                                                            **self.options.writes())["UploadId"]
+            upload_id = s3.client.create_multipart_upload(Bucket=s3.bucket, Key=s3_key, **extra,
+                                                          **s3.options.writes())["UploadId"]
         except Exception as exc:
             err = translate_boto(exc, key, "CreateMultipartUpload")
             self._settle_create(mark, s3_key, isinstance(err, OutcomeUnknown))
             raise err from None
-        with self._count_lock:
+        with self._lock:
             self._staged[upload_id] = s3_key
         self._log_upload("opened", upload_id, s3_key)
         self._settle_create(mark, s3_key, False)
         return upload_id
 
-    def _complete(self, key: str, s3_key: str, upload_id: str, etags: dict[int, str], size: int,
+    def complete(self, key: str, s3_key: str, upload_id: str, etags: dict[int, str], size: int,
                   if_version: str | None) -> ObjectInfo:
         """CompleteMultipartUpload of the parts ``etags`` sent (``if_version``: only while the
         object is that version, or absent); a failure aborts the upload."""
@@ -150,8 +157,8 @@ class MultipartUploads:
             if not numbers or numbers != list(range(1, len(numbers) + 1)):
                 raise BackendError(f"{key!r}: parts {numbers} sent, not 1..n")
             tags = [etags[n] for n in numbers]
-            etag = self.client.complete_multipart_upload(
-                Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer(),
+            etag = self.s3.client.complete_multipart_upload(
+                Bucket=self.s3.bucket, Key=s3_key, UploadId=upload_id, **self.s3.options.payer(),
                 MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(tags, 1)]},
                 **boto_conditions(if_version),
             ).get("ETag")
@@ -159,9 +166,9 @@ class MultipartUploads:
             err = translate_boto(exc, key, "CompleteMultipartUpload")
             if isinstance(err, OutcomeUnknown):
                 return self._settle(key, s3_key, upload_id, [etags[n] for n in numbers], err)
-            self._abort_staged(key, s3_key, upload_id)
+            self.abort_staged(key, s3_key, upload_id)
             if if_version is not None and refused_condition(err, if_version):
-                return self.conflict(key, if_version, "")
+                return self.puts.conflict(key, if_version, "")
             raise err from None
         self._finished(upload_id)
         return ObjectInfo(key, size, time.time_ns(), bare_etag(etag))
@@ -178,17 +185,17 @@ class MultipartUploads:
             expected = f"{digest.hexdigest()}-{len(tags)}"
         except ValueError:  # parts' ETags that are no MD5s: the object cannot be recognised
             expected = ""
-        found = self._holds(key, expected)
+        found = self.puts.holds(key, expected)
         if found is None:
             try:
-                self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id,
-                                                   **self.options.payer())
+                self.s3.client.abort_multipart_upload(Bucket=self.s3.bucket, Key=s3_key, UploadId=upload_id,
+                                                      **self.s3.options.payer())
             except Exception as exc:  # noqa: BLE001
                 log.warning("%r: the upload %s whose completion got no answer could not be aborted either: %s",
                             key, upload_id, message_of(exc))
             else:
                 self._finished(upload_id)
-            found = self._holds(key, expected)
+            found = self.puts.holds(key, expected)
             if found is None:
                 raise err from None
         self._finished(upload_id)
@@ -196,7 +203,7 @@ class MultipartUploads:
 
     def _finished(self, upload_id: str) -> None:
         """An upload completed or aborted: no longer to abort, at close or after a crash."""
-        with self._count_lock:
+        with self._lock:
             if self._staged.pop(upload_id, None) is None:
                 return
         self._log_upload("done", upload_id)
@@ -214,8 +221,8 @@ class MultipartUploads:
         no answer (or its outcome is unknown), the server may still make an upload under an id
         never told: the mark stays, swept (:meth:`_sweep`) at close, or by the next mount through
         the journal if this daemon dies first; else it is done."""
-        if unknown or self._attempts.unanswered:
-            with self._count_lock:
+        if unknown or self.s3.was_unanswered():
+            with self._lock:
                 self._unanswered[mark] = s3_key
         else:
             self._log_upload("done", mark)
@@ -228,8 +235,8 @@ class MultipartUploads:
         False if the server could not be asked."""
         since = float(unanswered[1:]) - SWEEP_MARGIN
         try:
-            found = self.client.list_multipart_uploads(Bucket=self.bucket, Prefix=s3_key).get("Uploads", [])
-            with self._count_lock:
+            found = self.s3.client.list_multipart_uploads(Bucket=self.s3.bucket, Prefix=s3_key).get("Uploads", [])
+            with self._lock:
                 ours = set(self._staged)
             for upload in found:
                 initiated = upload.get("Initiated")
@@ -245,11 +252,6 @@ class MultipartUploads:
                         s3_key, message_of(exc))
             return False
         return True
-
-    @property
-    def scope(self) -> str:
-        """Where this store's objects live: the endpoint, the bucket and the prefix."""
-        return f"{self.client.meta.endpoint_url}/{self.bucket}/{self.prefix}"
 
     def abort_uploads(self, uploads: dict[str, str]) -> dict[str, str]:
         """Abort the multipart uploads ``uploads`` (upload id -> S3 key under this prefix) that
@@ -273,23 +275,38 @@ class MultipartUploads:
     def _abort(self, s3_key: str, upload_id: str) -> None:
         """AbortMultipartUpload; an upload already gone (completed or aborted) is no error."""
         try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer())
+            self.s3.client.abort_multipart_upload(Bucket=self.s3.bucket, Key=s3_key, UploadId=upload_id,
+                                                  **self.s3.options.payer())
         except Exception as exc:
             if not upload_gone(exc):
                 raise
 
-    def _upload_part(self, key: str, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
-        return self.client.upload_part(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
-                                       **self.options.payer(),
-                                       Body=part if isinstance(part, bytes) else bytes(part))["ETag"]
+    def upload_part(self, s3_key: str, upload_id: str, number: int, part: bytes | memoryview) -> str:
+        """UploadPart: the part's ETag."""
+        return self.s3.client.upload_part(Bucket=self.s3.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number,
+                                          **self.s3.options.payer(),
+                                          Body=part if isinstance(part, bytes) else bytes(part))["ETag"]
 
-    def _abort_staged(self, key: str, s3_key: str, upload_id: str) -> None:
-        with self._count_lock:
+    def abort_staged(self, key: str, s3_key: str, upload_id: str) -> None:
+        with self._lock:
             if self._staged.pop(upload_id, None) is None:
                 return  # completed or aborted already
         try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id, **self.options.payer())
+            self.s3.client.abort_multipart_upload(Bucket=self.s3.bucket, Key=s3_key, UploadId=upload_id,
+                                                  **self.s3.options.payer())
         except Exception as exc:  # the parts stay invisible: the next mount aborts them (runstate.py)
             log.warning("%r: could not abort the staged upload %s: %s", key, upload_id, message_of(exc))
             return
         self._log_upload("done", upload_id)
+
+    def close(self) -> None:
+        """Abort the uploads still open (written to temp files never renamed into place) and
+        sweep what CreateMultipartUploads without an answer may have made."""
+        with self._lock:
+            staged = list(self._staged.items())
+            unanswered, self._unanswered = dict(self._unanswered), {}
+        for upload_id, s3_key in staged:
+            self.abort_staged(s3_key, s3_key, upload_id)
+        for mark, s3_key in unanswered.items():
+            if self._sweep(mark, s3_key):
+                self._log_upload("done", mark)

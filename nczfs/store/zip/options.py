@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from nczfs.store.options import OVERWRITE, OptionRow, to
+from nczfs.toolbox.optionvalues import one_of
+from nczfs.store.options import OVERWRITE, OptionRow, to, valued
+from nczfs.store.zip.layout import LAYOUTS
 
 if TYPE_CHECKING:
     from nczfs.store.opening import Opening
@@ -24,7 +26,8 @@ class ZipOptions:
 
     rows: ClassVar[tuple[OptionRow, ...]] = (
         OptionRow("zip_layout=netcdf|flat", "zip: the layout of a new archive (default netcdf)",
-                  {"zip_layout": (lambda eq, value: value in ("flat", "netcdf"), to("zip_layout"))}),
+                  {"zip_layout": (valued, to("zip_layout", lambda key, value: one_of(
+                      value, LAYOUTS, f"must be one of {', '.join(LAYOUTS)}")))}),
         OVERWRITE,
     )
 

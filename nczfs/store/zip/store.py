@@ -35,7 +35,7 @@ import zipfile
 from typing import BinaryIO, Iterable
 
 from nczfs.toolbox.errors import (BackendError, DirectoryNotEmpty, Exists, InvalidArgument, InvalidKey, IsADirectory,
-                          KeyNotFound, NczfsError, NotADirectory, NotSupported, SourceError)
+                          KeyNotFound, NczfsError, NotADirectory, NotSupported, SourceError, option_error)
 from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, join
 from nczfs.store.pieces import file_pieces
@@ -61,7 +61,7 @@ class ZipStore(Archive, Tree, Behind, SyncStore):
 
     def __init__(self, path: str, read_only: bool = False, layout: str | None = None):
         if layout is not None and layout not in LAYOUTS:
-            raise SourceError(f"-o zip_layout={layout}: use one of {', '.join(LAYOUTS)}")
+            raise option_error("zip_layout", layout, f"must be one of {', '.join(LAYOUTS)}")
         self.path = os.path.abspath(path)
         self.read_only = read_only
         if not os.path.isdir(os.path.dirname(self.path)):
