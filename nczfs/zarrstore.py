@@ -20,6 +20,7 @@ from nczfs.config.mountconfig import MountConfig
 from nczfs.toolbox.errors import IsADirectory, KeyNotFound, NotADirectory
 from nczfs.store.registry import open_store
 from nczfs.store.values import ByteRange
+from nczfs.store import optional
 
 
 class _TrioThread:
@@ -94,7 +95,7 @@ class NczfsZarrStore(Store):
 
     def problems(self) -> list[str]:
         """What is wrong with the medium itself (as ``nczfs validate`` reports it)."""
-        return self._sync_store.problems()
+        return optional.problems(self._sync_store)
 
     async def _call(self, name: str, *args: Any) -> Any:
         method = getattr(self._stack, name)

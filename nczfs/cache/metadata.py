@@ -22,6 +22,7 @@ from nczfs.toolbox.errors import KeyNotFound, Stale
 from nczfs.store.capabilities import hides
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import DirEntry, ObjectInfo
+from nczfs.store import optional
 
 
 #: lookups missing the cache in one directory before it is listed whole instead
@@ -284,7 +285,7 @@ class MetadataCache:
             if hit is None or (isinstance(hit, DirEntry) and hit.is_dir):
                 self.stats["meta.hits"] += 1
                 return hit is not None
-        return await self.inner.dir_exists(prefix)
+        return await optional.dir_exists(self.inner, prefix)
 
     # ------------------------------------------------------------------ invalidation
 

@@ -43,6 +43,8 @@ from nczfs.toolbox.errors import KeyNotFound, Stale
 from nczfs.store.capabilities import Stages, UploadsInParts
 from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.wrapper import WrapperStore
+from nczfs.store import optional
+from nczfs.store import optional
 
 BLOCK_SIZE = 8 * MiB
 
@@ -106,7 +108,7 @@ class CachingStore(WrapperStore):
     _sibling_bytes = property(lambda self: self.siblings.bytes_ahead)
 
     def counters(self) -> dict[str, int]:
-        out = dict(self.inner.counters())
+        out = dict(optional.counters(self.inner))
         out.update(self.stats)
         out["cache.bytes-held"] = self.bytes.used
         out["cache.bytes-held-delivered"] = self.bytes.delivered_used
@@ -129,7 +131,7 @@ class CachingStore(WrapperStore):
     async def list_dir(self, prefix: str) -> list[DirEntry]:
         return await self.meta.list_dir(prefix)
 
-    async def dir_exists(self, prefix: str) -> bool:
+    async def _optional_dir_exists(self, prefix: str) -> bool:  # offered where the store below has it
         return await self.meta.dir_exists(prefix)
 
     # ------------------------------------------------------------------ invalidation
@@ -158,7 +160,7 @@ class CachingStore(WrapperStore):
 
     async def refresh(self, key: str) -> None:
         self._changed_elsewhere(key)
-        await self.inner.refresh(key)
+        await optional.refresh(self.inner, key)
 
     # ------------------------------------------------------------------ writes
 

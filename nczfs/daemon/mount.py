@@ -40,6 +40,7 @@ from nczfs.store.registry import backend_of, open_store
 from nczfs.store.base import SyncStore
 from nczfs.store.capabilities import JournalsUploads
 from nczfs.store.threads import run_blocking
+from nczfs.store import optional
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def serve(config: MountConfig, ready: Ready, warn: Callable[[str], None] | None 
                                                  "mountpoint": config.mountpoint, "version": nczfs.__version__})
             control.ABOUT["metrics"] = f"http://{exporter.address}/metrics"
         sync_store = open_store(config)
-        for problem in sync_store.problems():
+        for problem in optional.problems(sync_store):
             log.warning("%s", problem)
             if warn is not None:
                 warn(problem)
@@ -308,7 +309,7 @@ def _abort_stale_uploads(store, stale: dict[str, str], journal: runstate.UploadJ
     for upload_id, s3_key in left.items():
         journal.opened(upload_id, s3_key)
     log.info("aborted %d multipart upload(s) that a killed mount of %s had left open%s", len(stale) - len(left),
-             store.describe(), f"; {len(left)} could not be, and will be tried again" if left else "")
+             optional.describe(store), f"; {len(left)} could not be, and will be tried again" if left else "")
 
 
 def _leave_state(state_dir: str, journal: runstate.UploadJournal | None) -> None:

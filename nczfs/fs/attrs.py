@@ -24,6 +24,7 @@ from nczfs.fs.options import FsOptions
 from nczfs.store.base import Store
 from nczfs.store.capabilities import read_only_key
 from nczfs.store.values import ABSENT, Meta, ObjectInfo
+from nczfs.store import optional
 
 log = logging.getLogger(__name__)
 
@@ -316,12 +317,12 @@ class Attributes:
         sent = None
         if self.store.keeps_meta and not self.store.live_meta and not node.detached and self.has_own(node):
             sent = self.wanted_meta(node)
-            self.store.write_meta(node.path, sent)
+            optional.write_meta(self.store, node.path, sent)
         try:
             yield
         finally:
             if sent is not None:
-                self.store.write_meta(node.path, None)
+                optional.write_meta(self.store, node.path, None)
 
     async def save(self, node: Node, stored: Meta | None = None) -> None:
         """After an object was stored (with the attributes ``stored``, where the store kept some
@@ -352,7 +353,7 @@ class Attributes:
         of its version (a local directory that checks writes), the mount's own ``utime`` makes a
         new version: what this mount's writes and renames replace moves with it (one ``stat``)."""
         old = node.etag
-        self.record_meta(node, await self.store.set_meta(node.path, changes, node.is_dir))
+        self.record_meta(node, await optional.set_meta(self.store, node.path, changes, node.is_dir))
         if not (self.store.checks_writes and old and changes.mtime_ns is not None and not node.is_dir):
             return
         self.record(node, info := await self.store.stat(node.path))
@@ -376,6 +377,6 @@ class Attributes:
         try:
             wanted = self.wanted_meta(node)
             for name in (node.path, *self.other_names(node)):
-                self.record_meta(node, await self.store.set_meta(name, wanted, node.is_dir))
+                self.record_meta(node, await optional.set_meta(self.store, name, wanted, node.is_dir))
         except NotSupported as exc:
             log.debug("%r: attributes kept by the mount only: %s", node.path, exc)

@@ -20,6 +20,7 @@ from nczfs.fs.content import Content
 from nczfs.store.base import Store
 from nczfs.store.keys import conflict_name
 from nczfs.store.values import ABSENT, ObjectInfo
+from nczfs.store import optional
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class Conflicts:
         """Cut or extend the object ``key`` in place: where the store checks writes, only while it
         is ``version`` (the one this mount last read or stored there); else ESTALE, as :meth:`delete`."""
         try:
-            return await self.store.truncate(key, size, if_version=self.checked(version) if version else None)
+            return await optional.truncate(self.store, key, size, if_version=self.checked(version) if version else None)
         except Conflict as exc:
             self._refused(exc, "truncate")
             raise

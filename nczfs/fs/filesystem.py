@@ -31,6 +31,7 @@ from nczfs.fs.options import FsOptions
 from nczfs.fs.writeback import WriteBack
 from nczfs.store.base import Store
 from nczfs.store.values import ABSENT, ByteRange, FsStats
+from nczfs.store import optional
 
 
 class Filesystem(Namespace):
@@ -278,7 +279,7 @@ class Filesystem(Namespace):
     # ------------------------------------------------------------------ whole mount
 
     async def statfs(self) -> FsStats:
-        st = await self.store.statfs()
+        st = await optional.statfs(self.store)
         if st is None:
             big = 1 << 50
             st = FsStats(big, big, 1 << 32, 1 << 32)

@@ -29,6 +29,7 @@ from nczfs.fs.inodes import Node
 from nczfs.fs.listing import Listing
 from nczfs.fs.names import is_temp_name
 from nczfs.fs.writeback import WriteBack
+from nczfs.store import optional
 from nczfs.store.capabilities import read_only_key
 from nczfs.store.keys import check_key, join, parent_of
 from nczfs.store.values import ABSENT, Meta
@@ -68,7 +69,7 @@ class Namespace(Listing):
         """The path of an entry about to be made: refused now if the store could not name it
         (S3: a key over 1,024 bytes), not at its first upload."""
         path = self._child_path(parent, name)
-        self.store.check_new_key(path)
+        optional.check_new_key(self.store, path)
         return path
 
     def _name_left(self, parent: Node, path: str) -> None:
@@ -135,7 +136,7 @@ class Namespace(Listing):
         parent, path, uid, gid, sgid = await self._new_entry(parent_ino, name, who)
         mode = stat.S_IMODE(mode) | (stat.S_ISGID if sgid else 0)
         if self.store.stores_directories:
-            await self.store.mkdir(path)
+            await optional.mkdir(self.store, path)
         else:
             self.local_dirs.add(path)
         node = self.table.node_for(path, True)
@@ -144,7 +145,7 @@ class Namespace(Listing):
         if self.store.live_meta:
             try:
                 meta = Meta(mode=stat.S_IFDIR | mode, uid=uid, gid=gid)
-                self.attrs.record_meta(node, await self.store.set_meta(path, meta, True))
+                self.attrs.record_meta(node, await optional.set_meta(self.store, path, meta, True))
                 applied = True
             except NotSupported as exc:
                 log.debug("%r: attributes kept by the mount only: %s", path, exc)
@@ -173,7 +174,7 @@ class Namespace(Listing):
             info = await self.store.set(path, b"")
             applied = False
         else:
-            info = await self.store.make_node(path, Meta(mode=mode, uid=uid, gid=gid, rdev=rdev), target)
+            info = await optional.make_node(self.store, path, Meta(mode=mode, uid=uid, gid=gid, rdev=rdev), target)
             applied = self.store.live_meta
         node = self.table.node_for(path, False, ftype)
         node.detached = False
@@ -197,7 +198,7 @@ class Namespace(Listing):
         if node.ftype != stat.S_IFLNK:
             raise InvalidArgument(f"{node.path!r}: not a symlink")
         if node.target is None:
-            node.target = await self.store.readlink(node.path)
+            node.target = await optional.readlink(self.store, node.path)
         return node.target
 
     # ------------------------------------------------------------------ removals
@@ -218,9 +219,9 @@ class Namespace(Listing):
         if await self._children(path):
             raise DirectoryNotEmpty(f"{path!r}: directory not empty")
         if self.store.stores_directories:
-            await self.store.rmdir(path)
+            await optional.rmdir(self.store, path)
         else:
-            await self.store.forget_dir(path)
+            await optional.forget_dir(self.store, path)
         self.local_dirs.discard(path)
         self._name_left(self.table[parent_ino], path)
         self.table.overrides.pop(path, None)
@@ -263,7 +264,7 @@ class Namespace(Listing):
         self.attrs.dir_changed(parent)
         if self.store.live_meta and node.in_store:
             try:
-                info = await self.store.link(node.path, path)
+                info = await optional.link(self.store, node.path, path)
             except NotSupported:
                 pass
             else:
@@ -284,12 +285,12 @@ class Namespace(Listing):
             await self.store.copy(node.path, path)
         else:
             target = await self.readlink(node.ino) if node.ftype == stat.S_IFLNK else None
-            await self.store.make_node(path, self.attrs.wanted_meta(node), target)
+            await optional.make_node(self.store, path, self.attrs.wanted_meta(node), target)
         self.table.add_name(node, path)
         node.keep = True
         self.attrs.ctime_changed(node)
         if self.store.keeps_meta and not self.store.live_meta:
-            await self.store.set_meta(path, self.attrs.wanted_meta(node))
+            await optional.set_meta(self.store, path, self.attrs.wanted_meta(node))
 
     # ------------------------------------------------------------------ rename
 
@@ -333,9 +334,9 @@ class Namespace(Listing):
         if dst is not None:
             await self._replace_dir(dst_path, dst)
         if self.store.stores_directories or await self.store.list_prefix(src_path):
-            await self.store.rename_dir(src_path, dst_path)
+            await optional.rename_dir(self.store, src_path, dst_path)
         else:
-            await self.store.forget_dir(src_path)  # S3: folders a server keeps when emptied
+            await optional.forget_dir(self.store, src_path)  # S3: folders a server keeps when emptied
         kept = self.local_dirs.move(src_path, dst_path)
         if not self.store.stores_directories and not kept:
             self.local_dirs.add(dst_path)  # keep it even if it holds no key (an S3 folder forgotten)
@@ -347,7 +348,7 @@ class Namespace(Listing):
         if await self._children(dst_path):
             raise DirectoryNotEmpty(f"{dst_path!r}: directory not empty")
         if self.store.stores_directories:
-            await self.store.rmdir(dst_path)
+            await optional.rmdir(self.store, dst_path)
         self.local_dirs.discard(dst_path)
         self.table.detach(dst)
 

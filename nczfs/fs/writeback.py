@@ -32,6 +32,7 @@ from nczfs.fs.staging import Staging
 from nczfs.toolbox.locks import Lock
 from nczfs.store.base import Store
 from nczfs.store.capabilities import check_content, checks_content
+from nczfs.store.optional import describe
 from nczfs.store.values import ABSENT, ByteRange, ObjectInfo
 from nczfs.store.threads import run_blocking
 
@@ -316,9 +317,8 @@ class WriteBack:
         return info
 
     async def store_content(self, content: Content, key: str, if_version: str | None = None) -> ObjectInfo:
-        """Store ``content`` as the object ``key``: from memory, or read part by part from its spill
-        file or (large) its pieces in memory (S3: a multipart upload); ``if_version``: as
-        ``Store.set``."""
+        """Store ``content`` as the object ``key`` (``if_version``: as ``Store.set``): from memory, or
+        read part by part from its spill file or (large) its pieces in memory (S3: a multipart upload)."""
         if content.spilled or content.size > UPLOAD_BY_READER_BYTES:
             f, size = await content.open_reader()
             with f:
@@ -355,8 +355,8 @@ class WriteBack:
         try:
             await self.store.sync()
         except Exception as exc:
-            log.error("%s: %s", self.store.describe(), str(exc) or repr(exc))
-            failed.append(self.store.describe())
+            log.error("%s: %s", describe(self.store), str(exc) or repr(exc))
+            failed.append(describe(self.store))
         return failed
 
     # ------------------------------------------------------------------ temp files: stage, commit, abort

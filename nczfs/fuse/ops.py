@@ -22,6 +22,7 @@ from nczfs.toolbox.errors import KeyNotFound, NczfsError, to_errno
 from nczfs.fs.attrs import Attr, Caller, SetattrRequest
 from nczfs.fs.filesystem import Filesystem
 from nczfs.toolbox.logs import TRACE
+from nczfs.store import optional
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +312,7 @@ class Operations(pyfuse3.Operations):
 
     def counters(self) -> dict[str, int]:
         """Every counter of the daemon (``nczfs stats``, the control file, ``-o metrics=``)."""
-        counters = dict(self.fs.store.counters())
+        counters = dict(optional.counters(self.fs.store))
         counters.update(self.fs.write_memory.counters())
         counters.update(self.fs.early.counters())
         counters.update(self.fs.stats)

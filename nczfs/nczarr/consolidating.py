@@ -29,6 +29,7 @@ from nczfs.nczarr.metadata import jsontext
 from nczfs.store.base import Store
 from nczfs.store.keys import join, parent_of
 from nczfs.store.wrapper import WrapperStore
+from nczfs.store import optional
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -147,7 +148,7 @@ class ConsolidatingStore(WrapperStore):
         self._own: dict[str, tuple[set[str], str]] = {}
 
     def counters(self) -> dict[str, int]:
-        return {**self.inner.counters(), **self.stats}
+        return {**optional.counters(self.inner), **self.stats}
 
     async def _store(self, key: str, data: bytes, if_version: str | None, replaced: str | None) -> None:
         info = await self.inner.set(key, data, if_version=if_version)
@@ -182,7 +183,7 @@ class ConsolidatingStore(WrapperStore):
         refused (another writer updated it meanwhile), read and applied again, a few times."""
         for attempt in range(ATTEMPTS):
             if not self.checks_writes:  # nothing would refuse a stale copy: read the store's own
-                await self.inner.refresh(zkey)
+                await optional.refresh(self.inner, zkey)
             try:
                 content, version = await self._read(zkey)
                 if content is None or not change(content):

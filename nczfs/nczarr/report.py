@@ -14,6 +14,7 @@ from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
 from nczfs.nczarr.metadata.validate import check_object, is_metadata_key
 from nczfs.config.source import Source
 from nczfs.store.base import SyncStore
+from nczfs.store import optional
 
 
 def dataset_name(source: Source) -> str:
@@ -64,7 +65,7 @@ def nc4_file_lines(source: Source, objects: StoreObjects) -> list[str]:
 def inspect_store(store: SyncStore, source: Source) -> str:
     objects = StoreObjects(store)
     ds = read_dataset(objects)
-    problems = [*store.problems(), *ds.problems]
+    problems = [*optional.problems(store), *ds.problems]
     lines = [to_cdl(as_shown(ds), dataset_name(source)).rstrip("\n")]
     lines.append(f"// flavor: {ds.flavor}{' (consolidated .zmetadata)' if ds.consolidated else ''}")
     lines.extend(f"// problem: {p}" for p in problems)
@@ -79,7 +80,7 @@ def store_problems(store: SyncStore, notes: list[str] | None = None) -> list[str
 
     What is valid but not readable by netCDF-C goes to ``notes``.
     """
-    problems: list[str] = store.problems()
+    problems: list[str] = optional.problems(store)
     keys = store.list_prefix("")
     for key in keys:
         if is_metadata_key(key):

@@ -1,9 +1,12 @@
 """The store ("zmap") interface every backend implements: :class:`SyncStore` and :class:`Store`.
 
 A missing key raises :class:`~nczfs.toolbox.errors.KeyNotFound`. Keys and prefixes: :mod:`.keys`; the
-values the methods take and return: :mod:`.values`; the capabilities a store declares, the
-optional fast paths it may offer and the NCZarr layer's hooks (Protocols a store implements or
-not): :mod:`.capabilities`.
+values the methods take and return: :mod:`.values`. The ABCs hold the dozen operations every
+store has (get, get_version, stat, entry, set, set_file, delete, list_dir, list_prefix, copy,
+rename, sync, close) and the capabilities it declares; the optional operations (POSIX
+attributes, special files, links, truncate, directories as entries, statfs...) are Protocols a
+store implements or not (:mod:`.optional`), as are its fast paths and the NCZarr layer's hooks
+(:mod:`.capabilities`).
 
 Backends are written as synchronous classes (:class:`SyncStore`) and lifted to the async
 :class:`Store` used by the filesystem in one place, ``nczfs.store.threads.ThreadedStore``.
@@ -12,11 +15,12 @@ Backends are written as synchronous classes (:class:`SyncStore`) and lifted to t
 from __future__ import annotations
 
 import abc
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
-from nczfs.toolbox.errors import BackendError, InvalidArgument, KeyNotFound, NotSupported, ReadOnly
-from nczfs.store.keys import check_key, join
-from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
+from nczfs.toolbox.errors import BackendError, KeyNotFound, ReadOnly
+from nczfs.store.keys import join
+from nczfs.store.optional import TellsDirectoriesBlocking, offers
+from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 
 
 class SyncStore(abc.ABC):
@@ -104,10 +108,6 @@ class SyncStore(abc.ABC):
                 out.append(key)
         return sorted(out)
 
-    def dir_exists(self, prefix: str) -> bool:
-        """True if ``prefix`` is a directory: the root, a stored directory, or a key prefix."""
-        return prefix == "" or bool(self.list_dir(prefix))
-
     def entry(self, key: str) -> DirEntry | None:
         """What ``key`` names: an object (with its info), a directory, or nothing (None).
 
@@ -118,7 +118,11 @@ class SyncStore(abc.ABC):
             return DirEntry(name, False, self.stat(key))
         except KeyNotFound:
             pass
-        return DirEntry(name, True) if self.dir_exists(key) else None
+        if offers(self, TellsDirectoriesBlocking):
+            found = cast(TellsDirectoriesBlocking, self).dir_exists(key)
+        else:
+            found = key == "" or bool(self.list_dir(key))
+        return DirEntry(name, True) if found else None
 
     def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         """``dst`` made a copy of ``src``; ``if_version``: of ``dst``, as :meth:`set`."""
@@ -134,86 +138,29 @@ class SyncStore(abc.ABC):
         self.delete(src)
         return info
 
-    def rename_dir(self, src: str, dst: str) -> None:
-        """Move every key under ``src`` to ``dst``; ``dst`` holds no keys (checked by the caller)."""
-        for key in self.list_prefix(src):
-            self.rename(key, dst + key[len(src) :])
-
-    def mkdir(self, prefix: str) -> None:
-        raise NotSupported(f"{prefix!r}: this store keeps no empty directories")
-
-    def rmdir(self, prefix: str) -> None:
-        raise NotSupported(f"{prefix!r}: this store keeps no empty directories")
-
-    def check_new_key(self, key: str) -> None:
-        """Refuse, before anything is written, a key the medium could not name (S3: longer than
-        1,024 bytes) with the error its write would give."""
-        check_key(key)
-
-    def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
-        """Keep the attributes ``changes`` says (the others as they are) for the object (or, with
-        ``is_dir``, the directory) ``key``; returns all the attributes it now has in the medium.
-        NotSupported where the medium keeps none (for that kind of entry)."""
-        raise NotSupported(f"{key!r}: this store keeps no file attributes")
-
-    def write_meta(self, key: str, meta: Meta | None) -> None:
-        """The attributes the writes of ``key`` store with its object from now on (None: none
-        again), where the object holds them (S3: its user metadata); a write that stored them
-        says so in its ``ObjectInfo.meta``. Other stores ignore it (no I/O)."""
-
-    def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
-        """Create a symlink to ``target`` (``meta.mode`` says S_IFLNK) or a special file (fifo,
-        socket, device: ``meta.mode`` and ``meta.rdev``) at ``key``, with these attributes.
-        NotSupported where the medium cannot hold it."""
-        raise NotSupported(f"{key!r}: this store holds regular files only")
-
-    def readlink(self, key: str) -> str:
-        """The target of the symlink ``key``."""
-        raise InvalidArgument(f"{key!r}: not a symlink")
-
-    def link(self, src: str, dst: str) -> ObjectInfo:
-        """Make ``dst`` a second name of the object ``src`` (a hard link). NotSupported where the
-        medium has none (the caller may copy instead)."""
-        raise NotSupported(f"{src!r}: this store has no hard links")
-
-    def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
-        """Cut or extend (with a hole where the medium has them) the object ``key`` in place, only
-        while it is version ``if_version`` (None: any; else Conflict). NotSupported where objects
-        are only written whole (the caller rewrites it)."""
-        raise NotSupported(f"{key!r}: objects are written whole")
-
-    def forget_dir(self, prefix: str) -> None:
-        """An empty directory was removed on a store that keeps none: drop any trace of it (S3 markers)."""
-
-    def statfs(self) -> FsStats | None:
-        return None
-
     def sync(self) -> None:
         """Make every accepted write part of the medium (zip: commit the staged changes)."""
 
     def close(self) -> None:
         pass
 
-    def counters(self) -> dict[str, int]:
-        """Request counts by kind, for ``nczfs stats`` (stores that count nothing say so with {})."""
-        return {}
 
-    def problems(self) -> list[str]:
-        """What is wrong with the medium itself, one line each (``nczfs validate``; warned at
-        mount time): duplicate zip members, reference targets no read may reach."""
-        return []
+def check_writable(store: SyncStore, key: str) -> None:
+    """ReadOnly naming ``key`` where ``store`` takes no writes (read-only, or a medium without them)."""
+    if store.read_only or not store.supports_writes:
+        raise ReadOnly(f"{key!r}: the store is read-only")
 
-    def describe(self) -> str:
-        return type(self).__name__
 
-    def check_writable(self, key: str) -> None:
-        if self.read_only or not self.supports_writes:
-            raise ReadOnly(f"{key!r}: the store is read-only")
+def rename_each(store: SyncStore, src: str, dst: str) -> None:
+    """``rename_dir`` key by key: every key under ``src`` renamed to ``dst``."""
+    for key in store.list_prefix(src):
+        store.rename(key, dst + key[len(src):])
 
 
 class Store(abc.ABC):
-    """The async face of a store, used by the filesystem and by wrappers (cache, NCZarr); its
-    capabilities are a SyncStore's (:data:`CAPABILITIES`)."""
+    """The async face of a store, used by the filesystem and by wrappers (cache, NCZarr): a
+    SyncStore's dozen operations, awaited; its capabilities are a SyncStore's (:data:`CAPABILITIES`),
+    its optional operations the same Protocols' async forms (:mod:`.optional`)."""
 
     supports_writes: bool
     stores_directories: bool
@@ -235,43 +182,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def stat(self, key: str) -> ObjectInfo: ...
 
-    async def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
-        return await self.set(key, f.read(size), if_version=if_version)
-
-    async def forget_dir(self, prefix: str) -> None:
-        pass
-
-    async def refresh(self, key: str) -> None:
-        """Forget what is cached about ``key`` (a cache's), so the next read of it asks the medium."""
-
-    def check_new_key(self, key: str) -> None:
-        """``SyncStore.check_new_key`` (no I/O)."""
-        check_key(key)
-
-    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
-        raise NotSupported(f"{key!r}: this store keeps no file attributes")
-
-    def write_meta(self, key: str, meta: Meta | None) -> None:
-        """``SyncStore.write_meta`` (no I/O)."""
-
-    async def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
-        raise NotSupported(f"{key!r}: this store holds regular files only")
-
-    async def readlink(self, key: str) -> str:
-        raise InvalidArgument(f"{key!r}: not a symlink")
-
-    async def link(self, src: str, dst: str) -> ObjectInfo:
-        raise NotSupported(f"{src!r}: this store has no hard links")
-
-    async def truncate(self, key: str, size: int, if_version: str | None = None) -> ObjectInfo:
-        raise NotSupported(f"{key!r}: objects are written whole")
-
-    def counters(self) -> dict[str, int]:
-        return {}
+    @abc.abstractmethod
+    async def entry(self, key: str) -> DirEntry | None: ...
 
     @abc.abstractmethod
     async def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         """``SyncStore.set``, ``if_version`` included."""
+
+    async def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
+        return await self.set(key, f.read(size), if_version=if_version)
 
     @abc.abstractmethod
     async def delete(self, key: str, if_version: str | None = None) -> None:
@@ -284,35 +203,14 @@ class Store(abc.ABC):
     async def list_prefix(self, prefix: str) -> list[str]: ...
 
     @abc.abstractmethod
-    async def dir_exists(self, prefix: str) -> bool: ...
-
-    @abc.abstractmethod
-    async def entry(self, key: str) -> DirEntry | None: ...
-
-    @abc.abstractmethod
     async def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo: ...
 
     @abc.abstractmethod
     async def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         """``SyncStore.rename``: the moved object's info."""
 
-    @abc.abstractmethod
-    async def rename_dir(self, src: str, dst: str) -> None: ...
-
-    @abc.abstractmethod
-    async def mkdir(self, prefix: str) -> None: ...
-
-    @abc.abstractmethod
-    async def rmdir(self, prefix: str) -> None: ...
-
-    @abc.abstractmethod
-    async def statfs(self) -> FsStats | None: ...
-
     async def sync(self) -> None:
         """Make every accepted write part of the medium; most stores have nothing to do."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...
-
-    @abc.abstractmethod
-    def describe(self) -> str: ...

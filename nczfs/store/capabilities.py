@@ -6,12 +6,14 @@ with ``isinstance``: :class:`Stages` (data sent now, made the object later), :cl
 each in a blocking form too; :class:`ReadsOnLoop` (reads awaited without a worker thread),
 :class:`JournalsUploads` (uploads a dead mount left are aborted by the next), and
 :class:`MergesBothChanged` (told by the layer above how to merge an object both it and another
-program changed)."""
+program changed). A wrapper has each fast path, NCZarr hook and optional operation
+(:mod:`nczfs.store.optional`) where the store below has it: :func:`offer`, :func:`offer_hooks`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, cast, runtime_checkable
 
+from nczfs.store.optional import OPTIONAL, OPTIONAL_PREFIX, Refreshes, offers
 from nczfs.store.values import ByteRange, DirEntry, Staged, Upload
 
 
@@ -155,34 +157,35 @@ def offer_hooks(store: object, below: object) -> None:
     """Give ``store`` (a wrapper) each hook ``below`` has and ``store``'s class does not answer
     itself: ``below``'s methods, called directly (the hooks do no I/O but ``check_content``)."""
     for protocol, methods in HOOKS.items():
-        if isinstance(below, protocol) and not any(hasattr(type(store), m) for m in methods):
+        if offers(below, protocol) and not _answers_itself(store, methods):
             for method in methods:
                 setattr(store, method, getattr(below, method))
 
 
+def _answers_itself(store: object, methods: Iterable[str]) -> bool:
+    """Does ``store``'s class itself define one of ``methods``?"""
+    return any(hasattr(type(store), m) for m in methods)
+
+
 def checks_content(store: object, key: str) -> bool:
     """:meth:`ChecksContent.checks_content`; False for a store without the hook."""
-    f = getattr(store, "checks_content", None)  # not isinstance: a Protocol check costs µs per call
-    return f is not None and f(key)
+    return offers(store, ChecksContent) and cast(ChecksContent, store).checks_content(key)
 
 
 async def check_content(store: object, key: str, data: bytes) -> None:
     """:meth:`ChecksContent.check_content`; nothing for a store without the hook."""
-    f = getattr(store, "check_content", None)
-    if f is not None:
-        await f(key, data)
+    if offers(store, ChecksContent):
+        await cast(ChecksContent, store).check_content(key, data)
 
 
 def read_only_key(store: object, key: str) -> bool:
     """:meth:`HasReadOnlyKeys.read_only_key`; False for a store without the hook."""
-    f = getattr(store, "read_only_key", None)
-    return f is not None and f(key)
+    return offers(store, HasReadOnlyKeys) and cast(HasReadOnlyKeys, store).read_only_key(key)
 
 
 def hides(store: object, key: str) -> bool:
     """:meth:`Hides.hides`; False for a store without the hook."""
-    f = getattr(store, "hides", None)
-    return f is not None and f(key)
+    return offers(store, Hides) and cast(Hides, store).hides(key)
 
 
 #: ``merge(key, theirs, ours, base)``: the object ``key`` that another program (``theirs``) and
@@ -209,6 +212,23 @@ def offer_fast_paths(store: object, below: object, names: Iterable[str]) -> None
     """Give ``store`` (a wrapper) each fast path of ``names`` that ``below`` offers: its method
     ``NAME`` is then ``store._NAME`` (which answers it through ``below``); the others it lacks,
     so that ``isinstance(store, Stages)`` and the like say what it really offers."""
-    for name in names:
-        if isinstance(below, FAST_PATHS[name]):
-            setattr(store, name, getattr(store, f"_{name}"))
+    offer(store, below, {FAST_PATHS[name]: (name,) for name in names}, "_")
+
+
+def offer(store: object, below: object, groups: dict[type, tuple[str, ...]], prefix: str = OPTIONAL_PREFIX) -> None:
+    """Give ``store`` (a wrapper) each group of methods whose Protocol ``below`` implements: its
+    method ``NAME`` is then ``store.{prefix}NAME`` (which answers it through ``below``), unless its
+    class answers ``NAME`` itself; it lacks the others, so that ``isinstance(store, P)`` says what
+    it really offers."""
+    for protocol, methods in groups.items():
+        if offers(below, protocol):
+            for name in methods:
+                if not _answers_itself(store, (name,)):
+                    setattr(store, name, getattr(store, prefix + name))
+
+
+#: the optional operations a wrapper over an async store has where that store has them
+WRAPPED: dict[type, tuple[str, ...]] = {protocol: methods for protocol, (_, methods) in OPTIONAL.items()}
+#: those a ThreadedStore has where its SyncStore has them (by their blocking forms)
+THREADED: dict[type, tuple[str, ...]] = {blocking: methods for protocol, (blocking, methods) in OPTIONAL.items()
+                                         if protocol is not Refreshes}

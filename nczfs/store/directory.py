@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import BinaryIO, Iterator
 
 from nczfs.toolbox.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, Stale, from_os_error
-from nczfs.store.base import SyncStore
+from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, parent_of
 from nczfs.store.longpaths import LongPaths
 from nczfs.store.fileversions import TMP_MARK, check_version, keep_attributes, remove_if, replace_if, version_of
@@ -189,7 +189,7 @@ class DirectoryStore(LongPaths, SyncStore):
         takes the old file's mode and owner. A file with other names is rewritten in place.
         ``if_version``: only while ``key`` is that version (checked before and at the rename)."""
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         old = self._stat_or_none(key)
         if old is not None and stat_mod.S_ISDIR(old.st_mode):
             raise IsADirectory(f"{key!r}: is a directory")
@@ -243,7 +243,7 @@ class DirectoryStore(LongPaths, SyncStore):
         """Cut or extend the file in place (extended with a hole: no zeros are written); with
         ``if_version``, only while the file opened is that version (its ``fstat``)."""
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         try:
             with self._at(key) as (p, d):
                 fd = os.open(p, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=d)
@@ -259,7 +259,7 @@ class DirectoryStore(LongPaths, SyncStore):
     def _remove(self, call: Callable[..., None], key: str) -> None:
         """``call`` (``os.unlink``, ``os.rmdir``) on ``key``'s backing path, once it may change."""
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         with self._at(key) as (p, d):
             call(p, dir_fd=d)
 
@@ -283,7 +283,7 @@ class DirectoryStore(LongPaths, SyncStore):
         happen; its OSError as the error it stands for, named by ``dst`` where that is taken."""
         check_key(src)
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         try:
             yield
         except OSError as exc:
@@ -319,7 +319,7 @@ class DirectoryStore(LongPaths, SyncStore):
 
     def mkdir(self, prefix: str) -> None:
         check_key(prefix)
-        self.check_writable(prefix)
+        check_writable(self, prefix)
         try:
             self._makedirs(parent_of(prefix))
             with self._at(prefix) as (p, d):
@@ -335,7 +335,7 @@ class DirectoryStore(LongPaths, SyncStore):
 
     def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         mode = meta.mode or 0
         try:
             with self._at(key) as (p, d):
@@ -354,7 +354,7 @@ class DirectoryStore(LongPaths, SyncStore):
 
     def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
         check_prefix(key) if is_dir else check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         try:
             with self._at(key) as (p, d):
                 st = os.stat(p, dir_fd=d, follow_symlinks=False)

@@ -5,7 +5,9 @@
 methods unchanged. Each lists them in one table in its class body, ``name = forward(...)``,
 and the method is made here from the name when the class is made (its signature is the Store
 method's of that name): :func:`in_thread`, :func:`awaited`, :func:`at_once`,
-:func:`through_write`.
+:func:`through_write`. An optional operation's is ``_optional_NAME`` (its signature the Protocol's of
+:data:`~nczfs.store.optional.OPTIONAL`): it becomes ``NAME`` of a store whose store below has it
+(:func:`~nczfs.store.capabilities.offer`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import inspect
 from typing import Any, Awaitable, Callable, TypeVar
 
 from nczfs.store.base import Store
+from nczfs.store.optional import OPTIONAL, OPTIONAL_PREFIX
 
 T = TypeVar("T")
 
@@ -40,10 +43,10 @@ class _Forward:
         self._how = how
 
     def __set_name__(self, owner: type, name: str) -> None:
-        method = self._make(name)
+        method = self._make(name.removeprefix(OPTIONAL_PREFIX))  # the optional operation NAME
         method.__name__ = name
         method.__qualname__ = f"{owner.__qualname__}.{name}"
-        method.__doc__ = f"``{name}`` {self._how}."
+        method.__doc__ = f"``{name.removeprefix(OPTIONAL_PREFIX)}`` {self._how}."
         setattr(owner, name, method)
 
 
@@ -79,7 +82,8 @@ def _binder(name: str) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, 
     """``bind(args, kwargs)``: the Store method ``name``'s arguments by name, in its signature's
     order, defaults filled in (``inspect.Signature.bind`` and ``apply_defaults``, worked out once:
     those cost µs per call); its errors are ``TypeError`` as ``bind`` would."""
-    params = list(inspect.signature(getattr(Store, name)).parameters.values())[1:]  # not self
+    declared = next((p for p, (_, methods) in OPTIONAL.items() if name in methods), Store)
+    params = list(inspect.signature(getattr(declared, name)).parameters.values())[1:]  # not self
     assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params), name
     names = tuple(p.name for p in params)
     defaults = tuple(p.default for p in params)

@@ -12,7 +12,7 @@ import threading
 import time
 
 from nczfs.toolbox.errors import BackendError, Conflict, InvalidArgument, IsADirectory, KeyNotFound, NotADirectory, NotSupported, Stale
-from nczfs.store.base import SyncStore
+from nczfs.store.base import SyncStore, check_writable, rename_each
 from nczfs.store.keys import check_key, check_prefix, tree_listings
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, Meta, ObjectInfo, Upload
 
@@ -27,6 +27,8 @@ class MemoryStore(SyncStore):
     #: objects keep POSIX attributes (as S3's metadata does: a ``set`` drops them, a copy or
     #: rename keeps them); symlinks and special files are objects whose type is in them
     keeps_meta = True
+    #: a directory moved key by key
+    rename_dir = rename_each
 
     def __init__(self, name: str = "", read_only: bool = False, part_size: int = 8 * 1024 * 1024):
         self.name = name
@@ -64,7 +66,7 @@ class MemoryStore(SyncStore):
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         with self._lock:
             self._check_version(key, if_version)
             # an object cannot sit where a directory is implied, nor below an object
@@ -82,7 +84,7 @@ class MemoryStore(SyncStore):
         """Parts kept aside until ``complete`` stores them joined, as S3's multipart upload does
         (every part but the last must be ``part_size`` bytes; the numbers must run 1..n)."""
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         number = next(self._uploads)
         with self._lock:
             self.open_uploads[number] = key
@@ -109,7 +111,7 @@ class MemoryStore(SyncStore):
 
     def delete(self, key: str, if_version: str | None = None) -> None:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         with self._lock:
             if if_version is not None and key in self._objects:
                 self._check_version(key, if_version)
@@ -155,7 +157,7 @@ class MemoryStore(SyncStore):
         if is_dir:
             raise NotSupported(f"{key!r}: directories are only implied here")
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         with self._lock:
             try:
                 data, info = self._objects[key]

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar, cast
 
 import trio
 
 from nczfs.toolbox.errors import BackendError
 from nczfs.store.base import Store
 from nczfs.store.capabilities import FAST_PATHS
+from nczfs.store.optional import OPTIONAL, TellsDirectories
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo, Upload
 from nczfs.store.wrapper import WrapperStore
 
@@ -38,6 +39,8 @@ def _default_exc(key: str) -> BaseException:
 
 #: the steps of an upload opened by ``open_upload``, failed like store operations
 UPLOAD_STEPS = ("upload_part", "complete_upload", "abort_upload")
+#: the operations a store may have: the ABC's and the optional ones
+OPERATIONS = frozenset({n for n in vars(Store) if not n.startswith("_")} | {m for _, ms in OPTIONAL.values() for m in ms})
 #: writes failed and counted as another operation (storing from a file is a ``set``)
 WRITES_AS = {"set_file": "set"}
 
@@ -70,7 +73,7 @@ class FaultyStore(WrapperStore):
         times: int | None = None,
         after: bool = False,
     ) -> None:
-        if not hasattr(Store, op) and op not in FAST_PATHS and op not in UPLOAD_STEPS:
+        if op not in OPERATIONS and op not in FAST_PATHS and op not in UPLOAD_STEPS:
             raise ValueError(f"{op!r} is not a store operation")
         make: Callable[[str], BaseException]
         if exc is None:
@@ -142,8 +145,8 @@ class FaultyStore(WrapperStore):
     async def _list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
         return await self._call("list_tree", prefix, self.inner.list_tree, prefix, limit)  # type: ignore[attr-defined]  # fast path: offered only where the store below has it
 
-    async def dir_exists(self, prefix: str) -> bool:
-        return await self._call("dir_exists", prefix, self.inner.dir_exists, prefix)
+    async def _optional_dir_exists(self, prefix: str) -> bool:  # offered where the store below has it
+        return await self._call("dir_exists", prefix, cast(TellsDirectories, self.inner).dir_exists, prefix)
 
     async def entry(self, key: str) -> DirEntry | None:
         return await self._call("entry", key, self.inner.entry, key)

@@ -19,8 +19,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar, cast
 import trio
 
 from nczfs.store.base import Store, SyncStore
-from nczfs.store.capabilities import (FAST_PATHS, ListsTreesBlocking, ReadsOnLoop, StagesBlocking,
-                                     UploadsInPartsBlocking, forwards_capabilities, offer_fast_paths, offer_hooks)
+from nczfs.store.capabilities import (FAST_PATHS, THREADED, ListsTreesBlocking, ReadsOnLoop, StagesBlocking,
+                                     UploadsInPartsBlocking, forwards_capabilities, offer, offer_fast_paths,
+                                     offer_hooks)
+from nczfs.store.optional import counters
 from nczfs.store.forwarding import at_once, in_thread
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo, Staged, Upload
 
@@ -61,11 +63,13 @@ async def run_store_call(fn: Callable[..., T], *args: Any, limiter: trio.Capacit
 
 @forwards_capabilities
 class ThreadedStore(Store):
-    """``impl``'s calls in worker threads; its capabilities and fast paths are ``impl``'s."""
+    """``impl``'s calls in worker threads; its capabilities, optional operations and fast paths
+    are ``impl``'s."""
 
     def __init__(self, impl: SyncStore, max_threads: int | None = None):
         self.impl = impl
         offer_fast_paths(self, impl, FAST_PATHS)
+        offer(self, impl, THREADED)
         offer_hooks(self, impl)
         # sized to the backend's connection pool where it has one (S3); as many spare slots
         # for calls that waited SLOT_PATIENCE for one, and threads for both
@@ -175,7 +179,7 @@ class ThreadedStore(Store):
         return await self._call(self.impl.list_tree, prefix, limit)
 
     def counters(self) -> dict[str, int]:
-        counts = self.impl.counters()
+        counts = counters(self.impl)
         if self.spare_slots_taken:
             counts = {**counts, "spare-slots-taken": self.spare_slots_taken}
         return counts
@@ -191,24 +195,25 @@ class ThreadedStore(Store):
     stat = in_thread()
     set = in_thread()
     set_file = in_thread()
-    forget_dir = in_thread()
     list_dir = in_thread()
     list_prefix = in_thread()
-    dir_exists = in_thread()
     entry = in_thread()
     copy = in_thread()
     rename = in_thread()
-    rename_dir = in_thread()
-    mkdir = in_thread()
-    rmdir = in_thread()
-    statfs = in_thread()
-    set_meta = in_thread()
-    make_node = in_thread()
-    readlink = in_thread()
-    link = in_thread()
-    truncate = in_thread()
     sync = in_thread()
     close = in_thread()
-    check_new_key = at_once()
-    describe = at_once()
-    write_meta = at_once()
+    # the optional operations (:data:`~nczfs.store.capabilities.THREADED`), where ``impl`` has them
+    _optional_set_meta = in_thread()
+    _optional_make_node = in_thread()
+    _optional_readlink = in_thread()
+    _optional_link = in_thread()
+    _optional_truncate = in_thread()
+    _optional_mkdir = in_thread()
+    _optional_rmdir = in_thread()
+    _optional_rename_dir = in_thread()
+    _optional_forget_dir = in_thread()
+    _optional_dir_exists = in_thread()
+    _optional_statfs = in_thread()
+    _optional_write_meta = at_once()
+    _optional_check_new_key = at_once()
+    _optional_describe = at_once()

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Awaitable, BinaryIO, Callable, TypeVar
 
 from nczfs.store.base import Store
-from nczfs.store.capabilities import (ListsTrees, Stages, UploadsInParts, forwards_capabilities, offer_fast_paths,
-                                     offer_hooks)
+from nczfs.store.capabilities import (WRAPPED, ListsTrees, Stages, UploadsInParts, forwards_capabilities, offer,
+                                     offer_fast_paths, offer_hooks)
 from nczfs.store.forwarding import at_once, awaited, call_below, through_write
 from nczfs.store.values import DirEntry, ObjectInfo, Staged, Upload
 from nczfs.store.threads import run_blocking
@@ -22,7 +22,9 @@ T = TypeVar("T")
 
 @forwards_capabilities
 class WrapperStore(Store):
-    """Forwards every call to ``inner``; its capabilities are the inner store's.
+    """Forwards every call to ``inner``; its capabilities and optional operations are the inner
+    store's (it has each Protocol of :data:`~nczfs.store.capabilities.WRAPPED` exactly where
+    ``inner`` has it, or where its class answers it itself).
 
     Every change of the store below passes through one hook, :meth:`_write`: a wrapper that
     watches or refuses changes overrides it instead of each writing method (one that changes
@@ -40,6 +42,7 @@ class WrapperStore(Store):
     def __init__(self, inner: Store):
         self.inner = inner
         offer_fast_paths(self, inner, self.passes)
+        offer(self, inner, WRAPPED)
         offer_hooks(self, inner)
 
     @property
@@ -75,20 +78,12 @@ class WrapperStore(Store):
 
     # ------------------------------------------------------------------ forwarded: the one table
 
-    check_new_key = at_once()
-    counters = at_once()
-    describe = at_once()
-    write_meta = at_once()
-    readlink = awaited()
     get = awaited()
     get_version = awaited()
     stat = awaited()
+    entry = awaited()
     list_dir = awaited()
     list_prefix = awaited()
-    dir_exists = awaited()
-    entry = awaited()
-    statfs = awaited()
-    refresh = awaited()
     sync = awaited()
     close = awaited()
     # writes: through the hook :meth:`_write`, the keys it changes first
@@ -96,14 +91,25 @@ class WrapperStore(Store):
     delete = through_write(keys=1)
     copy = through_write(keys=2)
     rename = through_write(keys=2)
-    rename_dir = through_write(keys=2)
-    mkdir = through_write(keys=1)
-    rmdir = through_write(keys=1)
-    forget_dir = through_write(keys=1)
-    set_meta = through_write(keys=1)
-    make_node = through_write(keys=1)
-    link = through_write(keys=2)
-    truncate = through_write(keys=1)
+
+    # ------------------------------------------------------------------ the optional operations, where offered
+
+    _optional_check_new_key = at_once()
+    _optional_counters = at_once()
+    _optional_describe = at_once()
+    _optional_write_meta = at_once()
+    _optional_readlink = awaited()
+    _optional_dir_exists = awaited()
+    _optional_statfs = awaited()
+    _optional_refresh = awaited()
+    _optional_rename_dir = through_write(keys=2)
+    _optional_mkdir = through_write(keys=1)
+    _optional_rmdir = through_write(keys=1)
+    _optional_forget_dir = through_write(keys=1)
+    _optional_set_meta = through_write(keys=1)
+    _optional_make_node = through_write(keys=1)
+    _optional_link = through_write(keys=2)
+    _optional_truncate = through_write(keys=1)
 
     async def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         if self._whole(key):

@@ -42,6 +42,7 @@ from nczfs.toolbox.errors import (
 from nczfs.store.base import SyncStore
 from nczfs.store.capabilities import ListsTrees, Stages, UploadsInParts
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, FsStats, Meta, ObjectInfo
+from nczfs.store import optional
 from tests.store.readconformance import Held, ReadConformance
 
 BAD_KEYS = [
@@ -362,7 +363,7 @@ class StoreConformance(ReadConformance):
         await store.delete("p/q/x")
         assert await store.list_prefix("") == []
         # a directory tree keeps the emptied directories; a key store has nothing left
-        assert await store.dir_exists("p/q") is store.stores_directories
+        assert await optional.dir_exists(store, "p/q") is store.stores_directories
         listed = names(await store.list_dir(""))
         if backend_says(store, "emptied_dirs_may_linger", False):
             assert listed in (["p"], [])  # some S3 servers (SeaweedFS) keep an emptied folder a while
@@ -451,14 +452,14 @@ class StoreConformance(ReadConformance):
 
     async def test_dir_exists(self, store):
         await self._tree(store)
-        assert await store.dir_exists("")
-        assert await store.dir_exists("a")
-        assert await store.dir_exists("a/y")
-        assert await store.dir_exists("c/d/e")
-        assert not await store.dir_exists("b")  # an object
-        assert not await store.dir_exists("a/x")
-        assert not await store.dir_exists("nope")
-        assert not await store.dir_exists("a/y/z/deeper")
+        assert await optional.dir_exists(store, "")
+        assert await optional.dir_exists(store, "a")
+        assert await optional.dir_exists(store, "a/y")
+        assert await optional.dir_exists(store, "c/d/e")
+        assert not await optional.dir_exists(store, "b")  # an object
+        assert not await optional.dir_exists(store, "a/x")
+        assert not await optional.dir_exists(store, "nope")
+        assert not await optional.dir_exists(store, "a/y/z/deeper")
 
     # ------------------------------------------------------------------ object vs directory
 
@@ -526,7 +527,7 @@ class StoreConformance(ReadConformance):
         with pytest.raises(KeyNotFound):
             await store.rename("missing", "q/new")
         assert await store.list_prefix("") == ["there"]
-        assert not await store.dir_exists("q")  # a failed rename leaves nothing behind
+        assert not await optional.dir_exists(store, "q")  # a failed rename leaves nothing behind
 
     async def test_rename_onto_itself_keeps_the_object(self, store):
         await store.set("same", b"keep me")
@@ -552,11 +553,11 @@ class StoreConformance(ReadConformance):
 
     async def test_rename_dir(self, store):
         await self._tree(store)
-        await store.rename_dir("a", "m/n")
+        await optional.rename_dir(store, "a", "m/n")
         assert await store.list_prefix("m/n") == ["m/n/0", "m/n/x", "m/n/y/w", "m/n/y/z"]
         assert await store.get("m/n/y/z") == b"a/y/z"
         assert await store.list_prefix("a") == []
-        assert not await store.dir_exists("a")
+        assert not await optional.dir_exists(store, "a")
         assert await store.list_prefix("ab") == ["ab/q"]  # the sibling with a shared spelling stays
         assert await store.list_prefix("") == ["ab/q", "b", "c/d/e/f", "m/n/0", "m/n/x", "m/n/y/w", "m/n/y/z"]
 
@@ -564,39 +565,39 @@ class StoreConformance(ReadConformance):
 
     async def test_mkdir_rmdir(self, store):
         if not store.stores_directories:
-            for call in (store.mkdir, store.rmdir):
+            for call in (optional.mkdir, optional.rmdir):
                 with pytest.raises(NotSupported) as info:
-                    await call("e")
+                    await call(store, "e")
                 assert to_errno(info.value) == errno.ENOTSUP
             return
-        await store.mkdir("e/f")
-        assert await store.dir_exists("e/f")
+        await optional.mkdir(store, "e/f")
+        assert await optional.dir_exists(store, "e/f")
         assert [(e.name, e.is_dir) for e in await store.list_dir("e")] == [("f", True)]
         assert await store.list_prefix("e") == []
         with pytest.raises(Exists):
-            await store.mkdir("e/f")
+            await optional.mkdir(store, "e/f")
         await store.set("e/f/x", b"1")
         with pytest.raises(DirectoryNotEmpty) as info:
-            await store.rmdir("e/f")
+            await optional.rmdir(store, "e/f")
         assert to_errno(info.value) == errno.ENOTEMPTY
         await store.delete("e/f/x")
-        await store.rmdir("e/f")
-        assert not await store.dir_exists("e/f")
-        assert await store.dir_exists("e")
+        await optional.rmdir(store, "e/f")
+        assert not await optional.dir_exists(store, "e/f")
+        assert await optional.dir_exists(store, "e")
         with pytest.raises(KeyNotFound):
-            await store.rmdir("e/f")
+            await optional.rmdir(store, "e/f")
 
     async def test_rename_dir_moves_subdirectories(self, store):
         if store.stores_directories:
-            await store.mkdir("t/empty")  # kept, and moved, only where directories are stored
+            await optional.mkdir(store, "t/empty")  # kept, and moved, only where directories are stored
         await store.set("t/x", b"1")
         await store.set("t/sub/y", b"2")
-        await store.rename_dir("t", "u")
-        assert await store.dir_exists("u/empty") is store.stores_directories
-        assert await store.dir_exists("u/sub")
+        await optional.rename_dir(store, "t", "u")
+        assert await optional.dir_exists(store, "u/empty") is store.stores_directories
+        assert await optional.dir_exists(store, "u/sub")
         assert await store.list_prefix("u") == ["u/sub/y", "u/x"]
-        assert not await store.dir_exists("t")
-        assert not await store.dir_exists("t/sub")
+        assert not await optional.dir_exists(store, "t")
+        assert not await optional.dir_exists(store, "t/sub")
         assert await store.list_dir("t") == []
 
     # ------------------------------------------------------------------ keys
@@ -640,7 +641,7 @@ class StoreConformance(ReadConformance):
         await store.set("keep/a", b"A")
         await store.set("keep/b", b"B")
         if store.stores_directories:
-            await store.mkdir("keep/empty")
+            await optional.mkdir(store, "keep/empty")
         ro = self.lift(self.read_only_store())
         assert ro.read_only
         attempts = [
@@ -649,10 +650,10 @@ class StoreConformance(ReadConformance):
             lambda: ro.delete("keep/a"),
             lambda: ro.rename("keep/a", "moved"),
             lambda: ro.copy("keep/a", "copied"),
-            lambda: ro.rename_dir("keep", "gone"),
+            lambda: optional.rename_dir(ro, "keep", "gone"),
         ]
         if ro.stores_directories:
-            attempts += [lambda: ro.mkdir("newdir"), lambda: ro.rmdir("keep/empty")]
+            attempts += [lambda: optional.mkdir(ro, "newdir"), lambda: optional.rmdir(ro, "keep/empty")]
         for attempt in attempts:
             with pytest.raises(ReadOnly) as info:
                 await attempt()
@@ -663,7 +664,7 @@ class StoreConformance(ReadConformance):
         assert self.get_raw("keep/a") == b"A"
         assert self.get_raw("moved") is None and self.get_raw("copied") is None
         assert names(await ro.list_dir("")) == ["keep"]
-        assert await ro.dir_exists("keep/empty") is ro.stores_directories
+        assert await optional.dir_exists(ro, "keep/empty") is ro.stores_directories
 
     # ------------------------------------------------------------------ backdoor
 
@@ -701,11 +702,11 @@ class StoreConformance(ReadConformance):
             assert await store.get(f"c/{i % 5}/k{i}") == str(i).encode() * 100
 
     async def test_statfs(self, store):
-        st = await store.statfs()
+        st = await optional.statfs(store)
         assert st is None or (isinstance(st, FsStats) and 0 <= st.free_bytes <= st.total_bytes)
 
     async def test_describe(self, store):
-        assert isinstance(store.describe(), str) and store.describe()
+        assert isinstance(optional.describe(store), str) and optional.describe(store)
 
     # ------------------------------------------------------------------ POSIX attributes
 
@@ -714,25 +715,25 @@ class StoreConformance(ReadConformance):
         and fifos whose type stat and listings report; readlink gives a symlink's target."""
         if not store.keeps_meta:
             with pytest.raises(NotSupported):
-                await store.set_meta("k", Meta(mode=0o100600))
+                await optional.set_meta(store, "k", Meta(mode=0o100600))
             return
         # S3 reads metadata (a HEAD of its own) only with -o posix_meta
         reads_meta = backend_says(store, "head_for_meta", True)
         await store.set("d/f", b"bytes")
-        kept = await store.set_meta("d/f", Meta(mode=stat.S_IFREG | 0o640, uid=1234, gid=5678, mtime_ns=2_000_000_000))
+        kept = await optional.set_meta(store, "d/f", Meta(mode=stat.S_IFREG | 0o640, uid=1234, gid=5678, mtime_ns=2_000_000_000))
         assert (stat.S_IMODE(kept.mode), kept.uid, kept.gid) == (0o640, 1234, 5678)
         if reads_meta:
             meta = (await store.stat("d/f")).meta
             assert (stat.S_IMODE(meta.mode), meta.uid, meta.gid, meta.mtime_ns) == (0o640, 1234, 5678, 2_000_000_000)
         assert await store.get("d/f") == b"bytes"
         if reads_meta:
-            info = await store.make_node("d/link", Meta(mode=stat.S_IFLNK | 0o777, uid=1, gid=2), "f")
+            info = await optional.make_node(store, "d/link", Meta(mode=stat.S_IFLNK | 0o777, uid=1, gid=2), "f")
             assert stat.S_ISLNK(info.meta.mode)
-            assert await store.readlink("d/link") == "f"
+            assert await optional.readlink(store, "d/link") == "f"
         else:  # a symlink's type would be lost at the next listing: refused
             with pytest.raises(NotPermitted, match="posix_meta"):
-                await store.make_node("d/link", Meta(mode=stat.S_IFLNK | 0o777, uid=1, gid=2), "f")
-        await store.make_node("d/fifo", Meta(mode=stat.S_IFIFO | 0o600, uid=1, gid=2))
+                await optional.make_node(store, "d/link", Meta(mode=stat.S_IFLNK | 0o777, uid=1, gid=2), "f")
+        await optional.make_node(store, "d/fifo", Meta(mode=stat.S_IFIFO | 0o600, uid=1, gid=2))
         if reads_meta:
             listed = {e.name: e.attrs for e in await store.list_dir("d")}
             assert stat.S_IFMT(listed["link"].mode) == stat.S_IFLNK and stat.S_IFMT(listed["fifo"].mode) == stat.S_IFIFO
@@ -740,4 +741,4 @@ class StoreConformance(ReadConformance):
         assert await store.list_prefix("d") == (["d/f"] if store.live_meta else
                                                 ["d/f", "d/fifo", "d/link"] if reads_meta else ["d/f", "d/fifo"])
         with pytest.raises(InvalidArgument):
-            await store.readlink("d/f")
+            await optional.readlink(store, "d/f")

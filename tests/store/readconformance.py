@@ -19,7 +19,10 @@ from nczfs.toolbox.errors import InvalidKey, KeyNotFound, ReadOnly, to_errno
 from nczfs.store.base import Store, SyncStore
 from nczfs.store.keys import parent_of
 from nczfs.store.threads import ThreadedStore
+from nczfs.store.optional import OPTIONAL, ReportsProblems
 from nczfs.store.values import ByteRange
+from nczfs.store import optional
+from tests.store.offers import assert_each_layer_offers
 
 
 @dataclass
@@ -45,6 +48,9 @@ def directories(keys: list[str]) -> dict[str, set[tuple[str, bool]]]:
 
 
 class ReadConformance:
+    #: the optional operations (async forms, :data:`nczfs.store.optional.OPTIONAL`) the backend
+    #: has: each backend's test class gives its row of tests/store/offers.py
+    optional: frozenset[type] | None = None
     #: a listing gives each object's size (and version): False where it names objects only (a
     #: web server's Zarr, whose tree comes from the metadata)
     listings_carry_info = True
@@ -63,6 +69,17 @@ class ReadConformance:
         s = self.lift(held.store)
         yield s
         await s.close()
+
+    async def test_the_optional_operations_are_the_backends_through_every_layer(self, ro, held):
+        """The backend implements the Protocols its test class says (their blocking forms), and
+        each layer of the store the tests use (ThreadedStore and the wrappers a subclass stacks)
+        has exactly those of the layer below, and those it answers itself (its own counters, a
+        cache's refresh)."""
+        assert self.optional is not None, f"{type(self).__name__} says which optional operations its backend has"
+        for protocol, (blocking, _) in OPTIONAL.items():
+            assert isinstance(held.store, blocking) is (protocol in self.optional), protocol.__name__
+        assert isinstance(held.store, ReportsProblems) is (ReportsProblems in self.optional)
+        assert_each_layer_offers(ro, self.optional)
 
     async def test_reading_every_object_whole_and_in_ranges(self, ro, held):
         assert held.objects, "the medium of a read test holds objects"
@@ -89,7 +106,7 @@ class ReadConformance:
             got = await ro.list_dir(prefix)
             assert [e.name for e in got] == sorted(name for name, _ in children), prefix
             assert {(e.name, e.is_dir) for e in got} == children, prefix
-            assert await ro.dir_exists(prefix), prefix
+            assert await optional.dir_exists(ro, prefix), prefix
             if prefix:
                 below = [k for k in keys if k.startswith(prefix + "/")]
                 assert await ro.list_prefix(prefix) == below, prefix
@@ -122,7 +139,7 @@ class ReadConformance:
                 assert found is not None and found.is_dir, prefix
         assert await ro.entry("no-such-name") is None
         assert await ro.entry("no/such/deep/name") is None
-        assert not await ro.dir_exists("no-such-name")
+        assert not await optional.dir_exists(ro, "no-such-name")
 
     async def test_missing_keys_directories_and_keys_below_objects_are_key_not_found(self, ro, held):
         key = sorted(held.objects)[0]

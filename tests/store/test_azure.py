@@ -17,6 +17,7 @@ from nczfs.store.objstore.obprefix import ObjectStoreBackend
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
 from tests.azurite import ACCOUNT, KEY
 from tests.store.conformance import StoreConformance
+from tests.store.offers import OFFERS
 
 
 def azure_backend(server, container: str, prefix: str, **kw) -> CloudStore:
@@ -29,6 +30,7 @@ def azure_backend(server, container: str, prefix: str, **kw) -> CloudStore:
 
 
 class TestAzureStore(StoreConformance):
+    optional = OFFERS[CloudStore]
     lists_trees = True
     checks_writes = True
     checks_deletes = True  # azure-storage-blob's If-Match (Azurite honours it)

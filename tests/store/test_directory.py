@@ -22,9 +22,11 @@ from nczfs.toolbox.errors import (
 from nczfs.store.directory import TMP_MARK, DirectoryStore
 from nczfs.store.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
+from tests.store.offers import OFFERS
 
 
 class TestDirectoryStore(StoreConformance):
+    optional = OFFERS[DirectoryStore]
     checks_writes = True
     checks_deletes = True
 

@@ -12,6 +12,7 @@ from nczfs.store.objstore.obprefix import ObjectStoreBackend
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
 from tests.gcsserver import service_account_file
 from tests.store.conformance import StoreConformance
+from tests.store.offers import OFFERS
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,7 @@ def gcs_backend(server, bucket: str, prefix: str, key, **kw) -> CloudStore:
 
 
 class TestGCSStore(StoreConformance):
+    optional = OFFERS[CloudStore]
     lists_trees = True
     checks_writes = True
     checks_deletes = True  # google-cloud-storage's ifGenerationMatch (tests/gcsserver.py checks it)

@@ -20,6 +20,7 @@ from nczfs.store.icechunk.store import IcechunkStore
 from nczfs.store.values import ByteRange
 from nczfs.store.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
+from tests.store.offers import OFFERS
 
 icechunk.set_logs_filter("error")
 
@@ -64,6 +65,7 @@ def read_branch(path, key: str, branch="main") -> bytes | None:
 
 
 class TestIcechunkStore(StoreConformance):
+    optional = OFFERS[IcechunkStore]
     #: Zarr keys of existing nodes: the only ones Icechunk holds
     read_objects = {"zarr.json": GROUP, "g/zarr.json": GROUP, "g/v/zarr.json": array_meta(),
                     "g/v/c/0": bytes(range(8)), "g/v/c/1": bytes(range(8, 16))}

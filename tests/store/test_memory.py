@@ -5,9 +5,11 @@ import pytest
 from nczfs.store.values import ObjectInfo
 from nczfs.store.memory import MemoryStore
 from tests.store.conformance import StoreConformance
+from tests.store.offers import OFFERS
 
 
 class TestMemoryStore(StoreConformance):
+    optional = OFFERS[MemoryStore]
     uploads_in_parts = True
     checks_writes = True
     checks_deletes = True

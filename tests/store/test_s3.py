@@ -17,9 +17,11 @@ from nczfs.store.objstore.store import S3Store
 from nczfs.store.threads import ThreadedStore
 from tests.s3server import ADMIN
 from tests.store.conformance import StoreConformance
+from tests.store.offers import OFFERS
 
 
 class TestS3Store(StoreConformance):
+    optional = OFFERS[S3Store]
     uploads_in_parts = True
     stages = True
     lists_trees = True

@@ -15,6 +15,8 @@ from nczfs.store.values import ByteRange
 from nczfs.store.objstore.webzarr import open_http
 from nczfs.store.threads import ThreadedStore
 from tests.store.readconformance import Held, ReadConformance
+from nczfs.store.objstore.webzarr import WebZarrStore
+from tests.store.offers import OFFERS
 
 
 def publish(web_server, name: str, zarr_format: int, tmp_path, consolidated: bool = True) -> str:
@@ -55,6 +57,7 @@ def publish_whole(web_server, name: str, zarr_format: int, tmp_path) -> tuple[st
 
 
 class TestWebZarrReads(ReadConformance):
+    optional = OFFERS[WebZarrStore]
     """A Zarr v2 and a v3 one served by nginx."""
 
     listings_carry_info = False  # the tree comes from the metadata: no sizes until a stat

@@ -13,9 +13,11 @@ from nczfs.store.zip.store import ZipStore
 from nczfs.store.zip.staging import staging_dir
 from tests.store.conformance import StoreConformance
 from tests.ziputil import rewrite_zip, zip_members
+from tests.store.offers import OFFERS
 
 
 class ZipConformance(StoreConformance):
+    optional = OFFERS[ZipStore]
     checks_writes = True
     checks_deletes = True
 

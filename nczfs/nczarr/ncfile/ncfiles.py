@@ -41,6 +41,7 @@ from nczfs.store.capabilities import read_only_key
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
+from nczfs.store import optional
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class NcFilesStore(WrapperStore):
         self.on_change = on_change
 
     def counters(self) -> dict[str, int]:
-        return {**self.inner.counters(), "ncfiles.chunks-decoded": self._decoded.count + self._pieces.made.count,
+        return {**optional.counters(self.inner), "ncfiles.chunks-decoded": self._decoded.count + self._pieces.made.count,
                 **self.stats, "ncfiles.decoded-bytes-held": self._decoded.bytes_held + self._pieces.made.bytes_held}
 
     # -- datasets and their files -----------------------------------------------------------------

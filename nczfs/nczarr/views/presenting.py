@@ -39,6 +39,7 @@ from nczfs.store.capabilities import hides
 from nczfs.store.keys import join
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.wrapper import WrapperStore
+from nczfs.store import optional
 
 #: bytes of recoded chunks a view keeps by default (the mount gives it a quarter of --cache-size;
 #: the stored chunks are cached below it, as on every mount)
@@ -281,12 +282,12 @@ class PresentingStore(FillReads, ViewWrites, WrapperStore):
             size = len(await self._shard_chunk(v, key, None, loc.tag, reader=False))
         return ObjectInfo(key, size, loc.mtime_ns, loc.tag)
 
-    async def dir_exists(self, prefix: str) -> bool:
+    async def _optional_dir_exists(self, prefix: str) -> bool:  # offered where the store below has it
         v = await self.view_for(prefix)
         if v is None:
-            return await self.inner.dir_exists(prefix)
+            return await optional.dir_exists(self.inner, prefix)
         target = v.to_store(prefix)
-        return (target is not None and await self.inner.dir_exists(target)) or self._made_folder(v, prefix)
+        return (target is not None and await optional.dir_exists(self.inner, target)) or self._made_folder(v, prefix)
 
     async def list_dir(self, prefix: str) -> list[DirEntry]:
         v = await self.view_for(prefix)

@@ -19,6 +19,7 @@ from nczfs.nczarr.views.fillchunks import MADE_VERSION
 from nczfs.nczarr.views.shownversions import NOT_SHOWN, ShownVersions
 from nczfs.store.capabilities import check_content, checks_content
 from nczfs.store.values import ABSENT, Meta, ObjectInfo
+from nczfs.store import optional
 
 if TYPE_CHECKING:
     from nczfs.store.base import Store
@@ -190,10 +191,11 @@ class ViewWrites:
             await self._writable_target(key)
         await check_content(self.inner, key, data)
 
-    async def set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
-        """An object's attributes are kept on its stored key; a folder's on its own name (not on
-        the write hook: the hook is not told whether the key is a folder)."""
-        return await self.inner.set_meta(key if is_dir else await self._writable_target(key), changes, is_dir)
+    async def _optional_set_meta(self, key: str, changes: Meta, is_dir: bool = False) -> Meta:
+        """``set_meta``, offered where the store below has it: an object's attributes are kept on
+        its stored key; a folder's on its own name (not on the write hook: the hook is not told
+        whether the key is a folder)."""
+        return await optional.set_meta(self.inner, key if is_dir else await self._writable_target(key), changes, is_dir)
 
     async def _write(self, op: str, keys: tuple[str, ...], call: Callable[..., Awaitable[T]],
                      data: bytes | bytearray | memoryview | None = None) -> T:

@@ -28,7 +28,7 @@ from nczfs.toolbox.errors import (
     ReadOnly,
     SourceError,
 )
-from nczfs.store.base import SyncStore
+from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.icechunk.commits import commit, default_message, held_back, keep_uncommitted
@@ -166,7 +166,7 @@ class IcechunkStore(SyncStore):
         check_key(key)
         if history_parts(key) is not None:
             raise ReadOnly(f"{key!r}: {HISTORY}/ shows the repository's history, read-only")
-        self.check_writable(key)
+        check_writable(self, key)
         if key.rpartition("/")[2] in V2_NAMES:
             raise InvalidArgument(f"{key!r}: an Icechunk repository holds Zarr v3 only (zarr.json), not Zarr v2 metadata")
 

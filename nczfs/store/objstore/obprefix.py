@@ -27,7 +27,7 @@ import obstore as obs
 
 from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, OutcomeUnknown, Stale
-from nczfs.store.base import SyncStore
+from nczfs.store.base import SyncStore, check_writable, rename_each
 from nczfs.store.keys import check_key
 from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, ObjectInfo
@@ -105,6 +105,8 @@ class ObjectStoreBackend(SyncStore):
     stores_directories = False
     keys_form_a_tree = False
     checks_versions = True  # GETs carry If-Match
+    check_writable = check_writable  # base.check_writable(self, key), called as a method here
+    rename_dir = rename_each  # a directory moved key by key (S3Store: Copies.rename_dir)
 
     def __init__(
         self,

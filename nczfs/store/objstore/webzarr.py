@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import obstore as obs
 
 from nczfs.toolbox.errors import BackendError, InvalidKey, KeyNotFound, NczfsError, SourceError
-from nczfs.store.base import SyncStore
+from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, join, parent_of
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.objstore.errors import first_line, translate_obstore, unsatisfiable
@@ -132,6 +132,7 @@ class WebZarrStore(SyncStore):
     supports_writes = False
     read_only = True
     keys_form_a_tree = True
+    check_writable = check_writable  # base.check_writable(self, key), called as a method here
 
     def __init__(self, store: Any, url: str):
         self.store = store

@@ -17,7 +17,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, SourceError
-from nczfs.store.base import SyncStore
+from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, join
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.reference.parquet import is_parquet_references, load_parquet_references
@@ -202,26 +202,26 @@ class ReferenceStore(SyncStore):
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def delete(self, key: str) -> None:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
 
     def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def rename(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def rename_dir(self, src: str, dst: str) -> None:
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
 
     def close(self) -> None:
         self.targets.close()

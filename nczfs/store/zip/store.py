@@ -36,7 +36,7 @@ from typing import BinaryIO, Iterable
 
 from nczfs.toolbox.errors import (BackendError, DirectoryNotEmpty, Exists, InvalidArgument, InvalidKey, IsADirectory,
                           KeyNotFound, NczfsError, NotADirectory, NotSupported, SourceError, option_error)
-from nczfs.store.base import SyncStore
+from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, join
 from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
@@ -191,7 +191,7 @@ class ZipStore(Archive, Tree, Behind, SyncStore):
     # ------------------------------------------------------------------ writes (staged)
 
     def _writable(self, key: str) -> Staging:
-        self.check_writable(key)
+        check_writable(self, key)
         assert self.staging is not None
         self._check_archive()
         return self.staging
