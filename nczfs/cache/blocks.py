@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from nczfs.cache.disk import DiskCache
-from nczfs.cache.memory import ByteCache
+from nczfs.cache.bytecache import ByteCache
 from nczfs.cache.metadata import MetadataCache
 from nczfs.toolbox.errors import KeyNotFound, Stale
 from nczfs.toolbox.singleflight import Flight, SingleFlight

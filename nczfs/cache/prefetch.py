@@ -25,7 +25,7 @@ import trio
 
 from nczfs.toolbox import background
 from nczfs.cache.blocks import BlockFetcher, Fetch, Ident
-from nczfs.cache.memory import MiB
+from nczfs.cache.bytecache import MiB
 from nczfs.cache.metadata import MetadataCache
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import DirEntry

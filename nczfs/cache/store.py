@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable, TypeVar, cast
 from nczfs.cache.blocks import BlockFetcher, Fetch, as_long_as_its_version
 from nczfs.cache.disk import DiskCache
 from nczfs.toolbox.budgets import default_cache_size
-from nczfs.cache.memory import MiB, ByteCache
+from nczfs.cache.bytecache import MiB, ByteCache
 from nczfs.cache.metadata import LIST_AFTER_MISSES, MetadataCache
 from nczfs.cache.prefetch import (
     READAHEAD_BLOCKS,

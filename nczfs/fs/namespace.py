@@ -26,7 +26,7 @@ from nczfs.toolbox.errors import (
 )
 from nczfs.fs.attrs import Attr, Caller
 from nczfs.fs.inodes import Node
-from nczfs.fs.listing import Listing
+from nczfs.fs.dirnames import Listing
 from nczfs.fs.names import is_temp_name
 from nczfs.fs.writeback import WriteBack
 from nczfs.store import optional

@@ -28,7 +28,7 @@ from nczfs.fs.handles import FileHandle, Handles
 from nczfs.fs.inodes import Node
 from nczfs.fs.names import final_name, is_temp_name
 from nczfs.fs.options import FsOptions
-from nczfs.fs.staging import Staging
+from nczfs.fs.sentahead import Staging
 from nczfs.toolbox.locks import Lock
 from nczfs.store.base import Store
 from nczfs.store.capabilities import check_content, checks_content

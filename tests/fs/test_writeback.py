@@ -21,7 +21,7 @@ import pytest
 import trio.testing
 
 from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, to_errno
-from nczfs.fs import early_upload, staging
+from nczfs.fs import early_upload, sentahead
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
@@ -85,7 +85,7 @@ class StagingStore(MemoryStore):
 
 @pytest.fixture(autouse=True)
 def small_sizes(monkeypatch):
-    monkeypatch.setattr(staging, "STAGE_MIN_BYTES", 1000)
+    monkeypatch.setattr(sentahead, "STAGE_MIN_BYTES", 1000)
     monkeypatch.setattr(early_upload, "EARLY_FROM_BYTES", 4 * PART)
 
 

@@ -73,7 +73,7 @@ def _open(path: str) -> tuple[int, zipfile.ZipFile]:
 
 
 class Archive:
-    """Reads and writes of the archive at ``path`` (its index: :class:`~nczfs.store.zip.tree.Tree`)."""
+    """Reads and writes of the archive at ``path`` (its index: :class:`~nczfs.store.zip.index.Tree`)."""
 
     path: str
     staging: Any

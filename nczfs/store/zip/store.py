@@ -45,7 +45,7 @@ from nczfs.store.zip.behind import Behind
 from nczfs.store.zip.entries import Entry, StagedFile, crc_of, meta_record
 from nczfs.store.zip.layout import LAYOUTS, check_member_key
 from nczfs.store.zip.staging import Staging
-from nczfs.store.zip.tree import Tree
+from nczfs.store.zip.index import Tree
 
 log = logging.getLogger(__name__)
 

@@ -54,7 +54,9 @@ class Tree:
 
     def _subtree(self, prefix: str) -> tuple[list[str], list[str]]:
         """Directories (prefix first) and files at or below a directory."""
-        dirs, files, todo = [], [], [prefix]
+        dirs: list[str] = []
+        files: list[str] = []
+        todo = [prefix]
         while todo:
             d = todo.pop()
             dirs.append(d)
