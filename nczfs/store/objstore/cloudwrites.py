@@ -34,6 +34,7 @@ from typing import Any, BinaryIO
 import obstore as obs
 
 from nczfs.toolbox.errors import Conflict, KeyNotFound, NczfsError, OutcomeUnknown, Stale
+from nczfs.store.base import check_writable
 from nczfs.store.keys import check_key
 from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ABSENT, ObjectInfo
@@ -144,7 +145,7 @@ class CloudStore(ObjectStoreBackend):
         if not self._checked_in_parts(size, if_version):
             return super().set_file(key, f, size, if_version)
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self._large_put(key, f, size, if_version)  # type: ignore[arg-type]  # not None: checked says so
 
     def _checked_in_parts(self, size: int, if_version: str | None) -> bool:
@@ -263,7 +264,7 @@ class CloudStore(ObjectStoreBackend):
             return super().copy(src, dst)
         check_key(src)
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         if if_version == ABSENT:
             self._count("copy")
             try:
@@ -306,7 +307,7 @@ class CloudStore(ObjectStoreBackend):
         the version found (one HEAD); gone already: not an error. GCS: refused where the ETag
         is the same at another generation (the same bytes written again), sent once more on it."""
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         pin = if_match(if_version) if if_version and if_version != ABSENT else None
         if pin is None or self.sdk is None or not self.checks_deletes:
             self._delete_path(key, self._full(key))

@@ -105,7 +105,6 @@ class ObjectStoreBackend(SyncStore):
     stores_directories = False
     keys_form_a_tree = False
     checks_versions = True  # GETs carry If-Match
-    check_writable = check_writable  # base.check_writable(self, key), called as a method here
     rename_dir = rename_each  # a directory moved key by key (S3Store: Copies.rename_dir)
 
     def __init__(
@@ -309,7 +308,7 @@ class ObjectStoreBackend(SyncStore):
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self._put(key, data, len(data), if_version)
 
     def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
@@ -318,7 +317,7 @@ class ObjectStoreBackend(SyncStore):
         if size < self.multipart_threshold:
             return super().set_file(key, f, size, if_version)
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self._put(key, file_pieces(key, f, size, self.part_size), size, if_version)
 
     def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
@@ -350,7 +349,7 @@ class ObjectStoreBackend(SyncStore):
 
     def delete(self, key: str) -> None:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         self._delete_path(key, self._full(key))
 
     def _delete_path(self, key: str, path: str) -> None:
@@ -367,7 +366,7 @@ class ObjectStoreBackend(SyncStore):
     def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         check_key(src)
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         self._count("copy")
         try:
             obs.copy(self.store, self._full(src), self._full(dst))

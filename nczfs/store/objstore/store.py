@@ -27,6 +27,7 @@ from obstore.exceptions import InvalidPathError
 
 from nczfs.toolbox.errors import Conflict, KeyNotFound, NotSupported, SourceError, Stale
 from nczfs.store.objstore.s3url import S3Location
+from nczfs.store.base import check_writable
 from nczfs.store.keys import check_key, join, parent_of
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.objstore.copies import Copies
@@ -262,7 +263,7 @@ class S3Store(ObjectStoreBackend):
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         if len(data) >= self.sizes.multipart_threshold:
             return self.uploads.write(key, data, if_version)
         return self.puts.put(key, data, len(data), if_version)
@@ -273,34 +274,34 @@ class S3Store(ObjectStoreBackend):
         if size < self.sizes.multipart_threshold:
             return super().set_file(key, f, size, if_version)  # one PutObject, a short file refused
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.uploads.write_file(key, f, size, if_version)
 
     def stage(self, key: str, data: bytes) -> Staged | None:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.uploads.stage(key, data)
 
     def open_upload(self, key: str) -> Upload:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.uploads.open_upload(key)
 
     def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         check_key(src)
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         return self.copies.copy(src, dst, if_version)
 
     def rename_dir(self, src: str, dst: str) -> None:
         check_key(src)
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         self.copies.rename_dir(src, dst)
 
     def forget_dir(self, prefix: str) -> None:
         check_key(prefix)
-        self.check_writable(prefix)
+        check_writable(self, prefix)
         self.copies.forget_dir(prefix)
 
     def write_meta(self, key: str, meta: Meta | None) -> None:
@@ -310,12 +311,12 @@ class S3Store(ObjectStoreBackend):
         if is_dir:
             raise NotSupported(f"{key!r}: nczfs writes no directory objects to S3")
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.posix.set_meta(key, changes)
 
     def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.posix.make_node(key, meta, target)
 
     def readlink(self, key: str) -> str:
@@ -334,7 +335,7 @@ class S3Store(ObjectStoreBackend):
         """DeleteObject; ``if_version`` (where ``checks_deletes``): with ``If-Match``, refused
         (Conflict, one HEAD for the version found) while the object is another version."""
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         pin = if_match(if_version) if if_version and if_version != ABSENT else None
         if pin is None:
             self._delete_path(key, self._full(key))

@@ -132,7 +132,6 @@ class WebZarrStore(SyncStore):
     supports_writes = False
     read_only = True
     keys_form_a_tree = True
-    check_writable = check_writable  # base.check_writable(self, key), called as a method here
 
     def __init__(self, store: Any, url: str):
         self.store = store
@@ -291,11 +290,11 @@ class WebZarrStore(SyncStore):
             raise translate_obstore(exc, key, "GET", "HTTP") from None
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
-        self.check_writable(key)
+        check_writable(self, key)
         raise AssertionError("unreachable")
 
     def delete(self, key: str) -> None:
-        self.check_writable(key)
+        check_writable(self, key)
 
     def describe(self) -> str:
         return self.url
