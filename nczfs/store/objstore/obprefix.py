@@ -16,6 +16,7 @@ Timeouts and retries: :mod:`.transport`; errors: :mod:`.errors`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 import datetime
 import logging
 import re
@@ -25,6 +26,7 @@ from typing import Any, BinaryIO, Iterator
 
 import obstore as obs
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.base import SyncStore, check_writable, rename_each
@@ -102,9 +104,7 @@ class ObjectStoreBackend(SyncStore):
     ``paths``, its request counts (``requests``), how its writes are cut (``sizes``) and its
     ``listings``, each a part it holds."""
 
-    stores_directories = False
-    keys_form_a_tree = False
-    checks_versions = True  # GETs carry If-Match
+    capabilities = Capabilities(keys_form_a_tree=False, checks_versions=True)  # GETs carry If-Match
     rename_dir = rename_each  # a directory moved key by key (S3Store: Copies.rename_dir)
 
     def __init__(
@@ -129,7 +129,7 @@ class ObjectStoreBackend(SyncStore):
         self._bridge_lock = threading.Lock()
         self.url = url
         self.service = service
-        self.read_only = read_only
+        self.capabilities = replace(self.capabilities, read_only=read_only, max_concurrency=max_concurrency)
         self.paths = ObjectPaths(prefix, service)
         self.requests = RequestCounts(service, ops)
         self.sizes = PartSizes(multipart_threshold, part_size, max_concurrency)
@@ -140,7 +140,7 @@ class ObjectStoreBackend(SyncStore):
     def prefix(self) -> str:
         return self.paths.prefix
 
-    # the sizes, read and set where the store is: ThreadedStore sizes its limiter from max_concurrency
+    # the sizes, read and set where the store is (ThreadedStore sizes its limiter from capabilities)
 
     @property
     def multipart_threshold(self) -> int:
@@ -157,14 +157,6 @@ class ObjectStoreBackend(SyncStore):
     @part_size.setter
     def part_size(self, value: int) -> None:
         self.sizes.part_size = value
-
-    @property
-    def max_concurrency(self) -> int:
-        return self.sizes.max_concurrency
-
-    @max_concurrency.setter
-    def max_concurrency(self, value: int) -> None:
-        self.sizes.max_concurrency = value
 
     # ------------------------------------------------------------------ helpers
 
@@ -328,7 +320,7 @@ class ObjectStoreBackend(SyncStore):
         self._count("multipart" if multipart else "put")
         try:
             result = obs.put(self.store, path, body, use_multipart=multipart, chunk_size=self.part_size,
-                             max_concurrency=min(8, self.max_concurrency), **self.put_arguments())
+                             max_concurrency=min(8, self.sizes.max_concurrency), **self.put_arguments())
         except Exception as exc:
             raise self._put_error(exc, key, "multipart" if multipart else "put") from None
         return ObjectInfo(key, size, time.time_ns(), plain_etag(result.get("e_tag")))

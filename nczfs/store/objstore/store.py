@@ -17,6 +17,7 @@ it checks keys and that it is writable, and hands each operation to the part tha
 
 from __future__ import annotations
 
+from dataclasses import replace
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, Iterator
@@ -57,17 +58,17 @@ def open_s3(options: S3Options, loc: S3Location) -> S3Store:
                     options=options, head_for_meta=options.posix_meta)
     store.probe(options.source)
     if not options.read_only and options.overwrite == "checked":
-        store.checks_writes = store.checks_deletes = store.probe_conditions()
+        checked = store.probe_conditions()
+        store.capabilities = replace(store.capabilities, checks_writes=checked, checks_deletes=checked)
     return store
 
 
 class S3Store(ObjectStoreBackend):
-    #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
-    #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
-    emptied_dirs_may_linger = True
-    #: modes, owners, times, symlinks and special files in objects' user metadata (s3fs-fuse's)
-    keeps_meta = True
-    max_object_size = MAX_OBJECT_BYTES
+    # modes, owners, times, symlinks and special files in objects' user metadata (s3fs-fuse's);
+    # SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
+    # deleted: rmdir and directory renames delete those folders explicitly (see forget_dir)
+    capabilities = replace(ObjectStoreBackend.capabilities, max_object_size=MAX_OBJECT_BYTES,
+                           emptied_dirs_may_linger=True)
 
     def __init__(
         self,
@@ -89,6 +90,7 @@ class S3Store(ObjectStoreBackend):
         self.s3 = S3Bucket(client, bucket, options, self.paths, self.requests)
         self.meta_of_writes = MetaOfWrites()
         self.posix = PosixMeta(self.s3, self.sizes, self.get, head_for_meta)
+        self.capabilities = replace(self.capabilities, reads_meta=head_for_meta)
         self.puts = Puts(self.s3, self.meta_of_writes, self.stat)
         self.uploads = MultipartUploads(self.s3, self.sizes, self.puts, self.meta_of_writes)
         self.copies = Copies(self.s3, self.sizes, self.uploads, self.puts, self, self._delete_path)
@@ -182,7 +184,7 @@ class S3Store(ObjectStoreBackend):
                 return None
 
         if files:  # -o posix_meta: a HEAD per object listed, in parallel
-            with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(files))) as pool:
+            with ThreadPoolExecutor(max_workers=min(8, self.sizes.max_concurrency, len(files))) as pool:
                 headed = {e.name: h for e, h in zip(files, pool.map(head, files))}
             entries = [headed.get(e.name, e) if not e.is_dir else e for e in entries if e.is_dir or headed.get(e.name)]
         return entries

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import obstore as obs
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.toolbox.errors import BackendError, InvalidKey, KeyNotFound, NczfsError, SourceError
 from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, join, parent_of
@@ -129,9 +130,7 @@ def read_tree(get_json) -> tuple[set[str], list[Grid]]:
 
 
 class WebZarrStore(SyncStore):
-    supports_writes = False
-    read_only = True
-    keys_form_a_tree = True
+    capabilities = Capabilities(supports_writes=False, read_only=True)
 
     def __init__(self, store: Any, url: str):
         self.store = store
