@@ -54,7 +54,7 @@ class NczfsZarrStore(Store):
 
     def __init__(self, config: MountConfig, sync_store, trio_thread: _TrioThread, stack,
                  read_only: bool = False, owner: "NczfsZarrStore | None" = None) -> None:
-        super().__init__(read_only=read_only or config.read_only or sync_store.read_only)
+        super().__init__(read_only=read_only or config.read_only or sync_store.capabilities.read_only)
         self.config = config
         self._sync_store = sync_store
         self._trio = trio_thread
@@ -68,7 +68,7 @@ class NczfsZarrStore(Store):
         owner = self._owner or self
         if owner._trio is None:
             raise ValueError(f"{self!r} is closed")
-        if not read_only and (self.config.read_only or self._sync_store.read_only):
+        if not read_only and (self.config.read_only or self._sync_store.capabilities.read_only):
             why = "read_only=True" if self.config.read_only else "a read-only source"
             raise ValueError(f"{self!r} was opened with {why}: open_view again without it to write")
         return type(self)(self.config, self._sync_store, owner._trio, self._stack, read_only=read_only, owner=owner)

@@ -127,7 +127,7 @@ class BlockFetcher:
             self.bytes.put(ident, data)
             return data
         finally:
-            if self.meta.end(key, asked_at) and confirmed and self.inner.checks_versions:
+            if self.meta.end(key, asked_at) and confirmed and self.inner.capabilities.checks_versions:
                 self.meta.confirm(key, etag)
             if done is not None:
                 done()

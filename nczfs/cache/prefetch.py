@@ -161,7 +161,7 @@ class Siblings:
         """``parent``'s cached listing (expired or not, where every fetch is pinned to its ETag),
         its names in natural order, their positions, and what a fetch ahead of each would get."""
         listing = self.meta.listings.get(parent)
-        if listing is None or not (self.fetcher.inner.checks_versions or self.meta.fresh(listing[0])):
+        if listing is None or not (self.fetcher.inner.capabilities.checks_versions or self.meta.fresh(listing[0])):
             return None
         order = self._orders.get(parent)
         if order is None or order[0] is not listing[1] or len(order[1]) != len(listing[1]):
@@ -232,7 +232,7 @@ class Siblings:
         return None if fetch is None else fetch.done
 
     def _looked_up_by_get(self, ident: Ident, size: int) -> bool:
-        return (self.count > 0 and ident not in self.fetcher.bytes and self.fetcher.inner.checks_versions
+        return (self.count > 0 and ident not in self.fetcher.bytes and self.fetcher.inner.capabilities.checks_versions
                 and 0 < size <= min(self.fetcher.block_size, LOOKUP_BY_GET) and parent_of(ident[0]) in self.walks)
 
 
@@ -265,7 +265,7 @@ class MetadataAhead:
         request (a dataset being opened), fetch that tree's other small metadata objects in the
         background, at most ``SIBLING_PARALLEL`` at once, each pinned to its listed ETag. Once a
         tree listing."""
-        if not self.is_metadata(key) or not self.enabled or not self.fetcher.inner.checks_versions or not self._trees:
+        if not self.is_metadata(key) or not self.enabled or not self.fetcher.inner.capabilities.checks_versions or not self._trees:
             return
         top = parent_of(key)
         while top not in self._trees:

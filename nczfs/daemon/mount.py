@@ -129,7 +129,7 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
     ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io,
                      control_socket=controlsock.path_of(listener))
     try:
-        pyfuse3.init(ops, config.mountpoint, fuse_options(config, sync_store.read_only))
+        pyfuse3.init(ops, config.mountpoint, fuse_options(config, sync_store.capabilities.read_only))
     except RuntimeError as exc:
         controlsock.close(listener)
         sync_store.close()

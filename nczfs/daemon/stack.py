@@ -43,7 +43,7 @@ def cached(store, config) -> CachingStore:
         cache_size=config.cache_size,
         # a local directory answers at once and its attributes change as it is used (link
         # counts, times): it is asked every time the filesystem's own TTL is over
-        ttl=0 if store.live_meta else config.metadata_ttl,
+        ttl=0 if store.capabilities.live_meta else config.metadata_ttl,
         cache_bytes=remote,
         disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
         if config.cache_dir and remote else None,

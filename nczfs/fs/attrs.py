@@ -4,7 +4,7 @@ A node's attributes are, in order: what was set through the mount this mount's l
 (``InodeTable.overrides``: chmod, chown, utimens, and the times changes give), what the store
 keeps (``Node.meta``), the mount's defaults (``-o uid=,gid=,umask=``). What the store said of a
 node is trusted for ``metadata_ttl`` seconds (``fresh``). Where the store keeps attributes
-(``keeps_meta``; ``live_meta``: its own show, a local directory's), those set through the mount
+(``KeepsMeta``; ``live_meta``: its own show, a local directory's), those set through the mount
 are written to it.
 """
 
@@ -136,7 +136,7 @@ class Attributes:
 
     async def refresh(self, node: Node) -> None:
         """Ask a live store for a node's attributes again (after a change of them in it)."""
-        if not self.store.live_meta or not node.in_store:
+        if not self.store.capabilities.live_meta or not node.in_store:
             return
         try:
             found = await self.store.entry(node.path)
@@ -230,7 +230,7 @@ class Attributes:
         self.table.overrides.pop(path, None)
         if applied:
             return
-        live = self.store.live_meta
+        live = self.store.capabilities.live_meta
         kept: dict[str, int] = {}
         if ftype == stat.S_IFDIR:  # a file's times are its node's own until its first store
             kept.update(mtime_ns=now, atime_ns=now, ctime_ns=now)
@@ -246,7 +246,7 @@ class Attributes:
     def dir_changed(self, parent: Node) -> None:
         """An entry was made, removed or renamed in ``parent``: its mtime and ctime are now (a
         live store's directory has them already: it is asked again)."""
-        if self.store.live_meta:
+        if self.store.capabilities.live_meta:
             parent.fetched = -1.0
             return
         now = time.time_ns()
@@ -254,7 +254,7 @@ class Attributes:
 
     def ctime_changed(self, node: Node) -> None:
         """A change of ``node`` itself (link, rename): its ctime is now."""
-        if self.store.live_meta:
+        if self.store.capabilities.live_meta:
             node.fetched = -1.0
             return
         node.ctime_ns = time.time_ns()
@@ -275,7 +275,7 @@ class Attributes:
 
     def other_names(self, node: Node) -> list[str]:
         """The names of ``node`` but its path (hard links the mount keeps over a store without)."""
-        if self.store.live_meta:
+        if self.store.capabilities.live_meta:
             return []
         return sorted(p for p in node.names if p != node.path and self.table.at(p) is node)
 
@@ -288,7 +288,7 @@ class Attributes:
             ov = self.table.overrides.pop(old, None)
             if ov is not None:
                 self.table.overrides[node.path] = ov
-        if len(node.names) <= 1 and not self.store.live_meta:
+        if len(node.names) <= 1 and not self.store.capabilities.live_meta:
             node.keep = node.ftype not in (stat.S_IFREG, stat.S_IFDIR) and node.meta is not None and node.keep
 
     # ------------------------------------------------------------------ written to the store
@@ -298,7 +298,7 @@ class Attributes:
         attributes show; S3 and zip: in the object's metadata, and the mount remembers them), else
         the mount does for its life. The ctime is now."""
         stored = node.in_store
-        if stored and self.store.live_meta:
+        if stored and self.store.capabilities.live_meta:
             try:
                 await self._set_live(node, Meta(**changed))
                 node.fetched = self.now()
@@ -306,7 +306,7 @@ class Attributes:
             except NotSupported as exc:
                 log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
         self._override(node.path, {**changed, "ctime_ns": time.time_ns()})
-        if stored and not self.store.live_meta and self.store.keeps_meta:
+        if stored and not self.store.capabilities.live_meta and optional.offers(self.store, optional.KeepsMeta):
             await self._send_wanted(node)
 
     @contextmanager
@@ -315,7 +315,7 @@ class Attributes:
         those the mount shows with it, when its mode, owner or type is not the mount's default
         (a file created 0600: no CopyObject after the PutObject; an object rewritten keeps them)."""
         sent = None
-        if self.store.keeps_meta and not self.store.live_meta and not node.detached and self.has_own(node):
+        if optional.offers(self.store, optional.KeepsMeta) and not self.store.capabilities.live_meta and not node.detached and self.has_own(node):
             sent = self.wanted_meta(node)
             optional.write_meta(self.store, node.path, sent)
         try:
@@ -335,17 +335,17 @@ class Attributes:
         ov = self.table.overrides.get(node.path)
         if ov is None or node.detached or all(getattr(ov, f) is None for f in SETTABLE):
             return
-        if stored is not None and not self.store.live_meta and stored == self.wanted_meta(node):
+        if stored is not None and not self.store.capabilities.live_meta and stored == self.wanted_meta(node):
             return
-        if not self.store.live_meta and not self.has_own(node):
+        if not self.store.capabilities.live_meta and not self.has_own(node):
             return
-        if self.store.live_meta:
+        if self.store.capabilities.live_meta:
             try:
                 await self._set_live(node, Meta(**{f: getattr(ov, f) for f in SETTABLE}))
                 del self.table.overrides[node.path]
             except NotSupported as exc:
                 log.debug("%r: attributes kept by the mount only: %s", node.path, exc)
-        elif self.store.keeps_meta:
+        elif optional.offers(self.store, optional.KeepsMeta):
             await self._send_wanted(node)
 
     async def _set_live(self, node: Node, changes: Meta) -> None:
@@ -354,7 +354,7 @@ class Attributes:
         new version: what this mount's writes and renames replace moves with it (one ``stat``)."""
         old = node.etag
         self.record_meta(node, await optional.set_meta(self.store, node.path, changes, node.is_dir))
-        if not (self.store.checks_writes and old and changes.mtime_ns is not None and not node.is_dir):
+        if not (self.store.capabilities.checks_writes and old and changes.mtime_ns is not None and not node.is_dir):
             return
         self.record(node, info := await self.store.stat(node.path))
         if node.seen == old:
@@ -368,7 +368,7 @@ class Attributes:
         version (a copy: GCS, Azure, memory), the content's next write replaces that one, not
         the version it was opened at."""
         content = node.content
-        if not (self.store.checks_writes and content is not None and content.base and content.base != ABSENT):
+        if not (self.store.capabilities.checks_writes and content is not None and content.base and content.base != ABSENT):
             return
         content.base = info.etag or None
 

@@ -51,11 +51,11 @@ class Conflicts:
     def condition(self, content: Content) -> str | None:
         """The ``if_version`` of an upload of ``content``: the version it started from, where the
         store checks writes (else None: the last writer wins)."""
-        return content.base if self.store.checks_writes and content.base else None
+        return content.base if self.store.capabilities.checks_writes and content.base else None
 
     def checked(self, condition: str) -> str | None:
         """``condition`` where the store checks writes, else None."""
-        return condition if self.store.checks_writes else None
+        return condition if self.store.capabilities.checks_writes else None
 
     async def guarded(self, content: Content, key: str, condition: str | None, send: StoreContent) -> ObjectInfo:
         """``send(content, key, condition)``: the content stored as ``key`` only while the object is
@@ -99,7 +99,7 @@ class Conflicts:
         """Remove the object ``key``: where the store checks deletes, only while it is ``version``
         (the one this mount last read or stored there); another client's newer version is not
         removed: ESTALE, counted and logged once (the kernel's second try meets the same)."""
-        if not (self.store.checks_deletes and version):
+        if not (self.store.capabilities.checks_deletes and version):
             await self.store.delete(key)
             return
         try:

@@ -67,8 +67,8 @@ class Filesystem(Namespace):
         version they started from (conflicts.py), 0 where the last writer wins;
         ``write.deletes-checked``: 1 where deletes remove only the version the mount saw."""
         return {**self.writeback.stats, **self.writeback.conflicts.stats,
-                "write.overwrite-checked": int(self.store.checks_writes),
-                "write.deletes-checked": int(self.store.checks_deletes)}
+                "write.overwrite-checked": int(self.store.capabilities.checks_writes),
+                "write.deletes-checked": int(self.store.capabilities.checks_deletes)}
 
     @property
     def someone_elses_close(self) -> Callable[[int, int, list[int]], bool] | None:
@@ -110,7 +110,7 @@ class Filesystem(Namespace):
     async def _truncate(self, node: Node, size: int) -> None:
         if size < 0:
             raise InvalidArgument(f"{node.path!r}: negative size")
-        limit = self.store.max_object_size
+        limit = self.store.capabilities.max_object_size
         if limit is not None and size > limit:
             raise FileTooBig(f"{node.path!r}: {size} bytes is more than the {limit} bytes an object can hold")
         self.writeback.early.drop(node.ino)

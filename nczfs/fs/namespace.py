@@ -50,7 +50,7 @@ class Namespace(Listing):
     @property
     def read_only(self) -> bool:
         """Mounted read-only, or over a store that cannot be written."""
-        return self.opts.read_only or self.store.read_only
+        return self.opts.read_only or self.store.capabilities.read_only
 
     def _writable(self, what: str) -> None:
         if self.read_only:
@@ -77,7 +77,7 @@ class Namespace(Listing):
         change, and on stores without directories it stays though it may hold nothing now (as
         POSIX). (Files not stored yet imply their directories by themselves: :meth:`_held_dir`.)"""
         self.attrs.dir_changed(parent)
-        if parent.path and not self.store.stores_directories:
+        if parent.path and not self.store.capabilities.stores_directories:
             self.local_dirs.add(parent.path)
 
     def attr(self, node: Node) -> Attr:
@@ -100,7 +100,7 @@ class Namespace(Listing):
 
     async def getattr(self, ino: int) -> Attr:
         node = self.table[ino]
-        if node.is_dir and self.store.live_meta and not node.detached and not self.attrs.fresh(node):
+        if node.is_dir and self.store.capabilities.live_meta and not node.detached and not self.attrs.fresh(node):
             await self.attrs.refresh(node)
         if node.is_dir or node.detached or node.held or self.attrs.fresh(node):
             return self.attrs.of(node)
@@ -135,14 +135,14 @@ class Namespace(Listing):
     async def mkdir(self, parent_ino: int, name: str, mode: int, who: Caller | None = None) -> Attr:
         parent, path, uid, gid, sgid = await self._new_entry(parent_ino, name, who)
         mode = stat.S_IMODE(mode) | (stat.S_ISGID if sgid else 0)
-        if self.store.stores_directories:
+        if self.store.capabilities.stores_directories:
             await optional.mkdir(self.store, path)
         else:
             self.local_dirs.add(path)
         node = self.table.node_for(path, True)
         node.fetched = self.attrs.now()
         applied = False
-        if self.store.live_meta:
+        if self.store.capabilities.live_meta:
             try:
                 meta = Meta(mode=stat.S_IFDIR | mode, uid=uid, gid=gid)
                 self.attrs.record_meta(node, await optional.set_meta(self.store, path, meta, True))
@@ -150,7 +150,7 @@ class Namespace(Listing):
             except NotSupported as exc:
                 log.debug("%r: attributes kept by the mount only: %s", path, exc)
         self.attrs.initial(path, stat.S_IFDIR, mode, uid, gid, applied=applied)
-        if not applied and self.store.stores_directories:
+        if not applied and self.store.capabilities.stores_directories:
             await self.attrs.save(node)  # zip: in the directory's entry
         self.attrs.dir_changed(parent)
         node.lookups += 1
@@ -175,7 +175,7 @@ class Namespace(Listing):
             applied = False
         else:
             info = await optional.make_node(self.store, path, Meta(mode=mode, uid=uid, gid=gid, rdev=rdev), target)
-            applied = self.store.live_meta
+            applied = self.store.capabilities.live_meta
         node = self.table.node_for(path, False, ftype)
         node.detached = False
         self.table.set_pending(node, False)
@@ -218,7 +218,7 @@ class Namespace(Listing):
             raise NotADirectory(f"{path!r}: not a directory")
         if await self._children(path):
             raise DirectoryNotEmpty(f"{path!r}: directory not empty")
-        if self.store.stores_directories:
+        if self.store.capabilities.stores_directories:
             await optional.rmdir(self.store, path)
         else:
             await optional.forget_dir(self.store, path)
@@ -262,7 +262,7 @@ class Namespace(Listing):
         if node.content is not None:
             await self.writeback.upload(node)
         self.attrs.dir_changed(parent)
-        if self.store.live_meta and node.in_store:
+        if self.store.capabilities.live_meta and node.in_store:
             try:
                 info = await optional.link(self.store, node.path, path)
             except NotSupported:
@@ -289,7 +289,7 @@ class Namespace(Listing):
         self.table.add_name(node, path)
         node.keep = True
         self.attrs.ctime_changed(node)
-        if self.store.keeps_meta and not self.store.live_meta:
+        if optional.offers(self.store, optional.KeepsMeta) and not self.store.capabilities.live_meta:
             await optional.set_meta(self.store, path, self.attrs.wanted_meta(node))
 
     # ------------------------------------------------------------------ rename
@@ -333,12 +333,12 @@ class Namespace(Listing):
             raise InvalidArgument(f"{src_path!r}: cannot move a directory into itself")
         if dst is not None:
             await self._replace_dir(dst_path, dst)
-        if self.store.stores_directories or await self.store.list_prefix(src_path):
+        if self.store.capabilities.stores_directories or await self.store.list_prefix(src_path):
             await optional.rename_dir(self.store, src_path, dst_path)
         else:
             await optional.forget_dir(self.store, src_path)  # S3: folders a server keeps when emptied
         kept = self.local_dirs.move(src_path, dst_path)
-        if not self.store.stores_directories and not kept:
+        if not self.store.capabilities.stores_directories and not kept:
             self.local_dirs.add(dst_path)  # keep it even if it holds no key (an S3 folder forgotten)
 
     async def _replace_dir(self, dst_path: str, dst: Node) -> None:
@@ -347,7 +347,7 @@ class Namespace(Listing):
             raise NotADirectory(f"{dst_path!r}: not a directory")
         if await self._children(dst_path):
             raise DirectoryNotEmpty(f"{dst_path!r}: directory not empty")
-        if self.store.stores_directories:
+        if self.store.capabilities.stores_directories:
             await optional.rmdir(self.store, dst_path)
         self.local_dirs.discard(dst_path)
         self.table.detach(dst)

@@ -182,13 +182,13 @@ class ConsolidatingStore(WrapperStore):
         stored only while ``zkey`` is still the version read (where the store checks writes);
         refused (another writer updated it meanwhile), read and applied again, a few times."""
         for attempt in range(ATTEMPTS):
-            if not self.checks_writes:  # nothing would refuse a stale copy: read the store's own
+            if not self.capabilities.checks_writes:  # nothing would refuse a stale copy: read the store's own
                 await optional.refresh(self.inner, zkey)
             try:
                 content, version = await self._read(zkey)
                 if content is None or not change(content):
                     return
-                await self._store(zkey, dump(content), (version or None) if self.checks_writes else None, version)
+                await self._store(zkey, dump(content), (version or None) if self.capabilities.checks_writes else None, version)
                 return
             except Stale as exc:  # Conflict included: another writer's version came between
                 self.stats["consolidated.merged-again"] += 1

@@ -18,6 +18,7 @@ import abc
 from typing import BinaryIO, cast
 
 from nczfs.toolbox.errors import BackendError, KeyNotFound, ReadOnly
+from nczfs.store.capabilities import Capabilities
 from nczfs.store.keys import join
 from nczfs.store.optional import TellsDirectoriesBlocking, offers
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
@@ -26,39 +27,8 @@ from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 class SyncStore(abc.ABC):
     """A blocking backend. Every method may block; none is ever called on the trio thread."""
 
-    #: the medium accepts writes at all (a read-only mount sets ``read_only`` instead)
-    supports_writes: bool = True
-    #: empty directories persist in the medium (a directory tree), instead of being implied by keys
-    stores_directories: bool = False
-    #: calls may run inline on the event loop because they never block (memory)
-    non_blocking: bool = False
-    #: the medium refuses an object named like a directory and objects below an object (a
-    #: file tree); S3 does not: there "n" and "n/x" may both exist, and listings show "n" as
-    #: a directory (the filesystem never creates such pairs itself)
-    keys_form_a_tree: bool = True
-    #: ``get_version`` really refuses another version (S3: If-Match), so a successful one
-    #: confirms that the version is current (stores without that read the current bytes)
-    checks_versions: bool = False
-    #: writes take ``if_version=`` and refuse (:class:`~nczfs.toolbox.errors.Conflict`) to replace an
-    #: object that is no longer that version, or (:data:`~nczfs.store.values.ABSENT`) to make one
-    #: where another appeared (S3: If-Match, If-None-Match: *); stores without it ignore the
-    #: argument, the last writer wins there
-    checks_writes: bool = False
-    #: ``delete`` takes ``if_version=`` (an ETag) and refuses (Conflict) to remove an object that
-    #: is no longer that version (S3: DeleteObject's If-Match); stores without it are never given one
-    checks_deletes: bool = False
-    #: ``set_meta`` keeps POSIX attributes of objects in the medium (modes, owners, times)
-    keeps_meta: bool = False
-    #: every ``stat``, ``entry`` and listing reports the attributes the medium holds, for
-    #: objects and directories alike, and changes made in the medium show there (a local
-    #: directory): the mount shows them and keeps none of its own
-    live_meta: bool = False
-    #: the largest object the medium can hold (None: no bound of its own; its writes fail)
-    max_object_size: int | None = None
-    #: calls that may run at once (ThreadedStore's slots; S3: its connection pool's size)
-    max_concurrency: int = 8
-
-    read_only: bool = False
+    #: what it says of itself (a class's, or one ``__init__`` sets where an option decides it)
+    capabilities: Capabilities = Capabilities()
 
     @abc.abstractmethod
     def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...
@@ -104,7 +74,7 @@ class SyncStore(abc.ABC):
             key = join(prefix, entry.name)
             if entry.is_dir:
                 out.extend(self.list_prefix(key))
-            elif entry.is_object(self.live_meta):
+            elif entry.is_object(self.capabilities.live_meta):
                 out.append(key)
         return sorted(out)
 
@@ -147,7 +117,7 @@ class SyncStore(abc.ABC):
 
 def check_writable(store: SyncStore, key: str) -> None:
     """ReadOnly naming ``key`` where ``store`` takes no writes (read-only, or a medium without them)."""
-    if store.read_only or not store.supports_writes:
+    if store.capabilities.read_only or not store.capabilities.supports_writes:
         raise ReadOnly(f"{key!r}: the store is read-only")
 
 
@@ -159,19 +129,13 @@ def rename_each(store: SyncStore, src: str, dst: str) -> None:
 
 class Store(abc.ABC):
     """The async face of a store, used by the filesystem and by wrappers (cache, NCZarr): a
-    SyncStore's dozen operations, awaited; its capabilities are a SyncStore's (:data:`CAPABILITIES`),
+    SyncStore's dozen operations, awaited; its capabilities are a SyncStore's (:class:`~.capabilities.Capabilities`),
     its optional operations the same Protocols' async forms (:mod:`.optional`)."""
 
-    supports_writes: bool
-    stores_directories: bool
-    read_only: bool
-    keys_form_a_tree: bool = True
-    checks_versions: bool = False
-    checks_writes: bool = False
-    checks_deletes: bool = False
-    keeps_meta: bool = False
-    live_meta: bool = False
-    max_object_size: int | None = None
+    @property
+    @abc.abstractmethod
+    def capabilities(self) -> Capabilities:
+        """What the SyncStore at the bottom says of itself (a wrapper's: the store below's)."""
 
     @abc.abstractmethod
     async def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...

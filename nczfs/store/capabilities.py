@@ -1,5 +1,5 @@
-"""What a store says it can do: the capabilities it declares (:data:`CAPABILITIES`, class
-attributes of :class:`~nczfs.store.base.SyncStore`, which a wrapper answers from the store below)
+"""What a store says it can do: the capabilities it declares (one :class:`Capabilities` record,
+a store's ``capabilities``, which a wrapper answers from the store below)
 and the optional fast paths, each a :class:`typing.Protocol` a store implements or not, asked
 with ``isinstance``: :class:`Stages` (data sent now, made the object later), :class:`UploadsInParts`
 (an object sent in parts as it is written), :class:`ListsTrees` (a whole tree in one request),
@@ -11,30 +11,58 @@ program changed). A wrapper has each fast path, NCZarr hook and optional operati
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol, cast, runtime_checkable
 
 from nczfs.store.optional import OPTIONAL, OPTIONAL_PREFIX, Refreshes, offers
 from nczfs.store.values import ByteRange, DirEntry, Staged, Upload
 
 
-#: what a store says of itself, as class attributes of :class:`~nczfs.store.base.SyncStore`
-#: (documented there); a wrapper answers each from the store below (:func:`forwards_capabilities`)
-CAPABILITIES = ("supports_writes", "stores_directories", "read_only", "keys_form_a_tree", "checks_versions",
-                "checks_writes", "checks_deletes", "keeps_meta", "live_meta", "max_object_size")
+@dataclass(frozen=True)
+class Capabilities:
+    """What a store says of itself, in one record: a SyncStore's ``capabilities`` (its class's,
+    or one its ``__init__`` or backend sets with :func:`dataclasses.replace` where an option
+    decides it: read-only, the conditional writes a probe finds); a wrapper answers the one of the
+    store below. Whether it keeps POSIX attributes is a Protocol (:class:`~.optional.KeepsMeta`),
+    as are uploads in parts (:class:`UploadsInParts`) and reads without a thread (:class:`ReadsOnLoop`)."""
 
-
-def forwards_capabilities(cls: type) -> type:
-    """Class decorator: each of :data:`CAPABILITIES` a property answering what ``self.below``
-    (the store a wrapper wraps) says, unless the class sets it itself."""
-    for name in CAPABILITIES:
-        if name not in cls.__dict__:
-            setattr(cls, name, _below(name))
-    return cls
-
-
-def _below(name: str) -> property:
-    """A property answering what ``self.below`` says of ``name``."""
-    return property(lambda self: getattr(self.below, name))
+    #: the medium accepts writes at all (a read-only mount sets ``read_only`` instead)
+    supports_writes: bool = True
+    #: this store refuses every write (the mount's ``-o ro``, a tag or snapshot of Icechunk)
+    read_only: bool = False
+    #: empty directories persist in the medium (a directory tree), instead of being implied by keys
+    stores_directories: bool = False
+    #: the medium refuses an object named like a directory and objects below an object (a
+    #: file tree); S3 does not: there "n" and "n/x" may both exist, and listings show "n" as
+    #: a directory (the filesystem never creates such pairs itself)
+    keys_form_a_tree: bool = True
+    #: ``get_version`` really refuses another version (S3: If-Match), so a successful one
+    #: confirms that the version is current (stores without that read the current bytes)
+    checks_versions: bool = False
+    #: writes take ``if_version=`` and refuse (:class:`~nczfs.toolbox.errors.Conflict`) to replace an
+    #: object that is no longer that version, or (:data:`~nczfs.store.values.ABSENT`) to make one
+    #: where another appeared (S3: If-Match, If-None-Match: *); stores without it ignore the
+    #: argument, the last writer wins there
+    checks_writes: bool = False
+    #: ``delete`` takes ``if_version=`` (an ETag) and refuses (Conflict) to remove an object that
+    #: is no longer that version (S3: DeleteObject's If-Match); stores without it are never given one
+    checks_deletes: bool = False
+    #: every ``stat``, ``entry`` and listing reports the attributes the medium holds, for
+    #: objects and directories alike, and changes made in the medium show there (a local
+    #: directory): the mount shows them and keeps none of its own
+    live_meta: bool = False
+    #: the largest object the medium can hold (None: no bound of its own; its writes fail)
+    max_object_size: int | None = None
+    #: calls may run inline on the event loop because they never block (memory)
+    non_blocking: bool = False
+    #: calls that may run at once (ThreadedStore's slots; S3: its connection pool's size)
+    max_concurrency: int = 8
+    #: a listing may still show a directory a while after its last key was deleted (SeaweedFS
+    #: and S3 gateways over a filer); rmdir and directory renames delete those folders explicitly
+    emptied_dirs_may_linger: bool = False
+    #: ``stat``, ``entry`` and listings report the attributes ``set_meta`` keeps, where it keeps
+    #: some (S3: only with ``-o posix_meta``, a HEAD per lookup)
+    reads_meta: bool = True
 
 
 # ---------------------------------------------------------------------- the optional fast paths

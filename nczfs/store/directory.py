@@ -17,6 +17,7 @@ a time (``openat``: :mod:`.longpaths`), whatever the length of the root's own pa
 
 from __future__ import annotations
 
+from dataclasses import replace
 import contextlib
 import errno
 import os
@@ -25,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from typing import BinaryIO, Iterator
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.toolbox.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, Stale, from_os_error
 from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, parent_of
@@ -50,12 +52,8 @@ def _entry(name: str, key: str, st: os.stat_result) -> DirEntry:
 
 
 class DirectoryStore(LongPaths, SyncStore):
-    stores_directories = True
-    keeps_meta = True
-    live_meta = True
-    checks_writes = True
     #: a delete with ``if_version`` compares the file's ``lstat`` right before the unlink
-    checks_deletes = True
+    capabilities = Capabilities(stores_directories=True, live_meta=True, checks_writes=True, checks_deletes=True)
     #: a fault hook for tests: run with the key between a rename's version check and the rename
     before_replace: Callable[[str], None] | None = None
 
@@ -64,7 +62,7 @@ class DirectoryStore(LongPaths, SyncStore):
         if not os.path.isdir(root):
             raise SourceError(f"{root}: not a directory")
         self.root = root
-        self.read_only = read_only
+        self.capabilities = replace(self.capabilities, read_only=read_only)
 
     def describe(self) -> str:
         return f"file://{self.root}"

@@ -4,6 +4,7 @@ the store (:mod:`nczfs.store.directory`), which a mount imports when it opens on
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nczfs.store.options import OVERWRITE
@@ -18,7 +19,8 @@ def _directory(opening: Opening) -> SyncStore:
     from nczfs.store.directory import DirectoryStore
 
     store = DirectoryStore(opening.source.location, read_only=opening.read_only)
-    store.checks_writes = store.checks_deletes = opening.options.get("overwrite", "checked") == "checked"
+    checked = opening.options.get("overwrite", "checked") == "checked"
+    store.capabilities = replace(store.capabilities, checks_writes=checked, checks_deletes=checked)
     return store
 
 

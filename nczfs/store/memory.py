@@ -5,12 +5,14 @@ Like S3 it keeps only objects; directories are implied by key prefixes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 import dataclasses
 import itertools
 import stat
 import threading
 import time
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.toolbox.errors import BackendError, Conflict, InvalidArgument, IsADirectory, KeyNotFound, NotADirectory, NotSupported, Stale
 from nczfs.store.base import SyncStore, check_writable, rename_each
 from nczfs.store.keys import check_key, check_prefix, tree_listings
@@ -20,19 +22,15 @@ _etags = itertools.count(1)
 
 
 class MemoryStore(SyncStore):
-    non_blocking = True
-    checks_versions = True
-    checks_writes = True
-    checks_deletes = True
-    #: objects keep POSIX attributes (as S3's metadata does: a ``set`` drops them, a copy or
-    #: rename keeps them); symlinks and special files are objects whose type is in them
-    keeps_meta = True
+    capabilities = Capabilities(non_blocking=True, checks_versions=True, checks_writes=True, checks_deletes=True)
+    # objects keep POSIX attributes (KeepsMeta, as S3's metadata does: a ``set`` drops them, a
+    # copy or rename keeps them); symlinks and special files are objects whose type is in them
     #: a directory moved key by key
     rename_dir = rename_each
 
     def __init__(self, name: str = "", read_only: bool = False, part_size: int = 8 * 1024 * 1024):
         self.name = name
-        self.read_only = read_only
+        self.capabilities = replace(self.capabilities, read_only=read_only)
         #: the part size of its uploads (:meth:`open_upload`), as S3's
         self.part_size = part_size
         #: uploads opened and neither completed nor aborted (number: key), as S3 lists them

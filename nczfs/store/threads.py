@@ -19,8 +19,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar, cast
 import trio
 
 from nczfs.store.base import Store, SyncStore
-from nczfs.store.capabilities import (FAST_PATHS, THREADED, ListsTreesBlocking, ReadsOnLoop, StagesBlocking,
-                                     UploadsInPartsBlocking, forwards_capabilities, offer, offer_fast_paths,
+from nczfs.store.capabilities import (Capabilities, FAST_PATHS, THREADED, ListsTreesBlocking, ReadsOnLoop, StagesBlocking,
+                                     UploadsInPartsBlocking, offer, offer_fast_paths,
                                      offer_hooks)
 from nczfs.store.optional import counters
 from nczfs.store.forwarding import at_once, in_thread
@@ -61,7 +61,6 @@ async def run_store_call(fn: Callable[..., T], *args: Any, limiter: trio.Capacit
         limiter.release_on_behalf_of(placeholder)
 
 
-@forwards_capabilities
 class ThreadedStore(Store):
     """``impl``'s calls in worker threads; its capabilities, optional operations and fast paths
     are ``impl``'s."""
@@ -73,7 +72,7 @@ class ThreadedStore(Store):
         offer_hooks(self, impl)
         # sized to the backend's connection pool where it has one (S3); as many spare slots
         # for calls that waited SLOT_PATIENCE for one, and threads for both
-        size = max_threads or impl.max_concurrency
+        size = max_threads or impl.capabilities.max_concurrency
         self._limiter = trio.CapacityLimiter(size)
         self._spare = trio.CapacityLimiter(size)
         self._threads = trio.CapacityLimiter(2 * size)
@@ -86,6 +85,11 @@ class ThreadedStore(Store):
     @property
     def below(self) -> SyncStore:
         return self.impl
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The store below's."""
+        return self.impl.capabilities
 
     @asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
@@ -109,7 +113,7 @@ class ThreadedStore(Store):
             limiter.release_on_behalf_of(token)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        if self.impl.non_blocking:
+        if self.impl.capabilities.non_blocking:
             return fn(*args)
         token = object()
         try:  # a free slot: taken without the context manager (a call per FUSE request)
@@ -139,7 +143,7 @@ class ThreadedStore(Store):
             data = await self._get_async(key, rng, etag)
             if data is not None:
                 return data  # type: ignore[return-value]  # get_version_async answers bytes (T)
-            if self.impl.non_blocking:
+            if self.impl.capabilities.non_blocking:
                 return fn(*args)
             return await run_store_call(fn, *args, limiter=self._threads)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Awaitable, BinaryIO, Callable, TypeVar
 
 from nczfs.store.base import Store
-from nczfs.store.capabilities import (WRAPPED, ListsTrees, Stages, UploadsInParts, forwards_capabilities, offer,
+from nczfs.store.capabilities import (Capabilities, WRAPPED, ListsTrees, Stages, UploadsInParts, offer,
                                      offer_fast_paths, offer_hooks)
 from nczfs.store.forwarding import at_once, awaited, call_below, through_write
 from nczfs.store.values import DirEntry, ObjectInfo, Staged, Upload
@@ -20,7 +20,6 @@ from nczfs.store.threads import run_blocking
 T = TypeVar("T")
 
 
-@forwards_capabilities
 class WrapperStore(Store):
     """Forwards every call to ``inner``; its capabilities and optional operations are the inner
     store's (it has each Protocol of :data:`~nczfs.store.capabilities.WRAPPED` exactly where
@@ -49,6 +48,11 @@ class WrapperStore(Store):
     def below(self) -> Store:
         """The store whose capabilities this one has."""
         return self.inner
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The store below's."""
+        return self.inner.capabilities
 
     async def _write(self, op: str, keys: tuple[str, ...], call: Callable[..., Awaitable[T]],
                      data: bytes | bytearray | memoryview | None = None) -> T:

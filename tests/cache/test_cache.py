@@ -6,6 +6,8 @@ time is a fake clock, so TTLs are tested without sleeping.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 from pathlib import Path
 
@@ -660,7 +662,7 @@ async def test_a_pinned_get_confirms_the_entry_so_a_long_walk_lists_its_director
 
 
 async def test_a_get_from_a_store_that_does_not_check_versions_confirms_nothing(mem, clock):
-    mem.checks_versions = False  # e.g. a reference store: get_version reads whatever is current
+    mem.capabilities = replace(mem.capabilities, checks_versions=False)  # e.g. a reference store: get_version reads whatever is current
     cache, faulty = make(mem, clock, siblings=4, ttl=5.0, list_after_misses=2)
     for i in range(12):
         put_behind(mem, f"arr/{i}", b"v" * 10)

@@ -4,6 +4,8 @@ filesystem through the backdoor (``raw``), as another client would."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import errno
 import os
 
@@ -112,7 +114,7 @@ async def test_a_rename_of_an_open_file_asks_the_store_nothing_more(raw):
 async def test_without_checks_the_last_writer_wins(raw):
     """A store that does not check writes (-o overwrite=last_writer_wins, a server that ignores
     conditions): no condition is sent, the close replaces the other client's object."""
-    raw.checks_writes = False
+    raw.capabilities = replace(raw.capabilities, checks_writes=False)
     fs = Filesystem(ThreadedStore(raw), FsOptions(metadata_ttl=60))
     raw.set("f", b"v0")
     fh = await fs.open(await _ino(fs, "f"), os.O_WRONLY | os.O_TRUNC)

@@ -4,6 +4,8 @@ between this mount's read of ``.zmetadata`` and its write)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import errno
 import json
 import logging
@@ -29,7 +31,7 @@ class OtherWriter(MemoryStore):
 
     def __init__(self, times: int = 1, checks: bool = True):
         super().__init__("other")
-        self.checks_writes = checks
+        self.capabilities = replace(self.capabilities, checks_writes=checks)
         self.times = times
         self.added: list[str] = []
 

@@ -65,17 +65,6 @@ def names(entries: list[DirEntry]) -> list[str]:
     return [e.name for e in entries]
 
 
-def backend_says(store, name: str, default: bool) -> bool:
-    """The backend's own ``name`` flag (an S3 detail no capability carries), found below the
-    wrappers a mount stacks (their ``inner``) and the worker threads (``impl``)."""
-    while not hasattr(store, name):
-        below = getattr(store, "inner", None) or getattr(store, "impl", None)
-        if below is None:
-            return default
-        store = below
-    return getattr(store, name)
-
-
 #: the objects the read-only tests (:class:`ReadConformance`) find in a writable backend's medium
 READ_OBJECTS = {
     "a.txt": b"hello",
@@ -238,7 +227,7 @@ class StoreConformance(ReadConformance):
         """``if_version`` (a store that ``checks_writes``): a write, upload or rename is made only
         while the object is that version (or, ABSENT, none is there); else Conflict (ESTALE),
         naming the version found, and nothing changes."""
-        assert store.checks_writes == self.checks_writes
+        assert store.capabilities.checks_writes == self.checks_writes
         if not self.checks_writes:
             return
         first = await store.set("c/a", b"one", if_version=ABSENT)
@@ -272,7 +261,7 @@ class StoreConformance(ReadConformance):
     async def test_conditional_deletes_remove_only_the_version_they_name(self, store):
         """``delete(key, if_version=V)`` (a store that ``checks_deletes``): removed only while it is
         version V; else Conflict (ESTALE) naming the version found, and it stays; gone: no error."""
-        assert store.checks_deletes == self.checks_deletes
+        assert store.capabilities.checks_deletes == self.checks_deletes
         if not self.checks_deletes:
             return
         first = await store.set("d/a", b"one")
@@ -363,12 +352,12 @@ class StoreConformance(ReadConformance):
         await store.delete("p/q/x")
         assert await store.list_prefix("") == []
         # a directory tree keeps the emptied directories; a key store has nothing left
-        assert await optional.dir_exists(store, "p/q") is store.stores_directories
+        assert await optional.dir_exists(store, "p/q") is store.capabilities.stores_directories
         listed = names(await store.list_dir(""))
-        if backend_says(store, "emptied_dirs_may_linger", False):
+        if store.capabilities.emptied_dirs_may_linger:
             assert listed in (["p"], [])  # some S3 servers (SeaweedFS) keep an emptied folder a while
         else:
-            assert listed == (["p"] if store.stores_directories else [])
+            assert listed == (["p"] if store.capabilities.stores_directories else [])
 
     # ------------------------------------------------------------------ listing
 
@@ -465,7 +454,7 @@ class StoreConformance(ReadConformance):
 
     async def test_object_cannot_shadow_a_directory(self, store):
         await store.set("n/x", b"1")
-        if not store.keys_form_a_tree:  # S3: both keys exist; the listing shows the directory
+        if not store.capabilities.keys_form_a_tree:  # S3: both keys exist; the listing shows the directory
             await store.set("n", b"2")
             assert await store.list_prefix("") == ["n", "n/x"]
             assert [(e.name, e.is_dir) for e in await store.list_dir("")] == [("n", True)]
@@ -478,7 +467,7 @@ class StoreConformance(ReadConformance):
 
     async def test_no_object_below_an_object(self, store):
         await store.set("o", b"1")
-        if not store.keys_form_a_tree:  # S3: keys are independent of each other
+        if not store.capabilities.keys_form_a_tree:  # S3: keys are independent of each other
             await store.set("o/x", b"2")
             assert await store.get("o") == b"1" and await store.get("o/x") == b"2"
             return
@@ -537,7 +526,7 @@ class StoreConformance(ReadConformance):
     async def test_rename_onto_a_directory(self, store):
         await store.set("f", b"f")
         await store.set("d/x", b"x")
-        if not store.keys_form_a_tree:  # the filesystem checks this before it asks the store
+        if not store.capabilities.keys_form_a_tree:  # the filesystem checks this before it asks the store
             return
         with pytest.raises(IsADirectory):
             await store.rename("f", "d")
@@ -564,7 +553,7 @@ class StoreConformance(ReadConformance):
     # ------------------------------------------------------------------ directories
 
     async def test_mkdir_rmdir(self, store):
-        if not store.stores_directories:
+        if not store.capabilities.stores_directories:
             for call in (optional.mkdir, optional.rmdir):
                 with pytest.raises(NotSupported) as info:
                     await call(store, "e")
@@ -588,12 +577,12 @@ class StoreConformance(ReadConformance):
             await optional.rmdir(store, "e/f")
 
     async def test_rename_dir_moves_subdirectories(self, store):
-        if store.stores_directories:
+        if store.capabilities.stores_directories:
             await optional.mkdir(store, "t/empty")  # kept, and moved, only where directories are stored
         await store.set("t/x", b"1")
         await store.set("t/sub/y", b"2")
         await optional.rename_dir(store, "t", "u")
-        assert await optional.dir_exists(store, "u/empty") is store.stores_directories
+        assert await optional.dir_exists(store, "u/empty") is store.capabilities.stores_directories
         assert await optional.dir_exists(store, "u/sub")
         assert await store.list_prefix("u") == ["u/sub/y", "u/x"]
         assert not await optional.dir_exists(store, "t")
@@ -640,10 +629,10 @@ class StoreConformance(ReadConformance):
     async def test_read_only_store_refuses_writes(self, store):
         await store.set("keep/a", b"A")
         await store.set("keep/b", b"B")
-        if store.stores_directories:
+        if store.capabilities.stores_directories:
             await optional.mkdir(store, "keep/empty")
         ro = self.lift(self.read_only_store())
-        assert ro.read_only
+        assert ro.capabilities.read_only
         attempts = [
             lambda: ro.set("keep/a", b"changed"),
             lambda: ro.set("new", b"x"),
@@ -652,7 +641,7 @@ class StoreConformance(ReadConformance):
             lambda: ro.copy("keep/a", "copied"),
             lambda: optional.rename_dir(ro, "keep", "gone"),
         ]
-        if ro.stores_directories:
+        if ro.capabilities.stores_directories:
             attempts += [lambda: optional.mkdir(ro, "newdir"), lambda: optional.rmdir(ro, "keep/empty")]
         for attempt in attempts:
             with pytest.raises(ReadOnly) as info:
@@ -664,7 +653,7 @@ class StoreConformance(ReadConformance):
         assert self.get_raw("keep/a") == b"A"
         assert self.get_raw("moved") is None and self.get_raw("copied") is None
         assert names(await ro.list_dir("")) == ["keep"]
-        assert await optional.dir_exists(ro, "keep/empty") is ro.stores_directories
+        assert await optional.dir_exists(ro, "keep/empty") is ro.capabilities.stores_directories
 
     # ------------------------------------------------------------------ backdoor
 
@@ -713,12 +702,12 @@ class StoreConformance(ReadConformance):
     async def test_attributes_kept_for_objects_and_special_files(self, store):
         """set_meta keeps modes, owners and mtimes (the bytes stay); make_node makes symlinks
         and fifos whose type stat and listings report; readlink gives a symlink's target."""
-        if not store.keeps_meta:
+        if not optional.offers(store, optional.KeepsMeta):
             with pytest.raises(NotSupported):
                 await optional.set_meta(store, "k", Meta(mode=0o100600))
             return
         # S3 reads metadata (a HEAD of its own) only with -o posix_meta
-        reads_meta = backend_says(store, "head_for_meta", True)
+        reads_meta = store.capabilities.reads_meta
         await store.set("d/f", b"bytes")
         kept = await optional.set_meta(store, "d/f", Meta(mode=stat.S_IFREG | 0o640, uid=1234, gid=5678, mtime_ns=2_000_000_000))
         assert (stat.S_IMODE(kept.mode), kept.uid, kept.gid) == (0o640, 1234, 5678)
@@ -738,7 +727,7 @@ class StoreConformance(ReadConformance):
             listed = {e.name: e.attrs for e in await store.list_dir("d")}
             assert stat.S_IFMT(listed["link"].mode) == stat.S_IFLNK and stat.S_IFMT(listed["fifo"].mode) == stat.S_IFIFO
             assert stat.S_ISFIFO((await store.stat("d/fifo")).meta.mode)
-        assert await store.list_prefix("d") == (["d/f"] if store.live_meta else
+        assert await store.list_prefix("d") == (["d/f"] if store.capabilities.live_meta else
                                                 ["d/f", "d/fifo", "d/link"] if reads_meta else ["d/f", "d/fifo"])
         with pytest.raises(InvalidArgument):
             await optional.readlink(store, "d/f")

@@ -160,7 +160,7 @@ class ReadConformance:
             await ro.get(bad)
 
     async def test_a_read_only_store_refuses_every_write_with_erofs(self, ro, held):
-        assert ro.read_only or not ro.supports_writes
+        assert ro.capabilities.read_only or not ro.capabilities.supports_writes
         key = sorted(held.objects)[0]
         attempts = [
             lambda: ro.set(key, b"changed"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 import signal
 import uuid
@@ -44,7 +46,8 @@ class TestAzureStore(StoreConformance):
         # blocks above 5 MiB, so that the 5 MiB conformance object goes up in two blocks
         store = azure_backend(azurite, self.container, self.prefix, multipart_threshold=5 * 1024 * 1024,
                              part_size=5 * 1024 * 1024)
-        store.checks_writes = store.probe_conditions()  # as a mount finds out (deletes too)
+        checked = store.probe_conditions()  # sets checks_deletes itself: the record is read after it
+        store.capabilities = replace(store.capabilities, checks_writes=checked)  # as a mount finds out (deletes too)
         return store
 
     def read_only_store(self) -> ObjectStoreBackend:

@@ -4,6 +4,8 @@ write that got no answer told from a refused one (tests/faultproxy.py in front o
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import io
 import logging
 import time
@@ -46,15 +48,15 @@ def test_a_mount_finds_out_once_whether_the_server_takes_conditions(cloud, monke
 
     server, bucket, open_store = cloud
     store = open_store(server.endpoint)
-    assert store.checks_writes and store.counters().get("PUT") == 2
+    assert store.capabilities.checks_writes and store.counters().get("PUT") == 2
     assert store.list_prefix("") == []  # the probe object is gone
     for quiet in (open_store(server.endpoint, overwrite="last_writer_wins"), open_store(server.endpoint, read_only=True)):
-        assert not quiet.checks_writes and "PUT" not in quiet.counters()
+        assert not quiet.capabilities.checks_writes and "PUT" not in quiet.counters()
     real_put = obstore.put
     monkeypatch.setattr(obstore, "put", lambda *args, mode=None, **kw: real_put(*args, **kw))
     with caplog.at_level(logging.WARNING, logger="nczfs"):
         ignoring = open_store(server.endpoint)
-    assert not ignoring.checks_writes and ignoring.list_prefix("") == []
+    assert not ignoring.capabilities.checks_writes and ignoring.list_prefix("") == []
     warned = [r.getMessage() for r in caplog.records if "ignores conditional writes" in r.getMessage()]
     assert len(warned) == 1 and "the last writer wins" in warned[0], warned
 
@@ -78,8 +80,9 @@ def _store(server, bucket: str, endpoint: str, prefix: str, read_timeout: float 
     else:
         store = AzureStore(bucket, account_name=ACCOUNT, account_key=KEY, endpoint=f"{endpoint}/{ACCOUNT}", **bounds)
         backend = CloudStore(store, prefix, url=f"az://{bucket}/{prefix}", service="Azure", **kw)
-    backend.checks_writes = backend.probe_conditions()
-    assert backend.checks_writes
+    checked = backend.probe_conditions()  # sets checks_deletes itself: the record is read after it
+    backend.capabilities = replace(backend.capabilities, checks_writes=checked)
+    assert backend.capabilities.checks_writes
     return backend
 
 
@@ -127,7 +130,7 @@ def _gcs_fresh(gcs_server, bucket: str, key) -> CloudStore:
                      client_options=obstore_client_options(gcs_server.endpoint), retry_config=retry_config())
     backend = CloudStore(store, "p", url=f"gs://{bucket}/p", service="GCS",
                          sdk=GcsSdk(bucket, gcs_server.endpoint, credentials_file=str(key)))
-    backend.checks_writes = backend.checks_deletes = True
+    backend.capabilities = replace(backend.capabilities, checks_writes=True, checks_deletes=True)
     return backend
 
 
@@ -211,7 +214,7 @@ def test_a_write_too_big_for_one_conditional_put_is_conditional_at_the_server(cl
     monkeypatch.setattr(cloudwrites, "CONDITIONAL_MAX", 1024 * 1024)
     server, bucket, open_store = cloud
     store = open_store(server.endpoint)
-    assert store.checks_writes and store.checks_deletes
+    assert store.capabilities.checks_writes and store.capabilities.checks_deletes
     store.part_size = store.multipart_threshold = 1024 * 1024
     big = bytes(range(256)) * (12 * 1024)  # 3 MiB: three parts
     v0 = store.set("k", b"v0", if_version=ABSENT)
@@ -300,7 +303,7 @@ def test_a_rename_over_an_object_too_big_for_one_conditional_put_is_conditional_
 def _deletes_checked(store: CloudStore, put) -> None:
     """The store's deletes are conditional: one on a version another client (``put``) replaced is
     refused, one on the current version removes it."""
-    assert store.checks_writes and store.checks_deletes
+    assert store.capabilities.checks_writes and store.capabilities.checks_deletes
     v0 = store.set("k", b"v0", if_version=ABSENT)
     put(b"another client's")
     with pytest.raises(Conflict):
@@ -372,7 +375,7 @@ def test_a_store_whose_sdk_client_cannot_be_made_says_so_and_deletes_uncondition
         store = open_azure(CloudOptions(f"az://{container}/p", endpoint_url=azurite.endpoint, azure_storage_account=ACCOUNT))
     warned = [r.getMessage() for r in caplog.records if "conditional deletes could not be tried" in r.getMessage()]
     assert len(warned) == 1 and "azure-identity" in warned[0], warned
-    assert store.checks_writes and not store.checks_deletes
+    assert store.capabilities.checks_writes and not store.capabilities.checks_deletes
     v0 = store.set("k", b"v0", if_version=ABSENT)
     azurite.put(container, "p/k", b"another client's")
     store.delete("k", if_version=v0.etag)

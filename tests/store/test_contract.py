@@ -11,6 +11,7 @@ runs over a real medium
 from __future__ import annotations
 
 import errno
+from dataclasses import FrozenInstanceError, replace
 import inspect
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from nczfs.toolbox.errors import InvalidKey, NczfsError, to_errno
 from nczfs.store import optional
 from nczfs.store.base import Store, SyncStore
-from nczfs.store.capabilities import HOOKS
+from nczfs.store.capabilities import HOOKS, Capabilities
 from nczfs.store.memory import MemoryStore
 from nczfs.store.optional import OPTIONAL, ReportsProblems
 from nczfs.store.threads import ThreadedStore
@@ -43,7 +44,7 @@ def _operations(cls: type) -> set[str]:
 @pytest.mark.parametrize("abc", [SyncStore, Store])
 def test_the_abcs_declare_the_dozen_operations_and_nothing_else(abc):
     assert _operations(abc) == DOZEN
-    assert abc.__abstractmethods__ <= DOZEN
+    assert abc.__abstractmethods__ <= DOZEN | {"capabilities"}  # the async face's: the one record, from below
     optional_names = {m for _, methods in OPTIONAL.values() for m in methods}
     assert not optional_names & DOZEN and not any(hasattr(abc, m) for m in optional_names)
 
@@ -166,7 +167,7 @@ def test_every_wrapper_over_every_backend_has_the_optional_operations_the_backen
 #: (a capability flag, a method made from its name, a method offered in place of another)
 MACHINERY = {
     "store/forwarding.py": 4,  # in_thread, awaited, at_once, through_write: the method NAME below
-    "store/capabilities.py": 4,  # _below (a capability flag), offer_hooks, _answers_itself, offer
+    "store/capabilities.py": 3,  # offer_hooks, _answers_itself, offer
 }
 _ON_A_STORE = re.compile(r"\b(?:has|get)attr\(\s*(?:type\()?(?:self\.)?(?:store|inner|below|impl|backend|sync_store)\b")
 
@@ -184,3 +185,23 @@ def test_no_caller_asks_a_store_for_an_operation_by_its_name():
 def test_the_hooks_and_the_optional_operations_do_not_share_a_name():
     hooks = {m for methods in HOOKS.values() for m in methods}
     assert not hooks & {m for _, methods in OPTIONAL.values() for m in methods}
+
+
+@pytest.mark.parametrize("backend", OFFERS, ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("wrap", list(_wrappers().values()), ids=list(_wrappers()))
+def test_every_wrapper_over_every_backend_answers_the_backends_capabilities(backend, wrap):
+    """One frozen record a store: each layer over a backend answers the very record the store
+    below holds, one its options or a probe set included (here: read-only, 3 slots)."""
+    store = object.__new__(backend)
+    assert isinstance(backend.capabilities, Capabilities)
+    store.capabilities = replace(backend.capabilities, read_only=True, max_concurrency=3)
+    assert store.capabilities != backend.capabilities
+    top = wrap(ThreadedStore(store))
+    assert top.capabilities is store.capabilities
+    with pytest.raises(FrozenInstanceError):
+        top.capabilities.checks_writes = True  # type: ignore[misc]
+
+
+def test_a_stores_options_set_its_capabilities_and_not_its_classs():
+    assert MemoryStore(read_only=True).capabilities.read_only and not MemoryStore().capabilities.read_only
+    assert not MemoryStore.capabilities.read_only

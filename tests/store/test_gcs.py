@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from nczfs.toolbox.errors import Stale
@@ -44,7 +46,8 @@ class TestGCSStore(StoreConformance):
         # multipart above 5 MiB, so that the 5 MiB conformance object goes up in two parts
         store = gcs_backend(gcs_server, self.bucket, self.prefix, gcs_key, multipart_threshold=5 * 1024 * 1024,
                            part_size=5 * 1024 * 1024)
-        store.checks_writes = store.probe_conditions()  # as a mount finds out (deletes too)
+        checked = store.probe_conditions()  # sets checks_deletes itself: the record is read after it
+        store.capabilities = replace(store.capabilities, checks_writes=checked)  # as a mount finds out (deletes too)
         return store
 
     def read_only_store(self) -> ObjectStoreBackend:

@@ -96,7 +96,7 @@ class TestIcechunkStore(StoreConformance):
             await store.set(key, data)
         await store.sync()
         ro = ThreadedStore(self.read_only_store())
-        assert ro.read_only
+        assert ro.capabilities.read_only
         for attempt in (lambda: ro.set("keep/c/0", b"changed!"), lambda: ro.set("keep/c/1", b"x" * 8),
                         lambda: ro.delete("keep/c/0"), lambda: ro.rename("keep/c/0", "keep/c/1"),
                         lambda: ro.copy("keep/c/0", "keep/c/1"), lambda: ro.rename_dir("keep", "gone")):
@@ -323,7 +323,7 @@ async def test_a_tag_or_snapshot_mounts_read_only(repo_path):
     for kw in ({"tag": "v1"}, {"snapshot": snap}):
         store = IcechunkStore(reopen(repo_path), **kw)
         try:
-            assert store.read_only and store.get("v/c/0/0") == b"a" * 16
+            assert store.capabilities.read_only and store.get("v/c/0/0") == b"a" * 16
             with pytest.raises(ReadOnly):
                 store.set("v/c/0/0", b"x")
         finally:

@@ -53,7 +53,7 @@ class StoreModel(RuleBasedStateMachine):
 
     def dirs(self) -> set[str]:
         implied = {a for k in self.objects for a in ancestors(k)}
-        return implied | self.kept_dirs if self.store.stores_directories else implied
+        return implied | self.kept_dirs if self.store.capabilities.stores_directories else implied
 
     def expected_error(self, key: str) -> type[Exception] | None:
         """Why ``key`` cannot hold an object now, if it cannot."""

@@ -122,7 +122,7 @@ async def test_every_write_is_refused_with_erofs(store):
         with pytest.raises((ReadOnly, Exception)) as info:
             await call
         assert errno_of(info) in (errno.EROFS, errno.ENOTSUP)
-    assert store.read_only and not store.supports_writes
+    assert store.capabilities.read_only and not store.capabilities.supports_writes
     assert await store.get("top") == b"t"
 
 

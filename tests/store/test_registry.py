@@ -181,9 +181,9 @@ def test_local_backends_open_with_the_options_the_config_gives(tmp_path):
         return open_store(MountConfig(source=parse_source(text), mountpoint="/mnt", **options))
 
     store = opened(str(tmp_path), read_only=True)
-    assert isinstance(store, DirectoryStore) and store.read_only
+    assert isinstance(store, DirectoryStore) and store.capabilities.read_only
     store = opened(str(tmp_path / "new.zip"), backend_options={"zip_layout": "flat"})
-    assert isinstance(store, ZipStore) and store.layout == "flat" and not store.read_only
+    assert isinstance(store, ZipStore) and store.layout == "flat" and not store.capabilities.read_only
     store.close()
     assert isinstance(opened("memory://registry"), MemoryStore)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import errno
 import hashlib
 import dataclasses
@@ -37,7 +39,8 @@ class TestS3Store(StoreConformance):
         # (and in two parts: S3's smallest part size)
         store = S3Store(s3_server.client(), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024,
                         part_size=5 * 1024 * 1024)
-        store.checks_writes = store.checks_deletes = store.probe_conditions()  # as open_s3 does: SeaweedFS honours conditions
+        checked = store.probe_conditions()
+        store.capabilities = replace(store.capabilities, checks_writes=checked, checks_deletes=checked)  # as open_s3 does: SeaweedFS honours conditions
         return store
 
     def read_only_store(self) -> S3Store:
@@ -72,7 +75,8 @@ class TestS3StoreHttps(TestS3Store):
                         part_size=5 * 1024 * 1024)
         assert store.async_get_from is not None
         store.async_get_from = 1
-        store.checks_writes = store.checks_deletes = store.probe_conditions()
+        checked = store.probe_conditions()
+        store.capabilities = replace(store.capabilities, checks_writes=checked, checks_deletes=checked)
         return store
 
     def read_only_store(self) -> S3Store:
@@ -736,16 +740,16 @@ def test_a_mount_finds_out_once_whether_the_server_takes_conditions(s3_server, m
     loc = parse_s3_url(f"s3://{s3_server.shared_bucket}/{s3_server.new_prefix('probe')}")
     options = S3Options(endpoint_url=s3_server.endpoint, region="us-east-1")
     store = open_s3(options, loc)
-    assert store.checks_writes and store.counters().get("PutObject") == 2
+    assert store.capabilities.checks_writes and store.counters().get("PutObject") == 2
     assert store.list_prefix("") == []  # the probe object is gone
     for other in (dataclasses.replace(options, overwrite="last_writer_wins"), dataclasses.replace(options, read_only=True)):
         quiet = open_s3(other, loc)
-        assert not quiet.checks_writes and "PutObject" not in quiet.counters()
+        assert not quiet.capabilities.checks_writes and "PutObject" not in quiet.counters()
     real_put = obstore.put
     monkeypatch.setattr(obstore, "put", lambda *args, mode=None, **kw: real_put(*args, **kw))
     with caplog.at_level(logging.WARNING, logger="nczfs"):
         ignoring = open_s3(options, loc)
-    assert not ignoring.checks_writes and ignoring.list_prefix("") == []
+    assert not ignoring.capabilities.checks_writes and ignoring.list_prefix("") == []
     warned = [r.getMessage() for r in caplog.records if "ignores conditional writes" in r.getMessage()]
     assert len(warned) == 1 and "the last writer wins" in warned[0], warned
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import threading
 
 import pytest
@@ -18,7 +20,7 @@ from nczfs.store.threads import ThreadedStore
 class AsyncGets(MemoryStore):
     """A backend whose reads run on the trio thread, at most ``max_concurrency`` at once."""
 
-    max_concurrency = 2
+    capabilities = replace(MemoryStore.capabilities, max_concurrency=2)
 
     def __init__(self) -> None:
         super().__init__("async-gets")
@@ -66,8 +68,7 @@ class Stalling(MemoryStore):
     """A blocking backend (its calls run in worker threads) whose reads of ``stall*`` keys hang
     until ``release`` is set, as on a server that stopped answering; 2 slots."""
 
-    max_concurrency = 2
-    non_blocking = False
+    capabilities = replace(MemoryStore.capabilities, max_concurrency=2, non_blocking=False)
 
     def __init__(self) -> None:
         super().__init__("stalling")
@@ -121,7 +122,7 @@ async def test_calls_stalled_in_every_slot_hold_up_others_only_for_the_patience(
 class BlockingStat(MemoryStore):
     """A backend whose ``stat`` blocks (a worker thread's), noting the OS name of its thread."""
 
-    non_blocking = False
+    capabilities = replace(MemoryStore.capabilities, non_blocking=False)
 
     def __init__(self) -> None:
         super().__init__("blocking-stat")

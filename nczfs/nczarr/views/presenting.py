@@ -377,6 +377,6 @@ class PresentingStore(FillReads, ViewWrites, WrapperStore):
             key = join(prefix, e.name)
             if e.is_dir:
                 out.extend(await self.list_prefix(key))
-            elif e.is_object(self.live_meta):
+            elif e.is_object(self.capabilities.live_meta):
                 out.append(key)
         return sorted(out)

@@ -102,7 +102,7 @@ class ViewBuilder:
     async def _get(self, key: str, versions: dict[str, str]) -> bytes:
         """``key``'s bytes; where the store checks writes, the version read is noted in ``versions``
         (through the cache, a stat and a read of that version cost what a plain read does)."""
-        if not self.inner.checks_writes:
+        if not self.inner.capabilities.checks_writes:
             return await self.inner.get(key)
         info = await self.inner.stat(key)
         try:

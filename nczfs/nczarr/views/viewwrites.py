@@ -89,7 +89,7 @@ class ViewWrites:
         changes = self.translate_back(v, key, data)
         try:
             for target, content in changes.items():
-                condition = v.stored_version(target) if self.inner.checks_writes else None
+                condition = v.stored_version(target) if self.inner.capabilities.checks_writes else None
                 await self.inner.set(target, content, if_version=condition)
         except Conflict:
             self._forget(key)
@@ -116,7 +116,7 @@ class ViewWrites:
         given = getattr(call, "given", {}).get("if_version")
         if not given or given == ABSENT:
             return {}
-        checked = self.inner.checks_deletes if deleting else self.inner.checks_writes
+        checked = self.inner.capabilities.checks_deletes if deleting else self.inner.capabilities.checks_writes
         if given.startswith(MADE_VERSION):
             return {"if_version": (given if deleting else ABSENT) if checked else None}
         stored = self._shown.stored_version(key, target, given, [await self.view_for(key)])

@@ -16,8 +16,10 @@ repository's history (:mod:`.history`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.toolbox.errors import (
     BackendError,
@@ -47,11 +49,9 @@ def _is_metadata(key: str) -> bool:
 
 
 class IcechunkStore(SyncStore):
-    stores_directories = False
-    keys_form_a_tree = True
     #: reads at once (a burst holds a slot a read), as many as an object store's: large chunks
     #: read faster than with the default 8 (docs/PERFORMANCE.md, "Icechunk: reads sent in bursts")
-    max_concurrency = 16
+    capabilities = Capabilities(max_concurrency=16)
 
     def __init__(
         self,
@@ -71,7 +71,7 @@ class IcechunkStore(SyncStore):
         self.where = where or "icechunk repository"
         self.tag, self.snapshot = tag, snapshot
         self.branch = branch if branch is not None or tag is not None or snapshot is not None else "main"
-        self.read_only = read_only or tag is not None or snapshot is not None
+        self.capabilities = replace(self.capabilities, read_only=read_only or tag is not None or snapshot is not None)
         self.commit_message = commit_message
         self.bridge = bridge or AsyncioBridge("icechunk-io")
         self._own_bridge = bridge is None
@@ -93,7 +93,7 @@ class IcechunkStore(SyncStore):
 
     def _open_main(self) -> SnapshotTree:
         try:
-            if self.read_only:
+            if self.capabilities.read_only:
                 session = self.repo.readonly_session(**self._ref())
             else:
                 session = self.repo.writable_session(self.branch)
@@ -243,7 +243,7 @@ class IcechunkStore(SyncStore):
 
     def sync(self) -> None:
         """Commit the session's changes (one commit), or follow the branch if there are none."""
-        if self.read_only:
+        if self.capabilities.read_only:
             return
         with self._rw.exclusive():
             self._settle("")
@@ -270,7 +270,7 @@ class IcechunkStore(SyncStore):
 
     def close(self) -> None:
         try:
-            if not self.read_only:
+            if not self.capabilities.read_only:
                 kept = keep_uncommitted(self.repo, self.tree.session, self._message(), where=self.where, branch=self.branch)
                 self.unmerged_branch = kept or self.unmerged_branch
         finally:

@@ -18,6 +18,7 @@ Credentials follow each cloud's own chain, as its command-line tools take them:
 
 from __future__ import annotations
 
+from dataclasses import replace
 import os
 from typing import Any
 
@@ -135,5 +136,6 @@ def probe(backend: CloudStore, options: CloudOptions) -> CloudStore:
     except Exception as exc:  # noqa: BLE001 - reported to the user, one line
         raise SourceError(f"{options.source}: {exc}") from None
     if checking:
-        backend.checks_writes = backend.probe_conditions()
+        checked = backend.probe_conditions()  # sets checks_deletes itself: the record is read after it
+        backend.capabilities = replace(backend.capabilities, checks_writes=checked)
     return backend

@@ -25,6 +25,7 @@ answer was lost, carried out, then refused when sent again).
 
 from __future__ import annotations
 
+from dataclasses import replace
 import io
 import logging
 import threading
@@ -34,6 +35,7 @@ from typing import Any, BinaryIO
 import obstore as obs
 
 from nczfs.toolbox.errors import Conflict, KeyNotFound, NczfsError, OutcomeUnknown, Stale
+from nczfs.store.base import check_writable
 from nczfs.store.keys import check_key
 from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ABSENT, ObjectInfo
@@ -120,7 +122,7 @@ class CloudStore(ObjectStoreBackend):
     # ------------------------------------------------------------------ writes
 
     def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
-        conditional = if_version is not None and self.checks_writes
+        conditional = if_version is not None and self.capabilities.checks_writes
         if conditional and size > CONDITIONAL_MAX:
             if self._checked_in_parts(size, if_version) and isinstance(body, (bytes, bytearray, memoryview)):
                 return self._large_put(key, io.BytesIO(body), size, if_version)  # type: ignore[arg-type]  # not None: conditional says so
@@ -144,14 +146,14 @@ class CloudStore(ObjectStoreBackend):
         if not self._checked_in_parts(size, if_version):
             return super().set_file(key, f, size, if_version)
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self._large_put(key, f, size, if_version)  # type: ignore[arg-type]  # not None: checked says so
 
     def _checked_in_parts(self, size: int, if_version: str | None) -> bool:
         """Does a write of ``size`` bytes go up in parts through the cloud's SDK, its condition
         checked by the server? Above CONDITIONAL_MAX, where the probe found the SDK's conditions
         honoured (``checks_deletes``), on a version that can be named."""
-        return (size > CONDITIONAL_MAX and if_version is not None and self.checks_writes and self.checks_deletes
+        return (size > CONDITIONAL_MAX and if_version is not None and self.capabilities.checks_writes and self.capabilities.checks_deletes
                 and self.sdk is not None and (if_version == ABSENT or if_match(if_version) is not None))
 
     def _large_put(self, key: str, f: BinaryIO, size: int, if_version: str) -> ObjectInfo:
@@ -259,11 +261,11 @@ class CloudStore(ObjectStoreBackend):
         be, the copy carries the condition (GCS generation 0, Azure ``If-None-Match: *``); a
         version: the source read and written with the condition (up to CONDITIONAL_MAX), above
         it a copy through the SDK carrying it (:meth:`_large_copy`)."""
-        if if_version is None or not self.checks_writes:
+        if if_version is None or not self.capabilities.checks_writes:
             return super().copy(src, dst)
         check_key(src)
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         if if_version == ABSENT:
             self._count("copy")
             try:
@@ -306,9 +308,9 @@ class CloudStore(ObjectStoreBackend):
         the version found (one HEAD); gone already: not an error. GCS: refused where the ETag
         is the same at another generation (the same bytes written again), sent once more on it."""
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         pin = if_match(if_version) if if_version and if_version != ABSENT else None
-        if pin is None or self.sdk is None or not self.checks_deletes:
+        if pin is None or self.sdk is None or not self.capabilities.checks_deletes:
             self._delete_path(key, self._full(key))
             return
         for again in (False, True):
@@ -341,7 +343,7 @@ class CloudStore(ObjectStoreBackend):
         def refused(exc: BaseException, key: str) -> bool:
             return isinstance(self._err(exc, key, "put"), Stale)
 
-        self.checks_deletes = False
+        self.capabilities = replace(self.capabilities, checks_deletes=False)
         return probe_conditions(self, self.store, refused,
                                 "x-goog-if-generation-match" if self.by_generation else "If-None-Match",
                                 then=self._probe_deletes)
@@ -358,7 +360,7 @@ class CloudStore(ObjectStoreBackend):
             log.warning("%s: conditional deletes could not be tried (%s): an unlink removes whatever version is "
                         "there", self.url, first_line(exc))
             return
-        self.checks_deletes = outcome == REFUSED
-        if not self.checks_deletes:
+        self.capabilities = replace(self.capabilities, checks_deletes=outcome == REFUSED)
+        if not self.capabilities.checks_deletes:
             log.warning("%s: the server ignores conditional deletes (%s): an unlink removes whatever version is "
                         "there", self.url, self.sdk.condition)

@@ -16,6 +16,7 @@ Timeouts and retries: :mod:`.transport`; errors: :mod:`.errors`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 import datetime
 import logging
 import re
@@ -25,6 +26,7 @@ from typing import Any, BinaryIO, Iterator
 
 import obstore as obs
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.base import SyncStore, check_writable, rename_each
@@ -102,10 +104,7 @@ class ObjectStoreBackend(SyncStore):
     ``paths``, its request counts (``requests``), how its writes are cut (``sizes``) and its
     ``listings``, each a part it holds."""
 
-    stores_directories = False
-    keys_form_a_tree = False
-    checks_versions = True  # GETs carry If-Match
-    check_writable = check_writable  # base.check_writable(self, key), called as a method here
+    capabilities = Capabilities(keys_form_a_tree=False, checks_versions=True)  # GETs carry If-Match
     rename_dir = rename_each  # a directory moved key by key (S3Store: Copies.rename_dir)
 
     def __init__(
@@ -130,7 +129,7 @@ class ObjectStoreBackend(SyncStore):
         self._bridge_lock = threading.Lock()
         self.url = url
         self.service = service
-        self.read_only = read_only
+        self.capabilities = replace(self.capabilities, read_only=read_only, max_concurrency=max_concurrency)
         self.paths = ObjectPaths(prefix, service)
         self.requests = RequestCounts(service, ops)
         self.sizes = PartSizes(multipart_threshold, part_size, max_concurrency)
@@ -141,7 +140,7 @@ class ObjectStoreBackend(SyncStore):
     def prefix(self) -> str:
         return self.paths.prefix
 
-    # the sizes, read and set where the store is: ThreadedStore sizes its limiter from max_concurrency
+    # the sizes, read and set where the store is (ThreadedStore sizes its limiter from capabilities)
 
     @property
     def multipart_threshold(self) -> int:
@@ -158,14 +157,6 @@ class ObjectStoreBackend(SyncStore):
     @part_size.setter
     def part_size(self, value: int) -> None:
         self.sizes.part_size = value
-
-    @property
-    def max_concurrency(self) -> int:
-        return self.sizes.max_concurrency
-
-    @max_concurrency.setter
-    def max_concurrency(self, value: int) -> None:
-        self.sizes.max_concurrency = value
 
     # ------------------------------------------------------------------ helpers
 
@@ -309,7 +300,7 @@ class ObjectStoreBackend(SyncStore):
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self._put(key, data, len(data), if_version)
 
     def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
@@ -318,7 +309,7 @@ class ObjectStoreBackend(SyncStore):
         if size < self.multipart_threshold:
             return super().set_file(key, f, size, if_version)
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self._put(key, file_pieces(key, f, size, self.part_size), size, if_version)
 
     def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
@@ -329,7 +320,7 @@ class ObjectStoreBackend(SyncStore):
         self._count("multipart" if multipart else "put")
         try:
             result = obs.put(self.store, path, body, use_multipart=multipart, chunk_size=self.part_size,
-                             max_concurrency=min(8, self.max_concurrency), **self.put_arguments())
+                             max_concurrency=min(8, self.sizes.max_concurrency), **self.put_arguments())
         except Exception as exc:
             raise self._put_error(exc, key, "multipart" if multipart else "put") from None
         return ObjectInfo(key, size, time.time_ns(), plain_etag(result.get("e_tag")))
@@ -350,7 +341,7 @@ class ObjectStoreBackend(SyncStore):
 
     def delete(self, key: str) -> None:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         self._delete_path(key, self._full(key))
 
     def _delete_path(self, key: str, path: str) -> None:
@@ -367,7 +358,7 @@ class ObjectStoreBackend(SyncStore):
     def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         check_key(src)
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         self._count("copy")
         try:
             obs.copy(self.store, self._full(src), self._full(dst))

@@ -17,6 +17,7 @@ it checks keys and that it is writable, and hands each operation to the part tha
 
 from __future__ import annotations
 
+from dataclasses import replace
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, Iterator
@@ -27,6 +28,7 @@ from obstore.exceptions import InvalidPathError
 
 from nczfs.toolbox.errors import Conflict, KeyNotFound, NotSupported, SourceError, Stale
 from nczfs.store.objstore.s3url import S3Location
+from nczfs.store.base import check_writable
 from nczfs.store.keys import check_key, join, parent_of
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.objstore.copies import Copies
@@ -56,17 +58,17 @@ def open_s3(options: S3Options, loc: S3Location) -> S3Store:
                     options=options, head_for_meta=options.posix_meta)
     store.probe(options.source)
     if not options.read_only and options.overwrite == "checked":
-        store.checks_writes = store.checks_deletes = store.probe_conditions()
+        checked = store.probe_conditions()
+        store.capabilities = replace(store.capabilities, checks_writes=checked, checks_deletes=checked)
     return store
 
 
 class S3Store(ObjectStoreBackend):
-    #: SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
-    #: deleted; rmdir and directory renames delete those folders explicitly (see forget_dir)
-    emptied_dirs_may_linger = True
-    #: modes, owners, times, symlinks and special files in objects' user metadata (s3fs-fuse's)
-    keeps_meta = True
-    max_object_size = MAX_OBJECT_BYTES
+    # modes, owners, times, symlinks and special files in objects' user metadata (s3fs-fuse's);
+    # SeaweedFS (and S3 gateways over a filer) list a folder for a while after its last key is
+    # deleted: rmdir and directory renames delete those folders explicitly (see forget_dir)
+    capabilities = replace(ObjectStoreBackend.capabilities, max_object_size=MAX_OBJECT_BYTES,
+                           emptied_dirs_may_linger=True)
 
     def __init__(
         self,
@@ -88,6 +90,7 @@ class S3Store(ObjectStoreBackend):
         self.s3 = S3Bucket(client, bucket, options, self.paths, self.requests)
         self.meta_of_writes = MetaOfWrites()
         self.posix = PosixMeta(self.s3, self.sizes, self.get, head_for_meta)
+        self.capabilities = replace(self.capabilities, reads_meta=head_for_meta)
         self.puts = Puts(self.s3, self.meta_of_writes, self.stat)
         self.uploads = MultipartUploads(self.s3, self.sizes, self.puts, self.meta_of_writes)
         self.copies = Copies(self.s3, self.sizes, self.uploads, self.puts, self, self._delete_path)
@@ -181,7 +184,7 @@ class S3Store(ObjectStoreBackend):
                 return None
 
         if files:  # -o posix_meta: a HEAD per object listed, in parallel
-            with ThreadPoolExecutor(max_workers=min(8, self.max_concurrency, len(files))) as pool:
+            with ThreadPoolExecutor(max_workers=min(8, self.sizes.max_concurrency, len(files))) as pool:
                 headed = {e.name: h for e, h in zip(files, pool.map(head, files))}
             entries = [headed.get(e.name, e) if not e.is_dir else e for e in entries if e.is_dir or headed.get(e.name)]
         return entries
@@ -262,7 +265,7 @@ class S3Store(ObjectStoreBackend):
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         if len(data) >= self.sizes.multipart_threshold:
             return self.uploads.write(key, data, if_version)
         return self.puts.put(key, data, len(data), if_version)
@@ -273,34 +276,34 @@ class S3Store(ObjectStoreBackend):
         if size < self.sizes.multipart_threshold:
             return super().set_file(key, f, size, if_version)  # one PutObject, a short file refused
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.uploads.write_file(key, f, size, if_version)
 
     def stage(self, key: str, data: bytes) -> Staged | None:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.uploads.stage(key, data)
 
     def open_upload(self, key: str) -> Upload:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.uploads.open_upload(key)
 
     def copy(self, src: str, dst: str, if_version: str | None = None) -> ObjectInfo:
         check_key(src)
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         return self.copies.copy(src, dst, if_version)
 
     def rename_dir(self, src: str, dst: str) -> None:
         check_key(src)
         check_key(dst)
-        self.check_writable(dst)
+        check_writable(self, dst)
         self.copies.rename_dir(src, dst)
 
     def forget_dir(self, prefix: str) -> None:
         check_key(prefix)
-        self.check_writable(prefix)
+        check_writable(self, prefix)
         self.copies.forget_dir(prefix)
 
     def write_meta(self, key: str, meta: Meta | None) -> None:
@@ -310,12 +313,12 @@ class S3Store(ObjectStoreBackend):
         if is_dir:
             raise NotSupported(f"{key!r}: nczfs writes no directory objects to S3")
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.posix.set_meta(key, changes)
 
     def make_node(self, key: str, meta: Meta, target: str | None = None) -> ObjectInfo:
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         return self.posix.make_node(key, meta, target)
 
     def readlink(self, key: str) -> str:
@@ -334,7 +337,7 @@ class S3Store(ObjectStoreBackend):
         """DeleteObject; ``if_version`` (where ``checks_deletes``): with ``If-Match``, refused
         (Conflict, one HEAD for the version found) while the object is another version."""
         check_key(key)
-        self.check_writable(key)
+        check_writable(self, key)
         pin = if_match(if_version) if if_version and if_version != ABSENT else None
         if pin is None:
             self._delete_path(key, self._full(key))

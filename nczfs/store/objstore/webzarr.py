@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import obstore as obs
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.toolbox.errors import BackendError, InvalidKey, KeyNotFound, NczfsError, SourceError
 from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, join, parent_of
@@ -129,10 +130,7 @@ def read_tree(get_json) -> tuple[set[str], list[Grid]]:
 
 
 class WebZarrStore(SyncStore):
-    supports_writes = False
-    read_only = True
-    keys_form_a_tree = True
-    check_writable = check_writable  # base.check_writable(self, key), called as a method here
+    capabilities = Capabilities(supports_writes=False, read_only=True)
 
     def __init__(self, store: Any, url: str):
         self.store = store
@@ -291,11 +289,11 @@ class WebZarrStore(SyncStore):
             raise translate_obstore(exc, key, "GET", "HTTP") from None
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
-        self.check_writable(key)
+        check_writable(self, key)
         raise AssertionError("unreachable")
 
     def delete(self, key: str) -> None:
-        self.check_writable(key)
+        check_writable(self, key)
 
     def describe(self) -> str:
         return self.url

@@ -16,6 +16,7 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, SourceError
 from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, join
@@ -31,8 +32,7 @@ log = logging.getLogger(__name__)
 
 
 class ReferenceStore(SyncStore):
-    supports_writes = False
-    read_only = True
+    capabilities = Capabilities(supports_writes=False, read_only=True)
 
     def __init__(self, path: str, allow_roots: list[str] | tuple[str, ...] = (), mountpoint: str | None = None,
                  s3: S3Options | None = None):

@@ -3,6 +3,7 @@ a writable mount's writes wait to be committed. The store is imported when a mou
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nczfs.store.registry import Backend, register
@@ -18,7 +19,8 @@ def _zip(opening: Opening) -> SyncStore:
 
     options = ZipOptions.of(opening)
     store = ZipStore(options.location, read_only=options.read_only, layout=options.layout)
-    store.checks_writes = store.checks_deletes = options.overwrite == "checked"
+    checked = options.overwrite == "checked"
+    store.capabilities = replace(store.capabilities, checks_writes=checked, checks_deletes=checked)
     return store
 
 

@@ -26,6 +26,7 @@ import zipfile
 import zlib
 from typing import Any, Callable
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.store.capabilities import Merge
 from nczfs.toolbox.errors import BackendError, Conflict, NczfsError
 from nczfs.store.values import ABSENT
@@ -57,7 +58,7 @@ class Behind:
     _zf: zipfile.ZipFile | None
     _fd: int | None
     top: str
-    checks_writes: bool
+    capabilities: Capabilities
     _lock: Any
     _commit: Any  # ZipStore's: write the new archive and rename it over the old one (False: it changed)
 
@@ -110,7 +111,7 @@ class Behind:
 
     def _move_staged(self, records: list[dict], before: dict[str, str], old: tuple) -> None:
         changed = ({k for k in before.keys() | self._archived.keys() if before.get(k) != self._archived.get(k)}
-                   if self.checks_writes else set())  # -o overwrite=last_writer_wins: the mount's apply on top
+                   if self.capabilities.checks_writes else set())  # -o overwrite=last_writer_wins: the mount's apply on top
         moved = rebased(records, changed, known=set(before))
         try:
             for record in moved.records:

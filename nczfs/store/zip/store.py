@@ -23,6 +23,7 @@ at the mount root, and an existing archive keeps its layout.
 
 from __future__ import annotations
 
+from dataclasses import replace
 import collections
 import dataclasses
 import errno
@@ -34,6 +35,7 @@ import time
 import zipfile
 from typing import BinaryIO, Iterable
 
+from nczfs.store.capabilities import Capabilities
 from nczfs.toolbox.errors import (BackendError, DirectoryNotEmpty, Exists, InvalidArgument, InvalidKey, IsADirectory,
                           KeyNotFound, NczfsError, NotADirectory, NotSupported, SourceError, option_error)
 from nczfs.store.base import SyncStore, check_writable
@@ -51,19 +53,16 @@ log = logging.getLogger(__name__)
 
 
 class ZipStore(Archive, Tree, Behind, SyncStore):
-    stores_directories = True
-    #: modes, owners and mtimes in the entries' external attributes and extra fields; symlinks
-    #: and special files as entries of their type
-    keeps_meta = True
+    # modes, owners and mtimes in the entries' external attributes and extra fields (KeepsMeta);
+    # symlinks and special files as entries of their type
     #: writes take ``if_version``, and a commit never overwrites another program's archive: :mod:`.behind`
-    checks_writes = True
-    checks_deletes = True
+    capabilities = Capabilities(stores_directories=True, checks_writes=True, checks_deletes=True)
 
     def __init__(self, path: str, read_only: bool = False, layout: str | None = None):
         if layout is not None and layout not in LAYOUTS:
             raise option_error("zip_layout", layout, f"must be one of {', '.join(LAYOUTS)}")
         self.path = os.path.abspath(path)
-        self.read_only = read_only
+        self.capabilities = replace(self.capabilities, read_only=read_only)
         if not os.path.isdir(os.path.dirname(self.path)):
             raise SourceError(f"{self.path}: the directory it should be in does not exist")
         if os.path.isdir(self.path):
