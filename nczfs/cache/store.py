@@ -44,7 +44,6 @@ from nczfs.store.capabilities import Stages, UploadsInParts
 from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.wrapper import WrapperStore
 from nczfs.store import optional
-from nczfs.store import optional
 
 BLOCK_SIZE = 8 * MiB
 
@@ -133,6 +132,15 @@ class CachingStore(WrapperStore):
 
     async def _optional_dir_exists(self, prefix: str) -> bool:  # offered where the store below has it
         return await self.meta.dir_exists(prefix)
+
+    async def forget_dir(self, prefix: str) -> None:
+        """Offered whatever the store below has: nothing cached below ``prefix`` is trusted after
+        (a directory emptied through the mount must list empty), and the store below forgets it
+        too where it keeps a trace (S3's folder objects)."""
+        try:
+            await optional.forget_dir(self.inner, prefix)
+        finally:
+            self._touch_subtree(prefix)
 
     # ------------------------------------------------------------------ invalidation
 

@@ -38,7 +38,7 @@ OFFERS: dict[type, frozenset[type]] = {
 
 #: the optional operations a layer has whatever the store below has (it counts, or keeps, itself)
 ANSWERED_BY_THE_LAYER: dict[type, frozenset[type]] = {
-    ThreadedStore: frozenset({Counts}), CachingStore: frozenset({Counts, Refreshes}),
+    ThreadedStore: frozenset({Counts}), CachingStore: frozenset({Counts, Refreshes, ForgetsDirectories}),
     ConsolidatingStore: frozenset({Counts}), NcFilesStore: frozenset({Counts})}
 
 
