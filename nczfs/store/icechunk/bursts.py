@@ -19,7 +19,6 @@ import trio
 
 from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.store.values import ByteRange
-from nczfs.toolbox import background
 from nczfs.toolbox.errors import BackendError
 
 #: reads of objects of at most this many bytes are sent in bursts
@@ -66,7 +65,7 @@ class ReadBursts:
         burst = self._open
         if burst is None:
             burst = self._open = _Burst()
-            background.start_soon(self._send, burst, name="icechunk read burst")
+            trio.lowlevel.spawn_system_task(self._send, burst, name="icechunk read burst")
         index = len(burst.asks)
         burst.asks.append((key, rng))
         burst.waiting += 1
