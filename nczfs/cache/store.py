@@ -137,10 +137,7 @@ class CachingStore(WrapperStore):
         """Offered whatever the store below has: nothing cached below ``prefix`` is trusted after
         (a directory emptied through the mount must list empty), and the store below forgets it
         too where it keeps a trace (S3's folder objects)."""
-        try:
-            await optional.forget_dir(self.inner, prefix)
-        finally:
-            self._touch_subtree(prefix)
+        await self._write("forget_dir", (prefix,), lambda: optional.forget_dir(self.inner, prefix))
 
     # ------------------------------------------------------------------ invalidation
 

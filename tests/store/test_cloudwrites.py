@@ -215,7 +215,7 @@ def test_a_write_too_big_for_one_conditional_put_is_conditional_at_the_server(cl
     server, bucket, open_store = cloud
     store = open_store(server.endpoint)
     assert store.capabilities.checks_writes and store.capabilities.checks_deletes
-    store.part_size = store.multipart_threshold = 1024 * 1024
+    store.sizes.part_size = store.sizes.multipart_threshold = 1024 * 1024
     big = bytes(range(256)) * (12 * 1024)  # 3 MiB: three parts
     v0 = store.set("k", b"v0", if_version=ABSENT)
     f = _ChangedWhileRead(big, lambda: server.put(bucket, "p/k", b"meanwhile"))

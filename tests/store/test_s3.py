@@ -171,7 +171,7 @@ async def test_copy_above_the_single_copy_limit_is_multipart(s3_server, bucket):
     seen = []
     client.meta.events.register("before-send.s3", lambda event_name, **_: seen.append(event_name.rsplit(".", 1)[-1]))
     store = S3Store(client, bucket, "p", part_size=5 * 1024 * 1024)
-    store.copy_threshold = 6 * 1024 * 1024  # stands in for S3's 5 GiB CopyObject limit
+    store.sizes.copy_threshold = 6 * 1024 * 1024  # stands in for S3's 5 GiB CopyObject limit
     data = bytes(range(256)) * (48 * 1024)  # 12 MiB
     store.set("big", data)
     store.copy("big", "copy")
@@ -191,7 +191,7 @@ async def test_a_multipart_copy_is_conditional_at_its_completion(s3_server, buck
         (event_name.rsplit(".", 1)[-1], request.headers.get("If-Match") or request.headers.get("If-None-Match"))))
     # (the headers boto3 sends are bytes)
     store = S3Store(client, bucket, "p", part_size=5 * 1024 * 1024)
-    store.copy_threshold = 6 * 1024 * 1024  # stands in for S3's 5 GiB CopyObject limit
+    store.sizes.copy_threshold = 6 * 1024 * 1024  # stands in for S3's 5 GiB CopyObject limit
     data = bytes(range(256)) * (48 * 1024)  # 12 MiB: three parts
     store.set("big", data)
     version = ABSENT if made else store.set("dst", b"old").etag

@@ -107,13 +107,20 @@ class DatasetView:
         return f"{array}/{prefix}{separator.join(parts[:-1])}"
 
 
+def fills_at(v: DatasetView, key: str) -> tuple[FillChunks, str] | None:
+    """The chunks ``v`` makes for the array ``key`` is or lies in, and ``key``'s path below that
+    array ("": the array's own folder); None where ``v`` makes none."""
+    array = v.array_of(key)
+    made = v.fills.get(array) if array is not None else None
+    if made is None or array is None:
+        return None
+    return made, key[len(array) + 1:] if key != array else ""
+
+
 def made_fill(v: DatasetView, key: str) -> FillChunks | None:
     """The chunks ``v`` makes for the array whose chunk ``key`` would be (None: no such chunk)."""
-    array = v.array_of(key)
-    if array is None or array == key:
-        return None
-    made = v.fills.get(array)
-    return made if made is not None and made.holds(key[len(array) + 1:]) else None
+    at = fills_at(v, key)
+    return at[0] if at is not None and at[1] and at[0].holds(at[1]) else None
 
 
 def shard_of(v: DatasetView, key: str) -> tuple[ShardedArray, str] | None:

@@ -167,9 +167,9 @@ class CloudStore(ObjectStoreBackend):
             version = self._generation(key, if_version) if self.by_generation else if_match(if_version)
             if version is None:  # the server names no generations: nothing to condition on
                 self._check_before(key, if_version)
-                return super()._put(key, file_pieces(key, f, size, self.part_size), size)
+                return super()._put(key, file_pieces(key, f, size, self.sizes.part_size), size)
         self._count("multipart")
-        outcome, result = self.sdk.upload(key, self._full(key), f, size, self.part_size, version)
+        outcome, result = self.sdk.upload(key, self._full(key), f, size, self.sizes.part_size, version)
         if outcome == REFUSED:
             raise Conflict(key, if_version, self._version_of(key))
         etag = plain_etag(result.get("e_tag"))

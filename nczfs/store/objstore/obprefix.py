@@ -140,24 +140,6 @@ class ObjectStoreBackend(SyncStore):
     def prefix(self) -> str:
         return self.paths.prefix
 
-    # the sizes, read and set where the store is (ThreadedStore sizes its limiter from capabilities)
-
-    @property
-    def multipart_threshold(self) -> int:
-        return self.sizes.multipart_threshold
-
-    @multipart_threshold.setter
-    def multipart_threshold(self, value: int) -> None:
-        self.sizes.multipart_threshold = value
-
-    @property
-    def part_size(self) -> int:
-        return self.sizes.part_size
-
-    @part_size.setter
-    def part_size(self, value: int) -> None:
-        self.sizes.part_size = value
-
     # ------------------------------------------------------------------ helpers
 
     def _count(self, kind: str, n: int = 1) -> None:
@@ -306,20 +288,20 @@ class ObjectStoreBackend(SyncStore):
     def set_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         """Store ``size`` bytes of ``f`` from its position; above the multipart threshold read
         and sent a part at a time (a file that ends sooner fails the upload: nothing is stored)."""
-        if size < self.multipart_threshold:
+        if size < self.sizes.multipart_threshold:
             return super().set_file(key, f, size, if_version)
         check_key(key)
         check_writable(self, key)
-        return self._put(key, file_pieces(key, f, size, self.part_size), size, if_version)
+        return self._put(key, file_pieces(key, f, size, self.sizes.part_size), size, if_version)
 
     def _put(self, key: str, body: Any, size: int, if_version: str | None = None) -> ObjectInfo:
         """One PUT, or a multipart upload from the threshold on; ``if_version`` is not asked for
         here (GCS and Azure condition their writes in :mod:`.cloudwrites`)."""
         path = self._full(key)
-        multipart = size >= self.multipart_threshold
+        multipart = size >= self.sizes.multipart_threshold
         self._count("multipart" if multipart else "put")
         try:
-            result = obs.put(self.store, path, body, use_multipart=multipart, chunk_size=self.part_size,
+            result = obs.put(self.store, path, body, use_multipart=multipart, chunk_size=self.sizes.part_size,
                              max_concurrency=min(8, self.sizes.max_concurrency), **self.put_arguments())
         except Exception as exc:
             raise self._put_error(exc, key, "multipart" if multipart else "put") from None

@@ -106,15 +106,6 @@ class S3Store(ObjectStoreBackend):
         what the mount wrote itself shows them."""
         return self.posix.head_for_meta
 
-    @property
-    def copy_threshold(self) -> int:
-        """Server-side copies above this many bytes are multipart (S3's CopyObject limit: 5 GiB)."""
-        return self.sizes.copy_threshold
-
-    @copy_threshold.setter
-    def copy_threshold(self, value: int) -> None:
-        self.sizes.copy_threshold = value
-
     # ------------------------------------------------------------------ the uploads' journal (JournalsUploads)
 
     @property
