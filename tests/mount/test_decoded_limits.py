@@ -183,3 +183,68 @@ def test_netcdf_c_stores_a_scalar_as_one_element_which_zarr_python_reads_so(site
     assert sorted(got["netcdf-4.10/zarr"]) == ["/: sizes {'x': 2} -> {'_scalar_': 1, 'x': 2}",
                                                "/t: dims () -> ('_scalar_',)", "/t: values shape () -> (1,)"]
     assert undocumented("netcdf-4.10/zarr", got["netcdf-4.10/zarr"]) == []
+
+
+# --- a view serves its reader: chars and strings read by another netCDF-C ----------------------
+
+_WHEEL_OPENS = "import sys, netCDF4; netCDF4.Dataset(sys.argv[1]).close(); print('opened')"
+
+
+def _wheel_opens(url: str) -> bool:
+    """Whether the netCDF4 wheel (netCDF-C 4.10.1) opens ``url``, in a process of its own (it
+    may crash)."""
+    import sys
+    res = run(sys.executable, "-c", _WHEEL_OPENS, url)
+    return res.returncode == 0 and "opened" in res.stdout
+
+
+def _ncdump_opens(url: str) -> bool:
+    """Whether Debian ``ncdump`` (netCDF-C 4.9.0) prints ``url`` whole."""
+    res = run("ncdump", url)
+    return res.returncode == 0
+
+
+def _char_store(where, dtype: str, upper: bool) -> str:
+    """A one-array NCZarr store holding chars of ``dtype`` as 4.9.0 writes them (``upper``:
+    V2-UC keys, ``<U1``) or as 4.10.1 does (V2-ZA, ``>S1``), made by hand."""
+    where.mkdir()
+    (where / "c").mkdir()
+    if upper:
+        (where / ".zgroup").write_text('{"zarr_format": 2, "_NCZARR_SUPERBLOCK": {"version": "2.0.0"},'
+                                       ' "_NCZARR_GROUP": {"dims": {"n": 2}, "vars": ["c"], "groups": []}}')
+        (where / ".zattrs").write_text("{}")
+        (where / "c" / ".zarray").write_text(
+            '{"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "%s", "fill_value": null, "order": "C",'
+            ' "compressor": null, "filters": null, "_NCZARR_ARRAY": {"dimrefs": ["/n"], "storage": "chunked"}}' % dtype)
+        (where / "c" / ".zattrs").write_text('{"_ARRAY_DIMENSIONS": ["n"], "_NCZARR_ATTR": {"types": {}}}')
+    else:
+        (where / ".zgroup").write_text('{"zarr_format": 2}')
+        (where / ".zattrs").write_text('{"_nczarr_superblock": {"version": "2.0.0"}, "_nczarr_group":'
+                                       ' {"dimensions": {"n": 2}, "arrays": ["c"], "groups": []}}')
+        (where / "c" / ".zarray").write_text(
+            '{"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "%s", "fill_value": null, "order": "C",'
+            ' "compressor": null, "filters": null}' % dtype)
+        (where / "c" / ".zattrs").write_text('{"_ARRAY_DIMENSIONS": ["n"], "_nczarr_array":'
+                                             ' {"dimension_references": ["/n"]}}')
+    (where / "c" / "0").write_bytes(b"ab")
+    return f"file://{where}#mode=nczarr,file"
+
+
+def test_no_char_dtype_is_read_by_both_netcdf_c_4_9_0_and_4_10_1(site, tmp_path):
+    """Without nczfs: netCDF-C 4.9.0's only char is ``<U1``, which makes 4.10.1 refuse the whole
+    dataset; 4.10.1's char ``>S1`` (and its strings' ``|S<n>``) make 4.9.0 fail on the whole
+    dataset. So a dataset holding chars or strings opens through a view made for one of them and
+    not in the other: through ``netcdf-4.9`` the wheel, through ``netcdf-4.10`` Debian ``ncdump``
+    fail on it, as on the stores each wrote (the cross-dialect cells of the fidelity matrix;
+    before strings were shown, such datasets opened there without their strings)."""
+    old = _char_store(tmp_path / "v2uc", "<U1", upper=True)
+    new = _char_store(tmp_path / "v2za", ">S1", upper=False)
+    strings = _char_store(tmp_path / "v2za-s", "|S2", upper=False)
+    assert _ncdump_opens(old) and not _wheel_opens(old)
+    assert _wheel_opens(new) and _wheel_opens(strings)
+    assert not _ncdump_opens(new) and not _ncdump_opens(strings)
+    ds = xr.Dataset({"s": ("x", np.array(["ab", "cde"], dtype=object)), "v": ("x", np.array([1, 2], "i4"))})
+    name = site.put(lambda p: ds.to_zarr(p, mode="w", zarr_format=2))
+    nine, ten = (f"file://{site.roots[v] / name}#mode=nczarr,file" for v in ("netcdf-4.9", "netcdf-4.10"))
+    assert _ncdump_opens(nine) and _wheel_opens(ten)
+    assert not _wheel_opens(nine) and not _ncdump_opens(ten)
