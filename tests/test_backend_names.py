@@ -29,6 +29,12 @@ PACKAGES = ("objstore", "zip", "icechunk", "reference", "directory", "memory")
 IMPORTERS: dict[str, str] = {}
 
 
+def test_the_backends_packages_and_modules_named_here_exist():
+    """A name left behind by a rename would exempt, or ban, nothing."""
+    assert [own for own in OWN if not (ROOT / own).exists()] == []
+    assert [p for p in PACKAGES if not (ROOT / "store" / p).is_dir() and not (ROOT / "store" / f"{p}.py").is_file()] == []
+
+
 def _names(node: ast.AST) -> list[str]:
     """The string literals ``node`` is, or holds (a tuple, list or set of them)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
