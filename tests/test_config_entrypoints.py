@@ -17,6 +17,7 @@ from nczfs.cli.parser import build_parser
 from nczfs.cli.usage import UsageError
 from nczfs.config.mountconfig import MountConfig, parse_options, source_values
 from nczfs.config.source import parse_source
+from nczfs.store.icechunk.store import IcechunkStore
 from nczfs.toolbox.errors import SourceError
 
 FOREIGN = r"-o tag=v1: an option of Icechunk sources \(icechunk:// or icechunk\+s3://\)"
@@ -92,12 +93,13 @@ def test_an_icechunk_tag_is_read_only_however_its_config_is_built(tagged, tmp_pa
     for config in (MountConfig.of(source, "", tag="v1"),
                    build_config(build_parser().parse_args(["mount", f"icechunk://{tagged}", str(tmp_path / "mnt"),
                                                            "-o", "tag=v1"]))):
-        assert config.read_only and config.metadata_ttl == 60.0
+        assert config.read_only and config.effective_metadata_ttl(IcechunkStore.capabilities) == 60.0
     assert not MountConfig.of(source, "", branch="main").read_only
-    assert MountConfig.of(source, "", branch="main").metadata_ttl == 1.0
+    assert MountConfig.of(source, "", branch="main").effective_metadata_ttl(IcechunkStore.capabilities) == 1.0
     store = nczfs.open_view(f"icechunk://{tagged}", tag="v1")
     try:
-        assert store.read_only and store.config.read_only and store.config.metadata_ttl == 60.0
+        assert store.read_only and store.config.read_only
+        assert store.config.effective_metadata_ttl(store._sync_store.capabilities) == 60.0
         with pytest.raises(ValueError, match="read_only=True"):
             store.with_read_only(False)
     finally:

@@ -220,6 +220,8 @@ def test_only_the_fuse_package_and_the_daemon_import_pyfuse3():
 
 
 def test_the_mount_tells_the_cache_which_keys_are_metadata(tmp_path):
+    from dataclasses import replace
+
     from nczfs.config.mountconfig import MountConfig
     from nczfs.config.source import parse_source
     from nczfs.daemon.stack import cached
@@ -227,7 +229,9 @@ def test_the_mount_tells_the_cache_which_keys_are_metadata(tmp_path):
     from nczfs.store.threads import ThreadedStore
 
     config = MountConfig(source=parse_source("s3://bkt/p"), mountpoint=str(tmp_path))
-    ahead = cached(ThreadedStore(MemoryStore("layers")), config).metadata_ahead
+    store = MemoryStore("layers")
+    store.capabilities = replace(store.capabilities, remote=True)  # as S3's: its bytes are cached
+    ahead = cached(ThreadedStore(store), config).metadata_ahead
     assert ahead.enabled and ahead.is_metadata("a/b/.zarray") and not ahead.is_metadata("a/b/0.0")
 
 

@@ -47,6 +47,16 @@ def test_start_line_names_version_source_mountpoint_and_effective_options(src, t
     assert f"nczfs 0.1.0: mounting {src} on {m.path} (" in line
     for option in ("read_only=True", "umask=027", "metadata_ttl=2.5", "allow_other=False", "read_ahead_kb=4096"):
         assert option in line, line
+    assert "the store's default" not in log.read_text()  # the TTL given is the TTL used
+
+
+@pytest.mark.fuse
+def test_a_metadata_ttl_not_given_is_logged_once_the_store_decided_it(src, tmp_path):
+    log = tmp_path / "log"
+    with mounted(DirectoryBackend(src), tmp_path / "mnt", log=log):
+        pass
+    assert "metadata_ttl=None" in log.read_text()  # the start line: not given
+    assert "metadata_ttl=60: the store's default for a writable mount" in log.read_text()
 
 
 @pytest.mark.fuse

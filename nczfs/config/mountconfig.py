@@ -26,7 +26,8 @@ from nczfs.toolbox.optionvalues import (
 )
 from nczfs.config.source import Source
 from nczfs.store.options import Applies, OptionRow, Rule, abspath, any_, const, flag, nonempty, to, valued
-from nczfs.store.registry import BACKENDS, LONG_TTL, Backend, Opening
+from nczfs.store.capabilities import LONG_TTL, Capabilities
+from nczfs.store.registry import BACKENDS, Backend, Opening
 
 #: options mount(8) and fstab add that mean nothing to nczfs
 IGNORED_OPTIONS = frozenset(
@@ -61,7 +62,8 @@ MOUNT_ROWS = (
          uid=(valued, to(None, integer)), gid=(valued, to(None, integer))),
     _row("umask=OCTAL", "where the store keeps no mode: files 0666 & ~umask, directories 0777 & ~umask (default 022)",
          umask=(valued, to("umask", lambda key, value: integer(key, value, 8)))),
-    _row("metadata_ttl=SECONDS", "reuse attributes, listings, missing names (default 1 writable S3, else 60)",
+    _row("metadata_ttl=SECONDS", "reuse attributes, listings, missing names (default 1 writable S3, GCS, Azure, "
+                                 "Icechunk; else 60)",
          metadata_ttl=(valued, to("metadata_ttl", non_negative))),
     _row("cache_size=BYTES", "memory for cached object data, e.g. 512M (default 1/8 of RAM, 64M-1G)",
          cache_size=(valued, to("cache_size", parse_size))),
@@ -125,9 +127,9 @@ class MountConfig:
     uid: int = dataclasses.field(default_factory=os.getuid)
     gid: int = dataclasses.field(default_factory=os.getgid)
     umask: int = 0o022
-    #: seconds the kernel and nczfs may reuse attributes and entries (the CLI picks a default
-    #: per backend when none is given: see default_metadata_ttl)
-    metadata_ttl: float = 1.0
+    #: seconds the kernel and nczfs may reuse attributes and entries (None: the opened store's
+    #: default, see effective_metadata_ttl)
+    metadata_ttl: float | None = None
     #: bytes of object data the read cache may hold (None: budgets.default_cache_size())
     cache_size: int | None = None
     #: directory keeping fetched object blocks across mounts (S3 and reference mounts; None: off)
@@ -175,18 +177,25 @@ class MountConfig:
     def of(cls, source: Source, mountpoint: str, **values: object) -> MountConfig:
         """The config of these values: MountConfig fields, and a backend's options (-o values).
         Every entry point (mount, inspect, validate, the API) builds its config here: read-only
-        where the backend's options make it so (an Icechunk tag), with the backend's default
-        metadata TTL where none is given."""
+        where the backend's options make it so (an Icechunk tag); a metadata TTL not given is the
+        opened store's (:meth:`effective_metadata_ttl`)."""
         fields, backend_options = split_values(values)
         found = BACKENDS.get(source.backend)
         if found is not None and found.read_only_if is not None and found.read_only_if(values):
             fields["read_only"] = True
-        fields.setdefault("metadata_ttl", default_metadata_ttl(source.backend, bool(fields.get("read_only"))))
         return cls(source=source, mountpoint=mountpoint, backend_options=backend_options, **fields)  # type: ignore[arg-type]  # values: MountConfig fields, checked by the option table
 
     def opening(self) -> Opening:
         """What the backend is opened with."""
         return Opening(self.source, self.mountpoint, self.read_only, self.backend_options)
+
+    def effective_metadata_ttl(self, capabilities: Capabilities) -> float:
+        """Seconds attributes, listings and missing names are reused, over a store opened with this
+        config (``capabilities``: its own): ``-o metadata_ttl=``'s, else LONG_TTL for a read-only
+        mount, else the store's default (short where other clients write while it is mounted)."""
+        if self.metadata_ttl is not None:
+            return self.metadata_ttl
+        return LONG_TTL if self.read_only else capabilities.metadata_ttl
 
 
 def parse_options(opts: Iterable[str], backend: str | None = None) -> dict[str, object]:
@@ -280,13 +289,6 @@ def split_values(values: Mapping[str, object]) -> tuple[dict[str, object], dict[
     fields = {f.name for f in dataclasses.fields(MountConfig)}
     return ({k: v for k, v in values.items() if k in fields},
             {k: v for k, v in values.items() if k not in fields})
-
-
-def default_metadata_ttl(backend: str, read_only: bool) -> float:
-    """The metadata TTL a writable mount's backend declares (its registry entry's), LONG_TTL for
-    a read-only mount or a backend not registered."""
-    found = BACKENDS.get(backend)
-    return LONG_TTL if found is None or read_only else found.metadata_ttl
 
 
 #: the flags of mount, inspect and validate that reach a source: each a spelling of its -o key

@@ -113,7 +113,11 @@ def serve(config: MountConfig, ready: Ready, warn: Callable[[str], None] | None 
 
 
 def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, exporter: Exporter | None) -> int:
-    fs = _filesystem(config, sync_store)
+    ttl = config.effective_metadata_ttl(sync_store.capabilities)
+    if config.metadata_ttl is None:
+        log.info("metadata_ttl=%g: the store's default for a %s mount", ttl,
+                 "read-only" if config.read_only else "writable")
+    fs = _filesystem(config, sync_store, ttl)
     try:
         listener = controlsock.listen()
         state_dir, stale = _take_state(config, sync_store, listener)
@@ -126,7 +130,7 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
     if isinstance(sync_store, JournalsUploads) and not config.read_only:  # a store of multipart uploads (S3)
         journal = sync_store.upload_log = runstate.UploadJournal(state_dir)
         _abort_stale_uploads(sync_store, stale, journal)
-    ops = Operations(fs, config.metadata_ttl, direct_io=config.direct_io,
+    ops = Operations(fs, ttl, direct_io=config.direct_io,
                      control_socket=controlsock.path_of(listener))
     try:
         pyfuse3.init(ops, config.mountpoint, fuse_options(config, sync_store.capabilities.read_only))
@@ -154,13 +158,14 @@ def _serve_store(config: MountConfig, ready: Ready, sync_store: SyncStore, expor
     return 0
 
 
-def _filesystem(config: MountConfig, sync_store: SyncStore) -> Filesystem:
-    """The filesystem over the whole store stack, its NCZarr layer's changes told to the kernel."""
+def _filesystem(config: MountConfig, sync_store: SyncStore, ttl: float) -> Filesystem:
+    """The filesystem over the whole store stack, its NCZarr layer's changes told to the kernel;
+    ``ttl``: the mount's metadata TTL (:meth:`~nczfs.config.mountconfig.MountConfig.effective_metadata_ttl`)."""
     kernel = KernelNotifier()
     fs = Filesystem(
         stack.build(sync_store, config, notify=kernel),
         FsOptions(uid=config.uid, gid=config.gid, umask=config.umask, read_only=config.read_only,
-                  metadata_ttl=config.metadata_ttl, spill_threshold=config.spill_threshold,
+                  metadata_ttl=ttl, spill_threshold=config.spill_threshold,
                   write_memory=config.write_memory),
     )
     kernel.fs = fs

@@ -3,7 +3,7 @@
 :func:`build` makes ``nczarr_layer(cached(ThreadedStore(backend), config), config)``: the backend, its calls on
 worker threads (:mod:`nczfs.store.threads`), the cache (:mod:`nczfs.cache`), the NCZarr layer
 (:mod:`nczfs.nczarr.layer`). The cache knows neither backends nor NCZarr; what it needs of
-them (which backends are remote, what names a source, which keys are metadata) is chosen here,
+them (whether the store is remote, what names a source, which keys are metadata) is chosen here,
 as is how a backend that finds another program's change only after staging the mount's own (zip)
 merges consolidated metadata both changed (:func:`~nczfs.nczarr.consolidating.merge_consolidated`).
 """
@@ -34,16 +34,18 @@ def build(backend: SyncStore, config, notify: Notify | None = None) -> Store:
 
 
 def cached(store, config) -> CachingStore:
-    """The mount's cache over ``store``, as ``config`` (cache_size, metadata_ttl, backend) asks.
-    Object bytes are kept in memory (and in --cache-dir) for remote backends only: a local
-    directory or archive is already in the kernel's page cache."""
-    remote = backend_of(config).remote
+    """The mount's cache over ``store``, as ``config`` (cache_size, metadata_ttl, ...) and the
+    store's capabilities (its default TTL, whether it is remote) ask. Object bytes are kept in
+    memory (and in --cache-dir) for remote stores only: a local directory or archive is already in
+    the kernel's page cache."""
+    capabilities = store.capabilities
+    remote = capabilities.remote
     return CachingStore(
         store,
         cache_size=config.cache_size,
         # a local directory answers at once and its attributes change as it is used (link
         # counts, times): it is asked every time the filesystem's own TTL is over
-        ttl=0 if store.capabilities.live_meta else config.metadata_ttl,
+        ttl=0 if capabilities.live_meta else config.effective_metadata_ttl(capabilities),
         cache_bytes=remote,
         disk=DiskCache(config.cache_dir, config.cache_dir_size, source_identity(config))
         if config.cache_dir and remote else None,

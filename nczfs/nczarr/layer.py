@@ -28,15 +28,16 @@ def nczarr_layer(store: Store, config: MountConfig, notify: Notify | None = None
     recoded chunks and ``NAME.nc4``'s decoded ones are one cache of made chunks, their sizes kept
     in ``--cache-dir`` where there is one (``identity`` names the source there)."""
     made = _made_chunks(config, identity)
+    ttl = config.effective_metadata_ttl(store.capabilities)
     if config.nc_files or config.nc4_files:
-        store = NcFilesStore(store, config.metadata_ttl, root_name(config.source),
+        store = NcFilesStore(store, ttl, root_name(config.source),
                              decoded_cache_bytes(config.cache_size), on_change=notify,
                              classic=config.nc_files, netcdf4=config.nc4_files, plugins=config.nc4_plugins,
                              transcode=config.transcode, made=made)
     if not config.read_only:
         store = ConsolidatingStore(store, on_change=notify)
     if config.present != "as-stored":
-        store = PresentingStore(store, config.present, config.metadata_ttl, config.transcode, made=made)
+        store = PresentingStore(store, config.present, ttl, config.transcode, made=made)
     if not config.read_only:
         store = ValidatingStore(store, config.validate)
     return store

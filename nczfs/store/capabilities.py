@@ -18,6 +18,12 @@ from nczfs.store.optional import OPTIONAL, OPTIONAL_PREFIX, Refreshes, offers
 from nczfs.store.values import ByteRange, DirEntry, Staged, Upload
 
 
+#: default metadata TTLs (:attr:`Capabilities.metadata_ttl`): other clients may change a writable
+#: object store prefix at any time; a read-only mount, a local directory or an archive is taken
+#: to change rarely
+SHORT_TTL, LONG_TTL = 1.0, 60.0
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a store says of itself, in one record: a SyncStore's ``capabilities`` (its class's,
@@ -63,6 +69,13 @@ class Capabilities:
     #: ``stat``, ``entry`` and listings report the attributes ``set_meta`` keeps, where it keeps
     #: some (S3: only with ``-o posix_meta``, a HEAD per lookup)
     reads_meta: bool = True
+    #: reached over the network: its bytes are worth keeping in memory and in ``--cache-dir`` (a
+    #: local directory or archive is in the kernel's page cache already)
+    remote: bool = False
+    #: seconds a writable mount trusts attributes, listings and missing names when no ``-o
+    #: metadata_ttl=`` is given (SHORT_TTL where other clients write while it is mounted); a
+    #: read-only mount's default is LONG_TTL whatever its store says (MountConfig.effective_metadata_ttl)
+    metadata_ttl: float = LONG_TTL
 
 
 # ---------------------------------------------------------------------- the optional fast paths

@@ -3,14 +3,16 @@ which ``-o`` options.
 
 Each backend registers itself once (:func:`register`), in its own package (its ``backend``
 module: ``nczfs/store/zip/backend.py``, ...; the package ``nczfs.store`` imports each, in the
-order they are tried), with what it declares: the SOURCE forms it opens (URL schemes, ``#mode=``
-words, local paths and their extensions) and the parser of its location, its ``-o`` rows (its
-options dataclass's), its default metadata TTL, its capabilities (remote, one file, a directory,
-staged writes, read-only options) and its opener, which builds its options dataclass from the
-:class:`Opening` and opens it. nczfs/config/source.py (netCDF-C's URL rules) and
-nczfs/config/mountconfig.py (the -o table) read these entries and nothing else about a backend.
-This module names no backend. Openers import their store on first use, so a mount loads only the
-client libraries its backend needs.
+order they are tried), with what it declares before a store is open: the SOURCE forms it opens
+(URL schemes, ``#mode=`` words, local paths and their extensions) and the parser of its
+location, its ``-o`` rows (its options dataclass's), what it is (one file, a directory, staged
+writes, read-only options, what tells its sources apart in a shared ``--cache-dir``) and its
+opener, which builds its options dataclass from the :class:`Opening` and opens it. What the
+opened store can do, whether it is remote and its default metadata TTL among them, its store
+declares (its :class:`~nczfs.store.capabilities.Capabilities`). nczfs/config/source.py
+(netCDF-C's URL rules) and nczfs/config/mountconfig.py (the -o table) read these entries and
+nothing else about a backend. This module names no backend. Openers import their store on first
+use, so a mount loads only the client libraries its backend needs.
 """
 
 from __future__ import annotations
@@ -28,11 +30,6 @@ if TYPE_CHECKING:
 
 def _no_identity(opening: Opening) -> tuple[str | None, str | None, str | None]:
     return None, None, None
-
-
-#: default metadata TTLs: other clients may change a writable S3 prefix at any time; a read-only
-#: mount, a local directory or an archive is taken to change rarely
-SHORT_TTL, LONG_TTL = 1.0, 60.0
 
 
 @dataclass(frozen=True)
@@ -59,16 +56,11 @@ class Backend:
     noun: str = ""
     #: its -o rows (its options dataclass's ``rows``)
     rows: tuple[OptionRow, ...] = ()
-    #: reached over the network: its bytes are worth keeping in memory and in --cache-dir
-    remote: bool = False
     #: (endpoint, region or account, profile) telling its sources apart in a shared --cache-dir
     identity: Callable[[Opening], tuple[str | None, str | None, str | None]] = field(default=_no_identity)
     #: its SOURCE is one file with a format's extension (an archive, a reference set): the .nc files
     #: of a dataset at the mount's root are named after it without the extension
     one_file: bool = False
-    #: seconds a writable mount trusts its metadata when no -o metadata_ttl= is given (SHORT_TTL
-    #: where other clients write to it while it is mounted); a read-only mount's is LONG_TTL
-    metadata_ttl: float = LONG_TTL
     #: its location is a directory: it must exist, and the mount point must not lie inside it
     directory: bool = False
     #: where a writable mount's writes wait to be committed, given its location (None: nowhere)

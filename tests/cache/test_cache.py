@@ -1008,15 +1008,14 @@ def test_bad_cache_size_is_refused(bad):
 
 
 @pytest.mark.parametrize("argv, ttl", [
-    (["s3://bucket/p"], 1.0),
-    (["s3://bucket/p", "--read-only"], 60.0),
-    (["s3://bucket/p", "-o", "ro"], 60.0),
-    ([str(DATA)], 60.0),
-    ([str(DATA.parent / "x.zip")], 60.0),
+    (["s3://bucket/p"], None),
+    (["s3://bucket/p", "-o", "ro"], None),
+    ([str(DATA)], None),
     (["s3://bucket/p", "--metadata-ttl", "7"], 7.0),
     ([str(DATA), "-o", "metadata_ttl=0"], 0.0),
 ])
-def test_metadata_ttl_default_depends_on_the_backend(argv, ttl, tmp_path):
+def test_a_metadata_ttl_not_given_is_left_to_the_store(argv, ttl, tmp_path):
+    """None: the opened store's default (tests/store/test_backend_defaults.py: each backend's)."""
     from nczfs.cli.mountargs import build_config
     from nczfs.cli.parser import build_parser
 

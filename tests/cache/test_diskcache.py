@@ -434,14 +434,18 @@ def test_cache_dir_options_reach_the_config(tmp_path):
     assert (c.cache_dir, c.cache_dir_size) == (str(tmp_path / "d"), 512 * 1024**2)
 
 
-def test_only_byte_cached_backends_use_the_cache_dir(tmp_path):
+def test_only_remote_stores_use_the_cache_dir(tmp_path):
+    """The store's capabilities decide (each backend's: tests/store/test_backend_defaults.py)."""
+    from dataclasses import replace
+
     from nczfs.daemon.stack import cached
 
-    inner = ThreadedStore(MemoryStore("dc"))
-    for url, used in (("s3://bkt/p", True), (str(tmp_path), False), ("memory://x", False)):
-        config = MountConfig(source=parse_source(url), mountpoint=str(tmp_path), cache_dir=str(tmp_path / "c"))
-        assert (cached(inner, config).disk is not None) == used, url
-    assert cached(inner, MountConfig(source=parse_source("s3://bkt/p"), mountpoint=str(tmp_path))).disk is None
+    config = MountConfig(source=parse_source("memory://x"), mountpoint=str(tmp_path), cache_dir=str(tmp_path / "c"))
+    for remote in (True, False):
+        store = MemoryStore("dc")
+        store.capabilities = replace(store.capabilities, remote=remote)
+        assert (cached(ThreadedStore(store), config).disk is not None) is remote
+    assert cached(ThreadedStore(store), replace(config, cache_dir=None)).disk is None
 
 
 async def test_a_bug_in_the_disk_code_is_logged_never_raised(tmp_path, monkeypatch, caplog):

@@ -578,10 +578,10 @@ def test_icechunk_options(tmp_path):
     options = c.backend_options
     assert (options["branch"], options["commit_message"], c.read_only) == ("dev", "hello", False)
     assert options["virtual_chunk_containers"] == ("s3://b/=http://127.0.0.1:1", "file:///d/")
-    assert c.metadata_ttl == 1.0  # a writable branch: others commit to it
+    assert c.effective_metadata_ttl(IcechunkStore.capabilities) == 1.0  # a writable branch: others commit to it
     for opt in ("tag=v1", "snapshot=ABC"):  # a tag or a snapshot never changes: read-only
         c = mount_config("icechunk:///r", "-o", opt, mountpoint=str(tmp_path))
-        assert c.read_only and c.metadata_ttl == 60.0
+        assert c.read_only and c.effective_metadata_ttl(IcechunkStore.capabilities) == 60.0
     with pytest.raises(UsageError) as info:
         mount_config("icechunk:///r", "-o", "branch=a,tag=b", mountpoint=str(tmp_path))
     assert "choose one of branch=, tag= and snapshot=" in str(info.value)

@@ -3,7 +3,7 @@ open_store opens with the options the mount's config gives it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import pytest
@@ -52,10 +52,6 @@ def test_every_registered_backend_is_named_by_some_source():
     assert set(BACKENDS) == set(SOURCES.values())
 
 
-def test_remote_backends_are_those_whose_bytes_are_cached():
-    assert {b.name for b in BACKENDS.values() if b.remote} == {"s3", "gcs", "azure", "http", "reference", "icechunk"}
-
-
 def test_local_backends_are_those_that_locate_nothing_themselves(monkeypatch):
     """A backend with no ``locate`` of its own opens local paths: ``local`` is derived, not declared."""
     assert {b.name for b in BACKENDS.values() if b.local} == {"directory", "zip", "reference"}
@@ -75,16 +71,6 @@ def test_one_file_backends_name_a_root_datasets_files_after_the_file(monkeypatch
     assert root_name(Source("other", "/dev/st0.tar", text="other:///dev/st0.tar")) == "st0.tar"
 
 
-def test_writable_mounts_of_shared_backends_trust_metadata_briefly():
-    from nczfs.config.mountconfig import default_metadata_ttl
-    from nczfs.store.registry import LONG_TTL, SHORT_TTL
-
-    assert {b.name for b in BACKENDS.values() if b.metadata_ttl == SHORT_TTL} == {"s3", "gcs", "azure", "icechunk"}
-    assert {b.metadata_ttl for b in BACKENDS.values()} == {SHORT_TTL, LONG_TTL}
-    assert default_metadata_ttl("s3", False) == SHORT_TTL and default_metadata_ttl("s3", True) == LONG_TTL
-    assert default_metadata_ttl("directory", False) == LONG_TTL == default_metadata_ttl("tape", False)
-
-
 @pytest.mark.parametrize("text, location", [("gs://bkt/p/q", "bkt/p/q"), ("az://cont/p", "cont/p"),
                                             ("abfs://cont@acct.dfs.core.windows.net/p/q", "cont/p/q")])
 def test_cloud_schemes_are_parsed_by_their_registry_entry(text, location):
@@ -94,7 +80,10 @@ def test_cloud_schemes_are_parsed_by_their_registry_entry(text, location):
 
 
 class ToyStore(MemoryStore):
-    """A toy backend's store: what a new backend's package would hold."""
+    """A toy backend's store: what a new backend's package would hold; it declares what it can
+    do, its default metadata TTL and that it is remote among them."""
+
+    capabilities = replace(MemoryStore.capabilities, remote=True, metadata_ttl=5.0)
 
 
 TOYS: dict[str, ToyStore] = {}
@@ -124,9 +113,10 @@ def _toy_location(given_: Given) -> Located:
 
 
 def test_a_backend_is_its_package_and_one_register_call(tmp_path):
-    """A backend registered with its scheme, location parser, -o rows, TTL rule and store is
-    parsed, opened with its own option, listed in the help and served (through the whole stack, as
-    open_view builds it) with no code elsewhere; its option is refused on other sources."""
+    """A backend registered with its scheme, location parser, -o rows and store (declaring its
+    capabilities: remote, its default TTL) is parsed, opened with its own option, listed in the
+    help and served (through the whole stack, as open_view builds it) with no code elsewhere; its
+    option is refused on other sources."""
     import json
 
     import numpy as np
@@ -135,9 +125,11 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
     import nczfs
     from nczfs.cli.mountargs import build_config
     from nczfs.cli.parser import build_parser
-    from nczfs.config.mountconfig import default_metadata_ttl, option_help
-    from nczfs.store.registry import LONG_TTL
+    from nczfs.config.mountconfig import option_help
+    from nczfs.daemon.stack import cached
+    from nczfs.store.capabilities import LONG_TTL
     from nczfs.store.registry import register
+    from nczfs.store.threads import ThreadedStore
 
     for drawer, values in ((0, [1, 2, 3]), (2, [7, 8, 9])):
         toy = ToyStore("shelf")
@@ -147,12 +139,15 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
         toy.set("t/0", np.array(values, "<i4").tobytes())
         TOYS[f"shelf/ds/{drawer}"] = toy
     register(Backend("toy", lambda opening: TOYS[f"{(o := ToyOptions.of(opening)).shelf}/{o.drawer}"],
-                     schemes=("toy",), locate=_toy_location, rows=ToyOptions.rows, metadata_ttl=5.0))
+                     schemes=("toy",), locate=_toy_location, rows=ToyOptions.rows))
     try:
         source = parse_source("toy://shelf/ds")
         assert (source.backend, source.location) == ("toy", "shelf/ds")
-        assert default_metadata_ttl("toy", False) == 5.0 and default_metadata_ttl("toy", True) == LONG_TTL
-        assert open_store(MountConfig(source=source, mountpoint="/mnt")) is TOYS["shelf/ds/0"]
+        config = MountConfig.of(source, "/mnt")
+        assert open_store(config) is TOYS["shelf/ds/0"]
+        assert config.effective_metadata_ttl(TOYS["shelf/ds/0"].capabilities) == 5.0
+        assert MountConfig.of(source, "/mnt", read_only=True).effective_metadata_ttl(ToyStore.capabilities) == LONG_TTL
+        assert cached(ThreadedStore(TOYS["shelf/ds/0"]), config).cache_bytes  # remote: its bytes are kept
         assert ("toy_drawer=N", "toy: the drawer of the shelf (default 0)") in option_help()
         (tmp_path / "mnt").mkdir()
         config = build_config(build_parser().parse_args(["mount", "toy://shelf/ds", str(tmp_path / "mnt"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import trio
 
-from nczfs.config.mountconfig import MountConfig, default_metadata_ttl
+from nczfs.config.mountconfig import MountConfig
 from nczfs.config.source import Source, parse_source
 from nczfs.daemon.stack import build, cached
 from nczfs.nczarr.consolidating import ConsolidatingStore
@@ -26,17 +26,19 @@ from tests.store import test_directory, test_s3
 
 
 def directory_config(store: DirectoryStore) -> MountConfig:
-    """A mount's default options for a directory source: the store's."""
+    """A mount's default options for a directory source: the store's (its metadata TTL the store's default)."""
     src = Source("directory", store.root, text=store.root)
-    return MountConfig(src, store.root, metadata_ttl=default_metadata_ttl("directory", False))
+    return MountConfig(src, store.root)
 
 
-S3_TTL = default_metadata_ttl("s3", False)
+#: a writable S3 mount's default metadata TTL, the store's
+S3_TTL = S3Store.capabilities.metadata_ttl
 
 
 def s3_config(store: S3Store) -> MountConfig:
-    """A mount's default options for an S3 source: the store's bucket and prefix."""
-    return MountConfig(parse_source(f"s3://{store.bucket}/{store.prefix}"), "/mnt", metadata_ttl=S3_TTL)
+    """A mount's default options for an S3 source: the store's bucket and prefix (its metadata TTL
+    the store's default)."""
+    return MountConfig(parse_source(f"s3://{store.bucket}/{store.prefix}"), "/mnt")
 
 
 class TestCachedDirectory(test_directory.TestDirectoryStore):

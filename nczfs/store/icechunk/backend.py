@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nczfs.store.registry import SHORT_TTL, Backend, register
+from nczfs.store.registry import Backend, register
 from nczfs.store.icechunk.options import IcechunkOptions, read_only_point
 from nczfs.store.icechunk.sources import locate_icechunk
 
@@ -22,5 +22,5 @@ def _icechunk(opening: Opening) -> SyncStore:
 
 
 ICECHUNK = register(Backend("icechunk", _icechunk, schemes=("icechunk", "icechunk+s3"), locate=locate_icechunk,
-                            noun="Icechunk sources", rows=IcechunkOptions.rows, remote=True, metadata_ttl=SHORT_TTL,
+                            noun="Icechunk sources", rows=IcechunkOptions.rows,
                             read_only_if=read_only_point))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from nczfs.store.capabilities import Capabilities
+from nczfs.store.capabilities import SHORT_TTL, Capabilities
 from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.toolbox.errors import (
     BackendError,
@@ -49,7 +49,8 @@ def _is_metadata(key: str) -> bool:
 
 
 class IcechunkStore(SyncStore):
-    capabilities = Capabilities()
+    # other writers commit to a branch while it is mounted: a short default TTL
+    capabilities = Capabilities(remote=True, metadata_ttl=SHORT_TTL)
 
     def __init__(
         self,

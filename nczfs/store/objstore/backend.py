@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from nczfs.store.registry import SHORT_TTL, Backend, register
+from nczfs.store.registry import Backend, register
 from nczfs.store.objstore.options import CloudOptions, S3Options, s3_identity
 from nczfs.store.objstore.sources import claims_azure, claims_s3, locate_cloud, locate_s3, locate_web
 from nczfs.store.objstore.transport import Bounds
@@ -51,11 +51,9 @@ def _http(opening: Opening) -> SyncStore:
 
 
 S3 = register(Backend("s3", _s3, schemes=("s3", "gs3", "http", "https"), modes=("s3", "gs3"), claims=claims_s3,
-                      locate=locate_s3, rows=S3Options.rows, remote=True, identity=s3_identity,
-                      metadata_ttl=SHORT_TTL))
-GCS = register(Backend("gcs", _gcs, schemes=("gs",), locate=locate_cloud, rows=CloudOptions.rows, remote=True,
-                       identity=_cloud_identity, metadata_ttl=SHORT_TTL))
+                      locate=locate_s3, rows=S3Options.rows, identity=s3_identity))
+GCS = register(Backend("gcs", _gcs, schemes=("gs",), locate=locate_cloud, rows=CloudOptions.rows,
+                       identity=_cloud_identity))
 AZURE = register(Backend("azure", _azure, schemes=("az", "abfs", "abfss", "adl", "https"), claims=claims_azure,
-                         locate=locate_cloud, rows=CloudOptions.rows, remote=True, identity=_cloud_identity,
-                         metadata_ttl=SHORT_TTL))
-HTTP = register(Backend("http", _http, schemes=("http", "https"), locate=locate_web, rows=Bounds.rows, remote=True))
+                         locate=locate_cloud, rows=CloudOptions.rows, identity=_cloud_identity))
+HTTP = register(Backend("http", _http, schemes=("http", "https"), locate=locate_web, rows=Bounds.rows))

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO, Iterator
 
 import obstore as obs
 
-from nczfs.store.capabilities import Capabilities
+from nczfs.store.capabilities import SHORT_TTL, Capabilities
 from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.toolbox.errors import BackendError, KeyNotFound, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.base import SyncStore, check_writable, rename_each
@@ -104,7 +104,8 @@ class ObjectStoreBackend(SyncStore):
     ``paths``, its request counts (``requests``), how its writes are cut (``sizes``) and its
     ``listings``, each a part it holds."""
 
-    capabilities = Capabilities(keys_form_a_tree=False, checks_versions=True)  # GETs carry If-Match
+    # GETs carry If-Match; other clients write to a bucket while it is mounted: a short default TTL
+    capabilities = Capabilities(keys_form_a_tree=False, checks_versions=True, remote=True, metadata_ttl=SHORT_TTL)
     rename_dir = rename_each  # a directory moved key by key (S3Store: Copies.rename_dir)
 
     def __init__(

@@ -130,7 +130,7 @@ def read_tree(get_json) -> tuple[set[str], list[Grid]]:
 
 
 class WebZarrStore(SyncStore):
-    capabilities = Capabilities(supports_writes=False, read_only=True)
+    capabilities = Capabilities(supports_writes=False, read_only=True, remote=True)
 
     def __init__(self, store: Any, url: str):
         self.store = store

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 class ReferenceStore(SyncStore):
-    capabilities = Capabilities(supports_writes=False, read_only=True)
+    capabilities = Capabilities(supports_writes=False, read_only=True, remote=True)  # targets mostly on servers
 
     def __init__(self, path: str, allow_roots: list[str] | tuple[str, ...] = (), mountpoint: str | None = None,
                  s3: S3Options | None = None):
