@@ -14,8 +14,8 @@ from nczfs.toolbox.errors import SourceError
 from nczfs.config.source import Source, parse_source
 from nczfs.store.options import OptionRow, given, to, valued
 from nczfs.store.opening import Given, Located, Opening
-from nczfs.store.directory import DirectoryStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.directory.store import DirectoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.registry import BACKENDS, Backend, backend_of, open_store
 from nczfs.store.objstore.options import CloudOptions, S3Options
 from nczfs.store.objstore.transport import Bounds

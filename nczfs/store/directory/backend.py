@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def _directory(opening: Opening) -> SyncStore:
-    from nczfs.store.directory import DirectoryStore
+    from nczfs.store.directory.store import DirectoryStore
 
     store = DirectoryStore(opening.source.location, read_only=opening.read_only)
     checked = opening.options.get("overwrite", "checked") == "checked"

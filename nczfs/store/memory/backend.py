@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def _memory(opening: Opening) -> SyncStore:
-    from nczfs.store.memory import MemoryStore
+    from nczfs.store.memory.store import MemoryStore
 
     return MemoryStore(opening.source.location, read_only=opening.read_only)
 

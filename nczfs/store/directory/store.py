@@ -30,7 +30,7 @@ from nczfs.store.capabilities import Capabilities
 from nczfs.toolbox.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, Stale, from_os_error
 from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, parent_of
-from nczfs.store.longpaths import LongPaths
+from nczfs.store.directory.longpaths import LongPaths
 from nczfs.store.fileversions import TMP_MARK, check_version, keep_attributes, remove_if, replace_if, version_of
 from nczfs.store.pieces import copy_sparse
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
