@@ -1,6 +1,6 @@
 """The directory backend's registry entry: any local path nothing else claims, or a ``file://``
 URL (netCDF-C's ``file`` map). A module of its own so that finding the backend does not import
-the store (:mod:`nczfs.store.directory`), which a mount imports when it opens one."""
+the store (:mod:`.store`), which a mount imports when it opens one."""
 
 from __future__ import annotations
 

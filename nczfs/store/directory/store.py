@@ -7,7 +7,7 @@ link) is rewritten in place instead, so that every name keeps showing one file.
 Directories are real and persist when empty.
 
 Writes are conditional (``checks_writes``): what a file's version is and how a rename is made
-only over the version expected: :mod:`.fileversions`. The tree holds everything a file system
+only over the version expected: :mod:`nczfs.store.fileversions`. The tree holds everything a file system
 does: modes, owners and times are the files' own (``live_meta``), and symlinks, fifos, sockets,
 device nodes and hard links are real ones; the final name of a key is never followed.
 

@@ -1,5 +1,5 @@
 """The memory backend's registry entry: ``memory://NAME``, a dict-backed store (the tests'). A
-module of its own so that finding the backend does not import the store (:mod:`nczfs.store.memory`)."""
+module of its own so that finding the backend does not import the store (:mod:`.store`)."""
 
 from __future__ import annotations
 
