@@ -85,7 +85,7 @@ class DirectoryBackend:
 
     def attrs(self, key: str):
         """The POSIX attributes the medium keeps for ``key`` (a Meta), or None."""
-        from nczfs.store.directory import meta_of
+        from nczfs.store.directory.store import meta_of
 
         return meta_of(os.lstat(self.root / key))
 

@@ -225,7 +225,7 @@ def test_the_mount_tells_the_cache_which_keys_are_metadata(tmp_path):
     from nczfs.config.mountconfig import MountConfig
     from nczfs.config.source import parse_source
     from nczfs.daemon.stack import cached
-    from nczfs.store.memory import MemoryStore
+    from nczfs.store.memory.store import MemoryStore
     from nczfs.store.threads import ThreadedStore
 
     config = MountConfig(source=parse_source("s3://bkt/p"), mountpoint=str(tmp_path))

@@ -21,7 +21,7 @@ from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
 from nczfs.fuse.ops import Operations
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.threads import ThreadedStore
 from tests.helpers import DirectoryBackend, is_mounted, mounted, run_nczfs

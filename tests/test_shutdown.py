@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nczfs.fuse.control import read_control
-from nczfs.store.directory import TMP_MARK
+from nczfs.store.directory.store import TMP_MARK
 from tests.helpers import DirectoryBackend, is_mounted, mounted, run_nczfs
 
 pytestmark = pytest.mark.fuse

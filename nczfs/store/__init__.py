@@ -7,7 +7,8 @@ module (its registry entry: small, no client library), in the order a SOURCE tri
 claims an https URL before Azure, Azure before a web server; a path no other claims is a
 directory)."""
 
-from nczfs.store import directorybackend, memorybackend  # noqa: F401 - registered on import
+from nczfs.store.directory import backend as _directory  # noqa: F401 - registered on import
+from nczfs.store.memory import backend as _memory  # noqa: F401
 from nczfs.store.zip import backend as _zip  # noqa: F401
 from nczfs.store.reference import backend as _reference  # noqa: F401
 from nczfs.store.objstore import backend as _objstore  # noqa: F401

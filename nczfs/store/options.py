@@ -74,9 +74,10 @@ def given(cls: type, values: Mapping[str, object], **more: Any) -> Any:
     return cls(**{**{k: v for k, v in values.items() if k in names}, **more})
 
 
-#: a write replaces only the version it started from, or the last close wins (several backends)
+#: a write replaces only the version it started from, or the last close wins: a row the backends
+#: that check versions share (each lists it in its options' rows), so its help names none of them
 OVERWRITE = OptionRow(
     "overwrite=checked|last_writer_wins",
-    "S3, GCS, Azure, directory, zip: a close replaces only the version its file was opened at, else ESTALE and the "
-    "data kept beside (checked, default); or the last close wins",
+    "a close replaces only the version its file was opened at, else ESTALE and the data kept beside "
+    "(checked, default); or the last close wins",
     {"overwrite": (valued, to("overwrite", lambda key, value: overwrite_mode(value)))})

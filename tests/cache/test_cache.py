@@ -18,7 +18,7 @@ from nczfs.cache import blocks as cache_module
 from nczfs.cache import CachingStore
 from nczfs.toolbox.errors import BackendError, KeyNotFound, Stale
 from nczfs.store.values import ByteRange
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.wrapper import WrapperStore
 from nczfs.store.threads import ThreadedStore

@@ -19,7 +19,7 @@ from nczfs.toolbox.errors import Stale
 from nczfs.config.source import parse_source
 from nczfs.daemon.stack import source_identity
 from nczfs.store.values import ByteRange
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.wrapper import WrapperStore
 from nczfs.store.threads import ThreadedStore

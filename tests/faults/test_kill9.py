@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from nczfs.fuse.control import read_control
-from nczfs.store.directory import TMP_MARK
+from nczfs.store.directory.store import TMP_MARK
 from tests.faults.tools import check_store, kill_daemon, ledger, stale_umount, start_writer, wait_for_acks
 from tests.helpers import NCZFS, ZipBackend, counts, mounted
 from tests.ziputil import zip_members

@@ -16,7 +16,7 @@ from nczfs.fs.attrs import SetattrRequest
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.threads import ThreadedStore
 

@@ -16,8 +16,8 @@ from nczfs.toolbox.errors import KeyNotFound
 from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
-from nczfs.store.directory import DirectoryStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.directory.store import DirectoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.threads import ThreadedStore
 

@@ -20,8 +20,8 @@ from nczfs.fs.namespace import RENAME_EXCHANGE, RENAME_NOREPLACE
 from nczfs.fs.options import FsOptions
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.store.base import SyncStore
-from nczfs.store.directory import DirectoryStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.directory.store import DirectoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.threads import ThreadedStore
 

@@ -27,8 +27,8 @@ from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import parent_of
-from nczfs.store.directory import DirectoryStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.directory.store import DirectoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 
 PATHS = ["/".join(p) for n in (1, 2, 3) for p in itertools.product("ab", repeat=n)]

@@ -26,7 +26,7 @@ from nczfs.fs.filesystem import Filesystem
 from nczfs.fs.inodes import ROOT_INO
 from nczfs.fs.options import FsOptions
 from nczfs.store.values import ObjectInfo, Staged
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 
 WRITE_NEW = os.O_WRONLY | os.O_CREAT

@@ -125,7 +125,7 @@ def _directory_client(backend: DirectoryBackend) -> tuple[Callable, Callable]:
     """Another program using nczfs's DirectoryStore: the file's version (inode, mtime, size)
     compared right before its temp file is renamed over it."""
     from nczfs.toolbox.errors import Conflict, Stale
-    from nczfs.store.directory import DirectoryStore
+    from nczfs.store.directory.store import DirectoryStore
 
     store = DirectoryStore(str(backend.root))
 

@@ -13,7 +13,7 @@ import pytest
 
 from nczfs.nczarr.metadata.masks import cf_attributes
 from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from tests.helpers import DirectoryBackend, mounted
 from tests.nczarr.util import netcdf4_summary, summary
 

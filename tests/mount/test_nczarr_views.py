@@ -20,7 +20,7 @@ import pytest
 
 from nczfs.nczarr.metadata.cdl import to_cdl
 from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from tests.helpers import DirectoryBackend, mounted, run_nczfs
 from tests.nczarr.test_read import FULL
 from tests.nczarr.util import HANDMADE_NCZARR, netcdf4_summary, summary, unzip

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from tests.helpers import mounted
 from tests.mount.test_clients_netcdf import open_for_update
 

@@ -13,7 +13,7 @@ from nczfs.nczarr.ncfile.classicfile import v3_encodings
 from nczfs.nczarr.ncfile.nc4file import Nc4File, Options, nc4_file
 from nczfs.nczarr.ncfile.nc4shards import inner_chunks
 from nczfs.nczarr.ncfile.nc4source import Source
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from nczfs.store.threads import ThreadedStore
 from tests.nczarr.util import Below
 

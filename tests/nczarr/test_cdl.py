@@ -8,7 +8,7 @@ import pytest
 
 from nczfs.nczarr.metadata.cdl import cdl_name, quote, to_cdl
 from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from tests.nczarr.test_jsontext import CDL, debian_nczarr
 
 netCDF4 = pytest.importorskip("netCDF4")

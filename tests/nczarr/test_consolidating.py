@@ -16,7 +16,7 @@ from nczfs.cache import CachingStore
 from nczfs.toolbox.errors import Stale
 from nczfs.nczarr import consolidating
 from nczfs.nczarr.consolidating import ConsolidatingStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 
 ZARRAY = {"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<f4", "compressor": None,

@@ -18,7 +18,7 @@ from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.recode import UndecodableChunk
 from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.nczarr.views.recodedchunks import next_chunk
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.toolbox.errors import BackendError
 from nczfs.store.threads import ThreadedStore
 
@@ -214,7 +214,7 @@ async def test_recoded_inner_chunks_of_a_shard_are_decoded_ahead_too(tmp_path):
     import zarr
     from zarr.codecs import BytesCodec, GzipCodec, ShardingCodec
 
-    from nczfs.store.directory import DirectoryStore
+    from nczfs.store.directory.store import DirectoryStore
 
     g = zarr.open_group(str(tmp_path / "s.zarr"), mode="w", zarr_format=3)
     gz = ShardingCodec(chunk_shape=(CHUNK,), codecs=[BytesCodec(), GzipCodec()])  # gzip: the wheel lacks it

@@ -13,7 +13,7 @@ import pytest
 from nczfs.nczarr.views.fillchunks import NETCDF, ZARR, FillChunks, masked, missing_value
 from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.nczarr.chunks.recode import Codecs
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 from nczfs.toolbox.errors import Conflict, KeyNotFound, Stale
 from tests.nczarr.util import chunk_values

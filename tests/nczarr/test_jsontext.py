@@ -17,7 +17,7 @@ import pytest
 
 from nczfs.nczarr.metadata import jsontext
 from nczfs.nczarr.metadata.read import StoreObjects, read_dataset
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from tests.conftest import CORPUS
 
 netCDF4 = pytest.importorskip("netCDF4")

@@ -8,7 +8,7 @@ import json
 from nczfs.config.mountconfig import MountConfig
 from nczfs.nczarr.layer import nczarr_layer
 from nczfs.config.source import Source
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 
 ZARRAY = {

@@ -20,7 +20,7 @@ from nczfs.nczarr.chunks.madechunks import MadeChunks, Stored
 from nczfs.nczarr.chunks.sizebook import FILE, SizeBook
 from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
 from nczfs.nczarr.views.presenting import PresentingStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 from nczfs.store.values import ByteRange
 from tests.nczarr.test_decoding import CHUNK, CHUNKS, _lz4_dataset

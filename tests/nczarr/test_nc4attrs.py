@@ -92,7 +92,7 @@ def test_an_attribute_beyond_dense_storage_is_logged_once_naming_it_and_inspect_
     import trio
 
     from nczfs.nczarr.ncfile.ncversions import build_files
-    from nczfs.store.directory import DirectoryStore
+    from nczfs.store.directory.store import DirectoryStore
     from nczfs.store.threads import ThreadedStore
     from tests.helpers import run_nczfs
 

@@ -16,7 +16,7 @@ from nczfs.nczarr.ncfile import classicread
 from nczfs.nczarr.ncfile.classicfile import file_names, group_file, v3_encodings
 from nczfs.nczarr.ncfile.classicheader import Attr, Dim, Var, layout
 from nczfs.store.values import ByteRange
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from nczfs.store.threads import ThreadedStore
 from tests.nczarr.util import Below
 

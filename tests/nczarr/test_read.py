@@ -12,7 +12,7 @@ import pytest
 
 from nczfs.nczarr.metadata.cdl import to_cdl
 from nczfs.nczarr.metadata.read import DictObjects, StoreObjects, read_dataset
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from tests.nczarr.util import HANDMADE_NCZARR, netcdf4_summary, read_objects, summary, unzip
 
 #: what every handmade NCZarr flavor holds (handmade/README.md), as netCDF shows it

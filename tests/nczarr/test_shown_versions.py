@@ -14,7 +14,7 @@ from nczfs.toolbox.errors import Conflict
 from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.nczarr.views.datasetview import DatasetView
 from nczfs.nczarr.views.shownversions import SHOWN_BEFORE, Shown
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 from nczfs.store.values import ABSENT
 from tests.store.test_nczarr_wrappers import ZARRAY, _dataset

@@ -7,7 +7,7 @@ import threading
 
 from nczfs.nczarr.metadata import codecids
 from nczfs.nczarr.validating import ValidatingStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 
 ZARRAY = {

@@ -7,9 +7,9 @@ from __future__ import annotations
 from nczfs.cache.store import CachingStore
 from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from nczfs.store.icechunk.store import IcechunkStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.objstore.cloudwrites import CloudStore
 from nczfs.store.objstore.store import S3Store
 from nczfs.store.objstore.webzarr import WebZarrStore

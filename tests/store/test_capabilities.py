@@ -8,7 +8,7 @@ import pytest
 from nczfs.store.capabilities import (ChecksContent, HasReadOnlyKeys, Hides, JournalsUploads, ListsTrees,
                                      ListsTreesBlocking, Stages, StagesBlocking, UploadsInParts,
                                      UploadsInPartsBlocking, check_content, checks_content, hides, read_only_key)
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 from nczfs.store.wrapper import WrapperStore
 

@@ -22,7 +22,7 @@ from nczfs.toolbox.errors import InvalidKey, NczfsError, to_errno
 from nczfs.store import optional
 from nczfs.store.base import Store, SyncStore
 from nczfs.store.capabilities import HOOKS, Capabilities
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.optional import OPTIONAL, ReportsProblems
 from nczfs.store.threads import ThreadedStore
 from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import nczfs.store.directory as directory_mod
+import nczfs.store.directory.store as directory_mod
 from nczfs.toolbox.errors import (
     BackendError,
     DirectoryNotEmpty,
@@ -20,7 +20,7 @@ from nczfs.toolbox.errors import (
     from_os_error,
     to_errno,
 )
-from nczfs.store.directory import TMP_MARK, DirectoryStore
+from nczfs.store.directory.store import TMP_MARK, DirectoryStore
 from nczfs.store.threads import ThreadedStore
 from tests.store.conformance import StoreConformance
 from tests.store.offers import OFFERS
@@ -307,7 +307,7 @@ def test_list_prefix_names_the_entries_that_are_objects_by_one_rule(tmp_path, me
     """``DirEntry.is_object`` is the one rule for what ``list_prefix`` names (the stores' own
     and PresentingStore's): a local directory holds a symlink or fifo as itself, no object; a
     store without ``live_meta`` holds it as an object, named like any other."""
-    from nczfs.store.memory import MemoryStore
+    from nczfs.store.memory.store import MemoryStore
     from nczfs.store.values import Meta
 
     s = DirectoryStore(str(tmp_path)) if medium == "directory" else MemoryStore("one-rule")

@@ -3,7 +3,7 @@ import time
 import pytest
 
 from nczfs.store.values import ObjectInfo
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from tests.store.conformance import StoreConformance
 from tests.store.offers import OFFERS
 

@@ -21,8 +21,8 @@ from nczfs.toolbox.errors import IsADirectory, KeyNotFound, NotADirectory
 from nczfs.store.base import SyncStore
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import ByteRange
-from nczfs.store.directory import DirectoryStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.directory.store import DirectoryStore
+from nczfs.store.memory.store import MemoryStore
 
 SEGMENTS = ["a", "b", "c"]
 KEYS = ["/".join(p) for n in (1, 2, 3) for p in itertools.product(SEGMENTS, repeat=n)]

@@ -18,8 +18,8 @@ from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.toolbox.errors import Conflict, InvalidArgument, KeyNotFound, NotSupported, ReadOnly
 from nczfs.store.capabilities import Stages
 from nczfs.store.values import Meta, Staged
-from nczfs.store.directory import DirectoryStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.directory.store import DirectoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.wrapper import WrapperStore
 from nczfs.store.threads import ThreadedStore

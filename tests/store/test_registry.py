@@ -14,8 +14,8 @@ from nczfs.toolbox.errors import SourceError
 from nczfs.config.source import Source, parse_source
 from nczfs.store.options import OptionRow, given, to, valued
 from nczfs.store.opening import Given, Located, Opening
-from nczfs.store.directory import DirectoryStore
-from nczfs.store.memory import MemoryStore
+from nczfs.store.directory.store import DirectoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.registry import BACKENDS, Backend, backend_of, open_store
 from nczfs.store.objstore.options import CloudOptions, S3Options
 from nczfs.store.objstore.transport import Bounds
@@ -177,6 +177,9 @@ def test_local_backends_open_with_the_options_the_config_gives(tmp_path):
 
     store = opened(str(tmp_path), read_only=True)
     assert isinstance(store, DirectoryStore) and store.capabilities.read_only
+    assert opened(str(tmp_path)).capabilities.checks_writes
+    lax = opened(str(tmp_path), backend_options={"overwrite": "last_writer_wins"}).capabilities
+    assert not lax.checks_writes and not lax.checks_deletes and not lax.read_only
     store = opened(str(tmp_path / "new.zip"), backend_options={"zip_layout": "flat"})
     assert isinstance(store, ZipStore) and store.layout == "flat" and not store.capabilities.read_only
     store.close()

@@ -19,7 +19,7 @@ from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
 from nczfs.nczarr.validating import ValidatingStore
 from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.store.base import Store
-from nczfs.store.directory import DirectoryStore
+from nczfs.store.directory.store import DirectoryStore
 from nczfs.store.objstore.store import S3Store
 from nczfs.store.threads import ThreadedStore
 from tests.store import test_directory, test_s3

@@ -13,7 +13,7 @@ from nczfs.store import threads
 
 from nczfs.toolbox.errors import KeyNotFound
 from nczfs.store.values import ByteRange
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 
 

@@ -10,7 +10,7 @@ import pytest
 from nczfs.toolbox.errors import BackendError, KeyNotFound, NotSupported, to_errno
 from nczfs.store.capabilities import Stages
 from nczfs.store.values import ABSENT, Meta, Staged
-from nczfs.store.memory import MemoryStore
+from nczfs.store.memory.store import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.wrapper import WrapperStore
 from nczfs.store.threads import ThreadedStore

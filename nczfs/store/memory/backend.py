@@ -1,5 +1,5 @@
 """The memory backend's registry entry: ``memory://NAME``, a dict-backed store (the tests'). A
-module of its own so that finding the backend does not import the store (:mod:`nczfs.store.memory`)."""
+module of its own so that finding the backend does not import the store (:mod:`.store`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def _memory(opening: Opening) -> SyncStore:
-    from nczfs.store.memory import MemoryStore
+    from nczfs.store.memory.store import MemoryStore
 
     return MemoryStore(opening.source.location, read_only=opening.read_only)
 

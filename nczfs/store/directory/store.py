@@ -7,7 +7,7 @@ link) is rewritten in place instead, so that every name keeps showing one file.
 Directories are real and persist when empty.
 
 Writes are conditional (``checks_writes``): what a file's version is and how a rename is made
-only over the version expected: :mod:`.fileversions`. The tree holds everything a file system
+only over the version expected: :mod:`nczfs.store.fileversions`. The tree holds everything a file system
 does: modes, owners and times are the files' own (``live_meta``), and symlinks, fifos, sockets,
 device nodes and hard links are real ones; the final name of a key is never followed.
 
@@ -30,7 +30,7 @@ from nczfs.store.capabilities import Capabilities
 from nczfs.toolbox.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, Stale, from_os_error
 from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, parent_of
-from nczfs.store.longpaths import LongPaths
+from nczfs.store.directory.longpaths import LongPaths
 from nczfs.store.fileversions import TMP_MARK, check_version, keep_attributes, remove_if, replace_if, version_of
 from nczfs.store.pieces import copy_sparse
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo

@@ -1,0 +1,1 @@
+"""A dict-backed store (``memory://NAME``): the reference implementation and the tests' double."""
