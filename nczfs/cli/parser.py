@@ -118,7 +118,7 @@ def _running_mount_parsers(sub) -> None:
     ll.add_argument("mountpoint")
     ll.add_argument("level", nargs="?", type=str.lower, choices=list(logs.LEVELS),
                     help=f"one of {', '.join(logs.LEVELS)} (none: print the current level)")
-    y = sub.add_parser("sync", help="store pending writes now (zip: commit them into the archive)")
+    y = sub.add_parser("sync", help="store pending writes now (an archive: commit them into it)")
     y.add_argument("mountpoint")
 
 
