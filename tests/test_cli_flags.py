@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from nczfs.cli.mountargs import MOUNT_FLAGS, build_config
+from nczfs.cli.mountargs import build_config, mount_flags
 from nczfs.cli.parser import build_parser
 from nczfs.cli.usage import UsageError
 from nczfs.config import mountconfig
-from nczfs.config.mountconfig import SOURCE_FLAGS
+from nczfs.config.mountconfig import source_flags
 from tests.helpers import run_nczfs
 
 #: mount's arguments that set nothing an -o key sets (-v and -q: log_level's, their own test)
@@ -28,10 +28,12 @@ SAMPLES: dict[str, tuple[str, str, str] | None] = {
     "log_file": ("{tmp}/a.log", "{tmp}/b.log", ""), "validate": ("warn", "off", "maybe"),
     "present": ("xarray", "netcdf-4.9", "cf"), "nc_files": ("both", "netcdf4", "hdf5"),
     "endpoint_url": ("http://e:1", "http://f:2", ""), "profile": ("a", "b", ""), "region": ("r", "s", ""),
-    "allow_roots": ("/x", "/y", ""),
+    "allow_root": ("/x", "/y", ""),
 }
 #: what a flag's -o key needs beside it
 CONTEXT = {"cache_dir_size": ["-o", "cache_dir={tmp}/cd"]}
+#: every flag read by an -o key's rule: mount's own and the backends' source flags
+MOUNT_FLAGS = mount_flags()
 VALUED = sorted(dest for dest, sample in SAMPLES.items() if sample)
 
 
@@ -80,8 +82,8 @@ def test_every_mount_flag_setting_what_an_option_sets_is_read_by_its_rule():
         assert action.dest in MOUNT_FLAGS, f"{action.option_strings}: read it by its -o key's rule (MOUNT_FLAGS)"
         assert MOUNT_FLAGS[action.dest] in keys and action.dest in SAMPLES
     assert set(MOUNT_FLAGS) == set(SAMPLES) == {a.dest for a in _actions()} - NOT_OPTIONS
-    for command in ("inspect", "validate"):  # their flags: source_values reads SOURCE_FLAGS
-        assert {a.dest for a in _actions(command)} - {"help", "source", "options"} == set(SOURCE_FLAGS)
+    for command in ("inspect", "validate"):  # their flags: source_values reads source_flags()
+        assert {a.dest for a in _actions(command)} - {"help", "source", "options"} == set(source_flags())
 
 
 @pytest.mark.parametrize("dest", sorted(MOUNT_FLAGS))
@@ -121,7 +123,7 @@ def test_a_flag_wins_over_its_option_in_either_order(dest, spot):
     flag, option = spot.by_flag(dest, good), spot.by_option(dest, other)
     first, second = spot.config(dest, *option, *flag), spot.config(dest, *flag, *option)
     assert first == second
-    if dest == "allow_roots":  # repeatable: the -o roots, then the flag's
+    if dest == "allow_root":  # repeatable: the -o roots, then the flag's
         assert first.backend_options["allow_roots"] == ("/y", "/x")
     else:
         assert first == spot.config(dest, *flag) != spot.config(dest, *spot.by_option(dest, other))

@@ -97,6 +97,45 @@ def test_inspect_and_validate_take_the_source_options_of_mount():
     assert source_flags <= flags("inspect") and source_flags <= flags("validate")
 
 
+def test_the_source_flags_are_those_the_backends_rows_declare_each_shown_once():
+    """mount, inspect and validate take exactly the flags the registered backends' option rows
+    declare, as declared (spelling, help, kind); a flag several backends share is one declaration
+    (a row of the package they share) and one line of help."""
+    import argparse
+
+    from nczfs.store.registry import BACKENDS
+
+    declared: dict[str, set[int]] = {}
+    flags = {}
+    for backend in BACKENDS.values():
+        for row in backend.rows:
+            for f in row.flags:
+                declared.setdefault(f.spelling, set()).add(id(f))
+                flags[f.spelling] = f
+    assert {s for s, ids in declared.items() if len(ids) > 1} == set()
+    assert {"--endpoint-url", "--profile", "--region", "--no-sign-request", "--allow-root"} <= set(flags)
+    kinds = {argparse._StoreTrueAction: "switch", argparse._AppendAction: "repeat", argparse._StoreAction: "value"}
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in ("mount", "inspect", "validate"):
+        parser = sub.choices[command]
+        actions = [a for a in parser._actions if set(a.option_strings) & set(flags)]
+        assert sorted(o for a in actions for o in a.option_strings) == sorted(flags), command
+        for a in actions:
+            f = flags[a.option_strings[0]]
+            assert (a.dest, a.help, kinds[type(a)]) == (f.key, f.help, f.kind), a.option_strings
+        text = parser.format_help()
+        assert all(text.count(f"\n  {s}") == 1 for s in flags), text
+
+
+def test_a_flag_spells_a_key_of_its_row():
+    from nczfs.store.options import Flag, OptionRow, to, valued
+
+    with pytest.raises(ValueError, match="--depth: its key depth is not one of the row's"):
+        OptionRow("level=N", "a level", {"level": (valued, to("level"))}, flags=(Flag("--depth", "a depth"),))
+    with pytest.raises(ValueError, match="-l: a flag is --NAME"):
+        Flag("-l", "a level")
+
+
 def test_inspect_and_validate_reach_s3_through_endpoint_url(s3_server):
     backend = S3Backend(s3_server, s3_server.shared_bucket, s3_server.new_prefix())
     backend.put_many({

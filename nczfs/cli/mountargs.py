@@ -10,22 +10,28 @@ import os
 from typing import Mapping
 
 from nczfs.cli.usage import UsageError
-from nczfs.config.mountconfig import SOURCE_FLAGS, MountConfig, flag_items, option_items, parse_items
+from nczfs.config.mountconfig import MountConfig, flag_items, option_items, parse_items, source_flags
 from nczfs.toolbox.errors import SourceError, option_error
 from nczfs.toolbox.mounttable import is_fuse_mount, kernel_path
 from nczfs.config.source import Source, check_no_control_characters, parse_source
 from nczfs.store.registry import BACKENDS
 
 
-#: mount's flags that say what an -o key says, each a spelling of that key (argparse's name: the
-#: key), read by the key's rule after the -o strings: a flag wins over -o, and a later flag over an
-#: earlier one here (--log-level over -d); -v and -q are log_level's too (_verbosity_items)
+#: mount's own flags that say what an -o key says, each a spelling of that key (argparse's name:
+#: the key), read by the key's rule after the -o strings: a flag wins over -o, and a later flag over
+#: an earlier one here (--log-level over -d); -v and -q are log_level's too (_verbosity_items)
 MOUNT_FLAGS: Mapping[str, str] = {
     "read_only": "read_only", "debug": "debug", "log_level": "log_level", "log_format": "log_format",
     "metrics": "metrics", "metadata_ttl": "metadata_ttl", "cache_size": "cache_size", "write_memory": "write_memory",
     "cache_dir": "cache_dir", "cache_dir_size": "cache_dir_size", "log_file": "log_file", "validate": "validate",
-    "present": "present", "nc_files": "nc_files", **SOURCE_FLAGS,
+    "present": "present", "nc_files": "nc_files",
 }
+
+
+def mount_flags() -> dict[str, str]:
+    """Every flag of mount read by an -o key's rule: its own, then those the registered backends
+    declare for reaching SOURCE (mountconfig.source_flags), by argparse's name."""
+    return {**MOUNT_FLAGS, **{key: key for key in source_flags()}}
 
 
 def build_config(args: argparse.Namespace) -> MountConfig:
@@ -38,7 +44,7 @@ def build_config(args: argparse.Namespace) -> MountConfig:
 def _build_config(args: argparse.Namespace) -> MountConfig:
     source = parse_source(args.source)
     check_no_control_characters("MOUNTPOINT", args.mountpoint)
-    items = [*option_items(args), *_verbosity_items(args), *flag_items(args, MOUNT_FLAGS)]
+    items = [*option_items(args), *_verbosity_items(args), *flag_items(args, mount_flags())]
     return _checked(args, source, parse_items(items, source.backend))
 
 

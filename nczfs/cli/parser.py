@@ -9,7 +9,7 @@ import sys
 
 import nczfs
 from nczfs.toolbox import logs
-from nczfs.config.mountconfig import option_help, option_rules
+from nczfs.config.mountconfig import option_help, option_rules, source_flags
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +80,7 @@ def _cache_flags(m: argparse.ArgumentParser) -> None:
                    help="memory for pending writes of all files together; past it a file being "
                         "written goes to a temp file, e.g. 256M (default: 1/8 of RAM, at most 1G)")
     m.add_argument("--cache-dir", default=None, metavar="DIR",
-                   help="object stores/reference: keep fetched object data in DIR across mounts (default: off)")
+                   help="remote sources: keep fetched object data in DIR across mounts (default: off)")
     m.add_argument("--cache-dir-size", default=None, metavar="BYTES",
                    help="bytes --cache-dir may hold, e.g. 50G (default 10G)")
 
@@ -118,20 +118,21 @@ def _running_mount_parsers(sub) -> None:
     ll.add_argument("mountpoint")
     ll.add_argument("level", nargs="?", type=str.lower, choices=list(logs.LEVELS),
                     help=f"one of {', '.join(logs.LEVELS)} (none: print the current level)")
-    y = sub.add_parser("sync", help="store pending writes now (zip: commit them into the archive)")
+    y = sub.add_parser("sync", help="store pending writes now (an archive: commit them into it)")
     y.add_argument("mountpoint")
 
 
 def source_options(p: argparse.ArgumentParser) -> None:
-    """What reaching SOURCE needs: the same for mount, inspect and validate."""
-    p.add_argument("--endpoint-url", default=None, metavar="URL",
-                   help="S3, GCS, Azure: the server's endpoint URL (an S3-compatible server, an emulator)")
-    p.add_argument("--profile", default=None, help="S3: the AWS profile whose credentials to use")
-    p.add_argument("--region", default=None, help="S3: the bucket's region")
-    p.add_argument("--no-sign-request", action="store_true",
-                   help="S3, GCS, Azure: anonymous (unsigned) requests, as -o anon (GCS and Azure: read-only)")
-    p.add_argument("--allow-root", dest="allow_roots", action="append", default=[], metavar="DIR",
-                   help="reference sets: local targets may lie below DIR (repeatable; default: the JSON's directory)")
+    """What reaching SOURCE needs, the same for mount, inspect and validate: the flags the
+    registered backends' option rows declare (each once), each a spelling of its -o key."""
+    for flag in source_flags().values():
+        if flag.kind == "switch":
+            p.add_argument(flag.spelling, dest=flag.key, action="store_true", help=flag.help)
+        elif flag.kind == "repeat":
+            p.add_argument(flag.spelling, dest=flag.key, action="append", default=[], metavar=flag.metavar,
+                           help=flag.help)
+        else:
+            p.add_argument(flag.spelling, dest=flag.key, default=None, metavar=flag.metavar, help=flag.help)
 
 
 def option_completion() -> dict:

@@ -25,7 +25,7 @@ from nczfs.toolbox.optionvalues import (
     validate_mode,
 )
 from nczfs.config.source import Source
-from nczfs.store.options import Applies, OptionRow, Rule, abspath, any_, const, flag, nonempty, to, valued
+from nczfs.store.options import Applies, Flag, OptionRow, Rule, abspath, any_, const, flag, nonempty, to, valued
 from nczfs.store.capabilities import LONG_TTL, Capabilities
 from nczfs.store.registry import BACKENDS, Backend, Opening
 
@@ -67,15 +67,16 @@ MOUNT_ROWS = (
          metadata_ttl=(valued, to("metadata_ttl", non_negative))),
     _row("cache_size=BYTES", "memory for cached object data, e.g. 512M (default 1/8 of RAM, 64M-1G)",
          cache_size=(valued, to("cache_size", parse_size))),
-    _row("cache_dir=DIR", "keep fetched data (S3/reference) and made chunks' sizes in DIR across mounts (default off)",
+    _row("cache_dir=DIR", "keep remote sources' fetched data and made chunks' sizes in DIR across mounts (default off)",
          cache_dir=(nonempty, to("cache_dir", abspath))),
     _row("cache_dir_size=BYTES", "bytes cache_dir may hold (default 10G)",
          cache_dir_size=(valued, to("cache_dir_size", parse_size))),
     _row("write_memory=BYTES", "memory for pending writes of all files (default 1/8 of RAM, 64M-1G)",
          write_memory=(valued, to("write_memory", parse_size))),
-    _row("prefetch_siblings=N", "S3/reference: objects of a directory fetched ahead (default 16; 0 off)",
+    _row("prefetch_siblings=N", "remote sources: objects of a directory fetched ahead (default 16; 0 off)",
          prefetch_siblings=(valued, to("prefetch_siblings", count))),
-    _row("list_tree_keys=N", "S3: list a dataset's tree in one request up to N keys (default 1000; 0 off)",
+    _row("list_tree_keys=N", "list a dataset's tree in one request up to N keys, where the store can (default 1000; "
+                             "0 off)",
          list_tree_keys=(valued, to("list_tree_keys", count))),
     _row("direct_io", "skip the kernel's page cache (shared mmap then fails with ENODEV)",
          direct_io=(flag, const("direct_io", True))),
@@ -291,16 +292,22 @@ def split_values(values: Mapping[str, object]) -> tuple[dict[str, object], dict[
             {k: v for k, v in values.items() if k not in fields})
 
 
-#: the flags of mount, inspect and validate that reach a source: each a spelling of its -o key
-#: (argparse's name: the key)
-SOURCE_FLAGS: Mapping[str, str] = {"endpoint_url": "endpoint_url", "profile": "profile", "region": "region",
-                                   "no_sign_request": "no_sign_request", "allow_roots": "allow_root"}
+def source_flags() -> dict[str, Flag]:
+    """The flags of mount, inspect and validate that reach a source, by their -o key (argparse's
+    name too): those the option rows of the registered backends declare, each once, in the rows'
+    order. ValueError if two rows declare the same flag differently."""
+    found: dict[str, Flag] = {}
+    for row in option_rows():
+        for f in row.flags:
+            if found.setdefault(f.key, f) != f:
+                raise ValueError(f"{f.spelling}: declared by two rows, differently")
+    return found
 
 
 def source_values(args, backend: str) -> dict[str, object]:
     """The -o options and source flags of inspect and validate on a source of ``backend``, as
     MountConfig values: a flag is read by its -o key's rule, after the -o strings."""
-    return parse_items([*option_items(args), *flag_items(args, SOURCE_FLAGS)], backend)
+    return parse_items([*option_items(args), *flag_items(args, {key: key for key in source_flags()})], backend)
 
 
 def option_items(args) -> list[str]:

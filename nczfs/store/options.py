@@ -3,6 +3,9 @@
 A backend's options dataclass lists its rows (``rows``, a class attribute); the scheme registry
 (:mod:`nczfs.store.registry`) gathers them, and ``nczfs mount``'s parser, ``--help``, the man
 page and the README's option table are built from them (nczfs/config/mountconfig.py adds the mount's own).
+A row may also declare command-line flags (:class:`Flag`) that spell one of its keys: mount,
+inspect and validate take them (nczfs/cli/parser.py adds each once, however many backends share
+its row).
 Each rule is ``(applies, apply)``: whether the key applies, given whether it has ``=`` and its
 value; and what it sets in the flat ``{name: value}`` the options are parsed into.
 """
@@ -21,6 +24,34 @@ Apply = Callable[[dict, str, str], None]
 Rule = tuple[Applies, Apply]
 
 
+#: how a :class:`Flag` is given: ``--flag VALUE``; ``--flag`` alone; ``--flag VALUE`` again for each value
+FLAG_KINDS = ("value", "switch", "repeat")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A command-line flag of mount, inspect and validate that reaches a source: a spelling of
+    the ``-o`` key its name says (``--endpoint-url``: ``endpoint_url``), read by that key's rule
+    (so a bad value gives the -o key's error, and the flag wins over -o)."""
+
+    #: ``--endpoint-url``
+    spelling: str
+    help: str
+    #: one of :data:`FLAG_KINDS`
+    kind: str = "value"
+    #: the value's name in the help (None: argparse's, the key in capitals)
+    metavar: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.spelling.startswith("--") or self.kind not in FLAG_KINDS:
+            raise ValueError(f"{self.spelling}: a flag is --NAME, of kind {', '.join(FLAG_KINDS)}")
+
+    @property
+    def key(self) -> str:
+        """The -o key it spells (and its argparse name)."""
+        return self.spelling[2:].replace("-", "_")
+
+
 @dataclass(frozen=True)
 class OptionRow:
     """One line of ``nczfs mount --help``'s option list and the ``-o`` keys it documents."""
@@ -32,6 +63,13 @@ class OptionRow:
     rules: Mapping[str, Rule]
     #: refused (UsageError) on a source of any backend that does not declare it
     own: bool = False
+    #: the command-line flags spelling its keys
+    flags: tuple[Flag, ...] = ()
+
+    def __post_init__(self) -> None:
+        for f in self.flags:
+            if f.key not in self.rules:
+                raise ValueError(f"{f.spelling}: its key {f.key} is not one of the row's ({', '.join(self.rules)})")
 
 
 def any_(eq: bool, value: str) -> bool:

@@ -62,27 +62,6 @@ def parse_size(key: str, value: str) -> int:
     return int(n * _UNITS[unit])
 
 
-#: S3's server-side encryption modes, by the names users give them
-SSE_MODES = {"aes256": "AES256", "s3": "AES256", "aws:kms": "aws:kms", "kms": "aws:kms", "aws:kms:dsse": "aws:kms:dsse"}
-#: S3's storage classes (AWS's; S3-compatible servers take a subset)
-STORAGE_CLASSES = ("STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER",
-                   "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE")
-
-
-def sse_mode(value: str) -> str:
-    """``-o sse=``: AES256 (or s3), aws:kms (or kms), aws:kms:dsse."""
-    mode = SSE_MODES.get(value.strip().lower())
-    if mode is None:
-        raise BadValue("must be AES256, aws:kms or aws:kms:dsse")
-    return mode
-
-
-def storage_class(value: str) -> str:
-    """``-o storage_class=``: one of S3's storage classes, any case."""
-    return one_of(value.strip().upper(), STORAGE_CLASSES,
-                   f"not an S3 storage class ({', '.join(STORAGE_CLASSES)})")
-
-
 def metrics_address(value: str) -> str:
     """``-o metrics=`` / ``--metrics``: ADDR:PORT (checked here, bound at mount time)."""
     from nczfs.toolbox.metrics import parse_address

@@ -20,6 +20,7 @@ from nczfs.store.registry import BACKENDS, Backend, backend_of, open_store
 from nczfs.store.objstore.options import CloudOptions, S3Options
 from nczfs.store.objstore.transport import Bounds
 from nczfs.store.zip.store import ZipStore
+from nczfs.store.options import Flag
 
 SOURCES = {
     "/some/dir": "directory",
@@ -99,7 +100,8 @@ class ToyOptions:
 
     rows: ClassVar[tuple[OptionRow, ...]] = (
         OptionRow("toy_drawer=N", "toy: the drawer of the shelf (default 0)",
-                  {"toy_drawer": (valued, to("drawer", lambda key, value: int(value)))}, own=True),
+                  {"toy_drawer": (valued, to("drawer", lambda key, value: int(value)))}, own=True,
+                  flags=(Flag("--toy-drawer", "toy: the drawer of the shelf", metavar="N"),)),
     )
 
     @classmethod
@@ -125,7 +127,7 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
     import nczfs
     from nczfs.cli.mountargs import build_config
     from nczfs.cli.parser import build_parser
-    from nczfs.config.mountconfig import option_help
+    from nczfs.config.mountconfig import option_help, source_values
     from nczfs.daemon.stack import cached
     from nczfs.store.capabilities import LONG_TTL
     from nczfs.store.registry import register
@@ -153,8 +155,18 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
         config = build_config(build_parser().parse_args(["mount", "toy://shelf/ds", str(tmp_path / "mnt"),
                                                          "-o", "toy_drawer=2"]))
         assert config.backend_options == {"drawer": 2} and open_store(config) is TOYS["shelf/ds/2"]
-        with pytest.raises(UsageError, match="-o toy_drawer=1: an option of toy sources"):
-            build_config(build_parser().parse_args(["mount", "memory://x", str(tmp_path / "mnt"), "-o", "toy_drawer=1"]))
+        # its row's flag too: mount, inspect and validate take it, read by its -o key's rule
+        by_flag = build_config(build_parser().parse_args(["mount", "toy://shelf/ds", str(tmp_path / "mnt"),
+                                                          "--toy-drawer", "2"]))
+        assert by_flag == config
+        for command in ("mount", "inspect", "validate"):
+            assert "--toy-drawer N toy: the drawer of the shelf" in " ".join(_command_help(command).split())
+        for command in ("inspect", "validate"):
+            args = build_parser().parse_args([command, "toy://shelf/ds", "--toy-drawer=2"])
+            assert source_values(args, "toy") == {"drawer": 2}
+        for argv in (["-o", "toy_drawer=1"], ["--toy-drawer", "1"]):
+            with pytest.raises(UsageError, match="-o toy_drawer=1: an option of toy sources"):
+                build_config(build_parser().parse_args(["mount", "memory://x", str(tmp_path / "mnt"), *argv]))
         with pytest.raises(SourceError, match="mode zip does not fit a toy:// URL"):
             parse_source("toy://shelf/ds#mode=zip")
         for drawer, values in ((0, [1, 2, 3]), (2, [7, 8, 9])):
@@ -169,6 +181,17 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
         parse_source("toy://shelf/ds")
     with pytest.raises(SourceError, match="toy_drawer=1: unknown mount option"):
         parse_options(["toy_drawer=1"])
+    with pytest.raises(SystemExit):  # argparse: unrecognized arguments
+        build_parser().parse_args(["mount", "memory://x", str(tmp_path / "mnt"), "--toy-drawer", "1"])
+
+
+def _command_help(command: str) -> str:
+    import argparse
+
+    from nczfs.cli.parser import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command].format_help()
 
 
 def test_local_backends_open_with_the_options_the_config_gives(tmp_path):

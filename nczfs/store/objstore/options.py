@@ -9,8 +9,9 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from nczfs.toolbox.optionvalues import sse_mode, storage_class
-from nczfs.store.options import OVERWRITE, OptionRow, abspath, const, flag, given, nonempty, to, valued
+from nczfs.toolbox.errors import BadValue
+from nczfs.toolbox.optionvalues import one_of
+from nczfs.store.options import OVERWRITE, Flag, OptionRow, abspath, const, flag, given, nonempty, to, valued
 from nczfs.store.objstore.transport import BOUNDS, Bounds
 
 if TYPE_CHECKING:
@@ -19,16 +20,22 @@ if TYPE_CHECKING:
 #: where requests go and as whom (S3, GCS, Azure, Icechunk, a reference set's s3:// targets)
 ENDPOINT = (
     OptionRow("endpoint_url=URL, url=URL", "S3, GCS, Azure: the server's endpoint (--endpoint-url; url= as in s3fs)",
-              {"endpoint_url": (nonempty, to("endpoint_url")), "url": (nonempty, to("endpoint_url"))}),
+              {"endpoint_url": (nonempty, to("endpoint_url")), "url": (nonempty, to("endpoint_url"))},
+              flags=(Flag("--endpoint-url", "S3, GCS, Azure: the server's endpoint URL (an S3-compatible server, an "
+                                            "emulator)", metavar="URL"),)),
     OptionRow("no_sign_request", "S3: anonymous requests (--no-sign-request)",
-              {"no_sign_request": (flag, const("no_sign_request", True))}),
+              {"no_sign_request": (flag, const("no_sign_request", True))},
+              flags=(Flag("--no-sign-request", "S3, GCS, Azure: anonymous (unsigned) requests, as -o anon (GCS and "
+                                               "Azure: read-only)", kind="switch"),)),
     OptionRow("anon", "S3, GCS, Azure: anonymous requests (GCS and Azure: read-only)",
               {"anon": (flag, const("no_sign_request", True))}),
 )
 #: the AWS profile and region (S3, Icechunk)
 PROFILE = (
-    OptionRow("profile=NAME", "S3: the AWS profile (--profile)", {"profile": (nonempty, to("profile"))}),
-    OptionRow("region=NAME", "S3: the bucket's region (--region)", {"region": (nonempty, to("region"))}),
+    OptionRow("profile=NAME", "S3: the AWS profile (--profile)", {"profile": (nonempty, to("profile"))},
+              flags=(Flag("--profile", "S3: the AWS profile whose credentials to use"),)),
+    OptionRow("region=NAME", "S3: the bucket's region (--region)", {"region": (nonempty, to("region"))},
+              flags=(Flag("--region", "S3: the bucket's region"),)),
 )
 #: GCS's credentials and Azure's account
 CLOUD = (
@@ -37,6 +44,26 @@ CLOUD = (
     OptionRow("azure_storage_account=NAME", "Azure: the storage account",
               {"azure_storage_account": (nonempty, to(None))}),
 )
+
+
+#: S3's server-side encryption modes, by the names users give them
+SSE_MODES = {"aes256": "AES256", "s3": "AES256", "aws:kms": "aws:kms", "kms": "aws:kms", "aws:kms:dsse": "aws:kms:dsse"}
+#: S3's storage classes (AWS's; S3-compatible servers take a subset)
+STORAGE_CLASSES = ("STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER",
+                   "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE")
+
+
+def sse_mode(value: str) -> str:
+    """``-o sse=``: AES256 (or s3), aws:kms (or kms), aws:kms:dsse."""
+    mode = SSE_MODES.get(value.strip().lower())
+    if mode is None:
+        raise BadValue("must be AES256, aws:kms or aws:kms:dsse")
+    return mode
+
+
+def storage_class(value: str) -> str:
+    """``-o storage_class=``: one of S3's storage classes, any case."""
+    return one_of(value.strip().upper(), STORAGE_CLASSES, f"not an S3 storage class ({', '.join(STORAGE_CLASSES)})")
 
 
 def _kms_key(out: dict, key: str, value: str) -> None:

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from nczfs.store.options import OptionRow, nonempty
+from nczfs.store.options import Flag, OptionRow, nonempty
 from nczfs.store.objstore.options import S3Options
 
 if TYPE_CHECKING:
@@ -31,7 +31,9 @@ class ReferenceOptions:
 
     rows: ClassVar[tuple[OptionRow, ...]] = (
         OptionRow("allow_root=DIR", "reference sets: local targets may lie below DIR (--allow-root)",
-                  {"allow_root": (nonempty, _allow_root)}),
+                  {"allow_root": (nonempty, _allow_root)},
+                  flags=(Flag("--allow-root", "reference sets: local targets may lie below DIR (repeatable; default: "
+                                              "the set's own directory)", kind="repeat", metavar="DIR"),)),
         *S3Options.rows,
     )
 
