@@ -69,6 +69,12 @@ class SetattrRequest(Meta):
     size: int | None = None
 
 
+def _meta(fields: dict[str, int]) -> Meta:
+    """The attributes ``fields`` names: the settable ones and the ctime (ints all)."""
+    return Meta(mode=fields.get("mode"), uid=fields.get("uid"), gid=fields.get("gid"), atime_ns=fields.get("atime_ns"),
+                mtime_ns=fields.get("mtime_ns"), ctime_ns=fields.get("ctime_ns"))
+
+
 def _first(*values: int | None) -> int:
     """The first of ``values`` that is not None (the last one never is)."""
     return next(v for v in values if v is not None)
@@ -241,7 +247,7 @@ class Attributes:
         if live or gid != self.opts.gid:
             kept["gid"] = gid
         if kept:  # most new files have none: nothing kept per file
-            self.table.overrides[path] = Meta(**kept)
+            self.table.overrides[path] = _meta(kept)
 
     def dir_changed(self, parent: Node) -> None:
         """An entry was made, removed or renamed in ``parent``: its mtime and ctime are now (a
@@ -271,7 +277,7 @@ class Attributes:
 
     def _override(self, path: str, changes: dict[str, int]) -> None:
         """The mount shows ``changes`` for ``path`` over what the store keeps, for its life."""
-        self.table.overrides[path] = replace(self.table.overrides.get(path, _NO_META), **changes)
+        self.table.overrides[path] = self.table.overrides.get(path, _NO_META).merged(_meta(changes))
 
     def other_names(self, node: Node) -> list[str]:
         """The names of ``node`` but its path (hard links the mount keeps over a store without)."""
@@ -300,7 +306,7 @@ class Attributes:
         stored = node.in_store
         if stored and self.store.capabilities.live_meta:
             try:
-                await self._set_live(node, Meta(**changed))
+                await self._set_live(node, _meta(changed))
                 node.fetched = self.now()
                 return
             except NotSupported as exc:

@@ -16,7 +16,7 @@ import itertools
 import os
 import tempfile
 import weakref
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import trio
 
@@ -247,7 +247,8 @@ class Content:
             size = self._size
             return await run_blocking(open, f"/proc/self/fd/{self._file.fileno()}", "rb"), size
         if self._parts is not None:
-            return PiecesReader(list(self._parts)), self._size
+            # typeshed counts no io.RawIOBase as a BinaryIO; the upload only reads, seeks and closes it
+            return cast(BinaryIO, PiecesReader(list(self._parts))), self._size
         assert self._mem is not None
         return io.BytesIO(bytes(self._mem)), self._size
 

@@ -75,7 +75,7 @@ class EarlyUploads:
     def __init__(self, store: Store):
         self.store = store
         #: asked once: an ``isinstance`` of a Protocol costs ~12 us, and ``wrote`` runs per write
-        self._in_parts = isinstance(store, UploadsInParts)
+        self._in_parts: UploadsInParts | None = store if isinstance(store, UploadsInParts) else None
         self._by_ino: dict[int, _Early] = {}
         #: contents whose early upload was dropped: not sent early again (the next drop would
         #: only send the same parts once more), the close stores them whole
@@ -104,7 +104,7 @@ class EarlyUploads:
         that are complete now (as many as :data:`PARTS_IN_FLIGHT` allows)."""
         early = self._by_ino.get(ino)
         if early is None:
-            if not self._in_parts:
+            if self._in_parts is None:
                 return  # a store without uploads in parts: the close stores the file whole
             if content.size < EARLY_FROM_BYTES or not content.dirty or content in self._dropped:
                 return
@@ -135,8 +135,9 @@ class EarlyUploads:
         background.start_soon(self._part, early, number, start, size, name=f"nczfs early part {early.key}")
 
     async def _open(self, early: _Early) -> None:
+        assert self._in_parts is not None  # wrote() starts early uploads on such a store alone
         try:
-            early.upload = await self.store.open_upload(early.key)
+            early.upload = await self._in_parts.open_upload(early.key)
         except Exception as exc:  # noqa: BLE001 - the close stores the file the ordinary way
             log.debug("%r: no early upload: %s", early.key, exc)
         if early.upload is None:

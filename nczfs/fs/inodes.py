@@ -12,11 +12,14 @@ from __future__ import annotations
 import stat
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from nczfs.toolbox.errors import Stale
 from nczfs.fs.content import Content
 from nczfs.fs.localdirs import count_below
 from nczfs.store.values import Meta
+
+T = TypeVar("T")
 
 ROOT_INO = 1
 #: inode numbers of files the kernel forgot, remembered by path for when it looks them up again
@@ -80,6 +83,19 @@ class Node:
     def unstored(self) -> bool:
         """It has writes the store is to get and does not have yet."""
         return self.content is not None and self.content.dirty and not self.detached
+
+
+def _rekey(table: dict[str, T], old: str, new: str, subtree: bool) -> list[tuple[str, str, T]]:
+    """Re-key ``old`` (with ``subtree``, also every key below it) to ``new`` in ``table``, one
+    key at a time; each old key, its new key and the item moved."""
+    keys = [p for p in table if p == old or p.startswith(old + "/")] if subtree else [old] if old in table else []
+    moved = []
+    for p in keys:
+        item = table.pop(p)
+        np = new + p[len(old) :]
+        table[np] = item
+        moved.append((p, np, item))
+    return moved
 
 
 def _is(node: Node, is_dir: bool, ftype: int, ident: tuple[int, int] | None) -> bool:
@@ -257,21 +273,13 @@ class InodeTable:
         """
         self.removals += 1
         self.forgotten.pop(new, None)
-        for table in (self.by_path, self.overrides):
-            if subtree:
-                keys = [p for p in table if p == old or p.startswith(old + "/")]
-            else:
-                keys = [old] if old in table else []
-            for p in keys:
-                item = table.pop(p)
-                np = new + p[len(old) :]
-                if isinstance(item, Node):
-                    item.names.discard(p)
-                    item.names.add(np)
-                    if item.path == p:
-                        item.path = np
-                        self._recount(item)
-                table[np] = item
+        for p, np, item in _rekey(self.by_path, old, new, subtree):
+            item.names.discard(p)
+            item.names.add(np)
+            if item.path == p:
+                item.path = np
+                self._recount(item)
+        _rekey(self.overrides, old, new, subtree)
 
     def under(self, prefix: str) -> list[Node]:
         start = prefix + "/" if prefix else ""

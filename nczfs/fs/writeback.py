@@ -215,10 +215,10 @@ class WriteBack:
             self.stats["write.closes-not-storing"] += 1
             return
         content = node.content
+        assert content is not None  # unstored, and the handle h holds it (release frees it)
         if content.failed_version == content.version and isinstance(content.failure, OutcomeUnknown):
-            # unchanged since its last upload (an fsync's) got no answer at all: the same answer
-            # at once, not another round of the store's attempts against a store that just
-            # answered none of them (S3 against a stopped server: minutes)
+            # unchanged since its last upload (an fsync's) got no answer at all: the same answer at once,
+            # not another round of attempts against a store that just answered none (S3 stopped: minutes)
             raise content.failure
         if not self.deferred(node):
             await self.upload(node)
