@@ -57,7 +57,7 @@ class ChunkFacts:
 
     async def _chunks(self, prefix: str) -> list[tuple[str, ObjectInfo]]:
         """Every chunk below ``prefix`` with its version, from the listings (stat where they lack it)."""
-        out = []
+        out: list[tuple[str, ObjectInfo]] = []
         try:
             entries = await self.inner.list_dir(prefix)
         except KeyNotFound:

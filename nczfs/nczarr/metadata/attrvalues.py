@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 #: attribute names netCDF-C never shows (``_nczarr_*`` in any case is hidden too)
 HIDDEN_ATTRS = {"_ARRAY_DIMENSIONS", "_NCProperties"}
@@ -85,6 +85,6 @@ def fill_value(nctype: str | None, raw: Any) -> Any:
     return _number(raw)
 
 
-def int_list(v: Any) -> bool:
+def int_list(v: Any) -> TypeGuard[list[int]]:
     """Is ``v`` a list of non-negative integers (a shape)?"""
     return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)

@@ -316,7 +316,7 @@ class Reader(AttributeReading, V3Reading):
             var.named_dims = names == []
             return
         if isinstance(names, list) and len(names) == len(var.shape) and all(isinstance(n, str) for n in names):
-            clash = [n for n, s in zip(names, var.shape) if group.dim(n) and group.dim(n).size != s]
+            clash = [n for n, s in zip(names, var.shape) if (d := group.dim(n)) and d.size != s]
             if not clash:
                 var.named_dims = True
                 for n, s in zip(names, var.shape):

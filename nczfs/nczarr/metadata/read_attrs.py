@@ -5,7 +5,7 @@ Zarr v3 ``_FillValue`` (base64 of the value's bytes) decoded (:func:`nczfs.nczar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nczfs.nczarr.metadata.attrvalues import attr_value, infer_type, is_hidden_attr
 from nczfs.nczarr.metadata.masks import decode_fill
@@ -16,6 +16,14 @@ from nczfs.store.keys import join
 
 class AttributeReading:
     """Mixed into Reader, whose json/problem/notes/nczarr/v1_names it uses."""
+
+    if TYPE_CHECKING:  # what Reader (read.py) gives the part, declared for the type checker alone
+        notes: list[str]
+        nczarr: bool
+        v1_names: set[str]
+
+        def json(self, key: str) -> Any: ...
+        def problem(self, key: str, reason: str) -> None: ...
 
     def attr_types(self, prefix: str, zattrs: dict) -> dict:
         types = None
@@ -55,7 +63,7 @@ class AttributeReading:
 
     def _attribute(self, key: str, name: str, raw: Any, t: Any, nctype: str | None) -> Attribute | None:
         inferred = nctype is None
-        if name == "_FillValue" and t is None and (value := decode_fill(raw, nctype)) is not None:
+        if name == "_FillValue" and t is None and nctype and (value := decode_fill(raw, nctype)) is not None:
             return Attribute(name, nctype, value, raw)  # xarray's Zarr v3 fill: base64 of the value's bytes
         if nctype is None:
             if isinstance(raw, list) and not raw:

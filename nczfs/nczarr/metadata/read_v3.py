@@ -3,10 +3,10 @@ that reads ``zarr.json`` objects (dimensions by ``dimension_names``, as pure Zar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nczfs.nczarr.metadata.attrvalues import fill_value, int_list
-from nczfs.nczarr.metadata.model import Group, Variable
+from nczfs.nczarr.metadata.model import Attribute, Group, Variable
 from nczfs.nczarr.metadata.validate_v3 import check_zarr_json
 from nczfs.store.keys import join
 
@@ -21,6 +21,16 @@ V3_TYPES = {
 
 class V3Reading:
     """Mixed into Reader, whose json/children/problem/attributes/pure_dims it uses."""
+
+    if TYPE_CHECKING:  # what Reader (read.py) gives the part, declared for the type checker alone
+        problems: list[str]
+        notes: list[str]
+
+        def json(self, key: str) -> Any: ...
+        def children(self, prefix: str) -> list[str]: ...
+        def problem(self, key: str, reason: str) -> None: ...
+        def pure_dims(self, key: str, var: Variable, group: Group, names: Any) -> None: ...
+        def attributes(self, key: str, zattrs: dict, types: dict, var_type: str | None = None) -> list[Attribute]: ...
 
     def read_root_v3(self, root: Group) -> None:
         node = self.json("zarr.json") or {}

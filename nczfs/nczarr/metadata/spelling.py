@@ -65,8 +65,9 @@ def nctype_of_zarray(zarray: dict, nczarr: bool) -> tuple[str | None, bool]:
     dtype = zarray.get("dtype")
     if not nczarr and isinstance(dtype, str) and dtype[-2:] == "b1" and dtype[:-2] in ("", "|", "<", ">"):
         return "byte", False
-    filters = zarray.get("filters") if isinstance(zarray.get("filters"), list) else []
-    if dtype == "|O" and any(isinstance(f, dict) and f.get("id") == "vlen-utf8" for f in filters):
+    filters = zarray.get("filters")
+    if dtype == "|O" and isinstance(filters, list) and any(isinstance(f, dict) and f.get("id") == "vlen-utf8"
+                                                           for f in filters):
         return "string", False
     return nctype_of_dtype(dtype, nczarr)
 
@@ -83,7 +84,7 @@ def dim_items(dims: Any) -> list[tuple[str, Any]]:
     if isinstance(dims, dict):
         return list(dims.items())
     if isinstance(dims, list):  # the documented-but-never-written list form
-        return [(d.get("name"), d) for d in dims if isinstance(d, dict) and isinstance(d.get("name"), str)]
+        return [(d["name"], d) for d in dims if isinstance(d, dict) and isinstance(d.get("name"), str)]
     return []
 
 

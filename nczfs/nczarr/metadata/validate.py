@@ -260,7 +260,7 @@ def _ncz_dims(dims: Any) -> list[str]:
 def _ncz_lists(lists: dict[str, list[str]]) -> list[str]:
     """The group's member lists must be consistent (whether the members exist is `nczfs validate`'s
     job: writers store a group's metadata before or after its children)."""
-    errors = []
+    errors: list[str] = []
     for k, members in lists.items():
         errors.extend(f"_nczarr_group {k} holds {name!r}, which is no member name"
                       for name in members if name in ("", ".", "..") or "/" in name)

@@ -236,9 +236,8 @@ class _Builder:
         dims = self.dims_of(v)
         filters = (self.filters(what, form, dtype, dims == [], text) if not isinstance(form, str) else form) \
             if not isinstance(dtype, str) else dtype
-        why = next((x for x in (form, dtype, filters, dims) if isinstance(x, str)), None)
-        if why is not None:
-            self.leave_out(what, why)
+        if isinstance(form, str) or isinstance(dtype, str) or isinstance(filters, str) or isinstance(dims, str):
+            self.leave_out(what, next(x for x in (form, dtype, filters, dims) if isinstance(x, str)))
             return None
         fqns = [r if r.startswith("/") else "/" + r for r in v.dimrefs] if dims else []
         if text is not None:

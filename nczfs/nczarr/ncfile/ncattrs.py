@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -36,7 +36,14 @@ def classic_attr(a: Attribute) -> Attr | str:
     return Attr(a.name, nctype, data)
 
 
-def implied_attrs(var: Variable, attrs: list[Attr], utf8: bool) -> list[Attr]:
+class Named(Protocol):
+    """An attribute of either file form (a classic file's :class:`Attr`, a netCDF-4 file's)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+def implied_attrs(var: Variable, attrs: Sequence[Named], utf8: bool) -> list[Attr]:
     """What readers need that the array's attributes do not say: the units of Zarr v3 times,
     the _Encoding of xarray's strings (``utf8``: chars holding UTF-8), that bytes are bool
     (xarray's netCDF convention, ``dtype = "bool"``; CF's flag_values and flag_meanings)."""

@@ -254,7 +254,7 @@ class NcFilesStore(WrapperStore):
             return await nc4read.read(v.file, v.chunks, self.inner, self._pieces, start, end)
         runs = classicread.runs(v.file, start, end)
         got: list[dict] = [{} for _ in runs]
-        wanted = []
+        wanted: list[tuple[int, Values, tuple[int, ...]]] = []
         for i, run in enumerate(runs):
             val = v.file.values[run.var]
             e0, e1 = run.elements(val.itemsize)

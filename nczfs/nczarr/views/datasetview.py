@@ -11,6 +11,7 @@ from nczfs.nczarr.chunks.sharding import ShardedArray
 from nczfs.nczarr.metadata.validate import is_metadata_key
 from nczfs.nczarr.views.fillchunks import FillChunks
 from nczfs.store.keys import parent_of
+from nczfs.toolbox.errors import KeyNotFound
 from nczfs.store.values import ABSENT, ObjectInfo
 
 #: the chunk "prefix" of a zero-rank Zarr v3 array: its one chunk is "c" (shown as "0")
@@ -129,3 +130,12 @@ def shard_of(v: DatasetView, key: str) -> tuple[ShardedArray, str] | None:
     if array in v.sharded and not is_metadata_key(key):
         return v.sharded[array], key[len(array) + 1:]
     return None
+
+
+def shard_at(v: DatasetView, key: str) -> tuple[ShardedArray, str]:
+    """:func:`shard_of` for a key the caller found to be a sharded array's chunk (KeyNotFound:
+    it is none, the view changed)."""
+    found = shard_of(v, key)
+    if found is None:
+        raise KeyNotFound(key)
+    return found

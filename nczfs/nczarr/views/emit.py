@@ -294,7 +294,7 @@ def _array_objects(v: Variable, root: bool, view: str, from_v3: bool, plan: Reco
     if view != "netcdf-4.9" or root:
         zattrs["_ARRAY_DIMENSIONS"] = names
     if view == "netcdf-4.10":
-        ncz = {"dimension_references": v.dimrefs, "storage": "chunked"}
+        ncz: dict[str, Any] = {"dimension_references": v.dimrefs, "storage": "chunked"}
         if v.scalar:
             ncz["scalar"] = 1
         zattrs["_nczarr_array"] = ncz

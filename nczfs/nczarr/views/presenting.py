@@ -28,7 +28,7 @@ from nczfs.nczarr.chunks.recode import Recode
 from nczfs.nczarr.chunks.sharding import IndexCache, Located
 from nczfs.nczarr.metadata.roots import Roots
 from nczfs.nczarr.metadata.validate import METADATA_NAMES, is_metadata_key
-from nczfs.nczarr.views.datasetview import ZERO_RANK, DatasetView, made_fill, shard_of
+from nczfs.nczarr.views.datasetview import ZERO_RANK, DatasetView, made_fill, shard_at, shard_of
 from nczfs.nczarr.views.fillreads import FillReads
 from nczfs.nczarr.views.recodedchunks import RecodedChunks
 from nczfs.nczarr.views.shownversions import ShownVersions
@@ -144,16 +144,17 @@ class PresentingStore(FillReads, ViewWrites, WrapperStore):
 
     async def _shown_get(self, v: DatasetView | None, key: str, rng: ByteRange | None, etag: str | None,
                          versioned: bool) -> bytes:
-        target: str | None = key
+        target = key
         if v is not None:
             if key in v.objects:
                 data = v.objects[key]
                 return rng.view(data) if rng else data  # type: ignore[return-value]  # bytes-like: a view of the object, not a copy
             if shard_of(v, key) is not None:
                 return await self._shard_chunk(v, key, rng, etag)
-            target = v.to_store(key)
-            if target is None:
+            stored = v.to_store(key)
+            if stored is None:
                 raise KeyNotFound(key)
+            target = stored
             plan = v.recode_of(key)
             if plan is not None:
                 data = await self._recoded(key, target, plan, etag)
@@ -246,7 +247,7 @@ class PresentingStore(FillReads, ViewWrites, WrapperStore):
                            reader: bool = True) -> bytes:
         """An innermost chunk of a sharded array: its byte range of its shard (recoded if need be;
         a ``reader``'s read from its start: the next chunks decoded ahead)."""
-        sa, name = shard_of(v, key)
+        sa, name = shard_at(v, key)
         loc = await sa.locate(self.inner, self._indexes, name)
         if loc is None:
             raise KeyNotFound(key)
@@ -270,7 +271,7 @@ class PresentingStore(FillReads, ViewWrites, WrapperStore):
             await self._shard_chunk(v, key, None, None, reader=False)
 
     async def _shard_info(self, v: DatasetView, key: str, loc: Located | None = None) -> ObjectInfo | None:
-        sa, name = shard_of(v, key)
+        sa, name = shard_at(v, key)
         loc = loc or await sa.locate(self.inner, self._indexes, name)
         if loc is None:
             return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeGuard, TypeVar
 
 from nczfs.toolbox.errors import Conflict, InvalidArgument, NotSupported, ReadOnly
 from nczfs.nczarr.metadata import jsontext
@@ -18,7 +18,7 @@ from nczfs.nczarr.views.emit import emit, signature
 from nczfs.nczarr.views.fillchunks import MADE_VERSION
 from nczfs.nczarr.views.shownversions import NOT_SHOWN, ShownVersions
 from nczfs.store.capabilities import check_content, checks_content
-from nczfs.store.values import ABSENT, Meta, ObjectInfo
+from nczfs.store.values import ABSENT, ByteRange, Meta, ObjectInfo
 from nczfs.store import optional
 
 if TYPE_CHECKING:
@@ -54,6 +54,13 @@ class ViewWrites:
     _deleting: dict[str, str]
     _refused: dict[str, str]
     _shown: ShownVersions
+
+    if TYPE_CHECKING:  # what PresentingStore (presenting.py) gives the part, for the type checker alone
+        async def view_for(self, key: str, reading: bool = False) -> DatasetView | None: ...
+        def _forget(self, key: str) -> None: ...
+        async def get(self, key: str, rng: ByteRange | None = None) -> bytes: ...
+        async def set(self, key: str, data: bytes | bytearray | memoryview,
+                      if_version: str | None = None) -> ObjectInfo: ...
 
     def translate_back(self, v: DatasetView, key: str, data: bytes) -> dict[str, bytes]:
         """The stored objects to write so the store holds, in its own flavor, what the client wrote
@@ -124,7 +131,8 @@ class ViewWrites:
             return {}
         return {"if_version": stored if checked else None}
 
-    def _translated(self, v: DatasetView | None, key: str) -> bool:
+    def _translated(self, v: DatasetView | None, key: str) -> TypeGuard[DatasetView]:
+        """Is ``key`` metadata of a dataset (in view ``v``) shown translated from its stored flavor?"""
         return (v is not None and is_metadata_key(key)
                 and v.flavor != VIEW_FLAVOR[self.view] and not v.empty)
 
@@ -287,7 +295,9 @@ class ViewWrites:
         return out
 
 
-#: the writes a view sends to other keys or translates (:meth:`ViewWrites._write`)
-_THROUGH_THE_VIEW = {"set": ViewWrites._set, "set_file": ViewWrites._set_file, "delete": ViewWrites._delete,
-                     "copy": ViewWrites._copy, "make_node": ViewWrites._make_node, "rename": ViewWrites._rename,
-                     "rename_dir": ViewWrites._move_folder}
+#: the writes a view sends to other keys or translates (:meth:`ViewWrites._write`), each
+#: answering what its operation's own call does
+_THROUGH_THE_VIEW: dict[str, Callable[..., Awaitable[Any]]] = {
+    "set": ViewWrites._set, "set_file": ViewWrites._set_file, "delete": ViewWrites._delete,
+    "copy": ViewWrites._copy, "make_node": ViewWrites._make_node, "rename": ViewWrites._rename,
+    "rename_dir": ViewWrites._move_folder}
