@@ -18,11 +18,12 @@ import stat
 import time
 import zipfile
 import zlib
-from typing import Any
+from typing import Any, cast
 
 from nczfs.toolbox.errors import BackendError, NczfsError, SourceError
 from nczfs.store.keys import check_key
 from nczfs.store.values import Meta
+from nczfs.store.zip.index import Tree
 from nczfs.store.zip.entries import ZIP_EPOCH, Entry, Member, StagedFile, member_meta, with_meta, zip_time_ns
 from nczfs.store.zip.layout import LOCAL_HEADER, bad_member_name, check_no_overlap, detect_layout, top_name
 
@@ -35,6 +36,9 @@ MAX_INFLATED = CACHE_BYTES
 #: deflate cannot compress better than ~1032:1; a header claiming more is lying (zip bomb)
 MAX_DEFLATE_RATIO = 1100
 COPY_CHUNK = 8 * 1024 * 1024
+#: zipfile's private members the raw copy of a member uses (no public way to write a member's
+#: compressed bytes unchanged), which typeshed does not declare
+_ZIPFILE_PRIVATE: Any = zipfile
 
 
 def inflate(zf: zipfile.ZipFile, key: str, info: zipfile.ZipInfo) -> bytes:
@@ -72,14 +76,20 @@ def _open(path: str) -> tuple[int, zipfile.ZipFile]:
         raise SourceError(f"{path}: not a readable zip archive ({exc})") from exc
 
 
-class Archive:
-    """Reads and writes of the archive at ``path`` (its index: :class:`~nczfs.store.zip.index.Tree`)."""
+class Archive(Tree):
+    """Reads and writes of the archive at ``path``, read into its index (the :class:`Tree`)."""
 
     path: str
     staging: Any
     _requested_layout: str | None
     _cd: tuple[int, bytes] | None
     _note_central_directory: Any  # Behind's
+    #: a descriptor of the archive (for ``pread``) and a ZipFile reading it (None: none open)
+    _fd: int | None
+    _zf: zipfile.ZipFile | None
+    #: decompressed members, most recently read last, and their bytes
+    _cache: collections.OrderedDict[str, bytes]
+    _cache_bytes: int
 
     def _archive_ident(self, path: str | None = None) -> tuple[int, int, int] | None:
         try:
@@ -264,8 +274,8 @@ class Archive:
         off = self._data_offset(name, m)
         new = copy.copy(info)
         new.filename = name
-        new.flag_bits &= ~zipfile._MASK_USE_DATA_DESCRIPTOR  # sizes go in the local header
-        new.extra = zipfile._strip_extra(info.extra, (1,))
+        new.flag_bits &= ~_ZIPFILE_PRIVATE._MASK_USE_DATA_DESCRIPTOR  # sizes go in the local header
+        new.extra = _ZIPFILE_PRIVATE._strip_extra(info.extra, (1,))
         if meta is not None:
             with_meta(new, meta, stat.S_IFREG | 0o644)
         zip64 = info.file_size > zipfile.ZIP64_LIMIT or info.compress_size > zipfile.ZIP64_LIMIT
@@ -279,7 +289,7 @@ class Archive:
         zf.filelist.append(new)
         zf.NameToInfo[name] = new
         zf.start_dir = f.tell()
-        zf._didModify = True
+        cast(Any, zf)._didModify = True  # so its close writes the central directory (private, undeclared)
 
     def _write_staged(self, zf: zipfile.ZipFile, name: str, s: StagedFile) -> None:
         assert self.staging is not None

@@ -24,7 +24,7 @@ import os
 import time
 import zipfile
 import zlib
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from nczfs.store.capabilities import Capabilities
 from nczfs.store.capabilities import Merge
@@ -61,6 +61,11 @@ class Behind:
     capabilities: Capabilities
     _lock: Any
     _commit: Any  # ZipStore's: write the new archive and rename it over the old one (False: it changed)
+
+    if TYPE_CHECKING:  # Archive's and Tree's, declared for the type checker alone
+        def _archive_ident(self, path: str | None = None) -> tuple[int, int, int] | None: ...
+        def _load(self) -> None: ...
+        def _apply(self, rec: dict) -> None: ...
 
     def _note_central_directory(self, fd: int, start: int) -> None:
         self._cd = (start, _digest(fd, start))

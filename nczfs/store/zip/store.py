@@ -221,8 +221,8 @@ class ZipStore(Archive, Tree, Behind, SyncStore):
             self._check_new_file(key)
             self._check_version(key, if_version)
             now = time.time_ns()
-            if meta is None and key in self._files and self._files[key].meta is not None:
-                meta = dataclasses.replace(self._files[key].meta, mtime_ns=None)
+            if meta is None and key in self._files and (old := self._files[key].meta) is not None:
+                meta = dataclasses.replace(old, mtime_ns=None)
             crc = [0]
             try:
                 name, written = staging.store(crc_of(chunks, crc))
