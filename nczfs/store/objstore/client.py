@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import botocore.exceptions
@@ -20,6 +20,9 @@ from nczfs.toolbox.errors import SourceError
 from nczfs.store.objstore.s3url import S3Location
 from nczfs.store.objstore.options import S3Options
 from nczfs.store.objstore.transport import obstore_client_options, retry_config
+
+if TYPE_CHECKING:
+    from obstore.store import S3Credential
 
 #: credentials that botocore refreshes are handed to obstore for at most this long
 CREDENTIALS_TTL = datetime.timedelta(minutes=5)
@@ -80,7 +83,7 @@ class BotoCredentials:
     def __init__(self, client: Any):
         self._signer = client._request_signer
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> S3Credential:
         creds = self._signer._credentials
         if creds is None:
             raise PermissionError("no AWS credentials found (set a profile, AWS_ACCESS_KEY_ID, or --no-sign-request)")

@@ -40,6 +40,7 @@ from nczfs.store.keys import check_key
 from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ABSENT, ObjectInfo
 from nczfs.store.objstore.cloudsdk import GONE, REFUSED, CloudSdk
+from nczfs.store.objstore.listing import Listed
 from nczfs.store.objstore.obprefix import ObjectStoreBackend, if_match, plain_etag
 from nczfs.store.objstore.errors import first_line
 from nczfs.store.objstore.probe import probe_conditions
@@ -70,7 +71,7 @@ class CloudStore(ObjectStoreBackend):
 
     # ------------------------------------------------------------------ versions
 
-    def _info(self, key: str, meta: dict) -> ObjectInfo:
+    def _info(self, key: str, meta: Listed) -> ObjectInfo:
         info = super()._info(key, meta)
         if self.by_generation and meta.get("version"):  # a HEAD's or a PUT's (listings give none)
             self._remember(key, info.etag, str(meta["version"]))

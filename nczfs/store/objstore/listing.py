@@ -8,7 +8,7 @@ what it lists with when it is made.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import obstore as obs
 
@@ -31,6 +31,9 @@ def _pages(n: int) -> int:
     return max(1, -(-n // LIST_PAGE))
 
 
+#: a listed (or HEAD's) object: obstore's ``ObjectMeta``, or the same keys from a listing made
+#: the other way (a directory marker's with ``"marker"``)
+Listed = Mapping[str, Any]
 #: a listing of a path where obstore cannot give one (``other_way(base, delimiter)``), or None
 OtherWay = Callable[[str | None, bool], Iterator[Any] | None]
 
@@ -43,7 +46,7 @@ class Listings:
     character), shaped as obstore's, or None (the listing fails, naming the key)."""
 
     def __init__(self, store: Any, paths: ObjectPaths, requests: RequestCounts, *,
-                 info: Callable[[str, dict], ObjectInfo], stat: Callable[[str], ObjectInfo], other_way: OtherWay):
+                 info: Callable[[str, Listed], ObjectInfo], stat: Callable[[str], ObjectInfo], other_way: OtherWay):
         self.store = store
         self.paths = paths
         self.requests = requests
@@ -51,7 +54,7 @@ class Listings:
         self.stat = stat
         self.other_way = other_way
 
-    def _listing(self, prefix: str) -> tuple[str | None, dict]:
+    def _listing(self, prefix: str) -> tuple[str | None, Listed]:
         base = self.paths.dir_path(prefix)
         try:
             page = obs.list_with_delimiter(self.store, base)
@@ -79,7 +82,7 @@ class Listings:
                 entries[name] = DirEntry(name, False, self.info(join(prefix, name), meta))
         return [entries[n] for n in sorted(entries)]
 
-    def walk(self, prefix: str, chunk_size: int = 1000) -> Iterator[list[dict]]:
+    def walk(self, prefix: str, chunk_size: int = 1000) -> Iterator[Sequence[Listed]]:
         base = self.paths.dir_path(prefix)
         given = 0
         try:
@@ -111,7 +114,7 @@ class Listings:
     def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
         check_prefix(prefix)
         base = self.paths.dir_path(prefix)
-        objects: list[dict] = []
+        objects: list[Listed] = []
         for chunk in self.walk(prefix, limit + 1):
             objects.extend(chunk)
             break
@@ -124,7 +127,7 @@ class Listings:
             listed.append((rel + "/" if self.is_marker(m) else rel, self.info(join(prefix, rel), m)))
         return tree_listings(prefix, listed)
 
-    def is_marker(self, meta: dict) -> bool:
+    def is_marker(self, meta: Listed) -> bool:
         """Is this listed object a directory marker (a key ``path/`` other tools write)? obstore
         lists ``path/`` as ``path``: an empty object whose HEAD finds nothing under ``path``."""
         if "marker" in meta or meta["size"] != 0:

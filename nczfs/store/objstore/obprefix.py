@@ -22,7 +22,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any, BinaryIO, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 import obstore as obs
 
@@ -35,9 +35,12 @@ from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, ObjectInfo
 from nczfs.store.objstore.counting import RequestCounts
 from nczfs.store.objstore.errors import first_line, unanswered, unsatisfiable
-from nczfs.store.objstore.listing import Listings
+from nczfs.store.objstore.listing import Listed, Listings
 from nczfs.store.objstore.paths import ObjectPaths
 from nczfs.store.objstore.sizes import PartSizes
+
+if TYPE_CHECKING:
+    from obstore import GetOptions
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +97,7 @@ def mtime_ns(value: datetime.datetime | None) -> int:
     return int(value.timestamp() * 1e9) if value is not None else time.time_ns()
 
 
-def info_of(key: str, meta: dict) -> ObjectInfo:
+def info_of(key: str, meta: Listed) -> ObjectInfo:
     """The info of ``key`` in an obstore HEAD's, PUT's or listing's ``meta``."""
     return ObjectInfo(key, int(meta["size"]), mtime_ns(meta.get("last_modified")), plain_etag(meta.get("e_tag")))
 
@@ -159,7 +162,7 @@ class ObjectStoreBackend(SyncStore):
     def _err(self, exc: BaseException, key: str, kind: str) -> NczfsError:
         return self.requests.error(exc, key, kind)
 
-    def _info(self, key: str, meta: dict) -> ObjectInfo:
+    def _info(self, key: str, meta: Listed) -> ObjectInfo:
         return info_of(key, meta)
 
     # ------------------------------------------------------------------ listings (:mod:`.listing`)
@@ -191,8 +194,8 @@ class ObjectStoreBackend(SyncStore):
 
     # ------------------------------------------------------------------ reads
 
-    def _get_options(self, rng: ByteRange | None, etag: str | None) -> dict[str, Any]:
-        options: dict[str, Any] = {}
+    def _get_options(self, rng: ByteRange | None, etag: str | None) -> GetOptions:
+        options: GetOptions = {}
         if (pin := if_match(etag)) is not None:
             options["if_match"] = pin
         if rng is not None and not (rng.start == 0 and rng.end is None):
@@ -241,7 +244,7 @@ class ObjectStoreBackend(SyncStore):
             raise self._err(exc, key, "get") from None
         return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]  # bytes-like: a large body is kept, not copied
 
-    async def _get_body(self, path: str, options: dict[str, Any]) -> Any:
+    async def _get_body(self, path: str, options: GetOptions) -> Any:
         result = await obs.get_async(self.store, path, options=options)
         return await result.bytes_async()
 

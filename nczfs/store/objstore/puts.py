@@ -18,6 +18,7 @@ import obstore as obs
 from nczfs.toolbox.errors import BackendError, Conflict, KeyNotFound, NczfsError, OutcomeUnknown, Stale
 from nczfs.store.values import ABSENT, ObjectInfo
 from nczfs.store.objstore.errors import ANSWERED, NOT_SENT, SERVER_ERROR, first_line, translate_boto
+from nczfs.store.objstore.listing import Listed
 from nczfs.store.objstore.meta import MetaOfWrites
 from nczfs.store.objstore.obprefix import UNNAMEABLE, bare_etag, boto_conditions, info_of, plain_etag, put_mode
 from nczfs.store.objstore.s3bucket import S3Bucket
@@ -122,7 +123,7 @@ class Puts:
         try:
             if UNNAMEABLE.search(full):  # a key obstore cannot name
                 resp = s3.client.head_object(Bucket=s3.bucket, Key=full, **s3.options.payer())
-                meta = {"size": resp["ContentLength"], "last_modified": resp["LastModified"], "e_tag": resp.get("ETag")}
+                meta: Listed = {"size": resp["ContentLength"], "last_modified": resp["LastModified"], "e_tag": resp.get("ETag")}
             else:
                 s3.requests.count("head")
                 meta = obs.head(s3.once, full)

@@ -176,8 +176,8 @@ class S3Store(ObjectStoreBackend):
 
         if files:  # -o posix_meta: a HEAD per object listed, in parallel
             with ThreadPoolExecutor(max_workers=min(8, self.sizes.max_concurrency, len(files))) as pool:
-                headed = {e.name: h for e, h in zip(files, pool.map(head, files))}
-            entries = [headed.get(e.name, e) if not e.is_dir else e for e in entries if e.is_dir or headed.get(e.name)]
+                headed = {e.name: h for e, h in zip(files, pool.map(head, files)) if h is not None}
+            entries = [headed.get(e.name, e) if not e.is_dir else e for e in entries if e.is_dir or e.name in headed]
         return entries
 
     def list_tree(self, prefix: str, limit: int) -> dict[str, list[DirEntry]] | None:
@@ -329,8 +329,7 @@ class S3Store(ObjectStoreBackend):
         (Conflict, one HEAD for the version found) while the object is another version."""
         check_key(key)
         check_writable(self, key)
-        pin = if_match(if_version) if if_version and if_version != ABSENT else None
-        if pin is None:
+        if not if_version or if_version == ABSENT or (pin := if_match(if_version)) is None:
             self._delete_path(key, self._full(key))
             return
         self._count("delete")

@@ -12,10 +12,13 @@ from __future__ import annotations
 import datetime
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Mapping
 
 from nczfs.toolbox.optionvalues import count, positive
 from nczfs.store.options import OptionRow, to, valued
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig
 
 #: seconds one attempt of a request may take in all (an answer trickled a byte at a time is
 #: given up then): 32 MiB, the largest single PUT, at 1 Mbit/s
@@ -24,12 +27,12 @@ REQUEST_TIMEOUT = 300.0
 
 def obstore_client_options(endpoint: str | None, ca_file: str | None = None, *, connect_timeout: float = 5,
                            read_timeout: float = 15, request_timeout: float = REQUEST_TIMEOUT,
-                           allow_http: bool | None = None) -> dict[str, Any]:
+                           allow_http: bool | None = None) -> ClientConfig:
     """obstore's HTTP client options: timeouts, ``http://`` allowed for an explicit ``http://``
     endpoint, a private CA's certificate added to the trusted ones. An attempt ends when no
     byte came for ``read_timeout`` seconds (a stall) or after ``request_timeout`` in all (a
     server trickling its answer); it is then retried as a connection failure is."""
-    opts: dict[str, Any] = {
+    opts: ClientConfig = {
         "connect_timeout": datetime.timedelta(seconds=connect_timeout),
         "read_timeout": datetime.timedelta(seconds=read_timeout),
         "timeout": datetime.timedelta(seconds=request_timeout),
@@ -49,7 +52,7 @@ def obstore_client_options(endpoint: str | None, ca_file: str | None = None, *, 
 INIT_BACKOFF, BACKOFF_BASE, MAX_BACKOFF, RETRY_TIMEOUT = 0.05, 2, 5.0, 120.0
 
 
-def retry_config(retries: int = 2, *, retry_timeout: float = RETRY_TIMEOUT) -> dict[str, Any]:
+def retry_config(retries: int = 2, *, retry_timeout: float = RETRY_TIMEOUT) -> RetryConfig:
     """obstore's retries as botocore's standard mode makes them (3 attempts in all), bounded in time."""
     return {"max_retries": retries, "retry_timeout": datetime.timedelta(seconds=retry_timeout),
             "backoff": {"init_backoff": datetime.timedelta(seconds=INIT_BACKOFF),

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, Callable
 
@@ -32,6 +32,16 @@ log = logging.getLogger(__name__)
 #: an unanswered CreateMultipartUpload may still make an upload whose id nczfs never learns:
 #: uploads of its key begun from this many seconds before it (server clocks differ) are swept
 SWEEP_MARGIN = 60.0
+
+
+@dataclass(frozen=True)
+class _Sending:
+    """A multipart upload being sent: an :class:`~nczfs.store.values.Upload` of this sync store,
+    whose callables block (an Upload's are typed for the async form too)."""
+
+    send: Callable[[int, bytes | memoryview], None]
+    complete: Callable[..., ObjectInfo]
+    abort: Callable[[], None]
 
 
 class MultipartUploads:
@@ -56,7 +66,7 @@ class MultipartUploads:
     def write(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
         """``data`` stored as ``key`` by one multipart upload."""
         view = memoryview(data)
-        return self._multipart(key, len(data), lambda start, size: view[start : start + size]).commit(if_version)
+        return self._multipart(key, len(data), lambda start, size: view[start : start + size]).complete(len(data), if_version)
 
     def write_file(self, key: str, f: BinaryIO, size: int, if_version: str | None = None) -> ObjectInfo:
         """Store ``size`` bytes of the file object ``f`` from its position by one multipart
@@ -72,7 +82,7 @@ class MultipartUploads:
                 raise BackendError(f"{key!r}: the data to upload ends at byte {start + len(data)}, before {start + length}")
             return data
 
-        return self._multipart(key, size, part).commit(if_version)
+        return self._multipart(key, size, part).complete(size, if_version)
 
     def stage(self, key: str, data: bytes) -> Staged | None:
         """The parts of a multipart upload of ``key``, sent now, invisible until ``commit``
@@ -80,20 +90,21 @@ class MultipartUploads:
         if not data:
             return None  # an upload needs at least one part; an empty object is one cheap PUT anyway
         view = memoryview(data)
-        return self._multipart(key, len(data), lambda start, size: data if size == len(data) else view[start : start + size])
+        sent = self._multipart(key, len(data), lambda start, size: data if size == len(data) else view[start : start + size])
+        return Staged(key, lambda if_version=None: sent.complete(len(data), if_version), sent.abort)
 
-    def _multipart(self, key: str, size: int, part: Callable[[int, int], bytes | memoryview]) -> Staged:
+    def _multipart(self, key: str, size: int, part: Callable[[int, int], bytes | memoryview]) -> _Sending:
         """A multipart upload of ``size`` bytes to ``key``, its parts (``part(start, length)``
         gives each: ``part_size`` bytes, the last one shorter) sent in parallel, as s3transfer
-        sends them; returns it staged. Any failure
+        sends them; returns it to complete or abort. Any failure
         aborts it: no parts are left behind."""
-        upload = self.open_upload(key)
+        upload = self._open(key)
         part_size = self.sizes.part_size
         starts = range(0, size, part_size)
         try:
             def send(number: int) -> None:
                 start = starts[number - 1]
-                upload.send(number, part(start, min(part_size, size - start)))  # type: ignore[arg-type]  # bytes-like: a view of the file's part
+                upload.send(number, part(start, min(part_size, size - start)))
 
             if len(starts) == 1:
                 send(1)
@@ -103,12 +114,17 @@ class MultipartUploads:
         except Exception as exc:
             upload.abort()
             raise translate_boto(exc, key, "UploadPart") from None
-        return Staged(key, lambda if_version=None: upload.complete(size, if_version), upload.abort)
+        return upload
 
     def open_upload(self, key: str) -> Upload:
         """A multipart upload of ``key``, its parts sent as they come (from any thread), made the
         object by ``complete`` (CompleteMultipartUpload of the parts 1..n sent) or dropped by
         ``abort``; a failed completion aborts it. Until then it is listed for :meth:`close`."""
+        upload = self._open(key)
+        return Upload(key, self.sizes.part_size, upload.send, upload.complete, upload.abort)
+
+    def _open(self, key: str) -> _Sending:
+        """:meth:`open_upload`, its callables typed as the blocking ones they are."""
         s3_key = self.s3.full(key)
         meta, headers = self.meta.to_write(key)
         upload_id = self.create(key, s3_key, {"Metadata": headers})
@@ -124,7 +140,7 @@ class MultipartUploads:
             info = self.complete(key, s3_key, upload_id, etags, size, if_version)
             return replace(info, meta=meta, mtime_ns=meta.mtime_ns or info.mtime_ns) if meta is not None else info
 
-        return Upload(key, self.sizes.part_size, send, complete, lambda: self.abort_staged(key, s3_key, upload_id))
+        return _Sending(send, complete, lambda: self.abort_staged(key, s3_key, upload_id))
 
     def create(self, key: str, s3_key: str, extra: dict[str, Any]) -> str:
         """CreateMultipartUpload of ``s3_key`` (``extra``: its metadata) with the mount's write

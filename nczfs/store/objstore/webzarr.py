@@ -16,7 +16,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import obstore as obs
 
@@ -28,6 +28,9 @@ from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.objstore.errors import first_line, translate_obstore, unsatisfiable
 from nczfs.store.objstore.obprefix import mtime_ns, plain_etag
 from nczfs.store.objstore.transport import Bounds
+
+if TYPE_CHECKING:
+    from obstore import GetOptions
 
 #: how many chunk names one listing may hold (a directory of more is refused, not built in memory)
 MAX_LISTING = 1_000_000
@@ -274,7 +277,7 @@ class WebZarrStore(SyncStore):
         if rng is not None and rng.end == rng.start:
             self.stat(key)
             return b""
-        options: dict[str, Any] = {}
+        options: GetOptions = {}
         if rng is not None and not (rng.start == 0 and rng.end is None):
             options["range"] = {"offset": rng.start} if rng.end is None else (rng.start, rng.end)
         self._count("GET")
