@@ -167,3 +167,24 @@ def test_the_readme_option_table_is_the_rows_and_nothing_else():
         made.append(f"| `{cell}` | {text.replace('|', '/')} |")
         assert made[-1] in lines, form
     assert len(lines) == len(rows), f"lines no row makes: {[line for line in lines if line not in made]}"
+
+
+def test_the_metadata_ttl_flag_and_row_say_the_same_default_naming_no_backend():
+    """The default is the opened store's (Capabilities.metadata_ttl): --metadata-ttl's help and the
+    -o row say so in the same words, with the values the stores declare, and list no backend (a
+    new one's default would make a list of them untrue)."""
+    import argparse
+    import re
+
+    from nczfs.config.mountconfig import TTL_DEFAULT
+    from nczfs.store.capabilities import LONG_TTL, SHORT_TTL
+    from nczfs.store.registry import BACKENDS
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    flag = next(a.help for a in sub.choices["mount"]._actions if "--metadata-ttl" in a.option_strings)
+    row = dict(option_help())["metadata_ttl=SECONDS"]
+    assert flag.endswith(f"({TTL_DEFAULT})") and row.endswith(f"({TTL_DEFAULT})")
+    assert f"{SHORT_TTL:g} for a writable mount" in TTL_DEFAULT and TTL_DEFAULT.endswith(f"else {LONG_TTL:g}")
+    names = {n.lower() for b in BACKENDS.values() for n in (b.name, *b.schemes)}
+    for text in (flag, row):
+        assert set(re.findall(r"[a-z0-9+]+", text.lower())) & names == set(), text

@@ -9,9 +9,22 @@ import urllib.request
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from nczfs.toolbox import metrics
 from nczfs.toolbox.metrics import HELP, describe, parse_address
 from nczfs.toolbox.errors import SourceError
 from tests.helpers import DirectoryBackend, S3Backend, counts, mounted, run_nczfs
+
+
+def _every_backend_loaded() -> None:
+    """Every module of the store's packages imported, as a daemon has imported those of its
+    backend: each declares its counters when imported (metrics.declare)."""
+    import importlib
+    import pkgutil
+
+    import nczfs.store
+
+    for module in pkgutil.walk_packages(nczfs.store.__path__, "nczfs.store."):
+        importlib.import_module(module.name)
 
 
 def _free_port() -> int:
@@ -44,6 +57,7 @@ def test_metrics_serve_every_counter_stats_shows_with_help_and_units(s3_server, 
         fams = _scrape(port)
         stats = json.loads(run_nczfs("stats", "--json", str(m.path)).stdout)
     assert stats["metrics"] == f"http://127.0.0.1:{port}/metrics" and stats["counters"].keys() == shown.keys()
+    _every_backend_loaded()
     info = fams["nczfs_info"].samples[0].labels
     assert info["mountpoint"] == str(m.path) and info["source"] == backend.source
     for key, value in shown.items():
@@ -64,10 +78,53 @@ def test_metrics_serve_every_counter_stats_shows_with_help_and_units(s3_server, 
 
 
 def test_every_described_counter_has_a_valid_prometheus_name():
+    _every_backend_loaded()
     for key in HELP:
         name, _, _, unit, _ = describe(key)
         assert name.startswith("nczfs_") and "-" not in name and "." not in name
         assert name.split("_").count("bytes") == (unit == "bytes") and name.endswith(unit), name  # at the end, once
+
+
+def test_the_backends_declare_their_counters_under_the_names_exported_before():
+    """Each backend's counters are declared by its own package (metrics.py declares the mount's
+    own only), under the metric names dashboards already use."""
+    import subprocess
+    import sys
+
+    from nczfs.store.registry import BACKENDS
+
+    own = json.loads(subprocess.run(
+        [sys.executable, "-c", "import json; from nczfs.toolbox import metrics as m; "
+                               "print(json.dumps([list(m.HELP), [[f.name, f.doc] for f in m.FAMILIES.values()]]))"],
+        capture_output=True, text=True, check=True).stdout)
+    names = {n for b in BACKENDS.values() for n in (b.name, *b.schemes)}
+    words = {key.partition(".")[0] for key in own[0]}  # whose counter: cache., write., zip., ...
+    words |= {w for name, doc in own[1] for w in (*name.split("_"), *doc.lower().replace(",", "").split())}
+    assert words & names == set()
+    _every_backend_loaded()
+    assert describe("GetObject") == ("nczfs_s3_requests", {"operation": "GetObject"}, "counter", "",
+                                     "S3 requests sent, by operation")
+    assert describe("GET")[:2] == ("nczfs_s3_requests", {"operation": "GET"})
+    assert describe("fuse.read") == ("nczfs_fuse_requests", {"operation": "read"}, "counter", "",
+                                     "FUSE requests the daemon received, by operation")
+    assert [describe(k)[:3] for k in ("zip.conflicts", "zip.merged", "retries-considered")] == [
+        ("nczfs_zip_conflicts", {}, "counter"), ("nczfs_zip_merged", {}, "counter"),
+        ("nczfs_retries_considered", {}, "counter")]
+
+
+def test_a_backend_declares_its_own_counters_and_family(monkeypatch):
+    """A toy backend's counters, declared from its package: described, its family labelled."""
+    monkeypatch.setattr(metrics, "HELP", dict(HELP))
+    monkeypatch.setattr(metrics, "FAMILIES", dict(metrics.FAMILIES))
+    assert "no description" in describe("toy.drawers-opened")[4]
+    metrics.declare({"toy.drawers-opened": ("counter", "", "Drawers the toy opened")},
+                    metrics.Family("nczfs_toy_requests", "Toy requests, by operation",
+                                   lambda key: key.removeprefix("toy:") if key.startswith("toy:") else None))
+    assert describe("toy.drawers-opened") == ("nczfs_toy_drawers_opened", {}, "counter", "", "Drawers the toy opened")
+    assert describe("toy:Open") == ("nczfs_toy_requests", {"operation": "Open"}, "counter", "",
+                                    "Toy requests, by operation")
+    fams = {f.name: f for f in metrics.families({"toy.drawers-opened": 2, "toy:Open": 3}, {})}
+    assert fams["nczfs_toy_requests"].samples[0].labels == {"operation": "Open"}
 
 
 @pytest.mark.fuse

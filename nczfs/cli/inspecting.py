@@ -9,7 +9,7 @@ from nczfs.config.mountconfig import MountConfig
 from nczfs.toolbox.errors import NczfsError
 from nczfs.nczarr.report import inspect_store, store_problems
 from nczfs.config.source import Source
-from nczfs.store.registry import BACKENDS, open_store
+from nczfs.store.registry import BACKENDS, open_store, source_forms
 from nczfs.store.base import SyncStore
 
 
@@ -42,7 +42,7 @@ def add_parsers(sub, source_options) -> None:
     i = sub.add_parser("inspect", help="print a store's dataset as a CDL header, and its NCZarr flavor")
     v = sub.add_parser("validate", help="check every metadata object of a store; exit 1 listing each problem")
     for p in (i, v):
-        p.add_argument("source")
+        p.add_argument("source", help=source_forms())  # each registered backend's
         source_options(p)
         p.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
                        help="mount options that concern SOURCE (endpoint_url=, profile=, allow_root=, ...)")

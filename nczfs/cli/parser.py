@@ -9,7 +9,8 @@ import sys
 
 import nczfs
 from nczfs.toolbox import logs
-from nczfs.config.mountconfig import option_help, option_rules, source_flags
+from nczfs.config.mountconfig import TTL_DEFAULT, option_help, option_rules, source_flags
+from nczfs.store.registry import source_forms
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,10 +41,7 @@ def _mount_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Mount SOURCE on MOUNTPOINT; return once the mount answers (a daemon "
                                    "stays in the background unless -f or --systemd).")
-    m.add_argument("source", help="a directory, a file:// URL (with #mode=...), a zip file, s3://BUCKET/PREFIX "
-                                  "(or any S3 URL netCDF-C takes), gs://BUCKET/PREFIX, az://CONTAINER/PREFIX, "
-                                  "abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX, "
-                                  "https://HOST/PATH/X.zarr (a web server's Zarr, read-only), a reference set")
+    m.add_argument("source", help=source_forms())  # each registered backend's
     m.add_argument("mountpoint")
     m.add_argument("-f", "--foreground", action="store_true", help="stay attached; log to stderr")
     m.add_argument("--systemd", action="store_true",
@@ -72,8 +70,7 @@ def _logging_flags(m: argparse.ArgumentParser) -> None:
 
 def _cache_flags(m: argparse.ArgumentParser) -> None:
     m.add_argument("--metadata-ttl", default=None, metavar="SECONDS",
-                   help="reuse attributes, listings and missing names this long (default 1 for a "
-                        "writable S3, GCS or Azure mount, 60 otherwise)")
+                   help=f"reuse attributes, listings and missing names this long ({TTL_DEFAULT})")
     m.add_argument("--cache-size", default=None, metavar="BYTES",
                    help="memory for cached object data, e.g. 512M (default: 1/8 of RAM, at most 1G)")
     m.add_argument("--write-memory", default=None, metavar="BYTES",

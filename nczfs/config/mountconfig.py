@@ -26,7 +26,7 @@ from nczfs.toolbox.optionvalues import (
 )
 from nczfs.config.source import Source
 from nczfs.store.options import Applies, Flag, OptionRow, Rule, abspath, any_, const, flag, nonempty, to, valued
-from nczfs.store.capabilities import LONG_TTL, Capabilities
+from nczfs.store.capabilities import LONG_TTL, SHORT_TTL, Capabilities
 from nczfs.store.registry import BACKENDS, Backend, Opening
 
 #: options mount(8) and fstab add that mean nothing to nczfs
@@ -35,6 +35,12 @@ IGNORED_OPTIONS = frozenset(
      "_netdev", "user", "nouser", "users", "defaults", "atime", "noatime", "relatime", "async",
      "diratime", "nodiratime", "strictatime", "lazytime", "nolazytime", "comment"}
 )
+
+
+#: what -o metadata_ttl= and --metadata-ttl say of their default: the opened store's own
+#: (Capabilities.metadata_ttl; a read-only mount's LONG_TTL, effective_metadata_ttl)
+TTL_DEFAULT = (f"default: the store's, {SHORT_TTL:g} for a writable mount of a store others write to, such as "
+               f"a bucket or a repository; else {LONG_TTL:g}")
 
 
 def _row(form: str, text: str, **rules: Rule) -> OptionRow:
@@ -62,8 +68,7 @@ MOUNT_ROWS = (
          uid=(valued, to(None, integer)), gid=(valued, to(None, integer))),
     _row("umask=OCTAL", "where the store keeps no mode: files 0666 & ~umask, directories 0777 & ~umask (default 022)",
          umask=(valued, to("umask", lambda key, value: integer(key, value, 8)))),
-    _row("metadata_ttl=SECONDS", "reuse attributes, listings, missing names (default 1 writable S3, GCS, Azure, "
-                                 "Icechunk; else 60)",
+    _row("metadata_ttl=SECONDS", f"reuse attributes, listings, missing names ({TTL_DEFAULT})",
          metadata_ttl=(valued, to("metadata_ttl", non_negative))),
     _row("cache_size=BYTES", "memory for cached object data, e.g. 512M (default 1/8 of RAM, 64M-1G)",
          cache_size=(valued, to("cache_size", parse_size))),

@@ -4,8 +4,8 @@ which ``-o`` options.
 Each backend registers itself once (:func:`register`), in its own package (its ``backend``
 module: ``nczfs/store/zip/backend.py``, ...; the package ``nczfs.store`` imports each, in the
 order they are tried), with what it declares before a store is open: the SOURCE forms it opens
-(URL schemes, ``#mode=`` words, local paths and their extensions) and the parser of its
-location, its ``-o`` rows (its options dataclass's), what it is (one file, a directory, staged
+(URL schemes, ``#mode=`` words, local paths and their extensions; in words for the help) and the
+parser of its location, its ``-o`` rows (its options dataclass's), what it is (one file, a directory, staged
 writes, read-only options, what tells its sources apart in a shared ``--cache-dir``) and its
 opener, which builds its options dataclass from the :class:`Opening` and opens it. What the
 opened store can do, whether it is remote and its default metadata TTL among them, its store
@@ -54,6 +54,9 @@ class Backend:
     locate: Callable[[Given], Located] | None = None
     #: what one of its SOURCEs is, in messages (default: "NAME sources")
     noun: str = ""
+    #: its SOURCE forms in words, as the help of mount, inspect and validate lists them
+    #: (:func:`source_forms`; empty: not listed)
+    forms: str = ""
     #: its -o rows (its options dataclass's ``rows``)
     rows: tuple[OptionRow, ...] = ()
     #: (endpoint, region or account, profile) telling its sources apart in a shared --cache-dir
@@ -97,6 +100,11 @@ def backend_of(mount: Opens) -> Backend:
 def by_scheme(scheme: str) -> list[Backend]:
     """The backends that open ``scheme://`` URLs, in the order registered."""
     return [b for b in BACKENDS.values() if scheme in b.schemes]
+
+
+def source_forms() -> str:
+    """The SOURCE forms of every registered backend, in the order registered: SOURCE's help."""
+    return ", ".join(b.forms for b in BACKENDS.values() if b.forms)
 
 
 def open_store(mount: Opens) -> SyncStore:

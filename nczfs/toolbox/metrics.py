@@ -3,19 +3,22 @@
 The HTTP server (prometheus-client's, in its own thread) is bound before the mount is made, so
 an address in use refuses the mount. A scrape asks the trio thread for the counters (the same
 ones the control file shows, fuse/control.py) and names each as Prometheus expects: ``nczfs_``,
-``_total`` for counters, the unit (``_bytes``) at the end; S3 operations and FUSE requests are
-one family each, labelled by operation.
+``_total`` for counters, the unit (``_bytes``) at the end; FUSE requests are one family, labelled
+by operation. The mount's own counters are described here; a backend's, by the module of its
+package that counts them (:func:`declare`, called when it is imported), so this module names none.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping
 
 from nczfs.toolbox.errors import BadValue, option_error
 
-#: counter name -> (kind, unit, help); S3 operations and fuse.<op> are families (describe())
+#: counter name -> (kind, unit, help): the mount's own, and each backend's (:func:`declare`);
+#: the counters of a :class:`Family` are described by it instead
 HELP: dict[str, tuple[str, str, str]] = {
     "cache.hits": ("counter", "", "Reads served from object data already in the memory cache"),
     "cache.misses": ("counter", "", "Reads that had to fetch a block of object data from the store"),
@@ -37,7 +40,6 @@ HELP: dict[str, tuple[str, str, str]] = {
     "meta.coalesced": ("counter", "", "Metadata lookups that joined one already asking the store"),
     "meta.tree-listings": ("counter", "", "Dataset trees listed in one request (-o list_tree_keys)"),
     "errors": ("counter", "", "Store requests that failed (reads, listings, writes)"),
-    "retries-considered": ("counter", "", "S3 requests that failed in a way that is retried (connection, timeout, 5xx)"),
     "spare-slots-taken": ("counter", "", "Store calls that took a spare worker slot after waiting for one"),
     "diskcache.hits": ("counter", "", "Blocks read from the cache directory (--cache-dir)"),
     "diskcache.misses": ("counter", "", "Blocks looked for in the cache directory and not found"),
@@ -58,8 +60,6 @@ HELP: dict[str, tuple[str, str, str]] = {
     "write.closes-not-storing": ("counter", "", "Closes that stored nothing (not the writer's descriptor)"),
     "write.conflicts": ("counter", "", "Writes refused because another client changed the object first (ESTALE; data kept beside)"),
     "write.conflicts-not-kept": ("counter", "", "Refused writes whose data could not be written beside either"),
-    "zip.conflicts": ("counter", "", "Staged zip members another program changed in the archive first (kept beside at the commit)"),
-    "zip.merged": ("counter", "", "Staged zip members another program changed in the archive first, merged (consolidated metadata)"),
     "write.overwrite-checked": ("gauge", "", "1: a write replaces only the object version it started from; 0: the last writer wins"),
     "write.deletes-checked": ("gauge", "", "1: an unlink removes only the object version the mount saw; 0: whatever is there"),
     "consolidated.merged-again": ("counter", "", "Consolidated metadata updates read and merged again after another writer's"),
@@ -73,7 +73,30 @@ HELP: dict[str, tuple[str, str, str]] = {
     "fuse.read-lock-handovers": ("counter", "", "Waits for the next FUSE request handed to another task (the last one waited on a fetch)"),
 }
 
-S3_OPERATION = re.compile(r"[A-Z][A-Za-z0-9]+")
+
+@dataclass(frozen=True)
+class Family:
+    """Counters counted by operation, one Prometheus counter family labelled ``operation``:
+    ``operation(key)`` is a counter's operation, None for a counter not of this family."""
+
+    name: str
+    doc: str
+    operation: Callable[[str], str | None]
+
+
+#: the families by name, tried in this order after HELP: the mount's own, and each backend's (declare())
+FAMILIES: dict[str, Family] = {
+    "nczfs_fuse_requests": Family("nczfs_fuse_requests", "FUSE requests the daemon received, by operation",
+                                  lambda key: key.removeprefix("fuse.") if key.startswith("fuse.") else None),
+}
+
+
+def declare(counters: Mapping[str, tuple[str, str, str]], *families: Family) -> None:
+    """A backend's own counters (name -> (kind, unit, help), as in HELP) and families: called by
+    the module of its package that counts them, when it is imported (before it counts any)."""
+    HELP.update(counters)
+    for family in families:
+        FAMILIES.setdefault(family.name, family)
 
 
 def describe(key: str) -> tuple[str, dict[str, str], str, str, str]:
@@ -82,10 +105,10 @@ def describe(key: str) -> tuple[str, dict[str, str], str, str, str]:
         kind, unit, doc = HELP[key]
         words = [w for w in re.split(r"[.\-]", key) if w != unit]
         return "nczfs_" + "_".join(words) + (f"_{unit}" if unit else ""), {}, kind, unit, doc
-    if key.startswith("fuse."):
-        return "nczfs_fuse_requests", {"operation": key[5:]}, "counter", "", "FUSE requests the daemon received, by operation"
-    if S3_OPERATION.fullmatch(key):
-        return "nczfs_s3_requests", {"operation": key}, "counter", "", "S3 requests sent, by operation"
+    for family in FAMILIES.values():
+        operation = family.operation(key)
+        if operation is not None:
+            return family.name, {"operation": operation}, "counter", "", family.doc
     name = "nczfs_" + re.sub(r"[^a-zA-Z0-9_]", "_", key)
     return name, {}, "gauge", "", f"nczfs counter {key} (no description yet)"
 

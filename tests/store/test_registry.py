@@ -141,7 +141,8 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
         toy.set("t/0", np.array(values, "<i4").tobytes())
         TOYS[f"shelf/ds/{drawer}"] = toy
     register(Backend("toy", lambda opening: TOYS[f"{(o := ToyOptions.of(opening)).shelf}/{o.drawer}"],
-                     schemes=("toy",), locate=_toy_location, rows=ToyOptions.rows))
+                     schemes=("toy",), locate=_toy_location, rows=ToyOptions.rows,
+                     forms="toy://SHELF/BOX (a toy's shelf)"))
     try:
         source = parse_source("toy://shelf/ds")
         assert (source.backend, source.location) == ("toy", "shelf/ds")
@@ -160,7 +161,9 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
                                                           "--toy-drawer", "2"]))
         assert by_flag == config
         for command in ("mount", "inspect", "validate"):
-            assert "--toy-drawer N toy: the drawer of the shelf" in " ".join(_command_help(command).split())
+            shown = " ".join(_command_help(command).split())
+            assert "--toy-drawer N toy: the drawer of the shelf" in shown
+            assert "toy://SHELF/BOX (a toy's shelf)" in shown  # SOURCE's help: the forms it declares
         for command in ("inspect", "validate"):
             args = build_parser().parse_args([command, "toy://shelf/ds", "--toy-drawer=2"])
             assert source_values(args, "toy") == {"drawer": 2}
@@ -183,6 +186,23 @@ def test_a_backend_is_its_package_and_one_register_call(tmp_path):
         parse_options(["toy_drawer=1"])
     with pytest.raises(SystemExit):  # argparse: unrecognized arguments
         build_parser().parse_args(["mount", "memory://x", str(tmp_path / "mnt"), "--toy-drawer", "1"])
+
+
+def test_source_help_lists_each_backends_forms_in_the_order_registered():
+    """SOURCE's help (mount, inspect, validate) is what the backends declare, each once, in the
+    order a SOURCE tries them: no list of backends elsewhere to keep up to date."""
+    assert [name for name, b in BACKENDS.items() if not b.forms] == []
+    for command in ("mount", "inspect", "validate"):
+        assert _source_help(command) == ", ".join(b.forms for b in BACKENDS.values())
+
+
+def _source_help(command: str) -> str:
+    import argparse
+
+    from nczfs.cli.parser import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return next(a.help for a in sub.choices[command]._actions if a.dest == "source")
 
 
 def _command_help(command: str) -> str:

@@ -26,4 +26,5 @@ def _directory(opening: Opening) -> SyncStore:
 
 
 DIRECTORY = register(Backend("directory", _directory, schemes=("file",), modes=("file",), paths=True,
-                             rows=DirectoryOptions.rows, directory=True))
+                             rows=DirectoryOptions.rows, directory=True,
+                             forms="a directory, a file:// URL (with #mode=...)"))

@@ -23,4 +23,5 @@ def _icechunk(opening: Opening) -> SyncStore:
 
 ICECHUNK = register(Backend("icechunk", _icechunk, schemes=("icechunk", "icechunk+s3"), locate=locate_icechunk,
                             noun="Icechunk sources", rows=IcechunkOptions.rows,
-                            read_only_if=read_only_point))
+                            read_only_if=read_only_point,
+                            forms="icechunk:///PATH or icechunk+s3://BUCKET/PREFIX (an Icechunk repository)"))

@@ -27,4 +27,5 @@ def _memory_location(given: Given) -> Located:
     return Located(given.parts.netloc + given.parts.path)
 
 
-MEMORY = register(Backend("memory", _memory, schemes=("memory",), locate=_memory_location))
+MEMORY = register(Backend("memory", _memory, schemes=("memory",), locate=_memory_location,
+                          forms="memory://NAME (an in-memory store, for tests)"))

@@ -51,9 +51,12 @@ def _http(opening: Opening) -> SyncStore:
 
 
 S3 = register(Backend("s3", _s3, schemes=("s3", "gs3", "http", "https"), modes=("s3", "gs3"), claims=claims_s3,
-                      locate=locate_s3, rows=S3Options.rows, identity=s3_identity))
+                      locate=locate_s3, rows=S3Options.rows, identity=s3_identity,
+                      forms="s3://BUCKET/PREFIX (or any S3 URL netCDF-C takes)"))
 GCS = register(Backend("gcs", _gcs, schemes=("gs",), locate=locate_cloud, rows=CloudOptions.rows,
-                       identity=_cloud_identity))
+                       identity=_cloud_identity, forms="gs://BUCKET/PREFIX"))
 AZURE = register(Backend("azure", _azure, schemes=("az", "abfs", "abfss", "adl", "https"), claims=claims_azure,
-                         locate=locate_cloud, rows=CloudOptions.rows, identity=_cloud_identity))
-HTTP = register(Backend("http", _http, schemes=("http", "https"), locate=locate_web, rows=Bounds.rows))
+                         locate=locate_cloud, rows=CloudOptions.rows, identity=_cloud_identity,
+                         forms="az://CONTAINER/PREFIX, abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX"))
+HTTP = register(Backend("http", _http, schemes=("http", "https"), locate=locate_web, rows=Bounds.rows,
+                        forms="https://HOST/PATH/X.zarr (a web server's Zarr, read-only)"))

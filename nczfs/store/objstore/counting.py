@@ -8,8 +8,18 @@ import threading
 from collections import Counter
 from typing import Mapping
 
+from nczfs.toolbox import metrics
 from nczfs.toolbox.errors import NczfsError
 from nczfs.store.objstore.errors import translate_obstore
+
+#: a request's name as a service calls it (S3: GetObject, PutObject; the others GET, PUT)
+OPERATION = re.compile(r"[A-Z][A-Za-z0-9]+")
+
+metrics.declare(
+    {"retries-considered": ("counter", "", "S3 requests that failed in a way that is retried (connection, timeout, 5xx)")},
+    metrics.Family("nczfs_s3_requests", "S3 requests sent, by operation",
+                   lambda key: key if OPERATION.fullmatch(key) else None),
+)
 
 
 class RequestCounts:

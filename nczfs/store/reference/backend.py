@@ -26,4 +26,4 @@ def _reference(opening: Opening) -> SyncStore:
 
 REFERENCE = register(Backend("reference", _reference, schemes=("reference",), modes=("refs",), noun="a reference set",
                              suffixes=(".json", ".parq", ".parquet"), rows=ReferenceOptions.rows,
-                             one_file=True, identity=s3_identity))
+                             one_file=True, identity=s3_identity, forms="a reference set (.json, .parq)"))

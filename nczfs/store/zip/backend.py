@@ -37,4 +37,4 @@ def _zip_staged(directory: str) -> int:
 
 
 ZIP = register(Backend("zip", _zip, modes=("zip",), suffixes=(".zip",), rows=ZipOptions.rows, one_file=True,
-                       staging=_zip_staging, staged=_zip_staged))
+                       staging=_zip_staging, staged=_zip_staged, forms="a zip file"))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from nczfs.store.capabilities import Capabilities
 from nczfs.store.capabilities import Merge
+from nczfs.toolbox import metrics
 from nczfs.toolbox.errors import BackendError, Conflict, NczfsError
 from nczfs.store.values import ABSENT
 from nczfs.store.zip.archive import inflate
@@ -38,6 +39,11 @@ log = logging.getLogger(__name__)
 
 #: commits tried while another program keeps changing the archive before the sync fails (ESTALE)
 COMMIT_ATTEMPTS = 3
+
+metrics.declare({  # Behind.counters()
+    "zip.conflicts": ("counter", "", "Staged zip members another program changed in the archive first (kept beside at the commit)"),
+    "zip.merged": ("counter", "", "Staged zip members another program changed in the archive first, merged (consolidated metadata)"),
+})
 
 
 class Behind:
