@@ -3,6 +3,7 @@ same data as plain Zarr v3 in the same bucket, through nczfs and directly.
 
     .venv/bin/pip install -e ".[bench]"
     .venv/bin/python bench/bench_icechunk.py [--mib 256] [--small 4000] [--preads 1000] [--runs 3]
+    .venv/bin/python bench/bench_icechunk.py --labels nczfs-icechunk,icechunk --base main   # before/after
 
 Starts its own SeaweedFS on 127.0.0.1 (tests/s3server.py) and writes, with zarr-python, one big
 array (8 MiB chunks, uncompressed) and one of many 4 KiB chunks twice: into an Icechunk repository
@@ -12,9 +13,13 @@ array (8 MiB chunks, uncompressed) and one of many 4 KiB chunks twice: into an I
 - ``nczfs-zarr``: ``nczfs mount s3://bucket`` over the plain copy (read-only);
 - ``icechunk``: zarr-python over ``icechunk``'s own store, a fresh Repository each run (the direct
   path to the repository, nczfs's peer);
-- ``zarr-s3``: zarr-python + fsspec ``s3fs`` over the plain copy.
+- ``zarr-s3``: zarr-python + fsspec ``s3fs`` over the plain copy (written only when this path or
+  ``nczfs-zarr`` runs);
+- ``nczfs-base`` (``--base REV``): the ``nczfs-icechunk`` mount running REV's code (a git worktree
+  first on its daemon's PYTHONPATH), so that a change's before and after meet one server and load.
 
-Each workload: one warm-up, then --runs cold runs (a fresh mount or client, page cache dropped);
+Each workload: one warm-up, then --runs cold runs (a fresh mount or client, page cache dropped),
+the paths taking turns run by run;
 the big read is also repeated warm in the same mount. Prints medians, the ratios
 icechunk/nczfs-icechunk and nczfs-zarr/nczfs-icechunk (>1: the Icechunk mount is faster), and
 the CPU seconds of the S3 server, the FUSE daemon and the reader.
@@ -40,21 +45,29 @@ from tests.s3server import ADMIN, SeaweedS3  # noqa: E402
 
 NCZFS = [sys.executable, "-m", "nczfs"]
 LABELS = ("nczfs-icechunk", "nczfs-zarr", "icechunk", "zarr-s3")
+#: the labels that read the plain Zarr copy
+PLAIN = ("nczfs-zarr", "zarr-s3")
 
 
 class Paths:
     def __init__(self, server: SeaweedS3, bucket: str, work: Path):
         self.server, self.bucket, self.work = server, bucket, work
-        self.mnt = {"nczfs-icechunk": work / "mnt-icechunk", "nczfs-zarr": work / "mnt-zarr"}
+        self.mnt = {"nczfs-icechunk": work / "mnt-icechunk", "nczfs-zarr": work / "mnt-zarr",
+                    "nczfs-base": work / "mnt-base"}
         for m in self.mnt.values():
             m.mkdir()
+        #: the code "nczfs-base" runs (``--base``)
+        self.base: Path | None = None
 
     def source(self, label: str) -> str:
-        return f"icechunk+s3://{self.bucket}/repo" if label == "nczfs-icechunk" else f"s3://{self.bucket}/plain"
+        return f"s3://{self.bucket}/plain" if label == "nczfs-zarr" else f"icechunk+s3://{self.bucket}/repo"
 
     def mount(self, label: str) -> None:
+        env = dict(os.environ) | ({"PYTHONPATH": str(self.base)} if label == "nczfs-base" and self.base else {})
+        # run in the tree whose code it is (python -m puts the working directory first on sys.path)
         subprocess.run([*NCZFS, "mount", self.source(label), str(self.mnt[label]), "--read-only",
-                        "--endpoint-url", self.server.endpoint], check=True)
+                        "--endpoint-url", self.server.endpoint], check=True,
+                       env=env, cwd=env.get("PYTHONPATH", "").split(os.pathsep)[0] or None)
 
     def umount(self, label: str) -> None:
         subprocess.run([*NCZFS, "umount", str(self.mnt[label])], check=True)
@@ -91,14 +104,16 @@ class Paths:
         return zarr.open_array(store, mode="r")
 
 
-def write_data(p: Paths, mib: int, small: int) -> None:
+def write_data(p: Paths, mib: int, small: int, plain: bool) -> None:
     import icechunk
 
     n = mib * MiB // 4
     repo = icechunk.Repository.create(p.storage())
     session = repo.writable_session("main")
-    plain = zarr.storage.FsspecStore(p.fs(asynchronous=True), path=f"{p.bucket}/plain", read_only=False)
-    for store in (session.store, plain):
+    stores = [session.store]
+    if plain:
+        stores.append(zarr.storage.FsspecStore(p.fs(asynchronous=True), path=f"{p.bucket}/plain", read_only=False))
+    for store in stores:
         big = zarr.create_array(store, name="big", shape=(n,), chunks=(CHUNK,), dtype="f4", compressors=None,
                                 zarr_format=3)
         big[:] = np.arange(n, dtype="f4")
@@ -167,16 +182,23 @@ def main() -> None:
     ap.add_argument("--preads", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--labels", default=",".join(LABELS))
+    ap.add_argument("--base", default="", help="a git revision: the nczfs-base path runs its code (added to --labels)")
     args = ap.parse_args()
-    labels = args.labels.split(",")
+    labels = args.labels.split(",") + (["nczfs-base"] if args.base and "nczfs-base" not in args.labels else [])
     work = Path(tempfile.mkdtemp(prefix="nczfs-bench-icechunk-"))
     server = SeaweedS3(work / "weed")
     os.environ.update(server.write_aws_files(work / "aws"))
     server.start()
     rows: dict[str, dict[str, Run]] = {}
+    base: Path | None = None
     try:
         p = Paths(server, server.new_bucket("bench"), work)
-        write_data(p, args.mib, args.small)
+        if args.base:
+            from bench.bench_ab import checkout
+
+            p.base = base = checkout(args.base, work / "base")
+        print(f"load average {os.getloadavg()}", flush=True)
+        write_data(p, args.mib, args.small, any(label in PLAIN for label in labels))
         cases = [
             (f"read {args.mib} MiB array (8 MiB chunks)", read_big, True),
             (f"read {args.small:,} chunks of 4 KiB", read_small, False),
@@ -184,13 +206,15 @@ def main() -> None:
             (f"{args.preads:,} random 4 KiB reads in the chunks", lambda p, l: random_preads(p, l, args.preads, args.mib), False),
         ]
         for name, fn, warm in cases:
-            for label in labels:
-                cold, hot = measure(p, [label], fn, args.runs, warm and label in p.mnt)[label]  # type: ignore[arg-type]
-                keep_medians(rows, name, label, cold, hot)
+            # the paths take turns run by run, so that a change of the host's load meets them all
+            for label, (cold, hot) in measure(p, labels, fn, args.runs, warm).items():  # type: ignore[arg-type]
+                keep_medians(rows, name, label, cold, hot if label in p.mnt else [])
+        print(f"load average {os.getloadavg()}", flush=True)
     finally:
-        clean_up(work, server)
+        clean_up(work, server, base)
 
-    pairs = [(o, "nczfs-icechunk") for o in ("icechunk", "nczfs-zarr", "zarr-s3") if o in labels and "nczfs-icechunk" in labels]
+    pairs = [(o, "nczfs-icechunk") for o in ("icechunk", "nczfs-zarr", "zarr-s3", "nczfs-base")
+             if o in labels and "nczfs-icechunk" in labels]
     print_walls(rows, labels, pairs, args.runs)
     print(f"\n| CPU seconds (median of {args.runs}) | path | wall | S3 server | FUSE daemon | reader |")
     print("|---|---|---:|---:|---:|---:|")

@@ -624,3 +624,29 @@ def test_the_mounts_profile_gives_the_credentials_on_s3(s3_server):
         assert "not committed" in str(info.value)
     finally:
         reader.close()
+
+
+def test_a_read_only_mount_on_s3_reads_through_the_lighter_client(s3_server):
+    """A read-only mount (and a tag's) reads through the object_store crate's S3 client (half the
+    AWS SDK client's CPU a GET), with the mount's credentials; a branch mount, which commits,
+    keeps Icechunk's default client. Before: every mount used the AWS SDK client."""
+    from nczfs.store.icechunk.repository import open_icechunk, storage_for
+
+    options = s3_repo(s3_server, s3_server.new_prefix("light"))
+    writer = open_icechunk(options)
+    writer.set("zarr.json", GROUP)
+    writer.set("v/zarr.json", array_meta())
+    writer.set("v/c/1", b"chunk")
+    writer.sync()
+    writer.repo.create_tag("t1", writer.tree.etag)
+    writer.close()
+    assert repr(storage_for(options)).startswith("S3Storage(")
+    for kw in ({"read_only": True}, {"tag": "t1"}, {"read_only": True, "profile": "reader"}):
+        ro = s3_options(s3_server, options.source, **kw)
+        assert repr(storage_for(ro)).startswith("ObjectStorage(")
+        reader = open_icechunk(ro)
+        try:
+            assert reader.get("v/c/1") == b"chunk" and reader.get("zarr.json") == GROUP
+            assert [(e.name, e.info.size) for e in reader.list_dir("v/c")] == [("1", 5)]
+        finally:
+            reader.close()

@@ -5,7 +5,7 @@ it may read, and the store on what it mounts."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 from nczfs.toolbox.errors import NczfsError, SourceError, option_error
 from nczfs.store.icechunk.errors import reason
@@ -45,6 +45,19 @@ def _endpoint(options: IcechunkOptions) -> str | None:
     return options.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
 
 
+def _s3_client(options: IcechunkOptions) -> Callable[..., Any]:
+    """Icechunk's S3 storage for the mount: a read-only mount reads through the object_store
+    crate's client, which spends half the CPU of the default (AWS SDK) client on a GET
+    (docs/PERFORMANCE.md, "Icechunk: reads sent in bursts"), where the installed icechunk has
+    it; a mount that commits uses the default client, which Icechunk's commits are made with."""
+    import icechunk
+    import icechunk.storage
+
+    reads_only = options.read_only or options.tag is not None or options.snapshot is not None
+    lighter = getattr(icechunk.storage, "s3_object_store_storage", None)
+    return lighter if reads_only and lighter is not None else icechunk.s3_storage
+
+
 def storage_for(options: IcechunkOptions) -> Any:
     import icechunk
 
@@ -53,7 +66,7 @@ def storage_for(options: IcechunkOptions) -> Any:
         return icechunk.local_filesystem_storage(location)
     bucket, _, prefix = location[len("s3://"):].partition("/")
     endpoint = _endpoint(options)
-    return icechunk.s3_storage(
+    return _s3_client(options)(
         bucket=bucket, prefix=prefix.strip("/") or None, region=_region(options), endpoint_url=endpoint,
         allow_http=bool(endpoint and endpoint.startswith("http://")), force_path_style=bool(endpoint),
         **_s3_credentials(options),

@@ -49,8 +49,10 @@ def _is_metadata(key: str) -> bool:
 
 
 class IcechunkStore(SyncStore):
-    # other writers commit to a branch while it is mounted: a short default TTL
-    capabilities = Capabilities(remote=True, metadata_ttl=SHORT_TTL)
+    # other writers commit to a branch while it is mounted: a short default TTL; reads at once (a
+    # burst holds a slot a read), as many as an object store's: large chunks read faster than with
+    # the default 8 (docs/PERFORMANCE.md, "Icechunk: reads sent in bursts")
+    capabilities = Capabilities(remote=True, metadata_ttl=SHORT_TTL, max_concurrency=16)
 
     def __init__(
         self,
@@ -179,8 +181,7 @@ class IcechunkStore(SyncStore):
             if refused_metadata(exc):
                 raise InvalidArgument(f"{key!r}: Icechunk refuses this metadata: {reason(exc)}") from None
             raise BackendError(f"{key!r}: not stored: {reason(exc)}") from exc
-        if _is_metadata(key):
-            self.tree.forget_layouts()
+        self.tree.changed(key)
         return True
 
     def set(self, key: str, data: bytes | bytearray | memoryview, if_version: str | None = None) -> ObjectInfo:
@@ -226,8 +227,7 @@ class IcechunkStore(SyncStore):
             except Exception as exc:  # noqa: BLE001
                 if not missing(exc):
                     raise BackendError(f"{key!r}: not deleted: {reason(exc)}") from exc
-            if _is_metadata(key):
-                self.tree.forget_layouts()
+            self.tree.changed(key)
 
     def rename_dir(self, src: str, dst: str) -> None:
         # metadata first: the chunks follow their array at once instead of waiting for it
@@ -262,7 +262,8 @@ class IcechunkStore(SyncStore):
     # ------------------------------------------------------------------ the rest
 
     def counters(self) -> dict[str, int]:
-        return {"icechunk.commits": self.commits, "icechunk.waiting-files": len(self.overlay.waiting)}
+        return {"icechunk.commits": self.commits, "icechunk.waiting-files": len(self.overlay.waiting),
+                **self.tree.bursts.counters()}
 
     def describe(self) -> str:
         what = f"tag {self.tag}" if self.tag else f"snapshot {self.snapshot}" if self.snapshot else f"branch {self.branch}"

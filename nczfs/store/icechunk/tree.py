@@ -13,6 +13,7 @@ from nczfs.store.aiobridge import AsyncioBridge
 from nczfs.toolbox.errors import BackendError, KeyNotFound
 from nczfs.store.keys import join, usable_name
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
+from nczfs.store.icechunk.bursts import ReadBursts
 from nczfs.store.icechunk.errors import missing, reason
 
 
@@ -24,11 +25,38 @@ def snapshot_ns(repo: Any, snap: str) -> int:
         return time.time_ns()
 
 
+def _is_metadata(key: str) -> bool:
+    return key.rpartition("/")[2] == "zarr.json"
+
+
+def _pair(rng: ByteRange | None) -> tuple[int | None, int | None]:
+    return (None, None) if rng is None else (rng.start, rng.end)
+
+
+def _maybe_past_end(rng: ByteRange | None, data: bytes) -> bool:
+    """Might ``data`` be Icechunk's answer to a range starting past the chunk's end (its last byte)?"""
+    return rng is not None and rng.start > 0 and len(data) == 1 and (rng.end is None or rng.end > rng.start + 1)
+
+
+#: chunks read from this size on are not copied: a read-only view of Icechunk's buffer (a fresh
+#: copy of 8 MiB costs 2.3 ms, mostly the first touch of its pages; docs/PERFORMANCE.md)
+KEEP_BUFFER = 1024 * 1024
+
+#: object sizes a tree keeps (more: it starts again)
+SIZES_KEPT = 1 << 17
+
+
+#: chunk coordinates asked of Icechunk at once (one Python future a batch)
+COORDS_BATCH = 1 << 16
+
+
 @dataclass(frozen=True)
 class ChunkLayout:
-    """Where an array's chunk keys lie: how many key segments a chunk key has below the array."""
+    """Where an array's chunk keys lie: how many key segments a chunk key has below the array,
+    and the array's dimensions if its chunk keys are ``c/I/J`` (the default encoding)."""
 
     depth: int
+    ndim: int | None = None
 
     @classmethod
     def of(cls, meta: dict[str, Any]) -> "ChunkLayout":
@@ -38,7 +66,7 @@ class ChunkLayout:
         sep = (enc.get("configuration") or {}).get("separator", "/" if name == "default" else ".")
         if sep != "/":
             return cls(1)
-        return cls(ndim + 1 if name == "default" else max(ndim, 1))
+        return cls(ndim + 1, ndim) if name == "default" else cls(max(ndim, 1))
 
 
 class SnapshotTree:
@@ -52,6 +80,11 @@ class SnapshotTree:
         self.mtime_ns = mtime_ns
         #: node path -> its chunk layout (None: not an array)
         self._layouts: dict[str, ChunkLayout | None] = {}
+        #: reads from trio, small ones sent together
+        self.bursts = ReadBursts(bridge, self._get, self._get_many)
+        #: the sizes of the objects listed or looked at (up to SIZES_KEPT): which reads are small
+        #: enough to be sent in bursts (a stale one changes that choice only)
+        self.sizes: dict[str, int] = {}
 
     @classmethod
     def of(cls, bridge: AsyncioBridge, repo: Any, session: Any, snap: str) -> SnapshotTree:
@@ -62,10 +95,10 @@ class SnapshotTree:
 
     async def _get(self, key: str, rng: ByteRange | None) -> bytes:
         try:
-            if rng is not None and key.rpartition("/")[2] == "zarr.json":
+            if rng is not None and _is_metadata(key):
                 # Icechunk 1.1 panics on a range past the end of metadata (chunks are clipped)
                 return rng.slice(await self.py.get(key, (None, None)))
-            data = bytes(await self.py.get(key, (None, None) if rng is None else (rng.start, rng.end)))
+            got = await self.py.get(key, _pair(rng))
         except Exception as exc:  # noqa: BLE001 - icechunk raises KeyError and IcechunkError
             if missing(exc):
                 raise KeyNotFound(key) from None
@@ -73,12 +106,46 @@ class SnapshotTree:
                 raise BackendError(f"{key!r}: a virtual chunk whose container the mount does not name: mount with "
                                    f"-o virtual_chunk_container=PREFIX[=URL] ({reason(exc).split(', see http')[0]})") from None
             raise BackendError(f"{key!r}: {reason(exc)}") from exc
-        if rng is not None and rng.start > 0 and len(data) == 1 and (rng.end is None or rng.end > rng.start + 1):
-            # Icechunk answers a range of a chunk starting at or past its end with its last byte
-            size = await self._size(key)
-            if size is not None and rng.start >= size:
-                return b""
-        return data
+        # a large chunk is handed on as a view of Icechunk's buffer (the cache hands out parts of it)
+        data: bytes = memoryview(got) if len(got) >= KEEP_BUFFER else bytes(got)  # type: ignore[assignment]  # bytes-like
+        return await self._clipped(key, rng, data) if _maybe_past_end(rng, data) else data
+
+    async def _clipped(self, key: str, rng: ByteRange | None, data: bytes) -> bytes:
+        """Icechunk answers a range of a chunk starting at or past its end with its last byte."""
+        assert rng is not None  # _maybe_past_end: a range
+        size = await self._size(key)
+        return b"" if size is not None and rng.start >= size else data
+
+    async def _get_many(self, asks: list[tuple[str, ByteRange | None]]) -> list[bytes | BaseException]:
+        """Chunk reads in one ``get_partial_values`` (one Python future for them all); what it
+        does not answer (None: a missing chunk or an error, it does not say which), metadata
+        (whose ranges it would not clip) and answers that may lie past the end read by
+        :meth:`_get`, which says what went wrong."""
+        chunks = [i for i, (key, _) in enumerate(asks) if not _is_metadata(key)]
+        try:
+            values: list[bytes | None] = await self.py.get_partial_values([(asks[i][0], _pair(asks[i][1])) for i in chunks])
+        except Exception:  # noqa: BLE001 - every read is tried alone, which says why it fails
+            values = [None] * len(chunks)
+        answered: dict[int, bytes | None] = dict(zip(chunks, values))
+        out: list[bytes | BaseException] = [b""] * len(asks)
+        alone = []
+        for i, (_, rng) in enumerate(asks):
+            got = answered.get(i)
+            if got is None or _maybe_past_end(rng, got):
+                alone.append(i)
+            else:
+                out[i] = got
+
+        async def settle(i: int) -> None:
+            key, rng = asks[i]
+            got = answered.get(i)
+            try:
+                out[i] = await (self._get(key, rng) if got is None else self._clipped(key, rng, got))
+            except Exception as exc:  # noqa: BLE001 - the read's own error, raised to its reader
+                out[i] = exc
+
+        await asyncio.gather(*(settle(i) for i in alone))
+        return out
 
     async def _size(self, key: str) -> int | None:
         try:
@@ -101,10 +168,22 @@ class SnapshotTree:
     # -------------------------------------------------------------- blocking face
 
     def get(self, key: str, rng: ByteRange | None = None) -> bytes:
-        return self.bridge.run(self._get, key, rng)
+        data = self.bridge.run(self._get, key, rng)
+        return data if isinstance(data, bytes) else bytes(data)
 
     async def get_async(self, key: str, rng: ByteRange | None) -> bytes:
-        return await self.bridge.trio_run(self._get, key, rng)
+        return await self.bursts.get(key, rng, self.sizes.get(key))
+
+    def _known(self, key: str, size: int) -> None:
+        if len(self.sizes) >= SIZES_KEPT:
+            self.sizes.clear()
+        self.sizes[key] = size
+
+    def changed(self, key: str) -> None:
+        """``key`` was written or deleted in the session."""
+        self.sizes.pop(key, None)
+        if _is_metadata(key):
+            self._layouts.clear()
 
     def size(self, key: str) -> int | None:
         return self.bridge.run(self._size, key)
@@ -119,9 +198,6 @@ class SnapshotTree:
         found = ChunkLayout.of(meta) if isinstance(meta, dict) and meta.get("node_type") == "array" else None
         self._layouts[node] = found
         return found
-
-    def forget_layouts(self) -> None:
-        self._layouts.clear()
 
     def file_test(self, prefix: str) -> Callable[[str], bool]:
         """Which children of ``prefix`` are files: ``zarr.json``, and chunk keys at their depth."""
@@ -139,8 +215,41 @@ class SnapshotTree:
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"{keys[0] if keys else ''!r}...: sizes not read: {reason(exc)}") from exc
 
+    def _chunk_dir(self, prefix: str) -> tuple[str, list[int]] | None:
+        """``prefix`` as a directory of an array's chunk keys (``a/c``, ``a/c/0``, not ``a/c/0/0``
+        of a 2-D array): the array and the chunk coordinates the directory names; None if it is
+        none of those."""
+        segs = prefix.split("/") if prefix else []
+        for i in range(len(segs), -1, -1):
+            layout = self.layout("/".join(segs[:i]))
+            if layout is not None:
+                below = segs[i:]
+                if layout.ndim is None or below[:1] != ["c"] or len(below) > layout.ndim or not all(s.isdigit() for s in below[1:]):
+                    return None
+                return "/".join(segs[:i]), [int(s) for s in below[1:]]
+        return None
+
+    async def _coords(self, array: str) -> list[list[int]]:
+        try:
+            out: list[list[int]] = []
+            async for batch in self.session._session.chunk_coordinates("/" + array, COORDS_BATCH):
+                out.extend(batch)
+            return out
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"{array or '/'}: chunks not listed: {reason(exc)}") from exc
+
+    def _listed_names(self, prefix: str) -> list[str]:
+        """The names below ``prefix``: in a chunk directory from the array's chunk coordinates
+        (Icechunk lists a chunk directory's names one Python future a name)."""
+        where = self._chunk_dir(prefix)
+        if where is None:
+            return self.bridge.run(self._names, "list_dir", prefix)
+        array, known = where
+        k = len(known)
+        return [str(n) for n in sorted({c[k] for c in self.bridge.run(self._coords, array) if c[:k] == known})]
+
     def list_dir(self, prefix: str) -> list[DirEntry]:
-        names = self.bridge.run(self._names, "list_dir", prefix)
+        names = self._listed_names(prefix)
         if not names:
             return []
         is_file = self.file_test(prefix)
@@ -148,6 +257,8 @@ class SnapshotTree:
         files = [n for n in names if is_file(n)]
         # sizes come with the listing, as every store's do (ls -l, readdirplus)
         sizes = dict(zip(files, self.bridge.run(self._sizes, [join(prefix, n) for n in files]))) if files else {}
+        for n, size in sizes.items():
+            self._known(join(prefix, n), size)
         return [
             DirEntry(n, False, ObjectInfo(join(prefix, n), sizes[n], self.mtime_ns, self.etag)) if n in sizes else DirEntry(n, True)
             for n in names
@@ -155,7 +266,7 @@ class SnapshotTree:
 
     def has_children(self, prefix: str) -> bool:
         """Is ``prefix`` a directory of the tree (names only: no sizes asked for)?"""
-        return bool(self.bridge.run(self._names, "list_dir", prefix))
+        return bool(self._listed_names(prefix))
 
     def list_prefix(self, prefix: str) -> list[str]:
         # Icechunk lists below a node only: below a chunk directory its array is listed, below
@@ -170,4 +281,7 @@ class SnapshotTree:
 
     def info(self, key: str) -> ObjectInfo | None:
         size = self.size(key)
-        return None if size is None else ObjectInfo(key, size, self.mtime_ns, self.etag)
+        if size is None:
+            return None
+        self._known(key, size)
+        return ObjectInfo(key, size, self.mtime_ns, self.etag)
