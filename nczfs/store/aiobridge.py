@@ -4,6 +4,10 @@ One asyncio event loop runs in a daemon thread of its own and serves every reque
 is handed to it with ``asyncio.run_coroutine_threadsafe``. Trio waits for the answer without a
 worker thread (the loop wakes the trio task through its token); a worker thread waits for it on
 the future. Nothing here ever blocks the trio thread.
+
+A call that blocks the thread it is made on until the library's runtime answers (Icechunk's
+listings: ``block_on`` until the session's lock is granted) is no coroutine to run on that shared
+loop: :func:`run_apart` runs it on a loop of its own in the calling (worker) thread.
 """
 
 from __future__ import annotations
@@ -16,6 +20,27 @@ from typing import Any, Awaitable, Callable, TypeVar
 import trio
 
 T = TypeVar("T")
+
+
+async def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    # the awaitable is made inside the loop: libraries built on pyo3-async-runtimes look up the
+    # running loop when they are called, not when they are awaited
+    try:
+        return await fn(*args)
+    except (Exception, asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # a Rust panic (pyo3's PanicException): an error, not an exit
+        raise RuntimeError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def run_apart(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``await fn(*args)`` on a loop of its own in the calling (worker) thread, which waits for it:
+    what it blocks is that thread, never a loop other coroutines need."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(_call(fn, *args))
+    finally:
+        loop.close()
 
 
 class AsyncioBridge:
@@ -32,17 +57,7 @@ class AsyncioBridge:
         self.loop.run_forever()
 
     def _submit(self, fn: Callable[..., Awaitable[T]], *args: Any) -> concurrent.futures.Future[T]:
-        # the awaitable is made inside the loop: libraries built on pyo3-async-runtimes look up the
-        # running loop when they are called, not when they are awaited
-        async def call() -> T:
-            try:
-                return await fn(*args)
-            except (Exception, asyncio.CancelledError, KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as exc:  # a Rust panic (pyo3's PanicException): an error, not an exit
-                raise RuntimeError(f"{type(exc).__name__}: {exc}") from exc
-
-        return asyncio.run_coroutine_threadsafe(call(), self.loop)
+        return asyncio.run_coroutine_threadsafe(_call(fn, *args), self.loop)
 
     def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``await fn(*args)`` in the loop; blocks the calling (worker) thread until it is done."""

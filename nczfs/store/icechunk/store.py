@@ -174,7 +174,8 @@ class IcechunkStore(SyncStore):
     def _set_in_session(self, key: str, data: bytes) -> bool:
         """Store ``data`` in the session; False if Icechunk refuses the key (for now)."""
         try:
-            self.bridge.run(self.tree.py.set, key, data)
+            with self.tree.apart.writing():
+                self.bridge.run(self.tree.py.set, key, data)
         except Exception as exc:  # noqa: BLE001
             if refused_key(exc):
                 return False
@@ -223,7 +224,8 @@ class IcechunkStore(SyncStore):
         with self._rw.shared():
             self.overlay.forget(key)
             try:
-                self.bridge.run(self.tree.py.delete, key)
+                with self.tree.apart.writing():
+                    self.bridge.run(self.tree.py.delete, key)
             except Exception as exc:  # noqa: BLE001
                 if not missing(exc):
                     raise BackendError(f"{key!r}: not deleted: {reason(exc)}") from exc
@@ -252,7 +254,8 @@ class IcechunkStore(SyncStore):
                 raise held_back(self.where, list(self.overlay.waiting))
             committed = self.tree.session.has_uncommitted_changes
             if committed:
-                commit(self.tree.session, self._message(), where=self.where, branch=self.branch)
+                with self.tree.apart.writing():
+                    commit(self.tree.session, self._message(), where=self.where, branch=self.branch)
                 self.commits += 1
             tree = self._open_main()  # the branch's tip: this commit, or commits made elsewhere
             if committed or tree.etag != self.tree.etag:
@@ -272,7 +275,8 @@ class IcechunkStore(SyncStore):
     def close(self) -> None:
         try:
             if not self.capabilities.read_only:
-                kept = keep_uncommitted(self.repo, self.tree.session, self._message(), where=self.where, branch=self.branch)
+                with self.tree.apart.writing():
+                    kept = keep_uncommitted(self.repo, self.tree.session, self._message(), where=self.where, branch=self.branch)
                 self.unmerged_branch = kept or self.unmerged_branch
         finally:
             if self._own_bridge:

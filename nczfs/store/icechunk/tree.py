@@ -7,14 +7,15 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
-from nczfs.store.aiobridge import AsyncioBridge
+from nczfs.store.aiobridge import AsyncioBridge, run_apart
 from nczfs.toolbox.errors import BackendError, KeyNotFound
 from nczfs.store.keys import join, usable_name
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo
 from nczfs.store.icechunk.bursts import ReadBursts
 from nczfs.store.icechunk.errors import missing, reason
+from nczfs.store.icechunk.rwlock import Apart
 
 
 def snapshot_ns(repo: Any, snap: str) -> int:
@@ -45,6 +46,8 @@ KEEP_BUFFER = 1024 * 1024
 #: object sizes a tree keeps (more: it starts again)
 SIZES_KEPT = 1 << 17
 
+
+T = TypeVar("T")
 
 #: chunk coordinates asked of Icechunk at once (one Python future a batch)
 COORDS_BATCH = 1 << 16
@@ -85,6 +88,8 @@ class SnapshotTree:
         #: the sizes of the objects listed or looked at (up to SIZES_KEPT): which reads are small
         #: enough to be sent in bursts (a stale one changes that choice only)
         self.sizes: dict[str, int] = {}
+        #: listings and writes of the session take turns (:class:`Apart`)
+        self.apart = Apart()
 
     @classmethod
     def of(cls, bridge: AsyncioBridge, repo: Any, session: Any, snap: str) -> SnapshotTree:
@@ -167,6 +172,13 @@ class SnapshotTree:
 
     # -------------------------------------------------------------- blocking face
 
+    def _listing(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """A listing, never on the bridge's loop: Icechunk's listing calls block their thread
+        until the session's lock is theirs, and their streams hold it until read to the end; and
+        never while the session is written (:class:`Apart`)."""
+        with self.apart.listing():
+            return run_apart(fn, *args)
+
     def get(self, key: str, rng: ByteRange | None = None) -> bytes:
         data = self.bridge.run(self._get, key, rng)
         return data if isinstance(data, bytes) else bytes(data)
@@ -243,10 +255,10 @@ class SnapshotTree:
         (Icechunk lists a chunk directory's names one Python future a name)."""
         where = self._chunk_dir(prefix)
         if where is None:
-            return self.bridge.run(self._names, "list_dir", prefix)
+            return self._listing(self._names, "list_dir", prefix)
         array, known = where
         k = len(known)
-        return [str(n) for n in sorted({c[k] for c in self.bridge.run(self._coords, array) if c[:k] == known})]
+        return [str(n) for n in sorted({c[k] for c in self._listing(self._coords, array) if c[:k] == known})]
 
     def list_dir(self, prefix: str) -> list[DirEntry]:
         names = self._listed_names(prefix)
@@ -274,9 +286,9 @@ class SnapshotTree:
         segs = prefix.split("/") if prefix else []
         node = next(("/".join(segs[:i]) for i in range(len(segs), -1, -1) if self.layout("/".join(segs[:i]))), None)
         try:
-            keys = self.bridge.run(self._names, "list_prefix", prefix if node is None else node)
+            keys = self._listing(self._names, "list_prefix", prefix if node is None else node)
         except BackendError:
-            keys = self.bridge.run(self._names, "list_prefix", "")
+            keys = self._listing(self._names, "list_prefix", "")
         return sorted(k for k in keys if not prefix or k.startswith(prefix + "/"))
 
     def info(self, key: str) -> ObjectInfo | None:
