@@ -452,6 +452,15 @@ def runs_on(name: str, fn: Callable, writes: bool, label: str) -> bool:
     return label != "direct" or not (fn is header_of_many or name.startswith("fio:"))
 
 
+def workload_numbers(text: str) -> set[int]:
+    """``--only``'s comma list of workload numbers and ranges (``1,2,8-14``)."""
+    numbers: set[int] = set()
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        numbers.update(range(int(first), int(last or first) + 1))
+    return numbers
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     labels = installed_labels(args.labels + (",nczfs-base" if args.base and "nczfs-base" not in args.labels else ""))
@@ -463,7 +472,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: dict[str, dict[str, Run]] = {}
     targets: dict[str, list[tuple[str, float]]] = {}
     units: dict[str, tuple[str, float]] = {}
-    only = {int(x) for x in args.only.split(",") if x}
+    only = workload_numbers(args.only)
     cases = make_cases(args, big_file)
     base: Path | None = None
     try:
