@@ -233,14 +233,17 @@ def _char_store(where, dtype: str, upper: bool) -> str:
 def test_no_char_dtype_is_read_by_both_netcdf_c_4_9_0_and_4_10_1(site, tmp_path):
     """Without nczfs: netCDF-C 4.9.0's only char is ``<U1``, which makes 4.10.1 refuse the whole
     dataset; 4.10.1's char ``>S1`` (and its strings' ``|S<n>``) make 4.9.0 fail on the whole
-    dataset. So a dataset holding chars or strings opens through a view made for one of them and
-    not in the other: through ``netcdf-4.9`` the wheel, through ``netcdf-4.10`` Debian ``ncdump``
-    fail on it, as on the stores each wrote (the cross-dialect cells of the fidelity matrix;
+    dataset; zarr-python (and xarray over it) reads 4.9.0's ``<U1``, one byte stored, as 4 bytes a
+    char and fails. So a dataset holding chars or strings opens through a view made for one of them
+    and not in the other: through ``netcdf-4.9`` the wheel and xarray, through ``netcdf-4.10`` Debian
+    ``ncdump`` fail on it, as on the stores each wrote (the cross-dialect cells of the fidelity matrix;
     before strings were shown, such datasets opened there without their strings)."""
     old = _char_store(tmp_path / "v2uc", "<U1", upper=True)
     new = _char_store(tmp_path / "v2za", ">S1", upper=False)
     strings = _char_store(tmp_path / "v2za-s", "|S2", upper=False)
     assert _ncdump_opens(old) and not _wheel_opens(old)
+    with pytest.raises(ValueError, match="larger dtype"):  # zarr-python: 4 bytes a <U1, 1 stored
+        xr.open_zarr(tmp_path / "v2uc", consolidated=False).load()
     assert _wheel_opens(new) and _wheel_opens(strings)
     assert not _ncdump_opens(new) and not _ncdump_opens(strings)
     ds = xr.Dataset({"s": ("x", np.array(["ab", "cde"], dtype=object)), "v": ("x", np.array([1, 2], "i4"))})
@@ -248,3 +251,5 @@ def test_no_char_dtype_is_read_by_both_netcdf_c_4_9_0_and_4_10_1(site, tmp_path)
     nine, ten = (f"file://{site.roots[v] / name}#mode=nczarr,file" for v in ("netcdf-4.9", "netcdf-4.10"))
     assert _ncdump_opens(nine) and _wheel_opens(ten)
     assert not _wheel_opens(nine) and not _ncdump_opens(ten)
+    with pytest.raises(ValueError, match="larger dtype"):
+        xr.open_zarr(site.roots["netcdf-4.9"] / name, consolidated=False).load()
