@@ -383,7 +383,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--fio-files", type=int, default=2000, help="fio: files of 4 KiB created, read, listed")
     ap.add_argument("--quick", action="store_true", help="small sizes, one cold run unless --runs: a few minutes ("
                     + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in QUICK.items()) + ")")
-    ap.add_argument("--only", default="", help="comma list of workload numbers to run (1-7 Zarr and tools, 8-14 fio)")
+    ap.add_argument("--only", default="", type=_only,
+                    help="comma list of workload numbers and ranges to run (1-7 Zarr and tools, 8-14 fio)")
     ap.add_argument("--labels", default="direct,nczfs,nczfs-ro,s3fs-fuse,rclone-off,rclone-full",
                     help="which paths to run (comma list; also nczfs-dio, and nczfs-base with --base)")
     ap.add_argument("--base", default="", help="a git revision: the nczfs-base path runs its code (added to --labels)")
@@ -461,9 +462,19 @@ def workload_numbers(text: str) -> set[int]:
     return numbers
 
 
+def _only(text: str) -> str:
+    """``--only`` checked as argparse parses it (a bad one is a usage error, before a server starts)."""
+    try:
+        workload_numbers(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a comma list of numbers and ranges (1,2,8-14)") from None
+    return text
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     labels = installed_labels(args.labels + (",nczfs-base" if args.base and "nczfs-base" not in args.labels else ""))
+    only = workload_numbers(args.only)
     work = Path(tempfile.mkdtemp(prefix="nczfs-bench-s3-"))
     server = SeaweedS3(work / "weed", tls=args.https, domain=VIRTUAL_DOMAIN if args.virtual_hosted else None)
     os.environ.update(server.write_aws_files(work / "aws", addressing_style="virtual" if args.virtual_hosted else None))
@@ -472,7 +483,6 @@ def main(argv: list[str] | None = None) -> None:
     rows: dict[str, dict[str, Run]] = {}
     targets: dict[str, list[tuple[str, float]]] = {}
     units: dict[str, tuple[str, float]] = {}
-    only = workload_numbers(args.only)
     cases = make_cases(args, big_file)
     base: Path | None = None
     try:

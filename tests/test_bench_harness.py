@@ -75,3 +75,16 @@ def test_every_fio_job_moves_what_it_says_and_counts_its_cpu_per_gib_or_requests
 def test_a_job_fio_refuses_fails_the_run(tmp_path):
     with pytest.raises(Exception):
         bench_fio.fio("--name=x", f"--filename={tmp_path / 'missing'}", "--rw=read", "--readonly")
+
+
+def test_only_takes_numbers_and_ranges_and_refuses_the_rest_before_a_server_starts(capsys):
+    """``--only 1,2,8-14`` as the README writes it; a bad list is a usage error (exit 2), parsed
+    before the benchmark starts SeaweedFS, so nothing is left running."""
+    from bench import bench_s3
+
+    assert bench_s3.workload_numbers(bench_s3.parse_args(["--only", "1,2,8-10"]).only) == {1, 2, 8, 9, 10}
+    assert bench_s3.workload_numbers("") == set()
+    with pytest.raises(SystemExit) as stop:
+        bench_s3.main(["--only", "8-x"])
+    assert stop.value.code == 2
+    assert "--only: '8-x': not a comma list" in capsys.readouterr().err
