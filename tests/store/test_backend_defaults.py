@@ -72,12 +72,13 @@ def test_each_backend_declares_whether_it_is_remote_and_its_default_ttl(name, re
     assert config.source.backend == name and config.metadata_ttl is None
     store = open_store(config)
     try:
+        ttl = LONG_TTL if read_only else writable_ttl
         assert store.capabilities.remote is remote
-        assert config.effective_metadata_ttl(store.capabilities) == (LONG_TTL if read_only else writable_ttl)
+        assert config.effective_metadata_ttl(store.capabilities) == ttl
         cache = cached(ThreadedStore(store), config)
         assert cache.cache_bytes is remote and (cache.disk is not None) is remote
         # a local directory's attributes are live: the cache asks it each time, the mount still uses the TTL
-        assert cache.ttl == (0 if store.capabilities.live_meta else config.effective_metadata_ttl(store.capabilities))
+        assert cache.ttl == (0 if name == "directory" else ttl)
         given = build_config(build_parser().parse_args([*argv, "-o", "metadata_ttl=7"]))
         assert given.effective_metadata_ttl(store.capabilities) == 7.0
     finally:

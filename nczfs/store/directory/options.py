@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from nczfs.store.options import OVERWRITE, OptionRow
+from nczfs.store.options import OVERWRITE, OptionRow, given
 
 if TYPE_CHECKING:
     from nczfs.store.opening import Opening
@@ -25,4 +25,4 @@ class DirectoryOptions:
 
     @classmethod
     def of(cls, opening: Opening) -> DirectoryOptions:
-        return cls(opening.source.location, opening.read_only, opening.options.get("overwrite", "checked"))
+        return given(cls, opening.options, location=opening.source.location, read_only=opening.read_only)
