@@ -13,7 +13,7 @@ backend request.
 from __future__ import annotations
 
 import collections
-from typing import Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import trio
 
@@ -69,7 +69,7 @@ class MetadataCache:
         self._hot_dirs: dict[str, float] = {}
         self._listing_now: dict[str, trio.Event] = {}
         #: entry and stat requests in flight, by (kind, key): misses of one key share one request
-        self._asking_now: SingleFlight[tuple[str, str], tuple[object, bool]] = SingleFlight(lambda k: repr(k[1]))
+        self._asking_now: SingleFlight[tuple[str, str], tuple[Any, bool]] = SingleFlight(lambda k: repr(k[1]))
         self.trees = TreeListings(self, tree_keys)
         #: the end of a fetch whose success confirms what an expired listing says of a key (the
         #: prefetcher's)
@@ -161,7 +161,7 @@ class MetadataCache:
             keep = self.end(key, asked_at)
         return out, keep
 
-    async def _ask_once(self, kind: str, key: str, call: Callable[[], Awaitable[object]]) -> tuple[object, bool]:
+    async def _ask_once(self, kind: str, key: str, call: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
         """:meth:`ask` ``call()`` about ``key``, unless the same request (``kind``) is in flight:
         then its answer (the kernel looks one directory up again from every path walk through
         it at once, once its TTL is over). An answer that may not be kept (a write touched the
@@ -274,7 +274,7 @@ class MetadataCache:
         found, keep = await self._ask_once("entry", key, lambda: self.inner.entry(key))
         if keep:
             self.keep(key, found)
-        return found  # type: ignore[return-value]  # the answer of inner.entry
+        return found
 
     async def stat(self, key: str) -> ObjectInfo:
         hit = await self.lookup(key)
@@ -286,8 +286,8 @@ class MetadataCache:
             return hit.info
         info, keep = await self._ask_once("stat", key, lambda: self.inner.stat(key))
         if keep:
-            self.keep(key, DirEntry(key.rpartition("/")[2], False, info))  # type: ignore[arg-type]  # inner.stat's ObjectInfo
-        return info  # type: ignore[return-value]  # the answer of inner.stat
+            self.keep(key, DirEntry(key.rpartition("/")[2], False, info))
+        return info
 
     async def list_dir(self, prefix: str) -> list[DirEntry]:
         if self.fresh_listing(prefix) is not None or await self.trees.listed(prefix):

@@ -700,18 +700,35 @@ async def _append(out: list, call) -> None:
     out.append(await call)
 
 
+class AnswersLate:
+    """The store's stat answers, held back until ``answer`` is set (a response on its way)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.answer = trio.Event()
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    async def stat(self, key: str):
+        info = await self.inner.stat(key)
+        await self.answer.wait()
+        return info
+
+
 async def test_a_miss_waiting_on_a_request_a_write_overtook_asks_again(mem, clock):
     cache, faulty = make(mem, clock, ttl=1.0, list_after_misses=100)
     put_behind(mem, "ds/a", b"old")
-    faulty.latency = 0.05
+    cache.meta.inner = late = AnswersLate(faulty)
     got: list = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: _append(got, cache.stat("ds/a")))
-        await trio.sleep(0.01)
-        nursery.start_soon(lambda: _append(got, cache.stat("ds/a")))  # joins the request in flight
-        await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(lambda: _append(got, cache.stat("ds/a")))  # joins the request on its way
+        await trio.testing.wait_all_tasks_blocked()
         await cache.set("ds/a", b"newer")  # overtakes it: its answer is kept by no one
-    assert got[-1].size == 5 and faulty.calls["stat"] == 2  # the waiter asked again and saw the write
+        late.answer.set()
+    assert [i.size for i in got] == [3, 5] and faulty.calls["stat"] == 2  # the waiter asked again
 
 
 async def test_a_get_from_a_store_that_does_not_check_versions_confirms_nothing(mem, clock):
