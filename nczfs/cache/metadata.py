@@ -13,12 +13,13 @@ backend request.
 from __future__ import annotations
 
 import collections
-from typing import Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import trio
 
 from nczfs.cache.trees import LIST_PAGE, TreeListings
 from nczfs.toolbox.errors import KeyNotFound, Stale
+from nczfs.toolbox.singleflight import SingleFlight
 from nczfs.store.capabilities import hides
 from nczfs.store.keys import join, parent_of
 from nczfs.store.values import DirEntry, ObjectInfo
@@ -67,6 +68,8 @@ class MetadataCache:
         #: directories listed because of misses, until when a miss lists them again straight away
         self._hot_dirs: dict[str, float] = {}
         self._listing_now: dict[str, trio.Event] = {}
+        #: entry and stat requests in flight, by (kind, key): misses of one key share one request
+        self._asking_now: SingleFlight[tuple[str, str], tuple[Any, bool]] = SingleFlight(lambda k: repr(k[1]))
         self.trees = TreeListings(self, tree_keys)
         #: the end of a fetch whose success confirms what an expired listing says of a key (the
         #: prefetcher's)
@@ -158,12 +161,43 @@ class MetadataCache:
             keep = self.end(key, asked_at)
         return out, keep
 
+    async def _ask_once(self, kind: str, key: str, call: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        """:meth:`ask` ``call()`` about ``key``, unless the same request (``kind``) is in flight:
+        then its answer (the kernel looks one directory up again from every path walk through
+        it at once, once its TTL is over). An answer that may not be kept (a write touched the
+        key meanwhile) is not shared: a caller that waited for it asks again."""
+        if self.ttl <= 0:
+            return await self.ask(key, call())
+        while True:
+            joined = (kind, key) in self._asking_now
+            if joined:
+                self.stats["meta.coalesced"] += 1
+            answer, keep = await self._asking_now.run((kind, key), lambda: self.ask(key, call()))
+            if keep or not joined:
+                return answer, keep
+
     def confirm(self, key: str, etag: str) -> None:
         """A GET pinned to ``etag`` (If-Match) just succeeded: what is known of that version of
         ``key`` is as current as a fresh HEAD would be, so it answers lookups for another TTL."""
         e = self.version_entry(key, etag)
         if e is not None and not e.is_dir:
             self.keep(key, e)
+            self._confirm_directories_above(key)
+
+    def _confirm_directories_above(self, key: str) -> None:
+        """An object of ``key`` was just there, so were the directories above it (on S3 a
+        directory is there while a key is below it): those the cache knows as directories
+        answer lookups for another TTL. A reader's path walks (the kernel asks again for each
+        directory of a path once its TTL is over, from every reader thread at once) cost no
+        LIST while its reads succeed."""
+        parent = parent_of(key)
+        while parent:
+            known = self.entries.get(parent)
+            e = known[1] if known is not None else self.listed(parent)
+            if not isinstance(e, DirEntry) or not e.is_dir:
+                return
+            self.keep(parent, e)
+            parent = parent_of(parent)
 
     def room(self) -> None:
         if len(self.entries) + len(self.listings) < MAX_META:
@@ -237,7 +271,7 @@ class MetadataCache:
         if hit is not MISSING:
             self.stats["meta.hits"] += 1
             return hit  # type: ignore[return-value]  # not MISSING: an entry or None
-        found, keep = await self.ask(key, self.inner.entry(key))
+        found, keep = await self._ask_once("entry", key, lambda: self.inner.entry(key))
         if keep:
             self.keep(key, found)
         return found
@@ -250,7 +284,7 @@ class MetadataCache:
         if isinstance(hit, DirEntry) and hit.info is not None:
             self.stats["meta.hits"] += 1
             return hit.info
-        info, keep = await self.ask(key, self.inner.stat(key))
+        info, keep = await self._ask_once("stat", key, lambda: self.inner.stat(key))
         if keep:
             self.keep(key, DirEntry(key.rpartition("/")[2], False, info))
         return info

@@ -661,6 +661,76 @@ async def test_a_pinned_get_confirms_the_entry_so_a_long_walk_lists_its_director
     assert (await cache.entry("arr/new")).info.size == 1
 
 
+async def test_pinned_gets_below_a_directory_answer_its_lookups_after_the_ttl_without_a_request(mem, clock):
+    cache, faulty = make(mem, clock, siblings=0, ttl=1.0)  # every read a GET
+    for i in range(20):
+        put_behind(mem, f"ds/arr/{i}", b"v" * 10)
+    await cache.list_dir("")
+    await cache.list_dir("ds")
+    etags = {e.name: e.info.etag for e in await cache.list_dir("ds/arr")}
+    asked = faulty.calls["list_dir"] + faulty.calls["entry"] + faulty.calls["stat"]
+    for i in range(20):  # a reader's path walks: the directories looked up again once the TTL is over
+        clock.now += 0.6
+        assert (await cache.entry("ds")).is_dir and (await cache.entry("ds/arr")).is_dir
+        await cache.get_version(f"ds/arr/{i}", ByteRange(0, 4 * KiB), etags[str(i)])  # an open file's read
+        await trio.testing.wait_all_tasks_blocked()
+    assert faulty.calls["list_dir"] + faulty.calls["entry"] + faulty.calls["stat"] == asked  # each GET vouched for them
+    mem.delete("ds/arr/0")  # another client empties the directory: seen once no GET vouches any more
+    for i in range(1, 20):
+        mem.delete(f"ds/arr/{i}")
+    clock.now += 1.0
+    assert await cache.entry("ds") is None
+
+
+async def test_concurrent_misses_of_one_key_share_one_request(mem, clock):
+    cache, faulty = make(mem, clock, ttl=1.0, list_after_misses=100)
+    put_behind(mem, "ds/arr/0", b"v")
+    faulty.latency = 0.01
+    got: list = []
+    async with trio.open_nursery() as nursery:  # the kernel revalidating ds from 5 path walks at once
+        for _ in range(5):
+            nursery.start_soon(lambda: _append(got, cache.entry("ds")))
+            nursery.start_soon(lambda: _append(got, cache.stat("ds/arr/0")))
+    assert faulty.calls["entry"] == 1 and faulty.calls["stat"] == 1
+    assert all(e.is_dir for e in got[::2] if hasattr(e, "is_dir")) and len(got) == 10
+    assert cache.counters()["meta.coalesced"] == 8
+
+
+async def _append(out: list, call) -> None:
+    out.append(await call)
+
+
+class AnswersLate:
+    """The store's stat answers, held back until ``answer`` is set (a response on its way)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.answer = trio.Event()
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    async def stat(self, key: str):
+        info = await self.inner.stat(key)
+        await self.answer.wait()
+        return info
+
+
+async def test_a_miss_waiting_on_a_request_a_write_overtook_asks_again(mem, clock):
+    cache, faulty = make(mem, clock, ttl=1.0, list_after_misses=100)
+    put_behind(mem, "ds/a", b"old")
+    cache.meta.inner = late = AnswersLate(faulty)
+    got: list = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: _append(got, cache.stat("ds/a")))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(lambda: _append(got, cache.stat("ds/a")))  # joins the request on its way
+        await trio.testing.wait_all_tasks_blocked()
+        await cache.set("ds/a", b"newer")  # overtakes it: its answer is kept by no one
+        late.answer.set()
+    assert [i.size for i in got] == [3, 5] and faulty.calls["stat"] == 2  # the waiter asked again
+
+
 async def test_a_get_from_a_store_that_does_not_check_versions_confirms_nothing(mem, clock):
     mem.capabilities = replace(mem.capabilities, checks_versions=False)  # e.g. a reference store: get_version reads whatever is current
     cache, faulty = make(mem, clock, siblings=4, ttl=5.0, list_after_misses=2)
