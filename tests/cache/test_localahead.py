@@ -1,0 +1,121 @@
+"""SmallFilesAhead without a kernel: a local directory's small files read ahead in bursts, over
+the directory backend in worker threads (worker calls counted by ``ThreadedStore``), time a fake
+clock."""
+
+from __future__ import annotations
+
+import threading
+
+import trio
+
+from nczfs.cache.localahead import SmallFilesAhead
+from nczfs.store.directory.store import DirectoryStore
+from nczfs.store.threads import ThreadedStore
+from nczfs.store.values import ByteRange
+
+FILES = 200
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def medium(tmp_path, files: int = FILES) -> DirectoryStore:
+    root = tmp_path / "medium"
+    (root / "d").mkdir(parents=True)
+    for i in range(files):
+        (root / "d" / str(i)).write_bytes(b"%06d" % i * 100)
+    return DirectoryStore(str(root))
+
+
+def ahead_of(store: DirectoryStore, **kw) -> tuple[SmallFilesAhead, ThreadedStore]:
+    threaded = ThreadedStore(store)
+    return SmallFilesAhead(threaded, **kw), threaded
+
+
+async def read(s: SmallFilesAhead, key: str) -> bytes:
+    """What a FUSE lookup, then a read of the whole file, gets."""
+    e = await s.entry(key)
+    assert e is not None and e.info is not None
+    return await s.get_version(key, ByteRange(0, 4096 + e.info.size), e.info.etag)
+
+
+async def test_a_walk_of_small_files_costs_a_worker_call_per_burst_not_two_per_file(tmp_path):
+    s, threaded = ahead_of(medium(tmp_path))
+    for i in range(FILES):  # natural order: 0, 1, 2, ... (the order zarr reads chunks in)
+        assert await read(s, f"d/{i}") == b"%06d" % i * 100
+    # without reading ahead: a lookup and a read each (400 worker calls)
+    assert threaded.worker_calls <= FILES // 10, threaded.worker_calls
+    assert s.stats["ahead.reads"] >= FILES - 10 and s.stats["ahead.lookups"] >= FILES - 10, s.stats
+    assert s.held_bytes <= s.budget and not s.pending
+
+
+async def test_what_is_read_ahead_stays_within_its_budget(tmp_path):
+    s, threaded = ahead_of(medium(tmp_path), budget=10 * 600)
+    peak = 0
+    for i in range(FILES):
+        assert await read(s, f"d/{i}") == b"%06d" % i * 100
+        peak = max(peak, s.held_bytes + s.pending_bytes)
+    assert peak <= 10 * 600 and s.stats["ahead.reads"] > 0
+
+
+async def test_a_change_through_the_mount_is_read_back_never_what_was_read_ahead(tmp_path):
+    store = medium(tmp_path)
+    s, _ = ahead_of(store)
+    for i in range(20):
+        await read(s, f"d/{i}")
+    assert "d/30" in s.held  # read ahead
+    await s.set("d/30", b"new")
+    assert await read(s, "d/30") == b"new"
+    await s.rename("d/31", "d/32")
+    assert await s.entry("d/31") is None and await read(s, "d/32") == b"%06d" % 31 * 100
+    await s.delete("d/33")
+    assert await s.entry("d/33") is None
+    await s.truncate("d/34", 2)
+    assert await read(s, "d/34") == b"00"
+
+
+async def test_a_change_behind_the_mounts_back_reads_as_read_ahead_until_fresh_ends(tmp_path):
+    store, clock = medium(tmp_path), Clock()
+    s, _ = ahead_of(store, fresh=5.0, clock=clock)
+    for i in range(20):
+        await read(s, f"d/{i}")
+    (tmp_path / "medium" / "d" / "30").write_bytes(b"changed behind")
+    clock.now = 4.9
+    assert await read(s, "d/30") == b"%06d" % 30 * 100  # the version its burst read
+    (tmp_path / "medium" / "d" / "31").write_bytes(b"changed behind")
+    clock.now = 5.1  # what was read ahead is no longer trusted
+    assert await read(s, "d/31") == b"changed behind"
+
+
+async def test_a_burst_read_across_a_change_through_the_mount_is_not_kept(tmp_path):
+    class Slow(DirectoryStore):
+        started, go = threading.Event(), threading.Event()
+
+        def read_small(self, keys, limit):
+            got = super().read_small(keys, limit)
+            self.started.set()
+            self.go.wait(10)
+            return got
+
+    root = medium(tmp_path).root
+    s, _ = ahead_of(Slow(root))
+    await read(s, "d/0")
+    await read(s, "d/1")  # a second file: the directory is listed, then a burst starts
+    with trio.fail_after(10):
+        while not Slow.started.is_set():
+            await trio.sleep(0.01)
+    await s.set("d/5", b"new")  # while the burst that read the old d/5 is out
+    Slow.go.set()
+    assert await read(s, "d/5") == b"new"
+    assert not s.held and s.stats["ahead.files"] == 0
+
+
+async def test_files_over_the_size_limit_are_looked_up_but_not_read_ahead(tmp_path):
+    s, threaded = ahead_of(medium(tmp_path), size=100)  # every file is 600 bytes
+    for i in range(40):
+        assert await read(s, f"d/{i}") == b"%06d" % i * 100
+    assert s.stats["ahead.reads"] == 0 and threaded.worker_calls >= 80
