@@ -48,7 +48,7 @@ async def test_a_walk_of_small_files_costs_a_worker_call_per_burst_not_two_per_f
     for i in range(FILES):  # natural order: 0, 1, 2, ... (the order zarr reads chunks in)
         assert await read(s, f"d/{i}") == b"%06d" % i * 100
     # without reading ahead: a lookup and a read each (400 worker calls)
-    assert threaded.worker_calls <= FILES // 10, threaded.worker_calls
+    assert threaded.worker_calls <= FILES // 4, threaded.worker_calls
     assert s.stats["ahead.reads"] >= FILES - 10 and s.stats["ahead.lookups"] >= FILES - 10, s.stats
     assert s.held_bytes <= s.budget and not s.pending
 
