@@ -62,6 +62,8 @@ class Order:
     names: list[str]
     position: dict[str, int]
     small: dict[str, int]
+    #: the position of the last name a burst took (or passed over: not a small file)
+    until: int = -1
 
 
 class SmallFilesAhead(WrapperStore):
@@ -203,18 +205,27 @@ class SmallFilesAhead(WrapperStore):
             self._fill(parent, order, here)
 
     def _fill(self, parent: str, order: Order, here: int) -> None:
-        """Read the small files after ``here`` ahead in one burst, once half of them are missing."""
-        ahead = [n for n in order.names[here + 1: here + 1 + self.count] if n in order.small]
-        missing = [n for n in ahead if join(parent, n) not in self.held and join(parent, n) not in self.pending]
-        if not missing or 2 * len(missing) < len(ahead):
+        """Read ahead, in one burst, the small files the directory's earlier bursts did not take
+        up to ``count`` after ``here``, once the reader is within half of that of their end."""
+        if here > order.until or here < order.until - 2 * self.count:  # ahead of the bursts, or walking again
+            order.until = here
+        if order.until - here > self.count // 2:
             return
         room = self.budget - self.held_bytes - self.pending_bytes
         keys, size = [], 0
-        for n in missing:
-            if size + order.small[n] > room:
+        for at in range(order.until + 1, min(here + 1 + self.count, len(order.names))):
+            name = order.names[at]
+            small = order.small.get(name)
+            if small is None:
+                order.until = at
+                continue
+            if size + small > room:
                 break
-            size += order.small[n]
-            keys.append(join(parent, n))
+            key = join(parent, name)
+            order.until = at
+            if key not in self.held and key not in self.pending:
+                size += small
+                keys.append(key)
         if not keys:
             return
         done = trio.Event()
