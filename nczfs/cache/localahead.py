@@ -172,13 +172,11 @@ class SmallFilesAhead(WrapperStore):
         if last is None or last == name:
             return
         order = self.orders.get(parent)
-        if order is not None and self.clock() - order.at > self.fresh:
-            del self.orders[parent]
-            order = None
+        if (order is None or self.clock() - order.at > self.fresh) and parent not in self.listing:
+            # listed again as the walk goes on (names come and go): the old order serves meanwhile
+            self.listing.add(parent)
+            background.start_soon(self._list, parent, self.changes, name=f"nczfs listing {parent!r} ahead")
         if order is None:
-            if parent not in self.listing:
-                self.listing.add(parent)
-                background.start_soon(self._list, parent, self.changes, name=f"nczfs listing {parent!r} ahead")
             return
         here, before = order.position.get(name), order.position.get(last)
         if here is not None and before is not None and 0 < abs(here - before) <= self.count:
@@ -197,7 +195,11 @@ class SmallFilesAhead(WrapperStore):
         names = sorted((e.name for e in entries), key=natural)
         small = {e.name: e.info.size for e in entries
                  if not e.is_dir and e.info is not None and e.info.etag and e.info.size <= self.size}
-        order = self.orders[parent] = Order(self.clock(), names, {n: i for i, n in enumerate(names)}, small)
+        order = Order(self.clock(), names, {n: i for i, n in enumerate(names)}, small)
+        old = self.orders.pop(parent, None)
+        if old is not None and old.until >= 0:  # where the bursts got to, by name
+            order.until = order.position.get(old.names[old.until], -1)
+        self.orders[parent] = order
         if len(self.orders) > MAX_DIRS:
             self.orders.popitem(last=False)
         here = order.position.get(self.last.get(parent, ""))

@@ -44,7 +44,7 @@ async def read(s: SmallFilesAhead, key: str) -> bytes:
 
 
 async def test_a_walk_of_small_files_costs_a_worker_call_per_burst_not_two_per_file(tmp_path):
-    s, threaded = ahead_of(medium(tmp_path))
+    s, threaded = ahead_of(medium(tmp_path), clock=Clock())  # (what is held never expires here)
     for i in range(FILES):  # natural order: 0, 1, 2, ... (the order zarr reads chunks in)
         assert await read(s, f"d/{i}") == b"%06d" % i * 100
     # without reading ahead: a lookup and a read each (400 worker calls)
@@ -119,3 +119,56 @@ async def test_files_over_the_size_limit_are_looked_up_but_not_read_ahead(tmp_pa
     for i in range(40):
         assert await read(s, f"d/{i}") == b"%06d" % i * 100
     assert s.stats["ahead.reads"] == 0 and threaded.worker_calls >= 80
+
+
+async def test_reads_match_every_change_made_through_the_mount_in_a_random_walk(tmp_path):
+    """Walks over a directory's files (bursts read ahead) mixed at random with writes, renames,
+    removals and truncations through the wrapper: every read is the file as last changed."""
+    import random
+
+    store = medium(tmp_path, 120)
+    s, _ = ahead_of(store, count=16, clock=Clock())
+    model = {f"d/{i}": b"%06d" % i * 100 for i in range(120)}
+    rng = random.Random(46)
+    at = 0
+    for step in range(1500):
+        key = f"d/{rng.randrange(120)}"
+        op = rng.random()
+        if op < 0.75:  # the walk goes on (it starts again now and then)
+            at = 0 if rng.random() < 0.01 else (at + 1) % 120
+            key = f"d/{at}"
+            e = await s.entry(key)
+            assert (e is None) == (key not in model), (step, key)
+            if e is not None and e.info is not None:
+                assert await s.get_version(key, ByteRange(0, e.info.size + 4096), e.info.etag) == model[key], (step, key)
+        elif op < 0.85:
+            model[key] = b"w%d" % step * rng.randrange(1, 300)
+            await s.set(key, model[key])
+        elif op < 0.9 and key in model:
+            other = f"d/{rng.randrange(120)}"
+            if other != key:
+                await s.rename(key, other)
+                model[other] = model.pop(key)
+        elif op < 0.95 and key in model:
+            await s.delete(key)
+            del model[key]
+        elif key in model:
+            size = rng.randrange(0, 700)
+            await s.truncate(key, size)
+            model[key] = model[key][:size].ljust(size, b"\0")
+    assert s.stats["ahead.reads"] > 100, s.stats
+
+
+async def test_a_walk_longer_than_fresh_lists_again_and_keeps_reading_ahead(tmp_path):
+    """The directory's order is listed again once ``fresh`` has passed (a name made behind the
+    mount meanwhile is then read ahead too); the old order serves until the new one is in."""
+    store, clock = medium(tmp_path), Clock()
+    s, threaded = ahead_of(store, clock=clock)
+    (tmp_path / "medium" / "d" / "150b").write_bytes(b"new")
+    for i in range(FILES):
+        clock.now = i * 0.05  # 10 s in all: listed again every 5 s
+        assert await read(s, f"d/{i}") == b"%06d" % i * 100
+        while s.listing and i < 2:
+            await trio.sleep(0.001)
+    assert s.stats["ahead.reads"] == FILES - 2, s.stats
+    assert threaded.worker_calls <= FILES // 20 + 4, threaded.worker_calls

@@ -26,7 +26,7 @@ def test_a_walk_of_small_files_costs_a_worker_call_per_burst_not_two_per_file(tm
             assert (m.path / "d" / str(i)).read_bytes() == b"%06d" % i * 680
         got = delta(before, counts(m.path))
     assert got.get("store.worker-calls", 0) <= FILES // 5, got
-    assert got["ahead.reads"] >= FILES - 10 and got["ahead.lookups"] >= FILES - 10, got
+    assert got["ahead.reads"] >= FILES * 2 // 3 and got["ahead.lookups"] >= FILES * 2 // 3, got
     assert got["fuse.lookup"] >= FILES and got["fuse.read"] >= FILES, got  # the kernel's requests are the same
 
 
