@@ -2,10 +2,10 @@
 
 A local directory's small file costs the daemon two worker-thread hops (the lookup's ``lstat``,
 the read's ``pread``), each some 50 us of CPU and two context switches (docs/PERFORMANCE.md).
-Once a reader reads a second file of a directory from its start, the directory is listed (one
-hop) and, while the reader keeps reading near neighbours in natural name order (zarr reading
-chunk after chunk), the next ``count`` small regular files have their entries and bytes read in
-one hop per burst (the store's ``read_small``). A lookup of such a file is answered with its
+Once a reader reads two neighbours of a directory from their start (``2.9`` then ``2.10``), the
+directory is listed (one hop) and, while the reader keeps reading near neighbours in natural name
+order (zarr reading chunk after chunk), the next ``count`` small regular files have their entries
+and bytes read in one hop per burst (the store's ``read_small``). A lookup of such a file is answered with its
 entry, its read with its bytes (the version the entry names), without a hop; the bytes go once
 read to their end (the kernel keeps its pages), and everything held goes after ``fresh`` seconds.
 
@@ -64,6 +64,16 @@ class Order:
     small: dict[str, int]
     #: the position of the last name a burst took (or passed over: not a small file)
     until: int = -1
+
+
+def near(a: str, b: str, count: int) -> bool:
+    """Do the names ``a`` and ``b`` look like neighbours in a walk: the same but for their last
+    number, at most ``count`` apart (chunks ``2.9`` and ``2.10``; not ``3.63`` and ``4.0``, nor
+    two names without a number)? Reads far apart (a reader picking chunks) list nothing."""
+    ka, kb = natural(a), natural(b)
+    if len(ka) != len(kb) or len(ka) < 3 or ka[:-2] != kb[:-2] or ka[-1] != kb[-1]:
+        return False
+    return 0 < abs(int(ka[-2]) - int(kb[-2])) <= count
 
 
 class SmallFilesAhead(WrapperStore):
@@ -162,8 +172,8 @@ class SmallFilesAhead(WrapperStore):
     # ------------------------------------------------------------------ the walk
 
     def _walked(self, key: str) -> None:
-        """``key`` was read from its start: a second file of its directory lists the directory;
-        a near neighbour of the last one (in natural order) reads the next files ahead."""
+        """``key`` was read from its start: after a read of a near neighbour (:func:`near`) its
+        directory is listed; a neighbour of the last one in the order reads the next files ahead."""
         parent, _, name = key.rpartition("/")
         last = self.last.get(parent)
         if len(self.last) > MAX_DIRS:
@@ -172,14 +182,18 @@ class SmallFilesAhead(WrapperStore):
         if last is None or last == name:
             return
         order = self.orders.get(parent)
-        if (order is None or self.clock() - order.at > self.fresh) and parent not in self.listing:
-            # listed again as the walk goes on (names come and go): the old order serves meanwhile
+        here = order.position.get(name) if order is not None else None
+        # listed once two reads look like a walk; again when a name read is not in an order
+        # older than ``fresh`` (made since: the old order serves meanwhile)
+        stale = order is not None and here is None and self.clock() - order.at > self.fresh
+        if (stale or (order is None and near(last, name, self.count))) and parent not in self.listing:
             self.listing.add(parent)
+            self.stats["ahead.listings"] += 1
             background.start_soon(self._list, parent, self.changes, name=f"nczfs listing {parent!r} ahead")
-        if order is None:
+        if order is None or here is None:
             return
-        here, before = order.position.get(name), order.position.get(last)
-        if here is not None and before is not None and 0 < abs(here - before) <= self.count:
+        before = order.position.get(last)
+        if before is not None and 0 < abs(here - before) <= self.count:
             self._fill(parent, order, here)
 
     async def _list(self, parent: str, changes: int) -> None:

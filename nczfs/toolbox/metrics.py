@@ -46,6 +46,7 @@ HELP: dict[str, tuple[str, str, str]] = {
     "ahead.reads": ("counter", "", "Reads of a local directory's small files answered from a burst read ahead"),
     "ahead.bursts": ("counter", "", "Bursts of a local directory's small files read ahead in one worker call"),
     "ahead.files": ("counter", "", "Small files of a local directory read ahead (entries and bytes)"),
+    "ahead.listings": ("counter", "", "Local directories listed for a reader walking their small files"),
     "ahead.errors": ("counter", "", "Listings or bursts read ahead that failed (the reader's own calls report why)"),
     "diskcache.hits": ("counter", "", "Blocks read from the cache directory (--cache-dir)"),
     "diskcache.misses": ("counter", "", "Blocks looked for in the cache directory and not found"),
