@@ -5,9 +5,10 @@ the read's ``pread``), each some 50 us of CPU and two context switches (docs/PER
 Once a reader reads two neighbours of a directory from their start (``2.9`` then ``2.10``), the
 directory is listed (one hop) and, while the reader keeps reading near neighbours in natural name
 order (zarr reading chunk after chunk), the next ``count`` small regular files have their entries
-and bytes read in one hop per burst (the store's ``read_small``). A lookup of such a file is answered with its
-entry, its read with its bytes (the version the entry names), without a hop; the bytes go once
-read to their end (the kernel keeps its pages), and everything held goes after ``fresh`` seconds.
+and bytes read in one hop per burst (the store's ``read_small``). A lookup of such a file is
+answered with its entry, its read with its bytes (the version the entry names), without a hop;
+the bytes go once read to their end (the kernel keeps its pages), and everything held goes after
+``fresh`` seconds.
 
 What it trades (docs/SEMANTICS.md): a file changed by another program after its burst was read
 and before the reader got to it reads as it was then, at most ``fresh`` seconds before. Every
@@ -49,6 +50,8 @@ MAX_DIRS = 64
 
 @dataclass
 class Held:
+    """A file a burst read: its entry, its bytes (None: not a small regular file), and when."""
+
     entry: DirEntry
     data: bytes | None
     at: float
