@@ -1,6 +1,6 @@
 """Directory backend: read/write a Zarr array through an nczfs mount vs the local directory directly.
 
-    .venv/bin/python bench/bench_directory.py [--mib 256] [--runs 3]
+    .venv/bin/python bench/bench_directory.py [--mib 256] [--runs 3] [--only read,small,walk,write]
 
 Cold runs: unmount (nczfs) and drop the page cache (`echo 3 > /proc/sys/vm/drop_caches`,
 needs root) before each measured read run; one warm-up run first; the direct path and the
@@ -81,19 +81,29 @@ def write_array(root: Path, mib: int) -> float:
     return dt
 
 
+#: the cases, by the word ``--only`` takes, in the order they run
+CASES = {"read": "the big array", "small": "2,000 chunks of 4 KiB", "walk": "os.walk of those", "write": "the durable write"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--only", default="", help="the cases to run, by a word of their names: read (the big array), "
+                    "small (2,000 chunks of 4 KiB), walk, write; comma-separated (default: all)")
     args = ap.parse_args()
+    only = {w for w in args.only.split(",") if w}
+    if only - set(CASES):
+        ap.error(f"--only: unknown cases {sorted(only - set(CASES))} (known: {', '.join(CASES)})")
     work = Path(tempfile.mkdtemp(prefix="nczfs-bench-"))
     src, mnt = work / "src", work / "mnt"
     src.mkdir()
     mnt.mkdir()
     n = args.mib * 1024 * 1024 // 4
-    big = zarr.create_array(zarr.storage.LocalStore(src / "big.zarr"), shape=(n,), chunks=(2 * 1024 * 1024,),
-                            dtype="f4", compressors=None, zarr_format=2)
-    big[:] = np.arange(n, dtype="f4")
+    if not only or "read" in only:
+        big = zarr.create_array(zarr.storage.LocalStore(src / "big.zarr"), shape=(n,), chunks=(2 * 1024 * 1024,),
+                                dtype="f4", compressors=None, zarr_format=2)
+        big[:] = np.arange(n, dtype="f4")
     small = zarr.create_array(zarr.storage.LocalStore(src / "small.zarr"), shape=(2000 * 1024,),
                               chunks=(1024,), dtype="f4", compressors=None, zarr_format=2)
     small[:] = 1.0
@@ -118,6 +128,7 @@ def main() -> None:
 
     write_name = f"write {args.mib // 2} MiB array (8 MiB chunks), durable"
     cases[write_name] = lambda root: write_array(root, args.mib // 2)
+    cases = {name: fn for word, (name, fn) in zip(CASES, cases.items()) if not only or word in only}
     try:
         for name, fn in cases.items():
             for i in range(args.runs + 1):  # the two paths alternate, so that a change in the host's load hits both

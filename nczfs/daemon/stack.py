@@ -14,12 +14,14 @@ import json
 
 from nczfs.cache import CachingStore
 from nczfs.cache.disk import DiskCache
+from nczfs.cache.localahead import AHEAD_FRESH, SmallFilesAhead
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.consolidating import is_consolidated, merge_consolidated
 from nczfs.nczarr.layer import Notify, nczarr_layer
 from nczfs.nczarr.metadata.validate import is_metadata_key
 from nczfs.store.base import Store, SyncStore
 from nczfs.store.capabilities import MergesBothChanged
+from nczfs.store.optional import ReadsSmallFiles, offers
 from nczfs.store.registry import backend_of
 from nczfs.store.threads import ThreadedStore
 
@@ -37,9 +39,13 @@ def cached(store, config) -> CachingStore:
     """The mount's cache over ``store``, as ``config`` (cache_size, metadata_ttl, ...) and the
     store's capabilities (its default TTL, whether it is remote) ask. Object bytes are kept in
     memory (and in --cache-dir) for remote stores only: a local directory or archive is already in
-    the kernel's page cache."""
+    the kernel's page cache; a local directory's small files are read ahead of a reader walking
+    them (:mod:`nczfs.cache.localahead`), for at most the metadata TTL."""
     capabilities = store.capabilities
     remote = capabilities.remote
+    fresh = min(AHEAD_FRESH, config.effective_metadata_ttl(capabilities))
+    if not remote and offers(store, ReadsSmallFiles) and fresh > 0:  # a local directory's small files
+        store = SmallFilesAhead(store, fresh=fresh)
     return CachingStore(
         store,
         cache_size=config.cache_size,

@@ -77,6 +77,8 @@ class ThreadedStore(Store):
         self._spare = trio.CapacityLimiter(size)
         self._threads = trio.CapacityLimiter(2 * size)
         self.spare_slots_taken = 0
+        #: calls sent to a worker thread (``nczfs stats``: ``store.worker-calls``)
+        self.worker_calls = 0
         # a backend's reads awaited on the trio thread (sent on its own asyncio loop); None from
         # it: the read goes to a worker thread
         self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = (
@@ -115,6 +117,7 @@ class ThreadedStore(Store):
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self.impl.capabilities.non_blocking:
             return fn(*args)
+        self.worker_calls += 1
         token = object()
         try:  # a free slot: taken without the context manager (a call per FUSE request)
             self._limiter.acquire_on_behalf_of_nowait(token)
@@ -145,6 +148,7 @@ class ThreadedStore(Store):
                 return data  # type: ignore[return-value]  # get_version_async answers bytes (T)
             if self.impl.capabilities.non_blocking:
                 return fn(*args)
+            self.worker_calls += 1
             return await run_store_call(fn, *args, limiter=self._threads)
 
     async def _stage(self, key: str, data: bytes) -> Staged | None:
@@ -186,6 +190,8 @@ class ThreadedStore(Store):
         counts = counters(self.impl)
         if self.spare_slots_taken:
             counts = {**counts, "spare-slots-taken": self.spare_slots_taken}
+        if self.worker_calls:
+            counts = {**counts, "store.worker-calls": self.worker_calls}
         return counts
 
     async def delete(self, key: str, if_version: str | None = None) -> None:
@@ -218,6 +224,7 @@ class ThreadedStore(Store):
     _optional_forget_dir = in_thread()
     _optional_dir_exists = in_thread()
     _optional_statfs = in_thread()
+    _optional_read_small = in_thread()
     _optional_write_meta = at_once()
     _optional_check_new_key = at_once()
     _optional_describe = at_once()

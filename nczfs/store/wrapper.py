@@ -105,6 +105,7 @@ class WrapperStore(Store):
     _optional_readlink = awaited()
     _optional_dir_exists = awaited()
     _optional_statfs = awaited()
+    _optional_read_small = awaited()
     _optional_refresh = awaited()
     _optional_rename_dir = through_write(keys=2)
     _optional_mkdir = through_write(keys=1)

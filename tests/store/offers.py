@@ -4,6 +4,7 @@ and ``ReportsProblems``): one row a backend, asked of the backend and of every l
 
 from __future__ import annotations
 
+from nczfs.cache.localahead import SmallFilesAhead
 from nczfs.cache.store import CachingStore
 from nczfs.nczarr.consolidating import ConsolidatingStore
 from nczfs.nczarr.ncfile.ncfiles import NcFilesStore
@@ -15,7 +16,7 @@ from nczfs.store.objstore.store import S3Store
 from nczfs.store.objstore.webzarr import WebZarrStore
 from nczfs.store.optional import (OPTIONAL, Counts, Describes, ForgetsDirectories, HardLinks, KeepsDirectories, KeepsMeta,
                                   LimitsKeys, MakesNodes, RenamesDirectories, ReportsProblems, ReportsSpace,
-                                  Refreshes, SendsMetaWithWrites, TellsDirectories, Truncates)
+                                  ReadsSmallFiles, Refreshes, SendsMetaWithWrites, TellsDirectories, Truncates)
 from nczfs.store.reference.store import ReferenceStore
 from nczfs.store.threads import ThreadedStore
 from nczfs.store.wrapper import WrapperStore
@@ -25,7 +26,7 @@ from nczfs.store.zip.store import ZipStore
 OFFERS: dict[type, frozenset[type]] = {
     MemoryStore: frozenset({KeepsMeta, MakesNodes, RenamesDirectories, Describes}),
     DirectoryStore: frozenset({KeepsMeta, MakesNodes, HardLinks, Truncates, KeepsDirectories, RenamesDirectories,
-                               TellsDirectories, ReportsSpace, Describes}),
+                               TellsDirectories, ReportsSpace, Describes, ReadsSmallFiles}),
     ZipStore: frozenset({KeepsMeta, MakesNodes, KeepsDirectories, RenamesDirectories, TellsDirectories, ReportsSpace,
                          Counts, Describes, ReportsProblems}),
     S3Store: frozenset({KeepsMeta, SendsMetaWithWrites, MakesNodes, RenamesDirectories, ForgetsDirectories,
@@ -39,7 +40,8 @@ OFFERS: dict[type, frozenset[type]] = {
 #: the optional operations a layer has whatever the store below has (it counts, or keeps, itself)
 ANSWERED_BY_THE_LAYER: dict[type, frozenset[type]] = {
     ThreadedStore: frozenset({Counts}), CachingStore: frozenset({Counts, Refreshes, ForgetsDirectories}),
-    ConsolidatingStore: frozenset({Counts}), NcFilesStore: frozenset({Counts})}
+    ConsolidatingStore: frozenset({Counts}), NcFilesStore: frozenset({Counts}),
+    SmallFilesAhead: frozenset({Counts, Refreshes})}
 
 
 def assert_each_layer_offers(top: object, row: frozenset[type]) -> None:

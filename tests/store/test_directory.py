@@ -318,3 +318,26 @@ def test_list_prefix_names_the_entries_that_are_objects_by_one_rule(tmp_path, me
     assert sorted(entries) == ["fifo", "file", "link"]
     objects = sorted(f"d/{n}" for n, e in entries.items() if e.is_object(s.capabilities.live_meta))
     assert s.list_prefix("d") == objects == (["d/file"] if medium == "directory" else ["d/fifo", "d/file", "d/link"])
+
+
+def test_read_small_gives_each_entry_and_the_bytes_of_small_regular_files_only(tmp_path):
+    """A burst read ahead (``nczfs.cache.localahead``): entries as ``entry`` gives them; bytes for
+    regular files up to the limit, never a symlink's target, a fifo's or a directory's."""
+    s = DirectoryStore(str(tmp_path))
+    s.set("d/small", b"x" * 10)
+    s.set("d/empty", b"")
+    s.set("d/big", b"y" * 100)
+    s.mkdir("d/sub")
+    os.symlink("small", tmp_path / "d" / "link")
+    os.mkfifo(tmp_path / "d" / "fifo")
+    fds = len(os.listdir("/proc/self/fd"))
+    got = {k: (e, data) for k, e, data in s.read_small([f"d/{n}" for n in ("small", "empty", "big", "sub", "link", "fifo",
+                                                                          "missing")], 50)}
+    assert len(os.listdir("/proc/self/fd")) == fds  # every file it opened is closed
+    assert sorted(got) == ["d/big", "d/empty", "d/fifo", "d/link", "d/small", "d/sub"]
+    assert {k: data for k, (_, data) in got.items()} == {"d/small": b"x" * 10, "d/empty": b"", "d/big": None,
+                                                         "d/sub": None, "d/link": None, "d/fifo": None}
+    def same(e):  # the read may have moved the atime since
+        return e.name, e.is_dir, e.info and (e.info.etag, e.info.size), (e.meta or e.info.meta).mode
+
+    assert all(same(e) == same(s.entry(k)) for k, (e, _) in got.items())

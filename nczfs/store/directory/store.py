@@ -30,7 +30,7 @@ from nczfs.store.capabilities import Capabilities
 from nczfs.toolbox.errors import InvalidArgument, IsADirectory, KeyNotFound, NotSupported, SourceError, Stale, from_os_error
 from nczfs.store.base import SyncStore, check_writable
 from nczfs.store.keys import check_key, check_prefix, parent_of
-from nczfs.store.directory.longpaths import LongPaths
+from nczfs.store.directory.smallfiles import SmallFiles
 from nczfs.store.fileversions import TMP_MARK, check_version, keep_attributes, remove_if, replace_if, version_of
 from nczfs.store.pieces import copy_sparse
 from nczfs.store.values import ByteRange, DirEntry, FsStats, Meta, ObjectInfo
@@ -51,11 +51,12 @@ def _entry(name: str, key: str, st: os.stat_result) -> DirEntry:
     return DirEntry(name, False, _info(key, st))
 
 
-class DirectoryStore(LongPaths, SyncStore):
+class DirectoryStore(SmallFiles, SyncStore):
     #: a delete with ``if_version`` compares the file's ``lstat`` right before the unlink
     capabilities = Capabilities(stores_directories=True, live_meta=True, checks_writes=True, checks_deletes=True)
     #: a fault hook for tests: run with the key between a rename's version check and the rename
     before_replace: Callable[[str], None] | None = None
+    _entry_of = staticmethod(_entry)
 
     def __init__(self, root: str, read_only: bool = False):
         root = os.path.abspath(root)
