@@ -80,10 +80,11 @@ def test_stats_command_prints_counters(s3mount):
     assert any(line.split()[0] == "PutObject" for line in res.stdout.splitlines()), res.stdout
 
 
-def test_small_objects_a_walk_fetches_ahead_share_one_worker_call_per_burst(s3mount):
+def test_small_objects_a_walk_fetches_ahead_go_to_s3_in_one_call_per_burst(s3mount):
     """Reading a directory's small objects one after another (zarr's chunks) fetches the next
-    ones ahead in bursts of 8, each burst's GETs sent from one worker thread in one call: one
-    thread hop per burst, not per GET. Every object is fetched once, with its own bytes."""
+    ones ahead in bursts of 8, each burst handed to the store in one call (its GETs sent at once
+    from the store's loop): one hand-over and one wake-up of trio per burst, not per GET. Every
+    object is fetched once, with its own bytes."""
     for i in range(100):
         s3mount.backend.put(f"walk/{i}", bytes([i]) * 4096)
     os.listdir(s3mount.path / "walk")
