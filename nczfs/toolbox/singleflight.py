@@ -6,9 +6,9 @@ stops the computation, and the callers that were waiting for it are not cancelle
 of them computes again; with ``retry``, so do the waiters of a computation that failed (once).
 :meth:`SingleFlight.start` computes in a background task (block fetches), so no cancelled reader
 strands the others; a computation cancelled there (the mount ends) answers its waiters with
-:class:`Abandoned`. :meth:`SingleFlight.start_group` computes several keys in one background task
-(a burst of block fetches sent in one call). Neither keeps a value once the computation has ended: the callers keep what
-they want to (their caches).
+:class:`Abandoned`; :meth:`SingleFlight.start_group` computes several keys in one background
+task (a burst of block fetches sent in one call). Neither keeps a value once the computation has
+ended: the callers keep what they want to (their caches).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class SingleFlight(Generic[K, V]):
 
     async def _background_group(self, keys: list[K], flights: list[Flight[V]],
                                 compute: Callable[[list[K]], Awaitable[list[V | Exception]]]) -> None:
-        outcomes: list[V | Exception] = []
+        outcomes: list[V | Exception] | None = None
         try:
             outcomes = await compute(keys)
             if len(outcomes) != len(keys):
@@ -116,7 +116,8 @@ class SingleFlight(Generic[K, V]):
                 flight.exc = Abandoned(f"{self._describe(key)}: cancelled before it ended")
             raise
         finally:
-            for key, flight, outcome in zip(keys, flights, outcomes or [None] * len(keys)):
+            for n, (key, flight) in enumerate(zip(keys, flights)):
+                outcome = None if outcomes is None else outcomes[n]  # None: abandoned
                 if isinstance(outcome, Exception):
                     flight.exc = outcome
                 elif not flight.abandoned:
