@@ -36,7 +36,7 @@ def plan(backend: ObjectStoreBackend, ask: Ask, unnameable: Any) -> Plan | Excep
     key, rng, etag = ask
     try:
         check_key(key)
-        path = backend._full(key)
+        path = backend.paths.full(key)
     except Exception as exc:  # noqa: BLE001 - that read's own error
         return exc
     if (rng is not None and rng.end == rng.start) or unnameable.search(path):
@@ -60,7 +60,7 @@ async def get_many(backend: ObjectStoreBackend, asks: list[Ask], unnameable: Any
     buffer, as ``get_version`` hands them."""
     plans = [plan(backend, ask, unnameable) for ask in asks]
     sent = [p for p in plans if isinstance(p, tuple)]
-    backend._count("get", len(sent))
+    backend.requests.count("get", len(sent))
     bodies = iter(await backend._loop().trio_run(_gather, backend.store, sent) if sent else ())
     out: list[bytes | Exception | None] = []
     for (key, _, _), p in zip(asks, plans):
@@ -73,5 +73,5 @@ async def get_many(backend: ObjectStoreBackend, asks: list[Ask], unnameable: Any
         elif unsatisfiable(body):
             out.append(None)
         else:
-            out.append(backend._err(body, key, "get"))
+            out.append(backend.requests.error(body, key, "get"))
     return out
