@@ -9,6 +9,7 @@ import trio
 import trio.testing
 
 from nczfs.toolbox import background
+from nczfs.toolbox.errors import BackendError
 from nczfs.toolbox.singleflight import Abandoned, SingleFlight
 
 
@@ -173,3 +174,44 @@ async def test_a_background_computation_cancelled_answers_abandoned_naming_the_k
     with pytest.raises(Abandoned, match="'a/b': cancelled before it ended"):
         await flight.wait()
     assert flight.abandoned and ("a/b", 0) not in flights
+
+
+async def test_a_group_is_computed_in_one_call_and_each_key_gets_its_own_outcome() -> None:
+    """``start_group``: the keys not in flight yet computed by one call; each waiter gets its
+    key's value or error; a call that fails or answers too few fails them all; a cancelled one
+    abandons them all, naming each key."""
+    flights: SingleFlight[str, str] = SingleFlight()
+    calls: list[list[str]] = []
+    release = trio.Event()
+
+    async def compute(keys: list[str]) -> list[str | Exception]:
+        calls.append(keys)
+        await release.wait()
+        return [ValueError(f"{k} failed") if k == "b" else f"value of {k}" for k in keys]
+
+    alone = flights.start("c", Computation())
+    flights.start_group(["a", "b", "c", "a"], compute, name="test group")
+    got = {k: flights.get(k) for k in "abc"}
+    assert got["c"] is alone and calls == []  # in flight already: not computed again
+    release.set()
+    assert await got["a"].wait() == "value of a"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="b failed"):
+        await got["b"].wait()  # type: ignore[union-attr]
+    assert calls == [["a", "b"]] and "a" not in flights and "b" not in flights
+
+    async def too_few(keys: list[str]) -> list[str | Exception]:
+        return ["one"]
+
+    flights.start_group(["x", "y"], too_few)
+    flight = flights.get("y")
+    with pytest.raises(BackendError, match="1 answers to 2 computations of 'x', 'y'"):
+        await flight.wait()  # type: ignore[union-attr]
+
+    async with background.owned():
+        flights.start_group(["p", "q"], compute)
+        flight = flights.get("q")
+        release = trio.Event()
+        await trio.testing.wait_all_tasks_blocked()
+    with pytest.raises(Abandoned, match="'q': cancelled before it ended"):
+        await flight.wait()  # type: ignore[union-attr]
+    assert "p" not in flights and "q" not in flights

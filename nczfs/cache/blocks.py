@@ -1,7 +1,9 @@
 """Block fetching: one backend request per block however many readers wait, and failures remembered briefly.
 
 A block is ``(key, etag, index)``, fetched pinned to its ETag, from the disk tier first
-(:mod:`.disk`) when there is one. Concurrent reads of one block wait for a single request; it
+(:mod:`.disk`) when there is one. Blocks fetched ahead together (a burst of small sibling
+objects) are asked for in one backend call where the backend takes several reads at once
+(:meth:`BlockFetcher.start_many`). Concurrent reads of one block wait for a single request; it
 runs in the background (:meth:`nczfs.toolbox.singleflight.SingleFlight.start`), so that a cancelled
 reader never strands the readers waiting for the same block. A block whose fetch failed
 answers the reads that ask for it again with the same failure for ``FAILED_FOR`` seconds.
@@ -106,6 +108,56 @@ class BlockFetcher:
     def start(self, ident: Ident, done: Callable[[], None] | None = None) -> Fetch:
         """Fetch a block in a system task; ``done`` is called when it has ended, however."""
         return self.inflight.start(ident, functools.partial(self._fetch, ident, done), name=f"nczfs fetch {ident[0]}")
+
+    def start_many(self, idents: list[Ident], done: Callable[[Ident], None]) -> None:
+        """Fetch blocks in the background, those not in flight yet in one backend call where the
+        backend offers ``get_versions`` and there is no disk tier to look in first, else each
+        alone (:meth:`start`); ``done(ident)`` is called when each has ended, however."""
+        get_versions = getattr(self.inner, "get_versions", None)
+        if get_versions is None or self.disk is not None or len(idents) < 2:
+            for ident in idents:
+                self.start(ident, done=functools.partial(done, ident))
+            return
+        for ident in idents:
+            if ident in self.inflight:
+                done(ident)  # started meanwhile: that fetch is the one its readers wait for
+        self.stats["cache.fetch-bursts"] += 1
+        self.inflight.start_group(idents, functools.partial(self._fetch_many, get_versions, done),
+                                  name=f"nczfs fetch {len(idents)} from {idents[0][0]}")
+
+    async def _fetch_many(self, get_versions: Callable[..., Any], done: Callable[[Ident], None],
+                          idents: list[Ident]) -> list[Block | Exception]:
+        """The blocks ``idents`` in one ``get_versions`` call: each one's bytes, checked and cached
+        as :meth:`_fetch` does one, or its error."""
+        b = self.block_size
+        asked_at = [self.meta.begin() for _ in idents]
+        confirmed = [False] * len(idents)
+        try:
+            lengths = [self.meta.length(key, etag, i * b, (i + 1) * b) for key, etag, i in idents]
+            got = await get_versions([(key, ByteRange(i * b, (i + 1) * b), etag) for key, etag, i in idents])
+            out: list[Block | Exception] = []
+            for n, (ident, length, data) in enumerate(zip(idents, lengths, got)):
+                try:
+                    if isinstance(data, Exception):
+                        raise data
+                    data = as_long_as_its_version(ident[0], ident[1], ident[2] * b, length, data)
+                    confirmed[n] = True
+                    self._fetched(ident, data)
+                    self.bytes.put(ident, data)
+                except Exception as exc:  # noqa: BLE001 - this block's readers get it
+                    self._failed(ident, exc)
+                    data = exc
+                out.append(data)
+            return out
+        except BaseException as exc:
+            for ident in idents:
+                self._failed(ident, exc)
+            raise
+        finally:
+            for ident, at, ok in zip(idents, asked_at, confirmed):
+                if self.meta.end(ident[0], at) and ok and self.inner.capabilities.checks_versions:
+                    self.meta.confirm(ident[0], ident[1])
+                done(ident)
 
     async def _fetch(self, ident: Ident, done: Callable[[], None] | None) -> Block:
         key, etag, i = ident

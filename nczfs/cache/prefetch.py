@@ -7,7 +7,8 @@
   reading an array chunk by chunk) fetch the next ``siblings`` objects of that directory ahead,
   in natural name order (chunk ``2.10`` after ``2.9``), their first block each, at most
   ``SIBLING_PARALLEL`` at once, at most ``sibling_window`` bytes of them ahead of the reader and
-  at most a quarter of the cache in flight; small ones in bursts (``SIBLING_BURST_BELOW``).
+  at most a quarter of the cache in flight; small ones in bursts (``SIBLING_BURST_BELOW``),
+  each burst asked of the backend in one call where it can (:meth:`BlockFetcher.start_many`).
 - :class:`MetadataAhead`: once a metadata object of a tree listed in one request
   (:mod:`.trees`) is read, the tree's other small metadata objects are fetched.
 
@@ -145,13 +146,19 @@ class Siblings:
         if largest < SIBLING_BURST_BELOW and 2 * len(missing) < window:
             return  # small objects: fetched in bursts, once half of those ahead are missing
         budget = self.cache_size // 4
+        burst: dict[Ident, int] = {}
         for ident, size in missing:
             if self.fetches >= SIBLING_PARALLEL or self.bytes_ahead + size > budget:
                 break
             self.stats["cache.sibling-prefetches"] += 1
             self.fetches += 1
             self.bytes_ahead += size
-            self.fetcher.start(ident, done=functools.partial(self._done, size))
+            if largest < SIBLING_BURST_BELOW:
+                burst[ident] = size
+            else:
+                self.fetcher.start(ident, done=functools.partial(self._done, size))
+        if burst:  # small objects: asked for in one backend call where it takes them so
+            self.fetcher.start_many(list(burst), done=lambda ident: self._done(burst[ident]))
 
     def _done(self, size: int) -> None:
         self.fetches -= 1

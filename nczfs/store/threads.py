@@ -7,6 +7,9 @@ one of as many spare ones instead: calls stalled on a server that stopped answer
 (memory) are called inline; a backend may offer ``get_version_async``, reads awaited on the
 trio thread without a worker (Icechunk's, and large GETs of object stores over https, both
 sent on an asyncio loop thread); it answers None for a read it leaves to a worker thread.
+Reads asked for together (the cache's burst of small sibling objects) go in one hand-over: to
+the backend's loop, which sends them at once (object stores), or to one worker thread, which
+reads them one after another (:meth:`ThreadedStore.get_versions`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,31 @@ T = TypeVar("T")
 
 #: seconds a call waits for one of the store's slots before it takes a spare one
 SLOT_PATIENCE = 5.0
+
+#: a read asked for: key, byte range, version (None: any)
+Ask = tuple[str, ByteRange | None, str | None]
+
+
+def read_each(impl: SyncStore, asks: list[Ask]) -> list[bytes | Exception]:
+    """``impl.get_version`` of each ask in turn (in the calling worker thread): its bytes, or
+    the error it raised, in order."""
+    out: list[bytes | Exception] = []
+    for key, rng, etag in asks:
+        try:
+            out.append(impl.get_version(key, rng, etag))
+        except Exception as exc:  # noqa: BLE001 - each ask's own outcome, handed to its reader
+            out.append(exc)
+    return out
+
+
+def reads_together(impl: SyncStore) -> bool:
+    """Can several of ``impl``'s reads share one hand-over? Where it sends them at once itself
+    (``get_versions_async``: object stores), or its reads run in worker threads (they share a
+    call). Not for stores called inline (memory), nor for those whose reads are awaited on their
+    own loop one by one (Icechunk's, which gathers its bursts itself)."""
+    if impl.capabilities.non_blocking:
+        return False
+    return hasattr(impl, "get_versions_async") or not isinstance(impl, ReadsOnLoop)
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any, limiter: trio.CapacityLimiter | None = None) -> T:
@@ -83,6 +111,11 @@ class ThreadedStore(Store):
         # it: the read goes to a worker thread
         self._get_async: Callable[[str, ByteRange | None, str | None], Awaitable[bytes | None]] | None = (
             impl.get_version_async if isinstance(impl, ReadsOnLoop) else None)
+        #: calls of :meth:`get_versions` and the reads they held
+        self.read_calls_together = 0
+        self.reads_together = 0
+        if reads_together(impl):
+            self.get_versions = self._get_versions
 
     @property
     def below(self) -> SyncStore:
@@ -151,6 +184,26 @@ class ThreadedStore(Store):
             self.worker_calls += 1
             return await run_store_call(fn, *args, limiter=self._threads)
 
+    async def _get_versions(self, asks: list[Ask]) -> list[bytes | Exception]:
+        """``get_version`` of each of ``asks`` (small reads: a burst of sibling objects) in one
+        hand-over, in one of the store's slots: sent at once by the store where it can
+        (``get_versions_async``: object stores, on their asyncio loop), else in one worker
+        call, one after another: one thread hop and one wake-up of trio for the burst, not one
+        each. Each read's bytes or its error, in order. Offered as ``get_versions`` where
+        :func:`reads_together` says."""
+        self.read_calls_together += 1
+        self.reads_together += len(asks)
+        send = getattr(self.impl, "get_versions_async", None)
+        if send is None:
+            return await self._call(read_each, self.impl, asks)
+        async with self._slot():
+            got: list[bytes | Exception | None] = await send(asks)
+        left = [n for n, outcome in enumerate(got) if outcome is None]
+        if left:  # reads the store leaves to its blocking path
+            for n, outcome in zip(left, await self._call(read_each, self.impl, [asks[n] for n in left])):
+                got[n] = outcome
+        return got  # type: ignore[return-value]  # None replaced above
+
     async def _stage(self, key: str, data: bytes) -> Staged | None:
         assert isinstance(self.impl, StagesBlocking)  # offered only where it is
         staged = await self._call(self.impl.stage, key, data)
@@ -192,6 +245,8 @@ class ThreadedStore(Store):
             counts = {**counts, "spare-slots-taken": self.spare_slots_taken}
         if self.worker_calls:
             counts = {**counts, "store.worker-calls": self.worker_calls}
+        if self.read_calls_together:
+            counts = {**counts, "read-calls-together": self.read_calls_together, "reads-together": self.reads_together}
         return counts
 
     async def delete(self, key: str, if_version: str | None = None) -> None:

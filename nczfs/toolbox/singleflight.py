@@ -6,8 +6,9 @@ stops the computation, and the callers that were waiting for it are not cancelle
 of them computes again; with ``retry``, so do the waiters of a computation that failed (once).
 :meth:`SingleFlight.start` computes in a background task (block fetches), so no cancelled reader
 strands the others; a computation cancelled there (the mount ends) answers its waiters with
-:class:`Abandoned`. Neither keeps a value once the computation has ended: the callers keep what
-they want to (their caches).
+:class:`Abandoned`; :meth:`SingleFlight.start_group` computes several keys in one background
+task (a burst of block fetches sent in one call). Neither keeps a value once the computation has
+ended: the callers keep what they want to (their caches).
 """
 
 from __future__ import annotations
@@ -87,6 +88,43 @@ class SingleFlight(Generic[K, V]):
             flight = self._flying[key] = Flight()
             background.start_soon(self._background, key, flight, compute, name=name)
         return flight
+
+    def start_group(self, keys: list[K], compute: Callable[[list[K]], Awaitable[list[V | Exception]]],
+                    name: str | None = None) -> None:
+        """Compute those of ``keys`` not in flight in one background task: ``compute(those)``
+        answers each one's value or error, in order; an error of the call itself is each one's,
+        and a cancellation abandons them all, as :meth:`start` does one."""
+        group = [k for k in dict.fromkeys(keys) if k not in self._flying]
+        if group:
+            flights: list[Flight[V]] = [Flight() for _ in group]
+            self._flying.update(zip(group, flights))
+            background.start_soon(self._background_group, group, flights, compute, name=name)
+
+    async def _background_group(self, keys: list[K], flights: list[Flight[V]],
+                                compute: Callable[[list[K]], Awaitable[list[V | Exception]]]) -> None:
+        outcomes: list[V | Exception] | None = None
+        try:
+            outcomes = await compute(keys)
+            if len(outcomes) != len(keys):
+                raise BackendError(f"{len(outcomes)} answers to {len(keys)} computations of "
+                                   f"{', '.join(map(self._describe, keys))}")
+        except Exception as exc:  # noqa: BLE001 - its waiters get it
+            outcomes = [exc] * len(keys)
+        except BaseException:
+            for key, flight in zip(keys, flights):
+                flight.abandoned = True
+                flight.exc = Abandoned(f"{self._describe(key)}: cancelled before it ended")
+            raise
+        finally:
+            for n, (key, flight) in enumerate(zip(keys, flights)):
+                outcome = None if outcomes is None else outcomes[n]  # None: abandoned
+                if isinstance(outcome, Exception):
+                    flight.exc = outcome
+                elif not flight.abandoned:
+                    flight.value = outcome
+                if self._flying.get(key) is flight:
+                    del self._flying[key]
+                flight.done.set()
 
     async def _background(self, key: K, flight: Flight[V], compute: Callable[[], Awaitable[V]]) -> None:
         try:

@@ -80,6 +80,23 @@ def test_stats_command_prints_counters(s3mount):
     assert any(line.split()[0] == "PutObject" for line in res.stdout.splitlines()), res.stdout
 
 
+def test_small_objects_a_walk_fetches_ahead_go_to_s3_in_one_call_per_burst(s3mount):
+    """Reading a directory's small objects one after another (zarr's chunks) fetches the next
+    ones ahead in bursts of 8, each burst handed to the store in one call (its GETs sent at once
+    from the store's loop): one hand-over and one wake-up of trio per burst, not per GET. Every
+    object is fetched once, with its own bytes."""
+    for i in range(100):
+        s3mount.backend.put(f"walk/{i}", bytes([i]) * 4096)
+    os.listdir(s3mount.path / "walk")
+    before = counts(s3mount.path)
+    for i in range(100):
+        assert (s3mount.path / "walk" / str(i)).read_bytes() == bytes([i]) * 4096
+    d = delta(before, counts(s3mount.path))
+    assert d["GetObject"] == 100, d
+    assert d["reads-together"] >= 80 and d["read-calls-together"] <= d["reads-together"] // 4, d
+    assert d["cache.fetch-bursts"] == d["read-calls-together"], d
+
+
 # ---------------------------------------------------------------------- multipart
 
 

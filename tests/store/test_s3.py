@@ -118,6 +118,35 @@ async def test_large_https_gets_go_through_the_loop_pinned_to_their_version(s3_s
     await plain.close()
 
 
+async def test_small_reads_asked_together_are_sent_at_once_each_with_its_own_outcome(s3_server, bucket):
+    """``get_versions``: a burst of reads (the cache's small siblings) handed to the store's
+    loop once and sent at once; each read gets its own bytes or its own error, naming its key:
+    missing, changed since its version (Stale); a key obstore cannot name, an empty range and a
+    range past the end go through the blocking path, as a read alone would."""
+    from nczfs.toolbox.errors import Stale
+
+    client = s3_server.client()
+    for i in range(4):
+        client.put_object(Bucket=bucket, Key=f"b/{i}", Body=bytes([i]) * 4096)
+    client.put_object(Bucket=bucket, Key="b/ctl\x01", Body=b"control")
+    store = ThreadedStore(S3Store(client, bucket, "b"))
+    etags = [(await store.stat(str(i))).etag for i in range(4)]
+    client.put_object(Bucket=bucket, Key="b/3", Body=b"new")
+    before = store.counters().get("GetObject", 0)
+    got = await store.get_versions([("0", ByteRange(0, 1 << 20), etags[0]), ("1", ByteRange(100, 200), etags[1]),
+                                    ("gone", ByteRange(0, 10), None), ("3", ByteRange(0, 1 << 20), etags[3]),
+                                    ("ctl\x01", ByteRange(0, 100), None), ("2", ByteRange(5000, 6000), etags[2]),
+                                    ("2", ByteRange(0, 0), etags[2])])
+    assert bytes(got[0]) == bytes([0]) * 4096 and bytes(got[1]) == bytes([1]) * 100
+    assert isinstance(got[2], KeyNotFound) and "'gone'" in str(got[2])
+    assert isinstance(got[3], Stale) and "'3'" in str(got[3])
+    assert bytes(got[4]) == b"control" and got[5] == b"" and got[6] == b""
+    counts = store.counters()
+    assert counts["read-calls-together"] == 1 and counts["reads-together"] == 7
+    assert counts["GetObject"] - before == 5 + 1 + 1  # 5 at once; the control key (boto3); the 416 one again alone
+    await store.close()
+
+
 # ---------------------------------------------------------------------- S3 only
 # Failures are injected into the real client with botocore's event hooks: the request that
 # "fails" is never sent, everything else reaches the real server.

@@ -33,6 +33,7 @@ from nczfs.store.base import SyncStore, check_writable, rename_each
 from nczfs.store.keys import check_key
 from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, ObjectInfo
+from nczfs.store.objstore.bursts import Ask, get_many
 from nczfs.store.objstore.counting import RequestCounts
 from nczfs.store.objstore.errors import first_line, unanswered, unsatisfiable
 from nczfs.store.objstore.listing import Listed, Listings
@@ -243,6 +244,11 @@ class ObjectStoreBackend(SyncStore):
                 return None
             raise self._err(exc, key, "get") from None
         return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]  # bytes-like: a large body is kept, not copied
+
+    async def get_versions_async(self, asks: list[Ask]) -> list[bytes | Exception | None]:
+        """Small reads asked for together, sent at once on the asyncio loop thread and awaited
+        from trio in one hand-over (:mod:`.bursts`); None for a read left to ``get_version``."""
+        return await get_many(self, asks, UNNAMEABLE, KEEP_BUFFER)
 
     async def _get_body(self, path: str, options: GetOptions) -> Any:
         result = await obs.get_async(self.store, path, options=options)
