@@ -1,0 +1,66 @@
+"""How many calls of Icechunk's store an Icechunk mount makes, and how many at once, for the
+chunks of an array (docs/PERFORMANCE.md, "Issue 46: Icechunk's small chunks")."""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from nczfs.store.icechunk import tree as tree_module
+from nczfs.store.icechunk.store import IcechunkStore
+from tests.store.test_icechunk import GROUP, array_meta, commit_elsewhere, local_repo, reopen
+
+CHUNKS = {f"v/c/{i}": bytes([i % 256]) * (1 + i % 7) for i in range(100)}
+
+
+class Counted:
+    """Icechunk's store (``tree.py``), its calls counted by name and its coroutines in flight."""
+
+    def __init__(self, py: Any):
+        self._py = py
+        self.calls: Counter[str] = Counter()
+        self.now = self.most = 0
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._py, name)
+        if not callable(real):
+            return real
+
+        def call(*args: Any) -> Any:
+            self.calls[name] += 1
+            got = real(*args)
+            return self._awaited(got) if inspect.isawaitable(got) else got
+
+        return call
+
+    async def _awaited(self, got: Any) -> Any:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            return await got
+        finally:
+            self.now -= 1
+
+
+@pytest.fixture
+def counted(tmp_path):
+    path = tmp_path / "repo"
+    local_repo(path)
+    commit_elsewhere(path, {"zarr.json": GROUP, "v/zarr.json": array_meta((700,), (7,), "uint8"), **CHUNKS})
+    store = IcechunkStore(reopen(path), read_only=True, where=str(path))
+    calls = store.tree.py = Counted(store.tree.py)
+    yield store, calls
+    store.close()
+
+
+def test_a_listing_asks_for_a_few_sizes_at_a_time(counted):
+    """Before: every chunk's ``getsize`` at once (4,000 for 4,000 chunks), each taking a blocking
+    thread of Icechunk's runtime, whose pool grew to 512 threads in the daemon."""
+    store, calls = counted
+    entries = store.list_dir("v/c")
+    assert {f"v/c/{e.name}": e.info.size for e in entries} == {k: len(v) for k, v in CHUNKS.items()}
+    assert calls.calls["getsize"] == len(CHUNKS)
+    assert calls.most == tree_module.SIZES_AT_ONCE
