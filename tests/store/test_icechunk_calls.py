@@ -11,6 +11,7 @@ import pytest
 
 from nczfs.store.icechunk import tree as tree_module
 from nczfs.store.icechunk.store import IcechunkStore
+from nczfs.toolbox.errors import BackendError
 from tests.store.test_icechunk import GROUP, array_meta, commit_elsewhere, local_repo, reopen
 
 CHUNKS = {f"v/c/{i}": bytes([i % 256]) * (1 + i % 7) for i in range(100)}
@@ -23,6 +24,8 @@ class Counted:
         self._py = py
         self.calls: Counter[str] = Counter()
         self.now = self.most = 0
+        #: calls that fail instead: (name, first argument) -> the error
+        self.fail: dict[tuple[str, Any], Exception] = {}
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._py, name)
@@ -31,10 +34,15 @@ class Counted:
 
         def call(*args: Any) -> Any:
             self.calls[name] += 1
-            got = real(*args)
+            failure = self.fail.get((name, args[0] if args and isinstance(args[0], str) else None))
+            got = self._failing(failure) if failure is not None else real(*args)
             return self._awaited(got) if inspect.isawaitable(got) else got
 
         return call
+
+    @staticmethod
+    async def _failing(failure: Exception) -> Any:
+        raise failure
 
     async def _awaited(self, got: Any) -> Any:
         self.now += 1
@@ -64,3 +72,10 @@ def test_a_listing_asks_for_a_few_sizes_at_a_time(counted):
     assert {f"v/c/{e.name}": e.info.size for e in entries} == {k: len(v) for k, v in CHUNKS.items()}
     assert calls.calls["getsize"] == len(CHUNKS)
     assert calls.most == tree_module.SIZES_AT_ONCE
+
+
+def test_a_size_not_read_fails_the_listing_naming_its_chunk(counted):
+    store, calls = counted
+    calls.fail["getsize", "v/c/50"] = OSError("the manifest could not be read")
+    with pytest.raises(BackendError, match=r"'v/c/50': size not read: .*manifest could not be read"):
+        store.list_dir("v/c")
