@@ -11,7 +11,7 @@ import pytest
 
 from nczfs.store.icechunk import tree as tree_module
 from nczfs.store.icechunk.store import IcechunkStore
-from nczfs.toolbox.errors import BackendError
+from nczfs.toolbox.errors import BackendError, KeyNotFound
 from tests.store.test_icechunk import GROUP, array_meta, commit_elsewhere, local_repo, reopen
 
 CHUNKS = {f"v/c/{i}": bytes([i % 256]) * (1 + i % 7) for i in range(100)}
@@ -79,3 +79,14 @@ def test_a_size_not_read_fails_the_listing_naming_its_chunk(counted):
     calls.fail["getsize", "v/c/50"] = OSError("the manifest could not be read")
     with pytest.raises(BackendError, match=r"'v/c/50': size not read: .*manifest could not be read"):
         store.list_dir("v/c")
+
+
+def test_a_stat_asks_icechunk_once(counted):
+    """Before: ``exists``, then ``getsize``: two calls (two Python futures of Icechunk's) a lookup."""
+    store, calls = counted
+    assert store.stat("v/c/3").size == len(CHUNKS["v/c/3"])
+    assert store.stat("v/zarr.json").size > 0
+    assert calls.calls == {"getsize": 2}
+    for missing in ("v/c/100", "w/c/0", "w/zarr.json"):
+        with pytest.raises(KeyNotFound):
+            store.stat(missing)

@@ -158,10 +158,12 @@ class SnapshotTree:
         return out
 
     async def _size(self, key: str) -> int | None:
+        """``key``'s size, None if it is missing: one call for an object that holds bytes."""
         try:
-            if not await self.py.exists(key):  # getsize answers 0 for a missing chunk
+            size: int = await self.py.getsize(key)
+            if not size and not await self.py.exists(key):  # getsize answers 0 for a missing chunk
                 return None
-            return await self.py.getsize(key)
+            return size
         except Exception as exc:  # noqa: BLE001
             if missing(exc):
                 return None
