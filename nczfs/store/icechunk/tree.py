@@ -52,6 +52,11 @@ T = TypeVar("T")
 #: chunk coordinates asked of Icechunk at once (one Python future a batch)
 COORDS_BATCH = 1 << 16
 
+#: ``getsize`` calls in flight at once for a listing: each takes a blocking thread of Icechunk's
+#: runtime, whose pool thousands at once grow to 512 threads (docs/PERFORMANCE.md, "Issue 46:
+#: Icechunk's small chunks")
+SIZES_AT_ONCE = 16
+
 
 @dataclass(frozen=True)
 class ChunkLayout:
@@ -153,10 +158,12 @@ class SnapshotTree:
         return out
 
     async def _size(self, key: str) -> int | None:
+        """``key``'s size, None if it is missing: one call for an object that holds bytes."""
         try:
-            if not await self.py.exists(key):  # getsize answers 0 for a missing chunk
+            size: int = await self.py.getsize(key)
+            if not size and not await self.py.exists(key):  # getsize answers 0 for a missing chunk
                 return None
-            return await self.py.getsize(key)
+            return size
         except Exception as exc:  # noqa: BLE001
             if missing(exc):
                 return None
@@ -222,10 +229,24 @@ class SnapshotTree:
         return lambda name: name == "zarr.json"
 
     async def _sizes(self, keys: list[str]) -> list[int]:
+        """The sizes of ``keys``, at most :data:`SIZES_AT_ONCE` asked at a time."""
+        out = [0] * len(keys)
+        todo = iter(range(len(keys)))
+
+        async def asker() -> None:
+            for i in todo:
+                try:
+                    out[i] = await self.py.getsize(keys[i])
+                except Exception as exc:  # noqa: BLE001
+                    raise BackendError(f"{keys[i]!r}: size not read: {reason(exc)}") from exc
+
         try:
-            return list(await asyncio.gather(*(self.py.getsize(k) for k in keys)))
-        except Exception as exc:  # noqa: BLE001
-            raise BackendError(f"{keys[0] if keys else ''!r}...: sizes not read: {reason(exc)}") from exc
+            async with asyncio.TaskGroup() as tasks:  # the others stop at the first failure
+                for _ in range(min(SIZES_AT_ONCE, len(keys))):
+                    tasks.create_task(asker())
+        except ExceptionGroup as group:
+            raise group.exceptions[0] from None
+        return out
 
     def _chunk_dir(self, prefix: str) -> tuple[str, list[int]] | None:
         """``prefix`` as a directory of an array's chunk keys (``a/c``, ``a/c/0``, not ``a/c/0/0``
