@@ -21,6 +21,7 @@ from nczfs.cache.bytecache import ByteCache
 from nczfs.cache.metadata import MetadataCache
 from nczfs.toolbox.errors import KeyNotFound, Stale
 from nczfs.toolbox.singleflight import Flight, SingleFlight
+from nczfs.store.capabilities import ReadsTogether
 from nczfs.store.values import ByteRange
 
 #: seconds a block's failed fetch answers the reads that ask for the block again: the kernel
@@ -113,8 +114,7 @@ class BlockFetcher:
         """Fetch blocks in the background, those not in flight yet in one backend call where the
         backend offers ``get_versions`` and there is no disk tier to look in first, else each
         alone (:meth:`start`); ``done(ident)`` is called when each has ended, however."""
-        get_versions = getattr(self.inner, "get_versions", None)
-        if get_versions is None or self.disk is not None or len(idents) < 2:
+        if not isinstance(self.inner, ReadsTogether) or self.disk is not None or len(idents) < 2:
             for ident in idents:
                 self.start(ident, done=functools.partial(done, ident))
             return
@@ -122,7 +122,7 @@ class BlockFetcher:
             if ident in self.inflight:
                 done(ident)  # started meanwhile: that fetch is the one its readers wait for
         self.stats["cache.fetch-bursts"] += 1
-        self.inflight.start_group(idents, functools.partial(self._fetch_many, get_versions, done),
+        self.inflight.start_group(idents, functools.partial(self._fetch_many, self.inner.get_versions, done),
                                   name=f"nczfs fetch {len(idents)} from {idents[0][0]}")
 
     async def _fetch_many(self, get_versions: Callable[..., Any], done: Callable[[Ident], None],

@@ -137,6 +137,26 @@ class ReadsOnLoop(Protocol):
 
 
 @runtime_checkable
+class SendsReadsTogether(Protocol):
+    """A sync store that sends several small reads at once on its own loop (object stores), so
+    that a burst costs trio one hand-over (:class:`~nczfs.store.threads.ThreadedStore`)."""
+
+    async def get_versions_async(self, asks: list[tuple[str, ByteRange | None, str | None]]
+                                 ) -> list[bytes | Exception | None]:
+        """Each ask's bytes or its error, in order; None: left to ``get_version`` in a worker."""
+
+
+@runtime_checkable
+class ReadsTogether(Protocol):
+    """An async store that reads several small objects in one hand-over (a burst of siblings the
+    cache fetches ahead): offered by a threaded store where its backend can."""
+
+    async def get_versions(self, asks: list[tuple[str, ByteRange | None, str | None]]
+                           ) -> list[bytes | Exception]:
+        """Each ask's bytes or its error, in order."""
+
+
+@runtime_checkable
 class JournalsUploads(Protocol):
     """A sync store whose multipart uploads outlive a mount that dies (S3): it notes each while
     it is open in ``upload_log`` (given by the mount), and the next mount of its ``scope``

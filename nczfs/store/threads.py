@@ -22,9 +22,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar, cast
 import trio
 
 from nczfs.store.base import Store, SyncStore
-from nczfs.store.capabilities import (Capabilities, FAST_PATHS, THREADED, ListsTreesBlocking, ReadsOnLoop, StagesBlocking,
-                                     UploadsInPartsBlocking, offer, offer_fast_paths,
-                                     offer_hooks)
+from nczfs.store.capabilities import (Capabilities, FAST_PATHS, THREADED, ListsTreesBlocking, ReadsOnLoop, SendsReadsTogether,
+                                     StagesBlocking, UploadsInPartsBlocking, offer, offer_fast_paths, offer_hooks)
 from nczfs.store.optional import counters
 from nczfs.store.forwarding import at_once, in_thread
 from nczfs.store.values import ByteRange, DirEntry, ObjectInfo, Staged, Upload
@@ -57,7 +56,7 @@ def reads_together(impl: SyncStore) -> bool:
     own loop one by one (Icechunk's, which gathers its bursts itself)."""
     if impl.capabilities.non_blocking:
         return False
-    return hasattr(impl, "get_versions_async") or not isinstance(impl, ReadsOnLoop)
+    return isinstance(impl, SendsReadsTogether) or not isinstance(impl, ReadsOnLoop)
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any, limiter: trio.CapacityLimiter | None = None) -> T:
@@ -193,11 +192,10 @@ class ThreadedStore(Store):
         :func:`reads_together` says."""
         self.read_calls_together += 1
         self.reads_together += len(asks)
-        send = getattr(self.impl, "get_versions_async", None)
-        if send is None:
+        if not isinstance(self.impl, SendsReadsTogether):
             return await self._call(read_each, self.impl, asks)
         async with self._slot():
-            got: list[bytes | Exception | None] = await send(asks)
+            got: list[bytes | Exception | None] = await self.impl.get_versions_async(asks)
         left = [n for n, outcome in enumerate(got) if outcome is None]
         if left:  # reads the store leaves to its blocking path
             for n, outcome in zip(left, await self._call(read_each, self.impl, [asks[n] for n in left])):
