@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol, cast, runtime_checkable
 
 from nczfs.store.optional import OPTIONAL, OPTIONAL_PREFIX, Refreshes, offers
-from nczfs.store.values import ByteRange, DirEntry, Staged, Upload
+from nczfs.store.values import Ask, ByteRange, DirEntry, Staged, Upload
 
 
 #: default metadata TTLs (:attr:`Capabilities.metadata_ttl`): other clients may change a writable
@@ -141,7 +141,7 @@ class SendsReadsTogether(Protocol):
     """A sync store that sends several small reads at once on its own loop (object stores), so
     that a burst costs trio one hand-over (:class:`~nczfs.store.threads.ThreadedStore`)."""
 
-    async def get_versions_async(self, asks: list[tuple[str, ByteRange | None, str | None]]
+    async def get_versions_async(self, asks: list[Ask]
                                  ) -> list[bytes | Exception | None]:
         """Each ask's bytes or its error, in order; None: left to ``get_version`` in a worker."""
 
@@ -151,7 +151,7 @@ class ReadsTogether(Protocol):
     """An async store that reads several small objects in one hand-over (a burst of siblings the
     cache fetches ahead): offered by a threaded store where its backend can."""
 
-    async def get_versions(self, asks: list[tuple[str, ByteRange | None, str | None]]
+    async def get_versions(self, asks: list[Ask]
                            ) -> list[bytes | Exception]:
         """Each ask's bytes or its error, in order."""
 

@@ -26,15 +26,12 @@ from nczfs.store.capabilities import (Capabilities, FAST_PATHS, THREADED, ListsT
                                      StagesBlocking, UploadsInPartsBlocking, offer, offer_fast_paths, offer_hooks)
 from nczfs.store.optional import counters
 from nczfs.store.forwarding import at_once, in_thread
-from nczfs.store.values import ByteRange, DirEntry, ObjectInfo, Staged, Upload
+from nczfs.store.values import Ask, ByteRange, DirEntry, ObjectInfo, Staged, Upload
 
 T = TypeVar("T")
 
 #: seconds a call waits for one of the store's slots before it takes a spare one
 SLOT_PATIENCE = 5.0
-
-#: a read asked for: key, byte range, version (None: any)
-Ask = tuple[str, ByteRange | None, str | None]
 
 
 def read_each(impl: SyncStore, asks: list[Ask]) -> list[bytes | Exception]:

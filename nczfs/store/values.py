@@ -40,6 +40,10 @@ class ByteRange:
         return self.slice(data)
 
 
+#: a read asked for among several (a burst): key, byte range (None: whole), version (None: any)
+Ask = tuple[str, ByteRange | None, str | None]
+
+
 @dataclass(frozen=True)
 class Meta:
     """POSIX attributes the medium keeps for a key (None: not kept there; the mount shows its

@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING, Any
 import obstore as obs
 
 from nczfs.store.keys import check_key
-from nczfs.store.values import ByteRange
+from nczfs.store.values import Ask
 from nczfs.store.objstore.errors import unsatisfiable
 
 if TYPE_CHECKING:
     from nczfs.store.objstore.obprefix import ObjectStoreBackend
 
-#: a read asked for: key, byte range, version (None: any)
-Ask = tuple[str, ByteRange | None, str | None]
 #: what is sent for one: obstore's path and GET options (None: not sent here)
 Plan = tuple[str, Any] | None
 
