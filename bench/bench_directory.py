@@ -81,8 +81,8 @@ def write_array(root: Path, mib: int) -> float:
     return dt
 
 
-#: the cases, by the word ``--only`` takes, in the order they run
-CASES = {"read": "the big array", "small": "2,000 chunks of 4 KiB", "walk": "os.walk of those", "write": "the durable write"}
+#: the words ``--only`` takes, in the order their cases run
+CASES = ("read", "small", "walk", "write")
 
 
 def main() -> None:
@@ -108,10 +108,12 @@ def main() -> None:
                               chunks=(1024,), dtype="f4", compressors=None, zarr_format=2)
     small[:] = 1.0
 
-    cases: dict[str, Callable[[Path], float]] = {
-        f"read {args.mib} MiB array (8 MiB chunks)": read_array,
-        "read 2,000 chunks of 4 KiB": read_small,
-        "walk 2,000 chunk files (os.walk)": walk,
+    write_name = f"write {args.mib // 2} MiB array (8 MiB chunks), durable"
+    named: dict[str, tuple[str, Callable[[Path], float]]] = {  # by the word --only takes
+        "read": (f"read {args.mib} MiB array (8 MiB chunks)", read_array),
+        "small": ("read 2,000 chunks of 4 KiB", read_small),
+        "walk": ("walk 2,000 chunk files (os.walk)", walk),
+        "write": (write_name, lambda root: write_array(root, args.mib // 2)),
     }
     results: dict[str, dict[str, list[float]]] = {}
 
@@ -126,9 +128,7 @@ def main() -> None:
             if label == "nczfs":
                 umount(mnt)
 
-    write_name = f"write {args.mib // 2} MiB array (8 MiB chunks), durable"
-    cases[write_name] = lambda root: write_array(root, args.mib // 2)
-    cases = {name: fn for word, (name, fn) in zip(CASES, cases.items()) if not only or word in only}
+    cases = dict(named[word] for word in CASES if not only or word in only)
     try:
         for name, fn in cases.items():
             for i in range(args.runs + 1):  # the two paths alternate, so that a change in the host's load hits both
