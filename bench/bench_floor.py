@@ -1,6 +1,6 @@
 """The floor of a pyfuse3 daemon for a reader of small files (issue 46): how far is nczfs above it?
 
-    .venv/bin/python bench/bench_floor.py [--files 2000] [--small 2000] [--runs 3]
+    .venv/bin/python bench/bench_floor.py [--files 2000] [--small 1000] [--runs 3]
         [--readers files,zarr] [--passthrough /tmp/passthrough_ll] [--only dir,s3] [--labels ...]
 
 Directory part: N files of 4 KiB (the chunks of a Zarr v2 array, ``small.zarr``, in a folder
@@ -30,7 +30,8 @@ S3 part: ``--small`` objects of 4 KiB (the chunks of ``small.zarr``) in a Seawee
 (tests/s3server.py), read cold the same way by ``floor-s3`` (floorfs.py on the bucket: the
 listing taken at start answers every lookup, each read is one obstore GET on trio's thread,
 FLUSH answered ENOSYS: the least any pyfuse3 daemon that GETs can do), ``floor-s3-thread`` (each
-GET in a trio worker thread), ``s3fs-fuse`` (as bench_s3.py mounts it), ``nczfs`` and
+GET in a trio worker thread), ``floor-s3-loop`` (each GET sent with obstore's async API on an
+asyncio loop in a thread of its own, the trio task woken through its token), ``s3fs-fuse`` (as bench_s3.py mounts it), ``nczfs`` and
 ``nczfs-ro``; and ``obstore-get``, no mount: this process GETs each object in turn with obstore
 (the ``files`` reader's row only; its CPU shows as the reader's: a GET's own cost). Printed as
 above, with s3fs-fuse's wall over each path's (the target: >= 2x), each daemon's CPU over
@@ -71,7 +72,7 @@ NCZFS = [sys.executable, "-m", "nczfs"]
 FLOORFS = [sys.executable, str(Path(__file__).resolve().parent / "floorfs.py")]
 ARRAY = "small.zarr"
 DIR_LABELS = ("direct", "floor", "floor-noflush", "floor-plain", "floor-disk", "passthrough_ll", "nczfs", "nczfs-ro")
-S3_LABELS = ("obstore-get", "floor-s3", "floor-s3-thread", "s3fs-fuse", "nczfs", "nczfs-ro")
+S3_LABELS = ("obstore-get", "floor-s3", "floor-s3-thread", "floor-s3-loop", "s3fs-fuse", "nczfs", "nczfs-ro")
 DEFAULT_DIR = "direct,floor,floor-noflush,floor-plain,floor-disk,passthrough_ll,nczfs,nczfs-ro"
 DEFAULT_S3 = ",".join(S3_LABELS)
 #: the FUSE requests counted per file (forgets come in batches, when the kernel drops inodes)
@@ -280,7 +281,7 @@ class S3:
                 out.append(Mount(label, self.work, read=self.get_each))
             elif label.startswith("floor-s3"):
                 extra = ["--s3", self.bucket, "--endpoint", endpoint, "--key", ADMIN[0], "--secret", ADMIN[1],
-                         "--no-flush", *(["--thread"] if label.endswith("-thread") else [])]
+                         "--no-flush", *{"floor-s3-thread": ["--thread"], "floor-s3-loop": ["--loop"]}.get(label, [])]
                 out.append(floor_mount(label, self.work, None, extra))
             elif label == "s3fs-fuse":
                 if not shutil.which("s3fs"):
@@ -356,7 +357,7 @@ def print_table(title: str, results: dict, n: int, direct: str | None, peer: str
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=2000, help="directory part: files of 4 KiB (default 2000)")
-    ap.add_argument("--small", type=int, default=2000, help="S3 part: objects of 4 KiB (default 2000)")
+    ap.add_argument("--small", type=int, default=1000, help="S3 part: objects of 4 KiB (default 1000)")
     ap.add_argument("--runs", type=int, default=3, help="cold runs per path and reader, after a warm-up")
     ap.add_argument("--readers", default="files,zarr", help="files, zarr (comma list)")
     ap.add_argument("--only", default="dir,s3", help="the parts to run: dir, s3 (comma list)")

@@ -11,7 +11,8 @@ negative entry of 60 s, files opened with ``keep_cache``). Its tree is taken onc
 - ``memory``: every file of SOURCE read into memory; a read is a slice of bytes;
 - ``disk``: SOURCE's tree; open/pread/close of the file on trio's thread, no worker thread;
 - ``--s3``: the bucket's listing (names and sizes); a read is one obstore GET of the range, on
-  trio's thread (``--thread``: in a worker thread, as a daemon that keeps answering would).
+  trio's thread (``--thread``: in a worker thread, as a daemon that keeps answering would;
+  ``--loop``: sent with obstore's async API on an asyncio loop in a thread of its own).
 
 FLUSH is answered (nothing to do), or with ENOSYS (``--no-flush``: the kernel then sends none).
 The request loop runs on nczfs's trio shim (nczfs/fuse/trio_loop.py), or on pyfuse3's own
@@ -176,7 +177,31 @@ def load_bucket(fs: FloorFs, args: argparse.Namespace) -> None:
     async def threaded(key: str, start: int, end: int) -> bytes:
         return await trio.to_thread.run_sync(get, key, start, end)
 
-    fs.fetch = threaded if args.thread else inline
+    fs.fetch = threaded if args.thread else on_loop(store) if args.loop else inline
+
+
+def on_loop(store):
+    """Each GET sent on an asyncio loop of its own thread (obstore's async API), the trio task
+    woken through its token when the answer is in: no worker thread."""
+    import asyncio
+    import threading
+
+    import obstore
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    async def get(key: str, start: int, end: int):
+        return await obstore.get_range_async(store, key, start=start, end=end)
+
+    async def fetch(key: str, start: int, end: int) -> bytes:
+        done, token = trio.Event(), trio.lowlevel.current_trio_token()
+        future = asyncio.run_coroutine_threadsafe(get(key, start, end), loop)
+        future.add_done_callback(lambda _: token.run_sync_soon(done.set))
+        await done.wait()
+        return future.result()
+
+    return fetch
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -189,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--key", default="")
     ap.add_argument("--secret", default="")
     ap.add_argument("--thread", action="store_true", help="--s3: each GET in a worker thread")
+    ap.add_argument("--loop", action="store_true", help="--s3: each GET on an asyncio loop's thread")
     ap.add_argument("--no-flush", action="store_true", help="answer FLUSH with ENOSYS")
     ap.add_argument("--plain-loop", action="store_true", help="pyfuse3's own trio loop, not nczfs's shim")
     ap.add_argument("--counts", help="write the requests answered, by operation, here (JSON) at the end")
