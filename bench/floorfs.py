@@ -1,0 +1,244 @@
+"""The least a pyfuse3 daemon can do for a reader of small files: bench/bench_floor.py's floor.
+
+    python bench/floorfs.py SOURCE MOUNTPOINT [--mode memory|disk] [--no-flush] [--plain-loop]
+    python bench/floorfs.py --s3 BUCKET --endpoint URL --key K --secret S MOUNTPOINT [--thread]
+
+A read-only tree answered with nothing but lookup, getattr, opendir/readdir/releasedir, open,
+read, flush and release, on pyfuse3 and trio, mounted with the options nczfs mounts a directory
+with (``default_permissions``, entries and attributes valid 60 s, missing names answered with a
+negative entry of 60 s, files opened with ``keep_cache``). Its tree is taken once at start:
+
+- ``memory``: every file of SOURCE read into memory; a read is a slice of bytes;
+- ``disk``: SOURCE's tree; open/pread/close of the file on trio's thread, no worker thread;
+- ``--s3``: the bucket's listing (names and sizes); a read is one obstore GET of the range, on
+  trio's thread (``--thread``: in a worker thread, as a daemon that keeps answering would;
+  ``--loop``: sent with obstore's async API on an asyncio loop in a thread of its own).
+
+FLUSH is answered (nothing to do), or with ENOSYS (``--no-flush``: the kernel then sends none).
+The request loop runs on nczfs's trio shim (nczfs/fuse/trio_loop.py), or on pyfuse3's own
+(``--plain-loop``). The requests it answered, by operation, go to ``--counts FILE`` (JSON) when
+it is unmounted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import stat
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+TTL = 60.0  # nczfs's metadata TTL for a directory mount (capabilities.LONG_TTL)
+
+
+class Node:
+    __slots__ = ("ino", "is_dir", "size", "children", "source", "data")
+
+    def __init__(self, ino: int, is_dir: bool, size: int = 0, source: str = ""):
+        self.ino, self.is_dir, self.size, self.source = ino, is_dir, size, source
+        self.children: dict[bytes, int] = {}
+        self.data = b""
+
+
+class FloorFs(pyfuse3.Operations):
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, flush: bool):
+        super().__init__()
+        self.nodes = {pyfuse3.ROOT_INODE: Node(pyfuse3.ROOT_INODE, True)}
+        self.answer_flush = flush
+        self.counts: Counter[str] = Counter()
+        self.uid, self.gid = os.getuid(), os.getgid()
+        self.fetch = None  # (key, start, end) -> bytes: the S3 mode's GET
+        self.disk = False  # files opened and read from their source (fh: the descriptor)
+
+    def add(self, path: str, size: int | None, source: str) -> Node:
+        """The node of ``path`` (parents made as needed): a file of ``size``, or a directory (None)."""
+        node = self.nodes[pyfuse3.ROOT_INODE]
+        parts = [p for p in path.split("/") if p]
+        for i, part in enumerate(parts):
+            name = os.fsencode(part)
+            if name not in node.children:
+                last = i == len(parts) - 1
+                child = Node(len(self.nodes) + 1, not last or size is None, size or 0, source if last else "")
+                self.nodes[child.ino] = child
+                node.children[name] = child.ino
+            node = self.nodes[node.children[name]]
+        return node
+
+    def entry(self, node: Node) -> pyfuse3.EntryAttributes:
+        e = pyfuse3.EntryAttributes()
+        e.st_ino = node.ino
+        e.entry_timeout = e.attr_timeout = TTL
+        e.st_mode = (stat.S_IFDIR | 0o755) if node.is_dir else (stat.S_IFREG | 0o644)
+        e.st_nlink = 2 if node.is_dir else 1
+        e.st_uid, e.st_gid = self.uid, self.gid
+        e.st_size = node.size
+        e.st_blksize = 128 * 1024
+        e.st_blocks = (node.size + 511) // 512
+        return e
+
+    async def lookup(self, parent_inode, name, ctx=None):
+        self.counts["lookup"] += 1
+        ino = self.nodes[parent_inode].children.get(name)
+        if ino is None:
+            e = pyfuse3.EntryAttributes()
+            e.st_ino = 0
+            e.entry_timeout = TTL
+            return e
+        return self.entry(self.nodes[ino])
+
+    async def getattr(self, inode, ctx=None):
+        self.counts["getattr"] += 1
+        return self.entry(self.nodes[inode])
+
+    async def opendir(self, inode, ctx):
+        self.counts["opendir"] += 1
+        return inode
+
+    async def readdir(self, fh, start_id, token):
+        self.counts["readdir"] += 1
+        items = list(self.nodes[fh].children.items())
+        for i, (name, ino) in enumerate(items[start_id:], start_id + 1):
+            if not pyfuse3.readdir_reply(token, name, self.entry(self.nodes[ino]), i):
+                break
+
+    async def releasedir(self, fh):
+        self.counts["releasedir"] += 1
+
+    async def open(self, inode, flags, ctx):
+        self.counts["open"] += 1
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            raise pyfuse3.FUSEError(errno.EROFS)
+        fh = os.open(self.nodes[inode].source, os.O_RDONLY) if self.disk else inode
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+
+    async def read(self, fh, off, size):
+        self.counts["read"] += 1
+        if self.disk:
+            return os.pread(fh, size, off)
+        node = self.nodes[fh]
+        if self.fetch is None:
+            return node.data[off:off + size]
+        end = min(off + size, node.size)
+        return await self.fetch(node.source, off, end) if off < end else b""
+
+    async def flush(self, fh):
+        self.counts["flush"] += 1
+        if not self.answer_flush:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
+
+    async def release(self, fh):
+        self.counts["release"] += 1
+        if self.disk:
+            os.close(fh)
+
+    async def forget(self, inode_list):
+        self.counts["forget"] += len(inode_list)
+
+
+def load_directory(fs: FloorFs, source: Path, memory: bool) -> None:
+    for dirpath, dirnames, filenames in os.walk(source):
+        rel = os.path.relpath(dirpath, source)
+        for d in dirnames:
+            fs.add(os.path.join(rel, d), None, "")
+        for f in filenames:
+            path = os.path.join(dirpath, f)
+            node = fs.add(os.path.join(rel, f), os.path.getsize(path), path)
+            if memory:
+                node.data = Path(path).read_bytes()
+    fs.disk = not memory
+
+
+def load_bucket(fs: FloorFs, args: argparse.Namespace) -> None:
+    import obstore
+    from obstore.store import S3Store
+
+    store = S3Store(args.s3, endpoint=args.endpoint, access_key_id=args.key, secret_access_key=args.secret,
+                    region="us-east-1", client_options={"allow_http": True})
+    for batch in obstore.list(store):
+        for meta in batch:
+            fs.add(meta["path"], meta["size"], meta["path"])
+
+    def get(key: str, start: int, end: int) -> bytes:
+        return obstore.get_range(store, key, start=start, end=end)
+
+    async def inline(key: str, start: int, end: int) -> bytes:
+        return get(key, start, end)
+
+    async def threaded(key: str, start: int, end: int) -> bytes:
+        return await trio.to_thread.run_sync(get, key, start, end)
+
+    fs.fetch = threaded if args.thread else on_loop(store) if args.loop else inline
+
+
+def on_loop(store):
+    """Each GET sent on an asyncio loop of its own thread (obstore's async API), the trio task
+    woken through its token when the answer is in: no worker thread."""
+    import asyncio
+    import threading
+
+    import obstore
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    async def get(key: str, start: int, end: int):
+        return await obstore.get_range_async(store, key, start=start, end=end)
+
+    async def fetch(key: str, start: int, end: int) -> bytes:
+        done, token = trio.Event(), trio.lowlevel.current_trio_token()
+        future = asyncio.run_coroutine_threadsafe(get(key, start, end), loop)
+        future.add_done_callback(lambda _: token.run_sync_soon(done.set))
+        await done.wait()
+        return future.result()
+
+    return fetch
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("source", nargs="?", help="the directory served (not with --s3)")
+    ap.add_argument("mountpoint")
+    ap.add_argument("--mode", choices=("memory", "disk"), default="memory")
+    ap.add_argument("--s3", metavar="BUCKET", help="serve this bucket, one GET per read")
+    ap.add_argument("--endpoint", default="")
+    ap.add_argument("--key", default="")
+    ap.add_argument("--secret", default="")
+    ap.add_argument("--thread", action="store_true", help="--s3: each GET in a worker thread")
+    ap.add_argument("--loop", action="store_true", help="--s3: each GET on an asyncio loop's thread")
+    ap.add_argument("--no-flush", action="store_true", help="answer FLUSH with ENOSYS")
+    ap.add_argument("--plain-loop", action="store_true", help="pyfuse3's own trio loop, not nczfs's shim")
+    ap.add_argument("--counts", help="write the requests answered, by operation, here (JSON) at the end")
+    args = ap.parse_args(argv)
+    fs = FloorFs(flush=not args.no_flush)
+    if args.s3:
+        load_bucket(fs, args)
+    elif args.source:
+        load_directory(fs, Path(args.source), args.mode == "memory")
+    else:
+        ap.error("a SOURCE directory or --s3 BUCKET")
+    if not args.plain_loop:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from nczfs.fuse import trio_loop
+
+        trio_loop.install()
+    pyfuse3.init(fs, args.mountpoint, {"fsname=floorfs", "subtype=floorfs", "default_permissions"})
+    try:
+        trio.run(pyfuse3.main)
+    finally:
+        pyfuse3.close(unmount=False)
+        if args.counts:
+            Path(args.counts).write_text(json.dumps(fs.counts))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""bench/bench_floor.py on tiny sizes, warm (no page cache dropped, the machine's benchmarks left
+alone): every path mounts, is read by both readers and unmounts, and the minimal pyfuse3 daemon
+(bench/floorfs.py) counts the requests a small file costs: 5 with FLUSH answered, 4 without."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from bench import bench_floor
+
+pytestmark = pytest.mark.fuse
+
+
+def table(out: str) -> dict[tuple[str, str], dict[str, str]]:
+    """The printed tables' rows, by (reader, path): {column: cell}."""
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    head: list[str] = []
+    for line in out.splitlines():
+        if not line.startswith("| "):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == "reader":
+            head = cells
+        else:
+            rows[(cells[0], cells[1])] = dict(zip(head, cells))
+    return rows
+
+
+def test_the_directory_paths_each_read_every_file_and_the_floor_counts_its_requests(capsys):
+    bench_floor.main(["--only", "dir", "--files", "40", "--runs", "1", "--warm",
+                      "--labels", "direct,floor,floor-noflush,floor-plain,floor-disk,nczfs,nczfs-ro"])
+    rows = table(capsys.readouterr().out)
+    labels = ["direct", "floor", "floor-noflush", "floor-plain", "floor-disk", "nczfs", "nczfs-ro"]
+    assert sorted(rows) == sorted((r, label) for r in ("files", "zarr") for label in labels)
+    requests = {label: float(rows[("files", label)]["FUSE requests/file"]) for label in labels[1:]}
+    # lookup, open, read, flush, release a file (and the folder's lookup, the control file's read)
+    assert 5 <= requests["floor"] < 5.2 and 5 <= requests["nczfs"] < 5.3
+    # FLUSH answered ENOSYS once: the kernel sends no more
+    for label in ("floor-noflush", "floor-plain", "floor-disk", "nczfs-ro"):
+        assert 4 <= requests[label] < 4.3, (label, requests)
+    assert rows[("files", "direct")]["FUSE requests/file"] == "-"
+    assert rows[("zarr", "floor")]["direct/path (wall)"].endswith("x")
+
+
+@pytest.mark.skipif(shutil.which("s3fs") is None, reason="s3fs-fuse not installed (scripts/install.sh --test)")
+def test_the_s3_paths_each_read_every_object_and_are_compared_with_s3fs_fuse(capsys):
+    bench_floor.main(["--only", "s3", "--small", "20", "--runs", "1", "--warm", "--readers", "files",
+                      "--s3-labels", "floor-s3,floor-s3-thread,s3fs-fuse,nczfs-ro"])
+    rows = table(capsys.readouterr().out)
+    assert sorted(label for _, label in rows) == ["floor-s3", "floor-s3-thread", "nczfs-ro", "s3fs-fuse"]
+    assert 4 <= float(rows[("files", "floor-s3")]["FUSE requests/file"]) < 4.3
+    assert rows[("files", "s3fs-fuse")]["daemon CPU / s3fs-fuse's"] in ("1.00", "-")
