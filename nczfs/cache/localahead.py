@@ -130,6 +130,18 @@ class SmallFilesAhead(WrapperStore):
             self._walked(key)
         return out
 
+    def held_object(self, key: str, etag: str, size: int) -> bytes | None:
+        """The bytes of ``key`` a burst read, if that burst has ended and read this version (the
+        entry's ETag) whole; handed out, they are a read of the file from its start."""
+        held = self.held.get(key)
+        if (held is None or held.data is None or held.entry.info is None or held.entry.info.etag != etag
+                or len(held.data) != size or self.clock() - held.at > self.fresh):
+            return None
+        self._drop(key)  # the kernel's pages hold it now
+        self.stats["ahead.reads"] += 1
+        self._walked(key)
+        return held.data
+
     async def _held(self, key: str) -> Held | None:
         running = self.pending.get(key)
         if running is not None:

@@ -40,7 +40,7 @@ from nczfs.cache.prefetch import (
 )
 from nczfs.cache.trees import TREE_KEYS
 from nczfs.toolbox.errors import KeyNotFound, Stale
-from nczfs.store.capabilities import Stages, UploadsInParts
+from nczfs.store.capabilities import HoldsBytes, Stages, UploadsInParts
 from nczfs.store.values import ByteRange, DirEntry, Meta, ObjectInfo, Staged, Upload
 from nczfs.store.wrapper import WrapperStore
 from nczfs.store import optional
@@ -120,9 +120,7 @@ class CachingStore(WrapperStore):
     # ------------------------------------------------------------------ metadata
 
     async def entry(self, key: str) -> DirEntry | None:
-        if not key:  # the root directory's own attributes
-            return await self.inner.entry(key)
-        return await self.meta.entry(key)
+        return await (self.meta.entry(key) if key else self.inner.entry(key))  # no key: the root's own attributes
 
     async def stat(self, key: str) -> ObjectInfo:
         return await self.meta.stat(key)
@@ -307,6 +305,19 @@ class CachingStore(WrapperStore):
             self._changed_elsewhere(key)
             raise
 
+    def held_object(self, key: str, etag: str, size: int) -> bytes | None:
+        """:class:`HoldsBytes`: a one-block object in memory (where none are kept here, the store
+        below's answer), handed out as if read whole (delivered; a walk fetches ahead)."""
+        if not self.cache_bytes:
+            return cast(HoldsBytes, self.inner).held_object(key, etag, size) if optional.offers(self.inner, HoldsBytes) else None
+        data = self.bytes.get((key, etag, 0)) if (key, etag, 0) in self.bytes else None
+        if data is None or len(data) != size:
+            return None
+        self.stats.update({"cache.hits": 1, "cache.bytes-served": size})
+        self.bytes.served((key, etag, 0), size)
+        self._from_start(key)
+        return data
+
     async def _read(self, key: str, rng: ByteRange | None, etag: str) -> bytes | memoryview:
         """``rng`` of the object at ``etag``; a part of a block is a (read-only) view of it, not a copy."""
         if not etag:
@@ -373,12 +384,13 @@ class CachingStore(WrapperStore):
     async def _blocks(self, key: str, etag: str, indexes: range) -> list[bytes]:
         fetches = self.fetcher.claim(key, etag, indexes)
         if indexes.start == 0:
-            self.siblings.ahead(key)
-            self.metadata_ahead.ahead(key)
-        out = []
-        for f in fetches:
-            out.append(await f.wait() if isinstance(f, Fetch) else f)
-        return out
+            self._from_start(key)
+        return [await f.wait() if isinstance(f, Fetch) else f for f in fetches]
+
+    def _from_start(self, key: str) -> None:
+        """``key`` is read from its start: the prefetchers hear of it."""
+        self.siblings.ahead(key)
+        self.metadata_ahead.ahead(key)
 
 
 #: what the cache does around each kind of write (:meth:`CachingStore._write`)

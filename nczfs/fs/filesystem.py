@@ -17,21 +17,25 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Callable
+from typing import Callable, cast
 
 from nczfs.toolbox.errors import Exists, FileTooBig, InvalidArgument, IsADirectory, NotSupported, Stale
 from nczfs.fs.attrs import SETTABLE, Attr, Attributes, Caller, SetattrRequest
 from nczfs.fs.content import WriteMemory
 from nczfs.fs.early_upload import EarlyUploads
-from nczfs.fs.handles import FileHandle, Handles, WriteHandle
+from nczfs.fs.handles import FileHandle, Handles, ReadHandle, WriteHandle
 from nczfs.fs.inodes import InodeTable, Node
 from nczfs.fs.localdirs import LocalDirs
 from nczfs.fs.namespace import Namespace
 from nczfs.fs.options import FsOptions
 from nczfs.fs.writeback import WriteBack
 from nczfs.store.base import Store
+from nczfs.store.capabilities import HoldsBytes
 from nczfs.store.values import ABSENT, ByteRange, FsStats
 from nczfs.store import optional
+
+#: the largest file whose bytes, held by the store at its open, go to the kernel's page cache then
+PAGES_AT_OPEN = 256 * 1024
 
 
 class Filesystem(Namespace):
@@ -155,6 +159,7 @@ class Filesystem(Namespace):
         stored = not node.held and not node.detached and bool(node.etag)
         reading = stored and not writing
         keep = reading and self._opened_etag.get(node.ino) == node.etag
+        first = node.ino not in self._opened_etag  # the kernel has no pages of it (forget drops the entry)
         # the kernel's pages of a file opened for writing may hold bytes that are never stored
         # (a refused upload): the next open does not keep them
         self._opened_etag[node.ino] = node.etag if reading else ""
@@ -163,12 +168,34 @@ class Filesystem(Namespace):
         # with keep_cache the kernel may hand out its pages of this version through the new
         # descriptor at once: it is pinned to that version as if it had read them
         return FileHandle.of(writable)(node, "" if node.pending else node.etag, keep_cache=keep, served=keep,
-                                       opener=pid)
+                                       opener=pid, pages_ours=reading and (keep or first))
 
     def keeps_cache(self, fh: int) -> bool:
         """Whether the kernel may keep the pages it cached for this file (unchanged since the last open)."""
         h = self.handles.get(fh)
         return isinstance(h, FileHandle) and h.keep_cache
+
+    def pages_at_open(self, fh: int) -> bytes | None:
+        """The whole file a handle just opened (and not yet answered) reads, for the kernel's page
+        cache, where the store holds it without fetching (:class:`HoldsBytes`): a small stored
+        file opened read-only whose pages in the kernel can only be of its version, and that has
+        no other handle, so that no read of it is in flight whose page locks the kernel's store
+        would wait on (the kernel releases a file only after its last read, and an mmap keeps it
+        open). Given, the adapter calls :meth:`pages_stored`, or answers the open as before."""
+        h = self.handles.get(fh)
+        if not isinstance(h, ReadHandle) or not h.pages_ours or not h.etag:
+            return None
+        node = h.node
+        if (node.open_count != 1 or node.held or node.detached or node.etag != h.etag
+                or not 0 < node.size <= PAGES_AT_OPEN or not optional.offers(self.store, HoldsBytes)):
+            return None
+        return cast(HoldsBytes, self.store).held_object(node.path, h.etag, node.size)
+
+    def pages_stored(self, fh: int) -> None:
+        """The kernel's page cache holds the whole file, of this handle's version, and may hand
+        it out at once: the handle is pinned to it as if it had read it, and keeps those pages."""
+        h = self.handles.file(fh)
+        h.served = h.keep_cache = True
 
     async def create(self, parent_ino: int, name: str, mode: int, flags: int, pid: int = 0,
                      who: Caller | None = None) -> tuple[int, Attr]:
@@ -195,6 +222,7 @@ class Filesystem(Namespace):
         self.attrs.dir_changed(parent)
         node.lookups += 1
         node.open_count += 1
+        self._opened_etag[node.ino] = ""  # its writes may leave pages in the kernel
         return self.handles.add(WriteHandle(node, opener=pid)), self.attrs.of(node)
 
     async def read(self, fh: int, offset: int, size: int) -> bytes:
@@ -222,7 +250,7 @@ class Filesystem(Namespace):
             data = await self._read_current(h, offset, asked)
         h.served = True
         if h.etag != node.etag:  # the version changed meanwhile: the next open drops the kernel's pages
-            self._opened_etag.pop(node.ino, None)
+            self._opened_etag[node.ino] = ""  # not absent: the kernel holds pages of it
         return data
 
     def _move_to_current(self, h: FileHandle) -> None:

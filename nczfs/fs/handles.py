@@ -27,6 +27,9 @@ class FileHandle:
     served: bool = False
     #: the kernel may keep its cached pages: the object is the version it was at the last open
     keep_cache: bool = False
+    #: the kernel holds no pages of the file but of this handle's version (its first open since
+    #: the kernel took the inode, or keep_cache): it may be given the file's pages at the open
+    pages_ours: bool = False
     #: the process (thread) that opened it, as the kernel said (0: unknown)
     opener: int = 0
     writable: ClassVar[bool] = False

@@ -157,6 +157,18 @@ class ReadsTogether(Protocol):
 
 
 @runtime_checkable
+class HoldsBytes(Protocol):
+    """An async store (a cache) that may hold a small object's bytes in memory already: the
+    mount hands them to the kernel's page cache at the open, sparing the read (fuse/ops.py).
+    A wrapper whose reads return what the store below returns offers it where that store does."""
+
+    def held_object(self, key: str, etag: str, size: int) -> bytes | None:
+        """The whole object ``key`` of version ``etag``, if it is held now and is ``size`` bytes;
+        None otherwise. No I/O, nothing fetched or waited for; bytes handed out count as a read of
+        the object from its start (the prefetchers hear of it)."""
+
+
+@runtime_checkable
 class JournalsUploads(Protocol):
     """A sync store whose multipart uploads outlive a mount that dies (S3): it notes each while
     it is open in ``upload_log`` (given by the mount), and the next mount of its ``scope``

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Awaitable, BinaryIO, Callable, TypeVar
 
 from nczfs.store.base import Store
-from nczfs.store.capabilities import (Capabilities, WRAPPED, ListsTrees, Stages, UploadsInParts, offer,
+from nczfs.store.capabilities import (Capabilities, WRAPPED, HoldsBytes, ListsTrees, Stages, UploadsInParts, offer,
                                      offer_fast_paths, offer_hooks)
 from nczfs.store.forwarding import at_once, awaited, call_below, through_write
 from nczfs.store.values import DirEntry, ObjectInfo, Staged, Upload
@@ -42,7 +42,15 @@ class WrapperStore(Store):
         self.inner = inner
         offer_fast_paths(self, inner, self.passes)
         offer(self, inner, WRAPPED)
+        if self._reads_unchanged():
+            offer(self, inner, {HoldsBytes: ("held_object",)})
         offer_hooks(self, inner)
+
+    @classmethod
+    def _reads_unchanged(cls) -> bool:
+        """Do this wrapper's reads return what the store below returns (bytes held below may be
+        handed out as its own: :class:`~nczfs.store.capabilities.HoldsBytes`)?"""
+        return cls.get is WrapperStore.get and cls.get_version is WrapperStore.get_version
 
     @property
     def below(self) -> Store:
@@ -106,6 +114,7 @@ class WrapperStore(Store):
     _optional_dir_exists = awaited()
     _optional_statfs = awaited()
     _optional_read_small = awaited()
+    _optional_held_object = at_once()
     _optional_refresh = awaited()
     _optional_rename_dir = through_write(keys=2)
     _optional_mkdir = through_write(keys=1)

@@ -78,6 +78,8 @@ HELP: dict[str, tuple[str, str, str]] = {
     "fuse.next-request-waiting": ("counter", "", "FUSE requests read without waiting (one was already queued)"),
     "fuse.next-request-waits": ("counter", "", "Times the daemon waited for the next FUSE request"),
     "fuse.read-lock-handovers": ("counter", "", "Waits for the next FUSE request handed to another task (the last one waited on a fetch)"),
+    "fuse.pages-stored": ("counter", "", "Small files put whole in the kernel's page cache at their open (no READ follows)"),
+    "fuse.pages-store-failed": ("counter", "", "Small files the kernel refused to take in its page cache at their open"),
 }
 
 

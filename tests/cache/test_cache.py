@@ -1197,3 +1197,38 @@ async def test_a_read_that_fails_in_a_burst_fails_its_own_reader_only(mem, clock
     assert await cache.get("d/6") == b"changed"
     for i in (7, 8, 9):
         assert await cache.get(f"d/{i}") == bytes([i]) * 100
+
+
+async def test_held_objects_are_handed_out_without_a_fetch_and_move_the_walk_on(mem, clock):
+    """``held_object`` (the page cache filled at an open): an object fetched ahead is handed out
+    whole, as a read of it from its start would be (the walk's next ones are fetched ahead);
+    one not held, of another version or size, or larger than a block is not, and nothing is fetched."""
+    from nczfs.store.capabilities import HoldsBytes
+
+    cache = CachingStore(ThreadedStore(blocking(mem)), clock=clock, cache_size=1024 * KiB, ttl=5.0,
+                         block_size=64 * KiB, siblings=16, is_metadata=is_metadata)
+    assert isinstance(cache, HoldsBytes)
+    for i in range(60):
+        put_behind(mem, f"d/{i}", bytes([i]) * 100)
+    put_behind(mem, "big", b"b" * 70 * KiB)
+    await cache.list_dir("d")
+    await _walk(cache, ["d/0", "d/1"])  # the next ones fetched ahead
+    await _fetched_ahead(cache)
+    fetched = cache.counters()["cache.bytes-fetched"]
+    etag = lambda k: mem.stat(k).etag  # noqa: E731
+    assert cache.held_object("d/2", etag("d/2"), 100) == bytes([2]) * 100
+    assert cache.held_object("d/3", "another version", 100) is None
+    assert cache.held_object("d/3", etag("d/3"), 99) is None
+    assert cache.held_object("d/40", etag("d/40"), 100) is None  # not fetched yet: never fetched here
+    assert cache.held_object("big", etag("big"), 70 * KiB) is None
+    assert cache.counters()["cache.bytes-fetched"] == fetched
+    for i in range(3, 40):  # a walk whose every object is handed out at its open keeps going ahead
+        await _fetched_ahead(cache)
+        assert cache.held_object(f"d/{i}", etag(f"d/{i}"), 100) == bytes([i]) * 100, i
+    assert cache.counters()["cache.misses"] == 2
+
+
+async def _fetched_ahead(cache: CachingStore) -> None:
+    """Until the sibling fetches running (in worker threads) have ended."""
+    while cache.siblings.fetches:
+        await trio.sleep(0.001)

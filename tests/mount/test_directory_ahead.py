@@ -27,7 +27,8 @@ def test_a_walk_of_small_files_costs_a_worker_call_per_burst_not_two_per_file(tm
         got = delta(before, counts(m.path))
     assert got.get("store.worker-calls", 0) <= FILES // 5, got
     assert got["ahead.reads"] >= FILES * 2 // 3 and got["ahead.lookups"] >= FILES * 2 // 3, got
-    assert got["fuse.lookup"] >= FILES and got["fuse.read"] >= FILES, got  # the kernel's requests are the same
+    # the kernel's lookups are the same; the reads of files held at their open are not sent
+    assert got["fuse.lookup"] >= FILES and got["fuse.read"] + got.get("fuse.pages-stored", 0) >= FILES, got
 
 
 def test_a_file_changed_through_the_mount_is_read_back_not_what_was_read_ahead(tmp_path):

@@ -248,3 +248,19 @@ def test_each_wrapper_changes_writes_through_the_hook_but_where_it_sends_other_k
     for cls, own in expected.items():
         overridden = {m for m in WRITES if getattr(cls, m) is not getattr(WrapperStore, m)}
         assert overridden == own, cls.__name__
+
+
+def test_held_bytes_pass_only_wrappers_whose_reads_are_those_below():
+    """A cache's held bytes (``HoldsBytes``) reach the layers above through wrappers that read
+    what is below, never through one that changes what reads return (a view, the .nc files)."""
+    from nczfs.cache import CachingStore
+    from nczfs.store.capabilities import HoldsBytes
+
+    class Recoding(WrapperStore):
+        async def get_version(self, key, rng, etag):
+            return b"recoded"
+
+    cache = CachingStore(ThreadedStore(MemoryStore()))
+    assert isinstance(WrapperStore(WrapperStore(cache)), HoldsBytes)
+    assert not isinstance(WrapperStore(Recoding(cache)), HoldsBytes)
+    assert not isinstance(WrapperStore(ThreadedStore(MemoryStore())), HoldsBytes)
