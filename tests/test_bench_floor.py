@@ -36,10 +36,12 @@ def test_the_directory_paths_each_read_every_file_and_the_floor_counts_its_reque
     assert sorted(rows) == sorted((r, label) for r in ("files", "zarr") for label in labels)
     requests = {label: float(rows[("files", label)]["FUSE requests/file"]) for label in labels[1:]}
     # lookup, open, read, flush, release a file (and the folder's lookup, the control file's read)
-    assert 5 <= requests["floor"] < 5.2 and 5 <= requests["nczfs"] < 5.3
+    assert 5 <= requests["floor"] < 5.2
     # FLUSH answered ENOSYS once: the kernel sends no more
-    for label in ("floor-noflush", "floor-plain", "floor-disk", "nczfs-ro"):
+    for label in ("floor-noflush", "floor-plain", "floor-disk"):
         assert 4 <= requests[label] < 4.3, (label, requests)
+    # nczfs: the same, but a walk's files read ahead go to the page cache at their open (no READ)
+    assert 4 <= requests["nczfs"] < 5.3 and 3 <= requests["nczfs-ro"] < 4.3, requests
     assert rows[("files", "direct")]["FUSE requests/file"] == "-"
     assert rows[("zarr", "floor")]["direct/path (wall)"].endswith("x")
 
