@@ -47,3 +47,20 @@ def test_freed_blocks_are_reused_not_faulted_in_again():
     # the 12 blocks live at most (8 kept, 4 being fetched), each page once
     assert _faults("off") > PAGES // 2
     assert _faults("on") < PAGES // 4
+
+
+SETTLED = r"""
+import gc
+from nczfs.daemon.mount import settle_heap
+
+made = len(gc.get_objects())  # what a full collection goes through: the modules, the stack
+settle_heap()
+print(made, len(gc.get_objects()), gc.get_freeze_count())
+"""
+
+
+def test_what_the_daemon_made_at_start_is_left_out_of_the_cycle_collectors_rounds():
+    out = subprocess.run([sys.executable, "-c", SETTLED], capture_output=True, text=True, check=True).stdout
+    made, scanned, frozen = map(int, out.split())
+    assert made > 10_000  # nczfs's modules
+    assert scanned < 100 and frozen >= made

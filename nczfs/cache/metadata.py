@@ -267,6 +267,8 @@ class MetadataCache:
         return True
 
     async def entry(self, key: str) -> DirEntry | None:
+        if self.ttl <= 0:  # nothing is kept (a local directory): every answer is the store's
+            return (await self.ask(key, self.inner.entry(key)))[0]
         hit = await self.lookup(key)
         if hit is not MISSING:
             self.stats["meta.hits"] += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import gc
 import logging
 import os
 import re
@@ -207,6 +208,7 @@ async def _serve_requests(fs: Filesystem, config: MountConfig, ready: Ready, ops
         if config.validate != "off" and not config.read_only:
             nursery.start_soon(_import_codecs)
         trio_loop.install()  # pyfuse3's loop on trio_loop.ReadLock
+        settle_heap()
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
     notify("STOPPING=1", status("unmounted; storing pending writes"))
@@ -230,6 +232,14 @@ async def _import_codecs() -> None:
         await run_blocking(numcodecs_ids)
     except Exception as exc:  # noqa: BLE001 - never fatal here; the first metadata check reports it
         log.warning("cannot load numcodecs' codec list: %s", exc)
+    settle_heap()
+
+
+def settle_heap() -> None:
+    """What the daemon has made so far (its modules, the store stack) lives as long as it does:
+    Python's cycle collector stops going through it (``gc.freeze``), and its full collections,
+    which the many small objects of a walk's requests set off, go through the new objects only."""
+    gc.freeze()
 
 
 async def _announce_ready(config: MountConfig, ready: Ready) -> None:

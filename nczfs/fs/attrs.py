@@ -75,11 +75,6 @@ def _meta(fields: dict[str, int]) -> Meta:
                 mtime_ns=fields.get("mtime_ns"), ctime_ns=fields.get("ctime_ns"))
 
 
-def _first(*values: int | None) -> int:
-    """The first of ``values`` that is not None (the last one never is)."""
-    return next(v for v in values if v is not None)
-
-
 class Attributes:
     """The attributes of the nodes of one mount's inode table."""
 
@@ -169,23 +164,29 @@ class Attributes:
         else:
             size, nlink, valid_for = self._file_facts(node, m)
             mtime = node.mtime_ns
-        perm = _first(ov.mode, stat.S_IMODE(m.mode) if m.mode is not None else None,
-                      self.default_mode(node.is_dir, node.ftype))
+        # (asked for every lookup and listed name: conditions, not calls)
+        if ov.mode is not None:
+            perm = ov.mode
+        else:
+            perm = stat.S_IMODE(m.mode) if m.mode is not None else self.default_mode(node.is_dir, node.ftype)
         if not node.is_dir and read_only_key(self.store, node.path):
             perm &= ~0o222
         if ov.mtime_ns is not None:
             mtime = ov.mtime_ns
-        ctime = max((t for t in (ov.ctime_ns, node.ctime_ns, m.ctime_ns) if t is not None), default=None)
+        ctime = mtime  # the latest of the changes known, and never before the mtime
+        for t in (ov.ctime_ns, node.ctime_ns, m.ctime_ns):
+            if t is not None and t > ctime:
+                ctime = t
         return Attr(
             ino=node.ino,
             mode=node.ftype | perm,
             nlink=nlink,
-            uid=_first(ov.uid, m.uid, self.opts.uid),
-            gid=_first(ov.gid, m.gid, self.opts.gid),
+            uid=ov.uid if ov.uid is not None else m.uid if m.uid is not None else self.opts.uid,
+            gid=ov.gid if ov.gid is not None else m.gid if m.gid is not None else self.opts.gid,
             size=size,
-            atime_ns=_first(ov.atime_ns, m.atime_ns, mtime),
+            atime_ns=ov.atime_ns if ov.atime_ns is not None else m.atime_ns if m.atime_ns is not None else mtime,
             mtime_ns=mtime,
-            ctime_ns=mtime if ctime is None else max(ctime, mtime),
+            ctime_ns=ctime,
             valid_for=valid_for,
             rdev=m.rdev,
         )

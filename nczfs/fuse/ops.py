@@ -54,11 +54,13 @@ def _brief(args: tuple[Any, ...]) -> str:
 
 
 def _translate(fn: F) -> F:
+    name = fn.__name__
+
     @functools.wraps(fn)
     async def wrapper(self: "Operations", *args: Any) -> Any:
-        self._requests[fn.__name__] += 1
+        self._requests[name] += 1
         if log.isEnabledFor(TRACE):
-            log.log(TRACE, "request %s%s", fn.__name__, _brief(args))
+            log.log(TRACE, "request %s%s", name, _brief(args))
         try:
             return await fn(self, *args)
         except pyfuse3.FUSEError:

@@ -61,10 +61,12 @@ def in_thread() -> Any:
 
 
 def awaited() -> Any:
-    """``await self.below.NAME(...)``: a read of the async store below."""
+    """``await self.below.NAME(...)``: a read of the async store below. The method hands back
+    the store below's awaitable itself, no coroutine of its own around it: every wrapper of the
+    stack would add one to each call (a lookup and a read pass two on a writable mount)."""
     def make(name: str) -> Callable[..., Any]:
-        async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return await getattr(self.below, name)(*args, **kwargs)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return getattr(self.below, name)(*args, **kwargs)
         return method
     return _Forward(make, "of the store below")
 
