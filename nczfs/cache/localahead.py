@@ -57,6 +57,13 @@ class Held:
     at: float
 
 
+def _of_version(held: Held | None, etag: str | None) -> bytes | None:
+    """The bytes ``held`` read, if it read version ``etag`` of a small regular file."""
+    if held is None or held.data is None or held.entry.info is None or held.entry.info.etag != etag:
+        return None
+    return held.data
+
+
 @dataclass
 class Order:
     """A directory's names in natural order, when it was listed, and its small regular files' sizes."""
@@ -115,10 +122,9 @@ class SmallFilesAhead(WrapperStore):
         return await self.inner.entry(key)
 
     async def get_version(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes:
-        held = await self._held(key) if etag else None
+        data = _of_version(await self._held(key), etag) if etag else None
         start = rng.start if rng is not None else 0
-        if held is not None and held.data is not None and held.entry.info is not None and held.entry.info.etag == etag:
-            data = held.data
+        if data is not None:
             end = len(data) if rng is None or rng.end is None else min(rng.end, len(data))
             if end >= len(data):  # read to its end: the kernel keeps the pages
                 self._drop(key)
@@ -133,19 +139,22 @@ class SmallFilesAhead(WrapperStore):
     def held_object(self, key: str, etag: str, size: int) -> bytes | None:
         """The bytes of ``key`` a burst read, if that burst has ended and read this version (the
         entry's ETag) whole; handed out, they are a read of the file from its start."""
-        held = self.held.get(key)
-        if (held is None or held.data is None or held.entry.info is None or held.entry.info.etag != etag
-                or len(held.data) != size or self.clock() - held.at > self.fresh):
+        data = _of_version(self._fresh(key), etag)
+        if data is None or len(data) != size:
             return None
         self._drop(key)  # the kernel's pages hold it now
         self.stats["ahead.reads"] += 1
         self._walked(key)
-        return held.data
+        return data
 
     async def _held(self, key: str) -> Held | None:
         running = self.pending.get(key)
         if running is not None:
             await running.wait()
+        return self._fresh(key)
+
+    def _fresh(self, key: str) -> Held | None:
+        """What a burst holds of ``key``, unless it is older than ``fresh`` (then dropped)."""
         held = self.held.get(key)
         if held is not None and self.clock() - held.at > self.fresh:
             self._drop(key)

@@ -227,13 +227,15 @@ class MetadataCache:
     async def lookup(self, key: str) -> object:
         """A cached answer for ``key``; after repeated misses in one directory, that directory's
         listing is fetched once (paginated LIST: 1,000 names a request) and answers them all."""
+        if self.ttl <= 0:  # nothing is kept (a local directory): every answer is the store's
+            return MISSING
         hit = self.cached_entry(key)
-        if hit is MISSING and self.ttl > 0:
+        if hit is MISSING:
             fetched = self.confirming(key)
             if fetched is not None:  # its success confirms the listed entry
                 await fetched.wait()
                 hit = self.cached_entry(key)
-        if hit is not MISSING or self.ttl <= 0 or self.list_after_misses <= 0:
+        if hit is not MISSING or self.list_after_misses <= 0:
             return hit
         parent = parent_of(key)
         if await self.trees.listed(parent):
@@ -267,8 +269,6 @@ class MetadataCache:
         return True
 
     async def entry(self, key: str) -> DirEntry | None:
-        if self.ttl <= 0:  # nothing is kept (a local directory): every answer is the store's
-            return (await self.ask(key, self.inner.entry(key)))[0]
         hit = await self.lookup(key)
         if hit is not MISSING:
             self.stats["meta.hits"] += 1

@@ -310,7 +310,7 @@ class CachingStore(WrapperStore):
         below's answer), handed out as if read whole (delivered; a walk fetches ahead)."""
         if not self.cache_bytes:
             return cast(HoldsBytes, self.inner).held_object(key, etag, size) if optional.offers(self.inner, HoldsBytes) else None
-        data = self.bytes.get((key, etag, 0)) if (key, etag, 0) in self.bytes else None
+        data = self.bytes.get((key, etag, 0))
         if data is None or len(data) != size:
             return None
         self.stats.update({"cache.hits": 1, "cache.bytes-served": size})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import gc
 import logging
 import os
 import stat
@@ -342,6 +343,7 @@ class Operations(pyfuse3.Operations):
         counters.update((f"fuse.{op}", n) for op, n in self._requests.items())
         counters.update(self._pages)
         counters.update(trio_loop.WAITS.counters())
+        counters["python.gc-frozen"] = gc.get_freeze_count()
         return counters
 
     def _open_control(self, flags: int) -> pyfuse3.FileInfo:

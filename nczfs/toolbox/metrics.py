@@ -80,6 +80,7 @@ HELP: dict[str, tuple[str, str, str]] = {
     "fuse.read-lock-handovers": ("counter", "", "Waits for the next FUSE request handed to another task (the last one waited on a fetch)"),
     "fuse.pages-stored": ("counter", "", "Small files put whole in the kernel's page cache at their open (no READ follows)"),
     "fuse.pages-store-failed": ("counter", "", "Small files the kernel refused to take in its page cache at their open"),
+    "python.gc-frozen": ("gauge", "", "Objects the daemon made at start, left out of the cycle collector's rounds (gc.freeze)"),
 }
 
 
