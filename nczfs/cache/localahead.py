@@ -147,10 +147,14 @@ class SmallFilesAhead(WrapperStore):
         self._walked(key)
         return data
 
-    async def _held(self, key: str) -> Held | None:
+    async def object_arrives(self, key: str, etag: str = "") -> None:
+        """Once the burst reading ``key`` (if one is) has ended."""
         running = self.pending.get(key)
         if running is not None:
             await running.wait()
+
+    async def _held(self, key: str) -> Held | None:
+        await self.object_arrives(key)
         return self._fresh(key)
 
     def _fresh(self, key: str) -> Held | None:

@@ -318,6 +318,16 @@ class CachingStore(WrapperStore):
         self._from_start(key)
         return data
 
+    async def object_arrives(self, key: str, etag: str) -> None:
+        """:class:`HoldsBytes`: once the fetch of the object's first block on its way has ended."""
+        if not self.cache_bytes:
+            if optional.offers(self.inner, HoldsBytes):
+                await cast(HoldsBytes, self.inner).object_arrives(key, etag)
+            return
+        fetch = self.fetcher.inflight.get((key, etag, 0))
+        if fetch is not None:
+            await fetch.done.wait()
+
     async def _read(self, key: str, rng: ByteRange | None, etag: str) -> bytes | memoryview:
         """``rng`` of the object at ``etag``; a part of a block is a (read-only) view of it, not a copy."""
         if not etag:

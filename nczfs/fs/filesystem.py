@@ -175,13 +175,30 @@ class Filesystem(Namespace):
         h = self.handles.get(fh)
         return isinstance(h, FileHandle) and h.keep_cache
 
-    def pages_at_open(self, fh: int) -> bytes | None:
+    async def pages_at_open(self, fh: int) -> bytes | None:
         """The whole file a handle just opened (and not yet answered) reads, for the kernel's page
-        cache, where the store holds it without fetching (:class:`HoldsBytes`): a small stored
-        file opened read-only whose pages in the kernel can only be of its version, and that has
-        no other handle, so that no read of it is in flight whose page locks the kernel's store
-        would wait on (the kernel releases a file only after its last read, and an mmap keeps it
-        open). Given, the adapter calls :meth:`pages_stored`, or answers the open as before."""
+        cache, where the store holds it without fetching (:class:`HoldsBytes`), or will once a
+        fetch of it already on its way (a read ahead) has ended: the read would wait for that
+        fetch too. Only a small stored file opened read-only whose pages in the kernel can only
+        be of its version, and that has no other handle, so that no read of it is in flight whose
+        page locks the kernel's store would wait on (the kernel releases a file only after its
+        last read, and an mmap keeps it open). Given, the adapter calls :meth:`pages_stored`, or
+        answers the open as before."""
+        store = self._pages_store(fh)
+        if store is None:
+            return None
+        node = self.handles.file(fh).node
+        data = store.held_object(node.path, node.etag, node.size)
+        if data is None:
+            await store.object_arrives(node.path, node.etag)
+            # another open may have come meanwhile: its reads' page locks
+            if self._pages_store(fh) is None:
+                return None
+            data = store.held_object(node.path, node.etag, node.size)
+        return data
+
+    def _pages_store(self, fh: int) -> HoldsBytes | None:
+        """The store that may hold the file of ``fh`` for :meth:`pages_at_open`, if it may be handed over."""
         h = self.handles.get(fh)
         if not isinstance(h, ReadHandle) or not h.pages_ours or not h.etag:
             return None
@@ -189,7 +206,7 @@ class Filesystem(Namespace):
         if (node.open_count != 1 or node.held or node.detached or node.etag != h.etag
                 or not 0 < node.size <= PAGES_AT_OPEN or not optional.offers(self.store, HoldsBytes)):
             return None
-        return cast(HoldsBytes, self.store).held_object(node.path, h.etag, node.size)
+        return cast(HoldsBytes, self.store)
 
     def pages_stored(self, fh: int) -> None:
         """The kernel's page cache holds the whole file, of this handle's version, and may hand

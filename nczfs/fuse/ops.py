@@ -255,14 +255,14 @@ class Operations(pyfuse3.Operations):
         fh = await self.fs.open(inode, flags, _pid(ctx))
         if self.direct_io:
             return pyfuse3.FileInfo(fh=fh, direct_io=True)
-        return pyfuse3.FileInfo(fh=fh, keep_cache=self._pages_stored(inode, fh) or self.fs.keeps_cache(fh))
+        return pyfuse3.FileInfo(fh=fh, keep_cache=await self._pages_stored(inode, fh) or self.fs.keeps_cache(fh))
 
-    def _pages_stored(self, inode: int, fh: int) -> bool:
+    async def _pages_stored(self, inode: int, fh: int) -> bool:
         """Hand the kernel's page cache the file being opened, where the daemon holds it already
-        (Filesystem.pages_at_open says when that is safe): its reader's reads then cost no READ
-        request. The open is answered with keep_cache, or, if the kernel refuses them (it forgot
-        the inode), as before (it drops any page it took at the open)."""
-        data = self.fs.pages_at_open(fh)
+        or is fetching it ahead (Filesystem.pages_at_open says when that is safe): its reader's
+        reads then cost no READ request. The open is answered with keep_cache, or, if the kernel
+        refuses them (it forgot the inode), as before (it drops any page it took at the open)."""
+        data = await self.fs.pages_at_open(fh)
         if data is None:
             return False
         try:

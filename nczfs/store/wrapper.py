@@ -43,7 +43,7 @@ class WrapperStore(Store):
         offer_fast_paths(self, inner, self.passes)
         offer(self, inner, WRAPPED)
         if self._reads_unchanged():
-            offer(self, inner, {HoldsBytes: ("held_object",)})
+            offer(self, inner, {HoldsBytes: ("held_object", "object_arrives")})
         offer_hooks(self, inner)
 
     @classmethod
@@ -115,6 +115,7 @@ class WrapperStore(Store):
     _optional_statfs = awaited()
     _optional_read_small = awaited()
     _optional_held_object = at_once()
+    _optional_object_arrives = awaited()
     _optional_refresh = awaited()
     _optional_rename_dir = through_write(keys=2)
     _optional_mkdir = through_write(keys=1)

@@ -1228,6 +1228,46 @@ async def test_held_objects_are_handed_out_without_a_fetch_and_move_the_walk_on(
     assert cache.counters()["cache.misses"] == 2
 
 
+class GatedReads(WrapperStore):
+    """Answers reads of objects under ``d/`` (not the first two) only once ``gate`` is set."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.gate = trio.Event()
+
+    async def get_version(self, key, rng, etag):
+        if key.startswith("d/") and key not in ("d/0", "d/1"):
+            await self.gate.wait()
+        return await self.inner.get_version(key, rng, etag)
+
+
+async def test_an_object_on_its_way_is_held_once_it_arrives_and_none_is_fetched_for_it(mem, clock):
+    """``object_arrives`` (the page cache filled at an open while a read ahead of the file is on
+    its way): it returns once that fetch has ended, and the object is then held; for an object
+    no fetch is bringing it returns at once and starts none."""
+    for i in range(20):
+        put_behind(mem, f"d/{i}", bytes([i]) * 100)
+    gated = GatedReads(ThreadedStore(mem))
+    cache = CachingStore(gated, clock=clock, cache_size=1024 * KiB, ttl=5.0, block_size=64 * KiB, siblings=4,
+                         is_metadata=is_metadata)
+    await cache.list_dir("d")
+    await _walk(cache, ["d/0", "d/1"])  # d/2.. fetched ahead, held up at the gate
+    etag = lambda k: mem.stat(k).etag  # noqa: E731
+    assert cache.held_object("d/2", etag("d/2"), 100) is None
+    misses = cache.counters()["cache.misses"]
+    with trio.move_on_after(0.2) as waited:
+        await cache.object_arrives("d/2", etag("d/2"))
+    assert waited.cancelled_caught  # the fetch is still at the gate: it waits
+    await cache.object_arrives("d/19", etag("d/19"))  # nothing on its way: at once
+    assert cache.held_object("d/19", etag("d/19"), 100) is None
+    async with trio.open_nursery() as n:
+        n.start_soon(cache.object_arrives, "d/2", etag("d/2"))
+        await trio.testing.wait_all_tasks_blocked()
+        gated.gate.set()
+    assert cache.held_object("d/2", etag("d/2"), 100) == bytes([2]) * 100
+    assert cache.counters()["cache.misses"] == misses
+
+
 async def _fetched_ahead(cache: CachingStore) -> None:
     """Until the sibling fetches running (in worker threads) have ended."""
     while cache.siblings.fetches:

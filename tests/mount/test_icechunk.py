@@ -244,3 +244,25 @@ def test_a_repository_shows_a_netcdf4_file_with_nc_files_netcdf4(local, tmp_path
             assert nc["t"][:].tolist() == (T1 * 10).tolist() and nc.title == "ice"
         res = subprocess.run(["h5dump", str(m.path / files[0])], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and "error" not in (res.stdout + res.stderr).lower(), res.stderr
+
+
+def test_chunks_read_in_turn_are_handed_to_the_page_cache_at_their_open(on_s3, tmp_path):
+    """zarr reading an array of small chunks through a read-only mount of a repository on S3:
+    the chunks fetched ahead in bursts reach the kernel's page cache at their open, those still
+    on their way once they arrive (the open waits for what its read would wait for), so hardly
+    any is read with a READ request; every value reads back."""
+    from tests.helpers import counts, delta
+
+    session = on_s3.repo().writable_session("main")
+    a = zarr.create_array(session.store, name="small", shape=(200 * 1024,), chunks=(1024,), dtype="f4",
+                          compressors=None, zarr_format=3)
+    a[:] = np.arange(200 * 1024, dtype="f4")
+    session.commit("small chunks")
+    with mounted(on_s3, tmp_path / "mnt", "--read-only") as m:
+        os.listdir(m.path / "small" / "c")
+        before = counts(m.path)
+        got = zarr.open_array(zarr.storage.LocalStore(m.path / "small", read_only=True), mode="r")[:]
+        d = delta(before, counts(m.path))
+    assert got.tolist() == np.arange(200 * 1024, dtype="f4").tolist()
+    assert d.get("fuse.pages-stored", 0) >= 190, d
+    assert d.get("fuse.read", 0) <= 12, d  # the first chunks and zarr.json, the control file
