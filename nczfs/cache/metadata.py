@@ -36,7 +36,8 @@ HOT_TTLS = 10
 #: metadata facts kept at most (expired ones are purged first when full)
 MAX_META = 500_000
 #: object versions whose size is remembered after what was cached about their key moved on
-#: (a newer version seen, the TTL over): a handle still reads the old one, block by block
+#: (a newer version seen, the TTL over), or where nothing is kept (TTL 0): a handle still reads
+#: that version, block by block, and a block shorter than its size says is refused
 MAX_VERSION_SIZES = 16384
 
 #: "nothing cached about this key" (None is a cached answer: the key is missing)
@@ -212,6 +213,11 @@ class MetadataCache:
     def keep(self, key: str, entry: DirEntry | None) -> None:
         self.room()
         self.entries[key] = (self.clock() + self.ttl, entry)
+        self.seen(key, entry)
+
+    def seen(self, key: str, entry: DirEntry | None) -> None:
+        """The backend described ``entry`` of ``key``: the size of its version is remembered for
+        the reads pinned to it, also where the answer is not kept (TTL 0, a write raced it)."""
         if entry is not None and entry.info is not None and entry.info.etag and not entry.is_dir:
             self.remember_size(key, entry.info.etag, entry.info.size)
 
@@ -274,8 +280,7 @@ class MetadataCache:
             self.stats["meta.hits"] += 1
             return hit  # type: ignore[return-value]  # not MISSING: an entry or None
         found, keep = await self._ask_once("entry", key, lambda: self.inner.entry(key))
-        if keep:
-            self.keep(key, found)
+        (self.keep if keep else self.seen)(key, found)
         return found
 
     async def stat(self, key: str) -> ObjectInfo:
@@ -287,8 +292,7 @@ class MetadataCache:
             self.stats["meta.hits"] += 1
             return hit.info
         info, keep = await self._ask_once("stat", key, lambda: self.inner.stat(key))
-        if keep:
-            self.keep(key, DirEntry(key.rpartition("/")[2], False, info))
+        (self.keep if keep else self.seen)(key, DirEntry(key.rpartition("/")[2], False, info))
         return info
 
     async def list_dir(self, prefix: str) -> list[DirEntry]:
@@ -355,8 +359,10 @@ class MetadataCache:
                 del listing[1][name]
         # a new key may create directories above it, a deletion may end them
         self._drop_listings_above(parent)
-        if info is not None and self.ttl > 0:
-            self.entries[key] = (self.clock() + self.ttl, DirEntry(name, False, info))
+        if info is not None:
+            if self.ttl > 0:
+                self.entries[key] = (self.clock() + self.ttl, DirEntry(name, False, info))
+            self.seen(key, DirEntry(name, False, info))
 
     def touch_subtree(self, prefix: str) -> None:
         """Directory ``prefix`` changed through the mount: forget everything cached below it too."""

@@ -299,15 +299,21 @@ class ShortAnswers(WrapperStore):
         return data
 
 
+def cut_once(mem: MemoryStore, root: Path, ttl: float) -> tuple[CachingStore, FaultyStore]:
+    """A cache of 64 KiB blocks over ``mem`` whose next pinned GET is answered short."""
+    faulty = FaultyStore(ThreadedStore(mem))
+    store = CachingStore(ShortAnswers(faulty, 1), cache_size=1024 * KiB, ttl=ttl, block_size=64 * KiB,
+                         disk=DiskCache(str(root), 1 << 20, "memory://dc"))
+    return store, faulty
+
+
 async def test_a_block_shorter_than_its_version_says_is_never_kept(tmp_path):
     """A short answer for a version whose size is known is Stale (the object is changing), is
     neither cached nor written to the cache dir, and the next read gets the whole block."""
     mem = MemoryStore("dc")
     data = os.urandom(100 * KiB)
     mem.set("k", data)
-    faulty = FaultyStore(ThreadedStore(mem))
-    store = CachingStore(ShortAnswers(faulty, 1), cache_size=1024 * KiB, ttl=5.0, block_size=64 * KiB,
-                         disk=DiskCache(str(tmp_path), 1 << 20, "memory://dc"))
+    store, faulty = cut_once(mem, tmp_path, ttl=5.0)
     etag = (await store.stat("k")).etag  # as the filesystem does before it reads
     with pytest.raises(Stale, match="the object is changing"):
         await store.get_version("k", ByteRange(0, 4096), etag)
@@ -316,6 +322,46 @@ async def test_a_block_shorter_than_its_version_says_is_never_kept(tmp_path):
     etag = (await store.stat("k")).etag
     assert await store.get_version("k", None, etag) == data
     assert faulty.calls["get"] == 3  # the short block, then both blocks whole
+
+
+@pytest.mark.parametrize("ask", ["entry", "stat"])
+async def test_a_short_block_is_never_kept_with_a_ttl_of_0(tmp_path, ask):
+    """With ``metadata_ttl=0`` nothing is kept for lookups, but the size of the version just
+    looked up is remembered: a short answer for it is Stale as with a TTL, neither served as the
+    whole object nor written to the cache dir; and every lookup still asks the backend."""
+    mem = MemoryStore("dc")
+    data = os.urandom(100 * KiB)
+    mem.set("k", data)
+    store, faulty = cut_once(mem, tmp_path, ttl=0.0)
+
+    async def etag() -> str:  # what the filesystem pins a read to
+        if ask == "entry":
+            found = await store.entry("k")
+            assert found is not None and found.info is not None
+            return found.info.etag
+        return (await store.stat("k")).etag
+
+    with pytest.raises(Stale, match="the object is changing"):
+        await store.get_version("k", None, await etag())
+    await store.disk.wait_idle()
+    assert store.counters().get("diskcache.writes", 0) == 0
+    assert ("k", mem.stat("k").etag, 0) not in store.bytes
+    assert await store.get_version("k", None, await etag()) == data
+    assert faulty.calls[ask] == 2  # nothing kept: each lookup asked the backend
+
+
+async def test_a_short_block_of_what_the_mount_stored_is_never_kept_with_a_ttl_of_0(tmp_path):
+    """With ``metadata_ttl=0``, the version a write through the mount stored has a known size
+    too (a handle reads it back with no lookup between): its short block is Stale."""
+    mem = MemoryStore("dc")
+    data = os.urandom(100 * KiB)  # larger than a block: not kept in memory as written
+    store, _ = cut_once(mem, tmp_path, ttl=0.0)
+    info = await store.set("k", data)
+    with pytest.raises(Stale, match="the object is changing"):
+        await store.get_version("k", None, info.etag)
+    await store.disk.wait_idle()
+    assert store.counters().get("diskcache.writes", 0) == 0
+    assert await store.get_version("k", None, info.etag) == data
 
 
 class OldVersionCut(WrapperStore):
