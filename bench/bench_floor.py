@@ -1,7 +1,8 @@
 """The floor of a pyfuse3 daemon for a reader of small files (issue 46): how far is nczfs above it?
 
     .venv/bin/python bench/bench_floor.py [--files 2000] [--small 1000] [--runs 3]
-        [--readers files,zarr] [--passthrough /tmp/passthrough_ll] [--only dir,s3] [--labels ...]
+        [--readers files,zarr] [--passthrough /tmp/passthrough_ll] [--only dir,s3,icechunk] [--labels ...]
+        [--chunks 4000] [--icechunk-labels ...]
 
 Directory part: N files of 4 KiB (the chunks of a Zarr v2 array, ``small.zarr``, in a folder
 on the root disk), read cold by each path in turn: one round per run, every path once a round,
@@ -40,6 +41,23 @@ s3fs-fuse's (the target: <= 0.5x) and SeaweedFS's CPU per file.
 ``passthrough_ll``: ``example/passthrough_ll.c`` of the libfuse release Debian's libfuse3 is
 (``pkg-config --modversion fuse3``), built outside the tree with
 ``gcc -O2 passthrough_ll.c $(pkg-config fuse3 --cflags --libs) -o /tmp/passthrough_ll``.
+Icechunk part (``--only icechunk``): an Icechunk repository (one commit on main) in a SeaweedFS
+bucket holding bench/bench_icechunk.py's small array (``--chunks`` chunks of 1,024 float32, 4 KiB,
+uncompressed, Zarr v3; its values 0, 1, 2, ... so that a chunk read at the wrong place shows),
+read whole by zarr-python (the ``zarr`` reader only) cold by ``icechunk`` (no mount: zarr-python
+over icechunk's own store of a fresh Repository, in this process: the peer, its CPU the
+reader's), ``floor-icechunk`` (floorfs.py ``--icechunk``: the array's keys and sizes listed at
+start, not timed; each READ one ``store.get`` of its range on an asyncio loop in a thread of its
+own; FLUSH ENOSYS), ``floor-icechunk-open`` (the same, each chunk fetched whole at OPEN and stored
+in the page cache with ``notify_store``, the open answered with ``keep_cache``: no READ),
+``floor-icechunk-burst`` (as ``-open``, but an OPEN of a chunk not held fetches it and its next 7
+by number in one ``get_partial_values``, held until their own OPEN: one hop to the loop for 8
+chunks, as nczfs's bursts; ``floor-icechunk-burst64``: 64; ``floor-icechunk-all``: the first OPEN
+fetches every chunk, in the timed run), ``floor-icechunk-memory`` and ``floor-icechunk-memory-open`` (every
+chunk fetched at start, not timed; READ, or the OPEN's ``notify_store``, from memory: the
+least a pyfuse3 daemon can spend for the reader, no fetch at all) and ``nczfs-icechunk`` (``nczfs mount icechunk+s3://bucket/repo --read-only``). Printed as above
+with the peer's wall over each path's (the target: >= 0.8x) and SeaweedFS's CPU per chunk.
+
 ``--warm`` drops no page cache (the smoke test: tests/test_bench_floor.py).
 
 Run it under the bench lock (``flock /tmp/nczfs-bench.lock ...``); it needs root (mounts,
@@ -71,10 +89,17 @@ from bench.bench_s3 import cpu_seconds  # noqa: E402
 NCZFS = [sys.executable, "-m", "nczfs"]
 FLOORFS = [sys.executable, str(Path(__file__).resolve().parent / "floorfs.py")]
 ARRAY = "small.zarr"
+ICE_ARRAY = "small"  # the Icechunk part's array (bench_icechunk.py's name)
 DIR_LABELS = ("direct", "floor", "floor-noflush", "floor-plain", "floor-disk", "passthrough_ll", "nczfs", "nczfs-ro")
 S3_LABELS = ("obstore-get", "floor-s3", "floor-s3-thread", "floor-s3-loop", "s3fs-fuse", "nczfs", "nczfs-ro")
 DEFAULT_DIR = "direct,floor,floor-noflush,floor-plain,floor-disk,passthrough_ll,nczfs,nczfs-ro"
 DEFAULT_S3 = ",".join(S3_LABELS)
+ICECHUNK_LABELS = ("icechunk", "floor-icechunk", "floor-icechunk-open", "floor-icechunk-burst",
+                   "floor-icechunk-burst64", "floor-icechunk-all", "floor-icechunk-memory", "floor-icechunk-memory-open", "nczfs-icechunk")
+#: floorfs's options of each Icechunk floor path
+ICECHUNK_FLOORS = {"floor-icechunk": [], "floor-icechunk-open": ["--at-open"], "floor-icechunk-burst": ["--burst", "8"],
+                   "floor-icechunk-burst64": ["--burst", "64"],
+                   "floor-icechunk-memory": ["--memory"], "floor-icechunk-memory-open": ["--memory", "--at-open"]}
 #: the FUSE requests counted per file (forgets come in batches, when the kernel drops inodes)
 REQUESTS = ("lookup", "getattr", "open", "read", "flush", "release", "opendir", "readdir", "releasedir")
 
@@ -101,6 +126,8 @@ class Mount:
     extra: dict = field(default_factory=dict)
     #: what this path's reader does instead of reading files (no mount): ``obstore-get``'s GETs
     read: Callable[[int], None] | None = None
+    #: the reader whose row ``read`` takes
+    read_as: str = "files"
 
     def mount(self) -> None:
         if self.start is None:
@@ -159,6 +186,23 @@ def read_zarr(root: Path, n: int) -> None:
 
     a = zarr.open_array(zarr.storage.LocalStore(root / ARRAY, read_only=True), mode="r")
     assert a.size == n * 1024 and float(a[:].sum()) == a.size
+
+
+def read_icechunk_array(array, n: int) -> None:
+    """The whole array, checked value by value (chunk i holds i * 1024 ... i * 1024 + 1023)."""
+    import numpy as np
+
+    assert array.shape == (n * 1024,), array.shape
+    values = array[:]
+    if not np.array_equal(values, np.arange(n * 1024, dtype="f4")):
+        wrong = int(np.flatnonzero(values != np.arange(n * 1024, dtype="f4"))[0])
+        raise AssertionError(f"{ICE_ARRAY}: element {wrong} (chunk {wrong // 1024}) is {values[wrong]}")
+
+
+def read_zarr_v3(root: Path, n: int) -> None:
+    import zarr
+
+    read_icechunk_array(zarr.open_array(zarr.storage.LocalStore(root / ICE_ARRAY, read_only=True), mode="r"), n)
 
 
 READERS = {"files": read_files, "zarr": read_zarr}
@@ -301,16 +345,71 @@ class S3:
         return out
 
 
+@dataclass
+class Icechunk:
+    """An Icechunk repository (``repo`` in a SeaweedFS bucket) holding ``small``: ``n`` chunks of
+    4 KiB, as bench_icechunk.py writes it but with the values 0, 1, 2, ..."""
+
+    work: Path
+    n: int
+    s3: S3 = None  # type: ignore[assignment]
+    paths: object = None  # bench_icechunk.Paths: its storage and in-process array
+
+    def start(self) -> None:
+        from bench.bench_icechunk import Paths
+        from tests.s3server import SeaweedS3
+
+        self.s3 = S3(self.work, self.n)
+        self.s3.server = server = SeaweedS3(self.work / "weed")
+        self.s3.env = os.environ | server.write_aws_files(self.work / "aws")
+        server.start()
+        self.s3.bucket = server.new_bucket("floorice")
+        self.paths = Paths(server, self.s3.bucket, self.work)
+        self.write()
+
+    def write(self) -> None:
+        import icechunk
+        import numpy as np
+        import zarr
+
+        session = icechunk.Repository.create(self.paths.storage()).writable_session("main")
+        a = zarr.create_array(session.store, name=ICE_ARRAY, shape=(self.n * 1024,), chunks=(1024,), dtype="f4",
+                              compressors=None, zarr_format=3)
+        a[:] = np.arange(self.n * 1024, dtype="f4")
+        session.commit("bench_floor data")
+
+    def in_process(self, n: int) -> None:
+        read_icechunk_array(self.paths.array("icechunk", ICE_ARRAY), n)
+
+    def mounts(self, labels: list[str]) -> list[Mount]:
+        from tests.s3server import ADMIN
+
+        endpoint = self.s3.server.endpoint
+        out = []
+        for label in labels:
+            if label == "icechunk":
+                out.append(Mount(label, self.work, read=self.in_process, read_as="zarr"))
+            elif label.startswith("floor-icechunk"):
+                extra = ["--icechunk", f"{self.s3.bucket}/repo", "--array", ICE_ARRAY, "--endpoint", endpoint,
+                         "--key", ADMIN[0], "--secret", ADMIN[1], "--no-flush",
+                         *ICECHUNK_FLOORS.get(label, ["--burst", str(self.n)])]
+                out.append(floor_mount(label, self.work, None, extra))
+            else:
+                out.append(nczfs_mount(label, self.work, f"icechunk+s3://{self.s3.bucket}/repo",
+                                       ["--read-only", "--endpoint-url", endpoint], self.s3.env))
+        return out
+
+
 def measure(mounts: list[Mount], readers: list[str], n: int, runs: int, server_pid: int | None,
-            cold: bool = True) -> dict:
+            cold: bool = True, read: dict | None = None) -> dict:
     """{(reader, label): [Run]}: ``runs`` rounds after a warm-up, every path once a round."""
     out: dict[tuple[str, str], list[Run]] = {}
     for i in range(runs + 1):
         for reader in readers:
             for m in mounts:
-                if m.read is not None and reader != "files":
+                if m.read is not None and reader != m.read_as:
                     continue  # no reader of its own: once, with the files
-                run = timed(m, READERS[reader], n, server_pid, cold)
+                run = timed(m, (read or READERS)[reader], n, server_pid, cold)
                 print(f"{reader} {m.label}: {run.wall:.3f} s, daemon {run.daemon:.2f} s, reader {run.reader:.2f} s, "
                       f"requests {run.requests:.0f}{' (warm-up)' if not i else ''}", file=sys.stderr)
                 if i:
@@ -358,18 +457,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=2000, help="directory part: files of 4 KiB (default 2000)")
     ap.add_argument("--small", type=int, default=1000, help="S3 part: objects of 4 KiB (default 1000)")
+    ap.add_argument("--chunks", type=int, default=4000, help="Icechunk part: chunks of 4 KiB (default 4000)")
     ap.add_argument("--runs", type=int, default=3, help="cold runs per path and reader, after a warm-up")
     ap.add_argument("--readers", default="files,zarr", help="files, zarr (comma list)")
-    ap.add_argument("--only", default="dir,s3", help="the parts to run: dir, s3 (comma list)")
+    ap.add_argument("--only", default="dir,s3", help="the parts to run: dir, s3, icechunk (comma list)")
     ap.add_argument("--labels", default=DEFAULT_DIR, help=f"directory part's paths, of {', '.join(DIR_LABELS)}")
     ap.add_argument("--s3-labels", default=DEFAULT_S3, help=f"S3 part's paths, of {', '.join(S3_LABELS)}")
+    ap.add_argument("--icechunk-labels", default=",".join(ICECHUNK_LABELS),
+                    help=f"Icechunk part's paths, of {', '.join(ICECHUNK_LABELS)} (the zarr reader only)")
     ap.add_argument("--passthrough", help="libfuse's passthrough_ll binary (example/passthrough_ll.c of the "
                     "libfuse3 installed, built with `gcc ... $(pkg-config fuse3 --cflags --libs)`)")
     ap.add_argument("--warm", action="store_true", help="do not drop the page cache (a smoke test's runs: "
                     "the machine's other benchmarks undisturbed)")
     args = ap.parse_args(argv)
-    for what, given, known in (("--readers", args.readers, READERS), ("--only", args.only, ("dir", "s3")),
-                               ("--labels", args.labels, DIR_LABELS), ("--s3-labels", args.s3_labels, S3_LABELS)):
+    for what, given, known in (("--readers", args.readers, READERS), ("--only", args.only, ("dir", "s3", "icechunk")),
+                               ("--labels", args.labels, DIR_LABELS), ("--s3-labels", args.s3_labels, S3_LABELS),
+                               ("--icechunk-labels", args.icechunk_labels, ICECHUNK_LABELS)):
         unknown = set(given.split(",")) - set(known)
         if unknown:
             ap.error(f"{what}: unknown {sorted(unknown)} (known: {', '.join(known)})")
@@ -389,7 +492,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     readers, parts = args.readers.split(","), args.only.split(",")
     work = Path(tempfile.mkdtemp(prefix="nczfs-floor-", dir="/var/tmp"))
-    s3 = None
+    s3 = ice = None
     try:
         if "dir" in parts:
             src = work / "src"
@@ -405,11 +508,21 @@ def main(argv: list[str] | None = None) -> None:
                               not args.warm)
             print_table(f"S3 (SeaweedFS on loopback): {args.small:,} objects of 4 KiB, cold, median of {args.runs} "
                         f"(load {os.getloadavg()[0]:.1f})", results, args.small, None, "s3fs-fuse")
+        if "icechunk" in parts:
+            ice = Icechunk(work, args.chunks)
+            ice.start()
+            load = os.getloadavg()[0]
+            results = measure(ice.mounts(args.icechunk_labels.split(",")), ["zarr"], args.chunks, args.runs,
+                              ice.s3.server.proc.pid, not args.warm, {"zarr": read_zarr_v3})
+            print_table(f"Icechunk (SeaweedFS on loopback): {args.chunks:,} chunks of 4 KiB read by zarr-python, "
+                        f"cold, median of {args.runs} (load {load:.1f} -> {os.getloadavg()[0]:.1f})", results,
+                        args.chunks, None, "icechunk")
     finally:
         for m in work.glob("mnt-*"):
             subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
-        if s3 is not None and s3.server is not None:
-            s3.server.stop()
+        for part in (s3, ice and ice.s3):
+            if part is not None and part.server is not None:
+                part.server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

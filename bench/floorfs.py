@@ -2,6 +2,8 @@
 
     python bench/floorfs.py SOURCE MOUNTPOINT [--mode memory|disk] [--no-flush] [--plain-loop]
     python bench/floorfs.py --s3 BUCKET --endpoint URL --key K --secret S MOUNTPOINT [--thread]
+    python bench/floorfs.py --icechunk BUCKET/PREFIX --array small --endpoint URL --key K --secret S
+        MOUNTPOINT [--at-open]
 
 A read-only tree answered with nothing but lookup, getattr, opendir/readdir/releasedir, open,
 read, flush and release, on pyfuse3 and trio, mounted with the options nczfs mounts a directory
@@ -12,7 +14,17 @@ negative entry of 60 s, files opened with ``keep_cache``). Its tree is taken onc
 - ``disk``: SOURCE's tree; open/pread/close of the file on trio's thread, no worker thread;
 - ``--s3``: the bucket's listing (names and sizes); a read is one obstore GET of the range, on
   trio's thread (``--thread``: in a worker thread, as a daemon that keeps answering would;
-  ``--loop``: sent with obstore's async API on an asyncio loop in a thread of its own).
+  ``--loop``: sent with obstore's async API on an asyncio loop in a thread of its own);
+- ``--icechunk``: the keys of one array (``--array``: its zarr.json and chunks) of an Icechunk
+  repository's main branch, listed with their sizes through icechunk's store of a readonly
+  session; a read is one ``store.get`` of the range, sent on an asyncio loop in a thread of its
+  own (the trio task woken through its token, as ``--loop``). ``--at-open``: the whole chunk
+  fetched at OPEN (when no other handle of the inode is open) and handed to the kernel's page
+  cache with ``notify_store`` before the open is answered with ``keep_cache``: no READ follows.
+  ``--memory``: every key's bytes fetched at start too (not timed), the reads answered from memory
+  (with ``--at-open``: stored from memory at OPEN). ``--burst K``: at OPEN, the chunk and its next
+  K-1 chunks by number (``.../c/N``) not yet held fetched in one ``get_partial_values`` (one hop
+  to the loop), held until their own OPEN stores them in the page cache (implies ``--at-open``).
 
 FLUSH is answered (nothing to do), or with ENOSYS (``--no-flush``: the kernel then sends none).
 The request loop runs on nczfs's trio shim (nczfs/fuse/trio_loop.py), or on pyfuse3's own
@@ -59,6 +71,12 @@ class FloorFs(pyfuse3.Operations):
         self.uid, self.gid = os.getuid(), os.getgid()
         self.fetch = None  # (key, start, end) -> bytes: the S3 mode's GET
         self.disk = False  # files opened and read from their source (fh: the descriptor)
+        self.at_open = False  # the whole file fetched at OPEN into the page cache (notify_store)
+        self.opened: Counter[int] = Counter()  # handles open, by inode (--at-open)
+        self.burst = 0  # --burst K: chunks fetched K at a time at OPEN, held in node.data until theirs
+        self.fetch_many = None  # [(key, size)] -> [bytes]: one hop for a burst
+        self.by_source: dict[str, Node] = {}
+        self.pending: dict[int, trio.Event] = {}  # a burst under way, by the inodes it fetches
 
     def add(self, path: str, size: int | None, source: str) -> Node:
         """The node of ``path`` (parents made as needed): a file of ``size``, or a directory (None)."""
@@ -119,7 +137,53 @@ class FloorFs(pyfuse3.Operations):
         if flags & os.O_ACCMODE != os.O_RDONLY:
             raise pyfuse3.FUSEError(errno.EROFS)
         fh = os.open(self.nodes[inode].source, os.O_RDONLY) if self.disk else inode
+        if self.at_open:
+            await self.store_pages(self.nodes[inode])
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+
+    async def store_pages(self, node: Node) -> None:
+        """The whole file into the kernel's page cache, if no other handle of it is open."""
+        first = not self.opened[node.ino]
+        self.opened[node.ino] += 1
+        if not first or not node.size:
+            return
+        try:
+            if self.burst:
+                await self.fetch_burst(node)
+                data, node.data = node.data, b""  # handed to the kernel (a later READ fetches again)
+            elif self.fetch is None:
+                data = node.data
+            else:
+                data = await self.fetch(node.source, 0, node.size)
+            pyfuse3.notify_store(node.ino, 0, data)
+        except BaseException:
+            self.opened[node.ino] -= 1
+            raise
+
+    async def fetch_burst(self, node: Node) -> None:
+        """``node``'s bytes into node.data, with its next ``burst - 1`` numbered siblings' not held."""
+        if node.ino in self.pending:
+            await self.pending[node.ino].wait()
+        if node.data:
+            return
+        group = [node]
+        head, _, number = node.source.rpartition("/")
+        if number.isdigit():
+            for i in range(int(number) + 1, int(number) + self.burst):
+                sibling = self.by_source.get(f"{head}/{i}")
+                if sibling is not None and not sibling.data and sibling.ino not in self.pending \
+                        and not self.opened[sibling.ino]:
+                    group.append(sibling)
+        done = trio.Event()
+        for n in group:
+            self.pending[n.ino] = done
+        try:
+            for n, data in zip(group, await self.fetch_many([(n.source, n.size) for n in group])):
+                n.data = data
+        finally:
+            for n in group:
+                del self.pending[n.ino]
+            done.set()
 
     async def read(self, fh, off, size):
         self.counts["read"] += 1
@@ -140,6 +204,8 @@ class FloorFs(pyfuse3.Operations):
         self.counts["release"] += 1
         if self.disk:
             os.close(fh)
+        elif self.at_open:
+            self.opened[fh] -= 1
 
     async def forget(self, inode_list):
         self.counts["forget"] += len(inode_list)
@@ -177,31 +243,93 @@ def load_bucket(fs: FloorFs, args: argparse.Namespace) -> None:
     async def threaded(key: str, start: int, end: int) -> bytes:
         return await trio.to_thread.run_sync(get, key, start, end)
 
-    fs.fetch = threaded if args.thread else on_loop(store) if args.loop else inline
+    async def get_async(key: str, start: int, end: int):
+        return await obstore.get_range_async(store, key, start=start, end=end)
+
+    fs.fetch = threaded if args.thread else on_loop(loop_thread(), get_async) if args.loop else inline
 
 
-def on_loop(store):
-    """Each GET sent on an asyncio loop of its own thread (obstore's async API), the trio task
-    woken through its token when the answer is in: no worker thread."""
+def loop_thread():
+    """An asyncio loop running in a thread of its own."""
     import asyncio
     import threading
 
-    import obstore
-
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
+    return loop
 
-    async def get(key: str, start: int, end: int):
-        return await obstore.get_range_async(store, key, start=start, end=end)
 
-    async def fetch(key: str, start: int, end: int) -> bytes:
+def on_loop(loop, get):
+    """Each fetch ``get(*args)`` (a coroutine) sent on ``loop``, the trio task woken through its
+    token when the answer is in: no worker thread."""
+    import asyncio
+
+    async def fetch(*args):
         done, token = trio.Event(), trio.lowlevel.current_trio_token()
-        future = asyncio.run_coroutine_threadsafe(get(key, start, end), loop)
+        future = asyncio.run_coroutine_threadsafe(get(*args), loop)
         future.add_done_callback(lambda _: token.run_sync_soon(done.set))
         await done.wait()
         return future.result()
 
     return fetch
+
+
+def load_icechunk(fs: FloorFs, args: argparse.Namespace) -> None:
+    """The array's keys and sizes (not timed); each read one ``store.get`` of its range."""
+    import asyncio
+
+    import icechunk
+    from zarr.abc.store import RangeByteRequest
+    from zarr.core.buffer import default_buffer_prototype
+
+    bucket, _, prefix = args.icechunk.partition("/")
+    storage = icechunk.s3_storage(bucket=bucket, prefix=prefix, endpoint_url=args.endpoint, allow_http=True,
+                                  region="us-east-1", access_key_id=args.key, secret_access_key=args.secret,
+                                  force_path_style=True)
+    store = icechunk.Repository.open(storage).readonly_session(branch="main").store
+    loop = loop_thread()
+
+    async def listing() -> list[tuple[str, int]]:
+        keys = [k async for k in store.list_prefix(args.array.rstrip("/") + "/")]
+        sizes: list[int] = []
+        for i in range(0, len(keys), 16):  # a few at a time: each takes a thread of icechunk's pool
+            sizes += await asyncio.gather(*(store.getsize(k) for k in keys[i:i + 16]))
+        return list(zip(keys, sizes))
+
+    keys = asyncio.run_coroutine_threadsafe(listing(), loop).result()
+    if not keys:
+        raise SystemExit(f"floorfs: no key under {args.array!r} in {args.icechunk}")
+    for key, size in keys:
+        fs.by_source[key] = fs.add(key, size, key)
+    prototype = default_buffer_prototype()
+
+    async def get(key: str, start: int, end: int) -> bytes:
+        buf = await store.get(key, prototype, RangeByteRequest(start, end))
+        if buf is None:
+            raise OSError(errno.EIO, f"{key}: missing from the repository")
+        return buf.to_bytes()
+
+    async def get_many(ranges: list[tuple[str, int]]) -> list[bytes]:
+        bufs = await store.get_partial_values(prototype, [(k, RangeByteRequest(0, size)) for k, size in ranges])
+        for (key, _), buf in zip(ranges, bufs):
+            if buf is None:
+                raise OSError(errno.EIO, f"{key}: missing from the repository")
+        return [buf.to_bytes() for buf in bufs]
+
+    fs.fetch = on_loop(loop, get)
+    fs.fetch_many = on_loop(loop, get_many)
+    fs.at_open = args.at_open or args.burst > 0
+    fs.burst = args.burst
+    if args.memory:
+        async def every() -> list[bytes]:
+            out: list[bytes] = []
+            for i in range(0, len(keys), 16):
+                out += await get_many(keys[i:i + 16])
+            return out
+
+        for (key, _), data in zip(keys, asyncio.run_coroutine_threadsafe(every(), loop).result()):
+            fs.by_source[key].data = data
+        fs.fetch = None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -215,6 +343,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--secret", default="")
     ap.add_argument("--thread", action="store_true", help="--s3: each GET in a worker thread")
     ap.add_argument("--loop", action="store_true", help="--s3: each GET on an asyncio loop's thread")
+    ap.add_argument("--icechunk", metavar="BUCKET/PREFIX", help="serve --array of this Icechunk repository (main)")
+    ap.add_argument("--array", default="small", help="--icechunk: the array's path in the repository")
+    ap.add_argument("--at-open", action="store_true", help="--icechunk: fetch a file whole at OPEN (notify_store)")
+    ap.add_argument("--memory", action="store_true", help="--icechunk: every file fetched at start, read from memory")
+    ap.add_argument("--burst", type=int, default=0, metavar="K",
+                    help="--icechunk: at OPEN, a chunk and its next K-1 fetched in one get_partial_values")
     ap.add_argument("--no-flush", action="store_true", help="answer FLUSH with ENOSYS")
     ap.add_argument("--plain-loop", action="store_true", help="pyfuse3's own trio loop, not nczfs's shim")
     ap.add_argument("--counts", help="write the requests answered, by operation, here (JSON) at the end")
@@ -222,10 +356,12 @@ def main(argv: list[str] | None = None) -> None:
     fs = FloorFs(flush=not args.no_flush)
     if args.s3:
         load_bucket(fs, args)
+    elif args.icechunk:
+        load_icechunk(fs, args)
     elif args.source:
         load_directory(fs, Path(args.source), args.mode == "memory")
     else:
-        ap.error("a SOURCE directory or --s3 BUCKET")
+        ap.error("a SOURCE directory, --s3 BUCKET or --icechunk BUCKET/PREFIX")
     if not args.plain_loop:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from nczfs.fuse import trio_loop

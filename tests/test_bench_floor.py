@@ -1,6 +1,7 @@
 """bench/bench_floor.py on tiny sizes, warm (no page cache dropped, the machine's benchmarks left
 alone): every path mounts, is read by both readers and unmounts, and the minimal pyfuse3 daemon
-(bench/floorfs.py) counts the requests a small file costs: 5 with FLUSH answered, 4 without."""
+(bench/floorfs.py) counts the requests a small file costs: 5 with FLUSH answered, 4 without;
+the Icechunk paths each read the array's values right."""
 
 from __future__ import annotations
 
@@ -54,3 +55,18 @@ def test_the_s3_paths_each_read_every_object_and_are_compared_with_s3fs_fuse(cap
     assert sorted(label for _, label in rows) == ["floor-s3", "floor-s3-thread", "nczfs-ro", "s3fs-fuse"]
     assert 4 <= float(rows[("files", "floor-s3")]["FUSE requests/file"]) < 4.3
     assert rows[("files", "s3fs-fuse")]["daemon CPU / s3fs-fuse's"] in ("1.00", "-")
+
+
+def test_the_icechunk_paths_each_read_the_arrays_values_and_the_open_floor_sends_no_read(capsys):
+    bench_floor.main(["--only", "icechunk", "--chunks", "12", "--runs", "1", "--warm"])
+    rows = table(capsys.readouterr().out)
+    labels = list(bench_floor.ICECHUNK_LABELS)
+    # each path's reader checked every value (chunk i holds i * 1024 ...): a wrong one raises
+    assert sorted(label for _, label in rows) == sorted(labels)
+    by_op = {label: rows[("zarr", label)]["requests by op"] for label in labels[1:]}
+    assert "read 1.0" in by_op["floor-icechunk"] and "read 1.0" in by_op["floor-icechunk-memory"], by_op
+    # the chunks went into the page cache at their open: no READ (the zarr.json's open stores it too)
+    for label in ("floor-icechunk-open", "floor-icechunk-burst", "floor-icechunk-burst64", "floor-icechunk-all",
+                  "floor-icechunk-memory-open"):
+        assert "read" not in by_op[label] and "open 1.0" in by_op[label], (label, by_op)
+    assert rows[("zarr", "icechunk")]["icechunk/path (wall)"] == "1.00x"
