@@ -68,6 +68,21 @@ class BlockFetcher:
         """Is the block cached or being fetched?"""
         return ident in self.bytes or ident in self.inflight
 
+    def held_whole(self, key: str, etag: str, size: int) -> Block | None:
+        """The object ``key`` at ``etag`` if it is one block held now of ``size`` bytes, served."""
+        data = self.bytes.get((key, etag, 0))
+        if data is None or len(data) != size:
+            return None
+        self.stats.update({"cache.hits": 1, "cache.bytes-served": size})
+        self.bytes.served((key, etag, 0), size)
+        return data
+
+    async def arrives(self, ident: Ident) -> None:
+        """Once the fetch of the block on its way, if one is, has ended (however it ended)."""
+        fetch = self.inflight.get(ident)
+        if fetch is not None:
+            await fetch.done.wait()
+
     def claim(self, key: str, etag: str, indexes: range) -> list[Block | Fetch]:
         """Each block: its cached bytes, or the fetch (running, just failed, or started now) to wait for."""
         out: list[Block | Fetch] = []

@@ -6,11 +6,10 @@ passes through it and updates or drops what it cached. It composes the package's
 
 - :mod:`.metadata` (with :mod:`.trees`): ``entry``/``stat``/``list_dir`` answers reused for
   ``ttl`` seconds, listings after repeated misses, whole trees listed in one request;
-- :mod:`.memory`: blocks of ``block_size`` bytes under ``(key, etag, block)``, at most
-  ``cache_size`` bytes (least recently used go first), so a changed object (new ETag) is never
-  served from an old entry; an object no larger than a block is one block (zarr chunks are
-  fetched whole with one GET, however the kernel splits the reads). What the mount stores (an
-  object of one block) is kept for reading back, but only the most recent (:class:`ByteCache`);
+- :mod:`.bytecache`: blocks of ``block_size`` bytes under ``(key, etag, block)``, at most
+  ``cache_size`` bytes (least recently used first), so a changed object (new ETag) is never
+  served from an old entry; an object no larger than a block is one block (a zarr chunk is one
+  GET); what the mount stores (one block) is kept for reading back, the most recent only;
 - :mod:`.blocks`: one request per block however many readers wait, failures remembered briefly;
 - :mod:`.disk`: blocks kept in a local directory across mounts (``--cache-dir``);
 - :mod:`.prefetch`: readahead, sibling objects of a directory being walked, a dataset's metadata.
@@ -103,8 +102,6 @@ class CachingStore(WrapperStore):
 
     # what tests look at
     _inflight = property(lambda self: self.fetcher.inflight)
-    _failed = property(lambda self: self.fetcher.failed)
-    _sibling_bytes = property(lambda self: self.siblings.bytes_ahead)
 
     def counters(self) -> dict[str, int]:
         out = dict(optional.counters(self.inner))
@@ -310,23 +307,16 @@ class CachingStore(WrapperStore):
         below's answer), handed out as if read whole (delivered; a walk fetches ahead)."""
         if not self.cache_bytes:
             return cast(HoldsBytes, self.inner).held_object(key, etag, size) if optional.offers(self.inner, HoldsBytes) else None
-        data = self.bytes.get((key, etag, 0))
-        if data is None or len(data) != size:
-            return None
-        self.stats.update({"cache.hits": 1, "cache.bytes-served": size})
-        self.bytes.served((key, etag, 0), size)
-        self._from_start(key)
+        if (data := self.fetcher.held_whole(key, etag, size)) is not None:
+            self._from_start(key)
         return data
 
     async def object_arrives(self, key: str, etag: str) -> None:
         """:class:`HoldsBytes`: once the fetch of the object's first block on its way has ended."""
-        if not self.cache_bytes:
-            if optional.offers(self.inner, HoldsBytes):
-                await cast(HoldsBytes, self.inner).object_arrives(key, etag)
-            return
-        fetch = self.fetcher.inflight.get((key, etag, 0))
-        if fetch is not None:
-            await fetch.done.wait()
+        if self.cache_bytes:
+            await self.fetcher.arrives((key, etag, 0))
+        elif optional.offers(self.inner, HoldsBytes):
+            await cast(HoldsBytes, self.inner).object_arrives(key, etag)
 
     async def _read(self, key: str, rng: ByteRange | None, etag: str) -> bytes | memoryview:
         """``rng`` of the object at ``etag``; a part of a block is a (read-only) view of it, not a copy."""

@@ -184,7 +184,7 @@ async def test_a_block_read_again_just_after_its_fetch_failed_gets_the_same_erro
     faulty.fail("get", times=1)
     with pytest.raises(BackendError):
         await cache.get_version("k2", ByteRange(0, 4), mem.stat("k2").etag)
-    assert [ident[0] for ident in cache._failed] == ["k2"]
+    assert [ident[0] for ident in cache.fetcher.failed] == ["k2"]
 
 
 async def test_a_changed_object_is_read_under_its_new_etag(mem, clock):
@@ -643,7 +643,7 @@ async def test_sibling_fetches_stay_within_a_quarter_of_the_cache(mem, clock):
     for k in ("arr/0", "arr/1"):
         info = await cache.stat(k)
         await cache.get_version(k, ByteRange(0, 4 * KiB), info.etag)
-    assert cache._sibling_bytes <= 256 * KiB and cache.counters()["cache.sibling-prefetches"] == 4
+    assert cache.siblings.bytes_ahead <= 256 * KiB and cache.counters()["cache.sibling-prefetches"] == 4
     await trio.testing.wait_all_tasks_blocked()
 
 
