@@ -67,14 +67,17 @@ read whole by zarr-python (the ``zarr`` reader only; each chunk's sum checked), 
 READ, later READs of it from memory: what a caching daemon must do), ``floor-s3-whole-loop``
 (``--whole --loop``: that GET with obstore's async API on an asyncio loop in a thread of its
 own), ``floor-s3-open`` (``--at-open --thread``: the object GET whole at OPEN in a worker thread
-and stored in the page cache with ``notify_store``: no READ), ``nczfs`` (default mount) and
+and stored in the page cache with ``notify_store``: no READ), ``floor-s3-memory`` (``--memory``:
+every object GET at the daemon's start, not timed, the READs answered from memory: what the FUSE
+side alone costs), ``nczfs`` (default mount) and
 ``s3fs-fuse`` (as bench_s3.py mounts it; skipped with a note when not installed). Every floor
 path mounts with nczfs's readahead (``--read-ahead-kb 4096``: READs of 1 MiB) and glibc told to
 keep freed big blocks (``--reuse-heap``), as nczfs's daemon does; not by default, as labels:
 ``floor-s3-loop`` (each READ's ranged GET on the asyncio loop), ``floor-s3-whole-128k`` (the
 kernel's 128 KiB readahead), ``floor-s3-whole-mmap`` (glibc's defaults: each 8 MiB object a fresh
-mmap) and ``nczfs-ro``. Printed per path: wall, the daemon's CPU in all and per GiB, the reader's
-and SeaweedFS's CPU, FUSE READs and GETs (floorfs's own count) per GiB, FUSE requests, and the
+mmap) and ``nczfs-ro``. ``obstore-get``: no mount, this process GETs each chunk object whole in turn (the
+reader's CPU: the GETs' own client cost). Printed per path: wall, the daemon's CPU in all and per
+GiB, the reader's and SeaweedFS's CPU per GiB, FUSE READs and GETs (floorfs's own count) per GiB, FUSE requests, and the
 daemon's CPU over s3fs-fuse's (the issue's target: <= 0.6x).
 
 ``--warm`` drops no page cache (the smoke test: tests/test_bench_floor.py).
@@ -125,10 +128,11 @@ BIG_FLOORS = {label: [*extra, *(["--read-ahead-kb", "4096"] if not label.endswit
                                    "floor-s3-whole": ["--whole", "--thread"],
                                    "floor-s3-whole-loop": ["--whole", "--loop"],
                                    "floor-s3-open": ["--at-open", "--thread"],
+                                   "floor-s3-memory": ["--memory"],
                                    "floor-s3-whole-128k": ["--whole", "--thread"],
                                    "floor-s3-whole-mmap": ["--whole", "--thread"]}.items()}
-BIG_LABELS = (*BIG_FLOORS, "nczfs", "nczfs-ro", "s3fs-fuse")
-DEFAULT_BIG = "floor-s3,floor-s3-whole,floor-s3-whole-loop,floor-s3-open,nczfs,s3fs-fuse"
+BIG_LABELS = ("obstore-get", *BIG_FLOORS, "nczfs", "nczfs-ro", "s3fs-fuse")
+DEFAULT_BIG = "obstore-get,floor-s3,floor-s3-whole,floor-s3-whole-loop,floor-s3-open,floor-s3-memory,nczfs,s3fs-fuse"
 DEFAULT_DIR = "direct,floor,floor-noflush,floor-plain,floor-disk,passthrough_ll,nczfs,nczfs-ro"
 DEFAULT_S3 = ",".join(S3_LABELS)
 ICECHUNK_LABELS = ("icechunk", "floor-icechunk", "floor-icechunk-open", "floor-icechunk-burst",
@@ -462,16 +466,38 @@ class Big(S3):
                               zarr_format=2, fill_value=0.0)
         a[:] = values
 
+    def mounts(self, labels: list[str]) -> list[Mount]:
+        out = []
+        for label in labels:
+            if label == "obstore-get":  # no mount: the chunks GET whole by this process
+                out.append(Mount(label, self.work, read=self.get_whole, read_as="zarr"))
+            else:
+                out += super().mounts([label])
+        return out
+
+    def get_whole(self, n: int) -> None:
+        """Each chunk object GET whole in turn by this process, no FUSE: the GETs' own cost."""
+        import numpy as np
+        import obstore
+
+        store = self.store()
+        self.check([float(np.frombuffer(obstore.get(store, f"{BIG}/{i}").bytes(), "<f4").sum(dtype="f8"))
+                    for i in range(n)], f"obstore {BIG}")
+
     def read(self, root: Path, n: int) -> None:
         """zarr-python reads the whole array through the mount; each chunk's sum checked."""
         import zarr
 
         a = zarr.open_array(zarr.storage.LocalStore(root / BIG, read_only=True), mode="r")
         assert a.shape == (n * BIG_CHUNK,), a.shape
-        got = tuple(a[:].reshape(n, BIG_CHUNK).sum(axis=1, dtype="f8").tolist())
+        self.check(a[:].reshape(n, BIG_CHUNK).sum(axis=1, dtype="f8").tolist(), str(root / BIG))
+
+    def check(self, got: list[float], where: str) -> None:
+        """Each chunk's sum read against the one written."""
+        assert len(got) == len(self.expected), (where, len(got))
         for i, (sum_read, written) in enumerate(zip(got, self.expected)):
             if sum_read != written:
-                raise AssertionError(f"{root / BIG}/{i}: its values sum to {sum_read}, not {written}")
+                raise AssertionError(f"{where}/{i}: its values sum to {sum_read}, not {written}")
 
 
 def measure(mounts: list[Mount], readers: list[str], n: int, runs: int, server_pid: int | None,
@@ -499,7 +525,7 @@ def median(runs: list[Run]) -> Run:
 def print_big_table(title: str, results: dict, gib: float, peer: str) -> None:
     """The big part's medians: CPU per GiB, READs and GETs per GiB, daemon CPU over ``peer``'s."""
     print(f"\n{title}")
-    head = ("| path | wall s | daemon CPU s | daemon CPU s/GiB | reader CPU s | server CPU s | "
+    head = ("| path | wall s | daemon CPU s | daemon CPU s/GiB | reader CPU s/GiB | server CPU s/GiB | "
             f"FUSE READs/GiB | GETs/GiB | FUSE requests | daemon CPU / {peer}'s |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
@@ -507,11 +533,12 @@ def print_big_table(title: str, results: dict, gib: float, peer: str) -> None:
     for (_, label), runs in results.items():
         r = median(runs)
         known = r.requests == r.requests
-        cells = [label, f"{r.wall:.3f}", f"{r.daemon:.2f}", f"{r.daemon / gib:.2f}", f"{r.reader:.2f}",
-                 f"{r.server:.2f}", f"{r.by_op['read'] / gib:.0f}" if known else "-",
+        mounted = label != "obstore-get"
+        cells = [label, f"{r.wall:.3f}", *([f"{r.daemon:.2f}", f"{r.daemon / gib:.2f}"] if mounted else ["-", "-"]),
+                 f"{r.reader / gib:.2f}", f"{r.server / gib:.2f}", f"{r.by_op['read'] / gib:.0f}" if known else "-",
                  f"{r.by_op['get'] / gib:.0f}" if label.startswith("floor") else "-",
                  f"{r.requests:.0f}" if known else "-",
-                 f"{r.daemon / median(ref).daemon:.2f}" if ref and median(ref).daemon else "-"]
+                 f"{r.daemon / median(ref).daemon:.2f}" if mounted and ref and median(ref).daemon else "-"]
         print("| " + " | ".join(cells) + " |")
 
 

@@ -19,7 +19,8 @@ negative entry of 60 s, files opened with ``keep_cache``). Its tree is taken onc
   above), later READs of it (and READs waiting for that GET) are slices of it in memory, dropped
   at the release of its last handle: what a daemon that caches a big chunk must do at the least.
   ``--at-open``: as ``--icechunk``'s below, the object GET whole at OPEN and stored in the page
-  cache (``notify_store``): no READ;
+  cache (``notify_store``): no READ. ``--memory``: every object GET at start (not timed), the
+  READs answered from memory: what FUSE alone costs;
 - ``--icechunk``: the keys of one array (``--array``: its zarr.json and chunks) of an Icechunk
   repository's main branch, listed with their sizes through icechunk's store of a readonly
   session; a read is one ``store.get`` of the range, sent on an asyncio loop in a thread of its
@@ -289,6 +290,11 @@ def load_bucket(fs: FloorFs, args: argparse.Namespace) -> None:
     fs.fetch = threaded if args.thread else on_loop(loop_thread(), get_async) if args.loop else inline
     fs.whole = args.whole
     fs.at_open = args.at_open
+    if args.memory:  # every object's bytes GET now (not timed): READs from memory
+        for node in fs.nodes.values():
+            if not node.is_dir:
+                node.data = memoryview(get(node.source, 0, node.size)) if node.size else b""
+        fs.fetch = None
 
 
 def loop_thread():
@@ -401,7 +407,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--icechunk", metavar="BUCKET/PREFIX", help="serve --array of this Icechunk repository (main)")
     ap.add_argument("--array", default="small", help="--icechunk: the array's path in the repository")
     ap.add_argument("--at-open", action="store_true", help="--s3, --icechunk: fetch a file whole at OPEN (notify_store)")
-    ap.add_argument("--memory", action="store_true", help="--icechunk: every file fetched at start, read from memory")
+    ap.add_argument("--memory", action="store_true", help="--s3, --icechunk: every file fetched at start, read from memory")
     ap.add_argument("--burst", type=int, default=0, metavar="K",
                     help="--icechunk: at OPEN, a chunk and its next K-1 fetched in one get_partial_values")
     ap.add_argument("--read-ahead-kb", type=int, default=0, metavar="K",
