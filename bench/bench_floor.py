@@ -1,8 +1,8 @@
-"""The floor of a pyfuse3 daemon for a reader of small files (issue 46): how far is nczfs above it?
+"""The floor of a pyfuse3 daemon for small files and big chunks (issue 46): how far is nczfs above it?
 
     .venv/bin/python bench/bench_floor.py [--files 2000] [--small 1000] [--runs 3]
-        [--readers files,zarr] [--passthrough /tmp/passthrough_ll] [--only dir,s3,icechunk] [--labels ...]
-        [--chunks 4000] [--icechunk-labels ...]
+        [--readers files,zarr] [--passthrough /tmp/passthrough_ll] [--only dir,s3,icechunk,big] [--labels ...]
+        [--chunks 4000] [--icechunk-labels ...] [--big-mib 512] [--big-labels ...]
 
 Directory part: N files of 4 KiB (the chunks of a Zarr v2 array, ``small.zarr``, in a folder
 on the root disk), read cold by each path in turn: one round per run, every path once a round,
@@ -58,6 +58,28 @@ chunk fetched at start, not timed; READ, or the OPEN's ``notify_store``, from me
 least a pyfuse3 daemon can spend for the reader, no fetch at all) and ``nczfs-icechunk`` (``nczfs mount icechunk+s3://bucket/repo --read-only``). Printed as above
 with the peer's wall over each path's (the target: >= 0.8x) and SeaweedFS's CPU per chunk.
 
+Big part (``--only big``): bench_s3.py's workload 1 on the floor: a Zarr v2 array of
+``--big-mib`` MiB (default 512) of 8 MiB uncompressed chunks (float32, element i holding
+i mod 65,521 so that a chunk read at the wrong place changes its sum) in a SeaweedFS bucket,
+read whole by zarr-python (the ``zarr`` reader only; each chunk's sum checked), cold, by
+``floor-s3`` (floorfs.py ``--s3``: each READ one ranged obstore GET inline on trio's thread),
+``floor-s3-whole`` (``--whole --thread``: an object GET whole in a worker thread at its first
+READ, later READs of it from memory: what a caching daemon must do), ``floor-s3-whole-loop``
+(``--whole --loop``: that GET with obstore's async API on an asyncio loop in a thread of its
+own), ``floor-s3-open`` (``--at-open --thread``: the object GET whole at OPEN in a worker thread
+and stored in the page cache with ``notify_store``: no READ), ``floor-s3-memory`` (``--memory``:
+every object GET at the daemon's start, not timed, the READs answered from memory: what the FUSE
+side alone costs), ``nczfs`` (default mount) and
+``s3fs-fuse`` (as bench_s3.py mounts it; skipped with a note when not installed). Every floor
+path mounts with nczfs's readahead (``--read-ahead-kb 4096``: READs of 1 MiB) and glibc told to
+keep freed big blocks (``--reuse-heap``), as nczfs's daemon does; not by default, as labels:
+``floor-s3-loop`` (each READ's ranged GET on the asyncio loop), ``floor-s3-whole-128k`` (the
+kernel's 128 KiB readahead), ``floor-s3-whole-mmap`` (glibc's defaults: each 8 MiB object a fresh
+mmap) and ``nczfs-ro``. ``obstore-get``: no mount, this process GETs each chunk object whole in turn (the
+reader's CPU: the GETs' own client cost). Printed per path: wall, the daemon's CPU in all and per
+GiB, the reader's and SeaweedFS's CPU per GiB, FUSE READs and GETs (floorfs's own count) per GiB, FUSE requests, and the
+daemon's CPU over s3fs-fuse's (the issue's target: <= 0.6x).
+
 ``--warm`` drops no page cache (the smoke test: tests/test_bench_floor.py).
 
 Run it under the bench lock (``flock /tmp/nczfs-bench.lock ...``); it needs root (mounts,
@@ -89,9 +111,28 @@ from bench.bench_s3 import cpu_seconds  # noqa: E402
 NCZFS = [sys.executable, "-m", "nczfs"]
 FLOORFS = [sys.executable, str(Path(__file__).resolve().parent / "floorfs.py")]
 ARRAY = "small.zarr"
+BIG = "big.zarr"  # the big part's array (bench_s3.py's name)
+BIG_CHUNK = 2 * 1024 * 1024  # float32 elements: 8 MiB chunks (bench_s3.py's CHUNK)
+BIG_MOD = 65521  # element i holds i mod BIG_MOD: each chunk's sum depends on where it sits
 ICE_ARRAY = "small"  # the Icechunk part's array (bench_icechunk.py's name)
 DIR_LABELS = ("direct", "floor", "floor-noflush", "floor-plain", "floor-disk", "passthrough_ll", "nczfs", "nczfs-ro")
 S3_LABELS = ("obstore-get", "floor-s3", "floor-s3-thread", "floor-s3-loop", "s3fs-fuse", "nczfs", "nczfs-ro")
+#: floorfs's options of each S3 floor path
+S3_FLOORS = {"floor-s3": [], "floor-s3-thread": ["--thread"], "floor-s3-loop": ["--loop"],
+             "floor-s3-whole": ["--whole", "--thread"], "floor-s3-whole-loop": ["--whole", "--loop"]}
+#: the big part's floor paths: nczfs's readahead (4 MiB: READs of 1 MiB) and glibc's freed blocks
+#: kept, as nczfs's daemon does, but ``-128k`` (the kernel's 128 KiB) and ``-mmap`` (glibc's defaults)
+BIG_FLOORS = {label: [*extra, *(["--read-ahead-kb", "4096"] if not label.endswith("-128k") else []),
+                      *(["--reuse-heap"] if not label.endswith("-mmap") else [])]
+              for label, extra in {"floor-s3": [], "floor-s3-loop": ["--loop"],
+                                   "floor-s3-whole": ["--whole", "--thread"],
+                                   "floor-s3-whole-loop": ["--whole", "--loop"],
+                                   "floor-s3-open": ["--at-open", "--thread"],
+                                   "floor-s3-memory": ["--memory"],
+                                   "floor-s3-whole-128k": ["--whole", "--thread"],
+                                   "floor-s3-whole-mmap": ["--whole", "--thread"]}.items()}
+BIG_LABELS = ("obstore-get", *BIG_FLOORS, "nczfs", "nczfs-ro", "s3fs-fuse")
+DEFAULT_BIG = "obstore-get,floor-s3,floor-s3-whole,floor-s3-whole-loop,floor-s3-open,floor-s3-memory,nczfs,s3fs-fuse"
 DEFAULT_DIR = "direct,floor,floor-noflush,floor-plain,floor-disk,passthrough_ll,nczfs,nczfs-ro"
 DEFAULT_S3 = ",".join(S3_LABELS)
 ICECHUNK_LABELS = ("icechunk", "floor-icechunk", "floor-icechunk-open", "floor-icechunk-burst",
@@ -110,7 +151,7 @@ class Run(NamedTuple):
     reader: float
     server: float
     requests: float  # FUSE requests the daemon counted (nan: not countable)
-    by_op: dict
+    by_op: dict  # and "get": the GETs floorfs's READs sent
 
 
 @dataclass
@@ -225,8 +266,8 @@ def timed(m: Mount, reader: Callable[[Path, int], None], n: int, server_pid: int
         server = cpu_seconds(server_pid) - s0 if server_pid else 0.0
     finally:
         after = m.umount()
-    by_op = {op: after.get(op, 0) - before.get(op, 0) for op in REQUESTS}
-    total = float(sum(by_op.values())) if after else float("nan")
+    by_op = {op: after.get(op, 0) - before.get(op, 0) for op in (*REQUESTS, "get")}
+    total = float(sum(by_op[op] for op in REQUESTS)) if after else float("nan")
     return Run(wall, daemon, r1.user - r0.user + r1.system - r0.system, server, total, by_op)
 
 
@@ -275,6 +316,7 @@ class S3:
     n: int
     server: object = None
     bucket: str = ""
+    floors: dict = field(default_factory=lambda: S3_FLOORS)  # floorfs's options of each floor path
     env: dict = field(default_factory=dict)  # nczfs's environment: the server's credentials
 
     def start(self) -> None:
@@ -325,7 +367,7 @@ class S3:
                 out.append(Mount(label, self.work, read=self.get_each))
             elif label.startswith("floor-s3"):
                 extra = ["--s3", self.bucket, "--endpoint", endpoint, "--key", ADMIN[0], "--secret", ADMIN[1],
-                         "--no-flush", *{"floor-s3-thread": ["--thread"], "floor-s3-loop": ["--loop"]}.get(label, [])]
+                         "--no-flush", *self.floors[label]]
                 out.append(floor_mount(label, self.work, None, extra))
             elif label == "s3fs-fuse":
                 if not shutil.which("s3fs"):
@@ -400,6 +442,64 @@ class Icechunk:
         return out
 
 
+@dataclass
+class Big(S3):
+    """A SeaweedFS with one bucket holding ``big.zarr``: ``n`` chunks of 8 MiB."""
+
+    expected: tuple = ()  # the sum of each chunk's values
+    floors: dict = field(default_factory=lambda: BIG_FLOORS)
+
+    def put(self) -> None:
+        import zarr
+
+        self.write(zarr.storage.ObjectStore(self.store(), read_only=False))
+
+    def write(self, store) -> None:
+        """``big.zarr`` into the zarr ``store``, its values' sum kept."""
+        import numpy as np
+        import zarr
+
+        size = self.n * BIG_CHUNK
+        values = (np.arange(size, dtype="i8") % BIG_MOD).astype("f4")
+        self.expected = tuple(values.reshape(self.n, BIG_CHUNK).sum(axis=1, dtype="f8").tolist())
+        a = zarr.create_array(store, name=BIG, shape=(size,), chunks=(BIG_CHUNK,), dtype="f4", compressors=None,
+                              zarr_format=2, fill_value=0.0)
+        a[:] = values
+
+    def mounts(self, labels: list[str]) -> list[Mount]:
+        out = []
+        for label in labels:
+            if label == "obstore-get":  # no mount: the chunks GET whole by this process
+                out.append(Mount(label, self.work, read=self.get_whole, read_as="zarr"))
+            else:
+                out += super().mounts([label])
+        return out
+
+    def get_whole(self, n: int) -> None:
+        """Each chunk object GET whole in turn by this process, no FUSE: the GETs' own cost."""
+        import numpy as np
+        import obstore
+
+        store = self.store()
+        self.check([float(np.frombuffer(obstore.get(store, f"{BIG}/{i}").bytes(), "<f4").sum(dtype="f8"))
+                    for i in range(n)], f"obstore {BIG}")
+
+    def read(self, root: Path, n: int) -> None:
+        """zarr-python reads the whole array through the mount; each chunk's sum checked."""
+        import zarr
+
+        a = zarr.open_array(zarr.storage.LocalStore(root / BIG, read_only=True), mode="r")
+        assert a.shape == (n * BIG_CHUNK,), a.shape
+        self.check(a[:].reshape(n, BIG_CHUNK).sum(axis=1, dtype="f8").tolist(), str(root / BIG))
+
+    def check(self, got: list[float], where: str) -> None:
+        """Each chunk's sum read against the one written."""
+        assert len(got) == len(self.expected), (where, len(got))
+        for i, (sum_read, written) in enumerate(zip(got, self.expected)):
+            if sum_read != written:
+                raise AssertionError(f"{where}/{i}: its values sum to {sum_read}, not {written}")
+
+
 def measure(mounts: list[Mount], readers: list[str], n: int, runs: int, server_pid: int | None,
             cold: bool = True, read: dict | None = None) -> dict:
     """{(reader, label): [Run]}: ``runs`` rounds after a warm-up, every path once a round."""
@@ -418,8 +518,28 @@ def measure(mounts: list[Mount], readers: list[str], n: int, runs: int, server_p
 
 
 def median(runs: list[Run]) -> Run:
-    ops = {op: statistics.median(r.by_op.get(op, 0) for r in runs) for op in REQUESTS}
+    ops = {op: statistics.median(r.by_op.get(op, 0) for r in runs) for op in (*REQUESTS, "get")}
     return Run(*(statistics.median(getattr(r, f) for r in runs) for f in Run._fields[:5]), ops)
+
+
+def print_big_table(title: str, results: dict, gib: float, peer: str) -> None:
+    """The big part's medians: CPU per GiB, READs and GETs per GiB, daemon CPU over ``peer``'s."""
+    print(f"\n{title}")
+    head = ("| path | wall s | daemon CPU s | daemon CPU s/GiB | reader CPU s/GiB | server CPU s/GiB | "
+            f"FUSE READs/GiB | GETs/GiB | FUSE requests | daemon CPU / {peer}'s |")
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    ref = results.get(("zarr", peer))
+    for (_, label), runs in results.items():
+        r = median(runs)
+        known = r.requests == r.requests
+        mounted = label != "obstore-get"
+        cells = [label, f"{r.wall:.3f}", *([f"{r.daemon:.2f}", f"{r.daemon / gib:.2f}"] if mounted else ["-", "-"]),
+                 f"{r.reader / gib:.2f}", f"{r.server / gib:.2f}", f"{r.by_op['read'] / gib:.0f}" if known else "-",
+                 f"{r.by_op['get'] / gib:.0f}" if label.startswith("floor") else "-",
+                 f"{r.requests:.0f}" if known else "-",
+                 f"{r.daemon / median(ref).daemon:.2f}" if mounted and ref and median(ref).daemon else "-"]
+        print("| " + " | ".join(cells) + " |")
 
 
 def per_file_us(seconds: float, n: int) -> str:
@@ -458,24 +578,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--files", type=int, default=2000, help="directory part: files of 4 KiB (default 2000)")
     ap.add_argument("--small", type=int, default=1000, help="S3 part: objects of 4 KiB (default 1000)")
     ap.add_argument("--chunks", type=int, default=4000, help="Icechunk part: chunks of 4 KiB (default 4000)")
+    ap.add_argument("--big-mib", type=int, default=512,
+                    help="big part: the array's MiB, in chunks of 8 MiB (default 512)")
     ap.add_argument("--runs", type=int, default=3, help="cold runs per path and reader, after a warm-up")
     ap.add_argument("--readers", default="files,zarr", help="files, zarr (comma list)")
-    ap.add_argument("--only", default="dir,s3", help="the parts to run: dir, s3, icechunk (comma list)")
+    ap.add_argument("--only", default="dir,s3", help="the parts to run: dir, s3, icechunk, big (comma list)")
     ap.add_argument("--labels", default=DEFAULT_DIR, help=f"directory part's paths, of {', '.join(DIR_LABELS)}")
     ap.add_argument("--s3-labels", default=DEFAULT_S3, help=f"S3 part's paths, of {', '.join(S3_LABELS)}")
     ap.add_argument("--icechunk-labels", default=",".join(ICECHUNK_LABELS),
                     help=f"Icechunk part's paths, of {', '.join(ICECHUNK_LABELS)} (the zarr reader only)")
+    ap.add_argument("--big-labels", default=DEFAULT_BIG,
+                    help=f"big part's paths, of {', '.join(BIG_LABELS)} (the zarr reader only)")
     ap.add_argument("--passthrough", help="libfuse's passthrough_ll binary (example/passthrough_ll.c of the "
                     "libfuse3 installed, built with `gcc ... $(pkg-config fuse3 --cflags --libs)`)")
     ap.add_argument("--warm", action="store_true", help="do not drop the page cache (a smoke test's runs: "
                     "the machine's other benchmarks undisturbed)")
     args = ap.parse_args(argv)
-    for what, given, known in (("--readers", args.readers, READERS), ("--only", args.only, ("dir", "s3", "icechunk")),
+    for what, given, known in (("--readers", args.readers, READERS), ("--only", args.only, ("dir", "s3", "icechunk", "big")),
                                ("--labels", args.labels, DIR_LABELS), ("--s3-labels", args.s3_labels, S3_LABELS),
-                               ("--icechunk-labels", args.icechunk_labels, ICECHUNK_LABELS)):
+                               ("--icechunk-labels", args.icechunk_labels, ICECHUNK_LABELS),
+                               ("--big-labels", args.big_labels, BIG_LABELS)):
         unknown = set(given.split(",")) - set(known)
         if unknown:
             ap.error(f"{what}: unknown {sorted(unknown)} (known: {', '.join(known)})")
+    if args.big_mib < 8 or args.big_mib % 8:
+        ap.error(f"--big-mib {args.big_mib}: not a whole number of 8 MiB chunks")
     return args
 
 
@@ -492,7 +619,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     readers, parts = args.readers.split(","), args.only.split(",")
     work = Path(tempfile.mkdtemp(prefix="nczfs-floor-", dir="/var/tmp"))
-    s3 = ice = None
+    s3 = ice = big = None
     try:
         if "dir" in parts:
             src = work / "src"
@@ -517,10 +644,19 @@ def main(argv: list[str] | None = None) -> None:
             print_table(f"Icechunk (SeaweedFS on loopback): {args.chunks:,} chunks of 4 KiB read by zarr-python, "
                         f"cold, median of {args.runs} (load {load:.1f} -> {os.getloadavg()[0]:.1f})", results,
                         args.chunks, None, "icechunk")
+        if "big" in parts:
+            big = Big(work, args.big_mib // 8)
+            big.start()
+            load = os.getloadavg()[0]
+            results = measure(big.mounts(args.big_labels.split(",")), ["zarr"], big.n, args.runs,
+                              big.server.proc.pid, not args.warm, {"zarr": big.read})
+            print_big_table(f"Big (SeaweedFS on loopback): a {args.big_mib} MiB array of 8 MiB chunks read whole by "
+                            f"zarr-python, {'warm' if args.warm else 'cold'}, median of {args.runs} "
+                            f"(load {load:.1f} -> {os.getloadavg()[0]:.1f})", results, args.big_mib / 1024, "s3fs-fuse")
     finally:
         for m in work.glob("mnt-*"):
             subprocess.run(["fusermount3", "-u", "-z", str(m)], capture_output=True)
-        for part in (s3, ice and ice.s3):
+        for part in (s3, ice and ice.s3, big):
             if part is not None and part.server is not None:
                 part.server.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,7 @@
 """The least a pyfuse3 daemon can do for a reader of small files: bench/bench_floor.py's floor.
 
     python bench/floorfs.py SOURCE MOUNTPOINT [--mode memory|disk] [--no-flush] [--plain-loop]
-    python bench/floorfs.py --s3 BUCKET --endpoint URL --key K --secret S MOUNTPOINT [--thread]
+    python bench/floorfs.py --s3 BUCKET --endpoint URL --key K --secret S MOUNTPOINT [--thread|--loop] [--whole]
     python bench/floorfs.py --icechunk BUCKET/PREFIX --array small --endpoint URL --key K --secret S
         MOUNTPOINT [--at-open]
 
@@ -14,7 +14,13 @@ negative entry of 60 s, files opened with ``keep_cache``). Its tree is taken onc
 - ``disk``: SOURCE's tree; open/pread/close of the file on trio's thread, no worker thread;
 - ``--s3``: the bucket's listing (names and sizes); a read is one obstore GET of the range, on
   trio's thread (``--thread``: in a worker thread, as a daemon that keeps answering would;
-  ``--loop``: sent with obstore's async API on an asyncio loop in a thread of its own);
+  ``--loop``: sent with obstore's async API on an asyncio loop in a thread of its own).
+  ``--whole``: the first READ of an object GETs it whole (with ``--thread`` or ``--loop`` as
+  above), later READs of it (and READs waiting for that GET) are slices of it in memory, dropped
+  at the release of its last handle: what a daemon that caches a big chunk must do at the least.
+  ``--at-open``: as ``--icechunk``'s below, the object GET whole at OPEN and stored in the page
+  cache (``notify_store``): no READ. ``--memory``: every object GET at start (not timed), the
+  READs answered from memory: what FUSE alone costs;
 - ``--icechunk``: the keys of one array (``--array``: its zarr.json and chunks) of an Icechunk
   repository's main branch, listed with their sizes through icechunk's store of a readonly
   session; a read is one ``store.get`` of the range, sent on an asyncio loop in a thread of its
@@ -25,6 +31,12 @@ negative entry of 60 s, files opened with ``keep_cache``). Its tree is taken onc
   (with ``--at-open``: stored from memory at OPEN). ``--burst K``: at OPEN, the chunk and its next
   K-1 chunks by number (``.../c/N``) not yet held fetched in one ``get_partial_values`` (one hop
   to the loop), held until their own OPEN stores them in the page cache (implies ``--at-open``).
+
+``--read-ahead-kb K``: the mount's kernel readahead set to K KiB once it serves (nczfs's
+``read_ahead_kb``, default 4096: READs of up to 1 MiB instead of 128 KiB). ``--reuse-heap``:
+glibc told to keep freed big blocks for the next ones, as nczfs's daemon does
+(``nczfs.daemon.mount.reuse_freed_blocks``: an 8 MiB object is not a fresh mmap, page-faulted
+anew, each time).
 
 FLUSH is answered (nothing to do), or with ENOSYS (``--no-flush``: the kernel then sends none).
 The request loop runs on nczfs's trio shim (nczfs/fuse/trio_loop.py), or on pyfuse3's own
@@ -77,6 +89,7 @@ class FloorFs(pyfuse3.Operations):
         self.fetch_many = None  # [(key, size)] -> [bytes]: one hop for a burst
         self.by_source: dict[str, Node] = {}
         self.pending: dict[int, trio.Event] = {}  # a burst under way, by the inodes it fetches
+        self.whole = False  # --whole: an object GET whole at its first READ, held while open
 
     def add(self, path: str, size: int | None, source: str) -> Node:
         """The node of ``path`` (parents made as needed): a file of ``size``, or a directory (None)."""
@@ -137,6 +150,8 @@ class FloorFs(pyfuse3.Operations):
         if flags & os.O_ACCMODE != os.O_RDONLY:
             raise pyfuse3.FUSEError(errno.EROFS)
         fh = os.open(self.nodes[inode].source, os.O_RDONLY) if self.disk else inode
+        if self.whole:
+            self.opened[inode] += 1
         if self.at_open:
             await self.store_pages(self.nodes[inode])
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
@@ -154,6 +169,7 @@ class FloorFs(pyfuse3.Operations):
             elif self.fetch is None:
                 data = node.data
             else:
+                self.counts["get"] += 1
                 data = await self.fetch(node.source, 0, node.size)
             pyfuse3.notify_store(node.ino, 0, data)
         except BaseException:
@@ -193,7 +209,28 @@ class FloorFs(pyfuse3.Operations):
         if self.fetch is None:
             return node.data[off:off + size]
         end = min(off + size, node.size)
-        return await self.fetch(node.source, off, end) if off < end else b""
+        if off >= end:
+            return b""
+        if self.whole:
+            return (await self.held(node))[off:end]
+        self.counts["get"] += 1
+        return await self.fetch(node.source, off, end)
+
+    async def held(self, node: Node) -> memoryview:
+        """``node``'s whole object, GET at the first READ; READs meanwhile wait for that GET."""
+        if node.ino in self.pending:
+            await self.pending[node.ino].wait()
+        if not node.data:
+            done = self.pending[node.ino] = trio.Event()
+            try:
+                self.counts["get"] += 1
+                node.data = memoryview(await self.fetch(node.source, 0, node.size))
+            finally:
+                del self.pending[node.ino]
+                done.set()
+        if len(node.data) != node.size:
+            raise pyfuse3.FUSEError(errno.EIO)
+        return node.data
 
     async def flush(self, fh):
         self.counts["flush"] += 1
@@ -206,6 +243,10 @@ class FloorFs(pyfuse3.Operations):
             os.close(fh)
         elif self.at_open:
             self.opened[fh] -= 1
+        elif self.whole:
+            self.opened[fh] -= 1
+            if not self.opened[fh]:
+                self.nodes[fh].data = b""  # the object's bytes held no longer
 
     async def forget(self, inode_list):
         self.counts["forget"] += len(inode_list)
@@ -247,6 +288,13 @@ def load_bucket(fs: FloorFs, args: argparse.Namespace) -> None:
         return await obstore.get_range_async(store, key, start=start, end=end)
 
     fs.fetch = threaded if args.thread else on_loop(loop_thread(), get_async) if args.loop else inline
+    fs.whole = args.whole
+    fs.at_open = args.at_open
+    if args.memory:  # every object's bytes GET now (not timed): READs from memory
+        for node in fs.nodes.values():
+            if not node.is_dir:
+                node.data = memoryview(get(node.source, 0, node.size)) if node.size else b""
+        fs.fetch = None
 
 
 def loop_thread():
@@ -332,6 +380,17 @@ def load_icechunk(fs: FloorFs, args: argparse.Namespace) -> None:
         fs.fetch = None
 
 
+async def serve(mountpoint: str, read_ahead_kb: int) -> None:
+    """pyfuse3's request loop; the readahead set (``read_ahead_kb``) once the mount answers."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pyfuse3.main)
+        if read_ahead_kb:
+            from nczfs.daemon.mount import set_read_ahead
+
+            st = await trio.to_thread.run_sync(os.stat, mountpoint)
+            await trio.to_thread.run_sync(set_read_ahead, st.st_dev, read_ahead_kb)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("source", nargs="?", help="the directory served (not with --s3)")
@@ -343,12 +402,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--secret", default="")
     ap.add_argument("--thread", action="store_true", help="--s3: each GET in a worker thread")
     ap.add_argument("--loop", action="store_true", help="--s3: each GET on an asyncio loop's thread")
+    ap.add_argument("--whole", action="store_true",
+                    help="--s3: an object GET whole at its first READ, later READs from memory while it is open")
     ap.add_argument("--icechunk", metavar="BUCKET/PREFIX", help="serve --array of this Icechunk repository (main)")
     ap.add_argument("--array", default="small", help="--icechunk: the array's path in the repository")
-    ap.add_argument("--at-open", action="store_true", help="--icechunk: fetch a file whole at OPEN (notify_store)")
-    ap.add_argument("--memory", action="store_true", help="--icechunk: every file fetched at start, read from memory")
+    ap.add_argument("--at-open", action="store_true", help="--s3, --icechunk: fetch a file whole at OPEN (notify_store)")
+    ap.add_argument("--memory", action="store_true", help="--s3, --icechunk: every file fetched at start, read from memory")
     ap.add_argument("--burst", type=int, default=0, metavar="K",
                     help="--icechunk: at OPEN, a chunk and its next K-1 fetched in one get_partial_values")
+    ap.add_argument("--read-ahead-kb", type=int, default=0, metavar="K",
+                    help="set the mount's kernel readahead to K KiB once it serves (0: the kernel's default)")
+    ap.add_argument("--reuse-heap", action="store_true", help="glibc keeps freed big blocks (as nczfs's daemon)")
     ap.add_argument("--no-flush", action="store_true", help="answer FLUSH with ENOSYS")
     ap.add_argument("--plain-loop", action="store_true", help="pyfuse3's own trio loop, not nczfs's shim")
     ap.add_argument("--counts", help="write the requests answered, by operation, here (JSON) at the end")
@@ -362,14 +426,18 @@ def main(argv: list[str] | None = None) -> None:
         load_directory(fs, Path(args.source), args.mode == "memory")
     else:
         ap.error("a SOURCE directory, --s3 BUCKET or --icechunk BUCKET/PREFIX")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     if not args.plain_loop:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from nczfs.fuse import trio_loop
 
         trio_loop.install()
+    if args.reuse_heap:
+        from nczfs.daemon.mount import reuse_freed_blocks
+
+        reuse_freed_blocks()
     pyfuse3.init(fs, args.mountpoint, {"fsname=floorfs", "subtype=floorfs", "default_permissions"})
     try:
-        trio.run(pyfuse3.main)
+        trio.run(serve, args.mountpoint, args.read_ahead_kb)
     finally:
         pyfuse3.close(unmount=False)
         if args.counts:

@@ -1,7 +1,8 @@
 """bench/bench_floor.py on tiny sizes, warm (no page cache dropped, the machine's benchmarks left
 alone): every path mounts, is read by both readers and unmounts, and the minimal pyfuse3 daemon
 (bench/floorfs.py) counts the requests a small file costs: 5 with FLUSH answered, 4 without;
-the Icechunk paths each read the array's values right."""
+the Icechunk paths each read the array's values right; the big part's paths each read its
+8 MiB chunks right, the whole-object floors with one GET an object."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ def table(out: str) -> dict[tuple[str, str], dict[str, str]]:
         if not line.startswith("| "):
             continue
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if cells[0] == "reader":
+        if cells[0] in ("reader", "path"):
             head = cells
+        elif head[0] == "path":  # the big part's table: the zarr reader only
+            rows[("zarr", cells[0])] = dict(zip(head, cells))
         else:
             rows[(cells[0], cells[1])] = dict(zip(head, cells))
     return rows
@@ -70,3 +73,39 @@ def test_the_icechunk_paths_each_read_the_arrays_values_and_the_open_floor_sends
                   "floor-icechunk-memory-open"):
         assert "read" not in by_op[label] and "open 1.0" in by_op[label], (label, by_op)
     assert rows[("zarr", "icechunk")]["icechunk/path (wall)"] == "1.00x"
+
+
+def test_the_big_parts_check_fails_when_a_chunk_is_read_at_the_wrong_place(tmp_path):
+    import zarr
+
+    big = bench_floor.Big(tmp_path, 2)
+    big.write(zarr.storage.LocalStore(tmp_path))
+    big.read(tmp_path, 2)  # the values as written
+    folder = tmp_path / bench_floor.BIG
+    first, second = (folder / "0").read_bytes(), (folder / "1").read_bytes()
+    (folder / "0").write_bytes(second)
+    (folder / "1").write_bytes(first)
+    with pytest.raises(AssertionError, match="0: its values sum to"):
+        big.read(tmp_path, 2)
+
+
+def test_the_big_paths_each_read_the_array_and_the_whole_object_floors_get_each_object_once(capsys):
+    bench_floor.main(["--only", "big", "--big-mib", "16", "--runs", "1", "--warm"])
+    rows = table(capsys.readouterr().out)
+    # each path's reader checked every chunk's sum (a chunk read wrong raises)
+    labels = [label for label in bench_floor.DEFAULT_BIG.split(",") if label != "s3fs-fuse" or shutil.which("s3fs")]
+    assert sorted(label for _, label in rows) == sorted(labels)
+    cell = {label: rows[("zarr", label)] for label in labels}
+    reads = {label: int(cell[label]["FUSE READs/GiB"]) for label in labels if label.startswith(("floor", "nczfs"))}
+    gets = {label: int(cell[label]["GETs/GiB"]) for label in labels if label.startswith("floor")}
+    # nczfs's readahead (4 MiB) on the floor too: READs of 1 MiB, 1,024 a GiB and the metadata's
+    assert 1024 <= reads["floor-s3"] < 1300 and 1024 <= reads["nczfs"] < 1400, reads
+    assert gets["floor-s3"] == reads["floor-s3"], cell
+    # 2 chunks and the metadata: a GET each, whatever the READs
+    for label in ("floor-s3-whole", "floor-s3-whole-loop", "floor-s3-open"):
+        assert 128 <= gets[label] <= 320, (label, cell)
+    assert reads["floor-s3-whole"] == reads["floor-s3-memory"] == reads["floor-s3"], reads
+    assert reads["floor-s3-open"] == 0 and gets["floor-s3-memory"] == 0, (reads, gets)
+    assert cell["obstore-get"]["daemon CPU s"] == "-"
+    if "s3fs-fuse" in cell:
+        assert cell["s3fs-fuse"]["daemon CPU / s3fs-fuse's"] in ("1.00", "-")
