@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from nczfs.fs.early_upload import EARLY_FROM_BYTES
 from nczfs.fuse.control import read_control
 from nczfs.store.directory.store import TMP_MARK
 from tests.faults.tools import check_store, kill_daemon, ledger, stale_umount, start_writer, wait_for_acks
@@ -46,6 +47,12 @@ def _uploads(backend) -> list:
     return client.list_multipart_uploads(Bucket=backend.bucket, Prefix=backend.prefix + "/").get("Uploads", [])
 
 
+def test_the_writer_holds_its_big_file_where_parts_are_going_up():
+    """The kill at the big file meets an open multipart upload only if the writer holds it past
+    the size from which a file goes up in parts while it is written."""
+    assert 40 * MIB - 3 * MIB > EARLY_FROM_BYTES
+
+
 def _wait_for_big_write(path: Path, writer: subprocess.Popen, timeout: float = 60) -> None:
     """Until the writer has begun its 40 MiB file (and had a moment to send some of it)."""
     deadline = time.monotonic() + timeout
@@ -69,8 +76,9 @@ def kill_during_writes(backend, tmp_path: Path, at_big: bool, delay: float) -> d
     before = _objects(backend)
     with mounted(backend, mnt) as m:
         pid = read_control(str(m.path))["pid"]
-        # at_big: the writer holds halfway through its big file, whose first parts went up, so the
-        # kill lands while its multipart upload is open (not after the upload ended)
+        # at_big: the writer holds 3 MiB short of the end of its big file, past the size from
+        # which it goes up in parts while written (EARLY_FROM_BYTES), once its first parts went
+        # up, so the kill lands while its multipart upload is open (not after the upload ended)
         writer = start_writer(m.path, book, SIZES, files=40, hold=30 if at_big else 0)
         if at_big:
             _wait_for_big_write(book, writer)

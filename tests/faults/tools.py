@@ -49,7 +49,7 @@ for i in range(int(files)):
             data = content(name, v, size)
             for off in range(0, size, 1 << 20):
                 f.write(data[off:off + (1 << 20)])
-                if size > 8 << 20 and off == (size // 2) >> 20 << 20:
+                if size > 8 << 20 and off == size - (4 << 20):  # 3 MiB short of the end
                     time.sleep(float(hold))
             if do_fsync == "1":
                 f.flush(); os.fsync(f.fileno())
