@@ -77,11 +77,12 @@ class BlockFetcher:
         self.bytes.served((key, etag, 0), size)
         return data
 
-    async def arrives(self, ident: Ident) -> None:
-        """Once the fetch of the block on its way, if one is, has ended (however it ended)."""
+    async def arrives(self, ident: Ident) -> bool:
+        """Once the fetch of the block on its way, if one is, has ended (however it ended): whether one was."""
         fetch = self.inflight.get(ident)
         if fetch is not None:
             await fetch.done.wait()
+        return fetch is not None
 
     def claim(self, key: str, etag: str, indexes: range) -> list[Block | Fetch]:
         """Each block: its cached bytes, or the fetch (running, just failed, or started now) to wait for."""

@@ -147,14 +147,15 @@ class SmallFilesAhead(WrapperStore):
         self._walked(key)
         return data
 
-    async def object_arrives(self, key: str, etag: str = "") -> None:
-        """Once the burst reading ``key`` (if one is) has ended."""
+    async def object_arrives(self, key: str, etag: str) -> bool:
+        """Once the burst reading ``key`` (if one is) has ended: whether one was."""
         running = self.pending.get(key)
         if running is not None:
             await running.wait()
+        return running is not None
 
     async def _held(self, key: str) -> Held | None:
-        await self.object_arrives(key)
+        await self.object_arrives(key, "")
         return self._fresh(key)
 
     def _fresh(self, key: str) -> Held | None:

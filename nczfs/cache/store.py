@@ -311,12 +311,11 @@ class CachingStore(WrapperStore):
             self._from_start(key)
         return data
 
-    async def object_arrives(self, key: str, etag: str) -> None:
+    async def object_arrives(self, key: str, etag: str) -> bool:
         """:class:`HoldsBytes`: once the fetch of the object's first block on its way has ended."""
         if self.cache_bytes:
-            await self.fetcher.arrives((key, etag, 0))
-        elif optional.offers(self.inner, HoldsBytes):
-            await cast(HoldsBytes, self.inner).object_arrives(key, etag)
+            return await self.fetcher.arrives((key, etag, 0))
+        return optional.offers(self.inner, HoldsBytes) and await cast(HoldsBytes, self.inner).object_arrives(key, etag)
 
     async def _read(self, key: str, rng: ByteRange | None, etag: str) -> bytes | memoryview:
         """``rng`` of the object at ``etag``; a part of a block is a (read-only) view of it, not a copy."""

@@ -189,13 +189,10 @@ class Filesystem(Namespace):
             return None
         node = self.handles.file(fh).node
         data = store.held_object(node.path, node.etag, node.size)
-        if data is None:
-            await store.object_arrives(node.path, node.etag)
-            # another open may have come meanwhile: its reads' page locks
-            if self._pages_store(fh) is None:
-                return None
-            data = store.held_object(node.path, node.etag, node.size)
-        return data
+        if data is not None or not await store.object_arrives(node.path, node.etag):
+            return data
+        # another open may have come while the fetch ended: its reads' page locks
+        return None if self._pages_store(fh) is None else store.held_object(node.path, node.etag, node.size)
 
     def _pages_store(self, fh: int) -> HoldsBytes | None:
         """The store that may hold the file of ``fh`` for :meth:`pages_at_open`, if it may be handed over."""

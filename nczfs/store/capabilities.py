@@ -167,10 +167,10 @@ class HoldsBytes(Protocol):
         None otherwise. No I/O, nothing fetched or waited for; bytes handed out count as a read of
         the object from its start (the prefetchers hear of it)."""
 
-    async def object_arrives(self, key: str, etag: str) -> None:
+    async def object_arrives(self, key: str, etag: str) -> bool:
         """Return once a fetch of the object ``key`` at ``etag`` already on its way (a read ahead)
-        has ended, however it ended; at once when none is. Nothing is fetched or started: what
-        it brought is then :meth:`held_object`'s."""
+        has ended, however it ended: True; at once when none is: False. Nothing is fetched or
+        started: what it brought is then :meth:`held_object`'s."""
 
 
 @runtime_checkable

@@ -1229,25 +1229,30 @@ async def test_held_objects_are_handed_out_without_a_fetch_and_move_the_walk_on(
 
 
 class GatedReads(WrapperStore):
-    """Answers reads of objects under ``d/`` (not the first two) only once ``gate`` is set."""
+    """Answers reads of objects under ``d/`` (not the first two) only once ``gate`` is set; those
+    of ``fail`` then fail."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, fail=()):
         super().__init__(inner)
         self.gate = trio.Event()
+        self.fail = set(fail)
 
     async def get_version(self, key, rng, etag):
         if key.startswith("d/") and key not in ("d/0", "d/1"):
             await self.gate.wait()
+        if key in self.fail:
+            raise BackendError(f"{key!r}: refused")
         return await self.inner.get_version(key, rng, etag)
 
 
 async def test_an_object_on_its_way_is_held_once_it_arrives_and_none_is_fetched_for_it(mem, clock):
     """``object_arrives`` (the page cache filled at an open while a read ahead of the file is on
-    its way): it returns once that fetch has ended, and the object is then held; for an object
-    no fetch is bringing it returns at once and starts none."""
+    its way): it returns once that fetch has ended, and the object is then held, or, the fetch
+    failed, not (the read meets the error); for an object no fetch is bringing it returns at
+    once and starts none."""
     for i in range(20):
         put_behind(mem, f"d/{i}", bytes([i]) * 100)
-    gated = GatedReads(ThreadedStore(mem))
+    gated = GatedReads(ThreadedStore(mem), fail={"d/3"})
     cache = CachingStore(gated, clock=clock, cache_size=1024 * KiB, ttl=5.0, block_size=64 * KiB, siblings=4,
                          is_metadata=is_metadata)
     await cache.list_dir("d")
@@ -1258,13 +1263,21 @@ async def test_an_object_on_its_way_is_held_once_it_arrives_and_none_is_fetched_
     with trio.move_on_after(0.2) as waited:
         await cache.object_arrives("d/2", etag("d/2"))
     assert waited.cancelled_caught  # the fetch is still at the gate: it waits
-    await cache.object_arrives("d/19", etag("d/19"))  # nothing on its way: at once
+    assert await cache.object_arrives("d/19", etag("d/19")) is False  # nothing on its way: at once
     assert cache.held_object("d/19", etag("d/19"), 100) is None
+    arrived = []
+
+    async def arrives(key: str) -> None:
+        arrived.append(await cache.object_arrives(key, etag(key)))
+
     async with trio.open_nursery() as n:
-        n.start_soon(cache.object_arrives, "d/2", etag("d/2"))
+        n.start_soon(arrives, "d/2")
+        n.start_soon(arrives, "d/3")
         await trio.testing.wait_all_tasks_blocked()
         gated.gate.set()
+    assert arrived == [True, True]
     assert cache.held_object("d/2", etag("d/2"), 100) == bytes([2]) * 100
+    assert cache.held_object("d/3", etag("d/3"), 100) is None  # its fetch failed
     assert cache.counters()["cache.misses"] == misses
 
 

@@ -21,7 +21,8 @@ import pytest
 from nczfs.fs.early_upload import EARLY_FROM_BYTES
 from nczfs.fuse.control import read_control
 from nczfs.store.directory.store import TMP_MARK
-from tests.faults.tools import check_store, kill_daemon, ledger, stale_umount, start_writer, wait_for_acks
+from tests.faults.tools import (HOLD_SHORT_OF_END, check_store, kill_daemon, ledger, stale_umount, start_writer,
+                                wait_for_acks)
 from tests.helpers import NCZFS, ZipBackend, counts, mounted
 from tests.ziputil import zip_members
 
@@ -50,7 +51,7 @@ def _uploads(backend) -> list:
 def test_the_writer_holds_its_big_file_where_parts_are_going_up():
     """The kill at the big file meets an open multipart upload only if the writer holds it past
     the size from which a file goes up in parts while it is written."""
-    assert 40 * MIB - 3 * MIB > EARLY_FROM_BYTES
+    assert max(SIZES) - HOLD_SHORT_OF_END > EARLY_FROM_BYTES
 
 
 def _wait_for_big_write(path: Path, writer: subprocess.Popen, timeout: float = 60) -> None:
@@ -76,7 +77,7 @@ def kill_during_writes(backend, tmp_path: Path, at_big: bool, delay: float) -> d
     before = _objects(backend)
     with mounted(backend, mnt) as m:
         pid = read_control(str(m.path))["pid"]
-        # at_big: the writer holds 3 MiB short of the end of its big file, past the size from
+        # at_big: the writer holds its big file short of its end (HOLD_SHORT_OF_END), past the size from
         # which it goes up in parts while written (EARLY_FROM_BYTES), once its first parts went
         # up, so the kill lands while its multipart upload is open (not after the upload ended)
         writer = start_writer(m.path, book, SIZES, files=40, hold=30 if at_big else 0)

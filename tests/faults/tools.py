@@ -25,11 +25,14 @@ import sys
 import time
 from pathlib import Path
 
+#: a file over 8 MiB is held (``hold`` seconds) once all but this many of its bytes are written
+HOLD_SHORT_OF_END = 3 << 20
+
 #: the writer: argv = mount dir, ledger path, sizes (comma list of bytes), files, rewrites every,
-#: fsync (0/1), pause seconds between files, hold seconds halfway through each file over 8 MiB
+#: fsync (0/1), pause seconds between files, hold seconds and HOLD_SHORT_OF_END (files over 8 MiB)
 WRITER = r"""
 import hashlib, os, sys, time
-mnt, ledger, sizes, files, every, do_fsync, pause, hold = sys.argv[1:9]
+mnt, ledger, sizes, files, every, do_fsync, pause, hold, hold_at = sys.argv[1:10]
 sizes = [int(s) for s in sizes.split(",")]
 log = open(ledger, "a")
 def note(line):
@@ -49,7 +52,7 @@ for i in range(int(files)):
             data = content(name, v, size)
             for off in range(0, size, 1 << 20):
                 f.write(data[off:off + (1 << 20)])
-                if size > 8 << 20 and off == size - (4 << 20):  # 3 MiB short of the end
+                if size > 8 << 20 and off + (1 << 20) == size - int(hold_at):
                     time.sleep(float(hold))
             if do_fsync == "1":
                 f.flush(); os.fsync(f.fileno())
@@ -72,7 +75,7 @@ def start_writer(mnt: Path, ledger: Path, sizes: list[int], files: int, every: i
                  pause: float = 0.0, hold: float = 0.0) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, str(mnt), str(ledger), ",".join(map(str, sizes)), str(files), str(every),
-         "1" if fsync else "0", str(pause), str(hold)],
+         "1" if fsync else "0", str(pause), str(hold), str(HOLD_SHORT_OF_END)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
