@@ -130,7 +130,7 @@ class ListsTreesBlocking(Protocol):
 @runtime_checkable
 class ReadsOnLoop(Protocol):
     """A sync store some of whose reads are awaited on the trio thread, without a worker thread
-    (sent on an asyncio loop thread of its own: Icechunk's, large GETs over https)."""
+    (sent on an asyncio loop thread of its own: Icechunk's, large GETs of object stores)."""
 
     async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
         """``get_version``, awaited; None: this read is left to ``get_version`` in a worker thread."""

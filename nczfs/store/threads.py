@@ -5,7 +5,7 @@ matches the connection pool). A call that waits :data:`SLOT_PATIENCE` seconds fo
 one of as many spare ones instead: calls stalled on a server that stopped answering (S3: up to
 3 attempts of 15 s without a byte) then hold up the others for seconds, not minutes. Stores that never block
 (memory) are called inline; a backend may offer ``get_version_async``, reads awaited on the
-trio thread without a worker (Icechunk's, and large GETs of object stores over https, both
+trio thread without a worker (Icechunk's, and large GETs of object stores, both
 sent on an asyncio loop thread); it answers None for a read it leaves to a worker thread.
 Reads asked for together (the cache's burst of small sibling objects) go in one hand-over: to
 the backend's loop, which sends them at once (object stores), or to one worker thread, which

@@ -94,10 +94,9 @@ def https_client(server):
                         config=Config(s3={"addressing_style": "path"}, connect_timeout=3, read_timeout=30))
 
 
-async def test_large_https_gets_go_through_the_loop_pinned_to_their_version(s3_server, bucket):
-    """Over https a GET of 1 MiB or more is sent on the store's asyncio loop: the bytes asked
-    for, a stale version refused (Stale), a smaller GET and every GET over http on worker
-    threads."""
+async def test_large_gets_go_through_the_loop_pinned_to_their_version(s3_server, bucket):
+    """Over https and http a GET of 1 MiB or more is sent on the store's asyncio loop: the bytes
+    asked for, a stale version refused (Stale); a smaller GET on worker threads."""
     from nczfs.toolbox.errors import Stale
 
     data = bytes(range(256)) * 8192  # 2 MiB
@@ -112,9 +111,15 @@ async def test_large_https_gets_go_through_the_loop_pinned_to_their_version(s3_s
     with pytest.raises(Stale):
         await store.get_version("x", ByteRange(0, 2 * 1024 * 1024), etag)
     await store.close()
-    plain = ThreadedStore(S3Store(client, bucket, "big"))
-    assert bytes(await plain.get_version("x", ByteRange(0, 2 * 1024 * 1024), None)) == data[::-1]
+    plain = ThreadedStore(S3Store(client, bucket, "big"))  # http
+    assert bytes(await plain.get_version("x", ByteRange(0, 4096), None)) == data[::-1][:4096]
     assert "gets-on-loop" not in plain.counters()
+    etag = (await plain.stat("x")).etag
+    assert bytes(await plain.get_version("x", ByteRange(0, 2 * 1024 * 1024), etag)) == data[::-1]
+    assert plain.counters()["gets-on-loop"] == 1
+    client.put_object(Bucket=bucket, Key="big/x", Body=data)
+    with pytest.raises(Stale):
+        await plain.get_version("x", ByteRange(0, 2 * 1024 * 1024), etag)
     await plain.close()
 
 

@@ -52,7 +52,7 @@ def open_gcs(options: CloudOptions) -> CloudStore:
         raise SourceError(f"{text}: {str(exc).splitlines()[0]}") from None
     sdk = GcsSdk(loc.bucket, endpoint, options.bounds, options.ca_file(), kwargs.get("application_credentials"))
     backend = CloudStore(store, loc.prefix, url=f"gs://{loc.location}", service="GCS", sdk=sdk,
-                         read_only=options.read_only, https=_https(endpoint))
+                         read_only=options.read_only)
     return probe(backend, options)
 
 
@@ -100,7 +100,7 @@ def open_azure(options: CloudOptions) -> CloudStore:
     sdk = AzureSdk(loc.bucket, endpoint, options.bounds, options.ca_file(), account,
                    azure_credential(account, kwargs.get("account_key"), kwargs.get("sas_key")))
     backend = CloudStore(store, loc.prefix, url=f"az://{loc.location}", service="Azure", sdk=sdk,
-                         read_only=options.read_only, https=_https(endpoint))
+                         read_only=options.read_only)
     return probe(backend, options)
 
 
@@ -117,11 +117,6 @@ def _azure_credentials(anonymous: bool, conn: dict[str, str]) -> dict[str, Any]:
     if sas := conn.get("SharedAccessSignature"):
         out["sas_key"] = sas
     return out
-
-
-def _https(endpoint: str | None) -> bool:
-    """Are requests sent over TLS (the cloud's own endpoint, or an https:// one)?"""
-    return not endpoint or endpoint.startswith("https://")
 
 
 def probe(backend: CloudStore, options: CloudOptions) -> CloudStore:

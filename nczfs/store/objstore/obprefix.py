@@ -49,9 +49,9 @@ log = logging.getLogger(__name__)
 UNNAMEABLE = re.compile("[\x01-\x1f\x7f]")
 #: bodies at least this long are handed out as a view of obstore's buffer, not copied
 KEEP_BUFFER = 1024 * 1024
-#: over https, ranged GETs of at least this many bytes go through obstore's async API on one
-#: asyncio loop thread, which gathers a TLS body with less CPU than a worker thread does
-#: (docs/PERFORMANCE.md, issue #33)
+#: ranged GETs of at least this many bytes go through obstore's async API on one asyncio loop
+#: thread, which gathers a large body with less of the daemon's CPU than a worker thread does
+#: (docs/PERFORMANCE.md: issue #33 for https, issue 46 for http)
 ASYNC_GET_FROM = 1024 * 1024
 
 #: names of the requests in ``nczfs stats``, by kind (S3 names its own: store.py)
@@ -124,12 +124,11 @@ class ObjectStoreBackend(SyncStore):
         multipart_threshold: int = 32 * 1024**2,
         part_size: int = 8 * 1024**2,
         max_concurrency: int = 16,
-        https: bool = False,
     ):
         self.store = store
         #: ranged GETs from this many bytes go through the asyncio loop of
-        #: :meth:`get_version_async` (https only; None: never)
-        self.async_get_from: int | None = ASYNC_GET_FROM if https else None
+        #: :meth:`get_version_async` (None: never)
+        self.async_get_from: int | None = ASYNC_GET_FROM
         self._bridge: AsyncioBridge | None = None
         self._bridge_lock = threading.Lock()
         self.url = url
@@ -226,7 +225,7 @@ class ObjectStoreBackend(SyncStore):
             raise self._err(exc, key, "get") from None
 
     async def get_version_async(self, key: str, rng: ByteRange | None, etag: str | None) -> bytes | None:
-        """A ranged GET of at least ASYNC_GET_FROM bytes over https, sent and gathered by obstore's
+        """A ranged GET of at least ASYNC_GET_FROM bytes, sent and gathered by obstore's
         async API on one asyncio loop thread, awaited from trio (ThreadedStore); None for every
         other read, and for an answer that needs the blocking path's handling (416), which then
         sends it from a worker thread."""

@@ -85,8 +85,7 @@ class S3Store(ObjectStoreBackend):
     ):
         super().__init__(obstore_s3(client, bucket, options), prefix,
                          url=f"s3://{bucket}/{prefix.strip('/')}", service="S3", read_only=read_only, ops=S3_OPS,
-                         multipart_threshold=multipart_threshold, part_size=part_size, max_concurrency=max_concurrency,
-                         https=client.meta.endpoint_url.startswith("https://"))
+                         multipart_threshold=multipart_threshold, part_size=part_size, max_concurrency=max_concurrency)
         self.s3 = S3Bucket(client, bucket, options, self.paths, self.requests)
         self.meta_of_writes = MetaOfWrites()
         self.posix = PosixMeta(self.s3, self.sizes, self.get, head_for_meta)
