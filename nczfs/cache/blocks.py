@@ -184,7 +184,7 @@ class BlockFetcher:
             length = self.meta.length(key, etag, i * b, (i + 1) * b)
             data = await self.disk.get(key, etag, b, i, length) if self.disk is not None else None
             if data is None:
-                data = await self.inner.get_version(key, ByteRange(i * b, (i + 1) * b), etag)
+                data = await self.inner.get_version(key, self._asked(i, length), etag)
                 data = as_long_as_its_version(key, etag, i * b, length, data)
                 confirmed = True
                 self._fetched(ident, data)
@@ -199,6 +199,16 @@ class BlockFetcher:
                 self.meta.confirm(key, etag)
             if done is not None:
                 done()
+
+    def _asked(self, i: int, length: int | None) -> ByteRange:
+        """The range a GET of block ``i`` asks for: the block, or, where the store pins each read
+        to its version and the version's length there is known, just that length (a small object
+        is then a small GET: object stores send those from worker threads, large ones from their
+        asyncio loop)."""
+        b = self.block_size
+        if length and length < b and self.inner.capabilities.checks_versions:
+            return ByteRange(i * b, i * b + length)
+        return ByteRange(i * b, (i + 1) * b)
 
     def _fetched(self, ident: Ident, data: Block) -> None:
         """The backend answered: counted, and kept on disk in the background."""

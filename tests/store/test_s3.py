@@ -123,6 +123,26 @@ async def test_large_gets_go_through_the_loop_pinned_to_their_version(s3_server,
     await plain.close()
 
 
+async def test_the_cache_fetches_a_small_object_by_its_length_so_from_a_worker_thread(s3_server, bucket):
+    """The cache asks for a block: for an object smaller than a block whose size it knows, a GET
+    of that length (pinned by If-Match), which a worker thread sends; only a large one goes
+    through the store's loop (a hop that costs a small GET more than it saves)."""
+    from nczfs.cache.store import CachingStore
+
+    client = s3_server.client()
+    small, big = b"s" * 4096, bytes(range(256)) * 8192  # 4 KiB, 2 MiB
+    client.put_object(Bucket=bucket, Key="sizes/small", Body=small)
+    client.put_object(Bucket=bucket, Key="sizes/big", Body=big)
+    threaded = ThreadedStore(S3Store(client, bucket, "sizes"))
+    cache = CachingStore(threaded, cache_size=64 * 1024 * 1024, ttl=60)
+    await cache.list_dir("")
+    for key, data in (("small", small), ("big", big)):
+        etag = (await cache.stat(key)).etag
+        assert bytes(await cache.get_version(key, ByteRange(0, 4096), etag)) == data[:4096]
+    assert threaded.counters()["gets-on-loop"] == 1
+    await threaded.close()
+
+
 async def test_small_reads_asked_together_are_sent_at_once_each_with_its_own_outcome(s3_server, bucket):
     """``get_versions``: a burst of reads (the cache's small siblings) handed to the store's
     loop once and sent at once; each read gets its own bytes or its own error, naming its key:
