@@ -330,9 +330,9 @@ class CachingStore(WrapperStore):
         if end is not None and self._refetch_part(key, etag, first, end):
             return await self._read_part(key, rng, etag, start, end)  # type: ignore[arg-type]  # end is not None: neither is rng
         if end is not None:
-            blocks = await self._blocks(key, etag, range(first, (end - 1) // b + 1), start == 0)
+            blocks = await self._blocks(key, etag, range(first, (end - 1) // b + 1))
         else:
-            blocks = await self._to_the_end(key, etag, first, start == 0)
+            blocks = await self._to_the_end(key, etag, first)
         self.readahead.after_read(key, etag, first, first + len(blocks) - 1, len(blocks[-1]) == b)
         if end is not None:  # a ranged read: a reader's (the kernel's), so count what it got
             for i, got in enumerate(blocks, first):
@@ -352,11 +352,11 @@ class CachingStore(WrapperStore):
         self.stats["cache.bytes-served"] += len(data)
         return data
 
-    async def _to_the_end(self, key: str, etag: str, first: int, from_start: bool) -> list[bytes]:
+    async def _to_the_end(self, key: str, etag: str, first: int) -> list[bytes]:
         """Blocks from ``first`` until a short one."""
         blocks, i = [], first
         while True:
-            got = (await self._blocks(key, etag, range(i, i + 1), from_start and i == first))[0]
+            got = (await self._blocks(key, etag, range(i, i + 1)))[0]
             blocks.append(got)
             if len(got) < self.block_size:
                 return blocks
@@ -380,10 +380,9 @@ class CachingStore(WrapperStore):
         self.stats["cache.bytes-served"] += len(out)
         return out
 
-    async def _blocks(self, key: str, etag: str, indexes: range, from_start: bool) -> list[bytes]:
-        """The blocks ``indexes``; ``from_start``: the read begins at the object's first byte."""
+    async def _blocks(self, key: str, etag: str, indexes: range) -> list[bytes]:
         fetches = self.fetcher.claim(key, etag, indexes)
-        if from_start:
+        if indexes.start == 0:
             self._from_start(key)
         return [await f.wait() if isinstance(f, Fetch) else f for f in fetches]
 

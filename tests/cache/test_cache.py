@@ -517,23 +517,6 @@ async def test_a_walk_through_a_directory_fetches_the_next_objects_ahead_in_natu
         assert await cache.get(f"arr/{n}") == n.encode() * 100
 
 
-async def test_only_reads_from_an_object_s_start_are_steps_of_a_walk(mem, clock):
-    """A walk is told by reads that begin at an object's first byte: reads further into the
-    first block (the kernel's later reads of a chunk, a reader's preads) fetch nothing ahead and
-    leave the walk where it was."""
-    cache, faulty = make(mem, clock, siblings=4)
-    for i in range(20):
-        put_behind(mem, f"arr/{i}", b"x" * 8 * KiB)
-    await cache.list_dir("arr")
-    for k in ["arr/0", "arr/1", "arr/2"]:  # neighbours, each read from 4 KiB on
-        await cache.get_version(k, ByteRange(4 * KiB, 8 * KiB), (await cache.stat(k)).etag)
-        await trio.testing.wait_all_tasks_blocked()
-    assert faulty.calls["get"] == 3
-    assert cache.counters().get("cache.sibling-prefetches", 0) == 0
-    await _walk(cache, ["arr/3", "arr/4"])  # from their start: a walk
-    assert cache.counters()["cache.sibling-prefetches"] == 4
-
-
 async def test_sibling_objects_are_not_fetched_without_a_walk_or_a_listing(mem, clock):
     cache, faulty = make(mem, clock, siblings=4)
     for i in range(20):
