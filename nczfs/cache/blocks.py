@@ -206,7 +206,7 @@ class BlockFetcher:
         is then a small GET: object stores send those from worker threads, large ones from their
         asyncio loop)."""
         b = self.block_size
-        if length and length < b and self.inner.capabilities.checks_versions:
+        if length and self.inner.capabilities.checks_versions:
             return ByteRange(i * b, i * b + length)
         return ByteRange(i * b, (i + 1) * b)
 

@@ -73,7 +73,6 @@ class TestS3StoreHttps(TestS3Store):
         self.prefix = s3_server.new_prefix("conf") + "/ds"
         store = S3Store(https_client(s3_server), self.bucket, self.prefix, multipart_threshold=5 * 1024 * 1024,
                         part_size=5 * 1024 * 1024)
-        assert store.async_get_from is not None
         store.async_get_from = 1
         checked = store.probe_conditions()
         store.capabilities = replace(store.capabilities, checks_writes=checked, checks_deletes=checked)

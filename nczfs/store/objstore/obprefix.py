@@ -126,9 +126,8 @@ class ObjectStoreBackend(SyncStore):
         max_concurrency: int = 16,
     ):
         self.store = store
-        #: ranged GETs from this many bytes go through the asyncio loop of
-        #: :meth:`get_version_async` (None: never)
-        self.async_get_from: int | None = ASYNC_GET_FROM
+        #: ranged GETs from this many bytes go through the asyncio loop of :meth:`get_version_async`
+        self.async_get_from = ASYNC_GET_FROM
         self._bridge: AsyncioBridge | None = None
         self._bridge_lock = threading.Lock()
         self.url = url
@@ -230,7 +229,7 @@ class ObjectStoreBackend(SyncStore):
         other read, and for an answer that needs the blocking path's handling (416), which then
         sends it from a worker thread."""
         least = self.async_get_from
-        if least is None or rng is None or rng.end is None or rng.end - rng.start < max(least, 1):
+        if rng is None or rng.end is None or rng.end - rng.start < max(least, 1):
             return None
         check_key(key)
         path = self._full(key)
