@@ -101,16 +101,21 @@ def test_writes_meeting_a_stopped_server_fail_in_bounded_time_and_are_never_call
         assert s3.read("after") == b"the mount works again"
 
 
-def test_a_cold_read_and_a_lookup_on_a_stopped_server_fail_in_bounded_time(s3, tmp_path):
-    s3.put("cold", b"c" * 100_000)
+@pytest.mark.parametrize("size", [100_000, 3 * 1024 * 1024], ids=["small", "large"])
+def test_a_cold_read_and_a_lookup_on_a_stopped_server_fail_in_bounded_time(s3, tmp_path, size):
+    """A small object's GET goes from a worker thread, a large one's through the store's asyncio
+    loop (``gets-on-loop``): both give up within the bounds."""
+    s3.put("cold", b"c" * size)
     with mounted(s3, tmp_path / "mnt", *TIGHT, "-o", "metadata_ttl=60") as m:
-        assert os.stat(m.path / "cold").st_size == 100_000  # known; its bytes never read
+        assert os.stat(m.path / "cold").st_size == size  # known; its bytes never read
+        before = counts(m.path)
         with frozen(s3.server):
             code, took = _errno_of(lambda: (m.path / "cold").read_bytes())
             assert code == errno.EIO and took < BOUND, (code, took)
             code, took = _errno_of(lambda: os.stat(m.path / "never-seen"))
             assert code == errno.EIO and took < BOUND, (code, took)
-        assert (m.path / "cold").read_bytes() == b"c" * 100_000
+        assert bool(delta(before, counts(m.path)).get("gets-on-loop")) == (size > 1024 * 1024)
+        assert (m.path / "cold").read_bytes() == b"c" * size
     assert "Traceback" not in m.log_text()
 
 
