@@ -43,7 +43,9 @@ class SlowServer:
                     return
                 buf += data
             self.requests += 1
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nETag: \"e\"\r\n"
+            ranged = b"\r\nrange: bytes=" in buf.lower()  # asked bytes 0-999: a 206 of them
+            conn.sendall((b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-999/1000\r\n" if ranged else
+                          b"HTTP/1.1 200 OK\r\n") + b"Content-Length: 1000\r\nETag: \"e\"\r\n"
                          b"Last-Modified: Thu, 26 Nov 2026 09:00:00 GMT\r\n\r\n")
             for _ in range(1000):
                 if self.stop.wait(self.every if self.every is not None else 3600):
@@ -58,17 +60,21 @@ class SlowServer:
         self.sock.close()
 
 
-@pytest.mark.parametrize("every", [0.2, None], ids=["trickled", "stalled"])
-def test_a_slow_answer_is_given_up_after_the_bounds_and_retried(every):
+def _backend(server: SlowServer) -> ObjectStoreBackend:
     from obstore.store import S3Store
 
+    endpoint = f"http://127.0.0.1:{server.port}"
+    store = S3Store("bkt", endpoint=endpoint, skip_signature=True, region="us-east-1",
+                    client_options=obstore_client_options(endpoint, read_timeout=1, request_timeout=2),
+                    retry_config=retry_config(1))
+    return ObjectStoreBackend(store, "", url="s3://bkt", service="S3")
+
+
+@pytest.mark.parametrize("every", [0.2, None], ids=["trickled", "stalled"])
+def test_a_slow_answer_is_given_up_after_the_bounds_and_retried(every):
     server = SlowServer(every)
     try:
-        endpoint = f"http://127.0.0.1:{server.port}"
-        store = S3Store("bkt", endpoint=endpoint, skip_signature=True, region="us-east-1",
-                        client_options=obstore_client_options(endpoint, read_timeout=1, request_timeout=2),
-                        retry_config=retry_config(1))
-        backend = ObjectStoreBackend(store, "", url="s3://bkt", service="S3")
+        backend = _backend(server)
         t = time.monotonic()
         with pytest.raises(BackendError) as failed:
             backend.get("k")
@@ -78,5 +84,28 @@ def test_a_slow_answer_is_given_up_after_the_bounds_and_retried(every):
         # does not answer as one: that ends it)
         assert server.requests == 2 and backend.counters()["GET"] >= 1
         assert took < 10, took  # two attempts of at most 2 s (not 1,000 bytes at 0.2 s, nor for ever)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("every", [0.2, None], ids=["trickled", "stalled"])
+def test_a_slow_answer_to_a_get_on_the_loop_is_given_up_after_the_bounds(every):
+    """Large ranged GETs go through obstore's async API on the store's asyncio loop
+    (``get_version_async``): the same bounds hold there, and the error names the key."""
+    import trio
+
+    from nczfs.store.values import ByteRange
+
+    server = SlowServer(every)
+    try:
+        backend = _backend(server)
+        backend.async_get_from = 1000  # the server's 1,000 bytes count as a large GET
+        t = time.monotonic()
+        with pytest.raises(BackendError) as failed:
+            trio.run(backend.get_version_async, "k", ByteRange(0, 1000), None)
+        took = time.monotonic() - t
+        assert "'k'" in str(failed.value) and backend.counters()["gets-on-loop"] == 1
+        assert server.requests >= 1 and took < 10, (server.requests, took)
+        backend.close()
     finally:
         server.close()
