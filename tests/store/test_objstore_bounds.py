@@ -97,8 +97,8 @@ def test_a_slow_answer_to_a_get_on_the_loop_is_given_up_after_the_bounds(every):
     from nczfs.store.values import ByteRange
 
     server = SlowServer(every)
+    backend = _backend(server)
     try:
-        backend = _backend(server)
         backend.async_get_from = 1000  # the server's 1,000 bytes count as a large GET
         t = time.monotonic()
         with pytest.raises(BackendError) as failed:
@@ -106,6 +106,6 @@ def test_a_slow_answer_to_a_get_on_the_loop_is_given_up_after_the_bounds(every):
         took = time.monotonic() - t
         assert "'k'" in str(failed.value) and backend.counters()["gets-on-loop"] == 1
         assert server.requests >= 1 and took < 10, (server.requests, took)
-        backend.close()
     finally:
+        backend.close()  # the store's asyncio loop thread
         server.close()
