@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from nczfs.store.objstore.obprefix import ASYNC_GET_FROM
 from nczfs.store.objstore.options import S3Options
 from tests.faults.tools import NOT_STORED, UNKNOWN, check_store, ledger, reported, start_writer, wait_for_acks
 from tests.helpers import S3Backend, counts, delta, is_mounted, mounted, run_nczfs
@@ -114,7 +115,7 @@ def test_a_cold_read_and_a_lookup_on_a_stopped_server_fail_in_bounded_time(s3, t
             assert code == errno.EIO and took < BOUND, (code, took)
             code, took = _errno_of(lambda: os.stat(m.path / "never-seen"))
             assert code == errno.EIO and took < BOUND, (code, took)
-        assert bool(delta(before, counts(m.path)).get("gets-on-loop")) == (size > 1024 * 1024)
+        assert bool(delta(before, counts(m.path)).get("gets-on-loop")) == (size >= ASYNC_GET_FROM)
         assert (m.path / "cold").read_bytes() == b"c" * size
     assert "Traceback" not in m.log_text()
 
