@@ -24,6 +24,7 @@ from nczfs.fuse.ops import Operations
 from nczfs.store.memory.store import MemoryStore
 from nczfs.store.testing import FaultyStore
 from nczfs.store.threads import ThreadedStore
+from nczfs.toolbox.errors import Stale
 from tests.helpers import DirectoryBackend, is_mounted, mounted, run_nczfs
 
 
@@ -75,14 +76,20 @@ def test_debug_logs_every_request(src, tmp_path):
     assert "request " not in quiet.read_text()  # without --debug: none of that
 
 
-async def test_a_medium_failure_is_one_log_line_naming_the_key_and_the_cause(caplog):
+async def _opened_d_a():
+    """Operations over a store holding ``d/a`` (b"abc") whose faults a test injects; ``d``'s
+    entry and ``d/a`` opened."""
     raw = MemoryStore("log-test")
     raw.set("d/a", b"abc")
     store = FaultyStore(ThreadedStore(raw))
     ops = Operations(Filesystem(store, FsOptions(uid=0, gid=0, metadata_ttl=0)), 0)
     d = await ops.lookup(ROOT_INO, b"d")
     a = await ops.lookup(d.st_ino, b"a")
-    fi = await ops.open(a.st_ino, os.O_RDONLY, None)
+    return store, ops, d, await ops.open(a.st_ino, os.O_RDONLY, None)
+
+
+async def test_a_medium_failure_is_one_log_line_naming_the_key_and_the_cause(caplog):
+    store, ops, d, fi = await _opened_d_a()
     store.fail("get", key="d/a")
     caplog.set_level(logging.INFO, logger="nczfs")
     with pytest.raises(pyfuse3.FUSEError) as err:
@@ -97,6 +104,27 @@ async def test_a_medium_failure_is_one_log_line_naming_the_key_and_the_cause(cap
 
 
 @pytest.mark.fuse
+async def test_a_request_whose_parts_fail_alike_answers_their_errno_without_a_traceback(caplog):
+    """A read of several chunks at once whose chunks fail (a group of the filesystem's errors)
+    answers the first one's errno, logged as that error is; a group holding anything else is a
+    bug: EIO, logged with its traceback."""
+    store, ops, d, fi = await _opened_d_a()
+    caplog.set_level(logging.INFO, logger="nczfs")
+    store.fail("get", ExceptionGroup("chunks", [Stale("'d/a/0': 5 bytes where the file's version has 7"),
+                                                ExceptionGroup("inner", [Stale("'d/a/1': gone")])]), key="d/a", times=1)
+    with pytest.raises(pyfuse3.FUSEError) as err:
+        await ops.read(fi.fh, 0, 3)
+    assert err.value.errno == errno.ESTALE
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    store.fail("get", ExceptionGroup("chunks", [Stale("'d/a/0': gone"), ValueError("a bug")]), key="d/a", times=1)
+    with pytest.raises(pyfuse3.FUSEError) as err:
+        await ops.read(fi.fh, 0, 3)
+    assert err.value.errno == errno.EIO
+    bad = [r for r in caplog.records if "failed unexpectedly" in r.getMessage()]
+    assert len(bad) == 1 and bad[0].exc_info is not None
+    assert await ops.read(fi.fh, 0, 3) == b"abc"
+
+
 def test_daemon_without_log_file_logs_to_syslog(src, tmp_path):
     """Daemonised with no --log-file, lines go to the syslog socket (journald's /dev/log)."""
     sock_path = tmp_path / "syslog.sock"

@@ -54,6 +54,22 @@ def _brief(args: tuple[Any, ...]) -> str:
     return "(" + ", ".join(shown) + ")"
 
 
+def _own(exc: Exception) -> NczfsError | OSError | None:
+    """The error a request answers with its errno: ``exc`` if it is the filesystem's or the
+    system's, or the first of a group that holds only such (parts of one request run at once,
+    each failing alike); None for anything else (a bug: logged with its traceback, EIO)."""
+    if isinstance(exc, (NczfsError, OSError)):
+        return exc
+    if isinstance(exc, ExceptionGroup):
+        own, rest = exc.split((NczfsError, OSError))
+        if own is not None and rest is None:
+            first: BaseException = own
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return first  # type: ignore[return-value]  # split kept only these types
+    return None
+
+
 def _translate(fn: F) -> F:
     name = fn.__name__
 
@@ -66,16 +82,17 @@ def _translate(fn: F) -> F:
             return await fn(self, *args)
         except pyfuse3.FUSEError:
             raise
-        except (NczfsError, OSError) as exc:
-            code = to_errno(exc)
+        except Exception as exc:
+            own = _own(exc)
+            if own is None:
+                log.exception("%s%r failed unexpectedly", fn.__name__, args[:2])
+                raise pyfuse3.FUSEError(errno.EIO) from None
+            code = to_errno(own)
             if code == errno.EIO and fn.__name__ not in _LOGGED_BY_FILESYSTEM:
-                log.warning("%s failed: %s", fn.__name__, exc)  # the medium failed: one line, key and cause
+                log.warning("%s failed: %s", fn.__name__, own)  # the medium failed: one line, key and cause
             else:
-                log.log(TRACE, "%s%r: %s", fn.__name__, args[:2], exc)
+                log.log(TRACE, "%s%r: %s", fn.__name__, args[:2], own)
             raise pyfuse3.FUSEError(code) from None
-        except Exception:
-            log.exception("%s%r failed unexpectedly", fn.__name__, args[:2])
-            raise pyfuse3.FUSEError(errno.EIO) from None
 
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps F's signature
 

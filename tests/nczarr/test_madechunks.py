@@ -13,6 +13,7 @@ import time
 
 import numcodecs
 import numpy as np
+import pytest
 import trio
 
 from nczfs.nczarr.chunks import decoding, deflater
@@ -23,6 +24,7 @@ from nczfs.nczarr.views.presenting import PresentingStore
 from nczfs.store.memory.store import MemoryStore
 from nczfs.store.threads import ThreadedStore
 from nczfs.store.values import ByteRange
+from nczfs.toolbox.errors import Stale
 from tests.nczarr.test_decoding import CHUNK, CHUNKS, _lz4_dataset
 
 SOURCE = '["memory", "one"]'
@@ -83,21 +85,48 @@ async def test_a_remount_knows_the_nc4_size_without_making_a_chunk_and_reads_the
     assert third._pieces.made.count == 1
 
 
-async def test_sizes_kept_by_another_deflate_encoder_are_not_trusted(tmp_path, monkeypatch, caplog):
-    """A cache dir filled while python-isal could not be imported (stdlib zlib's deflate, the
-    fallback, logged once) holds other sizes: a mount deflating with ISA-L makes its chunks again."""
+async def test_a_kept_size_the_chunk_is_not_made_to_fails_one_read_then_is_mended(tmp_path, caplog):
+    """A size in the cache dir that making the chunk does not give (an encoder that changed its
+    bytes under the same version): the read of that chunk fails (ESTALE: the file's version has
+    the old size), saying so in the log with the key and both sizes; the book is corrected, so
+    the next ``stat`` (this mount's, or a remount's) gives the file of the bytes made, read whole."""
     below = MemoryStore()
     _lz4_dataset(below)
-    monkeypatch.setitem(sys.modules, "isal", None)  # the import fails
+    first = _nc4(below, tmp_path)
+    size = (await first.stat("ds.nc4")).size
+    whole = await first.get("ds.nc4", ByteRange(0, size))
+    db = sqlite3.connect(tmp_path / FILE)
+    with db:  # one chunk's kept size off by 7 bytes
+        db.execute("UPDATE sizes SET size = size + 7 WHERE rowid = (SELECT min(rowid) FROM sizes)")
+    db.close()
+    again = _nc4(below, tmp_path)
+    assert (await again.stat("ds.nc4")).size == size + 7
+    with caplog.at_level(logging.WARNING), pytest.raises(Stale):
+        await again.get("ds.nc4", ByteRange(0, size + 7))
+    said = [r.getMessage() for r in caplog.records if "made again" in r.getMessage()]
+    assert len(said) == 1 and "'ds/v/" in said[0] and "bytes where" in said[0], said
+    assert (await again.stat("ds.nc4")).size == size  # this mount: the size made
+    assert await again.get("ds.nc4", ByteRange(0, size)) == whole
+    third = _nc4(below, tmp_path)  # a remount: the book corrected
+    assert (await third.stat("ds.nc4")).size == size and third._pieces.made.count == 0
+    assert await third.get("ds.nc4", ByteRange(0, size)) == whole
+
+
+async def test_sizes_kept_by_another_deflate_encoder_are_not_trusted(tmp_path, monkeypatch, caplog):
+    """A cache dir filled while ``deflate`` could not be imported (stdlib zlib's deflate, the
+    fallback, logged once) holds other sizes: a mount deflating with libdeflate makes its chunks again."""
+    below = MemoryStore()
+    _lz4_dataset(below)
+    monkeypatch.setitem(sys.modules, "deflate", None)  # the import fails
     deflater._pick.cache_clear()
     try:
         with caplog.at_level(logging.WARNING):
             old_size = (await _nc4(below, tmp_path).stat("ds.nc4")).size
-        assert deflater.encoder().startswith("zlib ") and sum("python-isal" in r.message for r in caplog.records) == 1
+        assert deflater.encoder().startswith("zlib ") and sum("libdeflate" in r.message for r in caplog.records) == 1
     finally:
         monkeypatch.undo()
         deflater._pick.cache_clear()
-    assert deflater.encoder().startswith("isal ")
+    assert deflater.encoder().startswith("libdeflate ")
     again = _nc4(below, tmp_path)
     size = (await again.stat("ds.nc4")).size
     assert again._pieces.made.count == CHUNKS  # the kept sizes were not used

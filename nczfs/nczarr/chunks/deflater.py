@@ -1,11 +1,15 @@
 """The deflate encoder of the chunks a mount re-encodes as zlib (a view's ``-o transcode=zlib``,
-``NAME.nc4``'s chunks HDF5 cannot read as stored): ISA-L (python-isal), a zlib stream any inflater
-reads (HDF5's deflate filter, numcodecs' zlib), made in a fifth of the CPU of zlib's level 1 at
-about its size (docs/PERFORMANCE.md). Where ``isal`` cannot be imported, the standard library's
-zlib makes it, said once in the log (at the first use).
+``NAME.nc4``'s chunks HDF5 cannot read as stored): libdeflate (PyPI ``deflate``) at its level 1, a
+zlib stream any inflater reads (HDF5's deflate filter, numcodecs' zlib), made in a third to a half
+of the CPU of zlib's level 1 at about its size (docs/PERFORMANCE.md). Where ``deflate`` cannot be
+imported, the standard library's zlib makes it, said once in the log (at the first use).
 
-The bytes depend on the encoder and its version: :func:`encoder` names them, and a size kept
-across mounts (:mod:`nczfs.nczarr.chunks.sizebook`) is keyed by it. Both release the GIL.
+A made chunk's bytes must be a function of the stored chunk alone: a file's size is summed from
+sizes made once (kept across mounts in :mod:`nczfs.nczarr.chunks.sizebook`), and a chunk evicted
+is made again for a later read of its range. Both encoders here are (the same bytes for the same
+input and version); ISA-L's (python-isal) is not (docs/PERFORMANCE.md). The bytes depend on the
+encoder and its version: :func:`encoder` names them, and a size kept across mounts is keyed by
+it. Both release the GIL.
 """
 
 from __future__ import annotations
@@ -18,23 +22,25 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: zlib's level 1 (what the re-encodings ask for) is made at ISA-L's level 2 (its levels are 0-3):
-#: as fast as its level 1 and a few per cent smaller; other levels stay zlib's own
+#: zlib's level 1 (what the re-encodings ask for) is made at libdeflate's level 1; other levels
+#: stay zlib's own
 FAST_LEVEL = 1
-ISAL_LEVEL = 2
+LIBDEFLATE_LEVEL = 1
 
 
 @functools.cache
 def _pick() -> tuple[str, Callable[[Any], bytes]]:
     """The encoder's name and its level-1 compress, chosen on first use (the log set up by then)."""
     try:
-        import isal
-        from isal import isal_zlib
+        import deflate
     except ImportError as exc:
-        log.warning("python-isal cannot be imported (%s): chunks re-encoded as deflate are made by "
-                    "zlib, at about five times the CPU", exc)
+        log.warning("deflate (libdeflate) cannot be imported (%s): chunks re-encoded as deflate are "
+                    "made by zlib, at two to three times the CPU", exc)
         return f"zlib {zlib.ZLIB_RUNTIME_VERSION} level {FAST_LEVEL}", lambda data: zlib.compress(data, FAST_LEVEL)
-    return f"isal {isal.__version__} level {ISAL_LEVEL}", lambda data: isal_zlib.compress(data, ISAL_LEVEL)
+    # deflate gives a bytearray: bytes, as made chunks are kept and served (the copy numcodecs'
+    # ensure_bytes would make after it otherwise)
+    return (f"libdeflate {deflate.__version__} level {LIBDEFLATE_LEVEL}",
+            lambda data: bytes(deflate.zlib_compress(data, LIBDEFLATE_LEVEL)))
 
 
 def encoder() -> str:

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import collections
 import functools
+import logging
 from typing import Awaitable, Callable, NamedTuple
 
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.sizebook import SizeBook
 from nczfs.toolbox.singleflight import SingleFlight
 from nczfs.store.threads import run_blocking
+
+log = logging.getLogger(__name__)
 
 #: sizes remembered in memory (of every made chunk, of every dataset)
 MAX_SIZES = 1 << 20
@@ -113,13 +116,18 @@ class MadeChunks:
         else:  # a size known without the chunk: no row to write
             data = await decoding.decode(make, raw)
         self.count += 1
+        before = self._sizes.get(full)
+        if isinstance(before, int) and before != len(data):
+            log.warning("chunk %r made again is %d bytes where %d were known (made before, or kept in the "
+                        "cache dir): the files made of it take the new size", stored.key, len(data), before)
         self._remember(full, len(data))
         return data
 
     def _made(self, make: Callable[[bytes], bytes], raw: bytes, stored: Stored, maker: str) -> bytes:
-        """``make(raw)``, its size kept in the book (in the decode pool's thread)."""
+        """``make(raw)``, its size kept in the book unless known to be that (in the decode
+        pool's thread)."""
         data = make(raw)
-        if self.book is not None and (*stored.ident(maker), stored.etag) not in self._sizes:
+        if self.book is not None and self._sizes.get((*stored.ident(maker), stored.etag)) != len(data):
             self.book.put(stored.ident(maker), stored.etag, len(data))
         return data
 
