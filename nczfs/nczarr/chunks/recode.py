@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from nczfs.nczarr.chunks import deflater
+from nczfs.nczarr.chunks import deflater, inflater
 from nczfs.toolbox.errors import NczfsError
 
 
@@ -54,16 +54,28 @@ class Codecs:
             return f"codecs {[c.get('id') for c in (*self.filters, self.compressor) if c]} cannot be decoded here ({exc})"
         return None
 
-    def decode(self, data: bytes) -> Any:
-        """The decoded chunk: its bytes, or (variable-length strings) an array of objects."""
+    def decode(self, data: bytes, size: int | None = None) -> Any:
+        """The decoded chunk: its bytes, or (variable-length strings) an array of objects.
+        ``size``: its bytes' count, if known (a zlib chunk is then inflated by libdeflate)."""
         from numcodecs.compat import ensure_bytes
 
         buf: Any = data
-        for codec in reversed(self._codecs()):
+        codecs = self._codecs()
+        if size is not None and self._inflates_whole():
+            fast = inflater.inflate(data, size)
+            if fast is not None:
+                buf, codecs = fast, codecs[:-1]  # the compressor's part done
+        for codec in reversed(codecs):
             buf = codec.decode(buf)
         if isinstance(buf, np.ndarray):
             return buf if buf.dtype == object else buf.tobytes()
         return ensure_bytes(buf)
+
+    def _inflates_whole(self) -> bool:
+        """Is the compressor zlib, inflating to the whole chunk (no filter, or only
+        shuffles, which keep the size)?"""
+        return (bool(self.compressor) and self.compressor.get("id") == "zlib"
+                and all(f.get("id") == "shuffle" for f in self.filters))
 
     def for_items(self, itemsize: int) -> Codecs:
         """These codecs for elements of ``itemsize`` bytes: netCDF-C writes the shuffle filter with
@@ -135,7 +147,9 @@ class Recode:
     def _decoded(self, data: bytes, key: str) -> tuple[Any, np.ndarray]:
         """The stored chunk ``data`` decoded, and as the shown elements (C-contiguous)."""
         try:
-            raw = self.codecs.for_items(np.dtype(self.dtype).itemsize).decode(data) if self.codecs else bytes(data)
+            dt = np.dtype(self.dtype)
+            size = None if dt.kind == "O" else math.prod(self.chunks) * dt.itemsize
+            raw = self.codecs.for_items(dt.itemsize).decode(data, size) if self.codecs else bytes(data)
         except Exception as exc:  # noqa: BLE001 - any codec's failure on bad bytes
             raise UndecodableChunk(f"{key!r}: the stored chunk cannot be decoded: {exc}") from exc
         count = math.prod(self.chunks)
