@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import pyfuse3
 
 from nczfs.fuse import control, trio_loop
-from nczfs.toolbox.errors import KeyNotFound, NczfsError, to_errno
+from nczfs.toolbox.errors import KeyNotFound, NczfsError, first_of, to_errno
 from nczfs.fs.attrs import Attr, Caller, SetattrRequest
 from nczfs.fs.filesystem import Filesystem
 from nczfs.toolbox.logs import TRACE
@@ -56,18 +56,9 @@ def _brief(args: tuple[Any, ...]) -> str:
 
 def _own(exc: Exception) -> NczfsError | OSError | None:
     """The error a request answers with its errno: ``exc`` if it is the filesystem's or the
-    system's, or the first of a group that holds only such (parts of one request run at once,
-    each failing alike); None for anything else (a bug: logged with its traceback, EIO)."""
-    if isinstance(exc, (NczfsError, OSError)):
-        return exc
-    if isinstance(exc, ExceptionGroup):
-        own, rest = exc.split((NczfsError, OSError))
-        if own is not None and rest is None:
-            first: BaseException = own
-            while isinstance(first, BaseExceptionGroup):
-                first = first.exceptions[0]
-            return first  # type: ignore[return-value]  # split kept only these types
-    return None
+    system's, or the first of a group that holds only such; None for anything else (a bug:
+    logged with its traceback, EIO)."""
+    return first_of(exc, (NczfsError, OSError))  # type: ignore[return-value]  # one of those kinds
 
 
 def _translate(fn: F) -> F:

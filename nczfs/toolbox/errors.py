@@ -134,6 +134,21 @@ def option_error(key: str, value: str | None, reason: str) -> SourceError:
     return SourceError(f"-o {key if value is None else f'{key}={value}'}: {reason}")
 
 
+def first_of(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
+    """``exc`` if it is one of ``kinds``; for a group of errors that holds only such (the parts of
+    one request, run at once), the first of them; else None."""
+    if isinstance(exc, kinds):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        got, rest = exc.split(kinds)
+        if got is not None and rest is None:
+            first: BaseException = got
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return first
+    return None
+
+
 def to_errno(exc: BaseException) -> int:
     """The errno a failed request answers with: NczfsError and OSError carry their own, else EIO."""
     if isinstance(exc, NczfsError):

@@ -18,6 +18,7 @@ import functools
 import logging
 import zlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -29,18 +30,28 @@ LIBDEFLATE_LEVEL = 1
 
 
 @functools.cache
-def _pick() -> tuple[str, Callable[[Any], bytes]]:
-    """The encoder's name and its level-1 compress, chosen on first use (the log set up by then)."""
+def libdeflate() -> ModuleType | None:
+    """PyPI ``deflate`` (libdeflate's binding), or None where it cannot be imported (said once in
+    the log, at the first use: the log is set up by then)."""
     try:
         import deflate
     except ImportError as exc:
         log.warning("deflate (libdeflate) cannot be imported (%s): chunks re-encoded as deflate are "
-                    "made by zlib, at two to three times the CPU", exc)
+                    "made by zlib, at two to three times the CPU, and zlib chunks inflated by it", exc)
+        return None
+    return deflate
+
+
+@functools.cache
+def _pick() -> tuple[str, Callable[[Any], bytes]]:
+    """The encoder's name and its level-1 compress."""
+    lib = libdeflate()
+    if lib is None:
         return f"zlib {zlib.ZLIB_RUNTIME_VERSION} level {FAST_LEVEL}", lambda data: zlib.compress(data, FAST_LEVEL)
     # deflate gives a bytearray: bytes, as made chunks are kept and served (the copy numcodecs'
     # ensure_bytes would make after it otherwise)
-    return (f"libdeflate {deflate.__version__} level {LIBDEFLATE_LEVEL}",
-            lambda data: bytes(deflate.zlib_compress(data, LIBDEFLATE_LEVEL)))
+    return (f"libdeflate {lib.__version__} level {LIBDEFLATE_LEVEL}",
+            lambda data: bytes(lib.zlib_compress(data, LIBDEFLATE_LEVEL)))
 
 
 def encoder() -> str:

@@ -7,23 +7,14 @@ numcodecs' zlib, whose bytes, or error, are the answer. Releases the GIL.
 
 from __future__ import annotations
 
-import functools
-from types import ModuleType
 from typing import Any
 
-
-@functools.cache
-def _deflate() -> ModuleType | None:
-    try:
-        import deflate
-    except ImportError:  # said once by nczfs.nczarr.chunks.deflater, which needs it too
-        return None
-    return deflate
+from nczfs.nczarr.chunks.deflater import libdeflate
 
 
 def inflate(data: Any, size: int) -> bytes | None:
     """The zlib stream ``data`` inflated, if it holds at most ``size`` bytes (None: see above)."""
-    lib = _deflate()
+    lib = libdeflate()
     if lib is None or size <= 0:
         return None
     try:

@@ -146,13 +146,12 @@ class Recode:
 
     def _decoded(self, data: bytes, key: str) -> tuple[Any, np.ndarray]:
         """The stored chunk ``data`` decoded, and as the shown elements (C-contiguous)."""
+        dt, count = np.dtype(self.dtype), math.prod(self.chunks)
         try:
-            dt = np.dtype(self.dtype)
-            size = None if dt.kind == "O" else math.prod(self.chunks) * dt.itemsize
+            size = None if dt.kind == "O" else count * dt.itemsize
             raw = self.codecs.for_items(dt.itemsize).decode(data, size) if self.codecs else bytes(data)
         except Exception as exc:  # noqa: BLE001 - any codec's failure on bad bytes
             raise UndecodableChunk(f"{key!r}: the stored chunk cannot be decoded: {exc}") from exc
-        count = math.prod(self.chunks)
         if isinstance(raw, np.ndarray):  # variable-length strings
             if raw.size != count:
                 raise UndecodableChunk(f"{key!r}: the stored chunk holds {raw.size} strings, not {count}")
@@ -160,7 +159,6 @@ class Recode:
             arr = arr[(*(slice(0, c) for c in self.shown_chunks), Ellipsis)]  # an array even at rank 0
             arr = np.char.encode(arr.astype(str), "utf-8") if arr.size else arr.astype("S1")
         else:
-            dt = np.dtype(self.dtype)
             if len(raw) != count * dt.itemsize:
                 raise UndecodableChunk(f"{key!r}: the stored chunk decodes to {len(raw)} bytes, "
                                       f"not {count * dt.itemsize} ({self.chunks} of {self.dtype})")

@@ -13,7 +13,7 @@ import logging
 
 import trio
 
-from nczfs.toolbox import background
+from nczfs.toolbox import atonce, background
 from nczfs.toolbox.errors import KeyNotFound, NczfsError, Stale
 from nczfs.nczarr.chunks import decoding
 from nczfs.nczarr.chunks.madechunks import MadeChunks
@@ -142,23 +142,8 @@ async def read(f: Nc4File, chunks: dict[str, ObjectInfo], inner: Store, decoded:
             raise Stale(f"{src.key!r}: {len(data)} bytes where the file's version has {hi - lo}")
         out[lo - start:hi - start] = data
 
-    failed: list[NczfsError] = []
-
-    async def each(p: Piece) -> None:  # the read's error is a chunk's own (ESTALE, EIO), not a group
-        try:
-            await one(p)
-        except NczfsError as exc:
-            failed.append(exc)
-
     wanted = overlapping(f, start, end)
-    if len(wanted) == 1:
-        await one(wanted[0])
-    elif wanted:
-        async with trio.open_nursery() as nursery:
-            for p in wanted:
-                nursery.start_soon(each, p)
-        if failed:
-            raise failed[0]
+    await atonce.each(one, wanted)  # a chunk's failure is the read's (ESTALE, EIO), not a group
     if any(p.source.recode is not None and p.source.fill is None for p in wanted):  # through decoded chunks
         decoded.ahead(f, chunks, end)
     return bytes(out)

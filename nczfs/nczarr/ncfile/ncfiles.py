@@ -25,6 +25,7 @@ from typing import Awaitable, Callable, TypeVar
 
 import trio
 
+from nczfs.toolbox import atonce
 from nczfs.toolbox.errors import KeyNotFound, NczfsError, ReadOnly, Stale
 from nczfs.nczarr.chunks.chunkfacts import ChunkFacts
 from nczfs.nczarr.chunks.madechunks import MadeChunks
@@ -260,15 +261,11 @@ class NcFilesStore(WrapperStore):
             e0, e1 = run.elements(val.itemsize)
             wanted.extend((i, val, idx) for idx in classicread.chunks_needed(val, e0, e1))
 
-        async def one(i: int, val: Values, idx: tuple[int, ...]) -> None:
+        async def one(w: tuple[int, Values, tuple[int, ...]]) -> None:
+            i, val, idx = w
             got[i][idx] = await self._decoded.chunk(v, val, idx)
 
-        if len(wanted) == 1:
-            await one(*wanted[0])
-        elif wanted:
-            async with trio.open_nursery() as nursery:
-                for w in wanted:
-                    nursery.start_soon(one, *w)
+        await atonce.each(one, wanted)
         last: dict[int, tuple[Values, tuple[int, ...]]] = {}
         for i, val, idx in wanted:
             last[id(val)] = (val, idx)
