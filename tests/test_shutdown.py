@@ -152,3 +152,39 @@ def test_second_signal_exits_at_once_while_the_first_flush_hangs(tmp_path):
         assert "second signal 15: exiting without waiting for pending writes" in log.read_text()
         # the hung flush never reached the store: nothing half-written is left there
         assert not [n for n in os.listdir(inner_src) if n == "pending" or n.startswith(TMP_MARK)]
+
+
+def test_a_mount_announced_after_its_loop_ended_does_not_wait_for_its_own_answers(tmp_path):
+    """The daemon's first ``stat`` of its mountpoint, and its getxattr probe, go through the kernel
+    to its own request loop. A signal that ended the loop before they were answered left the
+    daemon waiting for them until someone unmounted it (a foreground mount signalled 56 ms after
+    it showed, under load). The unanswered request is made here by a stopped daemon's mount:
+    cancelled, the announcement ends at once; its stat ends (ENOTCONN or its answer) on its own."""
+    import trio
+
+    from nczfs.config.mountconfig import MountConfig
+    from nczfs.config.source import parse_source
+    from nczfs.daemon import mount as daemon_mount
+
+    inner_src = tmp_path / "inner-src"
+    inner_src.mkdir()
+    with mounted(DirectoryBackend(inner_src), tmp_path / "inner") as inner:
+        inner_pid = read_control(str(inner.path))["pid"]
+        # a name the kernel has not looked up: its stat is a request to the (stopped) daemon
+        config = MountConfig(source=parse_source(str(inner_src)), mountpoint=str(inner.path / "never-looked-up"))
+
+        async def announce_then_end() -> None:
+            with trio.move_on_after(0.5):  # as the loop's end cancels the announcement
+                await daemon_mount._announce_ready(config, lambda error: True)
+
+        resume = threading.Timer(20, os.kill, (inner_pid, signal.SIGCONT))
+        os.kill(inner_pid, signal.SIGSTOP)
+        resume.start()
+        try:
+            started = time.monotonic()
+            trio.run(announce_then_end)
+            took = time.monotonic() - started
+        finally:
+            resume.cancel()
+            os.kill(inner_pid, signal.SIGCONT)
+    assert took < 10, f"the announcement waited {took:.1f} s for its own mount's answer"

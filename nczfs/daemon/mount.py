@@ -27,6 +27,7 @@ from nczfs.daemon import controlsock, runstate, stack
 from nczfs.toolbox import background, logs
 from nczfs.fuse import control, trio_loop
 from nczfs.fuse.notifier import KernelNotifier, invalidate_attrs
+from nczfs.fuse.selfcalls import run_through_mount
 from nczfs.config.mountconfig import MountConfig
 from nczfs.toolbox.errors import NczfsError
 from nczfs.fs import holders
@@ -244,8 +245,8 @@ def settle_heap() -> None:
 
 async def _announce_ready(config: MountConfig, ready: Ready) -> None:
     # stat goes through the kernel to our own main loop: once it answers, the mount is live
-    st = await trio.to_thread.run_sync(os.stat, config.mountpoint)
-    await trio.to_thread.run_sync(turn_getxattr_off, config.mountpoint)
+    st = await run_through_mount(os.stat, config.mountpoint)
+    await run_through_mount(turn_getxattr_off, config.mountpoint)
     await trio.to_thread.run_sync(set_read_ahead, st.st_dev, config.read_ahead_kb)
     log.info("mounted %s", config.mountpoint)
     if ready(None) is False:

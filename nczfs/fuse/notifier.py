@@ -11,8 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import pyfuse3
-import trio
-
+from nczfs.fuse.selfcalls import run_through_mount
 from nczfs.toolbox import background
 
 if TYPE_CHECKING:
@@ -49,6 +48,6 @@ class KernelNotifier:
 
 async def _invalidate_inode(ino: int) -> None:
     try:
-        await trio.to_thread.run_sync(pyfuse3.invalidate_inode, ino)
+        await run_through_mount(pyfuse3.invalidate_inode, ino)
     except Exception as exc:  # noqa: BLE001 - a background task must not raise; the cache then expires by TTL
         log.debug("invalidate inode %d: %s", ino, exc)
