@@ -3,6 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --test
-# serial; `bash scripts/test.sh -n auto --dist loadfile` runs a worker per core (pytest-xdist, whole
-# files per worker: about half the time), not yet what CI runs (README)
-exec .venv/bin/python -m pytest -p no:cacheprovider -q -ra --durations=40 "$@"
+# one worker per core, each taking whole test files (a file's servers and mounts stay in one process)
+exec .venv/bin/python -m pytest -p no:cacheprovider -q -ra --durations=40 -n auto --dist loadfile "$@"
