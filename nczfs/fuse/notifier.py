@@ -39,10 +39,15 @@ class KernelNotifier:
         self.fs: Filesystem | None = None  # set once the filesystem over the layer is made
 
     def __call__(self, key: str) -> None:
+        """The attributes at once, before the request that changed the object is answered (its
+        next open or stat then asks for the new size; the kernel drops its pages when the size or
+        mtime changed); the pages also in a worker thread, as dropping them may wait for a read
+        this daemon has still to answer."""
         node = self.fs.table.at(key) if self.fs is not None else None
         if node is None:
             return
         node.fetched = -1.0
+        invalidate_attrs(node.ino)
         background.start_soon(_invalidate_inode, node.ino, name=f"nczfs invalidate inode {node.ino}")
 
 
