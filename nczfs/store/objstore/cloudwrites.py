@@ -101,17 +101,25 @@ class CloudStore(ObjectStoreBackend):
     def _generation(self, key: str, if_version: str) -> str | None:
         """GCS: the generation of ``key``'s version ``if_version`` (remembered, else one HEAD);
         None where the server names none; Conflict if the object is another version or none."""
-        with self._gen_lock:
-            known = self._generations.get(key)
-        if known is None or known[0] != if_version:
+        seen = ""
+        for _ in range(3):
+            with self._gen_lock:
+                known = self._generations.get(key)
+            if known is not None and known[0] == if_version:
+                return known[1]
             info = self._found(key, if_version)  # learns its generation
             if info.etag != if_version:
                 raise Conflict(key, if_version, info.etag)
             with self._gen_lock:
                 known = self._generations.get(key)
-            if known is None or known[0] != if_version:
+            if known is None:
                 return None
-        return known[1]
+            if known[0] == if_version:
+                return known[1]
+            seen = known[0]
+            # another call learned another version meanwhile, over this one's: ask again (a write
+            # with no condition here would replace a version nobody read)
+        raise Conflict(key, if_version, seen)
 
     def _found(self, key: str, if_version: str) -> ObjectInfo:
         """The object's info now (one HEAD); none there: Conflict."""
