@@ -14,7 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+import trio
 
+from nczfs.config.mountconfig import MountConfig
+from nczfs.config.source import parse_source
+from nczfs.daemon import mount as daemon_mount
 from nczfs.fuse.control import read_control
 from nczfs.store.directory.store import TMP_MARK
 from tests.helpers import DirectoryBackend, is_mounted, mounted, run_nczfs
@@ -160,12 +164,6 @@ def test_a_mount_announced_after_its_loop_ended_does_not_wait_for_its_own_answer
     daemon waiting for them until someone unmounted it (a foreground mount signalled 56 ms after
     it showed, under load). The unanswered request is made here by a stopped daemon's mount:
     cancelled, the announcement ends at once; its stat ends (ENOTCONN or its answer) on its own."""
-    import trio
-
-    from nczfs.config.mountconfig import MountConfig
-    from nczfs.config.source import parse_source
-    from nczfs.daemon import mount as daemon_mount
-
     inner_src = tmp_path / "inner-src"
     inner_src.mkdir()
     with mounted(DirectoryBackend(inner_src), tmp_path / "inner") as inner:

@@ -17,8 +17,9 @@ T = TypeVar("T")
 async def each(fn: Callable[[T], Awaitable[object]], items: Iterable[T]) -> None:
     """``fn(item)`` for every item, at once."""
     items = list(items)
-    if len(items) == 1:
-        await fn(items[0])
+    if len(items) <= 1:
+        for item in items:
+            await fn(item)
         return
     try:
         async with trio.open_nursery() as nursery:

@@ -118,14 +118,16 @@ async def test_sizes_kept_by_another_deflate_encoder_are_not_trusted(tmp_path, m
     below = MemoryStore()
     _lz4_dataset(below)
     monkeypatch.setitem(sys.modules, "deflate", None)  # the import fails
-    deflater._pick.cache_clear(), deflater.libdeflate.cache_clear()
+    deflater._pick.cache_clear()
+    deflater.libdeflate.cache_clear()
     try:
         with caplog.at_level(logging.WARNING):
             old_size = (await _nc4(below, tmp_path).stat("ds.nc4")).size
         assert deflater.encoder().startswith("zlib ") and sum("libdeflate" in r.message for r in caplog.records) == 1
     finally:
         monkeypatch.undo()
-        deflater._pick.cache_clear(), deflater.libdeflate.cache_clear()
+        deflater._pick.cache_clear()
+        deflater.libdeflate.cache_clear()
     assert deflater.encoder().startswith("libdeflate ")
     again = _nc4(below, tmp_path)
     size = (await again.stat("ds.nc4")).size

@@ -68,3 +68,33 @@ def test_a_read_pinned_to_an_older_version_is_stale(gcs_server, gcs_key):
     with pytest.raises(Stale):
         store.get_version("k", ByteRange(0, 4), old.etag)
     assert store.get_version("k", ByteRange(0, 3), store.stat("k").etag) == b"new"
+
+
+def test_a_write_is_conditioned_on_the_generation_its_own_head_found(gcs_server, gcs_key):
+    """The generation a write conditioned on a version goes out with is the one the HEAD of that
+    version answered, not the store's table of generations, which other calls fill too. Here,
+    right after that HEAD, another client writes a new version and a lookup records it in the
+    table: the write must be refused, not sent unconditioned over the version nobody read."""
+    import obstore
+
+    bucket = gcs_server.new_bucket("gen")
+    writer = gcs_backend(gcs_server, bucket, "p", gcs_key)
+    first = writer.set("k", b"first")
+    store = gcs_backend(gcs_server, bucket, "p", gcs_key)  # its table knows no generation of "k"
+    store.capabilities = replace(store.capabilities, checks_writes=store.probe_conditions())
+    assert store.capabilities.checks_writes
+    heads_answer = store._info
+    raced: list[str] = []
+
+    def head_then_another_writer(key, meta):
+        info = heads_answer(key, meta)
+        if key == "k" and not raced:
+            newer = writer.set("k", b"another writer's")
+            raced.append(newer.etag)
+            store._remember("k", newer.etag, str(obstore.head(writer.store, "p/k")["version"]))  # a lookup of it, meanwhile
+        return info
+
+    store._info = head_then_another_writer
+    with pytest.raises(Stale):
+        store.set("k", b"mine", if_version=first.etag)
+    assert raced and gcs_server.get(bucket, "p/k") == b"another writer's"

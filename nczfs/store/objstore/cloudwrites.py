@@ -99,34 +99,21 @@ class CloudStore(ObjectStoreBackend):
         return "overwrite" if generation is None else {"e_tag": pin, "version": generation}
 
     def _generation(self, key: str, if_version: str) -> str | None:
-        """GCS: the generation of ``key``'s version ``if_version`` (remembered, else one HEAD);
-        None where the server names none; Conflict if the object is another version or none."""
-        seen = ""
-        for _ in range(3):
-            with self._gen_lock:
-                known = self._generations.get(key)
-            if known is not None and known[0] == if_version:
-                return known[1]
-            info = self._found(key, if_version)  # learns its generation
-            if info.etag != if_version:
-                raise Conflict(key, if_version, info.etag)
-            with self._gen_lock:
-                known = self._generations.get(key)
-            if known is None:
-                return None
-            if known[0] == if_version:
-                return known[1]
-            seen = known[0]
-            # another call learned another version meanwhile, over this one's: ask again (a write
-            # with no condition here would replace a version nobody read)
-        raise Conflict(key, if_version, seen)
-
-    def _found(self, key: str, if_version: str) -> ObjectInfo:
-        """The object's info now (one HEAD); none there: Conflict."""
+        """GCS: the generation of ``key``'s version ``if_version`` (remembered, else one HEAD's:
+        that answer's own, not the table's, which other calls fill too); None where the server
+        names none; Conflict if the object is another version or none."""
+        with self._gen_lock:
+            known = self._generations.get(key)
+        if known is not None and known[0] == if_version:
+            return known[1]
         try:
-            return self.stat(key)
+            meta = self._head(key)
         except KeyNotFound:
             raise Conflict(key, if_version, "") from None
+        info = self._info(key, meta)  # remembers it for the next write
+        if info.etag != if_version:
+            raise Conflict(key, if_version, info.etag)
+        return str(meta["version"]) if meta.get("version") else None
 
     # ------------------------------------------------------------------ writes
 

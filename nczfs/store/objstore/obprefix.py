@@ -278,13 +278,16 @@ class ObjectStoreBackend(SyncStore):
         return b""
 
     def stat(self, key: str) -> ObjectInfo:
+        return self._info(key, self._head(key))
+
+    def _head(self, key: str) -> Listed:
+        """One HEAD of ``key``: what the server answered of it."""
         check_key(key)
         self._count("head")
         try:
-            meta = obs.head(self.store, self._full(key))
+            return obs.head(self.store, self._full(key))
         except Exception as exc:
             raise self._err(exc, key, "head") from None
-        return self._info(key, meta)
 
     # ------------------------------------------------------------------ writes
 
