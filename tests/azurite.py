@@ -13,8 +13,8 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from tests.procs import port_open, spawn, stop, wait_ready
-from tests.s3server import free_ports
+from tests.procs import spawn, stop, wait_ready
+from tests.ports import free_ports
 
 ACCOUNT = "devstoreaccount1"
 #: Azurite's published development key (not a secret: every Azurite has it)
@@ -53,7 +53,7 @@ class Azurite:
         log = self.workdir / "azurite.log"
         self.proc = spawn([azurite_binary(), "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--inMemoryPersistence",
                            "--disableTelemetry", "--skipApiVersionCheck", "--loose", "--silent"], log, cwd=self.workdir)
-        wait_ready(self.proc, lambda: port_open(self.port), "Azurite", log, timeout)
+        wait_ready(self.proc, [self.port], "Azurite", log, timeout)
 
     def stop(self) -> None:
         stop(self.proc)

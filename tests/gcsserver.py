@@ -35,8 +35,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from tests.procs import port_open, spawn, stop, wait_ready
-from tests.s3server import free_ports
+from tests.procs import spawn, stop, wait_ready
+from tests.ports import free_ports
 
 
 def fake_gcs_binary() -> str:
@@ -75,7 +75,7 @@ class FakeGCS:
             [fake_gcs_binary(), "-scheme", "http", "-host", "127.0.0.1", "-port", str(self.port), "-backend", "memory",
              "-public-host", f"127.0.0.1:{self.port}", "-external-url", f"http://127.0.0.1:{self.port}", "-log-level", "warn"],
             log)
-        wait_ready(self.proc, lambda: port_open(self.port), "fake-gcs-server", log, timeout)
+        wait_ready(self.proc, [self.port], "fake-gcs-server", log, timeout)
         self.adapter = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.adapter.daemon_threads = True
         threading.Thread(target=self.adapter.serve_forever, daemon=True).start()

