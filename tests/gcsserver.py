@@ -33,6 +33,7 @@ import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from tests.procs import spawn, stop, wait_ready
@@ -61,6 +62,9 @@ class FakeGCS:
         #: True: a DELETE's ``ifGenerationMatch`` is checked here; False: passed to
         #: fake-gcs-server, which ignores it
         self.honour_delete_conditions = True
+        #: called between a GET's If-Match check and the read it lets through (this stand-in
+        #: checks the two apart, as a server may: another writer's version can come between)
+        self.between_check_and_read: Callable[[], None] | None = None
 
     @property
     def endpoint(self) -> str:
@@ -189,6 +193,8 @@ def _handler(gcs: FakeGCS):
                 if status == 200 and headers.get("etag") != wanted:
                     self._reply(412, b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>PreconditionFailed</Code></Error>")
                     return
+                if gcs.between_check_and_read is not None:
+                    gcs.between_check_and_read()
             self._forward()
 
         def do_HEAD(self) -> None:

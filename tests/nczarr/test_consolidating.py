@@ -106,6 +106,40 @@ async def test_where_the_store_cannot_check_the_copy_is_read_from_the_store_righ
     assert _entries(below) == {"before/.zarray", "a/.zarray", "b/.zarray"}  # other0 lost: not checked
 
 
+class CutOnce(MemoryStore):
+    """A memory store whose next read of ``ds/.zmetadata`` answers other bytes of its length
+    that are not JSON (as a read that went wrong: another version's bytes cut at this one's size)."""
+
+    def __init__(self):
+        super().__init__("cut")
+        self.cut = 0
+
+    def get_version(self, key, rng, etag):
+        data = super().get_version(key, rng, etag)
+        if key == ZMETA and self.cut > 0:
+            self.cut -= 1
+            return b"[" + bytes(data[1:])  # as long as the version's size says, not JSON
+        return data
+
+
+async def test_a_copy_read_as_not_json_is_read_again_from_the_store_before_it_is_passed_over(caplog):
+    """The cache kept a consolidated copy that is not JSON for the version the store holds: the
+    store's own copy is read again, and the entry is added (it used to be passed over unsaid, and
+    so was every later entry while the cache kept it). A copy the store itself holds as not JSON
+    is passed over with a warning naming it."""
+    below = CutOnce()
+    s = _stack(below, cached=True)
+    below.cut = 1
+    await s.set("ds/a/.zarray", json.dumps(ZARRAY).encode())
+    await s.set("ds/b/.zarray", json.dumps(ZARRAY).encode())
+    assert below.cut == 0 and _entries(below) == {".zgroup", "a/.zarray", "b/.zarray"}
+    below.set(ZMETA, b"{ not json")
+    with caplog.at_level(logging.WARNING):
+        await s.set("ds/c/.zarray", json.dumps(ZARRAY).encode())
+    assert "'ds/.zmetadata': not JSON, so this mount's change of it was not made" in caplog.text
+    assert below.get(ZMETA) == b"{ not json"
+
+
 class OtherV3Writer(MemoryStore):
     """As OtherWriter, for the ``consolidated_metadata`` of the Zarr v3 group ``ds/zarr.json``."""
 

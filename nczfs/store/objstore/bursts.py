@@ -19,7 +19,7 @@ import obstore as obs
 
 from nczfs.store.keys import check_key
 from nczfs.store.values import Ask
-from nczfs.store.objstore.errors import unsatisfiable
+from nczfs.store.objstore.errors import other_version, unsatisfiable
 
 if TYPE_CHECKING:
     from nczfs.store.objstore.obprefix import ObjectStoreBackend
@@ -42,13 +42,17 @@ def plan(backend: ObjectStoreBackend, ask: Ask, unnameable: Any) -> Plan | Excep
     return path, backend._get_options(rng, etag)
 
 
-async def _gather(store: Any, sent: list[tuple[str, Any]]) -> list[Any]:
-    """On the loop: every GET of ``sent`` at once; each one's body or its exception, in order.
-    A small body arrives with its answer: taken without a second future (``bytes()``)."""
-    async def one(path: str, options: Any) -> Any:
-        return (await obs.get_async(store, path, options=options)).bytes()
+async def _gather(store: Any, sent: list[tuple[str, str, Any]]) -> list[Any]:
+    """On the loop: every GET of ``sent`` (key, path, options) at once; each one's body or its
+    exception, in order. A small body arrives with its answer: taken without a second future
+    (``bytes()``)."""
+    async def one(key: str, path: str, options: Any) -> Any:
+        result = await obs.get_async(store, path, options=options)
+        if (wrong := other_version(result, options, key)) is not None:
+            raise wrong
+        return result.bytes()
 
-    return await asyncio.gather(*(one(path, options) for path, options in sent), return_exceptions=True)
+    return await asyncio.gather(*(one(*s) for s in sent), return_exceptions=True)
 
 
 async def get_many(backend: ObjectStoreBackend, asks: list[Ask], unnameable: Any,
@@ -57,7 +61,7 @@ async def get_many(backend: ObjectStoreBackend, asks: list[Ask], unnameable: Any
     at once through ``backend``'s loop; bodies from ``keep_buffer`` bytes are views of obstore's
     buffer, as ``get_version`` hands them."""
     plans = [plan(backend, ask, unnameable) for ask in asks]
-    sent = [p for p in plans if isinstance(p, tuple)]
+    sent = [(key, *p) for (key, _, _), p in zip(asks, plans) if isinstance(p, tuple)]
     backend.requests.count("get", len(sent))
     bodies = iter(await backend._loop().trio_run(_gather, backend.store, sent) if sent else ())
     out: list[bytes | Exception | None] = []

@@ -12,6 +12,8 @@ Each gives an nczfs exception naming the key, the request and the cause, in one 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import botocore.exceptions
 from obstore.exceptions import (
@@ -70,6 +72,20 @@ def translate_obstore(exc: BaseException, key: str, op: str, service: str) -> Nc
     if " 403 " in text or "AccessDenied" in text:
         return PermissionDenied(f"{key!r}: {service} {op} refused: {first_line(exc)}")
     return BackendError(f"{key!r}: {service} {op} failed: {first_line(exc)}")
+
+
+def other_version(result: Any, options: Mapping[str, Any], key: str) -> Stale | None:
+    """A GET's ``result``, sent with ``options``: Stale where it pinned a version (``If-Match``)
+    and the server answered another one. A server that ignores the condition, or checks it apart
+    from the read (another writer's version stored between the two), must not have the other
+    version's bytes taken for the pinned one's (cached under its ETag, cut at its size)."""
+    pin = options.get("if_match")
+    if pin is None:
+        return None
+    got = result.meta.get("e_tag")
+    if not got or got.removeprefix("W/").strip('"') == pin.strip('"'):  # the same tag, weak (a compressed answer) or not
+        return None
+    return Stale(f"{key!r}: version {pin} was asked for, the server answered with version {got}")
 
 
 def unsatisfiable(exc: BaseException) -> bool:

@@ -35,7 +35,7 @@ from nczfs.store.pieces import file_pieces
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, ObjectInfo
 from nczfs.store.objstore.bursts import Ask, get_many
 from nczfs.store.objstore.counting import RequestCounts
-from nczfs.store.objstore.errors import first_line, unanswered, unsatisfiable
+from nczfs.store.objstore.errors import first_line, other_version, unanswered, unsatisfiable
 from nczfs.store.objstore.listing import Listed, Listings
 from nczfs.store.objstore.paths import ObjectPaths
 from nczfs.store.objstore.sizes import PartSizes
@@ -215,8 +215,12 @@ class ObjectStoreBackend(SyncStore):
             self.stat(key)
             return b""
         self._count("get")
+        options = self._get_options(rng, etag)
         try:
-            body = obs.get(self.store, path, options=self._get_options(rng, etag)).bytes()
+            result = obs.get(self.store, path, options=options)
+            if (wrong := other_version(result, options, key)) is not None:
+                raise wrong
+            body = result.bytes()
             return memoryview(body) if len(body) >= KEEP_BUFFER else bytes(body)  # type: ignore[return-value]  # bytes-like: a large body is kept, not copied
         except Exception as exc:
             if unsatisfiable(exc):
@@ -236,7 +240,7 @@ class ObjectStoreBackend(SyncStore):
         self._count("get")
         self.requests.add("gets-on-loop")
         try:
-            body = await self._loop().trio_run(self._get_body, path, self._get_options(rng, etag))
+            body = await self._loop().trio_run(self._get_body, key, path, self._get_options(rng, etag))
         except Exception as exc:
             if unsatisfiable(exc):
                 return None
@@ -248,8 +252,10 @@ class ObjectStoreBackend(SyncStore):
         from trio in one hand-over (:mod:`.bursts`); None for a read left to ``get_version``."""
         return await get_many(self, asks, UNNAMEABLE, KEEP_BUFFER)
 
-    async def _get_body(self, path: str, options: GetOptions) -> Any:
+    async def _get_body(self, key: str, path: str, options: GetOptions) -> Any:
         result = await obs.get_async(self.store, path, options=options)
+        if (wrong := other_version(result, options, key)) is not None:
+            raise wrong
         return await result.bytes_async()
 
     def _loop(self) -> AsyncioBridge:
