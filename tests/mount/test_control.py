@@ -179,23 +179,47 @@ def test_requests_are_counted_by_operation(backing, tmp_path):
 
 def test_waits_for_the_next_request_are_counted(backing, tmp_path):
     """``fuse.next-request-waits`` (the daemon waited for the device through trio) and
-    ``fuse.next-request-waiting`` (a request was queued already: no wait). Eight threads opening
-    and reading files at once queue requests faster than the one daemon thread answers them."""
-    from concurrent.futures import ThreadPoolExecutor
+    ``fuse.next-request-waiting`` (a request was queued already: no wait). The daemon is stopped
+    (SIGSTOP) while 32 threads each open and read a file of their own: their requests queue in
+    the kernel, and the daemon finds them waiting when it goes on (a machine's load cannot make
+    the readers too slow to queue any, as when the test relied on them outrunning the daemon)."""
+    import signal
+    import threading
+    import time
 
+    names = [f"q{i}" for i in range(32)]
+    backing.put_many({n: n.encode() for n in names})
     with mounted(backing, tmp_path / "mnt") as m:
+        for n in names:
+            os.stat(m.path / n)  # entries known: each thread's open is one request, none a lookup
+        pid = read_control(str(m.path))["pid"]
         before = read_control(str(m.path))["counters"]
-
-        def read_often(_: int) -> None:
-            for _ in range(200):
-                assert (m.path / "a").read_bytes() == b"a"
-
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(read_often, range(8)))
+        got: dict[str, bytes] = {}
+        threads = [threading.Thread(target=lambda n=n: got.__setitem__(n, (m.path / n).read_bytes())) for n in names]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and sum(_waits_on_fuse(t) for t in threads) < len(threads):
+                time.sleep(0.02)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        for t in threads:
+            t.join()
+        assert got == {n: n.encode() for n in names}
         changed = delta(before, read_control(str(m.path))["counters"])
-        assert changed["fuse.next-request-waits"] >= 1 and changed["fuse.next-request-waiting"] >= 100, changed
+        assert changed["fuse.next-request-waits"] >= 1 and changed["fuse.next-request-waiting"] >= len(names) // 2, changed
         requests = sum(changed[f"fuse.{op}"] for op in ("open", "flush", "release"))
         assert changed["fuse.next-request-waits"] + changed["fuse.next-request-waiting"] >= requests, changed  # one each
+
+
+def _waits_on_fuse(thread) -> bool:
+    """Is ``thread`` blocked waiting for a FUSE daemon's answer?"""
+    try:
+        return Path(f"/proc/self/task/{thread.native_id}/wchan").read_text() == "request_wait_answer"
+    except (OSError, TypeError):
+        return False
 
 
 def test_read_control_refuses_what_is_not_an_nczfs_mount(tmp_path):
