@@ -272,6 +272,7 @@ def test_a_streamed_object_turns_over_a_few_buffers_and_the_kernel_keeps_it(s3, 
         fd = os.open(m.path / "stream", os.O_RDONLY)
         try:
             os.posix_fadvise(fd, 8 * MiB, 64 * 1024, os.POSIX_FADV_DONTNEED)
+            pages = pages_in_memory(fd)[8 * MiB // mmap.PAGESIZE : 16 * MiB // mmap.PAGESIZE]
             assert os.pread(fd, 64 * 1024, 8 * MiB) == data[8 * MiB : 8 * MiB + 64 * 1024]
         finally:
             os.close(fd)
@@ -279,7 +280,10 @@ def test_a_streamed_object_turns_over_a_few_buffers_and_the_kernel_keeps_it(s3, 
         # fetched again alone, or (the daemon still holding that block: the host's page cache
         # decides which blocks the daemon let go of) served from the daemon's memory
         assert d.get("cache.part-refetches", 0) + d.get("cache.hits", 0) >= 1, d
-        assert d.get("cache.bytes-fetched", 0) <= 2 * MiB, d
+        # more of that block gone from the kernel's cache than was dropped, as the read began
+        # (another worker's files pressing on it): the kernel's readahead may ask for all of it
+        gone = pages.count(0) * mmap.PAGESIZE
+        assert d.get("cache.bytes-fetched", 0) <= (2 * MiB if gone <= 64 * 1024 else 10 * MiB), (d, gone)
         # the last read is the kernel's; pages may have left its cache since the first read (a
         # test in another worker dropping the page cache, the host reclaiming it: once 48 MiB of
         # this file), so blocks the kernel no longer holds pages of, as it begins, may be fetched,
