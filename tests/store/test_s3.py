@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from nczfs.toolbox.errors import BackendError, Conflict, KeyNotFound, to_errno
+from nczfs.toolbox.errors import BackendError, Conflict, KeyNotFound, Stale, to_errno
 from nczfs.store.capabilities import JournalsUploads
 from nczfs.store.keys import tree_listings
 from nczfs.store.values import ABSENT, ByteRange, DirEntry, ObjectInfo
@@ -96,7 +96,6 @@ def https_client(server):
 async def test_large_gets_go_through_the_loop_pinned_to_their_version(s3_server, bucket):
     """Over https and http a GET of 1 MiB or more is sent on the store's asyncio loop: the bytes
     asked for, a stale version refused (Stale); a smaller GET on worker threads."""
-    from nczfs.toolbox.errors import Stale
 
     data = bytes(range(256)) * 8192  # 2 MiB
     client = s3_server.client()
@@ -521,8 +520,12 @@ async def test_keys_with_control_characters_are_served_and_do_not_break_listings
     assert (await store.entry("d/ok")).info.size == 6
     tree = await store.list_tree("d", 1000)
     assert [e.name for e in tree["d"]] == ["marked\x7f", "new\nline", "ok", "tab\tdir"]
-    await store.set("d/bell\x07", b"ring")
+    rung = await store.set("d/bell\x07", b"ring")
     assert client.get_object(Bucket=bucket, Key="p/d/bell\x07")["Body"].read() == b"ring"
+    assert await store.get_version("d/bell\x07", ByteRange(1, 3), rung.etag) == b"in"  # pinned, through boto3
+    client.put_object(Bucket=bucket, Key="p/d/bell\x07", Body=b"rang")
+    with pytest.raises(Stale):
+        await store.get_version("d/bell\x07", None, rung.etag)
     await store.rename_dir("d", "e")
     assert sorted(await store.list_prefix("e")) == ["e/bell\x07", "e/new\nline", "e/ok", "e/tab\tdir/x"]
     await store.delete("e/bell\x07")

@@ -146,7 +146,11 @@ class S3Store(ObjectStoreBackend):
         if rng is not None and not (rng.start == 0 and rng.end is None):
             kwargs["Range"] = f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
         try:
-            return s3.client.get_object(**kwargs)["Body"].read()
+            answer = s3.client.get_object(**kwargs)
+            got = answer.get("ETag")
+            if etag and got and not etag.startswith("W/") and got.removeprefix("W/").strip('"') != etag:  # as other_version
+                raise Stale(f"{key!r}: version {etag} was asked for, the server answered with version {got}")
+            return answer["Body"].read()
         except botocore.exceptions.ClientError as exc:
             if code_of(exc) == "InvalidRange":
                 return self._past_the_end(key, rng)
