@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,8 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 
-from tests.ports import free_ports, listened_by_others, serves
+from tests.ports import free_ports
+from tests.procs import wait_ready
 
 ADMIN = ("nczfsadmin", "nczfs-admin-secret")
 READER = ("nczfsreader", "nczfs-reader-secret")
@@ -98,27 +98,22 @@ class SeaweedS3:
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         client = self.client()
-        deadline = time.monotonic() + timeout
         probe = f"nczfs-probe-{uuid.uuid4().hex[:8]}"
-        while True:
-            if self.proc.poll() is not None:
-                taken = listened_by_others(self.proc, self.ports)
-                raise RuntimeError(f"weed exited ({self.proc.returncode})"
-                                   f"{f', another process listens on {taken}' if taken else ''}; see {self.workdir / 'weed.log'}")
+
+        def answers() -> bool:
             try:
-                # its own listeners: a probe alone could be answered by another process's server on a port
-                # this one failed to bind (ports.py)
-                if not serves(self.proc, self.ports):
-                    raise ConnectionError("not listening yet")
                 client.create_bucket(Bucket=probe)
                 client.put_object(Bucket=probe, Key="k", Body=b"1")
                 client.get_object(Bucket=probe, Key="k")["Body"].read()
-                break
+                return True
             except Exception:  # noqa: BLE001 - not up yet
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"SeaweedFS did not answer within {timeout}s") from None
-                time.sleep(0.3)
+                return False
+
+        try:  # up once its own process listens on its ports (ports.py) and then answers S3
+            wait_ready(self.proc, self.ports, "SeaweedFS", self.workdir / "weed.log", timeout, ready=answers)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def freeze(self) -> None:
         """SIGSTOP the server: connections are still accepted by the kernel, nothing is answered."""

@@ -88,7 +88,7 @@ def test_seaweedfs_on_ports_another_server_holds_fails_naming_them(tmp_path):
     first.start()
     try:
         second = SeaweedS3(tmp_path / "second", ports=list(first.ports))
-        with pytest.raises(RuntimeError, match=r"weed exited .*another process listens on \["):
+        with pytest.raises(RuntimeError, match=r"SeaweedFS did not start \(another process listens on \["):
             second.start()
         second.proc = None  # exited; its stop() would remove the first one's unix sockets
         assert ports.serves(first.proc, first.ports)

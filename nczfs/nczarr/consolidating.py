@@ -186,11 +186,11 @@ class ConsolidatingStore(WrapperStore):
                 await optional.refresh(self.inner, zkey)
             try:
                 content, version = await self._read(zkey)
-                if content is None and version is not None:  # there, but not JSON as kept: the store's own copy
-                    await optional.refresh(self.inner, zkey)
+                if content is None and version is not None and self.capabilities.checks_writes:
+                    await optional.refresh(self.inner, zkey)  # there, but not JSON as kept: the store's own copy
                     content, version = await self._read(zkey)
-                    if content is None and version is not None:
-                        log.warning("%r: not JSON, so this mount's change of it was not made", zkey)
+                if content is None and version is not None:
+                    log.warning("%r: not JSON, so this mount's change of it was not made", zkey)
                 if content is None or not change(content):
                     return
                 await self._store(zkey, dump(content), (version or None) if self.capabilities.checks_writes else None, version)

@@ -501,7 +501,7 @@ def test_obstore_addresses_the_bucket_as_boto3_would(endpoint, style, bucket, ex
     assert config.get("unsigned_payload") == ("true" if (endpoint or "https:").startswith("https:") else None)
 
 
-async def test_keys_with_control_characters_are_served_and_do_not_break_listings(s3_server, bucket):
+async def test_keys_with_control_characters_are_served_and_do_not_break_listings(s3_server, bucket, monkeypatch):
     """S3 takes any UTF-8 in a key; obstore refuses ASCII control characters in its paths and
     fails a whole listing holding one: such keys (written by other tools, or through the mount)
     are served through boto3, and the listings around them work."""
@@ -526,6 +526,12 @@ async def test_keys_with_control_characters_are_served_and_do_not_break_listings
     client.put_object(Bucket=bucket, Key="p/d/bell\x07", Body=b"rang")
     with pytest.raises(Stale):
         await store.get_version("d/bell\x07", None, rung.etag)
+    # a server that ignores If-Match answers the new version: its bytes are not taken for the old one's
+    sent = client.get_object
+    monkeypatch.setattr(client, "get_object", lambda IfMatch=None, **kw: sent(**kw))
+    with pytest.raises(Stale, match="the server answered with version"):
+        await store.get_version("d/bell\x07", None, rung.etag)
+    monkeypatch.undo()
     await store.rename_dir("d", "e")
     assert sorted(await store.list_prefix("e")) == ["e/bell\x07", "e/new\nline", "e/ok", "e/tab\tdir/x"]
     await store.delete("e/bell\x07")

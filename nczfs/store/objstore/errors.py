@@ -75,15 +75,19 @@ def translate_obstore(exc: BaseException, key: str, op: str, service: str) -> Nc
 
 
 def other_version(result: Any, options: Mapping[str, Any], key: str) -> Stale | None:
-    """A GET's ``result``, sent with ``options``: Stale where it pinned a version (``If-Match``)
-    and the server answered another one. A server that ignores the condition, or checks it apart
-    from the read (another writer's version stored between the two), must not have the other
-    version's bytes taken for the pinned one's (cached under its ETag, cut at its size)."""
+    """obstore's answer ``result`` to a GET sent with ``options``: :func:`answered_other` of the
+    ``If-Match`` it carried (the answer's metadata is read only where it carried one)."""
     pin = options.get("if_match")
-    if pin is None:
-        return None
-    got = result.meta.get("e_tag")
-    if not got or got.removeprefix("W/").strip('"') == pin.strip('"'):  # the same tag, weak (a compressed answer) or not
+    return None if pin is None else answered_other(key, pin, result.meta.get("e_tag"))
+
+
+def answered_other(key: str, pin: str | None, got: str | None) -> Stale | None:
+    """A GET pinned to version ``pin`` (the ``If-Match`` it sent; None: not pinned) that the
+    server answered with version ``got``: Stale where the two differ. A server that ignores the
+    condition, or checks it apart from the read (another writer's version stored between the
+    two), must not have the other version's bytes taken for the pinned one's (cached under its
+    ETag, cut at its size)."""
+    if pin is None or not got or got.removeprefix("W/").strip('"') == pin.strip('"'):  # the same tag, weak (a compressed answer) or not
         return None
     return Stale(f"{key!r}: version {pin} was asked for, the server answered with version {got}")
 

@@ -34,7 +34,7 @@ from nczfs.store.values import ABSENT, ByteRange, DirEntry, Meta, ObjectInfo, St
 from nczfs.store.objstore.copies import Copies
 from nczfs.store.objstore.client import make_client, obstore_s3
 from nczfs.store.objstore.options import S3Options
-from nczfs.store.objstore.errors import DENIED, code_of, message_of, translate_boto
+from nczfs.store.objstore.errors import DENIED, answered_other, code_of, message_of, translate_boto
 from nczfs.store.objstore.meta import MetaOfWrites, PosixMeta
 from nczfs.store.objstore.obprefix import UNNAMEABLE, ObjectStoreBackend, if_match
 from nczfs.store.objstore.probe import probe_conditions
@@ -147,9 +147,8 @@ class S3Store(ObjectStoreBackend):
             kwargs["Range"] = f"bytes={rng.start}-{'' if rng.end is None else rng.end - 1}"
         try:
             answer = s3.client.get_object(**kwargs)
-            got = answer.get("ETag")
-            if etag and got and not etag.startswith("W/") and got.removeprefix("W/").strip('"') != etag:  # as other_version
-                raise Stale(f"{key!r}: version {etag} was asked for, the server answered with version {got}")
+            if (wrong := answered_other(key, if_match(etag), answer.get("ETag"))) is not None:
+                raise wrong
             return answer["Body"].read()
         except botocore.exceptions.ClientError as exc:
             if code_of(exc) == "InvalidRange":
